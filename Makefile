@@ -1,0 +1,55 @@
+# feedbench: `make run` and `make test` do all set-up on a fresh Debian machine.
+# Set-up is idempotent: each step is skipped when what it installs is already there.
+
+SHELL := /bin/bash
+VENV := .venv
+PYTHON ?= python3
+TORCH_VERSION := 2.11.0
+CARGO ?= cargo
+# The real, partially downloaded LeRobot dataset that the tests read.
+export FEEDBENCH_G1_PARTIAL ?= $(abspath ../shared/datasets/g1-partial)
+
+APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
+	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all setup system-packages torch build run test fmt clippy clean
+
+all: build
+
+setup: system-packages torch
+
+system-packages:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:" $$missing; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# libtorch from the PyPI torch wheel, in a project-local venv; `.venv/libtorch` points at it
+# so that `.cargo/config.toml` does not depend on the Python version.
+torch: $(VENV)/libtorch
+
+$(VENV)/libtorch:
+	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/python -c 'import importlib.metadata as m; assert m.version("torch") == "$(TORCH_VERSION)"' 2>/dev/null \
+		|| $(VENV)/bin/pip install -q --disable-pip-version-check torch==$(TORCH_VERSION)
+	@ln -sfn "$$($(VENV)/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)" $@
+	@test -f $@/lib/libtorch_cpu.so || { echo "libtorch not found under $@"; rm -f $@; exit 1; }
+
+build: setup
+	$(CARGO) build --release
+
+run: build
+	./target/release/feedbench info $(FEEDBENCH_G1_PARTIAL)
+
+test: setup
+	$(CARGO) test --all-targets
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,3 @@
+//! The loader pipeline: samplers, workers and batches.
+
+pub mod batch;
