@@ -1,7 +1,182 @@
 //! The LeRobot dataset format: metadata, Parquet frames, video and image features, delta
 //! windows. Knows nothing about batching or timing.
+//!
+//! [`Dataset::open`] reads the metadata and maps the data files of the selected episodes;
+//! [`Dataset::sample`] returns what LeRobot's `LeRobotDataset[index]` returns.
 
+pub mod columns;
+pub mod episodes;
 pub mod error;
+pub mod export;
+pub mod frames;
+pub mod meta;
+pub mod sample;
+pub mod summary;
+pub mod values;
 pub mod video;
+pub mod window;
+pub mod write;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use episodes::{Episode, EpisodeIndex, EpisodeVideo, TaskIndex};
 pub use error::{DatasetError, Result};
+pub use meta::{CodebaseVersion, Feature, FeatureKind, Info, ScalarType};
+pub use sample::Sample;
+pub use values::{Array, Values};
+pub use window::{Window, WindowSpec, DEFAULT_TOLERANCE_S};
+
+use frames::FrameTable;
+
+/// How to open a dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetOptions {
+    /// Only these episodes, like LeRobot's `episodes=[…]`; every file they need must exist.
+    /// None selects every episode; then files are checked as they are needed.
+    pub episodes: Option<Vec<usize>>,
+    /// Largest distance between a query time and the video frame that serves it, seconds.
+    pub tolerance_s: f64,
+}
+
+impl Default for DatasetOptions {
+    fn default() -> Self {
+        Self { episodes: None, tolerance_s: DEFAULT_TOLERANCE_S }
+    }
+}
+
+/// An open LeRobot dataset (v2.0, v2.1 or v3.0).
+pub struct Dataset {
+    root: PathBuf,
+    info: Info,
+    episodes: Vec<Episode>,
+    /// Positions in `episodes` of the selected ones, by global index.
+    selected: Vec<usize>,
+    tasks: BTreeMap<TaskIndex, String>,
+    frames: FrameTable,
+    tolerance_s: f64,
+}
+
+impl Dataset {
+    /// Opens every episode of the dataset at `root`.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(root, &DatasetOptions::default())
+    }
+
+    /// Opens the dataset at `root` with `options`.
+    pub fn open_with(root: impl AsRef<Path>, options: &DatasetOptions) -> Result<Self> {
+        let root = root.as_ref().to_path_buf();
+        let info = Info::load(&root)?;
+        let episodes = episodes::load_episodes(&root, &info)?;
+        let tasks = episodes::load_tasks(&root, &info)?;
+        let selected: Vec<usize> = match &options.episodes {
+            None => (0..episodes.len()).collect(),
+            Some(wanted) => {
+                let mut positions = Vec::with_capacity(wanted.len());
+                for &episode in wanted {
+                    let position = episodes
+                        .binary_search_by_key(&EpisodeIndex(episode), |e| e.index)
+                        .map_err(|_| DatasetError::Request {
+                            root: root.clone(),
+                            what: format!(
+                                "episode {episode} is not in the dataset ({} episodes listed in meta/)",
+                                episodes.len()
+                            ),
+                        })?;
+                    for video in episodes[position].videos.values() {
+                        let path = root.join(&video.path);
+                        if !path.is_file() {
+                            return Err(DatasetError::MissingFile { path, episode });
+                        }
+                    }
+                    positions.push(position);
+                }
+                positions.sort_by_key(|&p| episodes[p].from);
+                positions.dedup();
+                positions
+            }
+        };
+        let chosen: Vec<&Episode> = selected.iter().map(|&p| &episodes[p]).collect();
+        let frames = FrameTable::open(&root, &info.features, &episodes, &chosen)?;
+        Ok(Dataset {
+            root,
+            info,
+            episodes,
+            selected,
+            tasks,
+            frames,
+            tolerance_s: options.tolerance_s,
+        })
+    }
+
+    /// The dataset directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The parsed info.json.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// Every episode listed in the metadata, selected or not, by episode index.
+    pub fn all_episodes(&self) -> &[Episode] {
+        &self.episodes
+    }
+
+    /// The selected episodes, in global index order.
+    pub fn episodes(&self) -> impl ExactSizeIterator<Item = &Episode> {
+        self.selected.iter().map(|&p| &self.episodes[p])
+    }
+
+    /// The task strings by task index.
+    pub fn tasks(&self) -> &BTreeMap<TaskIndex, String> {
+        &self.tasks
+    }
+
+    /// Frames in the selected episodes.
+    pub fn num_frames(&self) -> usize {
+        self.episodes().map(|e| e.length).sum()
+    }
+
+    /// The tolerance for matching video frames, seconds.
+    pub fn tolerance_s(&self) -> f64 {
+        self.tolerance_s
+    }
+
+    /// Checks a window specification against this dataset.
+    pub fn window(&self, spec: &WindowSpec) -> Result<Window> {
+        Window::resolve(spec, &self.info, &self.root, self.tolerance_s)
+    }
+
+    /// The selected episode holding global `index`.
+    pub fn episode_of(&self, index: usize) -> Result<&Episode> {
+        let slot = self.selected.partition_point(|&p| self.episodes[p].to <= index);
+        self.selected
+            .get(slot)
+            .map(|&p| &self.episodes[p])
+            .filter(|e| e.contains(index))
+            .ok_or_else(|| DatasetError::Request {
+                root: self.root.clone(),
+                what: format!("index {index} is not in the selected episodes"),
+            })
+    }
+
+    /// The global indices a training epoch samples, in order: every frame of the selected
+    /// episodes except the last `window.drop_n_last_frames` of each (LeRobot's
+    /// `EpisodeAwareSampler`).
+    pub fn sample_indices(&self, window: &Window) -> Vec<usize> {
+        self.episodes()
+            .flat_map(|e| e.from..e.to.saturating_sub(window.drop_n_last_frames).max(e.from))
+            .collect()
+    }
+
+    /// The files an episode needs that are not on disk.
+    pub fn missing_files(&self, episode: &Episode) -> Vec<PathBuf> {
+        std::iter::once(&episode.data_path)
+            .chain(episode.videos.values().map(|v| &v.path))
+            .map(|p| self.root.join(p))
+            .filter(|p| !p.is_file())
+            .collect()
+    }
+}

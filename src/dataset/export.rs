@@ -1,0 +1,118 @@
+//! Writing one sample to disk as NumPy `.npy` files plus `sample.json`, for comparison with
+//! what LeRobot returns in Python.
+
+use std::path::{Path, PathBuf};
+
+use ndarray::{ArrayD, IxDyn};
+use ndarray_npy::WritableElement;
+use serde_json::{json, Map, Value as Json};
+
+use super::sample::Sample;
+use super::values::{Array, Values};
+use super::{DatasetError, Result};
+
+/// What [`write_sample`] wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    /// The files written, `sample.json` last.
+    pub files: Vec<PathBuf>,
+    /// Keys that were not written as arrays, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Writes `sample` into `out` (created if needed): `<key>.npy` per numeric array,
+/// `<key>_is_pad.npy` per pad mask, and `sample.json` with the scalars, the task and, per
+/// video key, the file and query times. Never overwrites a file.
+pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
+    std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
+    let mut written = Written::default();
+    let mut scalars = Map::new();
+    let mut arrays = Map::new();
+    for (key, array) in &sample.arrays {
+        if array.shape.is_empty() {
+            scalars.insert(key.clone(), scalar_json(&array.values));
+        }
+        if let Values::Str(strings) = &array.values {
+            scalars.insert(key.clone(), json!(strings));
+            written.skipped.push((key.clone(), "strings are in sample.json".into()));
+            continue;
+        }
+        let path = new_file(out, &format!("{key}.npy"))?;
+        write_array(&path, array)?;
+        arrays
+            .insert(key.clone(), json!({"shape": array.shape, "dtype": array.values.type_name()}));
+        written.files.push(path);
+    }
+    for (key, mask) in &sample.pad_masks {
+        let path = new_file(out, &format!("{key}_is_pad.npy"))?;
+        write_npy(&path, &[mask.len()], mask.clone())?;
+        written.files.push(path);
+    }
+    for key in sample.images.keys() {
+        written.skipped.push((key.clone(), "image features are not decoded yet".into()));
+    }
+    let mut videos = Map::new();
+    for (key, frames) in &sample.videos {
+        videos.insert(key.clone(), json!({"file": frames.path, "timestamps": frames.timestamps}));
+        written.skipped.push((
+            key.clone(),
+            "video frames are not decoded yet: their file and query times are in sample.json"
+                .into(),
+        ));
+    }
+    let summary = json!({
+        "index": sample.index,
+        "episode_index": sample.episode.0,
+        "task": sample.task,
+        "scalars": scalars,
+        "arrays": arrays,
+        "pad_masks": sample.pad_masks.keys().map(|k| format!("{k}_is_pad")).collect::<Vec<_>>(),
+        "videos": videos,
+    });
+    let path = new_file(out, "sample.json")?;
+    let text = serde_json::to_string_pretty(&summary).expect("JSON values serialise");
+    std::fs::write(&path, text + "\n").map_err(|e| DatasetError::io(&path, e))?;
+    written.files.push(path);
+    Ok(written)
+}
+
+fn new_file(dir: &Path, name: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    if path.exists() {
+        return Err(DatasetError::invalid(
+            &path,
+            "already exists: choose an empty --out directory",
+        ));
+    }
+    Ok(path)
+}
+
+fn scalar_json(values: &Values) -> Json {
+    match values {
+        Values::F32(v) => json!(v[0]),
+        Values::F64(v) => json!(v[0]),
+        Values::I64(v) => json!(v[0]),
+        Values::I32(v) => json!(v[0]),
+        Values::Bool(v) => json!(v[0]),
+        Values::Str(v) => json!(v[0]),
+    }
+}
+
+fn write_array(path: &Path, array: &Array) -> Result<()> {
+    match &array.values {
+        Values::F32(v) => write_npy(path, &array.shape, v.clone()),
+        Values::F64(v) => write_npy(path, &array.shape, v.clone()),
+        Values::I64(v) => write_npy(path, &array.shape, v.clone()),
+        Values::I32(v) => write_npy(path, &array.shape, v.clone()),
+        Values::Bool(v) => write_npy(path, &array.shape, v.clone()),
+        Values::Str(_) => unreachable!("strings are written to sample.json"),
+    }
+}
+
+/// Writes `values` shaped `shape` as a `.npy` file.
+pub fn write_npy<T: WritableElement>(path: &Path, shape: &[usize], values: Vec<T>) -> Result<()> {
+    let array = ArrayD::from_shape_vec(IxDyn(shape), values)
+        .map_err(|e| DatasetError::invalid(path, format!("array of shape {shape:?}: {e}")))?;
+    ndarray_npy::write_npy(path, &array)
+        .map_err(|e| DatasetError::io(path, std::io::Error::other(e)))
+}

@@ -1,0 +1,478 @@
+//! The frame table: every selected episode's parquet rows, addressed by global `index`.
+//!
+//! Files are memory-mapped once. Numeric and string columns are decoded one row group at a
+//! time, on first touch, into buffers shared by every thread (`Arc`); later reads of that row
+//! group are slice copies. Image columns (whole PNG/JPEG files per row) are never decoded in
+//! bulk: each request reads just its rows.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow::record_batch::RecordBatchReader;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
+};
+use parquet::arrow::ProjectionMask;
+
+use super::episodes::Episode;
+use super::meta::{Feature, FeatureKind, ScalarType};
+use super::values::Values;
+use super::{DatasetError, Result};
+
+/// A column decoded in bulk: a numeric or string feature.
+#[derive(Debug, Clone)]
+pub struct TableColumn {
+    /// The feature name (= the parquet column name).
+    pub name: String,
+    /// The element type; None for strings.
+    pub scalar: Option<ScalarType>,
+    /// Values per row.
+    pub width: usize,
+}
+
+/// One parquet data file, mapped, with its row groups decoded on demand.
+struct DataFile {
+    path: PathBuf,
+    bytes: Bytes,
+    metadata: ArrowReaderMetadata,
+    /// First row of each row group, and the total row count at the end.
+    row_group_starts: Vec<usize>,
+    /// The bulk columns, as a projection.
+    bulk_projection: ProjectionMask,
+    /// Per row group, its bulk columns once a thread has needed them.
+    decoded: Vec<OnceLock<Arc<RowGroup>>>,
+}
+
+/// A decoded row group: per bulk column, `rows × width` values.
+struct RowGroup {
+    columns: Vec<Values>,
+}
+
+/// Where an episode's rows are.
+#[derive(Debug, Clone, Copy)]
+struct EpisodeRows {
+    from: usize,
+    to: usize,
+    file: usize,
+    first_row: usize,
+}
+
+/// A row of the frame table, ready to be copied from.
+pub struct Row {
+    group: Arc<RowGroup>,
+    row: usize,
+}
+
+/// Random access to the parquet rows of the selected episodes.
+pub struct FrameTable {
+    root: PathBuf,
+    columns: Vec<TableColumn>,
+    image_columns: Vec<String>,
+    files: Vec<DataFile>,
+    /// Sorted by `from`.
+    episodes: Vec<EpisodeRows>,
+    index_column: usize,
+}
+
+impl FrameTable {
+    /// Maps the data files of `selected` episodes and checks their schemas against the
+    /// features. `all` (every episode of the dataset) places episodes inside shared files.
+    pub fn open(
+        root: &Path,
+        features: &[Feature],
+        all: &[Episode],
+        selected: &[&Episode],
+    ) -> Result<Self> {
+        let columns: Vec<TableColumn> = features
+            .iter()
+            .filter_map(|f| match f.kind {
+                FeatureKind::Value(t) => {
+                    Some(TableColumn { name: f.name.clone(), scalar: Some(t), width: f.width() })
+                }
+                FeatureKind::String => Some(TableColumn {
+                    name: f.name.clone(),
+                    scalar: None,
+                    width: f.width().max(1),
+                }),
+                FeatureKind::Image | FeatureKind::Video => None,
+            })
+            .collect();
+        let image_columns: Vec<String> = features
+            .iter()
+            .filter(|f| f.kind == FeatureKind::Image)
+            .map(|f| f.name.clone())
+            .collect();
+        let index_column =
+            columns.iter().position(|c| c.name == "index").expect("info.json checked");
+
+        // Rows of every episode in a file, by file: an episode starts after those before it.
+        let mut file_episodes: BTreeMap<&Path, Vec<&Episode>> = BTreeMap::new();
+        for episode in all {
+            file_episodes.entry(episode.data_path.as_path()).or_default().push(episode);
+        }
+        let mut files = Vec::new();
+        let mut file_ids: BTreeMap<&Path, usize> = BTreeMap::new();
+        let mut episodes = Vec::with_capacity(selected.len());
+        for episode in selected {
+            let relative = episode.data_path.as_path();
+            let file = match file_ids.get(relative) {
+                Some(&id) => id,
+                None => {
+                    let path = root.join(relative);
+                    if !path.is_file() {
+                        return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
+                    }
+                    let in_file = &file_episodes[relative];
+                    let expected_rows: usize = in_file.iter().map(|e| e.length).sum();
+                    files.push(DataFile::open(path, &columns, &image_columns, expected_rows)?);
+                    file_ids.insert(relative, files.len() - 1);
+                    files.len() - 1
+                }
+            };
+            let mut in_file = file_episodes[relative].clone();
+            in_file.sort_by_key(|e| e.from);
+            let first_row =
+                in_file.iter().take_while(|e| e.from < episode.from).map(|e| e.length).sum();
+            episodes.push(EpisodeRows { from: episode.from, to: episode.to, file, first_row });
+        }
+        episodes.sort_by_key(|e| e.from);
+        Ok(FrameTable {
+            root: root.to_path_buf(),
+            columns,
+            image_columns,
+            files,
+            episodes,
+            index_column,
+        })
+    }
+
+    /// The columns decoded in bulk, in feature order.
+    pub fn columns(&self) -> &[TableColumn] {
+        &self.columns
+    }
+
+    /// The position of column `name` in [`Self::columns`].
+    pub fn column_position(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// The image columns (encoded PNG/JPEG per row).
+    pub fn image_columns(&self) -> &[String] {
+        &self.image_columns
+    }
+
+    fn locate(&self, index: usize) -> Option<(usize, usize)> {
+        let slot = self.episodes.partition_point(|e| e.to <= index);
+        let episode = self.episodes.get(slot).filter(|e| e.from <= index)?;
+        Some((episode.file, episode.first_row + index - episode.from))
+    }
+
+    /// The row with global `index`, decoding its row group if no thread has yet.
+    pub fn row(&self, index: usize) -> Result<Row> {
+        let (file_id, row) = self.locate(index).ok_or_else(|| self.not_selected(index))?;
+        let file = &self.files[file_id];
+        let group_id = file.row_group_starts.partition_point(|&start| start <= row) - 1;
+        let group = file.row_group(group_id, &self.columns)?;
+        let row = Row { group, row: row - file.row_group_starts[group_id] };
+        let Values::I64(found) = &row.group.columns[self.index_column] else {
+            unreachable!("index is int64 (info.json checked)")
+        };
+        if found[row.row] != index as i64 {
+            return Err(DatasetError::invalid(
+                &file.path,
+                format!(
+                    "expected index {index} at row {} (from the episode metadata), found {}",
+                    row.row + file.row_group_starts[group_id],
+                    found[row.row]
+                ),
+            ));
+        }
+        Ok(row)
+    }
+
+    /// The encoded image (PNG/JPEG bytes) of column `name` at global `index`.
+    pub fn image(&self, index: usize, name: &str) -> Result<Vec<u8>> {
+        let (file_id, row) = self.locate(index).ok_or_else(|| self.not_selected(index))?;
+        self.files[file_id].image(&self.root, row, name)
+    }
+
+    fn not_selected(&self, index: usize) -> DatasetError {
+        DatasetError::Request {
+            root: self.root.clone(),
+            what: format!("index {index} is not in the selected episodes"),
+        }
+    }
+}
+
+impl Row {
+    /// The values of bulk column `column` (a position in [`FrameTable::columns`]) at this row.
+    pub fn values(&self, column: usize, width: usize) -> (&Values, std::ops::Range<usize>) {
+        (&self.group.columns[column], self.row * width..(self.row + 1) * width)
+    }
+}
+
+impl DataFile {
+    fn open(
+        path: PathBuf,
+        columns: &[TableColumn],
+        images: &[String],
+        expected_rows: usize,
+    ) -> Result<Self> {
+        let file = std::fs::File::open(&path).map_err(|e| DatasetError::io(&path, e))?;
+        // SAFETY: feedbench never writes into a dataset it reads; a file changed underneath by
+        // another program is outside what any reader can guard against.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| DatasetError::io(&path, e))?;
+        let bytes = Bytes::from_owner(map);
+        let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
+            .map_err(|e| DatasetError::parquet(&path, e))?;
+        let schema = metadata.schema().clone();
+        for column in columns {
+            let field = schema.field_with_name(&column.name).map_err(|_| {
+                DatasetError::invalid(
+                    &path,
+                    format!("missing column `{}` (a feature in info.json)", column.name),
+                )
+            })?;
+            if let DataType::FixedSizeList(_, n) = field.data_type() {
+                if *n as usize != column.width {
+                    return Err(wrong_width(&path, column, *n as usize));
+                }
+            }
+        }
+        for image in images {
+            match schema.field_with_name(image).map(|f| f.data_type()) {
+                Ok(DataType::Struct(_)) => {}
+                Ok(other) => {
+                    return Err(DatasetError::invalid(
+                        &path,
+                        format!(
+                        "column `{image}`: expected an image struct<bytes, path>, found {other}"
+                    ),
+                    ))
+                }
+                Err(_) => {
+                    return Err(DatasetError::invalid(
+                        &path,
+                        format!("missing column `{image}` (an image feature in info.json)"),
+                    ))
+                }
+            }
+        }
+        let parquet_meta = metadata.metadata();
+        let mut row_group_starts = vec![0];
+        for group in parquet_meta.row_groups() {
+            row_group_starts.push(row_group_starts.last().unwrap() + group.num_rows() as usize);
+        }
+        let rows = *row_group_starts.last().unwrap();
+        if rows != expected_rows {
+            return Err(DatasetError::invalid(
+                &path,
+                format!("holds {rows} rows; the episode metadata says {expected_rows}"),
+            ));
+        }
+        let roots: Vec<usize> = columns
+            .iter()
+            .map(|c| root_position(parquet_meta.file_metadata().schema_descr(), &c.name).unwrap())
+            .collect();
+        let bulk_projection =
+            ProjectionMask::roots(parquet_meta.file_metadata().schema_descr(), roots);
+        let decoded = (0..parquet_meta.num_row_groups()).map(|_| OnceLock::new()).collect();
+        Ok(DataFile { path, bytes, metadata, row_group_starts, bulk_projection, decoded })
+    }
+
+    fn reader(&self) -> ParquetRecordBatchReaderBuilder<Bytes> {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.bytes.clone(),
+            self.metadata.clone(),
+        )
+    }
+
+    fn row_group(&self, id: usize, columns: &[TableColumn]) -> Result<Arc<RowGroup>> {
+        if let Some(group) = self.decoded[id].get() {
+            return Ok(group.clone());
+        }
+        let rows = self.row_group_starts[id + 1] - self.row_group_starts[id];
+        let reader = self
+            .reader()
+            .with_projection(self.bulk_projection.clone())
+            .with_row_groups(vec![id])
+            .with_batch_size(rows.max(1))
+            .build()
+            .map_err(|e| DatasetError::parquet(&self.path, e))?;
+        let schema = reader.schema();
+        let batches = reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| DatasetError::arrow(&self.path, e))?;
+        let batch = arrow::compute::concat_batches(&schema, &batches)
+            .map_err(|e| DatasetError::arrow(&self.path, e))?;
+        let group = RowGroup {
+            columns: columns
+                .iter()
+                .map(|c| decode_column(&batch, c, &self.path))
+                .collect::<Result<_>>()?,
+        };
+        // Two threads may decode the same group at once; the first one stored is kept.
+        Ok(self.decoded[id].get_or_init(|| Arc::new(group)).clone())
+    }
+
+    fn image(&self, root: &Path, row: usize, name: &str) -> Result<Vec<u8>> {
+        let group = self.row_group_starts.partition_point(|&start| start <= row) - 1;
+        let schema = self.metadata.metadata().file_metadata().schema_descr();
+        let position = root_position(schema, name)
+            .ok_or_else(|| DatasetError::invalid(&self.path, format!("missing column `{name}`")))?;
+        let skip = row - self.row_group_starts[group];
+        let reader = self
+            .reader()
+            .with_projection(ProjectionMask::roots(schema, [position]))
+            .with_row_groups(vec![group])
+            .with_row_selection(RowSelection::from(vec![
+                RowSelector::skip(skip),
+                RowSelector::select(1),
+            ]))
+            .build()
+            .map_err(|e| DatasetError::parquet(&self.path, e))?;
+        let batch: Option<RecordBatch> = reader
+            .into_iter()
+            .next()
+            .transpose()
+            .map_err(|e| DatasetError::arrow(&self.path, e))?;
+        let column = batch
+            .as_ref()
+            .and_then(|b| b.column(0).as_any().downcast_ref::<StructArray>().cloned())
+            .ok_or_else(|| {
+                DatasetError::invalid(
+                    &self.path,
+                    format!("column `{name}`: no struct value at row {row}"),
+                )
+            })?;
+        let invalid = |what: &str| {
+            DatasetError::invalid(&self.path, format!("column `{name}` row {row}: {what}"))
+        };
+        if let Some(bytes) = column.column_by_name("bytes").filter(|b| b.is_valid(0)) {
+            let bytes = cast(bytes, &DataType::LargeBinary)
+                .map_err(|e| DatasetError::arrow(&self.path, e))?;
+            return Ok(bytes.as_binary::<i64>().value(0).to_vec());
+        }
+        // Without embedded bytes, HF image columns name a file instead.
+        let path = column
+            .column_by_name("path")
+            .filter(|p| p.is_valid(0))
+            .and_then(|p| cast(p, &DataType::Utf8).ok())
+            .map(|p| p.as_string::<i32>().value(0).to_string())
+            .ok_or_else(|| invalid("neither `bytes` nor `path` is set"))?;
+        let file = root.join(path);
+        std::fs::read(&file).map_err(|e| DatasetError::io(file, e))
+    }
+}
+
+fn root_position(schema: &parquet::schema::types::SchemaDescriptor, name: &str) -> Option<usize> {
+    schema.root_schema().get_fields().iter().position(|f| f.name() == name)
+}
+
+fn wrong_width(path: &Path, column: &TableColumn, found: usize) -> DatasetError {
+    DatasetError::invalid(
+        path,
+        format!(
+            "column `{}`: expected {} values per row (info.json shape), found {found}",
+            column.name, column.width
+        ),
+    )
+}
+
+/// Flattens a scalar or list column into `rows × width` values of the feature's dtype.
+fn decode_column(batch: &RecordBatch, column: &TableColumn, path: &Path) -> Result<Values> {
+    let array = batch.column_by_name(&column.name).expect("projected");
+    if array.null_count() > 0 {
+        return Err(DatasetError::invalid(
+            path,
+            format!("column `{}` has null values", column.name),
+        ));
+    }
+    let rows = array.len();
+    let flat: ArrayRef = match array.data_type() {
+        DataType::List(_) => contiguous(array.as_list::<i32>().value_offsets(), array.as_list::<i32>().values(), column, path)?,
+        DataType::LargeList(_) => contiguous(array.as_list::<i64>().value_offsets(), array.as_list::<i64>().values(), column, path)?,
+        DataType::FixedSizeList(_, n) => {
+            let list = array.as_fixed_size_list();
+            if *n as usize != column.width {
+                return Err(wrong_width(path, column, *n as usize));
+            }
+            list.values().slice(list.offset() * column.width, rows * column.width)
+        }
+        _ if column.width == 1 => array.clone(),
+        other => {
+            return Err(DatasetError::invalid(
+                path,
+                format!(
+                    "column `{}`: expected a list of {} values per row (info.json shape), found {other}",
+                    column.name, column.width
+                ),
+            ))
+        }
+    };
+    let target = match column.scalar {
+        Some(ScalarType::Float32) => DataType::Float32,
+        Some(ScalarType::Float64) => DataType::Float64,
+        Some(ScalarType::Int64) => DataType::Int64,
+        Some(ScalarType::Int32) => DataType::Int32,
+        Some(ScalarType::Bool) => DataType::Boolean,
+        None => DataType::Utf8,
+    };
+    let typed = cast(&flat, &target).map_err(|e| {
+        DatasetError::invalid(
+            path,
+            format!(
+                "column `{}`: expected {} values (info.json dtype), found {} ({e})",
+                column.name,
+                target,
+                flat.data_type()
+            ),
+        )
+    })?;
+    Ok(match column.scalar {
+        Some(ScalarType::Float32) => {
+            Values::F32(typed.as_primitive::<Float32Type>().values().to_vec())
+        }
+        Some(ScalarType::Float64) => {
+            Values::F64(typed.as_primitive::<Float64Type>().values().to_vec())
+        }
+        Some(ScalarType::Int64) => Values::I64(typed.as_primitive::<Int64Type>().values().to_vec()),
+        Some(ScalarType::Int32) => Values::I32(typed.as_primitive::<Int32Type>().values().to_vec()),
+        Some(ScalarType::Bool) => {
+            Values::Bool(typed.as_boolean().iter().map(|v| v.unwrap_or(false)).collect())
+        }
+        None => Values::Str(
+            typed.as_string::<i32>().iter().map(|v| v.unwrap_or_default().to_string()).collect(),
+        ),
+    })
+}
+
+/// The child values of a variable-size list column whose every row has `width` values.
+fn contiguous<O: arrow::array::OffsetSizeTrait>(
+    offsets: &[O],
+    values: &ArrayRef,
+    column: &TableColumn,
+    path: &Path,
+) -> Result<ArrayRef> {
+    for (row, pair) in offsets.windows(2).enumerate() {
+        let len = pair[1].as_usize() - pair[0].as_usize();
+        if len != column.width {
+            return Err(DatasetError::invalid(
+                path,
+                format!(
+                    "column `{}` row {row}: expected {} values (info.json shape), found {len}",
+                    column.name, column.width
+                ),
+            ));
+        }
+    }
+    let start = offsets.first().map_or(0, |o| o.as_usize());
+    let end = offsets.last().map_or(0, |o| o.as_usize());
+    Ok(values.slice(start, end - start))
+}

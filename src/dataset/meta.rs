@@ -1,0 +1,573 @@
+//! `meta/info.json`: codebase version, fps, path templates and the features.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use super::{DatasetError, Result};
+
+/// The layout versions this reader knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodebaseVersion {
+    /// One parquet and one mp4 per episode, `meta/stats.json`.
+    V20,
+    /// One parquet and one mp4 per episode, `meta/episodes_stats.jsonl`.
+    V21,
+    /// Many episodes per file, episodes and tasks as parquet.
+    V30,
+}
+
+impl CodebaseVersion {
+    /// Parses the `codebase_version` string of info.json.
+    pub fn parse(found: &str, info_path: &Path) -> Result<Self> {
+        match found {
+            "v2.0" => Ok(Self::V20),
+            "v2.1" => Ok(Self::V21),
+            "v3.0" => Ok(Self::V30),
+            _ => Err(DatasetError::UnsupportedVersion {
+                path: info_path.to_path_buf(),
+                found: found.to_string(),
+            }),
+        }
+    }
+
+    /// True for the one-file-per-episode layouts (v2.0, v2.1).
+    pub fn is_v2(self) -> bool {
+        matches!(self, Self::V20 | Self::V21)
+    }
+}
+
+impl Serialize for CodebaseVersion {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl fmt::Display for CodebaseVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::V20 => "v2.0",
+            Self::V21 => "v2.1",
+            Self::V30 => "v3.0",
+        })
+    }
+}
+
+/// The element type of a numeric feature, as numpy names it in info.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarType {
+    /// `float32`
+    Float32,
+    /// `float64`
+    Float64,
+    /// `int64`
+    Int64,
+    /// `int32`
+    Int32,
+    /// `bool`
+    Bool,
+}
+
+impl ScalarType {
+    fn parse(dtype: &str) -> Option<Self> {
+        Some(match dtype {
+            "float32" => Self::Float32,
+            "float64" => Self::Float64,
+            "int64" => Self::Int64,
+            "int32" => Self::Int32,
+            "bool" => Self::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The numpy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Float32 => "float32",
+            Self::Float64 => "float64",
+            Self::Int64 => "int64",
+            Self::Int32 => "int32",
+            Self::Bool => "bool",
+        }
+    }
+}
+
+/// What a feature holds and where it is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureKind {
+    /// A numeric parquet column: a scalar (shape `[1]`) or a vector (shape `[N]`).
+    Value(ScalarType),
+    /// A string parquet column.
+    String,
+    /// Encoded PNG/JPEG images in a parquet `struct<bytes, path>` column.
+    Image,
+    /// Frames of an mp4 file per episode (v2) or per chunk of episodes (v3.0).
+    Video,
+}
+
+impl FeatureKind {
+    /// The dtype string of info.json.
+    pub fn dtype_name(self) -> &'static str {
+        match self {
+            Self::Value(t) => t.name(),
+            Self::String => "string",
+            Self::Image => "image",
+            Self::Video => "video",
+        }
+    }
+}
+
+/// Height, width and channels of an image or video feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ImageShape {
+    /// Rows.
+    pub height: u32,
+    /// Columns.
+    pub width: u32,
+    /// Colour channels (3 for RGB).
+    pub channels: u32,
+}
+
+/// The `info` (or legacy `video_info`) block of a video feature. It describes episode 0
+/// only: the files themselves are the truth (see [`super::video::probe`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct VideoInfo {
+    /// `video.codec` (av1, h264, hevc).
+    pub codec: Option<String>,
+    /// `video.pix_fmt`.
+    pub pix_fmt: Option<String>,
+    /// `video.height`.
+    pub height: Option<u32>,
+    /// `video.width`.
+    pub width: Option<u32>,
+    /// `video.fps`.
+    pub fps: Option<f64>,
+    /// `video.channels`.
+    pub channels: Option<u32>,
+    /// `has_audio`.
+    pub has_audio: Option<bool>,
+    /// Every other key (`video.g`, `video.crf`, …) as written.
+    pub other: BTreeMap<String, Json>,
+}
+
+impl VideoInfo {
+    fn parse(block: &serde_json::Map<String, Json>) -> Self {
+        let mut info = VideoInfo::default();
+        for (key, value) in block {
+            match key.as_str() {
+                "video.codec" => info.codec = value.as_str().map(str::to_string),
+                "video.pix_fmt" => info.pix_fmt = value.as_str().map(str::to_string),
+                "video.height" => info.height = value.as_u64().map(|v| v as u32),
+                "video.width" => info.width = value.as_u64().map(|v| v as u32),
+                "video.fps" => info.fps = value.as_f64(),
+                "video.channels" => info.channels = value.as_u64().map(|v| v as u32),
+                "has_audio" => info.has_audio = value.as_bool(),
+                _ => {
+                    info.other.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        info
+    }
+}
+
+/// One entry of info.json's `features`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Feature {
+    /// The key (`observation.state`, `observation.images.top`, `action`, …).
+    pub name: String,
+    /// What it holds.
+    pub kind: FeatureKind,
+    /// The declared shape.
+    pub shape: Vec<usize>,
+    /// Element names, flattened (`names` may be a list, nested lists or a one-entry map).
+    pub names: Option<Vec<String>>,
+    /// For images and videos: the frame size, from shape and names.
+    pub image: Option<ImageShape>,
+    /// For videos: the `info` block.
+    pub video: Option<VideoInfo>,
+}
+
+impl Feature {
+    /// Values per frame of a numeric or string feature (the product of the shape).
+    pub fn width(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True for the columns every LeRobot dataset has (timestamp, frame_index, …).
+    pub fn is_bookkeeping(&self) -> bool {
+        matches!(
+            self.name.as_str(),
+            "timestamp" | "frame_index" | "episode_index" | "index" | "task_index"
+        )
+    }
+
+    fn parse(name: &str, raw: &Json, info_path: &Path) -> Result<Self> {
+        let invalid =
+            |what: String| DatasetError::invalid(info_path, format!("feature `{name}`: {what}"));
+        let object = raw.as_object().ok_or_else(|| invalid("expected an object".into()))?;
+        let dtype = object
+            .get("dtype")
+            .and_then(Json::as_str)
+            .ok_or_else(|| invalid("expected a string `dtype`".into()))?;
+        let kind = match dtype {
+            "video" => FeatureKind::Video,
+            "image" => FeatureKind::Image,
+            "string" => FeatureKind::String,
+            other => FeatureKind::Value(ScalarType::parse(other).ok_or_else(|| {
+                invalid(format!(
+                    "unsupported dtype {other:?} (expected float32, float64, int64, int32, bool, string, image or video)"
+                ))
+            })?),
+        };
+        let shape: Vec<usize> = object
+            .get("shape")
+            .and_then(Json::as_array)
+            .and_then(|dims| dims.iter().map(|d| d.as_u64().map(|d| d as usize)).collect())
+            .ok_or_else(|| invalid("expected `shape` as a list of non-negative integers".into()))?;
+        let names = object.get("names").and_then(flatten_names);
+        let image = match kind {
+            FeatureKind::Image | FeatureKind::Video => {
+                Some(image_shape(&shape, names.as_deref()).ok_or_else(|| {
+                    invalid(format!(
+                        "expected an image shape [H, W, C] or [C, H, W], found {shape:?}"
+                    ))
+                })?)
+            }
+            _ => None,
+        };
+        let video = match kind {
+            FeatureKind::Video => Some(
+                object
+                    .get("info")
+                    .or_else(|| object.get("video_info"))
+                    .and_then(Json::as_object)
+                    .map(VideoInfo::parse)
+                    .unwrap_or_default(),
+            ),
+            _ => None,
+        };
+        Ok(Feature { name: name.to_string(), kind, shape, names, image, video })
+    }
+}
+
+/// Flattens `names`: null → None; a list, nested lists or a map of lists → one flat list.
+fn flatten_names(value: &Json) -> Option<Vec<String>> {
+    fn collect(value: &Json, out: &mut Vec<String>) {
+        match value {
+            Json::String(s) => out.push(s.clone()),
+            Json::Array(items) => items.iter().for_each(|item| collect(item, out)),
+            Json::Object(map) => map.values().for_each(|item| collect(item, out)),
+            Json::Number(n) => out.push(n.to_string()),
+            Json::Null | Json::Bool(_) => {}
+        }
+    }
+    if value.is_null() {
+        return None;
+    }
+    let mut out = Vec::new();
+    collect(value, &mut out);
+    Some(out)
+}
+
+/// Reads `[H, W, C]` or, when the names say so, `[C, H, W]`.
+fn image_shape(shape: &[usize], names: Option<&[String]>) -> Option<ImageShape> {
+    let &[a, b, c] = shape else { return None };
+    let channels_first =
+        names.and_then(|n| n.first()).is_some_and(|first| first.starts_with("channel"))
+            || (names.is_none() && a <= 4 && c > 4);
+    let (height, width, channels) = if channels_first { (b, c, a) } else { (a, b, c) };
+    Some(ImageShape { height: height as u32, width: width as u32, channels: channels as u32 })
+}
+
+/// The parsed `meta/info.json`.
+#[derive(Debug, Clone)]
+pub struct Info {
+    /// The layout version.
+    pub codebase_version: CodebaseVersion,
+    /// `robot_type`, when given.
+    pub robot_type: Option<String>,
+    /// Frames per second of every feature.
+    pub fps: f64,
+    /// Episodes in the whole dataset.
+    pub total_episodes: usize,
+    /// Frames in the whole dataset.
+    pub total_frames: usize,
+    /// Tasks in the whole dataset.
+    pub total_tasks: usize,
+    /// v2: video files in the dataset.
+    pub total_videos: Option<usize>,
+    /// v2: chunk directories.
+    pub total_chunks: Option<usize>,
+    /// Episodes (v2) or files (v3.0) per chunk directory.
+    pub chunks_size: usize,
+    /// v3.0: target size of a data file.
+    pub data_files_size_in_mb: Option<f64>,
+    /// v3.0: target size of a video file.
+    pub video_files_size_in_mb: Option<f64>,
+    /// `splits`, e.g. `{"train": "0:100"}`.
+    pub splits: BTreeMap<String, String>,
+    /// The data file template.
+    pub data_path: String,
+    /// The video file template; None for datasets without videos.
+    pub video_path: Option<String>,
+    /// Every feature, in info.json order.
+    pub features: Vec<Feature>,
+}
+
+#[derive(Deserialize)]
+struct RawInfo {
+    robot_type: Option<String>,
+    fps: f64,
+    total_episodes: usize,
+    total_frames: usize,
+    total_tasks: usize,
+    total_videos: Option<usize>,
+    total_chunks: Option<usize>,
+    chunks_size: usize,
+    data_files_size_in_mb: Option<f64>,
+    video_files_size_in_mb: Option<f64>,
+    #[serde(default)]
+    splits: BTreeMap<String, String>,
+    data_path: String,
+    video_path: Option<String>,
+    features: serde_json::Map<String, Json>,
+}
+
+impl Info {
+    /// Reads and checks `root/meta/info.json`.
+    pub fn load(root: &Path) -> Result<Self> {
+        let path = root.join("meta/info.json");
+        if !root.is_dir() {
+            return Err(DatasetError::io(
+                root,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset directory"),
+            ));
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => DatasetError::invalid(
+                &path,
+                "missing: a LeRobot dataset has meta/info.json (is this the dataset root?)",
+            ),
+            _ => DatasetError::io(&path, e),
+        })?;
+        Self::parse(&text, &path)
+    }
+
+    /// Parses the text of an info.json file found at `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let json = |source| DatasetError::Json { path: path.to_path_buf(), line: None, source };
+        let value: Json = serde_json::from_str(text).map_err(json)?;
+        // Check the version first: an unknown layout gets its own error, whatever else it holds.
+        let version = value
+            .get("codebase_version")
+            .and_then(Json::as_str)
+            .ok_or_else(|| DatasetError::invalid(path, "expected a string `codebase_version`"))?;
+        let codebase_version = CodebaseVersion::parse(version, path)?;
+        let raw: RawInfo = serde_json::from_value(value).map_err(json)?;
+        if raw.fps.is_nan() || raw.fps <= 0.0 {
+            return Err(DatasetError::invalid(
+                path,
+                format!("expected fps > 0, found {}", raw.fps),
+            ));
+        }
+        let features = raw
+            .features
+            .iter()
+            .map(|(name, feature)| Feature::parse(name, feature, path))
+            .collect::<Result<Vec<_>>>()?;
+        for required in ["timestamp", "frame_index", "episode_index", "index", "task_index"] {
+            if !features.iter().any(|f| f.name == required) {
+                return Err(DatasetError::invalid(
+                    path,
+                    format!("expected the feature `{required}` that every LeRobot dataset has"),
+                ));
+            }
+        }
+        if features.iter().any(|f| f.kind == FeatureKind::Video) && raw.video_path.is_none() {
+            return Err(DatasetError::invalid(path, "video features but no `video_path` template"));
+        }
+        Ok(Info {
+            codebase_version,
+            robot_type: raw.robot_type,
+            fps: raw.fps,
+            total_episodes: raw.total_episodes,
+            total_frames: raw.total_frames,
+            total_tasks: raw.total_tasks,
+            total_videos: raw.total_videos,
+            total_chunks: raw.total_chunks,
+            chunks_size: raw.chunks_size,
+            data_files_size_in_mb: raw.data_files_size_in_mb,
+            video_files_size_in_mb: raw.video_files_size_in_mb,
+            splits: raw.splits,
+            data_path: raw.data_path,
+            video_path: raw.video_path,
+            features,
+        })
+    }
+
+    /// The feature called `name`.
+    pub fn feature(&self, name: &str) -> Option<&Feature> {
+        self.features.iter().find(|f| f.name == name)
+    }
+
+    /// The video features (cameras), in info.json order.
+    pub fn video_keys(&self) -> impl Iterator<Item = &Feature> {
+        self.features.iter().filter(|f| f.kind == FeatureKind::Video)
+    }
+}
+
+/// A value substituted into a path template.
+#[derive(Debug, Clone, Copy)]
+pub enum TemplateValue<'a> {
+    /// An integer field (`{episode_index:06d}`).
+    Int(usize),
+    /// A string field (`{video_key}`).
+    Str(&'a str),
+}
+
+/// Fills a Python `str.format` path template such as
+/// `data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet`.
+/// Supports `{name}` and `{name:0Nd}`; an unknown field or spec is an error naming the template.
+pub fn render_template(
+    template: &str,
+    fields: &[(&str, TemplateValue<'_>)],
+    info_path: &Path,
+) -> Result<PathBuf> {
+    let bad = |what: String| {
+        DatasetError::invalid(info_path, format!("path template {template:?}: {what}"))
+    };
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').ok_or_else(|| bad("unclosed `{`".into()))? + open;
+        let field = &rest[open + 1..close];
+        let (name, spec) = field.split_once(':').unwrap_or((field, ""));
+        let value = fields
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| bad(format!("unknown field `{name}`")))?;
+        match (value, spec) {
+            (TemplateValue::Str(s), "") => out.push_str(s),
+            (TemplateValue::Int(i), "") | (TemplateValue::Int(i), "d") => {
+                out.push_str(&i.to_string())
+            }
+            (TemplateValue::Int(i), spec) => {
+                let width = spec
+                    .strip_prefix('0')
+                    .and_then(|s| s.strip_suffix('d'))
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .ok_or_else(|| bad(format!("unsupported format spec `{spec}`")))?;
+                out.push_str(&format!("{i:0width$}"));
+            }
+            (TemplateValue::Str(_), spec) => {
+                return Err(bad(format!("unsupported format spec `{spec}` for `{name}`")))
+            }
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(PathBuf::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"{
+        "codebase_version": "v3.0", "robot_type": null, "fps": 10,
+        "total_episodes": 1, "total_frames": 2, "total_tasks": 1, "chunks_size": 1000,
+        "data_files_size_in_mb": 100, "video_files_size_in_mb": 200, "unknown_key": 7,
+        "splits": {"train": "0:1"},
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+        "features": {
+            "observation.image": {"dtype": "video", "shape": [3, 96, 96],
+                "names": ["channels", "height", "width"],
+                "video_info": {"video.codec": "av1", "video.fps": 10.0, "video.g": 2}},
+            "observation.state": {"dtype": "float32", "shape": [2], "names": {"motors": ["x", "y"]}},
+            "action": {"dtype": "float32", "shape": [2], "names": [["x", "y"]], "fps": 10},
+            "timestamp": {"dtype": "float32", "shape": [1], "names": null},
+            "frame_index": {"dtype": "int64", "shape": [1], "names": null},
+            "episode_index": {"dtype": "int64", "shape": [1], "names": null},
+            "index": {"dtype": "int64", "shape": [1], "names": null},
+            "task_index": {"dtype": "int64", "shape": [1], "names": null}
+        }
+    }"#;
+
+    fn parse(text: &str) -> Result<Info> {
+        Info::parse(text, Path::new("/d/meta/info.json"))
+    }
+
+    #[test]
+    fn parses_names_in_every_form_and_the_legacy_video_block() {
+        let info = parse(MINIMAL).unwrap();
+        assert_eq!(info.codebase_version, CodebaseVersion::V30);
+        let names = |key: &str| info.feature(key).unwrap().names.clone().unwrap();
+        assert_eq!(names("observation.state"), ["x", "y"]);
+        assert_eq!(names("action"), ["x", "y"]);
+        assert!(info.feature("timestamp").unwrap().names.is_none());
+        let camera = info.feature("observation.image").unwrap();
+        assert_eq!(camera.image, Some(ImageShape { height: 96, width: 96, channels: 3 }));
+        let video = camera.video.as_ref().unwrap();
+        assert_eq!(video.codec.as_deref(), Some("av1"));
+        assert_eq!(video.other.get("video.g"), Some(&Json::from(2)));
+        assert_eq!(info.video_files_size_in_mb, Some(200.0));
+    }
+
+    #[test]
+    fn refuses_unknown_versions_by_name() {
+        let text = MINIMAL.replace("\"v3.0\"", "\"v1.6\"");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("/d/meta/info.json") && err.contains("v1.6"), "{err}");
+    }
+
+    #[test]
+    fn names_a_missing_bookkeeping_feature_and_a_bad_dtype() {
+        let text = MINIMAL.replace("\"task_index\": {", "\"task\": {");
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("`task_index`"), "{err}");
+        let text = MINIMAL.replace(
+            "\"dtype\": \"float32\", \"shape\": [2], \"names\": {",
+            "\"dtype\": \"complex64\", \"shape\": [2], \"names\": {",
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("observation.state") && err.contains("complex64"), "{err}");
+    }
+
+    #[test]
+    fn corrupt_json_names_the_file() {
+        let err = parse("{\"codebase_version\": \"v2.1\", ").unwrap_err().to_string();
+        assert!(err.starts_with("/d/meta/info.json"), "{err}");
+    }
+
+    #[test]
+    fn renders_python_format_templates() {
+        let info = Path::new("info.json");
+        let path = render_template(
+            "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4",
+            &[
+                ("episode_chunk", TemplateValue::Int(0)),
+                ("video_key", TemplateValue::Str("observation.images.top")),
+                ("episode_index", TemplateValue::Int(42)),
+            ],
+            info,
+        )
+        .unwrap();
+        assert_eq!(
+            path,
+            PathBuf::from("videos/chunk-000/observation.images.top/episode_000042.mp4")
+        );
+        let err = render_template("x/{nope}.parquet", &[], info).unwrap_err().to_string();
+        assert!(err.contains("unknown field `nope`"), "{err}");
+    }
+}

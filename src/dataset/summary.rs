@@ -1,0 +1,295 @@
+//! What `feedbench info` reports: the metadata, what is on disk, and what the video files
+//! really hold.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::episodes::{load_episodes, load_tasks};
+use super::meta::{CodebaseVersion, Info};
+use super::video::{probe, VideoStreamInfo};
+use super::{DatasetError, Result};
+
+/// One feature as info.json declares it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FeatureSummary {
+    /// The key.
+    pub name: String,
+    /// The dtype string.
+    pub dtype: String,
+    /// The declared shape.
+    pub shape: Vec<usize>,
+}
+
+/// One camera: what info.json says and what its first present file holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct CameraSummary {
+    /// The video key.
+    pub key: String,
+    /// `video.codec` from info.json.
+    pub declared_codec: Option<String>,
+    /// The file that was probed (the first present episode's), relative to the root.
+    pub probed_file: Option<PathBuf>,
+    /// What FFmpeg reads from that file; None when no file of this camera is present.
+    pub stream: Option<VideoStreamInfo>,
+}
+
+/// A dataset's overview.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The dataset directory.
+    pub root: PathBuf,
+    /// The layout version.
+    pub codebase_version: CodebaseVersion,
+    /// `robot_type`.
+    pub robot_type: Option<String>,
+    /// Frames per second.
+    pub fps: f64,
+    /// Episodes listed in the metadata.
+    pub episodes_listed: usize,
+    /// Episodes whose data and video files are all on disk.
+    pub episodes_present: Vec<usize>,
+    /// Frames in the listed episodes.
+    pub frames: usize,
+    /// Frames in the present episodes.
+    pub frames_present: usize,
+    /// Task strings.
+    pub tasks: Vec<String>,
+    /// Every feature.
+    pub features: Vec<FeatureSummary>,
+    /// Every camera.
+    pub cameras: Vec<CameraSummary>,
+    /// Bytes of the parquet data files on disk.
+    pub data_bytes: u64,
+    /// Bytes of the mp4 files on disk.
+    pub video_bytes: u64,
+}
+
+fn file_size(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len())
+}
+
+impl Summary {
+    /// Reads the metadata of the dataset at `root` and looks at its files; missing files are
+    /// reported, not errors.
+    pub fn collect(root: &Path) -> Result<Self> {
+        let info = Info::load(root)?;
+        let episodes = load_episodes(root, &info)?;
+        let tasks = load_tasks(root, &info)?;
+        if episodes.is_empty() {
+            return Err(DatasetError::invalid(root.join("meta"), "no episodes listed"));
+        }
+        let mut data_files = std::collections::BTreeSet::new();
+        let mut video_files = std::collections::BTreeSet::new();
+        let mut episodes_present = Vec::new();
+        let mut frames_present = 0;
+        for episode in &episodes {
+            let data = root.join(&episode.data_path);
+            let mut present = file_size(&data).is_some();
+            data_files.insert(data);
+            for video in episode.videos.values() {
+                let path = root.join(&video.path);
+                present &= file_size(&path).is_some();
+                video_files.insert(path);
+            }
+            if present {
+                episodes_present.push(episode.index.0);
+                frames_present += episode.length;
+            }
+        }
+        let total = |files: &std::collections::BTreeSet<PathBuf>| {
+            files.iter().filter_map(|p| file_size(p)).sum()
+        };
+        let mut cameras = Vec::new();
+        for camera in info.video_keys() {
+            let probed_file = episodes
+                .iter()
+                .filter_map(|e| e.videos.get(&camera.name))
+                .map(|v| v.path.clone())
+                .find(|p| root.join(p).is_file());
+            let stream = match &probed_file {
+                Some(path) => Some(probe(&root.join(path))?),
+                None => None,
+            };
+            cameras.push(CameraSummary {
+                key: camera.name.clone(),
+                declared_codec: camera.video.as_ref().and_then(|v| v.codec.clone()),
+                probed_file,
+                stream,
+            });
+        }
+        Ok(Summary {
+            root: root.to_path_buf(),
+            codebase_version: info.codebase_version,
+            robot_type: info.robot_type.clone(),
+            fps: info.fps,
+            episodes_listed: episodes.len(),
+            episodes_present,
+            frames: episodes.iter().map(|e| e.length).sum(),
+            frames_present,
+            tasks: tasks.into_values().collect(),
+            features: info
+                .features
+                .iter()
+                .map(|f| FeatureSummary {
+                    name: f.name.clone(),
+                    dtype: f.kind.dtype_name().into(),
+                    shape: f.shape.clone(),
+                })
+                .collect(),
+            cameras,
+            data_bytes: total(&data_files),
+            video_bytes: total(&video_files),
+        })
+    }
+}
+
+/// Formats `n` bytes for people (`23.4 MB`).
+pub fn human_bytes(n: u64) -> String {
+    let units = ["B", "kB", "MB", "GB", "TB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < units.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+/// Writes sorted integers compactly: `1, 2, 4-9, 29`.
+pub fn format_ranges(values: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let mut j = i;
+        while j + 1 < values.len() && values[j + 1] == values[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i + 1 {
+            format!("{}-{}", values[i], values[j])
+        } else if j == i + 1 {
+            format!("{}, {}", values[i], values[j])
+        } else {
+            values[i].to_string()
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// Parses an episode list such as `1,2,4` or `0-9,20` (inclusive ranges).
+pub fn parse_episode_list(text: &str) -> std::result::Result<Vec<usize>, String> {
+    let mut episodes = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let number = |s: &str| {
+            s.trim().parse::<usize>().map_err(|e| format!("episode list {text:?}: {s:?}: {e}"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if b < a {
+                    return Err(format!("episode list {text:?}: empty range {part}"));
+                }
+                episodes.extend(a..=b);
+            }
+            None => episodes.push(number(part)?),
+        }
+    }
+    if episodes.is_empty() {
+        return Err(format!("episode list {text:?}: expected episode indices like 1,2,4 or 0-9"));
+    }
+    Ok(episodes)
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let robot = self.robot_type.as_deref().map(|r| format!(", {r}")).unwrap_or_default();
+        writeln!(
+            f,
+            "{}  (LeRobot {}{robot}, {} fps)",
+            self.root.display(),
+            self.codebase_version,
+            self.fps
+        )?;
+        let present = if self.episodes_present.len() == self.episodes_listed {
+            "all present on disk".to_string()
+        } else {
+            format!(
+                "{} present on disk: {}",
+                self.episodes_present.len(),
+                format_ranges(&self.episodes_present)
+            )
+        };
+        writeln!(f, "episodes  {} listed, {present}", self.episodes_listed)?;
+        writeln!(
+            f,
+            "frames    {} listed, {} in present episodes",
+            self.frames, self.frames_present
+        )?;
+        writeln!(f, "tasks     {}", self.tasks.len())?;
+        for task in self.tasks.iter().take(5) {
+            writeln!(f, "          {task:?}")?;
+        }
+        if self.tasks.len() > 5 {
+            writeln!(f, "          … {} more", self.tasks.len() - 5)?;
+        }
+        writeln!(
+            f,
+            "on disk   {} parquet, {} mp4",
+            human_bytes(self.data_bytes),
+            human_bytes(self.video_bytes)
+        )?;
+        writeln!(f, "features")?;
+        let width = self.features.iter().map(|x| x.name.len()).max().unwrap_or(0);
+        for feature in &self.features {
+            writeln!(f, "  {:width$}  {:8} {:?}", feature.name, feature.dtype, feature.shape)?;
+        }
+        if !self.cameras.is_empty() {
+            writeln!(f, "cameras (as the files hold them)")?;
+        }
+        for camera in &self.cameras {
+            match (&camera.stream, &camera.probed_file) {
+                (Some(s), Some(file)) => {
+                    let declared = camera
+                        .declared_codec
+                        .as_ref()
+                        .filter(|c| **c != s.codec)
+                        .map(|c| format!("; info.json says {c}"))
+                        .unwrap_or_default();
+                    writeln!(
+                        f,
+                        "  {:width$}  {} {}×{} {} {:.3} fps  ({}{declared})",
+                        camera.key,
+                        s.codec,
+                        s.width,
+                        s.height,
+                        s.pix_fmt,
+                        s.fps,
+                        file.display()
+                    )?;
+                }
+                _ => writeln!(f, "  {:width$}  no file on disk", camera.key)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_and_parses_episode_lists() {
+        assert_eq!(format_ranges(&[1, 2, 4, 5, 6, 29, 30]), "1, 2, 4-6, 29, 30");
+        assert_eq!(parse_episode_list("1,2,4-6").unwrap(), [1, 2, 4, 5, 6]);
+        assert!(parse_episode_list("6-4").is_err());
+        assert!(parse_episode_list("x").is_err());
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(23_400_000), "23.4 MB");
+    }
+}

@@ -1,0 +1,102 @@
+//! Typed value buffers: a column's decoded values and a sample's arrays.
+
+use serde::Serialize;
+
+use super::meta::ScalarType;
+
+/// Values of one element type, in row-major order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Values {
+    /// float32
+    F32(Vec<f32>),
+    /// float64
+    F64(Vec<f64>),
+    /// int64
+    I64(Vec<i64>),
+    /// int32
+    I32(Vec<i32>),
+    /// bool
+    Bool(Vec<bool>),
+    /// string
+    Str(Vec<String>),
+}
+
+impl Values {
+    /// An empty buffer of `scalar` type with room for `capacity` values.
+    pub fn with_capacity(scalar: Option<ScalarType>, capacity: usize) -> Self {
+        match scalar {
+            Some(ScalarType::Float32) => Self::F32(Vec::with_capacity(capacity)),
+            Some(ScalarType::Float64) => Self::F64(Vec::with_capacity(capacity)),
+            Some(ScalarType::Int64) => Self::I64(Vec::with_capacity(capacity)),
+            Some(ScalarType::Int32) => Self::I32(Vec::with_capacity(capacity)),
+            Some(ScalarType::Bool) => Self::Bool(Vec::with_capacity(capacity)),
+            None => Self::Str(Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len(),
+            Self::F64(v) => v.len(),
+            Self::I64(v) => v.len(),
+            Self::I32(v) => v.len(),
+            Self::Bool(v) => v.len(),
+            Self::Str(v) => v.len(),
+        }
+    }
+
+    /// True when there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends `src[range]`; both buffers hold the same element type (one column's values).
+    pub fn extend_from(&mut self, src: &Values, range: std::ops::Range<usize>) {
+        match (self, src) {
+            (Self::F32(dst), Self::F32(src)) => dst.extend_from_slice(&src[range]),
+            (Self::F64(dst), Self::F64(src)) => dst.extend_from_slice(&src[range]),
+            (Self::I64(dst), Self::I64(src)) => dst.extend_from_slice(&src[range]),
+            (Self::I32(dst), Self::I32(src)) => dst.extend_from_slice(&src[range]),
+            (Self::Bool(dst), Self::Bool(src)) => dst.extend_from_slice(&src[range]),
+            (Self::Str(dst), Self::Str(src)) => dst.extend_from_slice(&src[range]),
+            (dst, src) => {
+                unreachable!("copy between {} and {} buffers", dst.type_name(), src.type_name())
+            }
+        }
+    }
+
+    /// The value at `i` widened to f64 (strings give NaN), for display and timestamps.
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            Self::F32(v) => f64::from(v[i]),
+            Self::F64(v) => v[i],
+            Self::I64(v) => v[i] as f64,
+            Self::I32(v) => f64::from(v[i]),
+            Self::Bool(v) => f64::from(u8::from(v[i])),
+            Self::Str(_) => f64::NAN,
+        }
+    }
+
+    /// The numpy name of the element type.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::F32(_) => "float32",
+            Self::F64(_) => "float64",
+            Self::I64(_) => "int64",
+            Self::I32(_) => "int32",
+            Self::Bool(_) => "bool",
+            Self::Str(_) => "string",
+        }
+    }
+}
+
+/// An n-dimensional array of a sample, shaped as LeRobot returns it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Array {
+    /// The shape: `[]` for a scalar, `[D]` for a vector, `[T, D]` with a time window.
+    pub shape: Vec<usize>,
+    /// The values, `shape.iter().product()` of them.
+    pub values: Values,
+}

@@ -1,0 +1,86 @@
+//! The `feedbench` binary end to end: `info` and `sample`.
+
+mod common;
+
+use std::process::Command;
+
+use ndarray::ArrayD;
+use ndarray_npy::read_npy;
+
+fn feedbench(args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn info_prints_text_and_json() {
+    let Some(root) = common::g1_partial() else { return };
+    let root = root.to_str().unwrap();
+    let (ok, text, err) = feedbench(&["info", root]);
+    assert!(ok, "{err}");
+    assert!(text.contains("LeRobot v2.1") && text.contains("30 fps"), "{text}");
+    assert!(text.contains("av1 640×480 yuv420p"), "{text}");
+    let (ok, json, err) = feedbench(&["info", root, "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["episodes_present"], serde_json::json!([1, 2, 4, 29, 30]));
+    assert_eq!(value["cameras"][0]["stream"]["codec"], "av1");
+}
+
+#[test]
+fn sample_writes_npy_files_shaped_like_lerobot() {
+    let Some(root) = common::g1_partial() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("s");
+    // Episode 1 starts at global index 479 (episode 0 has 479 frames); its first frame pads.
+    let args = [
+        "sample",
+        root.to_str().unwrap(),
+        "--index",
+        "479",
+        "--episodes",
+        "1,2",
+        "--window",
+        "diffusion",
+    ];
+    let (ok, text, err) = feedbench(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(text.contains("episode 1"), "{text}");
+    let state: ArrayD<f32> = read_npy(dir.join("observation.state.npy")).unwrap();
+    assert_eq!(state.shape(), [2, 26]);
+    assert_eq!(
+        state.index_axis(ndarray::Axis(0), 0),
+        state.index_axis(ndarray::Axis(0), 1),
+        "padded step repeats"
+    );
+    let action: ArrayD<f32> = read_npy(dir.join("action.npy")).unwrap();
+    assert_eq!(action.shape(), [16, 26]);
+    let pad: ArrayD<bool> = read_npy(dir.join("action_is_pad.npy")).unwrap();
+    assert_eq!(pad.iter().filter(|p| **p).count(), 1);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sample.json")).unwrap()).unwrap();
+    assert_eq!(summary["scalars"]["index"], 479);
+    assert_eq!(summary["scalars"]["frame_index"], 0);
+    assert_eq!(summary["task"], "Pick up the yellow bottle on the table.");
+    // A second run into the same directory refuses to overwrite.
+    let (ok, _, err) = feedbench(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(!ok && err.contains("already exists"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_explained() {
+    let Some(root) = common::g1_partial() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let root = root.to_str().unwrap();
+    let out = out.path().to_str().unwrap();
+    let (ok, _, err) =
+        feedbench(&["sample", root, "--index", "0", "--episodes", "0", "--out", out]);
+    assert!(!ok && err.contains("episode_000000.mp4"), "{err}");
+    let (ok, _, err) =
+        feedbench(&["sample", root, "--index", "479", "--delta", "action=0.01", "--out", out]);
+    assert!(!ok && err.contains("not a multiple of 1/fps"), "{err}");
+}
