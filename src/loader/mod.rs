@@ -1,3 +1,5 @@
 //! The loader pipeline: samplers, workers and batches.
 
 pub mod batch;
+pub mod pipeline;
+pub mod sampler;

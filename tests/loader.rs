@@ -1,0 +1,197 @@
+//! The loader pipeline on generated datasets: coverage per epoch, order, sharding, collation,
+//! errors and shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};
+use feedbench::dataset::{CodebaseVersion, Dataset, WindowSpec};
+use feedbench::loader::batch::{Batch, BatchData};
+use feedbench::loader::pipeline::{Loader, LoaderConfig, LoaderError};
+use feedbench::loader::sampler::{SamplerKind, Shard};
+
+fn dataset(version: CodebaseVersion, lengths: &[usize]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let spec = TabularSpec {
+        version,
+        fps: 10,
+        robot_type: "test".into(),
+        episode_lengths: lengths.to_vec(),
+        state_dim: 3,
+        action_dim: 2,
+        tasks: vec!["push".into()],
+        episodes_per_file: 3,
+        row_group_rows: 16,
+        list_layout: ListLayout::FixedSize,
+        image_size: None,
+    };
+    write_tabular(&root, &spec).unwrap();
+    (dir, root)
+}
+
+fn indices_of(batch: &Batch) -> Vec<usize> {
+    let BatchData::I64(index) = &batch.tensors["index"].data else { panic!("index is int64") };
+    index.iter().map(|&i| i as usize).collect()
+}
+
+fn loader(root: &std::path::Path, config: LoaderConfig) -> Loader {
+    let dataset = Dataset::open(root).unwrap();
+    let window = dataset.window(&WindowSpec::diffusion()).unwrap();
+    Loader::new(Arc::new(dataset), window, config).unwrap()
+}
+
+#[test]
+fn every_valid_index_once_per_epoch_for_each_sampler_and_worker_count() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[20, 9, 31, 12, 17]);
+    let all: Vec<usize> = (0..89).collect();
+    // Episode-aware: the last 7 frames of each episode are never sampled.
+    let episode_aware: Vec<usize> =
+        [(0, 13), (20, 22), (29, 53), (60, 65), (72, 82)].iter().flat_map(|&(a, b)| a..b).collect();
+    for sampler in [SamplerKind::Sequential, SamplerKind::Shuffled, SamplerKind::EpisodeAware] {
+        for workers in [0, 1, 3] {
+            for ordered in [true, false] {
+                let config = LoaderConfig {
+                    workers,
+                    sampler,
+                    batch_size: 4,
+                    ordered,
+                    seed: 5,
+                    ..Default::default()
+                };
+                let loader = loader(&root, config);
+                for epoch in 0..2 {
+                    let plan = loader.plan(epoch);
+                    let batches: Vec<Batch> = loader.epoch(epoch).map(Result::unwrap).collect();
+                    let mut seen: Vec<usize> = batches.iter().flat_map(indices_of).collect();
+                    if ordered {
+                        assert_eq!(
+                            batches.iter().map(indices_of).collect::<Vec<_>>(),
+                            plan,
+                            "sampler order"
+                        );
+                    }
+                    if sampler == SamplerKind::Sequential {
+                        assert!(!ordered || seen.windows(2).all(|w| w[0] < w[1]));
+                    }
+                    seen.sort_unstable();
+                    let expected =
+                        if sampler == SamplerKind::EpisodeAware { &episode_aware } else { &all };
+                    assert_eq!(
+                        &seen, expected,
+                        "{sampler:?}, {workers} workers, ordered {ordered}, epoch {epoch}"
+                    );
+                }
+                if sampler != SamplerKind::Sequential {
+                    assert_ne!(loader.plan(0), loader.plan(1), "reshuffled each epoch");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ranks_get_disjoint_shards_that_cover_the_epoch() {
+    let (_dir, root) = dataset(CodebaseVersion::V21, &[20, 9, 31]);
+    let world = 3;
+    let mut seen = Vec::new();
+    for rank in 0..world {
+        let config = LoaderConfig {
+            workers: 2,
+            batch_size: 5,
+            shard: Shard::new(rank, world).unwrap(),
+            drop_last: true,
+            ..Default::default()
+        };
+        let batches: Vec<Batch> = loader(&root, config).epoch(0).map(Result::unwrap).collect();
+        assert!(batches.iter().all(|b| b.size == 5), "drop_last keeps only full batches");
+        seen.extend(batches.iter().flat_map(indices_of));
+    }
+    let len = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), len, "no index on two ranks");
+    // 39 episode-aware indices → 39 per epoch, 13 per rank, 10 in full batches of 5.
+    assert_eq!(len, 30);
+}
+
+#[test]
+fn a_pipeline_batch_equals_the_samples_fetched_one_by_one() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[20, 9, 31]);
+    let config = LoaderConfig { workers: 3, prefetch: 2, batch_size: 6, ..Default::default() };
+    let loader = loader(&root, config);
+    let dataset = Dataset::open(&root).unwrap();
+    let window = dataset.window(&WindowSpec::diffusion()).unwrap();
+    for batch in loader.epoch(0) {
+        let batch = batch.unwrap();
+        let samples: Vec<_> =
+            indices_of(&batch).iter().map(|&i| dataset.sample(i, &window).unwrap()).collect();
+        assert_eq!(batch, Batch::collate(&samples));
+        assert_eq!(batch.tensors["action"].shape, [batch.size, 16, 2]);
+        assert_eq!(batch.tensors["observation.state"].shape, [batch.size, 2, 3]);
+        assert_eq!(batch.tensors["action_is_pad"].shape, [batch.size, 16]);
+        let BatchData::F32(state) = &batch.tensors["observation.state"].data else { panic!() };
+        let BatchData::F32(first) =
+            &Batch::collate(&samples[..1]).tensors["observation.state"].data
+        else {
+            panic!()
+        };
+        assert_eq!(&state[..6], &first[..], "sample 0 first, contiguous");
+    }
+}
+
+#[test]
+fn an_error_in_one_sample_surfaces_naming_file_and_index() {
+    // Episodes of equal length, so a swapped file opens but holds the wrong indices.
+    let (_dir, root) = dataset(CodebaseVersion::V21, &[10, 10, 10, 10]);
+    let data = root.join("data/chunk-000");
+    std::fs::copy(data.join("episode_000001.parquet"), data.join("episode_000002.parquet"))
+        .unwrap();
+    for workers in [0, 2] {
+        let config = LoaderConfig {
+            workers,
+            sampler: SamplerKind::Sequential,
+            batch_size: 4,
+            ..Default::default()
+        };
+        let results: Vec<_> = loader(&root, config).epoch(0).collect();
+        let error =
+            results.iter().find_map(|r| r.as_ref().err()).expect("the broken episode fails");
+        let LoaderError::Sample { index, .. } = error else { panic!("{error:?}") };
+        assert_eq!(*index, 20, "the first index of episode 2");
+        let text = error.to_string();
+        assert!(
+            text.contains("sample index 20") && text.contains("episode_000002.parquet"),
+            "{text}"
+        );
+        assert!(results.last().unwrap().is_err(), "the epoch ends at the error");
+        assert!(results.iter().take(5).all(Result::is_ok), "batches before it arrive");
+    }
+}
+
+#[test]
+fn dropping_an_epoch_early_returns() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[200, 200, 200]);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let config = LoaderConfig { workers: 3, prefetch: 2, batch_size: 2, ..Default::default() };
+        let loader = loader(&root, config);
+        let mut epoch = loader.epoch(0);
+        assert!(epoch.len() > 100);
+        epoch.next().unwrap().unwrap();
+        drop(epoch);
+        done.send(()).unwrap();
+    });
+    finished.recv_timeout(Duration::from_secs(60)).expect("dropping the epoch must not hang");
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[10]);
+    let dataset = Arc::new(Dataset::open(&root).unwrap());
+    let window = dataset.window(&WindowSpec::Single).unwrap();
+    let zero_batch = LoaderConfig { batch_size: 0, ..Default::default() };
+    assert!(Loader::new(dataset.clone(), window.clone(), zero_batch).is_err());
+    let zero_prefetch = LoaderConfig { workers: 2, prefetch: 0, ..Default::default() };
+    assert!(Loader::new(dataset, window, zero_prefetch).is_err());
+}
