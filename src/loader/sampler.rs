@@ -35,25 +35,22 @@ impl Shard {
     /// The shard named by the environment: `RANK`/`WORLD_SIZE` (torchrun) or
     /// `SLURM_PROCID`/`SLURM_NTASKS`; a single process when neither is set.
     pub fn from_env() -> Result<Self, String> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`Self::from_env`] over any variable lookup.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let read = |name: &str| -> Result<Option<usize>, String> {
-            match std::env::var(name) {
-                Ok(value) => {
-                    value.trim().parse().map(Some).map_err(|e| format!("${name}={value:?}: {e}"))
-                }
-                Err(_) => Ok(None),
+            lookup(name)
+                .map(|value| value.trim().parse().map_err(|e| format!("${name}={value:?}: {e}")))
+                .transpose()
+        };
+        for (rank, world) in [("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")] {
+            if let (Some(rank), Some(world)) = (read(rank)?, read(world)?) {
+                return Self::new(rank, world);
             }
-        };
-        let pair = match (read("RANK")?, read("WORLD_SIZE")?) {
-            (Some(rank), Some(world)) => Some((rank, world)),
-            _ => match (read("SLURM_PROCID")?, read("SLURM_NTASKS")?) {
-                (Some(rank), Some(world)) => Some((rank, world)),
-                _ => None,
-            },
-        };
-        match pair {
-            Some((rank, world)) => Self::new(rank, world),
-            None => Ok(Self::default()),
         }
+        Ok(Self::default())
     }
 
     /// A checked shard.
@@ -192,6 +189,27 @@ mod tests {
             assert_eq!(all.len(), len, "no index on two ranks (world {world})");
             assert_eq!(len, 1000 / world * world, "all but the dropped tail");
         }
+    }
+
+    #[test]
+    fn shards_come_from_torchrun_or_slurm_variables() {
+        let vars = |pairs: &'static [(&str, &str)]| {
+            move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(Shard::from_vars(vars(&[])).unwrap(), Shard::default());
+        let torchrun = vars(&[
+            ("RANK", "2"),
+            ("WORLD_SIZE", "4"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "8"),
+        ]);
+        assert_eq!(Shard::from_vars(torchrun).unwrap(), Shard { rank: 2, world: 4 });
+        let slurm = vars(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8")]);
+        assert_eq!(Shard::from_vars(slurm).unwrap(), Shard { rank: 5, world: 8 });
+        assert!(Shard::from_vars(vars(&[("RANK", "x"), ("WORLD_SIZE", "2")]))
+            .unwrap_err()
+            .contains("$RANK"));
+        assert!(Shard::from_vars(vars(&[("RANK", "2"), ("WORLD_SIZE", "2")])).is_err());
     }
 
     #[test]
