@@ -4,5 +4,6 @@
 //! Data flows one way (see DESIGN.md): [`dataset`] reads the format, [`loader`] turns a
 //! dataset into batches, `model` consumes them and `bench` measures all three.
 
+pub mod bench;
 pub mod dataset;
 pub mod loader;

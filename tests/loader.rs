@@ -195,3 +195,26 @@ fn bad_configurations_are_refused() {
     let zero_prefetch = LoaderConfig { workers: 2, prefetch: 0, ..Default::default() };
     assert!(Loader::new(dataset, window, zero_prefetch).is_err());
 }
+
+#[test]
+fn an_epoch_reports_the_time_of_its_stages() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[20, 9, 31]);
+    for workers in [0, 2] {
+        let config = LoaderConfig { workers, batch_size: 4, ..Default::default() };
+        let loader = loader(&root, config);
+        let mut epoch = loader.epoch(0);
+        let batches = epoch.len();
+        let samples: usize = epoch.by_ref().map(|b| b.unwrap().size).sum();
+        let timing = epoch.timing();
+        assert_eq!(timing.get("batch").unwrap().calls, batches as u64);
+        assert_eq!(timing.get("batch/sample").unwrap().calls, samples as u64);
+        assert_eq!(timing.get("batch/collate").unwrap().calls, batches as u64);
+        // Only the consumer of worker queues waits; in-thread loading has no queue.
+        assert_eq!(timing.get("wait").map(|w| w.calls), (workers > 0).then_some(batches as u64));
+        let batch = timing.get("batch").unwrap();
+        assert!(
+            batch.wall >= timing.get("batch/sample").unwrap().wall,
+            "a stage contains its children"
+        );
+    }
+}

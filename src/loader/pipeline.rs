@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::batch::Batch;
 use super::sampler::{batches, epoch_order, SamplerKind, Shard};
+use crate::bench::timing::TimingTree;
 use crate::dataset::{Dataset, DatasetError, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
@@ -82,15 +83,28 @@ pub struct Loader {
 
 type BatchResult = Result<Batch, LoaderError>;
 
-/// Loads the samples of one batch and collates them.
-fn build_batch(dataset: &Dataset, window: &Window, indices: &[usize]) -> BatchResult {
-    let samples = indices
-        .iter()
-        .map(|&index| {
-            dataset.sample(index, window).map_err(|source| LoaderError::Sample { index, source })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Batch::collate(&samples))
+/// A batch and the time its stages took to build it.
+type Built = (BatchResult, TimingTree);
+
+/// Loads the samples of one batch and collates them, timing each stage: `batch` and, inside
+/// it, `batch/sample` (parquet rows and windows) and `batch/collate`.
+fn build_batch(dataset: &Dataset, window: &Window, indices: &[usize]) -> Built {
+    let mut timing = TimingTree::default();
+    let (batch, inner) = timing.time("batch", || {
+        let mut inner = TimingTree::default();
+        let samples = indices
+            .iter()
+            .map(|&index| {
+                inner
+                    .time("batch/sample", || dataset.sample(index, window))
+                    .map_err(|source| LoaderError::Sample { index, source })
+            })
+            .collect::<Result<Vec<_>, _>>();
+        let batch = samples.map(|samples| inner.time("batch/collate", || Batch::collate(&samples)));
+        (batch, inner)
+    });
+    timing.merge(&inner);
+    (batch, timing)
 }
 
 impl Loader {
@@ -166,7 +180,7 @@ impl Loader {
                 .collect();
             Source::Workers { receivers: vec![receiver], handles, stop }
         };
-        Epoch { source, delivered: 0, total, failed: false }
+        Epoch { source, delivered: 0, total, failed: false, timing: TimingTree::default() }
     }
 
     fn spawn(
@@ -174,7 +188,7 @@ impl Loader {
         worker: usize,
         plan: Arc<Vec<Vec<usize>>>,
         tasks: impl Iterator<Item = usize> + Send + 'static,
-        sender: SyncSender<BatchResult>,
+        sender: SyncSender<Built>,
         stop: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
         let (dataset, window) = (self.dataset.clone(), self.window.clone());
@@ -186,7 +200,7 @@ impl Loader {
                         return;
                     }
                     let result = build_batch(&dataset, &window, &plan[task]);
-                    let failed = result.is_err();
+                    let failed = result.0.is_err();
                     // A closed channel means the epoch was dropped: stop quietly.
                     if sender.send(result).is_err() || failed {
                         return;
@@ -198,16 +212,8 @@ impl Loader {
 }
 
 enum Source {
-    InThread {
-        dataset: Arc<Dataset>,
-        window: Arc<Window>,
-        plan: Arc<Vec<Vec<usize>>>,
-    },
-    Workers {
-        receivers: Vec<Receiver<BatchResult>>,
-        handles: Vec<JoinHandle<()>>,
-        stop: Arc<AtomicBool>,
-    },
+    InThread { dataset: Arc<Dataset>, window: Arc<Window>, plan: Arc<Vec<Vec<usize>>> },
+    Workers { receivers: Vec<Receiver<Built>>, handles: Vec<JoinHandle<()>>, stop: Arc<AtomicBool> },
 }
 
 /// One epoch's batches. Dropping it mid-epoch stops the workers and frees their batches.
@@ -216,6 +222,7 @@ pub struct Epoch {
     delivered: usize,
     total: usize,
     failed: bool,
+    timing: TimingTree,
 }
 
 impl Epoch {
@@ -228,6 +235,12 @@ impl Epoch {
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }
+
+    /// The stages of the batches delivered so far (summed over the threads that built them),
+    /// and `wait`: the time the consumer was blocked on the queues.
+    pub fn timing(&self) -> &TimingTree {
+        &self.timing
+    }
 }
 
 impl Iterator for Epoch {
@@ -238,16 +251,18 @@ impl Iterator for Epoch {
             return None;
         }
         let position = self.delivered;
-        let result = match &mut self.source {
+        let (result, timing) = match &mut self.source {
             Source::InThread { dataset, window, plan } => {
                 build_batch(dataset, window, &plan[position])
             }
             Source::Workers { receivers, .. } => {
                 let worker = position % receivers.len();
                 // A worker that ended without sending has panicked (errors are sent).
-                receivers[worker].recv().unwrap_or(Err(LoaderError::WorkerPanicked(worker)))
+                let panicked = || (Err(LoaderError::WorkerPanicked(worker)), TimingTree::default());
+                self.timing.time("wait", || receivers[worker].recv().unwrap_or_else(|_| panicked()))
             }
         };
+        self.timing.merge(&timing);
         self.delivered += 1;
         self.failed = result.is_err();
         Some(result)

@@ -1,0 +1,4 @@
+//! Measurement: timing trees, phases, sweeps and reports. The only module that knows about
+//! the dataset, the loader and the model together.
+
+pub mod timing;

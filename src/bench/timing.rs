@@ -1,0 +1,159 @@
+//! The timing tree: per stage, the number of calls and the wall and CPU time they took.
+//!
+//! Each thread records into its own [`TimingTree`] (no locks on the hot path); trees are merged
+//! when a phase ends. Stage names are paths (`sample/video.decode/convert`): the tree is
+//! rendered nested, as Sample Factory prints its timing. CPU time is the calling thread's
+//! (`CLOCK_THREAD_CPUTIME_ID`): on a shared machine CPU ms per sample is the stable figure.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Totals of one stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageTotals {
+    /// Times the stage ran.
+    pub calls: u64,
+    /// Wall time, summed over calls and threads.
+    pub wall: Duration,
+    /// CPU time of the threads that ran it, summed.
+    pub cpu: Duration,
+}
+
+/// Stage totals by path (`a/b/c`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingTree {
+    stages: BTreeMap<String, StageTotals>,
+}
+
+/// The CPU time the calling thread has used so far.
+pub fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer; the clock id is a
+    // constant every Linux kernel supports.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    debug_assert_eq!(status, 0, "CLOCK_THREAD_CPUTIME_ID is always available on Linux");
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+impl TimingTree {
+    /// Adds one call of `path` that took `wall` and `cpu`.
+    pub fn record(&mut self, path: &str, wall: Duration, cpu: Duration) {
+        let totals = match self.stages.get_mut(path) {
+            Some(totals) => totals,
+            None => self.stages.entry(path.to_string()).or_default(),
+        };
+        totals.calls += 1;
+        totals.wall += wall;
+        totals.cpu += cpu;
+    }
+
+    /// Runs `work` as stage `path` and records its wall and CPU time.
+    pub fn time<T>(&mut self, path: &str, work: impl FnOnce() -> T) -> T {
+        let (wall0, cpu0) = (Instant::now(), thread_cpu_time());
+        let out = work();
+        self.record(path, wall0.elapsed(), thread_cpu_time().saturating_sub(cpu0));
+        out
+    }
+
+    /// Adds every stage of `other` (another thread's tree).
+    pub fn merge(&mut self, other: &TimingTree) {
+        for (path, totals) in &other.stages {
+            let mine = self.stages.entry(path.clone()).or_default();
+            mine.calls += totals.calls;
+            mine.wall += totals.wall;
+            mine.cpu += totals.cpu;
+        }
+    }
+
+    /// The totals of stage `path`, if it ran.
+    pub fn get(&self, path: &str) -> Option<&StageTotals> {
+        self.stages.get(path)
+    }
+
+    /// Every stage, by path.
+    pub fn stages(&self) -> impl Iterator<Item = (&str, &StageTotals)> {
+        self.stages.iter().map(|(path, totals)| (path.as_str(), totals))
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// The tree as an indented table: per stage its calls, wall ms, CPU ms, µs per call and
+    /// CPU ms per sample (`samples` processed in the phase).
+    pub fn render(&self, samples: usize) -> String {
+        let width = self.stages.keys().map(|p| label(p).len()).max().unwrap_or(5).max(5);
+        let mut out = format!(
+            "{:width$}  {:>9}  {:>10}  {:>10}  {:>9}  {:>13}\n",
+            "stage", "calls", "wall ms", "cpu ms", "µs/call", "cpu ms/sample"
+        );
+        for (path, t) in &self.stages {
+            let per_call = t.wall.as_secs_f64() * 1e6 / t.calls.max(1) as f64;
+            let per_sample = t.cpu.as_secs_f64() * 1e3 / samples.max(1) as f64;
+            let _ = writeln!(
+                out,
+                "{:width$}  {:>9}  {:>10.1}  {:>10.1}  {:>9.1}  {:>13.3}",
+                label(path),
+                t.calls,
+                t.wall.as_secs_f64() * 1e3,
+                t.cpu.as_secs_f64() * 1e3,
+                per_call,
+                per_sample
+            );
+        }
+        out
+    }
+}
+
+/// A stage's last path component, indented by its depth.
+fn label(path: &str) -> String {
+    let depth = path.matches('/').count();
+    let name = path.rsplit('/').next().unwrap_or(path);
+    format!("{}{name}", "  ".repeat(depth))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_merges_and_nests() {
+        let mut a = TimingTree::default();
+        a.record("sample", Duration::from_millis(10), Duration::from_millis(8));
+        a.record("sample/frames.read", Duration::from_millis(4), Duration::from_millis(4));
+        let mut b = TimingTree::default();
+        b.record("sample", Duration::from_millis(30), Duration::from_millis(20));
+        a.merge(&b);
+        let sample = a.get("sample").unwrap();
+        assert_eq!(
+            (sample.calls, sample.wall, sample.cpu),
+            (2, Duration::from_millis(40), Duration::from_millis(28))
+        );
+        let text = a.render(4);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].starts_with("sample ") && lines[2].starts_with("  frames.read"), "{text}");
+        assert!(lines[1].ends_with("7.000"), "28 ms CPU over 4 samples: {text}");
+    }
+
+    #[test]
+    fn cpu_time_counts_work_not_sleep() {
+        let mut tree = TimingTree::default();
+        tree.time("sleep", || std::thread::sleep(Duration::from_millis(30)));
+        tree.time("spin", || {
+            let start = Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(30) {
+                x = x.wrapping_add(std::hint::black_box(1));
+            }
+            x
+        });
+        let (sleep, spin) = (tree.get("sleep").unwrap(), tree.get("spin").unwrap());
+        assert!(sleep.wall >= Duration::from_millis(30));
+        assert!(sleep.cpu < sleep.wall / 2, "sleeping uses little CPU: {sleep:?}");
+        assert!(spin.cpu > Duration::ZERO, "spinning uses CPU: {spin:?}");
+    }
+}
