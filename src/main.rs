@@ -5,8 +5,13 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use std::sync::Arc;
+
+use feedbench::bench::phase::run_loader_phase;
 use feedbench::dataset::summary::{parse_episode_list, Summary};
 use feedbench::dataset::{export, Dataset, DatasetOptions, WindowSpec, DEFAULT_TOLERANCE_S};
+use feedbench::loader::pipeline::{Loader, LoaderConfig};
+use feedbench::loader::sampler::{SamplerKind, Shard};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -22,6 +27,8 @@ enum Command {
     Info(InfoArgs),
     /// Write one sample as NumPy files, shaped as LeRobot's `dataset[index]` returns it.
     Sample(SampleArgs),
+    /// Run the loader alone (the `loader` phase) and print its throughput and timing tree.
+    Load(LoadArgs),
 }
 
 #[derive(Args)]
@@ -66,6 +73,109 @@ struct SampleArgs {
     /// Output directory (created; existing files are never overwritten).
     #[arg(long)]
     out: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SamplerName {
+    /// Index order.
+    Sequential,
+    /// Seeded shuffle, anew each epoch.
+    Shuffled,
+    /// LeRobot's episode-aware sampler (drops the window's last frames of each episode).
+    EpisodeAware,
+}
+
+#[derive(Args)]
+struct LoadArgs {
+    /// The dataset root.
+    dataset: PathBuf,
+    /// Only these episodes, e.g. `1,2,4` or `0-9`.
+    #[arg(long)]
+    episodes: Option<String>,
+    /// The sample window.
+    #[arg(long, value_enum, default_value = "diffusion")]
+    window: WindowName,
+    /// Worker threads (0: load in the consuming thread).
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Batches in flight per worker.
+    #[arg(long, default_value_t = 2)]
+    prefetch: usize,
+    /// Samples per batch.
+    #[arg(long = "batch", default_value_t = 8)]
+    batch_size: usize,
+    /// Drop the last incomplete batch of an epoch.
+    #[arg(long)]
+    drop_last: bool,
+    /// Index order.
+    #[arg(long, value_enum, default_value = "episode-aware")]
+    sampler: SamplerName,
+    /// Seed of the shuffled orders.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Deliver batches as soon as ready instead of in sampler order.
+    #[arg(long)]
+    unordered: bool,
+    /// This process's rank (default: $RANK or $SLURM_PROCID, else 0).
+    #[arg(long, requires = "world_size")]
+    rank: Option<usize>,
+    /// Number of processes (default: $WORLD_SIZE or $SLURM_NTASKS, else 1).
+    #[arg(long, requires = "rank")]
+    world_size: Option<usize>,
+    /// Batches to measure.
+    #[arg(long, default_value_t = 50)]
+    batches: usize,
+    /// Batches to run first without measuring.
+    #[arg(long, default_value_t = 5)]
+    warmup: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn load(args: &LoadArgs) -> Result<()> {
+    let episodes =
+        args.episodes.as_deref().map(parse_episode_list).transpose().map_err(anyhow::Error::msg)?;
+    let dataset =
+        Dataset::open_with(&args.dataset, &DatasetOptions { episodes, ..Default::default() })?;
+    let window = dataset.window(&match args.window {
+        WindowName::None => WindowSpec::Single,
+        WindowName::Diffusion => WindowSpec::diffusion(),
+    })?;
+    let shard = match (args.rank, args.world_size) {
+        (Some(rank), Some(world)) => Shard::new(rank, world),
+        _ => Shard::from_env(),
+    }
+    .map_err(anyhow::Error::msg)?;
+    let config = LoaderConfig {
+        workers: args.workers,
+        prefetch: args.prefetch,
+        batch_size: args.batch_size,
+        drop_last: args.drop_last,
+        sampler: match args.sampler {
+            SamplerName::Sequential => SamplerKind::Sequential,
+            SamplerName::Shuffled => SamplerKind::Shuffled,
+            SamplerName::EpisodeAware => SamplerKind::EpisodeAware,
+        },
+        seed: args.seed,
+        shard,
+        ordered: !args.unordered,
+    };
+    let loader = Loader::new(Arc::new(dataset), window, config)?;
+    let progress = if args.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(args.batches as u64).with_message("loading")
+    };
+    let phase =
+        run_loader_phase(&loader, args.batches, args.warmup, |n| progress.set_position(n as u64))?;
+    progress.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&phase)?);
+    } else {
+        print!("{phase}");
+    }
+    Ok(())
 }
 
 fn info(args: &InfoArgs) -> Result<()> {
@@ -117,5 +227,6 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Info(args) => info(&args),
         Command::Sample(args) => sample(&args),
+        Command::Load(args) => load(&args),
     }
 }

@@ -84,3 +84,22 @@ fn bad_arguments_are_explained() {
         feedbench(&["sample", root, "--index", "479", "--delta", "action=0.01", "--out", out]);
     assert!(!ok && err.contains("not a multiple of 1/fps"), "{err}");
 }
+
+#[test]
+fn load_reports_throughput_and_the_timing_tree_as_json() {
+    let Some(root) = common::g1_partial() else { return };
+    let args =
+        ["load", root.to_str().unwrap(), "--episodes", "1,2", "--workers", "2", "--batch", "4"];
+    let (ok, json, err) =
+        feedbench(&[&args[..], &["--batches", "6", "--warmup", "2", "--json"]].concat());
+    assert!(ok, "{err}");
+    let phase: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(phase["batches"], 6);
+    assert_eq!(phase["samples"], 24);
+    assert_eq!(phase["config"]["workers"], 2);
+    assert!(phase["samples_per_s"].as_f64().unwrap() > 0.0);
+    assert!(phase["cpu_ms_per_sample"].as_f64().unwrap() > 0.0);
+    assert_eq!(phase["timing"]["stages"]["batch/sample"]["calls"], 24);
+    let (ok, _, err) = feedbench(&[&args[..], &["--batches", "0"]].concat());
+    assert!(!ok && err.contains("at least one batch"), "{err}");
+}

@@ -1,4 +1,6 @@
 //! Measurement: timing trees, phases, sweeps and reports. The only module that knows about
 //! the dataset, the loader and the model together.
 
+pub mod phase;
+pub mod system;
 pub mod timing;

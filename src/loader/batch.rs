@@ -64,7 +64,26 @@ impl BatchData {
     }
 }
 
+impl BatchData {
+    /// Bytes the values occupy.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len() * 4,
+            Self::U8(v) => v.len(),
+            Self::F64(v) => v.len() * 8,
+            Self::I64(v) => v.len() * 8,
+            Self::I32(v) => v.len() * 4,
+            Self::Bool(v) => v.len(),
+        }
+    }
+}
+
 impl Batch {
+    /// Bytes of all the batch's tensors.
+    pub fn bytes(&self) -> usize {
+        self.tensors.values().map(|t| t.data.bytes()).sum()
+    }
+
     /// Stacks samples along a new first dimension, as PyTorch's `default_collate` does: every
     /// numeric key becomes `[B, …]`, every pad mask `<key>_is_pad` `[B, T]`. String keys (the
     /// task) are not tensors and are left out.

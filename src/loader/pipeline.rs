@@ -241,6 +241,11 @@ impl Epoch {
     pub fn timing(&self) -> &TimingTree {
         &self.timing
     }
+
+    /// Hands over the stages recorded so far and starts afresh (to leave out a warm-up).
+    pub fn take_timing(&mut self) -> TimingTree {
+        std::mem::take(&mut self.timing)
+    }
 }
 
 impl Iterator for Epoch {
