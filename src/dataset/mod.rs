@@ -2,6 +2,7 @@
 //! windows. Knows nothing about batching or timing.
 
 pub mod error;
+pub mod image;
 pub mod video;
 
 pub use error::{DatasetError, Result};
