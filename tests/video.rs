@@ -79,8 +79,10 @@ fn random_access_equals_sequential() {
     let mut sequential = VideoDecoder::new(DecodeOptions::default());
     let reference: Vec<u64> =
         times.iter().map(|&t| hash(&decode_one(&mut sequential, &path, t))).collect();
-    // Consecutive frames differ: the decoder did not return one frame over and over.
-    assert!(reference.windows(2).filter(|w| w[0] != w[1]).count() > 350);
+    // G1 repeats each keyframe in the next frame (the 31-byte inter frames are copies), so
+    // about half of the hashes are distinct; frame identity is checked on synthetic videos below.
+    let distinct: std::collections::HashSet<u64> = reference.iter().copied().collect();
+    assert!(distinct.len() >= 190, "{} distinct frames", distinct.len());
 
     let mut random = VideoDecoder::new(DecodeOptions::default());
     let shuffled = permutation(times.len(), 0x5eed);
@@ -88,6 +90,72 @@ fn random_access_equals_sequential() {
     for &frame in shuffled.iter().chain(&backwards) {
         let got = hash(&decode_one(&mut random, &path, times[frame]));
         assert_eq!(got, reference[frame], "frame {frame} differs from the sequential decode");
+    }
+}
+
+/// Every frame of `path` decoded by the `ffmpeg` CLI, packed RGB24, `frame_bytes` each.
+fn ffmpeg_all_rgb24(path: &Path, frame_bytes: usize) -> Vec<Vec<u8>> {
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout.chunks(frame_bytes).map(<[u8]>::to_vec).collect()
+}
+
+/// Whether CHW `chw` holds the same pixels as packed `rgb`.
+fn same_pixels(chw: &[u8], rgb: &[u8]) -> bool {
+    let plane = rgb.len() / 3;
+    rgb.chunks_exact(3).enumerate().all(|(p, px)| (0..3).all(|c| chw[c * plane + p] == px[c]))
+}
+
+/// Encodes 60 frames of FFmpeg's `testsrc2` (a frame counter: every frame differs) at 160×120.
+fn encode_synthetic(dir: &Path, name: &str, codec_args: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    let status = Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30"])
+        .args(["-frames:v", "60", "-pix_fmt", "yuv420p"])
+        .args(codec_args)
+        .arg(&path)
+        .status()
+        .expect("ffmpeg runs");
+    assert!(status.success(), "encoding {name} failed");
+    path
+}
+
+#[test]
+fn b_frame_videos_random_access_matches_ffmpeg_cli() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let h264 = ["-c:v", "libx264", "-bf", "2", "-g", "12"];
+    // x265 makes open GOPs: CRA keyframes with leading pictures that need the previous GOP.
+    let hevc = ["-c:v", "libx265", "-x265-params", "log-level=error:bframes=3:keyint=12", "-tag:v", "hvc1"];
+    let av1 = ["-c:v", "libsvtav1", "-g", "4"];
+    for (name, args) in [("h264.mp4", &h264[..]), ("hevc.mp4", &hevc[..]), ("av1.mp4", &av1[..])] {
+        let path = encode_synthetic(dir.path(), name, args);
+        let frame_bytes = 3 * 160 * 120;
+        let reference = ffmpeg_all_rgb24(&path, frame_bytes);
+        let video = VideoFile::shared(&path).unwrap();
+        assert_eq!(video.frame_count(), 60, "{name}");
+        assert_eq!(reference.len(), 60, "{name}");
+        let distinct: std::collections::HashSet<u64> = reference.iter().map(|f| hash(f)).collect();
+        assert_eq!(distinct.len(), 60, "{name}: testsrc2 frames all differ");
+        let times = video.frame_times().to_vec();
+        let mut decoder = VideoDecoder::new(DecodeOptions::default());
+        let mut out = vec![0u8; 2 * frame_bytes];
+        for frame in permutation(60, 7).into_iter().chain((0..60).rev()).chain(0..60) {
+            decoder.decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes])).unwrap();
+            assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");
+        }
+        for t in permutation(59, 11).into_iter().map(|f| f + 1) {
+            decoder.decode_into(&path, &[times[t - 1], times[t]], FrameBuffer::U8(&mut out)).unwrap();
+            assert!(same_pixels(&out[..frame_bytes], &reference[t - 1]), "{name}: pair at {t}");
+            assert!(same_pixels(&out[frame_bytes..], &reference[t]), "{name}: pair at {t}");
+        }
     }
 }
 
