@@ -14,9 +14,9 @@ use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder, VideoF
 const BATCH: usize = 32;
 
 fn g1_video() -> Option<PathBuf> {
-    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial"));
+    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
+    });
     let path = root.join("videos/chunk-000/observation.images.cam_high/episode_000001.mp4");
     path.is_file().then_some(path)
 }
@@ -99,7 +99,10 @@ fn cpu_summary() {
     }
     let sequential = cpu_per_frame[2].1;
     for (name, us) in &cpu_per_frame[..2] {
-        println!("  {name} / sequential CPU cost per frame: {:.2}x (target ≤ 1.6x)", us / sequential);
+        println!(
+            "  {name} / sequential CPU cost per frame: {:.2}x (target ≤ 1.6x)",
+            us / sequential
+        );
     }
 }
 

@@ -14,9 +14,9 @@ const HEIGHT: usize = 480;
 const FRAME: usize = 3 * WIDTH * HEIGHT;
 
 fn g1_video(episode: u32) -> Option<PathBuf> {
-    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial"));
+    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
+    });
     let path =
         root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{episode:06}.mp4"));
     if path.is_file() {
@@ -133,7 +133,14 @@ fn b_frame_videos_random_access_matches_ffmpeg_cli() {
     let dir = tempfile::tempdir().unwrap();
     let h264 = ["-c:v", "libx264", "-bf", "2", "-g", "12"];
     // x265 makes open GOPs: CRA keyframes with leading pictures that need the previous GOP.
-    let hevc = ["-c:v", "libx265", "-x265-params", "log-level=error:bframes=3:keyint=12", "-tag:v", "hvc1"];
+    let hevc = [
+        "-c:v",
+        "libx265",
+        "-x265-params",
+        "log-level=error:bframes=3:keyint=12",
+        "-tag:v",
+        "hvc1",
+    ];
     let av1 = ["-c:v", "libsvtav1", "-g", "4"];
     for (name, args) in [("h264.mp4", &h264[..]), ("hevc.mp4", &hevc[..]), ("av1.mp4", &av1[..])] {
         let path = encode_synthetic(dir.path(), name, args);
@@ -148,11 +155,15 @@ fn b_frame_videos_random_access_matches_ffmpeg_cli() {
         let mut decoder = VideoDecoder::new(DecodeOptions::default());
         let mut out = vec![0u8; 2 * frame_bytes];
         for frame in permutation(60, 7).into_iter().chain((0..60).rev()).chain(0..60) {
-            decoder.decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes])).unwrap();
+            decoder
+                .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
+                .unwrap();
             assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");
         }
         for t in permutation(59, 11).into_iter().map(|f| f + 1) {
-            decoder.decode_into(&path, &[times[t - 1], times[t]], FrameBuffer::U8(&mut out)).unwrap();
+            decoder
+                .decode_into(&path, &[times[t - 1], times[t]], FrameBuffer::U8(&mut out))
+                .unwrap();
             assert!(same_pixels(&out[..frame_bytes], &reference[t - 1]), "{name}: pair at {t}");
             assert!(same_pixels(&out[frame_bytes..], &reference[t]), "{name}: pair at {t}");
         }
@@ -237,7 +248,10 @@ fn times_outside_tolerance_are_errors() {
     let beyond = frames as f64 / 30.0 + 1.0;
     let err = decoder.decode_into(&path, &[beyond], FrameBuffer::U8(&mut out)).unwrap_err();
     let message = err.to_string();
-    assert!(message.contains("episode_000029.mp4") && message.contains(&format!("{beyond}")), "{message}");
+    assert!(
+        message.contains("episode_000029.mp4") && message.contains(&format!("{beyond}")),
+        "{message}"
+    );
     assert!(message.contains(&format!("frame {}", frames - 1)), "{message}");
     let between = 10.5 / 30.0;
     let err = decoder.decode_into(&path, &[between], FrameBuffer::U8(&mut out)).unwrap_err();

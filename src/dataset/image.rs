@@ -45,7 +45,10 @@ pub fn decode_image_into(
     if out.len() != needed {
         return Err(DatasetError::invalid(
             source,
-            format!("output buffer holds {} values, an image of 3×{height}×{width} needs {needed}", out.len()),
+            format!(
+                "output buffer holds {} values, an image of 3×{height}×{width} needs {needed}",
+                out.len()
+            ),
         ));
     }
     out.fill_from_rgb(rgb.as_raw());

@@ -131,9 +131,8 @@ impl Scaler {
                 ptr::null(),
             )
         };
-        let context = NonNull::new(context).ok_or_else(|| {
-            failed(&format!("cannot convert {:?} to RGB24", key.src_format))
-        })?;
+        let context = NonNull::new(context)
+            .ok_or_else(|| failed(&format!("cannot convert {:?} to RGB24", key.src_format)))?;
         let scaler = Self { context, key };
         // SAFETY: `context` is a live context; the out-pointers point to locals; the table
         // from `sws_getCoefficients` is a static one, valid for any colorspace value.
@@ -251,7 +250,10 @@ mod tests {
         assert_eq!(u8s, [1, 4, 2, 5, 3, 6]);
         let mut f32s = [0f32; 6];
         FrameBuffer::F32(&mut f32s).fill_from_rgb(&rgb);
-        assert_eq!(f32s, [1.0 / 255.0, 4.0 / 255.0, 2.0 / 255.0, 5.0 / 255.0, 3.0 / 255.0, 6.0 / 255.0]);
+        assert_eq!(
+            f32s,
+            [1.0 / 255.0, 4.0 / 255.0, 2.0 / 255.0, 5.0 / 255.0, 3.0 / 255.0, 6.0 / 255.0]
+        );
     }
 
     #[test]

@@ -68,7 +68,12 @@ impl VideoDecoder {
     /// Decodes, for each of `times` (seconds), the frame of `file` nearest it (within the
     /// tolerance) into `out`: `times.len() × 3 × height × width` values, RGB, CHW, in the
     /// order of `times`. Frames are decoded in time order whatever the order of `times`.
-    pub fn decode_into(&mut self, file: &Path, times: &[f64], mut out: FrameBuffer<'_>) -> Result<()> {
+    pub fn decode_into(
+        &mut self,
+        file: &Path,
+        times: &[f64],
+        mut out: FrameBuffer<'_>,
+    ) -> Result<()> {
         let video = VideoFile::shared(file)?;
         let frames = times
             .iter()
@@ -152,12 +157,17 @@ impl StreamDecoder {
             ..Default::default()
         });
         set_extradata(path, &mut context, video.extradata())?;
-        let decoder = context
-            .decoder()
-            .open_as(codec)
-            .and_then(|d| d.video())
-            .map_err(|e| DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}")))?;
-        Ok(Self { video, decoder, next: 0, last: None, drained: false, frame: frame::Video::empty() })
+        let decoder = context.decoder().open_as(codec).and_then(|d| d.video()).map_err(|e| {
+            DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}"))
+        })?;
+        Ok(Self {
+            video,
+            decoder,
+            next: 0,
+            last: None,
+            drained: false,
+            frame: frame::Video::empty(),
+        })
     }
 
     /// Decodes the frame of presentation rank `rank`.

@@ -68,8 +68,12 @@ impl VideoFile {
         let map = unsafe { Mmap::map(&file) }.map_err(|e| DatasetError::io(path, e))?;
         let bytes: &[u8] = &map;
         let mp4 = std::panic::catch_unwind(|| Mp4::read_bytes(bytes))
-            .map_err(|_| DatasetError::invalid(path, "malformed mp4: its sample tables are inconsistent"))?
-            .map_err(|e| DatasetError::invalid(path, format!("not a complete mp4 file (truncated?): {e}")))?;
+            .map_err(|_| {
+                DatasetError::invalid(path, "malformed mp4: its sample tables are inconsistent")
+            })?
+            .map_err(|e| {
+                DatasetError::invalid(path, format!("not a complete mp4 file (truncated?): {e}"))
+            })?;
         let (_, track) = mp4
             .tracks()
             .iter()
@@ -99,8 +103,9 @@ impl VideoFile {
                     ),
                 ));
             }
-            let size = u32::try_from(s.size)
-                .map_err(|_| DatasetError::invalid(path, format!("frame {i} is {} bytes", s.size)))?;
+            let size = u32::try_from(s.size).map_err(|_| {
+                DatasetError::invalid(path, format!("frame {i} is {} bytes", s.size))
+            })?;
             samples.push(Sample { offset: s.offset, size, keyframe: s.is_sync, rank: 0 });
         }
         for (rank, &i) in by_rank.iter().enumerate() {
@@ -254,7 +259,8 @@ impl SharedFiles {
             return existing;
         }
         if self.files.len() >= SHARED_CAPACITY {
-            let oldest = self.files.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
+            let oldest =
+                self.files.iter().min_by_key(|(_, (_, used))| *used).map(|(p, _)| p.clone());
             if let Some(oldest) = oldest {
                 self.files.remove(&oldest);
             }
@@ -328,7 +334,8 @@ fn presentation_times(
         let empty = edit.media_time == u64::MAX || edit.media_time == u64::from(u32::MAX);
         if empty {
             let media_timescale = i64::from(trak.mdia.mdhd.timescale);
-            shift += edit.segment_duration as i64 * media_timescale / i64::from(movie_timescale.max(1));
+            shift +=
+                edit.segment_duration as i64 * media_timescale / i64::from(movie_timescale.max(1));
         } else {
             shift -= edit.media_time as i64;
             break;
@@ -345,12 +352,12 @@ mod tests {
     use super::*;
 
     fn g1_episode(n: u32) -> Option<PathBuf> {
-        let root = std::env::var_os("FEEDBENCH_G1_PARTIAL")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial"));
-        let path = root.join(format!(
-            "videos/chunk-000/observation.images.cam_high/episode_{n:06}.mp4"
-        ));
+        let root =
+            std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
+            });
+        let path =
+            root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{n:06}.mp4"));
         if path.is_file() {
             Some(path)
         } else {
