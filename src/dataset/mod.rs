@@ -9,6 +9,7 @@ pub mod episodes;
 pub mod error;
 pub mod export;
 pub mod frames;
+pub mod image;
 pub mod meta;
 pub mod sample;
 pub mod summary;

@@ -1,5 +1,11 @@
 //! Video features: reading the streams of LeRobot's mp4 files with FFmpeg.
 
+pub mod convert;
+pub mod decode;
 pub mod probe;
+pub mod table;
 
+pub use convert::FrameBuffer;
+pub use decode::{DecodeOptions, VideoDecoder};
 pub use probe::{probe, VideoStreamInfo};
+pub use table::{Sample, VideoCodec, VideoFile};

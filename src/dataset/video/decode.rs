@@ -1,0 +1,279 @@
+//! Frame-accurate random access: one single-threaded FFmpeg decoder per file, fed packets
+//! built from the mapped bytes and the frame table (no demuxing, no FFmpeg seeking).
+//!
+//! To reach a frame the decoder restarts at the keyframe before it and feeds packets forward
+//! in decode order until the frame with the wanted presentation rank comes out; when it already
+//! sits before the wanted frame (frames of one sample requested in time order), it goes on from
+//! where it is. Packets carry their presentation rank as pts, so reordering decoders (H.264 and
+//! HEVC with B-frames) hand back frames that are recognised by rank.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ffmpeg_next::codec::{self, threading};
+use ffmpeg_next::util::error::EAGAIN;
+use ffmpeg_next::{decoder, frame, Packet};
+
+use super::convert::{Converter, FrameBuffer};
+use super::probe::init_ffmpeg;
+use super::table::{VideoCodec, VideoFile};
+use crate::dataset::{DatasetError, Result};
+
+/// How a [`VideoDecoder`] matches query times and shapes its output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeOptions {
+    /// A query time must lie strictly within this distance (seconds) of a frame's presentation
+    /// time; LeRobot's default is 1e-4.
+    pub tolerance_s: f64,
+    /// Output size `(height, width)`, resized bilinearly; `None` keeps the native size.
+    pub resolution: Option<(u32, u32)>,
+    /// Open decoders (one per file) kept by one [`VideoDecoder`], least recently used dropped.
+    pub cache_capacity: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self { tolerance_s: 1e-4, resolution: None, cache_capacity: 4 }
+    }
+}
+
+/// A per-worker video decoder: decodes the frames nearest given times of a file into a
+/// caller's buffer. Create one per worker thread; files are shared through
+/// [`VideoFile::shared`].
+pub struct VideoDecoder {
+    options: DecodeOptions,
+    /// Open decoders, most recently used first.
+    streams: Vec<StreamDecoder>,
+    converter: Converter,
+}
+
+impl VideoDecoder {
+    /// A decoder with no open file yet.
+    pub fn new(options: DecodeOptions) -> Self {
+        init_ffmpeg();
+        Self { options, streams: Vec::new(), converter: Converter::default() }
+    }
+
+    /// The options it was made with.
+    pub fn options(&self) -> &DecodeOptions {
+        &self.options
+    }
+
+    /// The `(height, width)` of the frames it writes for `video`.
+    pub fn output_size(&self, video: &VideoFile) -> (u32, u32) {
+        let (width, height) = video.dimensions();
+        self.options.resolution.unwrap_or((height, width))
+    }
+
+    /// Decodes, for each of `times` (seconds), the frame of `file` nearest it (within the
+    /// tolerance) into `out`: `times.len() × 3 × height × width` values, RGB, CHW, in the
+    /// order of `times`. Frames are decoded in time order whatever the order of `times`.
+    pub fn decode_into(
+        &mut self,
+        file: &Path,
+        times: &[f64],
+        mut out: FrameBuffer<'_>,
+    ) -> Result<()> {
+        let video = VideoFile::shared(file)?;
+        let frames = times
+            .iter()
+            .map(|&t| video.nearest_frame(t, self.options.tolerance_s))
+            .collect::<Result<Vec<usize>>>()?;
+        let size = self.output_size(&video);
+        let values = 3 * size.0 as usize * size.1 as usize;
+        if out.len() != times.len() * values {
+            return Err(DatasetError::invalid(
+                file,
+                format!(
+                    "output buffer holds {} values, {} frames of 3×{}×{} need {}",
+                    out.len(),
+                    times.len(),
+                    size.0,
+                    size.1,
+                    times.len() * values
+                ),
+            ));
+        }
+        let mut order: Vec<usize> = (0..times.len()).collect();
+        order.sort_by_key(|&i| frames[i]);
+        let stream = self.stream(&video)?;
+        let mut previous: Option<usize> = None;
+        for i in order {
+            match previous {
+                Some(p) if frames[p] == frames[i] => out.copy_frame(p, i, values),
+                _ => {
+                    let frame = self.streams[stream].frame(video.rank_of_frame(frames[i]))?;
+                    self.converter.convert(file, frame, size, &mut out.frame(i, values))?;
+                }
+            }
+            previous = Some(i);
+        }
+        Ok(())
+    }
+
+    /// Index in `streams` of the open decoder of `video`, now the most recently used one.
+    fn stream(&mut self, video: &Arc<VideoFile>) -> Result<usize> {
+        if let Some(i) = self.streams.iter().position(|s| Arc::ptr_eq(&s.video, video)) {
+            self.streams[..=i].rotate_right(1);
+        } else {
+            let stream = StreamDecoder::open(Arc::clone(video))?;
+            self.streams.truncate(self.options.cache_capacity.max(1) - 1);
+            self.streams.insert(0, stream);
+        }
+        Ok(0)
+    }
+}
+
+/// An open decoder of one file and where it stands in the file.
+struct StreamDecoder {
+    video: Arc<VideoFile>,
+    decoder: decoder::Video,
+    /// Decode index of the next sample to send.
+    next: usize,
+    /// Rank of the last frame received since the last restart.
+    last: Option<u32>,
+    /// Whether the end of stream was sent (the decoder must restart before more packets).
+    drained: bool,
+    frame: frame::Video,
+}
+
+impl StreamDecoder {
+    /// Opens a single-threaded decoder for the file's codec: libdav1d for AV1 (FFmpeg 5.1's
+    /// own `av1` decoder needs hardware), FFmpeg's decoders for H.264 and HEVC.
+    fn open(video: Arc<VideoFile>) -> Result<Self> {
+        let path = video.path();
+        let (codec, name) = match video.codec() {
+            VideoCodec::Av1 => (decoder::find_by_name("libdav1d"), "libdav1d (AV1)"),
+            VideoCodec::H264 => (decoder::find(codec::Id::H264), "h264"),
+            VideoCodec::Hevc => (decoder::find(codec::Id::HEVC), "hevc"),
+        };
+        let codec = codec.ok_or_else(|| {
+            DatasetError::invalid(path, format!("this FFmpeg build has no {name} decoder"))
+        })?;
+        let mut context = codec::Context::new_with_codec(codec);
+        context.set_threading(threading::Config {
+            kind: threading::Type::None,
+            count: 1,
+            ..Default::default()
+        });
+        set_extradata(path, &mut context, video.extradata())?;
+        let decoder = context.decoder().open_as(codec).and_then(|d| d.video()).map_err(|e| {
+            DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}"))
+        })?;
+        Ok(Self {
+            video,
+            decoder,
+            next: 0,
+            last: None,
+            drained: false,
+            frame: frame::Video::empty(),
+        })
+    }
+
+    /// Decodes the frame of presentation rank `rank`.
+    fn frame(&mut self, rank: u32) -> Result<&frame::Video> {
+        self.seek(rank);
+        self.decode(rank)
+    }
+
+    /// Positions the decoder to reach `rank`: goes on from where it is when it has not passed
+    /// the frame and is at or past the frame's keyframe, else restarts at that keyframe.
+    fn seek(&mut self, rank: u32) {
+        let start = self.video.decode_start(rank);
+        let ahead = self.last.is_none_or(|last| last < rank);
+        if self.drained || !ahead || self.next < start {
+            self.decoder.flush();
+            self.next = start;
+            self.last = None;
+            self.drained = false;
+        }
+    }
+
+    /// Feeds packets in decode order until the frame of rank `rank` comes out.
+    fn decode(&mut self, rank: u32) -> Result<&frame::Video> {
+        let path = self.video.path();
+        let ffmpeg_error =
+            |what: &str, e: ffmpeg_next::Error| DatasetError::invalid(path, format!("{what}: {e}"));
+        loop {
+            match self.decoder.receive_frame(&mut self.frame) {
+                Ok(()) => {
+                    let got = self.frame.pts().or(self.frame.timestamp()).ok_or_else(|| {
+                        DatasetError::invalid(path, "the decoder returned a frame without pts")
+                    })?;
+                    let got = u32::try_from(got).map_err(|_| {
+                        DatasetError::invalid(path, format!("the decoder returned pts {got}"))
+                    })?;
+                    self.last = Some(got);
+                    if got == rank {
+                        return Ok(&self.frame);
+                    }
+                    if got > rank {
+                        return Err(DatasetError::invalid(
+                            path,
+                            format!(
+                                "the decoder skipped frame {} (corrupt data?)",
+                                self.video.frame_of_rank(rank).unwrap_or_default()
+                            ),
+                        ));
+                    }
+                }
+                Err(ffmpeg_next::Error::Other { errno: EAGAIN }) => {
+                    if self.next < self.video.samples().len() {
+                        let sample = self.video.samples()[self.next];
+                        let mut packet = Packet::copy(self.video.sample_data(self.next));
+                        packet.set_pts(Some(i64::from(sample.rank)));
+                        packet.set_dts(Some(self.next as i64));
+                        if sample.keyframe {
+                            packet.set_flags(ffmpeg_next::packet::Flags::KEY);
+                        }
+                        self.next += 1;
+                        self.decoder.send_packet(&packet).map_err(|e| {
+                            ffmpeg_error(&format!("cannot decode frame data {}", self.next - 1), e)
+                        })?;
+                    } else if !self.drained {
+                        self.drained = true;
+                        self.decoder.send_eof().map_err(|e| ffmpeg_error("cannot drain", e))?;
+                    } else {
+                        return Err(missing(path, &self.video, rank));
+                    }
+                }
+                Err(ffmpeg_next::Error::Eof) => return Err(missing(path, &self.video, rank)),
+                Err(e) => return Err(ffmpeg_error("decoding failed", e)),
+            }
+        }
+    }
+}
+
+/// The error for a frame the decoder never returned.
+fn missing(path: &Path, video: &VideoFile, rank: u32) -> DatasetError {
+    DatasetError::invalid(
+        path,
+        format!(
+            "the decoder never returned frame {} (corrupt or truncated data?)",
+            video.frame_of_rank(rank).unwrap_or_default()
+        ),
+    )
+}
+
+/// Gives the codec context its configuration record (`av1C`, `avcC`, `hvcC`), as the mp4
+/// demuxer would.
+fn set_extradata(path: &Path, context: &mut codec::Context, extradata: &[u8]) -> Result<()> {
+    if extradata.is_empty() {
+        return Ok(());
+    }
+    let padded = extradata.len() + ffmpeg_next::ffi::AV_INPUT_BUFFER_PADDING_SIZE as usize;
+    // SAFETY: FFmpeg owns `extradata` and frees it with the context, so it must come from
+    // `av_mallocz`; it is zero-padded as FFmpeg requires and not yet opened, so nothing else
+    // reads the field while it is set.
+    unsafe {
+        let buffer = ffmpeg_next::ffi::av_mallocz(padded) as *mut u8;
+        if buffer.is_null() {
+            return Err(DatasetError::invalid(path, "out of memory for the codec configuration"));
+        }
+        std::ptr::copy_nonoverlapping(extradata.as_ptr(), buffer, extradata.len());
+        let raw = context.as_mut_ptr();
+        (*raw).extradata = buffer;
+        (*raw).extradata_size = extradata.len() as i32;
+    }
+    Ok(())
+}

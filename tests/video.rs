@@ -1,0 +1,313 @@
+//! Video decoding on the real G1 data (LeRobot v2.1, 640×480 AV1, GOP 2, 30 fps): random access
+//! against sequential decoding and the `ffmpeg` CLI, tolerance and bad-file errors, resizing.
+//! Skipped with a note when the data set (env `FEEDBENCH_G1_PARTIAL`) or `ffmpeg` is absent.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder, VideoFile};
+
+const WIDTH: usize = 640;
+const HEIGHT: usize = 480;
+const FRAME: usize = 3 * WIDTH * HEIGHT;
+
+fn g1_video(episode: u32) -> Option<PathBuf> {
+    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
+    });
+    let path =
+        root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{episode:06}.mp4"));
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!("note: {} absent, test skipped (set FEEDBENCH_G1_PARTIAL)", path.display());
+        None
+    }
+}
+
+fn have_ffmpeg() -> bool {
+    let ok = Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: no ffmpeg CLI on PATH, comparison skipped");
+    }
+    ok
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
+}
+
+/// A fixed-seed permutation of `0..n` (Fisher–Yates over a 64-bit LCG).
+fn permutation(n: usize, mut seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        order.swap(i, (seed >> 33) as usize % (i + 1));
+    }
+    order
+}
+
+/// Decodes frame `frame` of `path` with the `ffmpeg` CLI to packed RGB24.
+fn ffmpeg_rgb24(path: &Path, frame: usize) -> Vec<u8> {
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-vf", &format!("select=eq(n\\,{frame})"), "-vsync", "0", "-frames:v", "1"])
+        .args(["-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.stdout.len(), FRAME);
+    output.stdout
+}
+
+fn decode_one(decoder: &mut VideoDecoder, path: &Path, time: f64) -> Vec<u8> {
+    let mut out = vec![0u8; FRAME];
+    decoder.decode_into(path, &[time], FrameBuffer::U8(&mut out)).unwrap();
+    out
+}
+
+#[test]
+fn random_access_equals_sequential() {
+    let Some(path) = g1_video(1) else { return };
+    let times = VideoFile::shared(&path).unwrap().frame_times().to_vec();
+    assert_eq!(times.len(), 393);
+    let mut sequential = VideoDecoder::new(DecodeOptions::default());
+    let reference: Vec<u64> =
+        times.iter().map(|&t| hash(&decode_one(&mut sequential, &path, t))).collect();
+    // G1 repeats each keyframe in the next frame (the 31-byte inter frames are copies), so
+    // about half of the hashes are distinct; frame identity is checked on synthetic videos below.
+    let distinct: std::collections::HashSet<u64> = reference.iter().copied().collect();
+    assert!(distinct.len() >= 190, "{} distinct frames", distinct.len());
+
+    let mut random = VideoDecoder::new(DecodeOptions::default());
+    let shuffled = permutation(times.len(), 0x5eed);
+    let backwards: Vec<usize> = (0..times.len()).rev().collect();
+    for &frame in shuffled.iter().chain(&backwards) {
+        let got = hash(&decode_one(&mut random, &path, times[frame]));
+        assert_eq!(got, reference[frame], "frame {frame} differs from the sequential decode");
+    }
+}
+
+/// Every frame of `path` decoded by the `ffmpeg` CLI, packed RGB24, `frame_bytes` each.
+fn ffmpeg_all_rgb24(path: &Path, frame_bytes: usize) -> Vec<Vec<u8>> {
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout.chunks(frame_bytes).map(<[u8]>::to_vec).collect()
+}
+
+/// Whether CHW `chw` holds the same pixels as packed `rgb`.
+fn same_pixels(chw: &[u8], rgb: &[u8]) -> bool {
+    let plane = rgb.len() / 3;
+    rgb.chunks_exact(3).enumerate().all(|(p, px)| (0..3).all(|c| chw[c * plane + p] == px[c]))
+}
+
+/// Encodes 60 frames of FFmpeg's `testsrc2` (a frame counter: every frame differs) at 160×120.
+fn encode_synthetic(dir: &Path, name: &str, codec_args: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    let status = Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=30"])
+        .args(["-frames:v", "60", "-pix_fmt", "yuv420p"])
+        .args(codec_args)
+        .arg(&path)
+        .status()
+        .expect("ffmpeg runs");
+    assert!(status.success(), "encoding {name} failed");
+    path
+}
+
+#[test]
+fn b_frame_videos_random_access_matches_ffmpeg_cli() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let h264 = ["-c:v", "libx264", "-bf", "2", "-g", "12"];
+    // x265 makes open GOPs: CRA keyframes with leading pictures that need the previous GOP.
+    let hevc = [
+        "-c:v",
+        "libx265",
+        "-x265-params",
+        "log-level=error:bframes=3:keyint=12",
+        "-tag:v",
+        "hvc1",
+    ];
+    let av1 = ["-c:v", "libsvtav1", "-g", "4"];
+    for (name, args) in [("h264.mp4", &h264[..]), ("hevc.mp4", &hevc[..]), ("av1.mp4", &av1[..])] {
+        let path = encode_synthetic(dir.path(), name, args);
+        let frame_bytes = 3 * 160 * 120;
+        let reference = ffmpeg_all_rgb24(&path, frame_bytes);
+        let video = VideoFile::shared(&path).unwrap();
+        assert_eq!(video.frame_count(), 60, "{name}");
+        assert_eq!(reference.len(), 60, "{name}");
+        let distinct: std::collections::HashSet<u64> = reference.iter().map(|f| hash(f)).collect();
+        assert_eq!(distinct.len(), 60, "{name}: testsrc2 frames all differ");
+        let times = video.frame_times().to_vec();
+        let mut decoder = VideoDecoder::new(DecodeOptions::default());
+        let mut out = vec![0u8; 2 * frame_bytes];
+        for frame in permutation(60, 7).into_iter().chain((0..60).rev()).chain(0..60) {
+            decoder
+                .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
+                .unwrap();
+            assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");
+        }
+        for t in permutation(59, 11).into_iter().map(|f| f + 1) {
+            decoder
+                .decode_into(&path, &[times[t - 1], times[t]], FrameBuffer::U8(&mut out))
+                .unwrap();
+            assert!(same_pixels(&out[..frame_bytes], &reference[t - 1]), "{name}: pair at {t}");
+            assert!(same_pixels(&out[frame_bytes..], &reference[t]), "{name}: pair at {t}");
+        }
+    }
+}
+
+#[test]
+fn diffusion_pairs_match_ffmpeg_cli() {
+    let Some(path) = g1_video(1) else { return };
+    if !have_ffmpeg() {
+        return;
+    }
+    let mut decoder = VideoDecoder::new(DecodeOptions::default());
+    let mut max_diff = 0u8;
+    // Pairs (t − 1/30, t) starting on a keyframe, on a non-keyframe, and the last frames.
+    for t in [1usize, 2, 57, 250, 392] {
+        let times = [(t - 1) as f64 / 30.0, t as f64 / 30.0];
+        let mut chw = vec![0u8; 2 * FRAME];
+        decoder.decode_into(&path, &times, FrameBuffer::U8(&mut chw)).unwrap();
+        for (k, frame) in [t - 1, t].into_iter().enumerate() {
+            let rgb = ffmpeg_rgb24(&path, frame);
+            let ours = &chw[k * FRAME..(k + 1) * FRAME];
+            for (p, px) in rgb.chunks_exact(3).enumerate() {
+                for c in 0..3 {
+                    max_diff = max_diff.max(ours[c * WIDTH * HEIGHT + p].abs_diff(px[c]));
+                }
+            }
+        }
+    }
+    eprintln!("max abs difference against the ffmpeg CLI's rgb24: {max_diff}");
+    assert_eq!(max_diff, 0, "pixels differ from the ffmpeg CLI's rgb24 decode");
+}
+
+#[test]
+fn request_order_duplicates_and_float_output() {
+    let Some(path) = g1_video(2) else { return };
+    let mut decoder = VideoDecoder::new(DecodeOptions::default());
+    let a = decode_one(&mut decoder, &path, 40.0 / 30.0);
+    let b = decode_one(&mut decoder, &path, 41.0 / 30.0);
+    // Out of time order and a repeated frame (a padded window position).
+    let times = [41.0 / 30.0, 40.0 / 30.0, 41.0 / 30.0];
+    let mut u8s = vec![0u8; 3 * FRAME];
+    decoder.decode_into(&path, &times, FrameBuffer::U8(&mut u8s)).unwrap();
+    assert!(u8s[..FRAME] == b[..] && u8s[FRAME..2 * FRAME] == a[..] && u8s[2 * FRAME..] == b[..]);
+    let mut f32s = vec![0f32; 3 * FRAME];
+    decoder.decode_into(&path, &times, FrameBuffer::F32(&mut f32s)).unwrap();
+    assert!(f32s.iter().zip(&u8s).all(|(f, u)| *f == f32::from(*u) / 255.0));
+}
+
+#[test]
+fn resize_gives_requested_size() {
+    let Some(path) = g1_video(4) else { return };
+    let options = DecodeOptions { resolution: Some((96, 128)), ..DecodeOptions::default() };
+    let mut decoder = VideoDecoder::new(options);
+    let times = [0.0, 1.0 / 30.0];
+    let mut u8s = vec![0u8; 2 * 3 * 96 * 128];
+    decoder.decode_into(&path, &times, FrameBuffer::U8(&mut u8s)).unwrap();
+    let mut f32s = vec![0f32; 2 * 3 * 96 * 128];
+    decoder.decode_into(&path, &times, FrameBuffer::F32(&mut f32s)).unwrap();
+    assert!(f32s.iter().zip(&u8s).all(|(f, u)| *f == f32::from(*u) / 255.0));
+    // The small frame looks like the large one: channel means within a few levels.
+    let mut native = VideoDecoder::new(DecodeOptions::default());
+    let full = decode_one(&mut native, &path, 0.0);
+    for c in 0..3 {
+        let mean = |v: &[u8]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64;
+        let small = mean(&u8s[c * 96 * 128..(c + 1) * 96 * 128]);
+        let large = mean(&full[c * WIDTH * HEIGHT..(c + 1) * WIDTH * HEIGHT]);
+        assert!((small - large).abs() < 3.0, "channel {c}: {small} vs {large}");
+    }
+    // A buffer of the native size is refused, naming the file.
+    let mut wrong = vec![0u8; FRAME];
+    let err = decoder.decode_into(&path, &[0.0], FrameBuffer::U8(&mut wrong)).unwrap_err();
+    assert!(err.to_string().contains("episode_000004.mp4"), "{err}");
+}
+
+#[test]
+fn times_outside_tolerance_are_errors() {
+    let Some(path) = g1_video(29) else { return };
+    let mut decoder = VideoDecoder::new(DecodeOptions::default());
+    let frames = VideoFile::shared(&path).unwrap().frame_count();
+    let mut out = vec![0u8; FRAME];
+    let beyond = frames as f64 / 30.0 + 1.0;
+    let err = decoder.decode_into(&path, &[beyond], FrameBuffer::U8(&mut out)).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("episode_000029.mp4") && message.contains(&format!("{beyond}")),
+        "{message}"
+    );
+    assert!(message.contains(&format!("frame {}", frames - 1)), "{message}");
+    let between = 10.5 / 30.0;
+    let err = decoder.decode_into(&path, &[between], FrameBuffer::U8(&mut out)).unwrap_err();
+    assert!(err.to_string().contains("nearest is frame 10"), "{err}");
+    // A looser tolerance accepts it, as LeRobot's tolerance_s does.
+    let loose = DecodeOptions { tolerance_s: 0.02, ..DecodeOptions::default() };
+    VideoDecoder::new(loose).decode_into(&path, &[between], FrameBuffer::U8(&mut out)).unwrap();
+}
+
+/// A copy of episode 30 in a temporary directory, altered by `alter`.
+fn altered_copy(alter: impl FnOnce(&mut Vec<u8>)) -> Option<(tempfile::TempDir, PathBuf)> {
+    let source = g1_video(30)?;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("episode_000030.mp4");
+    let mut bytes = std::fs::read(source).unwrap();
+    alter(&mut bytes);
+    std::fs::write(&path, bytes).unwrap();
+    Some((dir, path))
+}
+
+fn decode_error(path: &Path) -> String {
+    let mut out = vec![0u8; FRAME];
+    let mut decoder = VideoDecoder::new(DecodeOptions::default());
+    let err = decoder.decode_into(path, &[0.0], FrameBuffer::U8(&mut out)).unwrap_err().to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    err
+}
+
+#[test]
+fn truncated_file_is_an_error() {
+    for keep in [0.5, 0.999] {
+        let Some((_dir, path)) = altered_copy(|b| b.truncate((b.len() as f64 * keep) as usize))
+        else {
+            return;
+        };
+        let err = decode_error(&path);
+        assert!(err.contains("truncated"), "{err}");
+    }
+}
+
+#[test]
+fn unknown_codec_is_an_error() {
+    let Some((_dir, path)) = altered_copy(|bytes| {
+        let stsd = bytes.windows(4).position(|w| w == b"stsd").expect("an stsd box");
+        let entry = stsd + bytes[stsd..].windows(4).position(|w| w == b"av01").expect("av01 entry");
+        bytes[entry..entry + 4].copy_from_slice(b"zzzz");
+    }) else {
+        return;
+    };
+    let err = decode_error(&path);
+    assert!(err.contains("unsupported video codec \"zzzz\""), "{err}");
+}
+
+#[test]
+fn missing_file_is_an_error() {
+    let path = Path::new("/nonexistent/episode_000000.mp4");
+    let err = decode_error(path);
+    assert!(err.contains("No such file"), "{err}");
+}
