@@ -59,6 +59,16 @@ fn sample_writes_npy_files_shaped_like_lerobot() {
     );
     let action: ArrayD<f32> = read_npy(dir.join("action.npy")).unwrap();
     assert_eq!(action.shape(), [16, 26]);
+    let frames: ArrayD<f32> = read_npy(dir.join("observation.images.cam_high.npy")).unwrap();
+    assert_eq!(frames.shape(), [2, 3, 480, 640]);
+    assert!(frames.iter().all(|v| (0.0..=1.0).contains(v)));
+    assert_eq!(
+        frames.index_axis(ndarray::Axis(0), 0),
+        frames.index_axis(ndarray::Axis(0), 1),
+        "padded frame repeats"
+    );
+    let pad: ArrayD<bool> = read_npy(dir.join("observation.images.cam_high_is_pad.npy")).unwrap();
+    assert_eq!(pad.as_slice().unwrap(), [true, false]);
     let pad: ArrayD<bool> = read_npy(dir.join("action_is_pad.npy")).unwrap();
     assert_eq!(pad.iter().filter(|p| **p).count(), 1);
     let summary: serde_json::Value =
@@ -102,4 +112,28 @@ fn load_reports_throughput_and_the_timing_tree_as_json() {
     assert_eq!(phase["timing"]["stages"]["batch/sample"]["calls"], 24);
     let (ok, _, err) = feedbench(&[&args[..], &["--batches", "0"]].concat());
     assert!(!ok && err.contains("at least one batch"), "{err}");
+}
+
+#[test]
+fn sample_writes_uint8_frames_at_a_requested_resolution() {
+    let Some(root) = common::g1_partial() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("s");
+    let args =
+        ["sample", root.to_str().unwrap(), "--index", "500", "--uint8", "--resolution", "96x128"];
+    let (ok, _, err) = feedbench(&[&args[..], &["--out", dir.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let frame: ArrayD<u8> = read_npy(dir.join("observation.images.cam_high.npy")).unwrap();
+    assert_eq!(frame.shape(), [3, 96, 128], "no window: the row's own frame, no time dimension");
+    let (ok, _, err) = feedbench(&[
+        "sample",
+        root.to_str().unwrap(),
+        "--index",
+        "500",
+        "--resolution",
+        "96",
+        "--out",
+        "x",
+    ]);
+    assert!(!ok && err.contains("expected HxW"), "{err}");
 }

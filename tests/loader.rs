@@ -4,8 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};
-use feedbench::dataset::{CodebaseVersion, Dataset, WindowSpec};
+use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
 use feedbench::loader::batch::{Batch, BatchData};
 use feedbench::loader::pipeline::{Loader, LoaderConfig, LoaderError};
 use feedbench::loader::sampler::{SamplerKind, Shard};
@@ -216,5 +219,42 @@ fn an_epoch_reports_the_time_of_its_stages() {
             batch.wall >= timing.get("batch/sample").unwrap().wall,
             "a stage contains its children"
         );
+    }
+}
+
+#[test]
+fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
+    let Some(root) = common::g1_partial() else { return };
+    let options = DatasetOptions { episodes: Some(vec![1, 2]), ..Default::default() };
+    let dataset = Arc::new(Dataset::open_with(&root, &options).unwrap());
+    let window = dataset.window(&WindowSpec::diffusion()).unwrap();
+    let camera = "observation.images.cam_high";
+    for (resolution, uint8) in [(None, false), (Some((96, 128)), true)] {
+        let config =
+            LoaderConfig { workers: 2, batch_size: 3, resolution, uint8, ..Default::default() };
+        let loader = Loader::new(dataset.clone(), window.clone(), config).unwrap();
+        let mut decoder = VideoDecoder::new(DecodeOptions { resolution, ..Default::default() });
+        let mut epoch = loader.epoch(0);
+        for batch in epoch.by_ref().take(2) {
+            let batch = batch.unwrap();
+            let (height, width) = resolution.unwrap_or((480, 640));
+            assert_eq!(batch.tensors[camera].shape, [3, 2, 3, height as usize, width as usize]);
+            assert_eq!(batch.tensors[&format!("{camera}_is_pad")].shape, [3, 2]);
+            let samples: Vec<_> = indices_of(&batch)
+                .iter()
+                .map(|&i| {
+                    let mut sample = dataset.sample(i, &window).unwrap();
+                    sample.decode_pixels(&mut decoder, uint8).unwrap();
+                    sample
+                })
+                .collect();
+            assert_eq!(batch, Batch::collate(&samples));
+            match &batch.tensors[camera].data {
+                BatchData::U8(v) => assert!(uint8 && v.iter().any(|&p| p > 0)),
+                BatchData::F32(v) => assert!(!uint8 && v.iter().all(|p| (0.0..=1.0).contains(p))),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(epoch.timing().get("batch/decode").unwrap().calls >= 6);
     }
 }

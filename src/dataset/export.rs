@@ -20,9 +20,10 @@ pub struct Written {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Writes `sample` into `out` (created if needed): `<key>.npy` per numeric array,
-/// `<key>_is_pad.npy` per pad mask, and `sample.json` with the scalars, the task and, per
-/// video key, the file and query times. Never overwrites a file.
+/// Writes `sample` into `out` (created if needed): `<key>.npy` per numeric array (decoded
+/// cameras included, see [`Sample::decode_pixels`]), `<key>_is_pad.npy` per pad mask, and
+/// `sample.json` with the scalars, the task and, per video key, the file and query times.
+/// Never overwrites a file.
 pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
     std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
     let mut written = Written::default();
@@ -48,17 +49,14 @@ pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
         write_npy(&path, &[mask.len()], mask.clone())?;
         written.files.push(path);
     }
-    for key in sample.images.keys() {
-        written.skipped.push((key.clone(), "image features are not decoded yet".into()));
+    for key in sample.images.keys().chain(sample.videos.keys()) {
+        if !sample.arrays.contains_key(key) {
+            written.skipped.push((key.clone(), "not decoded (see Sample::decode_pixels)".into()));
+        }
     }
     let mut videos = Map::new();
     for (key, frames) in &sample.videos {
         videos.insert(key.clone(), json!({"file": frames.path, "timestamps": frames.timestamps}));
-        written.skipped.push((
-            key.clone(),
-            "video frames are not decoded yet: their file and query times are in sample.json"
-                .into(),
-        ));
     }
     let summary = json!({
         "index": sample.index,
@@ -94,6 +92,7 @@ fn scalar_json(values: &Values) -> Json {
         Values::I64(v) => json!(v[0]),
         Values::I32(v) => json!(v[0]),
         Values::Bool(v) => json!(v[0]),
+        Values::U8(v) => json!(v[0]),
         Values::Str(v) => json!(v[0]),
     }
 }
@@ -105,6 +104,7 @@ fn write_array(path: &Path, array: &Array) -> Result<()> {
         Values::I64(v) => write_npy(path, &array.shape, v.clone()),
         Values::I32(v) => write_npy(path, &array.shape, v.clone()),
         Values::Bool(v) => write_npy(path, &array.shape, v.clone()),
+        Values::U8(v) => write_npy(path, &array.shape, v.clone()),
         Values::Str(_) => unreachable!("strings are written to sample.json"),
     }
 }

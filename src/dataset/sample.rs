@@ -4,13 +4,17 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::frames::Row;
+use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
+use super::video::{FrameBuffer, VideoDecoder, VideoFile};
 use super::window::{query_rows, Window};
 use super::{Dataset, DatasetError, EpisodeIndex, Result, TaskIndex};
 
 /// Encoded images (PNG/JPEG files) of an image feature, one per time step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodedImages {
+    /// The parquet file they come from.
+    pub source: PathBuf,
     /// The encoded files, in time order.
     pub images: Vec<Vec<u8>>,
     /// True when the key has a time dimension (a window), false for the row's own image.
@@ -48,6 +52,74 @@ pub struct Sample {
     pub images: BTreeMap<String, EncodedImages>,
     /// Video features.
     pub videos: BTreeMap<String, VideoFrames>,
+}
+
+/// A buffer of `len` zeros of the requested pixel type, and a view of it to decode into.
+fn pixel_values(len: usize, uint8: bool) -> Values {
+    if uint8 {
+        Values::U8(vec![0; len])
+    } else {
+        Values::F32(vec![0.0; len])
+    }
+}
+
+fn frame_buffer(values: &mut Values) -> FrameBuffer<'_> {
+    match values {
+        Values::U8(v) => FrameBuffer::U8(v),
+        Values::F32(v) => FrameBuffer::F32(v),
+        other => unreachable!("pixels are uint8 or float32, not {}", other.type_name()),
+    }
+}
+
+/// `[T, 3, H, W]` for a window of `steps`, `[3, H, W]` for the row's own frame.
+fn pixel_shape(windowed: bool, steps: usize, (height, width): (u32, u32)) -> Vec<usize> {
+    let frame = [3, height as usize, width as usize];
+    if windowed {
+        std::iter::once(steps).chain(frame).collect()
+    } else {
+        frame.to_vec()
+    }
+}
+
+impl Sample {
+    /// Decodes every camera (video feature) and image feature into [`Sample::arrays`], as
+    /// LeRobot returns them: RGB, `[T, 3, H, W]` with a window and `[3, H, W]` without,
+    /// float32 in [0, 1] or, with `uint8`, the 0–255 values; at the decoder's resolution.
+    pub fn decode_pixels(&mut self, decoder: &mut VideoDecoder, uint8: bool) -> Result<()> {
+        for (key, frames) in &self.videos {
+            let video = VideoFile::shared(&frames.path)?;
+            let size = decoder.output_size(&video);
+            let steps = frames.timestamps.len();
+            let mut values = pixel_values(steps * 3 * size.0 as usize * size.1 as usize, uint8);
+            decoder.decode_into(&frames.path, &frames.timestamps, frame_buffer(&mut values))?;
+            let shape = pixel_shape(frames.windowed, steps, size);
+            self.arrays.insert(key.clone(), Array { shape, values });
+        }
+        for (key, images) in &self.images {
+            let Some(first) = images.images.first() else { continue };
+            let size = match decoder.options().resolution {
+                Some(size) => size,
+                None => image_size(&images.source, first)?,
+            };
+            let per_image = 3 * size.0 as usize * size.1 as usize;
+            let mut values = pixel_values(images.images.len() * per_image, uint8);
+            let mut buffer = frame_buffer(&mut values);
+            for (step, bytes) in images.images.iter().enumerate() {
+                let out = match &mut buffer {
+                    FrameBuffer::U8(v) => {
+                        FrameBuffer::U8(&mut v[step * per_image..(step + 1) * per_image])
+                    }
+                    FrameBuffer::F32(v) => {
+                        FrameBuffer::F32(&mut v[step * per_image..(step + 1) * per_image])
+                    }
+                };
+                decode_image_into(&images.source, bytes, Some(size), out)?;
+            }
+            let shape = pixel_shape(images.windowed, images.images.len(), size);
+            self.arrays.insert(key.clone(), Array { shape, values });
+        }
+        Ok(())
+    }
 }
 
 /// Rows already fetched for one sample (a window reads a few rows many times).
@@ -119,7 +191,8 @@ impl Dataset {
             if windowed {
                 sample.pad_masks.insert(name.clone(), rows.iter().map(|r| r.1).collect());
             }
-            sample.images.insert(name.clone(), EncodedImages { images, windowed });
+            let source = self.root.join(&episode.data_path);
+            sample.images.insert(name.clone(), EncodedImages { source, images, windowed });
         }
 
         let timestamp = self.frames.column_position("timestamp").expect("info.json checked");

@@ -18,6 +18,8 @@ pub enum Values {
     I32(Vec<i32>),
     /// bool
     Bool(Vec<bool>),
+    /// uint8 (decoded pixels)
+    U8(Vec<u8>),
     /// string
     Str(Vec<String>),
 }
@@ -43,6 +45,7 @@ impl Values {
             Self::I64(v) => v.len(),
             Self::I32(v) => v.len(),
             Self::Bool(v) => v.len(),
+            Self::U8(v) => v.len(),
             Self::Str(v) => v.len(),
         }
     }
@@ -60,6 +63,7 @@ impl Values {
             (Self::I64(dst), Self::I64(src)) => dst.extend_from_slice(&src[range]),
             (Self::I32(dst), Self::I32(src)) => dst.extend_from_slice(&src[range]),
             (Self::Bool(dst), Self::Bool(src)) => dst.extend_from_slice(&src[range]),
+            (Self::U8(dst), Self::U8(src)) => dst.extend_from_slice(&src[range]),
             (Self::Str(dst), Self::Str(src)) => dst.extend_from_slice(&src[range]),
             (dst, src) => {
                 unreachable!("copy between {} and {} buffers", dst.type_name(), src.type_name())
@@ -75,6 +79,7 @@ impl Values {
             Self::I64(v) => v[i] as f64,
             Self::I32(v) => f64::from(v[i]),
             Self::Bool(v) => f64::from(u8::from(v[i])),
+            Self::U8(v) => f64::from(v[i]),
             Self::Str(_) => f64::NAN,
         }
     }
@@ -87,6 +92,7 @@ impl Values {
             Self::I64(_) => "int64",
             Self::I32(_) => "int32",
             Self::Bool(_) => "bool",
+            Self::U8(_) => "uint8",
             Self::Str(_) => "string",
         }
     }

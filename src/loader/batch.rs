@@ -48,6 +48,7 @@ impl BatchData {
             (Self::I64(dst), Values::I64(src)) => dst.extend_from_slice(src),
             (Self::I32(dst), Values::I32(src)) => dst.extend_from_slice(src),
             (Self::Bool(dst), Values::Bool(src)) => dst.extend_from_slice(src),
+            (Self::U8(dst), Values::U8(src)) => dst.extend_from_slice(src),
             (dst, src) => unreachable!("{} values into a {dst:?} batch", src.type_name()),
         }
     }
@@ -59,6 +60,7 @@ impl BatchData {
             Values::I64(_) => Self::I64(Vec::with_capacity(capacity)),
             Values::I32(_) => Self::I32(Vec::with_capacity(capacity)),
             Values::Bool(_) => Self::Bool(Vec::with_capacity(capacity)),
+            Values::U8(_) => Self::U8(Vec::with_capacity(capacity)),
             Values::Str(_) => return None,
         })
     }

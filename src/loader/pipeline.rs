@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::batch::Batch;
 use super::sampler::{batches, epoch_order, SamplerKind, Shard};
 use crate::bench::timing::TimingTree;
+use crate::dataset::video::{DecodeOptions, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
@@ -36,6 +37,10 @@ pub struct LoaderConfig {
     pub shard: Shard,
     /// Deliver batches in sampler order (true) or as soon as any is ready.
     pub ordered: bool,
+    /// Camera frames resized to `(height, width)`; native size when None.
+    pub resolution: Option<(u32, u32)>,
+    /// Camera frames as uint8 (normalised later, on the device) instead of float32 in [0, 1].
+    pub uint8: bool,
 }
 
 impl Default for LoaderConfig {
@@ -50,6 +55,8 @@ impl Default for LoaderConfig {
             seed: 0,
             shard: Shard::default(),
             ordered: true,
+            resolution: None,
+            uint8: false,
         }
     }
 }
@@ -86,25 +93,54 @@ type BatchResult = Result<Batch, LoaderError>;
 /// A batch and the time its stages took to build it.
 type Built = (BatchResult, TimingTree);
 
-/// Loads the samples of one batch and collates them, timing each stage: `batch` and, inside
-/// it, `batch/sample` (parquet rows and windows) and `batch/collate`.
-fn build_batch(dataset: &Dataset, window: &Window, indices: &[usize]) -> Built {
-    let mut timing = TimingTree::default();
-    let (batch, inner) = timing.time("batch", || {
-        let mut inner = TimingTree::default();
-        let samples = indices
-            .iter()
-            .map(|&index| {
-                inner
-                    .time("batch/sample", || dataset.sample(index, window))
-                    .map_err(|source| LoaderError::Sample { index, source })
-            })
-            .collect::<Result<Vec<_>, _>>();
-        let batch = samples.map(|samples| inner.time("batch/collate", || Batch::collate(&samples)));
-        (batch, inner)
-    });
-    timing.merge(&inner);
-    (batch, timing)
+/// What one thread needs to build batches: the dataset, the window, its own video decoder.
+struct BatchBuilder {
+    dataset: Arc<Dataset>,
+    window: Arc<Window>,
+    decoder: VideoDecoder,
+    uint8: bool,
+}
+
+impl BatchBuilder {
+    /// A builder with its own video decoder (open it on the thread that will use it).
+    fn new(dataset: Arc<Dataset>, window: Arc<Window>, config: &LoaderConfig) -> Self {
+        let decoder = VideoDecoder::new(DecodeOptions {
+            tolerance_s: dataset.tolerance_s(),
+            resolution: config.resolution,
+            ..DecodeOptions::default()
+        });
+        Self { dataset, window, decoder, uint8: config.uint8 }
+    }
+
+    /// Loads the samples of one batch, decodes their cameras and collates them, timing each
+    /// stage: `batch` and, inside it, `batch/sample` (parquet rows and windows),
+    /// `batch/decode` (video frames and images to RGB) and `batch/collate`.
+    fn build(&mut self, indices: &[usize]) -> Built {
+        let mut timing = TimingTree::default();
+        let (batch, inner) = timing.time("batch", || {
+            let mut inner = TimingTree::default();
+            let mut samples = Vec::with_capacity(indices.len());
+            for &index in indices {
+                let failed = |source| LoaderError::Sample { index, source };
+                let sample =
+                    inner.time("batch/sample", || self.dataset.sample(index, &self.window));
+                let mut sample = match sample {
+                    Ok(sample) => sample,
+                    Err(e) => return (Err(failed(e)), inner),
+                };
+                let decoded = inner
+                    .time("batch/decode", || sample.decode_pixels(&mut self.decoder, self.uint8));
+                if let Err(e) = decoded {
+                    return (Err(failed(e)), inner);
+                }
+                samples.push(sample);
+            }
+            let batch = inner.time("batch/collate", || Batch::collate(&samples));
+            (Ok(batch), inner)
+        });
+        timing.merge(&inner);
+        (batch, timing)
+    }
 }
 
 impl Loader {
@@ -147,7 +183,14 @@ impl Loader {
         let total = plan.len();
         let workers = self.config.workers;
         let source = if workers == 0 {
-            Source::InThread { dataset: self.dataset.clone(), window: self.window.clone(), plan }
+            Source::InThread {
+                builder: Box::new(BatchBuilder::new(
+                    self.dataset.clone(),
+                    self.window.clone(),
+                    &self.config,
+                )),
+                plan,
+            }
         } else if self.config.ordered {
             let mut receivers = Vec::with_capacity(workers);
             let mut handles = Vec::with_capacity(workers);
@@ -191,15 +234,18 @@ impl Loader {
         sender: SyncSender<Built>,
         stop: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
-        let (dataset, window) = (self.dataset.clone(), self.window.clone());
+        let (dataset, window, config) =
+            (self.dataset.clone(), self.window.clone(), self.config.clone());
         std::thread::Builder::new()
             .name(format!("feedbench-worker-{worker}"))
             .spawn(move || {
+                // Each worker opens its own decoders, inside its own thread.
+                let mut builder = BatchBuilder::new(dataset, window, &config);
                 for task in tasks {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let result = build_batch(&dataset, &window, &plan[task]);
+                    let result = builder.build(&plan[task]);
                     let failed = result.0.is_err();
                     // A closed channel means the epoch was dropped: stop quietly.
                     if sender.send(result).is_err() || failed {
@@ -212,7 +258,7 @@ impl Loader {
 }
 
 enum Source {
-    InThread { dataset: Arc<Dataset>, window: Arc<Window>, plan: Arc<Vec<Vec<usize>>> },
+    InThread { builder: Box<BatchBuilder>, plan: Arc<Vec<Vec<usize>>> },
     Workers { receivers: Vec<Receiver<Built>>, handles: Vec<JoinHandle<()>>, stop: Arc<AtomicBool> },
 }
 
@@ -257,9 +303,7 @@ impl Iterator for Epoch {
         }
         let position = self.delivered;
         let (result, timing) = match &mut self.source {
-            Source::InThread { dataset, window, plan } => {
-                build_batch(dataset, window, &plan[position])
-            }
+            Source::InThread { builder, plan } => builder.build(&plan[position]),
             Source::Workers { receivers, .. } => {
                 let worker = position % receivers.len();
                 // A worker that ended without sending has panicked (errors are sent).
