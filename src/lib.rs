@@ -6,3 +6,4 @@
 
 pub mod dataset;
 pub mod loader;
+pub mod model;

@@ -40,7 +40,10 @@ pub fn init_ffmpeg() {
 pub fn probe(path: &Path) -> Result<VideoStreamInfo> {
     init_ffmpeg();
     let ffmpeg_error = |what: &str, e: ffmpeg_next::Error| {
-        DatasetError::invalid(path, format!("{what}: {e} (expected an mp4 file with a video stream)"))
+        DatasetError::invalid(
+            path,
+            format!("{what}: {e} (expected an mp4 file with a video stream)"),
+        )
     };
     if !path.is_file() {
         return Err(DatasetError::io(
@@ -71,7 +74,10 @@ pub fn probe(path: &Path) -> Result<VideoStreamInfo> {
         codec: format!("{codec:?}").to_lowercase(),
         width: decoder.width(),
         height: decoder.height(),
-        pix_fmt: pix_fmt.descriptor().map(|d| d.name().to_string()).unwrap_or_else(|| "none".into()),
+        pix_fmt: pix_fmt
+            .descriptor()
+            .map(|d| d.name().to_string())
+            .unwrap_or_else(|| "none".into()),
         fps,
         frames: stream.frames().max(0) as u64,
         duration_s,
