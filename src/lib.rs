@@ -7,3 +7,4 @@
 pub mod bench;
 pub mod dataset;
 pub mod loader;
+pub mod model;

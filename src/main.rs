@@ -30,6 +30,8 @@ enum Command {
     Sample(SampleArgs),
     /// Run the loader alone (the `loader` phase) and print its throughput and timing tree.
     Load(LoadArgs),
+    /// The `model` phase: a training step alone on one resident synthetic batch.
+    Model(feedbench::model::cli::ModelArgs),
 }
 
 #[derive(Args)]
@@ -251,5 +253,6 @@ fn main() -> Result<()> {
         Command::Info(args) => info(&args),
         Command::Sample(args) => sample(&args),
         Command::Load(args) => load(&args),
+        Command::Model(args) => feedbench::model::cli::run(&args),
     }
 }

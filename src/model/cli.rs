@@ -1,0 +1,347 @@
+//! `feedbench model`: the `model` phase on one resident synthetic batch — parameters, step
+//! time statistics, samples/s, the component breakdown and peak memory, one row per
+//! (batch size, dtype) combination.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use super::shapes::{synthetic_batch, ImageFormat, PolicyShapes};
+use super::{
+    DeviceChoice, DiffusionConfig, DiffusionPolicy, NoneStep, Precision, StepTimes, SyntheticStep,
+    TrainStep,
+};
+
+/// Arguments of `feedbench model`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`) or `none`.
+    #[arg(long, default_value = "diffusion")]
+    pub model: String,
+    /// Diffusion preset: `pusht` (LeRobot's recipe) or `small` (down_dims 64/128/256).
+    #[arg(long, default_value = "pusht")]
+    pub preset: String,
+    /// TOML file whose keys override fields of the preset (e.g. `down_dims = [256, 512]`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Batch sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "8")]
+    pub batch: Vec<usize>,
+    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Arithmetic: `f32` and/or `bf16` (autocast), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    pub dtype: Vec<String>,
+    /// How images are handed over: `u8` (normalised on the device) or `f32`.
+    #[arg(long, default_value = "u8")]
+    pub images: String,
+    /// Measured steps per row.
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    /// Steps run before measuring.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// libtorch intra-op threads (default: libtorch's choice, one per core).
+    #[arg(long)]
+    pub threads: Option<i32>,
+    /// Seed of the model init, the batch and the noise.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Median, p95, min and max of a sample of durations, in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Stats {
+    /// Median.
+    pub median_ms: f64,
+    /// 95th percentile (nearest rank).
+    pub p95_ms: f64,
+    /// Minimum.
+    pub min_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+}
+
+impl Stats {
+    /// Statistics of `xs` (empty gives zeros).
+    pub fn of(xs: impl IntoIterator<Item = Duration>) -> Stats {
+        let mut v: Vec<f64> = xs.into_iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        if v.is_empty() {
+            return Stats { median_ms: 0.0, p95_ms: 0.0, min_ms: 0.0, max_ms: 0.0, mean_ms: 0.0 };
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Stats {
+            median_ms: median,
+            p95_ms: rank(0.95),
+            min_ms: v[0],
+            max_ms: v[n - 1],
+            mean_ms: v.iter().sum::<f64>() / n as f64,
+        }
+    }
+}
+
+/// One part of the step: mean milliseconds and share of the mean step.
+#[derive(Debug, Clone, Serialize)]
+pub struct Part {
+    /// `h2d`, `backbone`, `unet`, `optimizer`, `other`.
+    pub name: &'static str,
+    /// Mean milliseconds per step.
+    pub ms: f64,
+    /// Percent of the mean step.
+    pub percent: f64,
+}
+
+/// The measurement of one (batch, dtype) combination.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The step's name.
+    pub model: String,
+    /// Device, as libtorch names it.
+    pub device: String,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// Batch size.
+    pub batch: usize,
+    /// libtorch intra-op threads.
+    pub threads: i32,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// Whole step.
+    pub step: Stats,
+    /// Host→device copy.
+    pub h2d: Stats,
+    /// Forward.
+    pub forward: Stats,
+    /// Backward.
+    pub backward: Stats,
+    /// Optimizer.
+    pub optimizer: Stats,
+    /// Samples per second at the median step.
+    pub samples_per_s: f64,
+    /// Breakdown of the mean step (empty for steps without components).
+    pub parts: Vec<Part>,
+    /// Peak memory in bytes: process peak RSS on CPU; `None` on CUDA (not exposed by tch).
+    pub peak_memory_bytes: Option<u64>,
+    /// Loss of the last step, if any.
+    pub last_loss: Option<f64>,
+    /// Median step of f32 over this row's, for bf16 rows with an f32 row of the same batch.
+    pub speedup_over_f32: Option<f64>,
+}
+
+/// Runs `feedbench model`.
+pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
+    if let Some(n) = args.threads {
+        tch::set_num_threads(n);
+    }
+    let device = DeviceChoice::parse(&args.device)?.resolve()?;
+    let cfg = load_config(&args.preset, args.config.as_ref())?;
+    let format = match args.images.as_str() {
+        "u8" => ImageFormat::U8,
+        "f32" => ImageFormat::F32,
+        other => bail!("unknown image format `{other}` (u8, f32)"),
+    };
+    let dtypes = args.dtype.iter().map(|d| Precision::parse(d)).collect::<Result<Vec<_>, _>>()?;
+    if args.batch.is_empty() || args.batch.contains(&0) {
+        bail!("--batch needs sizes ≥ 1");
+    }
+    let shapes = PolicyShapes::pusht();
+    let mut rows: Vec<Row> = Vec::new();
+    for &b in &args.batch {
+        for &dtype in &dtypes {
+            tch::manual_seed(args.seed as i64);
+            let mut step: Box<dyn TrainStep> = match args.model.as_str() {
+                "diffusion" => Box::new(DiffusionPolicy::new(&cfg, &shapes, device, dtype)?),
+                "none" => Box::new(NoneStep),
+                spec if spec.starts_with("synthetic:") => {
+                    Box::new(SyntheticStep::new(SyntheticStep::parse_cost(spec)?, device))
+                }
+                other => bail!("unknown model `{other}` (diffusion, synthetic:MS, none)"),
+            };
+            let batch =
+                synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, b, format, args.seed);
+            let mut times = Vec::with_capacity(args.steps);
+            for i in 0..args.warmup + args.steps {
+                let t = step.step(&batch).with_context(|| format!("step {i}, batch {b}"))?;
+                if i >= args.warmup {
+                    times.push(t);
+                }
+            }
+            let mut row = summarise(step.as_ref(), &times, b, dtype);
+            if dtype == Precision::Bf16 {
+                row.speedup_over_f32 = rows
+                    .iter()
+                    .find(|r| r.batch == b && r.dtype == "f32")
+                    .map(|r| r.step.median_ms / row.step.median_ms);
+            }
+            if !args.json {
+                print_row(&row);
+            }
+            rows.push(row);
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if rows.len() > 1 {
+        print_summary(&rows);
+    }
+    Ok(())
+}
+
+/// The preset, with the keys of an optional TOML file laid over it.
+fn load_config(preset: &str, file: Option<&PathBuf>) -> anyhow::Result<DiffusionConfig> {
+    let cfg = DiffusionConfig::preset(preset)?;
+    let Some(path) = file else { return Ok(cfg) };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let overrides: toml::Table =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut merged = toml::Table::try_from(&cfg)?;
+    merged.extend(overrides);
+    let cfg: DiffusionConfig =
+        merged.try_into().with_context(|| format!("{}: not a diffusion config", path.display()))?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn summarise(step: &dyn TrainStep, times: &[StepTimes], batch: usize, dtype: Precision) -> Row {
+    let stats = |f: fn(&StepTimes) -> Duration| Stats::of(times.iter().map(f));
+    let step_stats = stats(|t| t.total);
+    let mean = |f: &dyn Fn(&StepTimes) -> Duration| {
+        times.iter().map(|t| f(t).as_secs_f64() * 1e3).sum::<f64>() / times.len().max(1) as f64
+    };
+    let total = mean(&|t| t.total);
+    let parts = if times.iter().all(|t| t.components.is_some()) && !times.is_empty() {
+        let c = |f: fn(&super::Components) -> Duration| {
+            mean(&move |t: &StepTimes| t.components.as_ref().map(f).unwrap_or_default())
+        };
+        let backbone = c(|c| c.backbone_forward + c.backbone_backward);
+        let unet = c(|c| c.unet_forward + c.unet_backward);
+        let h2d = mean(&|t| t.h2d);
+        let optimizer = mean(&|t| t.optimizer);
+        let other = (total - backbone - unet - h2d - optimizer).max(0.0);
+        let pct = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+        [
+            ("backbone", backbone),
+            ("unet", unet),
+            ("optimizer", optimizer),
+            ("h2d", h2d),
+            ("other", other),
+        ]
+        .into_iter()
+        .map(|(name, ms)| Part { name, ms, percent: pct(ms) })
+        .collect()
+    } else {
+        Vec::new()
+    };
+    let device = step.device();
+    Row {
+        model: step.name(),
+        device: format!("{device:?}").to_lowercase(),
+        dtype: dtype.name().into(),
+        batch,
+        threads: tch::get_num_threads(),
+        parameters: step.trainable_parameters(),
+        step: step_stats,
+        h2d: stats(|t| t.h2d),
+        forward: stats(|t| t.forward),
+        backward: stats(|t| t.backward),
+        optimizer: stats(|t| t.optimizer),
+        samples_per_s: if step_stats.median_ms > 0.0 {
+            batch as f64 * 1e3 / step_stats.median_ms
+        } else {
+            f64::INFINITY
+        },
+        parts,
+        peak_memory_bytes: if device.is_cuda() { None } else { peak_rss_bytes() },
+        last_loss: step.last_loss(),
+        speedup_over_f32: None,
+    }
+}
+
+/// The process's peak resident set (`VmHWM`), Linux only.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn print_row(r: &Row) {
+    println!(
+        "{} on {} ({}, {} threads), batch {}: {} trainable parameters",
+        r.model,
+        r.device,
+        r.dtype,
+        r.threads,
+        r.batch,
+        group_thousands(r.parameters)
+    );
+    println!(
+        "  step ms: median {:.1}  p95 {:.1}  min {:.1}  max {:.1}   {:.1} samples/s",
+        r.step.median_ms, r.step.p95_ms, r.step.min_ms, r.step.max_ms, r.samples_per_s
+    );
+    println!(
+        "  phases (median ms): h2d {:.2}  forward {:.1}  backward {:.1}  optimizer {:.1}",
+        r.h2d.median_ms, r.forward.median_ms, r.backward.median_ms, r.optimizer.median_ms
+    );
+    if !r.parts.is_empty() {
+        println!("  {:<10} {:>9} {:>7}", "component", "mean ms", "share");
+        for p in &r.parts {
+            println!("  {:<10} {:>9.2} {:>6.1}%", p.name, p.ms, p.percent);
+        }
+    }
+    match r.peak_memory_bytes {
+        Some(b) => println!("  peak memory (process RSS): {:.0} MiB", b as f64 / 1048576.0),
+        None => println!("  peak device memory: not measured (not exposed through tch)"),
+    }
+    if let Some(loss) = r.last_loss {
+        println!("  last loss: {loss:.4}");
+    }
+    if let Some(s) = r.speedup_over_f32 {
+        println!("  bf16 speed-up over f32: {s:.2}×");
+    }
+    println!();
+}
+
+fn print_summary(rows: &[Row]) {
+    println!(
+        "{:>6} {:>5} {:>10} {:>9} {:>10} {:>9} {:>8}",
+        "batch", "dtype", "median ms", "p95 ms", "samples/s", "backbone", "speed-up"
+    );
+    for r in rows {
+        let backbone = r.parts.iter().find(|p| p.name == "backbone").map(|p| p.percent);
+        println!(
+            "{:>6} {:>5} {:>10.1} {:>9.1} {:>10.1} {:>9} {:>8}",
+            r.batch,
+            r.dtype,
+            r.step.median_ms,
+            r.step.p95_ms,
+            r.samples_per_s,
+            backbone.map_or("-".into(), |p| format!("{p:.1}%")),
+            r.speedup_over_f32.map_or("-".into(), |s| format!("{s:.2}×"))
+        );
+    }
+}
+
+fn group_thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}

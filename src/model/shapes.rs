@@ -1,0 +1,115 @@
+//! What the model's input looks like (cameras, state and action widths) and a synthetic batch
+//! of that shape.
+
+use crate::loader::batch::{Batch, BatchData, BatchTensor};
+
+/// One camera feed: its batch key and image shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CameraShape {
+    /// The batch key, e.g. `observation.image` or `observation.images.cam_high`.
+    pub key: String,
+    /// Channels (3 for RGB).
+    pub channels: usize,
+    /// Image height in pixels.
+    pub height: usize,
+    /// Image width in pixels.
+    pub width: usize,
+}
+
+/// The model-facing description of a dataset's features.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyShapes {
+    /// The cameras, in the order their features are concatenated.
+    pub cameras: Vec<CameraShape>,
+    /// Width of `observation.state`.
+    pub state_dim: usize,
+    /// Width of `action`.
+    pub action_dim: usize,
+}
+
+impl PolicyShapes {
+    /// PushT: one 96×96 RGB camera (`observation.image`), state and action of dimension 2.
+    pub fn pusht() -> Self {
+        PolicyShapes {
+            cameras: vec![CameraShape {
+                key: "observation.image".into(),
+                channels: 3,
+                height: 96,
+                width: 96,
+            }],
+            state_dim: 2,
+            action_dim: 2,
+        }
+    }
+}
+
+/// How images are handed to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// uint8 pixels, converted and normalised on the device.
+    U8,
+    /// float32 in [0, 1].
+    F32,
+}
+
+/// Key of the state in a batch.
+pub const STATE_KEY: &str = "observation.state";
+/// Key of the action chunk in a batch.
+pub const ACTION_KEY: &str = "action";
+/// Key of the action pad mask in a batch.
+pub const ACTION_PAD_KEY: &str = "action_is_pad";
+
+/// A deterministic batch of `batch_size` samples shaped like `shapes` over a window of
+/// `n_obs_steps` observations and `horizon` actions: pseudo-random pixels, state and actions
+/// in [0, 1], no padding. The same `seed` gives the same batch.
+pub fn synthetic_batch(
+    shapes: &PolicyShapes,
+    n_obs_steps: usize,
+    horizon: usize,
+    batch_size: usize,
+    format: ImageFormat,
+    seed: u64,
+) -> Batch {
+    let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut tensors = std::collections::BTreeMap::new();
+    for cam in &shapes.cameras {
+        let shape = vec![batch_size, n_obs_steps, cam.channels, cam.height, cam.width];
+        let n: usize = shape.iter().product();
+        let data = match format {
+            ImageFormat::U8 => BatchData::U8((0..n).map(|_| (rng.next() >> 56) as u8).collect()),
+            ImageFormat::F32 => BatchData::F32((0..n).map(|_| rng.unit()).collect()),
+        };
+        tensors.insert(cam.key.clone(), BatchTensor { shape, data });
+    }
+    let mut floats = |shape: Vec<usize>| {
+        let n = shape.iter().product();
+        BatchTensor { data: BatchData::F32((0..n).map(|_| rng.unit()).collect()), shape }
+    };
+    tensors.insert(STATE_KEY.into(), floats(vec![batch_size, n_obs_steps, shapes.state_dim]));
+    tensors.insert(ACTION_KEY.into(), floats(vec![batch_size, horizon, shapes.action_dim]));
+    tensors.insert(
+        ACTION_PAD_KEY.into(),
+        BatchTensor {
+            shape: vec![batch_size, horizon],
+            data: BatchData::Bool(vec![false; batch_size * horizon]),
+        },
+    );
+    Batch { size: batch_size, tensors }
+}
+
+/// xorshift64*: enough randomness for synthetic pixels, no dependency.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}

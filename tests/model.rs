@@ -1,0 +1,230 @@
+//! The model: parameter count against LeRobot, learning on a fixed batch, shapes from
+//! features, bad batches, the synthetic step, and CUDA when there is one.
+
+use std::time::Duration;
+
+use feedbench::loader::batch::BatchData;
+use feedbench::model::{
+    synthetic_batch, CameraShape, DiffusionConfig, DiffusionPolicy, ImageFormat, ModelError,
+    NoneStep, PolicyShapes, Precision, SyntheticStep, TrainStep,
+};
+use tch::Device;
+
+/// One intra-op thread per test: the tests run in parallel on a small shared machine, where
+/// libtorch's threads would only wait on each other.
+fn setup() {
+    tch::set_num_threads(1);
+}
+
+fn camera(key: &str, h: usize, w: usize) -> CameraShape {
+    CameraShape { key: key.into(), channels: 3, height: h, width: w }
+}
+
+/// A config small enough for quick steps on a CPU: the `small` preset with a smaller crop.
+fn tiny(crop: (usize, usize)) -> DiffusionConfig {
+    DiffusionConfig { crop_shape: Some(crop), ..DiffusionConfig::small() }
+}
+
+#[test]
+fn pusht_parameter_count_matches_lerobot() {
+    setup();
+    let policy = DiffusionPolicy::new(
+        &DiffusionConfig::pusht(),
+        &PolicyShapes::pusht(),
+        Device::Cpu,
+        Precision::F32,
+    )
+    .unwrap();
+    assert_eq!(policy.trainable_parameters(), 262_709_026);
+}
+
+#[test]
+fn small_preset_learns_on_a_fixed_batch() {
+    setup();
+    // The `small` graph on small images so that 30 steps take seconds; a larger learning rate
+    // than the recipe's makes the fall quick and far above the step-to-step noise.
+    tch::manual_seed(7);
+    let shapes = PolicyShapes {
+        cameras: vec![camera("observation.image", 40, 40)],
+        ..PolicyShapes::pusht()
+    };
+    let cfg = DiffusionConfig { optimizer_lr: 1e-3, ..tiny((32, 32)) };
+    let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cpu, Precision::F32).unwrap();
+    let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 8, ImageFormat::U8, 1);
+    let mut losses = Vec::new();
+    for _ in 0..30 {
+        policy.step(&batch).unwrap();
+        losses.push(policy.last_loss().unwrap());
+    }
+    // The noise and timesteps are drawn anew each step, so single losses are noisy; compare
+    // the means of the first and last six.
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let (first, last) = (mean(&losses[..6]), mean(&losses[24..]));
+    assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
+    assert!(last < 0.7 * first, "loss did not fall: first {first:.4}, last {last:.4}: {losses:?}");
+}
+
+#[test]
+fn shapes_follow_features_one_and_two_cameras() {
+    setup();
+    for (cameras, separate) in [
+        (vec![camera("observation.image", 96, 96)], false),
+        (
+            vec![
+                camera("observation.images.left", 72, 88),
+                camera("observation.images.right", 72, 88),
+            ],
+            false,
+        ),
+        (
+            vec![
+                camera("observation.images.left", 48, 64),
+                camera("observation.images.right", 48, 64),
+            ],
+            true,
+        ),
+    ] {
+        tch::manual_seed(0);
+        let shapes = PolicyShapes { cameras, state_dim: 5, action_dim: 3 };
+        let cfg =
+            DiffusionConfig { use_separate_rgb_encoder_per_camera: separate, ..tiny((40, 40)) };
+        let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cpu, Precision::F32).unwrap();
+        for format in [ImageFormat::U8, ImageFormat::F32] {
+            let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 2, format, 3);
+            let times = policy.step(&batch).unwrap();
+            assert!(policy.last_loss().unwrap().is_finite());
+            let c = times.components.unwrap();
+            assert!(c.backbone_forward > Duration::ZERO && c.unet_forward > Duration::ZERO);
+            assert!(times.total >= times.forward + times.backward + times.optimizer);
+        }
+    }
+}
+
+#[test]
+fn global_conditioning_width_follows_the_cameras() {
+    setup();
+    // Two cameras add one more 64-wide feature per observation step to the conditioning: the
+    // UNet's FiLM layers grow by exactly that many inputs.
+    let count = |n_cams: usize| {
+        let cameras =
+            (0..n_cams).map(|i| camera(&format!("observation.images.c{i}"), 64, 64)).collect();
+        let shapes = PolicyShapes { cameras, state_dim: 2, action_dim: 2 };
+        DiffusionPolicy::new(&tiny((56, 56)), &shapes, Device::Cpu, Precision::F32)
+            .unwrap()
+            .trainable_parameters()
+    };
+    let cfg = DiffusionConfig::small();
+    let film_outputs: usize = {
+        // Residual blocks: 2 per down stage, 2 mid, 2 per up stage; each FiLM layer has
+        // 2·out_channels outputs.
+        let d = &cfg.down_dims;
+        let down: usize = d.iter().map(|&c| 2 * 2 * c).sum();
+        let mid = 2 * 2 * d[d.len() - 1];
+        let up: usize = d[..d.len() - 1].iter().map(|&c| 2 * 2 * c).sum();
+        down + mid + up
+    };
+    let extra_inputs = 64 * cfg.n_obs_steps;
+    assert_eq!(count(2) - count(1), film_outputs * extra_inputs);
+}
+
+#[test]
+fn wrong_batches_are_clear_errors() {
+    setup();
+    let shapes = PolicyShapes::pusht();
+    let cfg = tiny((64, 64));
+    let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cpu, Precision::F32).unwrap();
+    let good = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 2, ImageFormat::U8, 0);
+
+    let mut missing = good.clone();
+    missing.tensors.remove("observation.image");
+    let err = policy.step(&missing).unwrap_err();
+    assert!(matches!(err, ModelError::Batch(_)), "{err}");
+    assert!(err.to_string().contains("observation.image"), "{err}");
+
+    let other_size =
+        PolicyShapes { cameras: vec![camera("observation.image", 80, 80)], ..shapes.clone() };
+    let wrong = synthetic_batch(&other_size, cfg.n_obs_steps, cfg.horizon, 2, ImageFormat::U8, 0);
+    let err = policy.step(&wrong).unwrap_err();
+    assert!(err.to_string().contains("[2, 2, 3, 96, 96]"), "{err}");
+
+    let mut short = good.clone();
+    let state = short.tensors.get_mut("observation.state").unwrap();
+    state.data = BatchData::F32(vec![0.0; 3]);
+    assert!(matches!(policy.step(&short).unwrap_err(), ModelError::Batch(_)));
+
+    // Configurations that cannot work are refused when the policy is built.
+    let big_crop = DiffusionConfig { crop_shape: Some((128, 128)), ..cfg.clone() };
+    let err = DiffusionPolicy::new(&big_crop, &shapes, Device::Cpu, Precision::F32).unwrap_err();
+    assert!(err.to_string().contains("crop"), "{err}");
+    let mixed = PolicyShapes {
+        cameras: vec![
+            camera("observation.images.a", 96, 96),
+            camera("observation.images.b", 64, 64),
+        ],
+        ..shapes.clone()
+    };
+    assert!(DiffusionPolicy::new(&cfg, &mixed, Device::Cpu, Precision::F32).is_err());
+    let bad_horizon = DiffusionConfig { horizon: 10, ..cfg };
+    assert!(DiffusionPolicy::new(&bad_horizon, &shapes, Device::Cpu, Precision::F32).is_err());
+}
+
+#[test]
+fn bf16_autocast_runs_on_cpu() {
+    setup();
+    tch::manual_seed(0);
+    let shapes = PolicyShapes::pusht();
+    let cfg = tiny((64, 64));
+    let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cpu, Precision::Bf16).unwrap();
+    let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 2, ImageFormat::U8, 0);
+    policy.step(&batch).unwrap();
+    assert!(policy.last_loss().unwrap().is_finite());
+}
+
+#[test]
+fn synthetic_step_costs_what_it_says() {
+    setup();
+    assert_eq!(SyntheticStep::parse_cost("synthetic:40ms").unwrap(), Duration::from_millis(40));
+    assert_eq!(SyntheticStep::parse_cost("synthetic:0.5s").unwrap(), Duration::from_millis(500));
+    assert_eq!(SyntheticStep::parse_cost("synthetic:15").unwrap(), Duration::from_millis(15));
+    assert!(SyntheticStep::parse_cost("synthetic:fast").is_err());
+    assert!(SyntheticStep::parse_cost("diffusion").is_err());
+
+    let shapes = PolicyShapes::pusht();
+    let batch = synthetic_batch(&shapes, 2, 16, 4, ImageFormat::U8, 0);
+    let mut step = SyntheticStep::new(Duration::from_millis(20), Device::Cpu);
+    for _ in 0..3 {
+        let t = step.step(&batch).unwrap();
+        assert!(t.total >= Duration::from_millis(20), "{t:?}");
+        assert!(t.total >= t.h2d + t.forward);
+    }
+    assert_eq!(step.trainable_parameters(), 0);
+    assert!(NoneStep.step(&batch).unwrap().total < Duration::from_millis(20));
+}
+
+#[test]
+fn cuda_step_matches_shapes_and_learns() {
+    setup();
+    if !tch::Cuda::is_available() {
+        eprintln!(
+            "NOTE: skipping cuda_step_matches_shapes_and_learns: libtorch sees no CUDA device"
+        );
+        return;
+    }
+    let shapes = PolicyShapes::pusht();
+    let cfg = DiffusionConfig::small();
+    for precision in [Precision::F32, Precision::Bf16] {
+        tch::manual_seed(7);
+        let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cuda(0), precision).unwrap();
+        let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 16, ImageFormat::U8, 1);
+        let mut losses = Vec::new();
+        for _ in 0..40 {
+            policy.step(&batch).unwrap();
+            losses.push(policy.last_loss().unwrap());
+        }
+        let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!(mean(&losses[30..]) < 0.8 * mean(&losses[..10]), "{precision:?}: {losses:?}");
+    }
+    let mut synthetic = SyntheticStep::new(Duration::from_millis(10), Device::Cuda(0));
+    let batch = synthetic_batch(&shapes, 2, 16, 8, ImageFormat::U8, 0);
+    assert!(synthetic.step(&batch).unwrap().forward >= Duration::from_millis(10));
+}
