@@ -1,0 +1,113 @@
+//! The loader's hot parts: collation of a batch, and whole batches through the pipeline —
+//! on a generated tabular dataset (parquet only) and on the real g1-partial video (AV1 640×480
+//! decoded at 96×128 uint8 to keep an iteration short).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
+use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};
+use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
+use feedbench::loader::batch::Batch;
+use feedbench::loader::pipeline::{Loader, LoaderConfig};
+
+const BATCH: usize = 16;
+
+fn g1_partial() -> Option<PathBuf> {
+    let path = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
+    });
+    path.join("meta/info.json").is_file().then_some(path)
+}
+
+/// Times `batches` batches per iteration from a running epoch of `loader` (epochs restart as
+/// needed; thread start-up is part of the first batch of each epoch, as in training).
+fn bench_pipeline(c: &mut Criterion, name: &str, loader: &Loader) {
+    let mut group = c.benchmark_group("loader");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sample_size(10);
+    group.bench_function(name, |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            let mut epoch = loader.epoch(0);
+            for _ in 0..iterations {
+                let start = Instant::now();
+                let batch = match epoch.next() {
+                    Some(batch) => batch,
+                    None => {
+                        epoch = loader.epoch(1);
+                        epoch.next().unwrap()
+                    }
+                };
+                std::hint::black_box(batch.unwrap());
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tabular");
+    let spec = TabularSpec {
+        version: CodebaseVersion::V30,
+        fps: 30,
+        robot_type: "generated".into(),
+        episode_lengths: vec![300; 20],
+        state_dim: 26,
+        action_dim: 26,
+        tasks: vec!["pick".into()],
+        episodes_per_file: 10,
+        row_group_rows: 10_000,
+        list_layout: ListLayout::FixedSize,
+        image_size: None,
+    };
+    write_tabular(&root, &spec).unwrap();
+    let dataset = Arc::new(Dataset::open(&root).unwrap());
+    let window = dataset.window(&WindowSpec::diffusion()).unwrap();
+
+    let samples: Vec<_> = (0..BATCH).map(|i| dataset.sample(i * 7, &window).unwrap()).collect();
+    let mut group = c.benchmark_group("collate");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("tabular_diffusion", |b| b.iter(|| Batch::collate(&samples)));
+    group.finish();
+
+    let config = LoaderConfig { workers: 2, batch_size: BATCH, ..Default::default() };
+    bench_pipeline(c, "tabular_w2", &Loader::new(dataset, window, config).unwrap());
+
+    let Some(g1) = g1_partial() else {
+        eprintln!("g1-partial not found: video benches skipped (set FEEDBENCH_G1_PARTIAL)");
+        return;
+    };
+    let options = DatasetOptions { episodes: Some(vec![1, 2]), ..Default::default() };
+    let dataset = Arc::new(Dataset::open_with(&g1, &options).unwrap());
+    let window = dataset.window(&WindowSpec::diffusion()).unwrap();
+    let resolution = Some((96, 128));
+    let mut decoder = VideoDecoder::new(DecodeOptions { resolution, ..Default::default() });
+    let samples: Vec<_> = (0..BATCH)
+        .map(|i| {
+            let mut sample = dataset.sample(479 + i * 11, &window).unwrap();
+            sample.decode_pixels(&mut decoder, true).unwrap();
+            sample
+        })
+        .collect();
+    let mut group = c.benchmark_group("collate");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.bench_function("g1_96x128_uint8", |b| b.iter(|| Batch::collate(&samples)));
+    group.finish();
+    let config = LoaderConfig {
+        workers: 2,
+        batch_size: BATCH,
+        resolution,
+        uint8: true,
+        ..Default::default()
+    };
+    bench_pipeline(c, "g1_96x128_uint8_w2", &Loader::new(dataset, window, config).unwrap());
+}
+
+criterion_group!(loader, benches);
+criterion_main!(loader);
