@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::sync::Arc;
 
 use feedbench::bench::phase::run_loader_phase;
-use feedbench::dataset::summary::{parse_episode_list, Summary};
+use feedbench::dataset::stage;
+use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::{export, Dataset, DatasetOptions, WindowSpec, DEFAULT_TOLERANCE_S};
 use feedbench::loader::pipeline::{Loader, LoaderConfig};
@@ -30,6 +31,8 @@ enum Command {
     Sample(SampleArgs),
     /// Run the loader alone (the `loader` phase) and print its throughput and timing tree.
     Load(LoadArgs),
+    /// Copy a dataset (or some episodes) to RAM-backed storage and print the path to use.
+    Stage(StageArgs),
     /// The `model` phase: a training step alone on one resident synthetic batch.
     Model(feedbench::model::cli::ModelArgs),
 }
@@ -192,6 +195,43 @@ fn load(args: &LoadArgs) -> Result<()> {
     Ok(())
 }
 
+#[derive(Args)]
+struct StageArgs {
+    /// The dataset root.
+    dataset: PathBuf,
+    /// Where to copy it (a new directory); default /dev/shm/feedbench/<dataset name>.
+    #[arg(long)]
+    to: Option<PathBuf>,
+    /// Only these episodes' files (all of meta/ is always copied), e.g. `1,2,4`.
+    #[arg(long)]
+    episodes: Option<String>,
+}
+
+fn stage(args: &StageArgs) -> Result<()> {
+    let episodes =
+        args.episodes.as_deref().map(parse_episode_list).transpose().map_err(anyhow::Error::msg)?;
+    let name = args
+        .dataset
+        .canonicalize()?
+        .file_name()
+        .map(|n| n.to_owned())
+        .unwrap_or_else(|| "dataset".into());
+    let to = args.to.clone().unwrap_or_else(|| PathBuf::from("/dev/shm/feedbench").join(name));
+    let plan = stage::plan_stage(&args.dataset, episodes.as_deref())?;
+    eprintln!(
+        "copying {} files, {} to {}",
+        plan.files.len(),
+        human_bytes(plan.bytes),
+        to.display()
+    );
+    let staged = stage::stage(&args.dataset, &to, &plan)?;
+    if let Some(episodes) = &args.episodes {
+        eprintln!("only episodes {episodes} were copied: pass --episodes {episodes} to the other commands");
+    }
+    println!("{}", staged.display());
+    Ok(())
+}
+
 /// Parses `HxW` (e.g. `96x96`, `480x640`) into `(height, width)`.
 fn parse_resolution(text: &str) -> std::result::Result<(u32, u32), String> {
     let parse = |s: &str| s.trim().parse::<u32>().ok().filter(|&v| v > 0);
@@ -253,6 +293,7 @@ fn main() -> Result<()> {
         Command::Info(args) => info(&args),
         Command::Sample(args) => sample(&args),
         Command::Load(args) => load(&args),
+        Command::Stage(args) => stage(&args),
         Command::Model(args) => feedbench::model::cli::run(&args),
     }
 }

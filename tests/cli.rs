@@ -137,3 +137,18 @@ fn sample_writes_uint8_frames_at_a_requested_resolution() {
     ]);
     assert!(!ok && err.contains("expected HxW"), "{err}");
 }
+
+#[test]
+fn stage_copies_and_prints_the_path() {
+    let Some(root) = common::g1_partial() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("g1");
+    let args = ["stage", root.to_str().unwrap(), "--episodes", "1", "--to", to.to_str().unwrap()];
+    let (ok, text, err) = feedbench(&args);
+    assert!(ok, "{err}");
+    assert_eq!(text.trim(), to.to_str().unwrap());
+    assert!(err.contains("pass --episodes 1"), "{err}");
+    assert!(to.join("videos/chunk-000/observation.images.cam_high/episode_000001.mp4").is_file());
+    let (ok, _, err) = feedbench(&args);
+    assert!(!ok && err.contains("already exists"), "{err}");
+}

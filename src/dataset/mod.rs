@@ -12,6 +12,7 @@ pub mod frames;
 pub mod image;
 pub mod meta;
 pub mod sample;
+pub mod stage;
 pub mod summary;
 pub mod values;
 pub mod video;
