@@ -82,7 +82,7 @@ pub fn available_bytes(path: &Path) -> Result<u64> {
     }
     // SAFETY: statvfs returned 0, so it filled the struct.
     let stats = unsafe { stats.assume_init() };
-    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+    Ok(stats.f_bavail * stats.f_frsize)
 }
 
 /// Copies the files of `plan` from `root` to the new directory `to`, checking free space
