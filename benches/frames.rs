@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};
-use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+use feedbench::dataset::{Dataset, DatasetOptions, WindowSpec};
 
 /// A fixed pseudo-random permutation (xorshift), so every run reads the same order.
 fn shuffled(mut indices: Vec<usize>) -> Vec<usize> {
@@ -51,17 +51,13 @@ fn benches(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("g1-shaped-v3");
     let spec = TabularSpec {
-        version: CodebaseVersion::V30,
         fps: 30,
-        robot_type: "generated".into(),
         episode_lengths: vec![360; 100],
         state_dim: 26,
         action_dim: 26,
-        tasks: vec!["pick".into()],
         episodes_per_file: 50,
         row_group_rows: 10_000,
-        list_layout: ListLayout::FixedSize,
-        image_size: None,
+        ..Default::default()
     };
     write_tabular(&root, &spec).unwrap();
     bench_dataset(c, "generated-v3", &Dataset::open(&root).unwrap());

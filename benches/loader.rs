@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
-use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};
-use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+use feedbench::dataset::{Dataset, DatasetOptions, WindowSpec};
 use feedbench::loader::batch::Batch;
 use feedbench::loader::pipeline::{Loader, LoaderConfig};
 
@@ -54,17 +54,13 @@ fn benches(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("tabular");
     let spec = TabularSpec {
-        version: CodebaseVersion::V30,
         fps: 30,
-        robot_type: "generated".into(),
         episode_lengths: vec![300; 20],
         state_dim: 26,
         action_dim: 26,
-        tasks: vec!["pick".into()],
         episodes_per_file: 10,
         row_group_rows: 10_000,
-        list_layout: ListLayout::FixedSize,
-        image_size: None,
+        ..Default::default()
     };
     write_tabular(&root, &spec).unwrap();
     let dataset = Arc::new(Dataset::open(&root).unwrap());

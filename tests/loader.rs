@@ -7,7 +7,7 @@ use std::time::Duration;
 mod common;
 
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
-use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};
+use feedbench::dataset::write::{write_tabular, TabularSpec};
 use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
 use feedbench::loader::batch::{Batch, BatchData};
 use feedbench::loader::pipeline::{Loader, LoaderConfig, LoaderError};
@@ -18,16 +18,10 @@ fn dataset(version: CodebaseVersion, lengths: &[usize]) -> (tempfile::TempDir, s
     let root = dir.path().join("ds");
     let spec = TabularSpec {
         version,
-        fps: 10,
-        robot_type: "test".into(),
         episode_lengths: lengths.to_vec(),
-        state_dim: 3,
-        action_dim: 2,
-        tasks: vec!["push".into()],
         episodes_per_file: 3,
         row_group_rows: 16,
-        list_layout: ListLayout::FixedSize,
-        image_size: None,
+        ..Default::default()
     };
     write_tabular(&root, &spec).unwrap();
     (dir, root)

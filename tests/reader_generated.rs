@@ -15,16 +15,9 @@ const LENGTHS: [usize; 5] = [5, 7, 3, 9, 4];
 fn spec(version: CodebaseVersion, list_layout: ListLayout) -> TabularSpec {
     TabularSpec {
         version,
-        fps: 10,
-        robot_type: "test".into(),
-        episode_lengths: LENGTHS.to_vec(),
-        state_dim: 3,
-        action_dim: 2,
-        tasks: vec!["push".into(), "pull".into()],
-        episodes_per_file: 2,
-        row_group_rows: 4,
         list_layout,
-        image_size: None,
+        tasks: vec!["push".into(), "pull".into()],
+        ..Default::default()
     }
 }
 

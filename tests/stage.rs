@@ -11,16 +11,9 @@ fn generated(version: CodebaseVersion) -> (tempfile::TempDir, std::path::PathBuf
     let root = dir.path().join("ds");
     let spec = TabularSpec {
         version,
-        fps: 10,
-        robot_type: "test".into(),
         episode_lengths: vec![5, 7, 3, 9],
-        state_dim: 3,
-        action_dim: 2,
-        tasks: vec!["push".into()],
-        episodes_per_file: 2,
-        row_group_rows: 4,
         list_layout: ListLayout::List,
-        image_size: None,
+        ..Default::default()
     };
     write_tabular(&root, &spec).unwrap();
     (dir, root)

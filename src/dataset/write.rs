@@ -58,6 +58,26 @@ pub struct TabularSpec {
     pub image_size: Option<(u32, u32)>,
 }
 
+impl Default for TabularSpec {
+    /// A small v3.0 dataset: 5 episodes of 3 to 9 frames at 10 fps, state 3, action 2, two
+    /// episodes per file, row groups of 4 rows (so they straddle episodes), fixed-size lists.
+    fn default() -> Self {
+        Self {
+            version: CodebaseVersion::V30,
+            fps: 10,
+            robot_type: "generated".into(),
+            episode_lengths: vec![5, 7, 3, 9, 4],
+            state_dim: 3,
+            action_dim: 2,
+            tasks: vec!["push".into()],
+            episodes_per_file: 2,
+            row_group_rows: 4,
+            list_layout: ListLayout::FixedSize,
+            image_size: None,
+        }
+    }
+}
+
 /// The key of the image feature that [`TabularSpec::image_size`] adds.
 pub const IMAGE_KEY: &str = "observation.image";
 
