@@ -1,6 +1,7 @@
 //! The model: parameter count against LeRobot, learning on a fixed batch, shapes from
 //! features, bad batches, the synthetic step, and CUDA when there is one.
 
+use std::io::Write;
 use std::time::Duration;
 
 use feedbench::loader::batch::BatchData;
@@ -41,27 +42,27 @@ fn pusht_parameter_count_matches_lerobot() {
 #[test]
 fn small_preset_learns_on_a_fixed_batch() {
     setup();
-    // The `small` graph on small images so that 30 steps take seconds; a larger learning rate
-    // than the recipe's makes the fall quick and far above the step-to-step noise.
+    // The `small` graph on small images so that the steps take seconds. libtorch's generator
+    // is reseeded before every step, so each step draws the same noise, timesteps and crop:
+    // the loss is then a function of the weights alone and must fall as they train.
     tch::manual_seed(7);
     let shapes = PolicyShapes {
         cameras: vec![camera("observation.image", 40, 40)],
         ..PolicyShapes::pusht()
     };
-    let cfg = DiffusionConfig { optimizer_lr: 1e-3, ..tiny((32, 32)) };
+    let cfg = tiny((32, 32));
     let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cpu, Precision::F32).unwrap();
     let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 8, ImageFormat::U8, 1);
     let mut losses = Vec::new();
-    for _ in 0..30 {
+    for _ in 0..15 {
+        tch::manual_seed(42);
         policy.step(&batch).unwrap();
         losses.push(policy.last_loss().unwrap());
     }
-    // The noise and timesteps are drawn anew each step, so single losses are noisy; compare
-    // the means of the first and last six.
-    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
-    let (first, last) = (mean(&losses[..6]), mean(&losses[24..]));
     assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
-    assert!(last < 0.7 * first, "loss did not fall: first {first:.4}, last {last:.4}: {losses:?}");
+    let (first, last) = (losses[0], losses[losses.len() - 1]);
+    assert!(last < 0.6 * first, "loss did not fall: {losses:?}");
+    assert!(losses[5..].iter().all(|&l| l < first), "loss went back up: {losses:?}");
 }
 
 #[test]
@@ -205,7 +206,9 @@ fn synthetic_step_costs_what_it_says() {
 fn cuda_step_matches_shapes_and_learns() {
     setup();
     if !tch::Cuda::is_available() {
-        eprintln!(
+        // Written to stderr directly so that the note shows although the test passes.
+        let _ = writeln!(
+            std::io::stderr(),
             "NOTE: skipping cuda_step_matches_shapes_and_learns: libtorch sees no CUDA device"
         );
         return;
@@ -217,12 +220,12 @@ fn cuda_step_matches_shapes_and_learns() {
         let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cuda(0), precision).unwrap();
         let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 16, ImageFormat::U8, 1);
         let mut losses = Vec::new();
-        for _ in 0..40 {
+        for _ in 0..15 {
+            tch::manual_seed(42);
             policy.step(&batch).unwrap();
             losses.push(policy.last_loss().unwrap());
         }
-        let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
-        assert!(mean(&losses[30..]) < 0.8 * mean(&losses[..10]), "{precision:?}: {losses:?}");
+        assert!(losses[14] < 0.6 * losses[0], "{precision:?}: {losses:?}");
     }
     let mut synthetic = SyntheticStep::new(Duration::from_millis(10), Device::Cuda(0));
     let batch = synthetic_batch(&shapes, 2, 16, 8, ImageFormat::U8, 0);

@@ -114,7 +114,7 @@ impl DiffusionConfig {
             return bad("`down_dims` is empty".into());
         }
         let factor = 1usize << self.down_dims.len();
-        if self.horizon % factor != 0 {
+        if !self.horizon.is_multiple_of(factor) {
             return bad(format!(
                 "`horizon` ({}) must be a multiple of the UNet's downsampling factor {factor} \
                  (2^len(down_dims))",
@@ -127,17 +127,17 @@ impl DiffusionConfig {
                 self.n_groups
             ));
         }
-        if self.down_dims[0] % 8 != 0 {
+        if !self.down_dims[0].is_multiple_of(8) {
             // The UNet's final block uses LeRobot's default of 8 groups whatever `n_groups` is.
             return bad(format!("down_dims[0] ({}) must be a multiple of 8", self.down_dims[0]));
         }
         if self.n_obs_steps == 0 || self.spatial_softmax_num_keypoints == 0 {
             return bad("`n_obs_steps` and `spatial_softmax_num_keypoints` must be ≥ 1".into());
         }
-        if self.diffusion_step_embed_dim < 4 || self.diffusion_step_embed_dim % 2 != 0 {
+        if self.diffusion_step_embed_dim < 4 || !self.diffusion_step_embed_dim.is_multiple_of(2) {
             return bad("`diffusion_step_embed_dim` must be even and ≥ 4".into());
         }
-        if self.kernel_size % 2 == 0 {
+        if self.kernel_size.is_multiple_of(2) {
             return bad(format!("`kernel_size` ({}) must be odd", self.kernel_size));
         }
         if !matches!(self.prediction_type.as_str(), "epsilon" | "sample") {

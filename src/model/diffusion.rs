@@ -290,11 +290,12 @@ impl TrainStep for DiffusionPolicy {
         let pred = self.unet.forward(&noisy, &timesteps, &cond_leaf);
         let t_un1 = mark();
         let target = if self.cfg.prediction_type == "sample" { &action } else { &noise };
-        let mut loss = pred.mse_loss(target, Reduction::None);
-        if let Some(pad) = &input.action_is_pad {
-            loss = loss * pad.logical_not().unsqueeze(-1);
+        let loss = pred.mse_loss(target, Reduction::None);
+        let loss = match &input.action_is_pad {
+            Some(pad) => loss * pad.logical_not().unsqueeze(-1),
+            None => loss,
         }
-        let loss = loss.mean(Kind::Float);
+        .mean(Kind::Float);
         drop(autocast);
         let t_fwd = mark();
 
