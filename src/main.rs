@@ -74,7 +74,7 @@ struct SampleArgs {
     #[arg(long)]
     uint8: bool,
     /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
-    #[arg(long, value_parser = parse_resolution)]
+    #[arg(long, value_parser = feedbench::loader::parse_resolution)]
     resolution: Option<(u32, u32)>,
     /// Tolerance between a query time and a video frame, seconds.
     #[arg(long, default_value_t = DEFAULT_TOLERANCE_S)]
@@ -114,7 +114,7 @@ struct LoadArgs {
     #[arg(long = "batch", default_value_t = 8)]
     batch_size: usize,
     /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
-    #[arg(long, value_parser = parse_resolution)]
+    #[arg(long, value_parser = feedbench::loader::parse_resolution)]
     resolution: Option<(u32, u32)>,
     /// Camera frames as uint8 instead of float32 in [0, 1].
     #[arg(long)]
@@ -230,14 +230,6 @@ fn stage(args: &StageArgs) -> Result<()> {
     }
     println!("{}", staged.display());
     Ok(())
-}
-
-/// Parses `HxW` (e.g. `96x96`, `480x640`) into `(height, width)`.
-fn parse_resolution(text: &str) -> std::result::Result<(u32, u32), String> {
-    let parse = |s: &str| s.trim().parse::<u32>().ok().filter(|&v| v > 0);
-    text.split_once(['x', 'X', '×'])
-        .and_then(|(h, w)| Some((parse(h)?, parse(w)?)))
-        .ok_or_else(|| format!("{text:?}: expected HxW, e.g. 96x96"))
 }
 
 fn info(args: &InfoArgs) -> Result<()> {

@@ -231,3 +231,29 @@ fn cuda_step_matches_shapes_and_learns() {
     let batch = synthetic_batch(&shapes, 2, 16, 8, ImageFormat::U8, 0);
     assert!(synthetic.step(&batch).unwrap().forward >= Duration::from_millis(10));
 }
+
+#[test]
+fn shapes_come_from_a_dataset_s_features() {
+    use feedbench::dataset::Info;
+    use feedbench::model::shapes::PolicyShapes;
+    let text = r#"{"codebase_version": "v2.1", "fps": 30, "total_episodes": 1, "total_frames": 1,
+        "total_tasks": 1, "chunks_size": 1000, "data_path": "d", "video_path": "v",
+        "features": {
+          "observation.images.top": {"dtype": "video", "shape": [480, 640, 3], "names": ["height", "width", "channel"]},
+          "observation.images.wrist": {"dtype": "image", "shape": [3, 96, 128], "names": ["channels", "height", "width"]},
+          "observation.state": {"dtype": "float32", "shape": [14]}, "action": {"dtype": "float32", "shape": [7]},
+          "timestamp": {"dtype": "float32", "shape": [1]}, "frame_index": {"dtype": "int64", "shape": [1]},
+          "episode_index": {"dtype": "int64", "shape": [1]}, "index": {"dtype": "int64", "shape": [1]},
+          "task_index": {"dtype": "int64", "shape": [1]}}}"#;
+    let info = Info::parse(text, std::path::Path::new("info.json")).unwrap();
+    let shapes = PolicyShapes::from_info(&info, None).unwrap();
+    let sizes: Vec<_> =
+        shapes.cameras.iter().map(|c| (c.key.as_str(), c.height, c.width)).collect();
+    assert_eq!(
+        sizes,
+        [("observation.images.top", 480, 640), ("observation.images.wrist", 96, 128)]
+    );
+    assert_eq!((shapes.state_dim, shapes.action_dim), (14, 7));
+    let resized = PolicyShapes::from_info(&info, Some((96, 96))).unwrap();
+    assert!(resized.cameras.iter().all(|c| (c.height, c.width) == (96, 96)));
+}

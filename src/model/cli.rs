@@ -23,6 +23,13 @@ pub struct ModelArgs {
     /// Diffusion preset: `pusht` (LeRobot's recipe) or `small` (down_dims 64/128/256).
     #[arg(long, default_value = "pusht")]
     pub preset: String,
+    /// Take cameras, image sizes and state/action widths from this dataset's features
+    /// (default: PushT's, one 96×96 camera and dimension 2).
+    #[arg(long)]
+    pub dataset: Option<std::path::PathBuf>,
+    /// Images resized to HxW, as the loader's resolution knob does (with --dataset).
+    #[arg(long, value_parser = crate::loader::parse_resolution, requires = "dataset")]
+    pub resolution: Option<(u32, u32)>,
     /// TOML file whose keys override fields of the preset (e.g. `down_dims = [256, 512]`).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -155,7 +162,13 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     if args.batch.is_empty() || args.batch.contains(&0) {
         bail!("--batch needs sizes ≥ 1");
     }
-    let shapes = PolicyShapes::pusht();
+    let shapes = match &args.dataset {
+        Some(root) => {
+            let info = crate::dataset::Info::load(root)?;
+            PolicyShapes::from_info(&info, args.resolution).map_err(anyhow::Error::msg)?
+        }
+        None => PolicyShapes::pusht(),
+    };
     let mut rows: Vec<Row> = Vec::new();
     for &b in &args.batch {
         for &dtype in &dtypes {

@@ -1,6 +1,7 @@
 //! What the model's input looks like (cameras, state and action widths) and a synthetic batch
 //! of that shape.
 
+use crate::dataset::Info;
 use crate::loader::batch::{Batch, BatchData, BatchTensor};
 
 /// One camera feed: its batch key and image shape.
@@ -28,6 +29,39 @@ pub struct PolicyShapes {
 }
 
 impl PolicyShapes {
+    /// The shapes a dataset's features give: every video and image feature is a camera (at
+    /// `resolution` `(height, width)` when the loader resizes, else its native size), and the
+    /// widths of `observation.state` and `action`.
+    pub fn from_info(info: &Info, resolution: Option<(u32, u32)>) -> Result<Self, String> {
+        let width_of = |key: &str| {
+            info.feature(key).map(|f| f.width()).ok_or_else(|| {
+                format!("the dataset has no `{key}` feature, which the policy needs")
+            })
+        };
+        let cameras: Vec<CameraShape> = info
+            .features
+            .iter()
+            .filter_map(|f| Some((f, f.image?)))
+            .map(|(f, image)| {
+                let (height, width) = resolution.unwrap_or((image.height, image.width));
+                CameraShape {
+                    key: f.name.clone(),
+                    channels: image.channels as usize,
+                    height: height as usize,
+                    width: width as usize,
+                }
+            })
+            .collect();
+        if cameras.is_empty() {
+            return Err("the dataset has no camera (video or image feature)".into());
+        }
+        Ok(PolicyShapes {
+            cameras,
+            state_dim: width_of(STATE_KEY)?,
+            action_dim: width_of(ACTION_KEY)?,
+        })
+    }
+
     /// PushT: one 96×96 RGB camera (`observation.image`), state and action of dimension 2.
     pub fn pusht() -> Self {
         PolicyShapes {
