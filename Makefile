@@ -40,8 +40,11 @@ $(VENV)/libtorch:
 build: setup
 	$(CARGO) build --release
 
+# Until the sweep lands: describe the real dataset, then run its loader on the present episodes.
 run: build
 	./target/release/feedbench info $(FEEDBENCH_G1_PARTIAL)
+	./target/release/feedbench load $(FEEDBENCH_G1_PARTIAL) --episodes 1,2,4,29,30 \
+		--workers 2 --batch 16 --batches 20 --warmup 2
 
 test: setup
 	$(CARGO) test --all-targets
