@@ -214,6 +214,21 @@ fn request_order_duplicates_and_float_output() {
 }
 
 #[test]
+fn decoder_cache_switches_files() {
+    let (Some(a), Some(b)) = (g1_video(2), g1_video(4)) else { return };
+    let mut fresh =
+        |path: &Path, t: f64| decode_one(&mut VideoDecoder::new(DecodeOptions::default()), path, t);
+    let expected = [fresh(&a, 0.5), fresh(&b, 0.5), fresh(&a, 0.6), fresh(&b, 0.6)];
+    for capacity in [1, 2] {
+        let options = DecodeOptions { cache_capacity: capacity, ..DecodeOptions::default() };
+        let mut decoder = VideoDecoder::new(options);
+        let got = [(&a, 0.5), (&b, 0.5), (&a, 0.6), (&b, 0.6)]
+            .map(|(path, t)| decode_one(&mut decoder, path, t));
+        assert!(got == expected, "cache capacity {capacity}");
+    }
+}
+
+#[test]
 fn resize_gives_requested_size() {
     let Some(path) = g1_video(4) else { return };
     let options = DecodeOptions { resolution: Some((96, 128)), ..DecodeOptions::default() };
