@@ -216,7 +216,7 @@ fn request_order_duplicates_and_float_output() {
 #[test]
 fn decoder_cache_switches_files() {
     let (Some(a), Some(b)) = (g1_video(2), g1_video(4)) else { return };
-    let mut fresh =
+    let fresh =
         |path: &Path, t: f64| decode_one(&mut VideoDecoder::new(DecodeOptions::default()), path, t);
     let expected = [fresh(&a, 0.5), fresh(&b, 0.5), fresh(&a, 0.6), fresh(&b, 0.6)];
     for capacity in [1, 2] {
