@@ -86,7 +86,8 @@ fn random_access_equals_sequential() {
 
     let mut random = VideoDecoder::new(DecodeOptions::default());
     let shuffled = permutation(times.len(), 0x5eed);
-    let backwards: Vec<usize> = (0..times.len()).rev().collect();
+    // Backwards over the last 100 frames: every request restarts at its keyframe.
+    let backwards: Vec<usize> = (times.len() - 100..times.len()).rev().collect();
     for &frame in shuffled.iter().chain(&backwards) {
         let got = hash(&decode_one(&mut random, &path, times[frame]));
         assert_eq!(got, reference[frame], "frame {frame} differs from the sequential decode");
