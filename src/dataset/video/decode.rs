@@ -38,8 +38,8 @@ impl Default for DecodeOptions {
 }
 
 /// A per-worker video decoder: decodes the frames nearest given times of a file into a
-/// caller's buffer. Create one per worker thread; files are shared through
-/// [`VideoFile::shared`].
+/// caller's buffer. One per worker thread (it is `Send`, not `Sync`); the files themselves are
+/// shared by all workers through [`VideoFile::shared`].
 pub struct VideoDecoder {
     options: DecodeOptions,
     /// Open decoders, most recently used first.
@@ -96,13 +96,13 @@ impl VideoDecoder {
         }
         let mut order: Vec<usize> = (0..times.len()).collect();
         order.sort_by_key(|&i| frames[i]);
-        let stream = self.stream(&video)?;
+        let stream = most_recent(&mut self.streams, self.options.cache_capacity, &video)?;
         let mut previous: Option<usize> = None;
         for i in order {
             match previous {
                 Some(p) if frames[p] == frames[i] => out.copy_frame(p, i, values),
                 _ => {
-                    let frame = self.streams[stream].frame(video.rank_of_frame(frames[i]))?;
+                    let frame = stream.frame(video.rank_of_frame(frames[i]))?;
                     self.converter.convert(file, frame, size, &mut out.frame(i, values))?;
                 }
             }
@@ -110,18 +110,23 @@ impl VideoDecoder {
         }
         Ok(())
     }
+}
 
-    /// Index in `streams` of the open decoder of `video`, now the most recently used one.
-    fn stream(&mut self, video: &Arc<VideoFile>) -> Result<usize> {
-        if let Some(i) = self.streams.iter().position(|s| Arc::ptr_eq(&s.video, video)) {
-            self.streams[..=i].rotate_right(1);
-        } else {
-            let stream = StreamDecoder::open(Arc::clone(video))?;
-            self.streams.truncate(self.options.cache_capacity.max(1) - 1);
-            self.streams.insert(0, stream);
-        }
-        Ok(0)
+/// The open decoder of `video` in `streams` (opened if absent, the least recently used one
+/// dropped beyond `capacity`), moved to the front: most recently used first.
+fn most_recent<'a>(
+    streams: &'a mut Vec<StreamDecoder>,
+    capacity: usize,
+    video: &Arc<VideoFile>,
+) -> Result<&'a mut StreamDecoder> {
+    if let Some(i) = streams.iter().position(|s| Arc::ptr_eq(&s.video, video)) {
+        streams[..=i].rotate_right(1);
+    } else {
+        let stream = StreamDecoder::open(Arc::clone(video))?;
+        streams.truncate(capacity.max(1) - 1);
+        streams.insert(0, stream);
     }
+    Ok(&mut streams[0])
 }
 
 /// An open decoder of one file and where it stands in the file.
@@ -170,10 +175,15 @@ impl StreamDecoder {
         })
     }
 
-    /// Decodes the frame of presentation rank `rank`.
+    /// Decodes the frame of presentation rank `rank`. After an error the next request
+    /// restarts at a keyframe.
     fn frame(&mut self, rank: u32) -> Result<&frame::Video> {
         self.seek(rank);
-        self.decode(rank)
+        if let Err(e) = self.decode(rank) {
+            self.drained = true;
+            return Err(e);
+        }
+        Ok(&self.frame)
     }
 
     /// Positions the decoder to reach `rank`: goes on from where it is when it has not passed
@@ -189,8 +199,8 @@ impl StreamDecoder {
         }
     }
 
-    /// Feeds packets in decode order until the frame of rank `rank` comes out.
-    fn decode(&mut self, rank: u32) -> Result<&frame::Video> {
+    /// Feeds packets in decode order until the frame of rank `rank` comes out (in `frame`).
+    fn decode(&mut self, rank: u32) -> Result<()> {
         let path = self.video.path();
         let ffmpeg_error =
             |what: &str, e: ffmpeg_next::Error| DatasetError::invalid(path, format!("{what}: {e}"));
@@ -205,7 +215,7 @@ impl StreamDecoder {
                     })?;
                     self.last = Some(got);
                     if got == rank {
-                        return Ok(&self.frame);
+                        return Ok(());
                     }
                     if got > rank {
                         return Err(DatasetError::invalid(
@@ -276,4 +286,26 @@ fn set_extradata(path: &Path, context: &mut codec::Context, extradata: &[u8]) ->
         (*raw).extradata_size = extradata.len() as i32;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>() {}
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn decoders_move_to_workers_and_files_are_shared() {
+        assert_send::<VideoDecoder>();
+        assert_send_sync::<VideoFile>();
+        assert_send_sync::<Arc<VideoFile>>();
+    }
+
+    #[test]
+    fn default_options_are_lerobots() {
+        let options = DecodeOptions::default();
+        assert_eq!(options.tolerance_s, 1e-4);
+        assert_eq!(options.resolution, None);
+    }
 }
