@@ -8,4 +8,4 @@ pub mod table;
 pub use convert::FrameBuffer;
 pub use decode::{DecodeOptions, VideoDecoder};
 pub use probe::{probe, VideoStreamInfo};
-pub use table::{Sample, VideoCodec, VideoFile};
+pub use table::{Mp4Sample, VideoCodec, VideoFile};

@@ -25,7 +25,7 @@ pub enum VideoCodec {
 
 /// One coded frame (an mp4 sample), in decode order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sample {
+pub struct Mp4Sample {
     /// Byte offset of the sample in the file.
     pub offset: u64,
     /// Size of the sample in bytes.
@@ -47,7 +47,7 @@ pub struct VideoFile {
     width: u32,
     height: u32,
     /// The samples in decode order.
-    samples: Vec<Sample>,
+    samples: Vec<Mp4Sample>,
     /// Presentation rank → decode index.
     by_rank: Vec<u32>,
     /// Presentation times in seconds (as FFmpeg reports them) of the shown frames, ascending.
@@ -89,7 +89,7 @@ impl VideoFile {
 
         let mut by_rank: Vec<u32> = (0..track.samples.len() as u32).collect();
         by_rank.sort_by_key(|&i| (pts[i as usize], i));
-        let mut samples: Vec<Sample> = Vec::with_capacity(track.samples.len());
+        let mut samples: Vec<Mp4Sample> = Vec::with_capacity(track.samples.len());
         for (i, s) in track.samples.iter().enumerate() {
             let end = s.offset.checked_add(s.size);
             if end.is_none_or(|end| end > map.len() as u64) {
@@ -106,7 +106,7 @@ impl VideoFile {
             let size = u32::try_from(s.size).map_err(|_| {
                 DatasetError::invalid(path, format!("frame {i} is {} bytes", s.size))
             })?;
-            samples.push(Sample { offset: s.offset, size, keyframe: s.is_sync, rank: 0 });
+            samples.push(Mp4Sample { offset: s.offset, size, keyframe: s.is_sync, rank: 0 });
         }
         for (rank, &i) in by_rank.iter().enumerate() {
             samples[i as usize].rank = rank as u32;
@@ -177,7 +177,7 @@ impl VideoFile {
     }
 
     /// The samples in decode order.
-    pub fn samples(&self) -> &[Sample] {
+    pub fn samples(&self) -> &[Mp4Sample] {
         &self.samples
     }
 
