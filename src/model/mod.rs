@@ -115,7 +115,8 @@ pub struct Components {
 }
 
 /// Wall time of one training step and of its phases. Device phases end with a device
-/// synchronisation, so each is the device time of its work.
+/// synchronisation (`cudaDeviceSynchronize` through tch, which exposes no CUDA events), so
+/// each is the device time of its work.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StepTimes {
     /// Host→device copy of the batch.
