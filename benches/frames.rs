@@ -3,8 +3,6 @@
 //! v3.0 dataset of the same shapes. Row groups are decoded once (first touch) and shared; the
 //! first iteration pays for that, criterion's warm-up absorbs it.
 
-use std::path::PathBuf;
-
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use feedbench::dataset::write::{write_tabular, TabularSpec};
 use feedbench::dataset::{Dataset, DatasetOptions, WindowSpec};
@@ -38,9 +36,7 @@ fn bench_dataset(c: &mut Criterion, name: &str, dataset: &Dataset) {
 }
 
 fn benches(c: &mut Criterion) {
-    let g1 = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
-    });
+    let g1 = feedbench::testdata::g1_partial_root();
     if g1.join("meta/info.json").is_file() {
         let options =
             DatasetOptions { episodes: Some(vec![1, 2, 4, 29, 30]), ..Default::default() };

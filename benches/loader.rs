@@ -16,9 +16,7 @@ use feedbench::loader::pipeline::{Loader, LoaderConfig};
 const BATCH: usize = 16;
 
 fn g1_partial() -> Option<PathBuf> {
-    let path = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
-    });
+    let path = feedbench::testdata::g1_partial_root();
     path.join("meta/info.json").is_file().then_some(path)
 }
 

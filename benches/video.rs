@@ -14,9 +14,7 @@ use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder, VideoF
 const BATCH: usize = 32;
 
 fn g1_video() -> Option<PathBuf> {
-    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
-    });
+    let root = feedbench::testdata::g1_partial_root();
     let path = root.join("videos/chunk-000/observation.images.cam_high/episode_000001.mp4");
     path.is_file().then_some(path)
 }

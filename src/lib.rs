@@ -8,3 +8,4 @@ pub mod bench;
 pub mod dataset;
 pub mod loader;
 pub mod model;
+pub mod testdata;

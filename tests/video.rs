@@ -14,9 +14,7 @@ const HEIGHT: usize = 480;
 const FRAME: usize = 3 * WIDTH * HEIGHT;
 
 fn g1_video(episode: u32) -> Option<PathBuf> {
-    let root = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
-    });
+    let root = feedbench::testdata::g1_partial_root();
     let path =
         root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{episode:06}.mp4"));
     if path.is_file() {

@@ -5,9 +5,7 @@ use std::path::PathBuf;
 
 /// The real, partially downloaded g1 dataset, or None (with a visible note) where it is absent.
 pub fn g1_partial() -> Option<PathBuf> {
-    let path = std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
-    });
+    let path = feedbench::testdata::g1_partial_root();
     if path.join("meta/info.json").is_file() {
         Some(path)
     } else {

@@ -352,10 +352,7 @@ mod tests {
     use super::*;
 
     fn g1_episode(n: u32) -> Option<PathBuf> {
-        let root =
-            std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
-            });
+        let root = crate::testdata::g1_partial_root();
         let path =
             root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{n:06}.mp4"));
         if path.is_file() {
