@@ -55,6 +55,8 @@ pub struct Dataset {
     /// Positions in `episodes` of the selected ones, by global index.
     selected: Vec<usize>,
     tasks: BTreeMap<TaskIndex, String>,
+    /// Per episode (aligned with `episodes`), whether all its video files are on disk.
+    videos_on_disk: Vec<bool>,
     frames: FrameTable,
     tolerance_s: f64,
 }
@@ -100,12 +102,17 @@ impl Dataset {
         };
         let chosen: Vec<&Episode> = selected.iter().map(|&p| &episodes[p]).collect();
         let frames = FrameTable::open(&root, &info.features, &episodes, &chosen)?;
+        let videos_on_disk = episodes
+            .iter()
+            .map(|e| e.videos.values().all(|v| root.join(&v.path).is_file()))
+            .collect();
         Ok(Dataset {
             root,
             info,
             episodes,
             selected,
             tasks,
+            videos_on_disk,
             frames,
             tolerance_s: options.tolerance_s,
         })
@@ -171,6 +178,13 @@ impl Dataset {
         self.episodes()
             .flat_map(|e| e.from..e.to.saturating_sub(window.drop_n_last_frames).max(e.from))
             .collect()
+    }
+
+    /// True when every video file of `episode` was on disk when the dataset was opened.
+    pub fn has_videos_on_disk(&self, episode: &Episode) -> bool {
+        self.episodes
+            .binary_search_by_key(&episode.index, |e| e.index)
+            .is_ok_and(|position| self.videos_on_disk[position])
     }
 
     /// The files an episode needs that are not on disk.

@@ -196,11 +196,12 @@ impl Dataset {
         }
 
         let timestamp = self.frames.column_position("timestamp").expect("info.json checked");
+        if !self.has_videos_on_disk(episode) {
+            let path = self.missing_files(episode).into_iter().next().unwrap_or_default();
+            return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
+        }
         for (key, video) in &episode.videos {
             let path = self.root.join(&video.path);
-            if !path.is_file() {
-                return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
-            }
             let (rows, windowed) = rows_of(key);
             let mut timestamps = Vec::with_capacity(rows.len());
             for &(row, _) in &rows {
