@@ -20,7 +20,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 
-use super::episodes::Episode;
+use super::episodes::{Episode, EpisodeIndex};
 use super::meta::{Feature, FeatureKind, ScalarType};
 use super::values::Values;
 use super::{DatasetError, Result};
@@ -116,6 +116,15 @@ impl FrameTable {
         for episode in all {
             file_episodes.entry(episode.data_path.as_path()).or_default().push(episode);
         }
+        let mut first_rows: BTreeMap<EpisodeIndex, usize> = BTreeMap::new();
+        for in_file in file_episodes.values_mut() {
+            in_file.sort_by_key(|e| e.from);
+            let mut row = 0;
+            for episode in in_file.iter() {
+                first_rows.insert(episode.index, row);
+                row += episode.length;
+            }
+        }
         let mut files = Vec::new();
         let mut file_ids: BTreeMap<&Path, usize> = BTreeMap::new();
         let mut episodes = Vec::with_capacity(selected.len());
@@ -135,10 +144,7 @@ impl FrameTable {
                     files.len() - 1
                 }
             };
-            let mut in_file = file_episodes[relative].clone();
-            in_file.sort_by_key(|e| e.from);
-            let first_row =
-                in_file.iter().take_while(|e| e.from < episode.from).map(|e| e.length).sum();
+            let first_row = first_rows[&episode.index];
             episodes.push(EpisodeRows { from: episode.from, to: episode.to, file, first_row });
         }
         episodes.sort_by_key(|e| e.from);
