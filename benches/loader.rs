@@ -1,4 +1,4 @@
-//! The loader's hot parts: collation of a batch, and whole batches through the pipeline —
+//! The loader's hot parts: collation of samples into a reused batch, and whole batches through the pipeline —
 //! on a generated tabular dataset (parquet only) and on the real g1-partial video (AV1 640×480
 //! decoded at 96×128 uint8 to keep an iteration short).
 
@@ -10,7 +10,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::write::{write_tabular, TabularSpec};
 use feedbench::dataset::{Dataset, DatasetOptions, WindowSpec};
-use feedbench::loader::batch::Batch;
+use feedbench::loader::batch::{Batch, BatchLayout};
 use feedbench::loader::pipeline::{Loader, LoaderConfig};
 
 const BATCH: usize = 16;
@@ -18,6 +18,23 @@ const BATCH: usize = 16;
 fn g1_partial() -> Option<PathBuf> {
     let path = feedbench::testdata::g1_partial_root();
     path.join("meta/info.json").is_file().then_some(path)
+}
+
+/// Writes `samples` into a reused batch, as the workers do with pooled batches.
+fn bench_collate(c: &mut Criterion, name: &str, samples: &[feedbench::dataset::Sample]) {
+    let mut group = c.benchmark_group("collate");
+    group.throughput(Throughput::Elements(samples.len() as u64));
+    let layout = BatchLayout::of_arrays(&samples[0]);
+    let mut batch = Batch::default();
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            batch.reshape(samples.len(), &layout);
+            for (slot, sample) in samples.iter().enumerate() {
+                batch.write_sample(slot, sample).unwrap();
+            }
+        })
+    });
+    group.finish();
 }
 
 /// Times `batches` batches per iteration from a running epoch of `loader` (epochs restart as
@@ -65,10 +82,7 @@ fn benches(c: &mut Criterion) {
     let window = dataset.window(&WindowSpec::diffusion()).unwrap();
 
     let samples: Vec<_> = (0..BATCH).map(|i| dataset.sample(i * 7, &window).unwrap()).collect();
-    let mut group = c.benchmark_group("collate");
-    group.throughput(Throughput::Elements(BATCH as u64));
-    group.bench_function("tabular_diffusion", |b| b.iter(|| Batch::collate(&samples)));
-    group.finish();
+    bench_collate(c, "tabular_diffusion", &samples);
 
     let config = LoaderConfig { workers: 2, batch_size: BATCH, ..Default::default() };
     bench_pipeline(c, "tabular_w2", &Loader::new(dataset, window, config).unwrap());
@@ -89,10 +103,7 @@ fn benches(c: &mut Criterion) {
             sample
         })
         .collect();
-    let mut group = c.benchmark_group("collate");
-    group.throughput(Throughput::Elements(BATCH as u64));
-    group.bench_function("g1_96x128_uint8", |b| b.iter(|| Batch::collate(&samples)));
-    group.finish();
+    bench_collate(c, "g1_96x128_uint8", &samples);
     let config = LoaderConfig {
         workers: 2,
         batch_size: BATCH,

@@ -140,9 +140,10 @@ struct LoadArgs {
     /// Batches to measure.
     #[arg(long, default_value_t = 50)]
     batches: usize,
-    /// Batches to run first without measuring.
-    #[arg(long, default_value_t = 5)]
-    warmup: usize,
+    /// Batches to run first without measuring [default: the batches in flight plus one, so
+    /// that every measured batch reuses pooled buffers].
+    #[arg(long)]
+    warmup: Option<usize>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -184,8 +185,9 @@ fn load(args: &LoadArgs) -> Result<()> {
     } else {
         indicatif::ProgressBar::new(args.batches as u64).with_message("loading")
     };
+    let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase =
-        run_loader_phase(&loader, args.batches, args.warmup, |n| progress.set_position(n as u64))?;
+        run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&phase)?);

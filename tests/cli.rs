@@ -109,7 +109,12 @@ fn load_reports_throughput_and_the_timing_tree_as_json() {
     assert_eq!(phase["config"]["workers"], 2);
     assert!(phase["samples_per_s"].as_f64().unwrap() > 0.0);
     assert!(phase["cpu_ms_per_sample"].as_f64().unwrap() > 0.0);
-    assert_eq!(phase["timing"]["stages"]["batch/sample"]["calls"], 24);
+    assert_eq!(phase["timing"]["stages"]["batch/parquet"]["calls"], 24);
+    let limit = &phase["decode_limit"];
+    assert_eq!(limit["threads"], 2.min(std::thread::available_parallelism().unwrap().get()));
+    let frames = limit["frames_per_sample"].as_f64().unwrap();
+    assert!((2.0..=4.0).contains(&frames), "two frames per sample, and their keyframes: {frames}");
+    assert!(limit["fraction"].as_f64().unwrap() > 0.0);
     let (ok, _, err) = feedbench(&[&args[..], &["--batches", "0"]].concat());
     assert!(!ok && err.contains("at least one batch"), "{err}");
 }

@@ -59,7 +59,8 @@ fn every_valid_index_once_per_epoch_for_each_sampler_and_worker_count() {
                 let loader = loader(&root, config);
                 for epoch in 0..2 {
                     let plan = loader.plan(epoch);
-                    let batches: Vec<Batch> = loader.epoch(epoch).map(Result::unwrap).collect();
+                    let batches: Vec<Batch> =
+                        loader.epoch(epoch).map(|b| b.unwrap().into_batch()).collect();
                     let mut seen: Vec<usize> = batches.iter().flat_map(indices_of).collect();
                     if ordered {
                         assert_eq!(
@@ -100,7 +101,8 @@ fn ranks_get_disjoint_shards_that_cover_the_epoch() {
             drop_last: true,
             ..Default::default()
         };
-        let batches: Vec<Batch> = loader(&root, config).epoch(0).map(Result::unwrap).collect();
+        let batches: Vec<Batch> =
+            loader(&root, config).epoch(0).map(|b| b.unwrap().into_batch()).collect();
         assert!(batches.iter().all(|b| b.size == 5), "drop_last keeps only full batches");
         seen.extend(batches.iter().flat_map(indices_of));
     }
@@ -123,13 +125,13 @@ fn a_pipeline_batch_equals_the_samples_fetched_one_by_one() {
         let batch = batch.unwrap();
         let samples: Vec<_> =
             indices_of(&batch).iter().map(|&i| dataset.sample(i, &window).unwrap()).collect();
-        assert_eq!(batch, Batch::collate(&samples));
+        assert_eq!(*batch, Batch::collate(&samples).unwrap());
         assert_eq!(batch.tensors["action"].shape, [batch.size, 16, 2]);
         assert_eq!(batch.tensors["observation.state"].shape, [batch.size, 2, 3]);
         assert_eq!(batch.tensors["action_is_pad"].shape, [batch.size, 16]);
         let BatchData::F32(state) = &batch.tensors["observation.state"].data else { panic!() };
         let BatchData::F32(first) =
-            &Batch::collate(&samples[..1]).tensors["observation.state"].data
+            &Batch::collate(&samples[..1]).unwrap().tensors["observation.state"].data
         else {
             panic!()
         };
@@ -204,13 +206,14 @@ fn an_epoch_reports_the_time_of_its_stages() {
         let samples: usize = epoch.by_ref().map(|b| b.unwrap().size).sum();
         let timing = epoch.timing();
         assert_eq!(timing.get("batch").unwrap().calls, batches as u64);
-        assert_eq!(timing.get("batch/sample").unwrap().calls, samples as u64);
-        assert_eq!(timing.get("batch/collate").unwrap().calls, batches as u64);
+        assert_eq!(timing.get("batch/parquet").unwrap().calls, samples as u64);
+        assert_eq!(timing.get("batch/collate").unwrap().calls, samples as u64);
+        assert_eq!(timing.get("sampler").unwrap().calls, 1);
         // Only the consumer of worker queues waits; in-thread loading has no queue.
         assert_eq!(timing.get("wait").map(|w| w.calls), (workers > 0).then_some(batches as u64));
         let batch = timing.get("batch").unwrap();
         assert!(
-            batch.wall >= timing.get("batch/sample").unwrap().wall,
+            batch.wall >= timing.get("batch/parquet").unwrap().wall,
             "a stage contains its children"
         );
     }
@@ -224,12 +227,19 @@ fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
     let window = dataset.window(&WindowSpec::diffusion()).unwrap();
     let camera = "observation.images.cam_high";
     for (resolution, uint8) in [(None, false), (Some((96, 128)), true)] {
-        let config =
-            LoaderConfig { workers: 2, batch_size: 3, resolution, uint8, ..Default::default() };
+        // One worker, prefetch 1: two batches in flight, so batches 3 to 5 refill the pool's.
+        let config = LoaderConfig {
+            workers: 1,
+            prefetch: 1,
+            batch_size: 3,
+            resolution,
+            uint8,
+            ..Default::default()
+        };
         let loader = Loader::new(dataset.clone(), window.clone(), config).unwrap();
         let mut decoder = VideoDecoder::new(DecodeOptions { resolution, ..Default::default() });
         let mut epoch = loader.epoch(0);
-        for batch in epoch.by_ref().take(2) {
+        for batch in epoch.by_ref().take(5) {
             let batch = batch.unwrap();
             let (height, width) = resolution.unwrap_or((480, 640));
             assert_eq!(batch.tensors[camera].shape, [3, 2, 3, height as usize, width as usize]);
@@ -242,13 +252,68 @@ fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
                     sample
                 })
                 .collect();
-            assert_eq!(batch, Batch::collate(&samples));
+            assert_eq!(*batch, Batch::collate(&samples).unwrap());
             match &batch.tensors[camera].data {
                 BatchData::U8(v) => assert!(uint8 && v.iter().any(|&p| p > 0)),
                 BatchData::F32(v) => assert!(!uint8 && v.iter().all(|p| (0.0..=1.0).contains(p))),
                 other => panic!("{other:?}"),
             }
         }
-        assert!(epoch.timing().get("batch/decode").unwrap().calls >= 6);
+        let timing = epoch.timing();
+        assert_eq!(timing.get("batch/video").unwrap().calls, 15, "one call per sample");
+        let (decoded, converted) =
+            (timing.get("batch/video/decode"), timing.get("batch/video/convert"));
+        let converted = converted.unwrap().calls;
+        assert!(
+            (16..=30).contains(&converted),
+            "two frames per sample, repeats copied: {converted}"
+        );
+        assert!(decoded.unwrap().calls >= converted, "a frame is decoded before it is converted");
     }
+}
+
+#[test]
+fn batches_reuse_pooled_buffers_and_stay_within_the_batches_in_flight() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[40, 29, 31, 52]);
+    for (workers, prefetch, ordered) in [(0, 2, true), (1, 1, true), (2, 2, true), (3, 2, false)] {
+        let config = LoaderConfig {
+            workers,
+            prefetch,
+            ordered,
+            batch_size: 4,
+            sampler: SamplerKind::Sequential,
+            ..Default::default()
+        };
+        let loader = loader(&root, config);
+        let mut buffers = std::collections::HashSet::new();
+        for epoch in 0..2 {
+            for batch in loader.epoch(epoch) {
+                let batch = batch.unwrap();
+                let BatchData::F32(action) = &batch.tensors["action"].data else { panic!() };
+                buffers.insert(action.as_ptr() as usize);
+                // Dropped here: its buffers go back to the loader.
+            }
+        }
+        // 76 batches over two epochs, but only as many buffers as batches ever in flight.
+        let in_flight = loader.config().batches_in_flight();
+        assert!(
+            buffers.len() <= in_flight,
+            "{workers} workers, prefetch {prefetch}: {} buffers for {in_flight} batches in flight",
+            buffers.len()
+        );
+    }
+}
+
+#[test]
+fn a_batch_kept_out_of_the_pool_is_not_overwritten() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[40, 29]);
+    let config = LoaderConfig { workers: 1, prefetch: 1, batch_size: 4, ..Default::default() };
+    let loader = loader(&root, config);
+    let mut epoch = loader.epoch(0);
+    let kept = epoch.next().unwrap().unwrap().into_batch();
+    let copy = kept.clone();
+    for batch in epoch {
+        assert_ne!(indices_of(&batch.unwrap()), indices_of(&copy));
+    }
+    assert_eq!(kept, copy);
 }

@@ -256,3 +256,27 @@ fn image_features_come_back_as_the_encoded_files() {
     assert_eq!(single.images[IMAGE_KEY].images, [synthetic_png(3, 6, 8)]);
     assert!(!single.images[IMAGE_KEY].windowed);
 }
+
+#[test]
+fn a_reused_sample_equals_a_fresh_one_across_windows_and_datasets() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_images = dir.path().join("images");
+    let spec =
+        TabularSpec { image_size: Some((6, 8)), ..spec(CodebaseVersion::V30, ListLayout::List) };
+    write_tabular(&with_images, &spec).unwrap();
+    let (_dir, plain) = generated(CodebaseVersion::V21, ListLayout::FixedSize);
+    let mut reused = feedbench::dataset::Sample::default();
+    // Windows and datasets alternate so that each call finds the last one's keys and shapes.
+    for (root, window, index) in [
+        (&with_images, WindowSpec::diffusion(), 13),
+        (&with_images, WindowSpec::Single, 12),
+        (&plain, WindowSpec::diffusion(), 20),
+        (&with_images, WindowSpec::diffusion(), 0),
+        (&plain, WindowSpec::Single, 27),
+    ] {
+        let dataset = Dataset::open(root).unwrap();
+        let window = dataset.window(&window).unwrap();
+        dataset.sample_into(index, &window, &mut reused).unwrap();
+        assert_eq!(reused, dataset.sample(index, &window).unwrap(), "{root:?} index {index}");
+    }
+}

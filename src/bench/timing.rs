@@ -41,13 +41,18 @@ pub fn thread_cpu_time() -> Duration {
 impl TimingTree {
     /// Adds one call of `path` that took `wall` and `cpu`.
     pub fn record(&mut self, path: &str, wall: Duration, cpu: Duration) {
-        let totals = match self.stages.get_mut(path) {
-            Some(totals) => totals,
+        self.add(path, StageTotals { calls: 1, wall, cpu });
+    }
+
+    /// Adds `totals` (any number of calls) to stage `path`.
+    pub fn add(&mut self, path: &str, totals: StageTotals) {
+        let mine = match self.stages.get_mut(path) {
+            Some(mine) => mine,
             None => self.stages.entry(path.to_string()).or_default(),
         };
-        totals.calls += 1;
-        totals.wall += wall;
-        totals.cpu += cpu;
+        mine.calls += totals.calls;
+        mine.wall += totals.wall;
+        mine.cpu += totals.cpu;
     }
 
     /// Runs `work` as stage `path` and records its wall and CPU time.
@@ -61,10 +66,15 @@ impl TimingTree {
     /// Adds every stage of `other` (another thread's tree).
     pub fn merge(&mut self, other: &TimingTree) {
         for (path, totals) in &other.stages {
-            let mine = self.stages.entry(path.clone()).or_default();
-            mine.calls += totals.calls;
-            mine.wall += totals.wall;
-            mine.cpu += totals.cpu;
+            self.add(path, *totals);
+        }
+    }
+
+    /// Adds every stage of `other` under `prefix` (`decode` under `batch/video` is
+    /// `batch/video/decode`).
+    pub fn merge_under(&mut self, prefix: &str, other: &TimingTree) {
+        for (path, totals) in &other.stages {
+            self.add(&format!("{prefix}/{path}"), *totals);
         }
     }
 

@@ -12,7 +12,9 @@ use super::meta::{render_template, Info, TemplateValue};
 use super::{DatasetError, Result};
 
 /// An episode's `episode_index`: never to be confused with a frame index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct EpisodeIndex(pub usize);
 
 impl fmt::Display for EpisodeIndex {

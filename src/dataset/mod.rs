@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 pub use episodes::{Episode, EpisodeIndex, EpisodeVideo, TaskIndex};
 pub use error::{DatasetError, Result};
 pub use meta::{CodebaseVersion, Feature, FeatureKind, Info, ScalarType};
-pub use sample::Sample;
+pub use sample::{PixelShape, Sample};
 pub use values::{Array, Values};
 pub use window::{Window, WindowSpec, DEFAULT_TOLERANCE_S};
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::frames::Row;
+use super::frames::{FrameTable, Row};
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
 use super::video::{FrameBuffer, VideoDecoder, VideoFile};
@@ -35,7 +35,7 @@ pub struct VideoFrames {
 
 /// One sample: the row's values, windows of values with their pad masks, and the images and
 /// video frames to decode.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
     /// The global `index` of the sampled frame.
     pub index: usize,
@@ -52,9 +52,60 @@ pub struct Sample {
     pub images: BTreeMap<String, EncodedImages>,
     /// Video features.
     pub videos: BTreeMap<String, VideoFrames>,
+    /// Scratch space of [`Dataset::sample_into`].
+    rows: RowCache,
 }
 
-/// A buffer of `len` zeros of the requested pixel type, and a view of it to decode into.
+/// The shape pixels of one key decode to: `[T, 3, H, W]` with a window of `T` steps, `[3, H, W]`
+/// without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PixelShape {
+    /// Time steps when the key has a window.
+    pub steps: Option<usize>,
+    /// Frame height after any resize.
+    pub height: u32,
+    /// Frame width after any resize.
+    pub width: u32,
+}
+
+impl PixelShape {
+    /// Frames the key holds (1 without a window).
+    pub fn frames(&self) -> usize {
+        self.steps.unwrap_or(1)
+    }
+
+    /// Values of one frame: `3 × H × W`.
+    pub fn frame_len(&self) -> usize {
+        3 * self.height as usize * self.width as usize
+    }
+
+    /// Values of the key: frames × `3 × H × W`.
+    pub fn len(&self) -> usize {
+        self.frames() * self.frame_len()
+    }
+
+    /// Whether the key holds no values (a zero-sized frame or window).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `dims` are this shape's dimensions.
+    pub fn matches(&self, dims: &[usize]) -> bool {
+        let frame = [3, self.height as usize, self.width as usize];
+        match self.steps {
+            Some(steps) => dims.len() == 4 && dims[0] == steps && dims[1..] == frame,
+            None => dims == frame,
+        }
+    }
+
+    /// The dimensions, as LeRobot returns them.
+    pub fn dims(&self) -> Vec<usize> {
+        let frame = [3, self.height as usize, self.width as usize];
+        self.steps.into_iter().chain(frame).collect()
+    }
+}
+
+/// A buffer of `len` zeros of the requested pixel type.
 fn pixel_values(len: usize, uint8: bool) -> Values {
     if uint8 {
         Values::U8(vec![0; len])
@@ -71,73 +122,139 @@ fn frame_buffer(values: &mut Values) -> FrameBuffer<'_> {
     }
 }
 
-/// `[T, 3, H, W]` for a window of `steps`, `[3, H, W]` for the row's own frame.
-fn pixel_shape(windowed: bool, steps: usize, (height, width): (u32, u32)) -> Vec<usize> {
-    let frame = [3, height as usize, width as usize];
-    if windowed {
-        std::iter::once(steps).chain(frame).collect()
-    } else {
-        frame.to_vec()
-    }
-}
-
 impl Sample {
+    /// The keys [`Sample::decode_pixels`] fills: cameras (video features), then image features.
+    pub fn pixel_keys(&self) -> impl Iterator<Item = &str> {
+        self.videos.keys().chain(self.images.keys()).map(String::as_str)
+    }
+
+    /// The shape pixel key `key` decodes to with `decoder` (its resolution, else the native
+    /// size read from the file's header); None for a key that is not a camera or image.
+    pub fn pixel_shape(&self, key: &str, decoder: &VideoDecoder) -> Result<Option<PixelShape>> {
+        let (steps, windowed, (height, width)) = if let Some(frames) = self.videos.get(key) {
+            let video = VideoFile::shared(&frames.path)?;
+            (frames.timestamps.len(), frames.windowed, decoder.output_size(&video))
+        } else if let Some(images) = self.images.get(key) {
+            let size = match (decoder.options().resolution, images.images.first()) {
+                (Some(size), _) => size,
+                (None, Some(first)) => image_size(&images.source, first)?,
+                (None, None) => (0, 0),
+            };
+            (images.images.len(), images.windowed, size)
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(PixelShape { steps: windowed.then_some(steps), height, width }))
+    }
+
+    /// Decodes pixel key `key` (see [`Sample::pixel_shape`]) into `out`, which holds exactly
+    /// its values: RGB, CHW, float32 in [0, 1] or uint8. The loader's workers pass a sample's
+    /// slot of the batch, so pixels are written once, in place.
+    pub fn decode_pixels_into(
+        &self,
+        key: &str,
+        decoder: &mut VideoDecoder,
+        mut out: FrameBuffer<'_>,
+    ) -> Result<()> {
+        if let Some(frames) = self.videos.get(key) {
+            return decoder.decode_into(&frames.path, &frames.timestamps, out);
+        }
+        let Some(images) = self.images.get(key) else { return Ok(()) };
+        let Some(first) = images.images.first() else { return Ok(()) };
+        let size = match decoder.options().resolution {
+            Some(size) => size,
+            None => image_size(&images.source, first)?,
+        };
+        let per_image = 3 * size.0 as usize * size.1 as usize;
+        if out.len() != images.images.len() * per_image {
+            return Err(DatasetError::invalid(
+                &images.source,
+                format!(
+                    "output buffer holds {} values, {} images of 3×{}×{} need {}",
+                    out.len(),
+                    images.images.len(),
+                    size.0,
+                    size.1,
+                    images.images.len() * per_image
+                ),
+            ));
+        }
+        for (step, bytes) in images.images.iter().enumerate() {
+            let resize = decoder.options().resolution;
+            decode_image_into(&images.source, bytes, resize, out.frame(step, per_image))?;
+        }
+        Ok(())
+    }
+
     /// Decodes every camera (video feature) and image feature into [`Sample::arrays`], as
     /// LeRobot returns them: RGB, `[T, 3, H, W]` with a window and `[3, H, W]` without,
     /// float32 in [0, 1] or, with `uint8`, the 0–255 values; at the decoder's resolution.
     pub fn decode_pixels(&mut self, decoder: &mut VideoDecoder, uint8: bool) -> Result<()> {
-        for (key, frames) in &self.videos {
-            let video = VideoFile::shared(&frames.path)?;
-            let size = decoder.output_size(&video);
-            let steps = frames.timestamps.len();
-            let mut values = pixel_values(steps * 3 * size.0 as usize * size.1 as usize, uint8);
-            decoder.decode_into(&frames.path, &frames.timestamps, frame_buffer(&mut values))?;
-            let shape = pixel_shape(frames.windowed, steps, size);
-            self.arrays.insert(key.clone(), Array { shape, values });
-        }
-        for (key, images) in &self.images {
-            let Some(first) = images.images.first() else { continue };
-            let size = match decoder.options().resolution {
-                Some(size) => size,
-                None => image_size(&images.source, first)?,
-            };
-            let per_image = 3 * size.0 as usize * size.1 as usize;
-            let mut values = pixel_values(images.images.len() * per_image, uint8);
-            let mut buffer = frame_buffer(&mut values);
-            for (step, bytes) in images.images.iter().enumerate() {
-                let out = match &mut buffer {
-                    FrameBuffer::U8(v) => {
-                        FrameBuffer::U8(&mut v[step * per_image..(step + 1) * per_image])
-                    }
-                    FrameBuffer::F32(v) => {
-                        FrameBuffer::F32(&mut v[step * per_image..(step + 1) * per_image])
-                    }
-                };
-                decode_image_into(&images.source, bytes, Some(size), out)?;
-            }
-            let shape = pixel_shape(images.windowed, images.images.len(), size);
-            self.arrays.insert(key.clone(), Array { shape, values });
+        let keys: Vec<String> = self.pixel_keys().map(str::to_owned).collect();
+        for key in keys {
+            let shape = self.pixel_shape(&key, decoder)?.expect("a pixel key");
+            let mut values = pixel_values(shape.len(), uint8);
+            self.decode_pixels_into(&key, decoder, frame_buffer(&mut values))?;
+            self.arrays.insert(key, Array { shape: shape.dims(), values });
         }
         Ok(())
     }
 }
 
-/// Rows already fetched for one sample (a window reads a few rows many times).
-struct RowCache<'a> {
-    dataset: &'a Dataset,
-    rows: Vec<(usize, Row)>,
-}
+/// Rows already fetched for the sample being built (a window reads a few rows many times);
+/// kept in the [`Sample`] so that its allocation is reused, and emptied after each sample.
+#[derive(Default)]
+struct RowCache(Vec<(usize, Row)>);
 
-impl RowCache<'_> {
-    fn get(&mut self, index: usize) -> Result<&Row> {
-        let position = match self.rows.iter().position(|(i, _)| *i == index) {
+impl RowCache {
+    fn get(&mut self, frames: &FrameTable, index: usize) -> Result<&Row> {
+        let position = match self.0.iter().position(|(i, _)| *i == index) {
             Some(position) => position,
             None => {
-                self.rows.push((index, self.dataset.frames.row(index)?));
-                self.rows.len() - 1
+                self.0.push((index, frames.row(index)?));
+                self.0.len() - 1
             }
         };
-        Ok(&self.rows[position].1)
+        Ok(&self.0[position].1)
+    }
+}
+
+impl Clone for RowCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for RowCache {
+    /// A scratch buffer: never part of what a sample is.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for RowCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RowCache")
+    }
+}
+
+/// The entry of `key` in `map`, reused when present (no allocation), else `make()`'s.
+fn reuse<'m, V>(
+    map: &'m mut BTreeMap<String, V>,
+    key: &str,
+    make: impl FnOnce() -> V,
+) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), make());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
+/// Drops the entries of `map` that were not written (`written` were): left from an earlier
+/// sample of another window or dataset.
+fn drop_stale<V>(map: &mut BTreeMap<String, V>, written: usize, keep: impl Fn(&str) -> bool) {
+    if map.len() > written {
+        map.retain(|key, _| keep(key));
     }
 }
 
@@ -145,84 +262,140 @@ impl Dataset {
     /// The sample at global `index` with `window`: what `LeRobotDataset[index]` returns for
     /// the same `delta_timestamps` (video frames as times to decode).
     pub fn sample(&self, index: usize, window: &Window) -> Result<Sample> {
+        let mut sample = Sample::default();
+        self.sample_into(index, window, &mut sample)?;
+        Ok(sample)
+    }
+
+    /// [`Dataset::sample`] into `sample`, reusing its buffers: once a sample of the same
+    /// window was built in it, building another allocates nothing (image bytes aside). The
+    /// loader's workers keep one each. Pixel arrays are not decoded (see
+    /// [`Sample::decode_pixels`]); ones left from an earlier decode are removed.
+    pub fn sample_into(&self, index: usize, window: &Window, sample: &mut Sample) -> Result<()> {
+        let result = self.fill_sample(index, window, sample);
+        sample.rows.0.clear();
+        result
+    }
+
+    fn fill_sample(&self, index: usize, window: &Window, sample: &mut Sample) -> Result<()> {
         let episode = self.episode_of(index)?;
         let (from, to) = (episode.from, episode.to);
         let own = [0i64];
         let rows_of = |key: &str| {
             let offsets = window.offsets(key);
-            (
-                query_rows(index, from, to, offsets.unwrap_or(&own)).collect::<Vec<_>>(),
-                offsets.is_some(),
-            )
+            (query_rows(index, from, to, offsets.unwrap_or(&own)), offsets.is_some())
         };
-        let mut cache = RowCache { dataset: self, rows: Vec::new() };
-        let mut sample = Sample {
-            index,
-            episode: episode.index,
-            task: String::new(),
-            arrays: BTreeMap::new(),
-            pad_masks: BTreeMap::new(),
-            images: BTreeMap::new(),
-            videos: BTreeMap::new(),
-        };
+        sample.index = index;
+        sample.episode = episode.index;
+        let frames = &self.frames;
+        let (mut masks_written, mut images_written) = (0, 0);
 
-        for (position, column) in self.frames.columns().iter().enumerate() {
+        for (position, column) in frames.columns().iter().enumerate() {
             let (rows, windowed) = rows_of(&column.name);
-            let mut values = Values::with_capacity(column.scalar, rows.len() * column.width);
-            for &(row, _) in &rows {
-                let (source, range) = cache.get(row)?.values(position, column.width);
-                values.extend_from(source, range);
+            let array = reuse(&mut sample.arrays, &column.name, || Array {
+                shape: Vec::new(),
+                values: Values::with_capacity(column.scalar, rows.len() * column.width),
+            });
+            if !array.values.is_of(column.scalar) {
+                array.values = Values::with_capacity(column.scalar, rows.len() * column.width);
+            }
+            array.values.clear();
+            for (row, _) in rows.clone() {
+                let (source, range) = sample.rows.get(frames, row)?.values(position, column.width);
+                array.values.extend_from(source, range);
             }
             let feature = self.info.feature(&column.name).expect("columns come from features");
-            let mut shape = if windowed { vec![rows.len()] } else { Vec::new() };
+            array.shape.clear();
+            if windowed {
+                array.shape.push(rows.len());
+            }
             if feature.shape != [1] {
-                shape.extend_from_slice(&feature.shape);
+                array.shape.extend_from_slice(&feature.shape);
             }
             if windowed {
-                sample.pad_masks.insert(column.name.clone(), rows.iter().map(|r| r.1).collect());
+                set_mask(&mut sample.pad_masks, &column.name, rows);
+                masks_written += 1;
             }
-            sample.arrays.insert(column.name.clone(), Array { shape, values });
         }
 
-        for name in self.frames.image_columns() {
+        for name in frames.image_columns() {
             let (rows, windowed) = rows_of(name);
-            let images =
-                rows.iter().map(|&(row, _)| self.frames.image(row, name)).collect::<Result<_>>()?;
-            if windowed {
-                sample.pad_masks.insert(name.clone(), rows.iter().map(|r| r.1).collect());
-            }
             let source = self.root.join(&episode.data_path);
-            sample.images.insert(name.clone(), EncodedImages { source, images, windowed });
+            let images = reuse(&mut sample.images, name, || EncodedImages {
+                source: PathBuf::new(),
+                images: Vec::new(),
+                windowed,
+            });
+            images.source = source;
+            images.windowed = windowed;
+            images.images.clear();
+            for (row, _) in rows.clone() {
+                images.images.push(frames.image(row, name)?);
+            }
+            if windowed {
+                set_mask(&mut sample.pad_masks, name, rows);
+                masks_written += 1;
+            }
+            images_written += 1;
         }
 
-        let timestamp = self.frames.column_position("timestamp").expect("info.json checked");
+        let timestamp = frames.column_position("timestamp").expect("info.json checked");
         if !self.has_videos_on_disk(episode) {
             let path = self.missing_files(episode).into_iter().next().unwrap_or_default();
             return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
         }
         for (key, video) in &episode.videos {
-            let path = self.root.join(&video.path);
             let (rows, windowed) = rows_of(key);
-            let mut timestamps = Vec::with_capacity(rows.len());
-            for &(row, _) in &rows {
-                let (values, range) = cache.get(row)?.values(timestamp, 1);
-                timestamps.push(video.from_timestamp + values.get_f64(range.start));
+            let frames_of_key = reuse(&mut sample.videos, key, || VideoFrames {
+                path: PathBuf::new(),
+                timestamps: Vec::new(),
+                windowed,
+            });
+            if frames_of_key.path.strip_prefix(&self.root).ok() != Some(video.path.as_path()) {
+                frames_of_key.path = self.root.join(&video.path);
+            }
+            frames_of_key.windowed = windowed;
+            frames_of_key.timestamps.clear();
+            for (row, _) in rows.clone() {
+                let (values, range) = sample.rows.get(frames, row)?.values(timestamp, 1);
+                frames_of_key.timestamps.push(video.from_timestamp + values.get_f64(range.start));
             }
             if windowed {
-                sample.pad_masks.insert(key.clone(), rows.iter().map(|r| r.1).collect());
+                set_mask(&mut sample.pad_masks, key, rows);
+                masks_written += 1;
             }
-            sample.videos.insert(key.clone(), VideoFrames { path, timestamps, windowed });
         }
 
-        let task_position = self.frames.column_position("task_index").expect("info.json checked");
-        let (values, range) = cache.get(index)?.values(task_position, 1);
+        let columns = frames.columns();
+        drop_stale(&mut sample.arrays, columns.len(), |k| columns.iter().any(|c| c.name == k));
+        drop_stale(&mut sample.images, images_written, |k| {
+            frames.image_columns().iter().any(|name| name == k)
+        });
+        drop_stale(&mut sample.videos, episode.videos.len(), |k| episode.videos.contains_key(k));
+        drop_stale(&mut sample.pad_masks, masks_written, |k| window.offsets(k).is_some());
+
+        let task_position = frames.column_position("task_index").expect("info.json checked");
+        let (values, range) = sample.rows.get(frames, index)?.values(task_position, 1);
         let task_index = values.get_f64(range.start) as usize;
-        sample.task = self.tasks.get(&TaskIndex(task_index)).cloned().ok_or_else(|| {
+        let task = self.tasks.get(&TaskIndex(task_index)).ok_or_else(|| {
             DatasetError::invalid(
                 self.root.join("meta"),
                 format!("task_index {task_index} of index {index} is not in the tasks table"),
             )
         })?;
-        Ok(sample)
+        sample.task.clear();
+        sample.task.push_str(task);
+        Ok(())
     }
+}
+
+/// Writes the pad mask of `key` (`<key>_is_pad`) from the window's `rows`.
+fn set_mask(
+    masks: &mut BTreeMap<String, Vec<bool>>,
+    key: &str,
+    rows: impl Iterator<Item = (usize, bool)>,
+) {
+    let mask = reuse(masks, key, Vec::new);
+    mask.clear();
+    mask.extend(rows.map(|(_, is_pad)| is_pad));
 }

@@ -37,6 +37,32 @@ impl Values {
         }
     }
 
+    /// Removes every value, keeping the allocation.
+    pub fn clear(&mut self) {
+        match self {
+            Self::F32(v) => v.clear(),
+            Self::F64(v) => v.clear(),
+            Self::I64(v) => v.clear(),
+            Self::I32(v) => v.clear(),
+            Self::Bool(v) => v.clear(),
+            Self::U8(v) => v.clear(),
+            Self::Str(v) => v.clear(),
+        }
+    }
+
+    /// Whether it holds values of `scalar` type (None: strings).
+    pub fn is_of(&self, scalar: Option<ScalarType>) -> bool {
+        matches!(
+            (self, scalar),
+            (Self::F32(_), Some(ScalarType::Float32))
+                | (Self::F64(_), Some(ScalarType::Float64))
+                | (Self::I64(_), Some(ScalarType::Int64))
+                | (Self::I32(_), Some(ScalarType::Int32))
+                | (Self::Bool(_), Some(ScalarType::Bool))
+                | (Self::Str(_), None)
+        )
+    }
+
     /// Number of values.
     pub fn len(&self) -> usize {
         match self {

@@ -151,7 +151,7 @@ pub fn query_rows(
     from: usize,
     to: usize,
     offsets: &[i64],
-) -> impl Iterator<Item = (usize, bool)> + '_ {
+) -> impl ExactSizeIterator<Item = (usize, bool)> + Clone + '_ {
     offsets.iter().map(move |&offset| {
         let wanted = index as i64 + offset;
         let is_pad = wanted < from as i64 || wanted >= to as i64;

@@ -1,8 +1,30 @@
 //! A collated batch: one contiguous buffer per key, as a training step consumes it.
+//!
+//! The loader's workers write each sample straight into its slot of the batch's buffers
+//! ([`Batch::reshape`], [`Batch::write_sample`], [`Batch::pixels_mut`]); batches are reused, so
+//! after the first few no buffer is allocated or cleared again.
 
 use std::collections::BTreeMap;
 
-use crate::dataset::{Sample, Values};
+use crate::dataset::video::{FrameBuffer, VideoDecoder};
+use crate::dataset::{PixelShape, Result, Sample, Values};
+
+/// The element type of a batched key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElementType {
+    /// float32
+    F32,
+    /// uint8
+    U8,
+    /// float64
+    F64,
+    /// int64
+    I64,
+    /// int32
+    I32,
+    /// bool
+    Bool,
+}
 
 /// The element type and storage of one batched key.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,43 +62,139 @@ pub struct Batch {
     pub tensors: BTreeMap<String, BatchTensor>,
 }
 
-impl BatchData {
-    fn append(&mut self, values: &Values) {
-        match (self, values) {
-            (Self::F32(dst), Values::F32(src)) => dst.extend_from_slice(src),
-            (Self::F64(dst), Values::F64(src)) => dst.extend_from_slice(src),
-            (Self::I64(dst), Values::I64(src)) => dst.extend_from_slice(src),
-            (Self::I32(dst), Values::I32(src)) => dst.extend_from_slice(src),
-            (Self::Bool(dst), Values::Bool(src)) => dst.extend_from_slice(src),
-            (Self::U8(dst), Values::U8(src)) => dst.extend_from_slice(src),
-            (dst, src) => unreachable!("{} values into a {dst:?} batch", src.type_name()),
-        }
-    }
+/// What one sample puts in a batch: per key, the shape of its slot and the element type.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchLayout {
+    keys: BTreeMap<String, (Vec<usize>, ElementType)>,
+}
 
-    fn empty_like(values: &Values, capacity: usize) -> Option<Self> {
+impl ElementType {
+    fn of(values: &Values) -> Option<Self> {
         Some(match values {
-            Values::F32(_) => Self::F32(Vec::with_capacity(capacity)),
-            Values::F64(_) => Self::F64(Vec::with_capacity(capacity)),
-            Values::I64(_) => Self::I64(Vec::with_capacity(capacity)),
-            Values::I32(_) => Self::I32(Vec::with_capacity(capacity)),
-            Values::Bool(_) => Self::Bool(Vec::with_capacity(capacity)),
-            Values::U8(_) => Self::U8(Vec::with_capacity(capacity)),
+            Values::F32(_) => Self::F32,
+            Values::F64(_) => Self::F64,
+            Values::I64(_) => Self::I64,
+            Values::I32(_) => Self::I32,
+            Values::Bool(_) => Self::Bool,
+            Values::U8(_) => Self::U8,
             Values::Str(_) => return None,
         })
     }
 }
 
 impl BatchData {
-    /// Bytes the values occupy.
-    pub fn bytes(&self) -> usize {
+    /// `len` zeros (fresh pages from the allocator: nothing is written until used).
+    fn zeroed(element: ElementType, len: usize) -> Self {
+        match element {
+            ElementType::F32 => Self::F32(vec![0.0; len]),
+            ElementType::U8 => Self::U8(vec![0; len]),
+            ElementType::F64 => Self::F64(vec![0.0; len]),
+            ElementType::I64 => Self::I64(vec![0; len]),
+            ElementType::I32 => Self::I32(vec![0; len]),
+            ElementType::Bool => Self::Bool(vec![false; len]),
+        }
+    }
+
+    /// The element type.
+    pub fn element(&self) -> ElementType {
         match self {
-            Self::F32(v) => v.len() * 4,
+            Self::F32(_) => ElementType::F32,
+            Self::U8(_) => ElementType::U8,
+            Self::F64(_) => ElementType::F64,
+            Self::I64(_) => ElementType::I64,
+            Self::I32(_) => ElementType::I32,
+            Self::Bool(_) => ElementType::Bool,
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len(),
             Self::U8(v) => v.len(),
-            Self::F64(v) => v.len() * 8,
-            Self::I64(v) => v.len() * 8,
-            Self::I32(v) => v.len() * 4,
+            Self::F64(v) => v.len(),
+            Self::I64(v) => v.len(),
+            Self::I32(v) => v.len(),
             Self::Bool(v) => v.len(),
         }
+    }
+
+    /// True when there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the values occupy.
+    pub fn bytes(&self) -> usize {
+        let width = match self.element() {
+            ElementType::F32 | ElementType::I32 => 4,
+            ElementType::F64 | ElementType::I64 => 8,
+            ElementType::U8 | ElementType::Bool => 1,
+        };
+        self.len() * width
+    }
+
+    /// Sets the length to `len`: shrinking keeps the allocation, growing zero-fills only the
+    /// new tail.
+    fn resize(&mut self, len: usize) {
+        match self {
+            Self::F32(v) => v.resize(len, 0.0),
+            Self::U8(v) => v.resize(len, 0),
+            Self::F64(v) => v.resize(len, 0.0),
+            Self::I64(v) => v.resize(len, 0),
+            Self::I32(v) => v.resize(len, 0),
+            Self::Bool(v) => v.resize(len, false),
+        }
+    }
+
+    /// Copies `values` to positions `at..at + values.len()`; false when the types differ.
+    fn write(&mut self, at: usize, values: &Values) -> bool {
+        let end = at + values.len();
+        match (self, values) {
+            (Self::F32(dst), Values::F32(src)) => dst[at..end].copy_from_slice(src),
+            (Self::F64(dst), Values::F64(src)) => dst[at..end].copy_from_slice(src),
+            (Self::I64(dst), Values::I64(src)) => dst[at..end].copy_from_slice(src),
+            (Self::I32(dst), Values::I32(src)) => dst[at..end].copy_from_slice(src),
+            (Self::Bool(dst), Values::Bool(src)) => dst[at..end].copy_from_slice(src),
+            (Self::U8(dst), Values::U8(src)) => dst[at..end].copy_from_slice(src),
+            _ => return false,
+        }
+        true
+    }
+}
+
+impl BatchLayout {
+    /// The numeric arrays (decoded pixels included) and pad masks of `sample`, as
+    /// `default_collate` stacks them; string keys (the task) are not tensors and are left out.
+    pub fn of_arrays(sample: &Sample) -> Self {
+        let mut keys = BTreeMap::new();
+        for (key, array) in &sample.arrays {
+            if let Some(element) = ElementType::of(&array.values) {
+                keys.insert(key.clone(), (array.shape.clone(), element));
+            }
+        }
+        for (key, mask) in &sample.pad_masks {
+            keys.insert(format!("{key}_is_pad"), (vec![mask.len()], ElementType::Bool));
+        }
+        Self { keys }
+    }
+
+    /// [`BatchLayout::of_arrays`] plus the cameras and image features `decoder` will decode,
+    /// as uint8 or float32.
+    pub fn of_sample(sample: &Sample, decoder: &VideoDecoder, uint8: bool) -> Result<Self> {
+        let mut layout = Self::of_arrays(sample);
+        let element = if uint8 { ElementType::U8 } else { ElementType::F32 };
+        for key in sample.pixel_keys() {
+            if let Some(shape) = sample.pixel_shape(key, decoder)? {
+                layout.keys.insert(key.to_owned(), (shape.dims(), element));
+            }
+        }
+        Ok(layout)
+    }
+
+    /// The keys with their per-sample shapes and element types.
+    pub fn keys(&self) -> impl Iterator<Item = (&str, &[usize], ElementType)> {
+        self.keys.iter().map(|(key, (shape, element))| (key.as_str(), shape.as_slice(), *element))
     }
 }
 
@@ -86,28 +204,223 @@ impl Batch {
         self.tensors.values().map(|t| t.data.bytes()).sum()
     }
 
-    /// Stacks samples along a new first dimension, as PyTorch's `default_collate` does: every
-    /// numeric key becomes `[B, …]`, every pad mask `<key>_is_pad` `[B, T]`. String keys (the
-    /// task) are not tensors and are left out.
-    pub fn collate(samples: &[Sample]) -> Batch {
-        let mut batch = Batch { size: samples.len(), tensors: BTreeMap::new() };
-        let Some(first) = samples.first() else { return batch };
-        for (key, array) in &first.arrays {
-            let Some(mut data) =
-                BatchData::empty_like(&array.values, samples.len() * array.values.len())
-            else {
+    /// Makes the batch hold `size` samples of `layout`. Buffers of the right element type are
+    /// kept (their old values stay until overwritten: every slot must then be written); keys
+    /// not in the layout are dropped.
+    pub fn reshape(&mut self, size: usize, layout: &BatchLayout) {
+        self.size = size;
+        self.tensors.retain(|key, _| layout.keys.contains_key(key));
+        for (key, (slot_shape, element)) in &layout.keys {
+            let len = size * slot_shape.iter().product::<usize>();
+            match self.tensors.get_mut(key) {
+                Some(tensor) if tensor.data.element() == *element => {
+                    tensor.data.resize(len);
+                    tensor.shape.clear();
+                }
+                _ => {
+                    let tensor =
+                        BatchTensor { shape: Vec::new(), data: BatchData::zeroed(*element, len) };
+                    self.tensors.insert(key.clone(), tensor);
+                }
+            }
+            let tensor = self.tensors.get_mut(key).expect("inserted above");
+            tensor.shape.push(size);
+            tensor.shape.extend_from_slice(slot_shape);
+        }
+    }
+
+    /// Copies the numeric arrays and pad masks of `sample` into slot `slot`. A key missing
+    /// from the batch or shaped unlike it is an error naming the key (PyTorch's
+    /// `default_collate` refuses to stack unequal tensors too).
+    pub fn write_sample(
+        &mut self,
+        slot: usize,
+        sample: &Sample,
+    ) -> std::result::Result<(), String> {
+        for (key, array) in &sample.arrays {
+            if matches!(array.values, Values::Str(_)) {
                 continue;
-            };
-            samples.iter().for_each(|s| data.append(&s.arrays[key].values));
-            let shape = std::iter::once(samples.len()).chain(array.shape.iter().copied()).collect();
-            batch.tensors.insert(key.clone(), BatchTensor { shape, data });
+            }
+            let tensor = self.slot_of(key, &array.shape)?;
+            let at = slot * array.values.len();
+            if !tensor.data.write(at, &array.values) {
+                return Err(format!(
+                    "{key}: {} values, the batch holds {:?}",
+                    array.values.type_name(),
+                    tensor.data.element()
+                ));
+            }
         }
-        for (key, mask) in &first.pad_masks {
-            let data = samples.iter().flat_map(|s| s.pad_masks[key].iter().copied()).collect();
-            let tensor =
-                BatchTensor { shape: vec![samples.len(), mask.len()], data: BatchData::Bool(data) };
-            batch.tensors.insert(format!("{key}_is_pad"), tensor);
+        for (key, mask) in &sample.pad_masks {
+            // Found by suffix rather than by a formatted name: nothing allocated per sample.
+            let tensor = self
+                .tensors
+                .iter_mut()
+                .find(|(name, _)| name.strip_suffix("_is_pad") == Some(key))
+                .map(|(_, tensor)| tensor)
+                .ok_or_else(|| format!("{key}_is_pad: not in the batch's first sample"))?;
+            match &mut tensor.data {
+                BatchData::Bool(data) if tensor.shape[1..] == [mask.len()] => {
+                    data[slot * mask.len()..(slot + 1) * mask.len()].copy_from_slice(mask)
+                }
+                _ => {
+                    return Err(format!(
+                        "{key}_is_pad: {} steps, the batch holds {:?} {:?}",
+                        mask.len(),
+                        tensor.data.element(),
+                        &tensor.shape[1..]
+                    ))
+                }
+            }
         }
-        batch
+        Ok(())
+    }
+
+    /// Slot `slot` of pixel key `key`, to decode into; an error when the batch has no such
+    /// key or its slots are not of `shape`.
+    pub fn pixels_mut(
+        &mut self,
+        key: &str,
+        slot: usize,
+        shape: &PixelShape,
+    ) -> std::result::Result<FrameBuffer<'_>, String> {
+        let tensor = self
+            .tensors
+            .get_mut(key)
+            .ok_or_else(|| format!("{key}: not in the batch's first sample"))?;
+        if !shape.matches(&tensor.shape[1..]) {
+            return Err(format!(
+                "{key}: shape {:?} differs from {:?} of the batch's first sample",
+                shape.dims(),
+                &tensor.shape[1..]
+            ));
+        }
+        let range = slot * shape.len()..(slot + 1) * shape.len();
+        match &mut tensor.data {
+            BatchData::U8(v) => Ok(FrameBuffer::U8(&mut v[range])),
+            BatchData::F32(v) => Ok(FrameBuffer::F32(&mut v[range])),
+            other => Err(format!("{key}: pixels into a {:?} buffer", other.element())),
+        }
+    }
+
+    /// The tensor of `key`, checked to hold slots of `shape`.
+    fn slot_of(
+        &mut self,
+        key: &str,
+        shape: &[usize],
+    ) -> std::result::Result<&mut BatchTensor, String> {
+        let tensor = self
+            .tensors
+            .get_mut(key)
+            .ok_or_else(|| format!("{key}: not in the batch's first sample"))?;
+        if tensor.shape[1..] != *shape {
+            return Err(format!(
+                "{key}: shape {shape:?} differs from {:?} of the batch's first sample",
+                &tensor.shape[1..]
+            ));
+        }
+        Ok(tensor)
+    }
+
+    /// Stacks samples along a new first dimension, as PyTorch's `default_collate` does: every
+    /// numeric key (decoded pixels included) becomes `[B, …]`, every pad mask `<key>_is_pad`
+    /// `[B, T]`. String keys (the task) are not tensors and are left out. Samples must be
+    /// shaped alike.
+    pub fn collate(samples: &[Sample]) -> std::result::Result<Batch, String> {
+        let mut batch = Batch::default();
+        let Some(first) = samples.first() else { return Ok(batch) };
+        batch.reshape(samples.len(), &BatchLayout::of_arrays(first));
+        for (slot, sample) in samples.iter().enumerate() {
+            batch
+                .write_sample(slot, sample)
+                .map_err(|e| format!("sample index {}: {e}", sample.index))?;
+        }
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::Array;
+
+    fn sample(index: usize, state: Vec<f32>, pad: Vec<bool>) -> Sample {
+        let mut sample = Sample::default();
+        sample.index = index;
+        let steps = pad.len();
+        let shape = vec![steps, state.len() / steps];
+        sample.arrays.insert("state".into(), Array { shape, values: Values::F32(state) });
+        let index_values = Values::I64(vec![index as i64]);
+        sample.arrays.insert("index".into(), Array { shape: vec![], values: index_values });
+        let task = Values::Str(vec!["push".into()]);
+        sample.arrays.insert("task".into(), Array { shape: vec![], values: task });
+        sample.pad_masks.insert("state".into(), pad);
+        sample
+    }
+
+    #[test]
+    fn collates_like_default_collate() {
+        let a = sample(3, vec![1.0, 2.0, 3.0, 4.0], vec![true, false]);
+        let b = sample(4, vec![5.0, 6.0, 7.0, 8.0], vec![false, false]);
+        let batch = Batch::collate(&[a, b]).unwrap();
+        assert_eq!(batch.size, 2);
+        assert_eq!(batch.tensors["state"].shape, [2, 2, 2]);
+        assert_eq!(
+            batch.tensors["state"].data,
+            BatchData::F32((1..=8).map(|v| v as f32).collect())
+        );
+        assert_eq!(batch.tensors["index"].shape, [2]);
+        assert_eq!(batch.tensors["index"].data, BatchData::I64(vec![3, 4]));
+        assert_eq!(
+            batch.tensors["state_is_pad"].data,
+            BatchData::Bool(vec![true, false, false, false])
+        );
+        assert!(!batch.tensors.contains_key("task"), "strings are not tensors");
+    }
+
+    #[test]
+    fn refuses_samples_shaped_unlike_the_first() {
+        let a = sample(3, vec![1.0, 2.0, 3.0, 4.0], vec![true, false]);
+        let b = sample(9, vec![5.0, 6.0, 7.0, 8.0, 9.0, 10.0], vec![false, false]);
+        let error = Batch::collate(&[a, b]).unwrap_err();
+        assert!(error.contains("sample index 9") && error.contains("state"), "{error}");
+    }
+
+    #[test]
+    fn reuses_buffers_across_batches_of_other_sizes() {
+        let a = sample(3, vec![1.0, 2.0, 3.0, 4.0], vec![true, false]);
+        let b = sample(4, vec![5.0, 6.0, 7.0, 8.0], vec![false, false]);
+        let layout = BatchLayout::of_arrays(&a);
+        let mut batch = Batch::default();
+        batch.reshape(2, &layout);
+        let BatchData::F32(state) = &batch.tensors["state"].data else { panic!() };
+        let buffer = state.as_ptr();
+        batch.write_sample(0, &a).unwrap();
+        batch.write_sample(1, &b).unwrap();
+        batch.reshape(1, &layout);
+        batch.write_sample(0, &b).unwrap();
+        assert_eq!(batch.tensors["state"].shape, [1, 2, 2]);
+        let BatchData::F32(state) = &batch.tensors["state"].data else { panic!() };
+        assert_eq!(state, &[5.0, 6.0, 7.0, 8.0]);
+        assert_eq!(state.as_ptr(), buffer, "the buffer is reused, not reallocated");
+        batch.reshape(2, &layout);
+        assert_eq!(batch.tensors["state"].data.len(), 8);
+        assert_eq!(batch.tensors["index"].shape, [2]);
+    }
+
+    #[test]
+    fn pixel_slots_are_checked_against_the_layout() {
+        let mut batch = Batch::default();
+        let mut layout = BatchLayout::default();
+        layout.keys.insert("cam".into(), (vec![2, 3, 4, 5], ElementType::U8));
+        batch.reshape(3, &layout);
+        let shape = PixelShape { steps: Some(2), height: 4, width: 5 };
+        let FrameBuffer::U8(slot) = batch.pixels_mut("cam", 2, &shape).unwrap() else { panic!() };
+        slot.fill(7);
+        let BatchData::U8(all) = &batch.tensors["cam"].data else { panic!() };
+        assert!(all[..2 * 120].iter().all(|&v| v == 0) && all[2 * 120..].iter().all(|&v| v == 7));
+        let other = PixelShape { steps: Some(2), height: 5, width: 4 };
+        assert!(batch.pixels_mut("cam", 0, &other).unwrap_err().contains("differs"));
+        assert!(batch.pixels_mut("other", 0, &shape).unwrap_err().contains("not in the batch"));
     }
 }

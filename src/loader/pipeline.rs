@@ -5,18 +5,20 @@
 //! robin, so batches arrive in sampler order whatever each one costs (as PyTorch does).
 //! Unordered mode lets any idle worker take the next batch and delivers whichever is ready.
 
+use std::fmt;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use serde::Serialize;
 
-use super::batch::Batch;
+use super::batch::{Batch, BatchLayout};
 use super::sampler::{batches, epoch_order, SamplerKind, Shard};
 use crate::bench::timing::TimingTree;
 use crate::dataset::video::{DecodeOptions, VideoDecoder};
-use crate::dataset::{Dataset, DatasetError, Window};
+use crate::dataset::{Dataset, DatasetError, Sample, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,6 +63,14 @@ impl Default for LoaderConfig {
     }
 }
 
+impl LoaderConfig {
+    /// The most batches alive at once: `prefetch` per worker (one for `workers = 0`) and the
+    /// one the consumer holds. The batch pool never grows past it.
+    pub fn batches_in_flight(&self) -> usize {
+        self.workers.max(1) * self.prefetch.max(1) + 1
+    }
+}
+
 /// Why a batch could not be delivered.
 #[derive(Debug, thiserror::Error)]
 pub enum LoaderError {
@@ -86,60 +96,160 @@ pub struct Loader {
     dataset: Arc<Dataset>,
     window: Arc<Window>,
     config: LoaderConfig,
+    pool: Arc<BatchPool>,
 }
 
-type BatchResult = Result<Batch, LoaderError>;
+/// Batches handed back by the consumer (see [`LoadedBatch`]), for the workers to fill again:
+/// buffers are allocated for the batches in flight only, never per sample.
+#[derive(Default)]
+struct BatchPool {
+    free: Mutex<Vec<Batch>>,
+}
 
-/// A batch and the time its stages took to build it.
-type Built = (BatchResult, TimingTree);
+impl BatchPool {
+    /// A batch to fill: a returned one when there is one.
+    fn take(&self) -> Batch {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default()
+    }
 
-/// What one thread needs to build batches: the dataset, the window, its own video decoder.
+    fn give(&self, batch: Batch) {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(batch);
+    }
+}
+
+/// A batch the loader delivered; it reads as a [`Batch`]. Dropping it hands its buffers back
+/// to the loader, which fills them again: keep [`LoadedBatch::into_batch`] for a batch to
+/// outlive the next ones.
+pub struct LoadedBatch {
+    batch: Batch,
+    pool: Weak<BatchPool>,
+}
+
+impl LoadedBatch {
+    /// The batch itself, kept out of the loader's reuse.
+    pub fn into_batch(mut self) -> Batch {
+        std::mem::take(&mut self.batch)
+    }
+}
+
+impl Deref for LoadedBatch {
+    type Target = Batch;
+
+    fn deref(&self) -> &Batch {
+        &self.batch
+    }
+}
+
+impl DerefMut for LoadedBatch {
+    fn deref_mut(&mut self) -> &mut Batch {
+        &mut self.batch
+    }
+}
+
+impl fmt::Debug for LoadedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.batch.fmt(f)
+    }
+}
+
+impl Drop for LoadedBatch {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            if !self.batch.tensors.is_empty() {
+                pool.give(std::mem::take(&mut self.batch));
+            }
+        }
+    }
+}
+
+type BatchResult = Result<LoadedBatch, LoaderError>;
+
+/// A batch as a worker built it, and the time its stages took.
+type Built = (Result<Batch, LoaderError>, TimingTree);
+
+/// What one thread needs to build batches: the dataset, the window, its own video decoder,
+/// a sample to refill and the pool of batches to fill.
 struct BatchBuilder {
     dataset: Arc<Dataset>,
     window: Arc<Window>,
     decoder: VideoDecoder,
     uint8: bool,
+    sample: Sample,
+    pool: Arc<BatchPool>,
 }
 
 impl BatchBuilder {
     /// A builder with its own video decoder (open it on the thread that will use it).
-    fn new(dataset: Arc<Dataset>, window: Arc<Window>, config: &LoaderConfig) -> Self {
+    fn new(loader: &Loader) -> Self {
         let decoder = VideoDecoder::new(DecodeOptions {
-            tolerance_s: dataset.tolerance_s(),
-            resolution: config.resolution,
+            tolerance_s: loader.dataset.tolerance_s(),
+            resolution: loader.config.resolution,
             ..DecodeOptions::default()
         });
-        Self { dataset, window, decoder, uint8: config.uint8 }
+        Self {
+            dataset: loader.dataset.clone(),
+            window: loader.window.clone(),
+            decoder,
+            uint8: loader.config.uint8,
+            sample: Sample::default(),
+            pool: loader.pool.clone(),
+        }
     }
 
-    /// Loads the samples of one batch, decodes their cameras and collates them, timing each
-    /// stage: `batch` and, inside it, `batch/sample` (parquet rows and windows),
-    /// `batch/decode` (video frames and images to RGB) and `batch/collate`.
+    /// Builds one batch in a batch from the pool, timing each stage: `batch` and, inside it,
+    /// `batch/parquet` (rows and windows), `batch/video` (cameras; split into `decode` by the
+    /// codec and `convert` to RGB), `batch/image` (image features) and `batch/collate` (the
+    /// parquet values into the batch; pixels are decoded straight into it).
     fn build(&mut self, indices: &[usize]) -> Built {
         let mut timing = TimingTree::default();
-        let (batch, inner) = timing.time("batch", || {
+        let mut batch = self.pool.take();
+        let (result, inner) = timing.time("batch", || {
             let mut inner = TimingTree::default();
-            let mut samples = Vec::with_capacity(indices.len());
-            for &index in indices {
-                let failed = |source| LoaderError::Sample { index, source };
-                let sample =
-                    inner.time("batch/sample", || self.dataset.sample(index, &self.window));
-                let mut sample = match sample {
-                    Ok(sample) => sample,
-                    Err(e) => return (Err(failed(e)), inner),
-                };
-                let decoded = inner
-                    .time("batch/decode", || sample.decode_pixels(&mut self.decoder, self.uint8));
-                if let Err(e) = decoded {
-                    return (Err(failed(e)), inner);
-                }
-                samples.push(sample);
-            }
-            let batch = inner.time("batch/collate", || Batch::collate(&samples));
-            (Ok(batch), inner)
+            let result = self.fill(indices, &mut batch, &mut inner);
+            inner.merge_under("batch/video", &self.decoder.take_timing());
+            (result, inner)
         });
         timing.merge(&inner);
-        (batch, timing)
+        match result {
+            Ok(()) => (Ok(batch), timing),
+            Err(e) => {
+                self.pool.give(batch);
+                (Err(e), timing)
+            }
+        }
+    }
+
+    fn fill(
+        &mut self,
+        indices: &[usize],
+        batch: &mut Batch,
+        timing: &mut TimingTree,
+    ) -> Result<(), LoaderError> {
+        let Self { dataset, window, decoder, uint8, sample, .. } = self;
+        for (slot, &index) in indices.iter().enumerate() {
+            let failed = |source| LoaderError::Sample { index, source };
+            let unlike_first = |what: String| failed(DatasetError::invalid(dataset.root(), what));
+            timing
+                .time("batch/parquet", || dataset.sample_into(index, window, sample))
+                .map_err(failed)?;
+            if slot == 0 {
+                let layout = BatchLayout::of_sample(sample, decoder, *uint8).map_err(failed)?;
+                batch.reshape(indices.len(), &layout);
+            }
+            for key in sample.pixel_keys() {
+                let shape = sample.pixel_shape(key, decoder).map_err(failed)?.expect("pixel key");
+                let out = batch.pixels_mut(key, slot, &shape).map_err(unlike_first)?;
+                let stage =
+                    if sample.videos.contains_key(key) { "batch/video" } else { "batch/image" };
+                timing
+                    .time(stage, || sample.decode_pixels_into(key, decoder, out))
+                    .map_err(failed)?;
+            }
+            timing
+                .time("batch/collate", || batch.write_sample(slot, sample))
+                .map_err(unlike_first)?;
+        }
+        Ok(())
     }
 }
 
@@ -156,7 +266,7 @@ impl Loader {
         if config.workers > 0 && config.prefetch == 0 {
             return Err(LoaderError::Config("prefetch must be at least 1 with workers".into()));
         }
-        Ok(Self { dataset, window: Arc::new(window), config })
+        Ok(Self { dataset, window: Arc::new(window), config, pool: Arc::default() })
     }
 
     /// The configuration.
@@ -178,25 +288,25 @@ impl Loader {
     }
 
     /// Starts epoch `epoch`: its workers begin loading at once.
+    ///
+    /// Each worker has at most `prefetch` batches in flight, as in PyTorch: built and
+    /// waiting in its queue, or being built (it holds a finished batch until the queue has
+    /// room). With the batch the consumer holds, memory stays at `workers × prefetch + 1`
+    /// batches.
     pub fn epoch(&self, epoch: u64) -> Epoch {
-        let plan = Arc::new(self.plan(epoch));
+        let mut timing = TimingTree::default();
+        let plan = Arc::new(timing.time("sampler", || self.plan(epoch)));
         let total = plan.len();
         let workers = self.config.workers;
+        let queued = self.config.prefetch.saturating_sub(1);
         let source = if workers == 0 {
-            Source::InThread {
-                builder: Box::new(BatchBuilder::new(
-                    self.dataset.clone(),
-                    self.window.clone(),
-                    &self.config,
-                )),
-                plan,
-            }
+            Source::InThread { builder: Box::new(BatchBuilder::new(self)), plan }
         } else if self.config.ordered {
             let mut receivers = Vec::with_capacity(workers);
             let mut handles = Vec::with_capacity(workers);
             let stop = Arc::new(AtomicBool::new(false));
             for worker in 0..workers {
-                let (sender, receiver) = sync_channel(self.config.prefetch);
+                let (sender, receiver) = sync_channel(queued);
                 let batches: Vec<usize> = (worker..total).step_by(workers).collect();
                 handles.push(self.spawn(
                     worker,
@@ -209,7 +319,7 @@ impl Loader {
             }
             Source::Workers { receivers, handles, stop }
         } else {
-            let (sender, receiver) = sync_channel(workers * self.config.prefetch);
+            let (sender, receiver) = sync_channel(workers * queued);
             let stop = Arc::new(AtomicBool::new(false));
             let next = Arc::new(AtomicUsize::new(0));
             let handles = (0..workers)
@@ -223,7 +333,8 @@ impl Loader {
                 .collect();
             Source::Workers { receivers: vec![receiver], handles, stop }
         };
-        Epoch { source, delivered: 0, total, failed: false, timing: TimingTree::default() }
+        let pool = Arc::downgrade(&self.pool);
+        Epoch { source, pool, delivered: 0, total, failed: false, timing }
     }
 
     fn spawn(
@@ -234,13 +345,11 @@ impl Loader {
         sender: SyncSender<Built>,
         stop: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
-        let (dataset, window, config) =
-            (self.dataset.clone(), self.window.clone(), self.config.clone());
+        // Each worker opens its own decoders, once started on its own thread.
+        let mut builder = BatchBuilder::new(self);
         std::thread::Builder::new()
             .name(format!("feedbench-worker-{worker}"))
             .spawn(move || {
-                // Each worker opens its own decoders, inside its own thread.
-                let mut builder = BatchBuilder::new(dataset, window, &config);
                 for task in tasks {
                     if stop.load(Ordering::Relaxed) {
                         return;
@@ -265,6 +374,7 @@ enum Source {
 /// One epoch's batches. Dropping it mid-epoch stops the workers and frees their batches.
 pub struct Epoch {
     source: Source,
+    pool: Weak<BatchPool>,
     delivered: usize,
     total: usize,
     failed: bool,
@@ -283,7 +393,8 @@ impl Epoch {
     }
 
     /// The stages of the batches delivered so far (summed over the threads that built them),
-    /// and `wait`: the time the consumer was blocked on the queues.
+    /// `sampler` (the epoch's order) and `wait`: the time the consumer was blocked on the
+    /// queues.
     pub fn timing(&self) -> &TimingTree {
         &self.timing
     }
@@ -302,7 +413,7 @@ impl Iterator for Epoch {
             return None;
         }
         let position = self.delivered;
-        let (result, timing) = match &mut self.source {
+        let (built, timing) = match &mut self.source {
             Source::InThread { builder, plan } => builder.build(&plan[position]),
             Source::Workers { receivers, .. } => {
                 let worker = position % receivers.len();
@@ -313,8 +424,8 @@ impl Iterator for Epoch {
         };
         self.timing.merge(&timing);
         self.delivered += 1;
-        self.failed = result.is_err();
-        Some(result)
+        self.failed = built.is_err();
+        Some(built.map(|batch| LoadedBatch { batch, pool: self.pool.clone() }))
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ffmpeg_next::codec::{self, threading};
 use ffmpeg_next::util::error::EAGAIN;
@@ -17,6 +18,7 @@ use ffmpeg_next::{decoder, frame, Packet};
 use super::convert::{Converter, FrameBuffer};
 use super::probe::init_ffmpeg;
 use super::table::{VideoCodec, VideoFile};
+use crate::bench::timing::{thread_cpu_time, StageTotals, TimingTree};
 use crate::dataset::{DatasetError, Result};
 
 /// How a [`VideoDecoder`] matches query times and shapes its output.
@@ -45,13 +47,29 @@ pub struct VideoDecoder {
     /// Open decoders, most recently used first.
     streams: Vec<StreamDecoder>,
     converter: Converter,
+    /// `decode` (calls: frames out of the codec, wanted or not) and `convert` (calls: frames
+    /// written) since the last [`VideoDecoder::take_timing`].
+    timing: TimingTree,
 }
 
 impl VideoDecoder {
     /// A decoder with no open file yet.
     pub fn new(options: DecodeOptions) -> Self {
         init_ffmpeg();
-        Self { options, streams: Vec::new(), converter: Converter::default() }
+        Self {
+            options,
+            streams: Vec::new(),
+            converter: Converter::default(),
+            timing: TimingTree::default(),
+        }
+    }
+
+    /// Hands over the time spent since the last call: `decode` (the codec; one call per frame
+    /// it returned, so `cpu / calls` is the cost of a decoded frame and `calls` counts the
+    /// frames decoded only to reach a wanted one) and `convert` (to RGB, one call per frame
+    /// written).
+    pub fn take_timing(&mut self) -> TimingTree {
+        std::mem::take(&mut self.timing)
     }
 
     /// The options it was made with.
@@ -102,14 +120,27 @@ impl VideoDecoder {
             match previous {
                 Some(p) if frames[p] == frames[i] => out.copy_frame(p, i, values),
                 _ => {
-                    let frame = stream.frame(video.rank_of_frame(frames[i]))?;
-                    self.converter.convert(file, frame, size, &mut out.frame(i, values))?;
+                    let clock = (Instant::now(), thread_cpu_time(), stream.decoded);
+                    let decoded = stream.frame(video.rank_of_frame(frames[i])).map(|_| ());
+                    let frames_out = stream.decoded - clock.2;
+                    let (wall, cpu) = since(clock.0, clock.1);
+                    self.timing.add("decode", StageTotals { calls: frames_out, wall, cpu });
+                    let clock = (Instant::now(), thread_cpu_time());
+                    decoded?;
+                    self.converter.convert(file, &stream.frame, size, &mut out.frame(i, values))?;
+                    let (wall, cpu) = since(clock.0, clock.1);
+                    self.timing.add("convert", StageTotals { calls: 1, wall, cpu });
                 }
             }
             previous = Some(i);
         }
         Ok(())
     }
+}
+
+/// Wall and thread CPU time since `wall` and `cpu` were read.
+fn since(wall: Instant, cpu: Duration) -> (Duration, Duration) {
+    (wall.elapsed(), thread_cpu_time().saturating_sub(cpu))
 }
 
 /// The open decoder of `video` in `streams` (opened if absent, the least recently used one
@@ -140,6 +171,8 @@ struct StreamDecoder {
     /// Whether the end of stream was sent (the decoder must restart before more packets).
     drained: bool,
     frame: frame::Video,
+    /// Frames the codec has returned since it was opened.
+    decoded: u64,
 }
 
 impl StreamDecoder {
@@ -172,6 +205,7 @@ impl StreamDecoder {
             last: None,
             drained: false,
             frame: frame::Video::empty(),
+            decoded: 0,
         })
     }
 
@@ -207,6 +241,7 @@ impl StreamDecoder {
         loop {
             match self.decoder.receive_frame(&mut self.frame) {
                 Ok(()) => {
+                    self.decoded += 1;
                     let got = self.frame.pts().or(self.frame.timestamp()).ok_or_else(|| {
                         DatasetError::invalid(path, "the decoder returned a frame without pts")
                     })?;
