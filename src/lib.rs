@@ -5,6 +5,7 @@
 //! dataset into batches, `model` consumes them and `bench` measures all three.
 
 pub mod bench;
+pub mod config;
 pub mod dataset;
 pub mod loader;
 pub mod model;

@@ -2,5 +2,8 @@
 //! the dataset, the loader and the model together.
 
 pub mod phase;
+pub mod results;
+pub mod stats;
 pub mod system;
 pub mod timing;
+pub mod verdict;

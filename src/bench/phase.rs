@@ -1,16 +1,22 @@
-//! Phases of a measurement. The `loader` phase: the loader alone, the consumer drops batches.
+//! The three phases of a measurement (DESIGN.md, "What is measured"): `loader` (the loader
+//! alone, the consumer drops batches), `model` (the step alone on one resident batch) and
+//! `train` (the loader feeding the model, as in real training).
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::stats::{median_and_p95, Stats};
 use super::system::{peak_rss_bytes, process_cpu_time, reset_peak_rss};
 use super::timing::TimingTree;
+use super::verdict::Verdict;
+use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Loader, LoaderConfig, LoaderError};
+use crate::model::{Components, ModelError, Precision, StepTimes, TrainStep};
 
 /// The figures of a `loader` phase, warm-up excluded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoaderPhase {
     /// The loader's knobs.
     pub config: LoaderConfig,
@@ -46,7 +52,7 @@ pub struct LoaderPhase {
 
 /// The decode-only limit: the samples/s of a loader that did nothing but run the video codec,
 /// from the same run's timing (`batch/video/decode`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DecodeLimit {
     /// Frames out of the codec per sample, those decoded only to reach a wanted frame (after a
     /// keyframe) included.
@@ -188,6 +194,317 @@ impl fmt::Display for LoaderPhase {
                 limit.fraction * 100.0
             )?;
         }
+        write!(f, "{}", self.timing.render(self.samples))
+    }
+}
+
+/// One part of the step: mean milliseconds and share of the mean step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Part {
+    /// `h2d`, `backbone`, `unet`, `optimizer`, `other`.
+    pub name: String,
+    /// Mean milliseconds per step.
+    pub ms: f64,
+    /// Percent of the mean step.
+    pub percent: f64,
+}
+
+/// The figures of a `model` phase: the step alone on one resident synthetic batch of the
+/// loader's shapes (the model ceiling), warm-up excluded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelPhase {
+    /// The step's name.
+    pub model: String,
+    /// Device, as libtorch names it.
+    pub device: String,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// Batch size.
+    pub batch: usize,
+    /// libtorch intra-op threads.
+    pub threads: i32,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// Whole step.
+    pub step: Stats,
+    /// Host→device copy.
+    pub h2d: Stats,
+    /// Forward.
+    pub forward: Stats,
+    /// Backward.
+    pub backward: Stats,
+    /// Optimizer.
+    pub optimizer: Stats,
+    /// Samples per second at the median step.
+    pub samples_per_s: f64,
+    /// Breakdown of the mean step (empty for steps without components).
+    pub parts: Vec<Part>,
+    /// Peak memory in bytes: process peak RSS on CPU; `None` on CUDA (not exposed by tch).
+    pub peak_memory_bytes: Option<u64>,
+    /// Loss of the last step, if any.
+    pub last_loss: Option<f64>,
+    /// Median step of f32 over this row's, for bf16 rows with an f32 row of the same batch.
+    pub speedup_over_f32: Option<f64>,
+}
+
+/// Runs `step` on `batch` (`warmup` unmeasured steps, then `steps`): the `model` phase.
+pub fn run_model_phase(
+    step: &mut dyn TrainStep,
+    batch: &Batch,
+    dtype: Precision,
+    steps: usize,
+    warmup: usize,
+) -> Result<ModelPhase, ModelError> {
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..warmup + steps {
+        let t = step.step(batch)?;
+        if i >= warmup {
+            times.push(t);
+        }
+    }
+    Ok(summarise(step, &times, batch.size, dtype))
+}
+
+fn summarise(
+    step: &dyn TrainStep,
+    times: &[StepTimes],
+    batch: usize,
+    dtype: Precision,
+) -> ModelPhase {
+    let stats = |f: fn(&StepTimes) -> Duration| Stats::of(times.iter().map(f));
+    let step_stats = stats(|t| t.total);
+    let mean = |f: &dyn Fn(&StepTimes) -> Duration| {
+        times.iter().map(|t| f(t).as_secs_f64() * 1e3).sum::<f64>() / times.len().max(1) as f64
+    };
+    let total = mean(&|t| t.total);
+    let parts = if times.iter().all(|t| t.components.is_some()) && !times.is_empty() {
+        let c = |f: fn(&Components) -> Duration| {
+            mean(&move |t: &StepTimes| t.components.as_ref().map(f).unwrap_or_default())
+        };
+        let backbone = c(|c| c.backbone_forward + c.backbone_backward);
+        let unet = c(|c| c.unet_forward + c.unet_backward);
+        let h2d = mean(&|t| t.h2d);
+        let optimizer = mean(&|t| t.optimizer);
+        let other = (total - backbone - unet - h2d - optimizer).max(0.0);
+        let pct = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+        [
+            ("backbone", backbone),
+            ("unet", unet),
+            ("optimizer", optimizer),
+            ("h2d", h2d),
+            ("other", other),
+        ]
+        .into_iter()
+        .map(|(name, ms)| Part { name: name.into(), ms, percent: pct(ms) })
+        .collect()
+    } else {
+        Vec::new()
+    };
+    let device = step.device();
+    ModelPhase {
+        model: step.name(),
+        device: format!("{device:?}").to_lowercase(),
+        dtype: dtype.name().into(),
+        batch,
+        threads: tch::get_num_threads(),
+        parameters: step.trainable_parameters(),
+        step: step_stats,
+        h2d: stats(|t| t.h2d),
+        forward: stats(|t| t.forward),
+        backward: stats(|t| t.backward),
+        optimizer: stats(|t| t.optimizer),
+        samples_per_s: if step_stats.median_ms > 0.0 {
+            batch as f64 * 1e3 / step_stats.median_ms
+        } else {
+            f64::INFINITY
+        },
+        parts,
+        peak_memory_bytes: if device.is_cuda() { None } else { peak_rss_bytes() },
+        last_loss: step.last_loss(),
+        speedup_over_f32: None,
+    }
+}
+
+/// Why a `train` phase stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The loader failed.
+    #[error(transparent)]
+    Loader(#[from] LoaderError),
+    /// The step failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// The share of a step spent waiting for input and copying it to the device, percent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InputBound {
+    /// Median over the measured steps.
+    pub median_pct: f64,
+    /// 95th percentile over the measured steps.
+    pub p95_pct: f64,
+    /// The verdict on the median.
+    pub verdict: Verdict,
+}
+
+/// The figures of a `train` phase: the loader feeding the step as in real training, warm-up
+/// excluded. A step here is the trainer's whole iteration: waiting for the next batch, then
+/// the model's step (host→device copy and compute).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainPhase {
+    /// Steps measured.
+    pub steps: usize,
+    /// Samples in them.
+    pub samples: usize,
+    /// Wall time of the measured steps, seconds.
+    pub wall_s: f64,
+    /// Samples per second (wall): the training throughput.
+    pub samples_per_s: f64,
+    /// The whole iteration (wait + step), ms.
+    pub step: Stats,
+    /// Blocked on the next batch, ms.
+    pub wait: Stats,
+    /// Host→device copy, ms.
+    pub h2d: Stats,
+    /// The rest of the model's step (forward, backward, optimizer), ms.
+    pub compute: Stats,
+    /// `(wait + h2d) / step` per step.
+    pub input_bound: InputBound,
+    /// Mean wait per step, seconds: LeRobot's `data_s` in its training logs.
+    pub data_s: f64,
+    /// Mean model step per step, seconds: LeRobot's `updt_s`.
+    pub updt_s: f64,
+    /// CPU time of the whole process per sample, milliseconds (loader and model).
+    pub process_cpu_ms_per_sample: f64,
+    /// Peak resident memory during the phase, bytes.
+    pub peak_rss_bytes: Option<u64>,
+    /// The loader's stages, `wait`, and `step > h2d, forward, backward, optimizer`.
+    pub timing: TimingTree,
+}
+
+/// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
+/// epoch after epoch as needed. `on_step` is called after each measured step (progress).
+pub fn run_train_phase(
+    loader: &Loader,
+    step: &mut dyn TrainStep,
+    steps: usize,
+    warmup: usize,
+    mut on_step: impl FnMut(usize),
+) -> Result<TrainPhase, TrainError> {
+    if steps == 0 {
+        return Err(LoaderError::Config("measure at least one step".into()).into());
+    }
+    let mut timing = TimingTree::default();
+    let (mut seen, mut samples) = (0usize, 0usize);
+    let mut waits: Vec<Duration> = Vec::with_capacity(steps);
+    let mut times: Vec<StepTimes> = Vec::with_capacity(steps);
+    let mut start = (Instant::now(), process_cpu_time());
+    reset_peak_rss();
+    'epochs: for epoch_number in 0.. {
+        let mut epoch = loader.epoch(epoch_number);
+        if epoch.is_empty() {
+            return Err(LoaderError::Config("the sampler yields no batch".into()).into());
+        }
+        loop {
+            let asked = Instant::now();
+            let Some(batch) = epoch.next() else { break };
+            let wait = asked.elapsed();
+            let batch = batch?;
+            let step_times = step.step(&batch)?;
+            seen += 1;
+            if seen <= warmup {
+                if seen == warmup {
+                    epoch.take_timing();
+                    start = (Instant::now(), process_cpu_time());
+                }
+                continue;
+            }
+            samples += batch.size;
+            waits.push(wait);
+            times.push(step_times);
+            record_step(&mut timing, &step_times);
+            on_step(times.len());
+            if times.len() == steps {
+                timing.merge(&epoch.take_timing());
+                break 'epochs;
+            }
+        }
+        timing.merge(&epoch.take_timing());
+    }
+    let wall_s = start.0.elapsed().as_secs_f64();
+    let cpu = process_cpu_time().saturating_sub(start.1);
+    let iteration = |i: usize| waits[i] + times[i].total;
+    let shares = (0..times.len()).map(|i| {
+        let total = iteration(i).as_secs_f64();
+        let input = (waits[i] + times[i].h2d).as_secs_f64();
+        if total > 0.0 {
+            100.0 * input / total
+        } else {
+            0.0
+        }
+    });
+    let (median_pct, p95_pct) = median_and_p95(shares);
+    let mean_s = |xs: &mut dyn Iterator<Item = Duration>| {
+        xs.map(|d| d.as_secs_f64()).sum::<f64>() / times.len() as f64
+    };
+    Ok(TrainPhase {
+        steps: times.len(),
+        samples,
+        wall_s,
+        samples_per_s: samples as f64 / wall_s,
+        step: Stats::of((0..times.len()).map(iteration)),
+        wait: Stats::of(waits.iter().copied()),
+        h2d: Stats::of(times.iter().map(|t| t.h2d)),
+        compute: Stats::of(times.iter().map(|t| t.total.saturating_sub(t.h2d))),
+        input_bound: InputBound { median_pct, p95_pct, verdict: Verdict::of(median_pct) },
+        data_s: mean_s(&mut waits.iter().copied()),
+        updt_s: mean_s(&mut times.iter().map(|t| t.total)),
+        process_cpu_ms_per_sample: cpu.as_secs_f64() * 1e3 / samples.max(1) as f64,
+        peak_rss_bytes: peak_rss_bytes(),
+        timing,
+    })
+}
+
+/// Adds one model step to the tree: `step` and its phases (device time, synchronised).
+fn record_step(timing: &mut TimingTree, t: &StepTimes) {
+    // The model's phases are device time taken with synchronisation, not this thread's CPU.
+    let zero = Duration::ZERO;
+    timing.record("step", t.total, zero);
+    for (name, d) in [
+        ("step/h2d", t.h2d),
+        ("step/forward", t.forward),
+        ("step/backward", t.backward),
+        ("step/optimizer", t.optimizer),
+    ] {
+        timing.record(name, d, zero);
+    }
+}
+
+impl fmt::Display for TrainPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "train: {:.1} samples/s ({} steps, {} samples in {:.2} s)",
+            self.samples_per_s, self.steps, self.samples, self.wall_s
+        )?;
+        writeln!(
+            f,
+            "per step (median ms): wait {:.1}  h2d {:.1}  compute {:.1}  whole {:.1}   data_s {:.3}  updt_s {:.3}",
+            self.wait.median_ms,
+            self.h2d.median_ms,
+            self.compute.median_ms,
+            self.step.median_ms,
+            self.data_s,
+            self.updt_s
+        )?;
+        writeln!(
+            f,
+            "input-bound {:.1} % (median), {:.1} % (p95): {} — {}",
+            self.input_bound.median_pct,
+            self.input_bound.p95_pct,
+            self.input_bound.verdict,
+            self.input_bound.verdict.dominant_side()
+        )?;
         write!(f, "{}", self.timing.render(self.samples))
     }
 }

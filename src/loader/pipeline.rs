@@ -12,7 +12,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::batch::{Batch, BatchLayout};
 use super::sampler::{batches, epoch_order, SamplerKind, Shard};
@@ -21,7 +21,7 @@ use crate::dataset::video::{DecodeOptions, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoaderConfig {
     /// Worker threads; 0 loads in the consuming thread.
     pub workers: usize,

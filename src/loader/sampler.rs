@@ -1,10 +1,10 @@
 //! Samplers: the order of sample indices in an epoch, and how it is split into batches and
 //! across ranks — with the semantics of PyTorch's samplers and LeRobot's episode-aware one.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which indices an epoch visits, and in which order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SamplerKind {
     /// Every frame of the selected episodes, in index order (`SequentialSampler`).
@@ -17,7 +17,7 @@ pub enum SamplerKind {
 }
 
 /// This process's share of the data: `DistributedSampler` semantics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
     /// This process's rank, `0 ≤ rank < world`.
     pub rank: usize,

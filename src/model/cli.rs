@@ -3,16 +3,14 @@
 //! (batch size, dtype) combination.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
-use serde::Serialize;
 
 use super::shapes::{synthetic_batch, ImageFormat, PolicyShapes};
 use super::{
-    DeviceChoice, DiffusionConfig, DiffusionPolicy, NoneStep, Precision, StepTimes, SyntheticStep,
-    TrainStep,
+    DeviceChoice, DiffusionConfig, DiffusionPolicy, NoneStep, Precision, SyntheticStep, TrainStep,
 };
+use crate::bench::phase::{run_model_phase, ModelPhase};
 
 /// Arguments of `feedbench model`.
 #[derive(Debug, Clone, clap::Args)]
@@ -62,90 +60,6 @@ pub struct ModelArgs {
     pub json: bool,
 }
 
-/// Median, p95, min and max of a sample of durations, in milliseconds.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Stats {
-    /// Median.
-    pub median_ms: f64,
-    /// 95th percentile (nearest rank).
-    pub p95_ms: f64,
-    /// Minimum.
-    pub min_ms: f64,
-    /// Maximum.
-    pub max_ms: f64,
-    /// Mean.
-    pub mean_ms: f64,
-}
-
-impl Stats {
-    /// Statistics of `xs` (empty gives zeros).
-    pub fn of(xs: impl IntoIterator<Item = Duration>) -> Stats {
-        let mut v: Vec<f64> = xs.into_iter().map(|d| d.as_secs_f64() * 1e3).collect();
-        if v.is_empty() {
-            return Stats { median_ms: 0.0, p95_ms: 0.0, min_ms: 0.0, max_ms: 0.0, mean_ms: 0.0 };
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Stats {
-            median_ms: median,
-            p95_ms: rank(0.95),
-            min_ms: v[0],
-            max_ms: v[n - 1],
-            mean_ms: v.iter().sum::<f64>() / n as f64,
-        }
-    }
-}
-
-/// One part of the step: mean milliseconds and share of the mean step.
-#[derive(Debug, Clone, Serialize)]
-pub struct Part {
-    /// `h2d`, `backbone`, `unet`, `optimizer`, `other`.
-    pub name: &'static str,
-    /// Mean milliseconds per step.
-    pub ms: f64,
-    /// Percent of the mean step.
-    pub percent: f64,
-}
-
-/// The measurement of one (batch, dtype) combination.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    /// The step's name.
-    pub model: String,
-    /// Device, as libtorch names it.
-    pub device: String,
-    /// `f32` or `bf16`.
-    pub dtype: String,
-    /// Batch size.
-    pub batch: usize,
-    /// libtorch intra-op threads.
-    pub threads: i32,
-    /// Trainable parameters.
-    pub parameters: usize,
-    /// Whole step.
-    pub step: Stats,
-    /// Host→device copy.
-    pub h2d: Stats,
-    /// Forward.
-    pub forward: Stats,
-    /// Backward.
-    pub backward: Stats,
-    /// Optimizer.
-    pub optimizer: Stats,
-    /// Samples per second at the median step.
-    pub samples_per_s: f64,
-    /// Breakdown of the mean step (empty for steps without components).
-    pub parts: Vec<Part>,
-    /// Peak memory in bytes: process peak RSS on CPU; `None` on CUDA (not exposed by tch).
-    pub peak_memory_bytes: Option<u64>,
-    /// Loss of the last step, if any.
-    pub last_loss: Option<f64>,
-    /// Median step of f32 over this row's, for bf16 rows with an f32 row of the same batch.
-    pub speedup_over_f32: Option<f64>,
-}
-
 /// Runs `feedbench model`.
 pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     if let Some(n) = args.threads {
@@ -169,7 +83,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         }
         None => PolicyShapes::pusht(),
     };
-    let mut rows: Vec<Row> = Vec::new();
+    let mut rows: Vec<ModelPhase> = Vec::new();
     for &b in &args.batch {
         for &dtype in &dtypes {
             tch::manual_seed(args.seed as i64);
@@ -183,14 +97,8 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
             };
             let batch =
                 synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, b, format, args.seed);
-            let mut times = Vec::with_capacity(args.steps);
-            for i in 0..args.warmup + args.steps {
-                let t = step.step(&batch).with_context(|| format!("step {i}, batch {b}"))?;
-                if i >= args.warmup {
-                    times.push(t);
-                }
-            }
-            let mut row = summarise(step.as_ref(), &times, b, dtype);
+            let mut row = run_model_phase(step.as_mut(), &batch, dtype, args.steps, args.warmup)
+                .with_context(|| format!("batch {b}"))?;
             if dtype == Precision::Bf16 {
                 row.speedup_over_f32 = rows
                     .iter()
@@ -227,70 +135,7 @@ fn load_config(preset: &str, file: Option<&PathBuf>) -> anyhow::Result<Diffusion
     Ok(cfg)
 }
 
-fn summarise(step: &dyn TrainStep, times: &[StepTimes], batch: usize, dtype: Precision) -> Row {
-    let stats = |f: fn(&StepTimes) -> Duration| Stats::of(times.iter().map(f));
-    let step_stats = stats(|t| t.total);
-    let mean = |f: &dyn Fn(&StepTimes) -> Duration| {
-        times.iter().map(|t| f(t).as_secs_f64() * 1e3).sum::<f64>() / times.len().max(1) as f64
-    };
-    let total = mean(&|t| t.total);
-    let parts = if times.iter().all(|t| t.components.is_some()) && !times.is_empty() {
-        let c = |f: fn(&super::Components) -> Duration| {
-            mean(&move |t: &StepTimes| t.components.as_ref().map(f).unwrap_or_default())
-        };
-        let backbone = c(|c| c.backbone_forward + c.backbone_backward);
-        let unet = c(|c| c.unet_forward + c.unet_backward);
-        let h2d = mean(&|t| t.h2d);
-        let optimizer = mean(&|t| t.optimizer);
-        let other = (total - backbone - unet - h2d - optimizer).max(0.0);
-        let pct = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
-        [
-            ("backbone", backbone),
-            ("unet", unet),
-            ("optimizer", optimizer),
-            ("h2d", h2d),
-            ("other", other),
-        ]
-        .into_iter()
-        .map(|(name, ms)| Part { name, ms, percent: pct(ms) })
-        .collect()
-    } else {
-        Vec::new()
-    };
-    let device = step.device();
-    Row {
-        model: step.name(),
-        device: format!("{device:?}").to_lowercase(),
-        dtype: dtype.name().into(),
-        batch,
-        threads: tch::get_num_threads(),
-        parameters: step.trainable_parameters(),
-        step: step_stats,
-        h2d: stats(|t| t.h2d),
-        forward: stats(|t| t.forward),
-        backward: stats(|t| t.backward),
-        optimizer: stats(|t| t.optimizer),
-        samples_per_s: if step_stats.median_ms > 0.0 {
-            batch as f64 * 1e3 / step_stats.median_ms
-        } else {
-            f64::INFINITY
-        },
-        parts,
-        peak_memory_bytes: if device.is_cuda() { None } else { peak_rss_bytes() },
-        last_loss: step.last_loss(),
-        speedup_over_f32: None,
-    }
-}
-
-/// The process's peak resident set (`VmHWM`), Linux only.
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-fn print_row(r: &Row) {
+fn print_row(r: &ModelPhase) {
     println!(
         "{} on {} ({}, {} threads), batch {}: {} trainable parameters",
         r.model,
@@ -327,7 +172,7 @@ fn print_row(r: &Row) {
     println!();
 }
 
-fn print_summary(rows: &[Row]) {
+fn print_summary(rows: &[ModelPhase]) {
     println!(
         "{:>6} {:>5} {:>10} {:>9} {:>10} {:>9} {:>8}",
         "batch", "dtype", "median ms", "p95 ms", "samples/s", "backbone", "speed-up"

@@ -1,0 +1,312 @@
+//! TOML configs shared by the commands: the sweep config (`configs/*.toml`).
+//!
+//! Every key is checked: an unknown key is an error naming the file and the key, so a typo never
+//! silently leaves a default in place. `configs/example.toml` documents every key.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A sweep: the dataset, the loader's axes, the model and how long to measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepConfig {
+    /// What to read.
+    pub dataset: DatasetSource,
+    /// The loader's knobs; lists are the sweep's axes.
+    #[serde(default)]
+    pub loader: LoaderAxes,
+    /// The consumer.
+    #[serde(default)]
+    pub model: ModelSection,
+    /// How long each phase runs.
+    #[serde(default)]
+    pub run: RunSection,
+}
+
+/// The dataset of a sweep: an existing directory, or a `synth` preset generated once and cached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSource {
+    /// An existing LeRobot dataset (relative paths are relative to the config file).
+    pub path: Option<PathBuf>,
+    /// A `synth` preset (`pusht`, `so101`, `aloha`, `g1`) to generate instead.
+    pub synth: Option<String>,
+    /// Episodes: of the preset to generate, or the episodes of `path` to read (`"1,2,4"`,
+    /// `"0-9"`); all when absent.
+    pub episodes: Option<EpisodeChoice>,
+    /// Frames per generated episode (the preset's when absent).
+    pub frames_per_episode: Option<usize>,
+    /// Codec of the generated videos: `av1`, `h264` or `hevc` (the preset's when absent).
+    pub codec: Option<String>,
+    /// GOP of the generated videos.
+    pub gop: Option<u32>,
+    /// CRF of the generated videos.
+    pub crf: Option<u32>,
+    /// Format version of the generated dataset: `v3.0` (default) or `v2.1`.
+    pub format: Option<String>,
+    /// Where generated datasets are cached (default `/dev/shm/feedbench`, RAM-backed).
+    pub cache: Option<PathBuf>,
+}
+
+/// A number of episodes to generate, or a list of episodes to read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EpisodeChoice {
+    /// How many episodes to generate.
+    Count(usize),
+    /// Which episodes of an existing dataset to read (`"1,2,4"`, `"0-9"`).
+    List(String),
+}
+
+/// The loader's axes and fixed knobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoaderAxes {
+    /// `diffusion` (LeRobot's diffusion-policy deltas) or `none`.
+    pub window: String,
+    /// Worker threads (0: load in the training thread).
+    pub workers: Vec<usize>,
+    /// Batches in flight per worker.
+    pub prefetch: Vec<usize>,
+    /// Samples per batch.
+    pub batch: Vec<usize>,
+    /// `native` or `HxW` (e.g. `96x96`).
+    pub resolution: Vec<String>,
+    /// How camera frames reach the model: `f32` (in [0, 1]) or `u8` (normalised on the device).
+    pub images: Vec<String>,
+    /// `episode_aware` (LeRobot's), `shuffled` or `sequential`.
+    pub sampler: String,
+    /// Seed of the shuffled orders.
+    pub seed: u64,
+}
+
+impl Default for LoaderAxes {
+    fn default() -> Self {
+        Self {
+            window: "diffusion".into(),
+            workers: vec![0, 1, 2],
+            prefetch: vec![2],
+            batch: vec![16, 64],
+            resolution: vec!["native".into()],
+            images: vec!["f32".into()],
+            sampler: "episode_aware".into(),
+            seed: 0,
+        }
+    }
+}
+
+/// The consumer of the batches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelSection {
+    /// `diffusion`, `synthetic:MS` (a fixed step cost, e.g. `synthetic:40ms`) or `none`.
+    pub model: Vec<String>,
+    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
+    pub preset: String,
+    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
+    pub device: String,
+    /// `f32` and/or `bf16`.
+    pub dtype: Vec<String>,
+    /// libtorch intra-op threads (libtorch's choice when absent).
+    pub threads: Option<i32>,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        Self {
+            model: vec!["diffusion".into()],
+            preset: "auto".into(),
+            device: "auto".into(),
+            dtype: vec!["f32".into()],
+            threads: None,
+        }
+    }
+}
+
+/// How long each phase runs, and what else to record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSection {
+    /// Batches measured by the `loader` phase.
+    pub loader_batches: usize,
+    /// Steps measured by the `model` phase.
+    pub model_steps: usize,
+    /// Steps measured by the `train` phase.
+    pub train_steps: usize,
+    /// Unmeasured batches or steps before each phase (the loader's also fill its batch pool).
+    pub warmup: usize,
+    /// Times each cell is measured.
+    pub repeats: usize,
+    /// The cell whose `train` phase is traced into `trace.json`: `workers,batch` (e.g. `2,64`);
+    /// the last cell when absent.
+    pub trace_cell: Option<String>,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        Self {
+            loader_batches: 20,
+            model_steps: 5,
+            train_steps: 10,
+            warmup: 3,
+            repeats: 1,
+            trace_cell: None,
+        }
+    }
+}
+
+/// A config that cannot be used, naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {what}")]
+pub struct ConfigError {
+    /// The config file.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl SweepConfig {
+    /// Reads and checks a sweep config; a relative dataset `path` is made relative to the
+    /// config file's directory.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let error = |what: String| ConfigError { path: path.to_path_buf(), what };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
+        if let Some(dataset) = &mut config.dataset.path {
+            if dataset.is_relative() {
+                *dataset = path.parent().unwrap_or(Path::new(".")).join(&*dataset);
+            }
+        }
+        config.check().map_err(error)?;
+        Ok(config)
+    }
+
+    /// Checks what TOML types cannot: one dataset source, non-empty axes, known names.
+    pub fn check(&self) -> Result<(), String> {
+        let d = &self.dataset;
+        if d.path.is_some() == d.synth.is_some() {
+            return Err("[dataset] needs exactly one of `path` and `synth`".into());
+        }
+        if d.path.is_some()
+            && (d.frames_per_episode.is_some()
+                || d.codec.is_some()
+                || d.gop.is_some()
+                || d.crf.is_some()
+                || d.format.is_some())
+        {
+            return Err("[dataset] frames_per_episode, codec, gop, crf and format apply to \
+                        `synth` only"
+                .into());
+        }
+        match (&d.path, &d.episodes) {
+            (Some(_), Some(EpisodeChoice::Count(_))) => {
+                return Err("[dataset] episodes of a `path` is a list, e.g. \"1,2,4\"".into())
+            }
+            (None, Some(EpisodeChoice::List(_))) => {
+                return Err("[dataset] episodes of a `synth` preset is a count".into())
+            }
+            _ => {}
+        }
+        let l = &self.loader;
+        for (name, empty) in [
+            ("loader.workers", l.workers.is_empty()),
+            ("loader.prefetch", l.prefetch.is_empty()),
+            ("loader.batch", l.batch.is_empty()),
+            ("loader.resolution", l.resolution.is_empty()),
+            ("loader.images", l.images.is_empty()),
+            ("model.model", self.model.model.is_empty()),
+            ("model.dtype", self.model.dtype.is_empty()),
+        ] {
+            if empty {
+                return Err(format!("{name} is an empty list"));
+            }
+        }
+        if l.prefetch.contains(&0) || l.batch.contains(&0) {
+            return Err("loader.prefetch and loader.batch must be ≥ 1".into());
+        }
+        if !["diffusion", "none"].contains(&l.window.as_str()) {
+            return Err(format!("loader.window {:?}: expected diffusion or none", l.window));
+        }
+        if !["episode_aware", "shuffled", "sequential"].contains(&l.sampler.as_str()) {
+            return Err(format!(
+                "loader.sampler {:?}: expected episode_aware, shuffled or sequential",
+                l.sampler
+            ));
+        }
+        for r in &l.resolution {
+            if r != "native" {
+                crate::loader::parse_resolution(r)
+                    .map_err(|e| format!("loader.resolution: {e} or native"))?;
+            }
+        }
+        for i in &l.images {
+            if i != "f32" && i != "u8" {
+                return Err(format!("loader.images {i:?}: expected f32 or u8"));
+            }
+        }
+        let r = &self.run;
+        if r.loader_batches == 0 || r.model_steps == 0 || r.train_steps == 0 || r.repeats == 0 {
+            return Err(
+                "run.loader_batches, model_steps, train_steps and repeats must be ≥ 1".into()
+            );
+        }
+        if let Some(cell) = &r.trace_cell {
+            parse_trace_cell(cell)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses `run.trace_cell` (`workers,batch`).
+pub fn parse_trace_cell(text: &str) -> Result<(usize, usize), String> {
+    text.split_once(',')
+        .and_then(|(w, b)| Some((w.trim().parse().ok()?, b.trim().parse().ok()?)))
+        .ok_or_else(|| format!("run.trace_cell {text:?}: expected `workers,batch`, e.g. \"2,64\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<SweepConfig, String> {
+        let config: SweepConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.check()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn defaults_fill_what_is_left_out() {
+        let config = parse("[dataset]\nsynth = \"pusht\"\nepisodes = 4\n").unwrap();
+        assert_eq!(config.loader.workers, [0, 1, 2]);
+        assert_eq!(config.model.preset, "auto");
+        assert_eq!(config.dataset.episodes, Some(EpisodeChoice::Count(4)));
+        assert_eq!(config.run.repeats, 1);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let typo = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nworker = [1]\n").unwrap_err();
+        assert!(typo.contains("unknown field `worker`"), "{typo}");
+        let both = parse("[dataset]\nsynth = \"pusht\"\npath = \"x\"\n").unwrap_err();
+        assert!(both.contains("exactly one"), "{both}");
+        let res = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nresolution = [\"96\"]\n");
+        assert!(res.unwrap_err().contains("loader.resolution"));
+        let list = parse("[dataset]\npath = \"x\"\nepisodes = 3\n").unwrap_err();
+        assert!(list.contains("is a list"), "{list}");
+        let cell = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"2\"\n").unwrap_err();
+        assert!(cell.contains("workers,batch"), "{cell}");
+    }
+
+    #[test]
+    fn load_names_the_file_and_resolves_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sweep.toml");
+        std::fs::write(&file, "[dataset]\npath = \"data/ds\"\n").unwrap();
+        let config = SweepConfig::load(&file).unwrap();
+        assert_eq!(config.dataset.path, Some(dir.path().join("data/ds")));
+        std::fs::write(&file, "[dataset]\npath = 3\n").unwrap();
+        let error = SweepConfig::load(&file).unwrap_err().to_string();
+        assert!(error.starts_with(&file.display().to_string()), "{error}");
+    }
+}
