@@ -7,13 +7,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use std::sync::Arc;
 
-use feedbench::bench::phase::run_loader_phase;
+use feedbench::bench::phase::{run_loader_phase, run_train_phase};
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::{export, Dataset, DatasetOptions, WindowSpec, DEFAULT_TOLERANCE_S};
 use feedbench::loader::pipeline::{Loader, LoaderConfig};
 use feedbench::loader::sampler::{SamplerKind, Shard};
+use feedbench::model::{make_step, DeviceChoice, DiffusionConfig, PolicyShapes, Precision};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -31,6 +32,9 @@ enum Command {
     Sample(SampleArgs),
     /// Run the loader alone (the `loader` phase) and print its throughput and timing tree.
     Load(LoadArgs),
+    /// Feed a training step from the loader (the `train` phase): wait, h2d and compute per
+    /// step, the input-bound share and the verdict.
+    Train(TrainArgs),
     /// Copy a dataset (or some episodes) to RAM-backed storage and print the path to use.
     Stage(StageArgs),
     /// The `model` phase: a training step alone on one resident synthetic batch.
@@ -94,8 +98,9 @@ enum SamplerName {
     EpisodeAware,
 }
 
+/// The loader's knobs, shared by `load` and `train`.
 #[derive(Args)]
-struct LoadArgs {
+struct LoaderFlags {
     /// The dataset root.
     dataset: PathBuf,
     /// Only these episodes, e.g. `1,2,4` or `0-9`.
@@ -137,6 +142,52 @@ struct LoadArgs {
     /// Number of processes (default: $WORLD_SIZE or $SLURM_NTASKS, else 1).
     #[arg(long, requires = "rank")]
     world_size: Option<usize>,
+}
+
+impl LoaderFlags {
+    /// Opens the dataset and makes the loader the flags describe.
+    fn loader(&self) -> Result<Loader> {
+        let episodes = self
+            .episodes
+            .as_deref()
+            .map(parse_episode_list)
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
+        let dataset =
+            Dataset::open_with(&self.dataset, &DatasetOptions { episodes, ..Default::default() })?;
+        let window = dataset.window(&match self.window {
+            WindowName::None => WindowSpec::Single,
+            WindowName::Diffusion => WindowSpec::diffusion(),
+        })?;
+        let shard = match (self.rank, self.world_size) {
+            (Some(rank), Some(world)) => Shard::new(rank, world),
+            _ => Shard::from_env(),
+        }
+        .map_err(anyhow::Error::msg)?;
+        let config = LoaderConfig {
+            workers: self.workers,
+            prefetch: self.prefetch,
+            batch_size: self.batch_size,
+            drop_last: self.drop_last,
+            sampler: match self.sampler {
+                SamplerName::Sequential => SamplerKind::Sequential,
+                SamplerName::Shuffled => SamplerKind::Shuffled,
+                SamplerName::EpisodeAware => SamplerKind::EpisodeAware,
+            },
+            seed: self.seed,
+            shard,
+            ordered: !self.unordered,
+            resolution: self.resolution,
+            uint8: self.uint8,
+        };
+        Ok(Loader::new(Arc::new(dataset), window, config)?)
+    }
+}
+
+#[derive(Args)]
+struct LoadArgs {
+    #[command(flatten)]
+    loader: LoaderFlags,
     /// Batches to measure.
     #[arg(long, default_value_t = 50)]
     batches: usize,
@@ -149,42 +200,17 @@ struct LoadArgs {
     json: bool,
 }
 
-fn load(args: &LoadArgs) -> Result<()> {
-    let episodes =
-        args.episodes.as_deref().map(parse_episode_list).transpose().map_err(anyhow::Error::msg)?;
-    let dataset =
-        Dataset::open_with(&args.dataset, &DatasetOptions { episodes, ..Default::default() })?;
-    let window = dataset.window(&match args.window {
-        WindowName::None => WindowSpec::Single,
-        WindowName::Diffusion => WindowSpec::diffusion(),
-    })?;
-    let shard = match (args.rank, args.world_size) {
-        (Some(rank), Some(world)) => Shard::new(rank, world),
-        _ => Shard::from_env(),
-    }
-    .map_err(anyhow::Error::msg)?;
-    let config = LoaderConfig {
-        workers: args.workers,
-        prefetch: args.prefetch,
-        batch_size: args.batch_size,
-        drop_last: args.drop_last,
-        sampler: match args.sampler {
-            SamplerName::Sequential => SamplerKind::Sequential,
-            SamplerName::Shuffled => SamplerKind::Shuffled,
-            SamplerName::EpisodeAware => SamplerKind::EpisodeAware,
-        },
-        seed: args.seed,
-        shard,
-        ordered: !args.unordered,
-        resolution: args.resolution,
-        uint8: args.uint8,
-    };
-    let loader = Loader::new(Arc::new(dataset), window, config)?;
-    let progress = if args.json {
+fn progress_bar(len: usize, hidden: bool, message: &'static str) -> indicatif::ProgressBar {
+    if hidden {
         indicatif::ProgressBar::hidden()
     } else {
-        indicatif::ProgressBar::new(args.batches as u64).with_message("loading")
-    };
+        indicatif::ProgressBar::new(len as u64).with_message(message)
+    }
+}
+
+fn load(args: &LoadArgs) -> Result<()> {
+    let loader = args.loader.loader()?;
+    let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase =
         run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
@@ -192,6 +218,67 @@ fn load(args: &LoadArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&phase)?);
     } else {
+        print!("{phase}");
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+struct TrainArgs {
+    #[command(flatten)]
+    loader: LoaderFlags,
+    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`) or `none`.
+    #[arg(long, default_value = "diffusion")]
+    model: String,
+    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
+    #[arg(long, default_value = "auto")]
+    preset: String,
+    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Arithmetic: `f32` or `bf16` (autocast).
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// libtorch intra-op threads (default: libtorch's choice, one per core).
+    #[arg(long)]
+    threads: Option<i32>,
+    /// Steps to measure.
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Steps to run first without measuring.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn train(args: &TrainArgs) -> Result<()> {
+    let loader = args.loader.loader()?;
+    if let Some(threads) = args.threads {
+        tch::set_num_threads(threads);
+    }
+    let device = DeviceChoice::parse(&args.device)?.resolve()?;
+    let preset = match args.preset.as_str() {
+        "auto" if device.is_cuda() => "pusht",
+        "auto" => "small",
+        name => name,
+    };
+    let shapes = PolicyShapes::from_info(loader.dataset().info(), args.loader.resolution)
+        .map_err(|e| format!("{}: {e}", args.loader.dataset.display()));
+    let precision = Precision::parse(&args.dtype)?;
+    let cfg = DiffusionConfig::preset(preset)?;
+    let mut step =
+        make_step(&args.model, &cfg, shapes.as_ref().map_err(String::as_str), device, precision)?;
+    let progress = progress_bar(args.steps, args.json, "training");
+    let phase = run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, None, |n| {
+        progress.set_position(n as u64)
+    })?;
+    progress.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&phase)?);
+    } else {
+        println!("{} on {device:?}, {}", step.name(), precision.name());
         print!("{phase}");
     }
     Ok(())
@@ -287,6 +374,7 @@ fn main() -> Result<()> {
         Command::Info(args) => info(&args),
         Command::Sample(args) => sample(&args),
         Command::Load(args) => load(&args),
+        Command::Train(args) => train(&args),
         Command::Stage(args) => stage(&args),
         Command::Model(args) => feedbench::model::cli::run(&args),
     }

@@ -4,6 +4,8 @@
 pub mod phase;
 pub mod results;
 pub mod stats;
+pub mod sweep;
 pub mod system;
 pub mod timing;
+pub mod trace;
 pub mod verdict;

@@ -3,6 +3,7 @@
 //! `train` (the loader feeding the model, as in real training).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::stats::{median_and_p95, Stats};
 use super::system::{peak_rss_bytes, process_cpu_time, reset_peak_rss};
 use super::timing::TimingTree;
+use super::trace::{Trace, TraceTrack};
 use super::verdict::Verdict;
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Loader, LoaderConfig, LoaderError};
@@ -383,14 +385,18 @@ pub struct TrainPhase {
 }
 
 /// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
-/// epoch after epoch as needed. `on_step` is called after each measured step (progress).
+/// epoch after epoch as needed. `on_step` is called after each measured step (progress). With
+/// `trace`, the trainer's `wait` and `step` phases are spans on its `trainer` track (give the
+/// loader the same trace for its workers' tracks).
 pub fn run_train_phase(
     loader: &Loader,
     step: &mut dyn TrainStep,
     steps: usize,
     warmup: usize,
+    trace: Option<&Arc<Trace>>,
     mut on_step: impl FnMut(usize),
 ) -> Result<TrainPhase, TrainError> {
+    let trainer = trace.map(|trace| trace.track("trainer"));
     if steps == 0 {
         return Err(LoaderError::Config("measure at least one step".into()).into());
     }
@@ -410,7 +416,11 @@ pub fn run_train_phase(
             let Some(batch) = epoch.next() else { break };
             let wait = asked.elapsed();
             let batch = batch?;
+            let stepped = Instant::now();
             let step_times = step.step(&batch)?;
+            if let Some(track) = &trainer {
+                trace_step(track, asked, wait, stepped, &step_times);
+            }
             seen += 1;
             if seen <= warmup {
                 if seen == warmup {
@@ -463,6 +473,22 @@ pub fn run_train_phase(
         peak_rss_bytes: peak_rss_bytes(),
         timing,
     })
+}
+
+/// Records the trainer's wait and the step's phases (consecutive, as the step runs them).
+fn trace_step(track: &TraceTrack, asked: Instant, wait: Duration, stepped: Instant, t: &StepTimes) {
+    track.span("wait", asked, wait);
+    track.span("step", stepped, t.total);
+    let mut at = stepped;
+    for (name, d) in [
+        ("step/h2d", t.h2d),
+        ("step/forward", t.forward),
+        ("step/backward", t.backward),
+        ("step/optimizer", t.optimizer),
+    ] {
+        track.span(name, at, d);
+        at += d;
+    }
 }
 
 /// Adds one model step to the tree: `step` and its phases (device time, synchronised).

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::trace::TraceTrack;
+
 /// Totals of one stage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageTotals {
@@ -23,9 +25,19 @@ pub struct StageTotals {
 }
 
 /// Stage totals by path (`a/b/c`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TimingTree {
     stages: BTreeMap<String, StageTotals>,
+    /// Where [`TimingTree::time`] also records each call as a span, when tracing.
+    #[serde(skip)]
+    trace: Option<TraceTrack>,
+}
+
+impl PartialEq for TimingTree {
+    /// Equal stage totals (the trace a tree writes to is not part of what it measured).
+    fn eq(&self, other: &Self) -> bool {
+        self.stages == other.stages
+    }
 }
 
 /// The CPU time the calling thread has used so far.
@@ -39,6 +51,11 @@ pub fn thread_cpu_time() -> Duration {
 }
 
 impl TimingTree {
+    /// An empty tree whose timed calls are also spans of `trace` (when Some).
+    pub fn traced(trace: Option<TraceTrack>) -> Self {
+        Self { stages: BTreeMap::new(), trace }
+    }
+
     /// Adds one call of `path` that took `wall` and `cpu`.
     pub fn record(&mut self, path: &str, wall: Duration, cpu: Duration) {
         self.add(path, StageTotals { calls: 1, wall, cpu });
@@ -59,7 +76,11 @@ impl TimingTree {
     pub fn time<T>(&mut self, path: &str, work: impl FnOnce() -> T) -> T {
         let (wall0, cpu0) = (Instant::now(), thread_cpu_time());
         let out = work();
-        self.record(path, wall0.elapsed(), thread_cpu_time().saturating_sub(cpu0));
+        let wall = wall0.elapsed();
+        self.record(path, wall, thread_cpu_time().saturating_sub(cpu0));
+        if let Some(track) = &self.trace {
+            track.span(path, wall0, wall);
+        }
         out
     }
 

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::{Batch, BatchLayout};
 use super::sampler::{batches, epoch_order, SamplerKind, Shard};
 use crate::bench::timing::TimingTree;
+use crate::bench::trace::{Trace, TraceTrack};
 use crate::dataset::video::{DecodeOptions, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 
@@ -97,6 +98,7 @@ pub struct Loader {
     window: Arc<Window>,
     config: LoaderConfig,
     pool: Arc<BatchPool>,
+    trace: Option<Arc<Trace>>,
 }
 
 /// Batches handed back by the consumer (see [`LoadedBatch`]), for the workers to fill again:
@@ -176,11 +178,12 @@ struct BatchBuilder {
     uint8: bool,
     sample: Sample,
     pool: Arc<BatchPool>,
+    trace: Option<TraceTrack>,
 }
 
 impl BatchBuilder {
-    /// A builder with its own video decoder (open it on the thread that will use it).
-    fn new(loader: &Loader) -> Self {
+    /// A builder with its own video decoder, writing spans on `track` when the loader traces.
+    fn new(loader: &Loader, track: &str) -> Self {
         let decoder = VideoDecoder::new(DecodeOptions {
             tolerance_s: loader.dataset.tolerance_s(),
             resolution: loader.config.resolution,
@@ -193,6 +196,7 @@ impl BatchBuilder {
             uint8: loader.config.uint8,
             sample: Sample::default(),
             pool: loader.pool.clone(),
+            trace: loader.trace.as_ref().map(|trace| trace.track(track)),
         }
     }
 
@@ -201,10 +205,10 @@ impl BatchBuilder {
     /// codec and `convert` to RGB), `batch/image` (image features) and `batch/collate` (the
     /// parquet values into the batch; pixels are decoded straight into it).
     fn build(&mut self, indices: &[usize]) -> Built {
-        let mut timing = TimingTree::default();
+        let mut timing = TimingTree::traced(self.trace.clone());
         let mut batch = self.pool.take();
         let (result, inner) = timing.time("batch", || {
-            let mut inner = TimingTree::default();
+            let mut inner = TimingTree::traced(self.trace.clone());
             let result = self.fill(indices, &mut batch, &mut inner);
             inner.merge_under("batch/video", &self.decoder.take_timing());
             (result, inner)
@@ -266,7 +270,18 @@ impl Loader {
         if config.workers > 0 && config.prefetch == 0 {
             return Err(LoaderError::Config("prefetch must be at least 1 with workers".into()));
         }
-        Ok(Self { dataset, window: Arc::new(window), config, pool: Arc::default() })
+        Ok(Self { dataset, window: Arc::new(window), config, pool: Arc::default(), trace: None })
+    }
+
+    /// Records the stages of the batches of later epochs as spans of `trace`, one track per
+    /// worker thread (`trainer` for in-thread loading); None stops tracing.
+    pub fn set_trace(&mut self, trace: Option<Arc<Trace>>) {
+        self.trace = trace;
+    }
+
+    /// The dataset it reads.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
     }
 
     /// The configuration.
@@ -300,7 +315,7 @@ impl Loader {
         let workers = self.config.workers;
         let queued = self.config.prefetch.saturating_sub(1);
         let source = if workers == 0 {
-            Source::InThread { builder: Box::new(BatchBuilder::new(self)), plan }
+            Source::InThread { builder: Box::new(BatchBuilder::new(self, "trainer")), plan }
         } else if self.config.ordered {
             let mut receivers = Vec::with_capacity(workers);
             let mut handles = Vec::with_capacity(workers);
@@ -346,9 +361,10 @@ impl Loader {
         stop: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
         // Each worker opens its own decoders, once started on its own thread.
-        let mut builder = BatchBuilder::new(self);
+        let name = format!("feedbench-worker-{worker}");
+        let mut builder = BatchBuilder::new(self, &name);
         std::thread::Builder::new()
-            .name(format!("feedbench-worker-{worker}"))
+            .name(name)
             .spawn(move || {
                 for task in tasks {
                     if stop.load(Ordering::Relaxed) {

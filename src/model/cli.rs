@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 
 use super::shapes::{synthetic_batch, ImageFormat, PolicyShapes};
-use super::{
-    DeviceChoice, DiffusionConfig, DiffusionPolicy, NoneStep, Precision, SyntheticStep, TrainStep,
-};
+use super::{make_step, DeviceChoice, DiffusionConfig, Precision};
 use crate::bench::phase::{run_model_phase, ModelPhase};
 
 /// Arguments of `feedbench model`.
@@ -87,14 +85,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     for &b in &args.batch {
         for &dtype in &dtypes {
             tch::manual_seed(args.seed as i64);
-            let mut step: Box<dyn TrainStep> = match args.model.as_str() {
-                "diffusion" => Box::new(DiffusionPolicy::new(&cfg, &shapes, device, dtype)?),
-                "none" => Box::new(NoneStep),
-                spec if spec.starts_with("synthetic:") => {
-                    Box::new(SyntheticStep::new(SyntheticStep::parse_cost(spec)?, device))
-                }
-                other => bail!("unknown model `{other}` (diffusion, synthetic:MS, none)"),
-            };
+            let mut step = make_step(&args.model, &cfg, Ok(&shapes), device, dtype)?;
             let batch =
                 synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, b, format, args.seed);
             let mut row = run_model_phase(step.as_mut(), &batch, dtype, args.steps, args.warmup)

@@ -160,6 +160,32 @@ pub trait TrainStep {
     fn device(&self) -> tch::Device;
 }
 
+/// The step `model` names — `diffusion` (with `cfg`, shaped by `shapes`: a dataset's cameras
+/// and widths, or why it has none), `synthetic:MS` or `none` — on `device` in `precision`.
+pub fn make_step(
+    model: &str,
+    cfg: &DiffusionConfig,
+    shapes: Result<&PolicyShapes, &str>,
+    device: tch::Device,
+    precision: Precision,
+) -> Result<Box<dyn TrainStep>, ModelError> {
+    Ok(match model {
+        "diffusion" => {
+            let shapes = shapes.map_err(|why| ModelError::Config(why.to_string()))?;
+            Box::new(DiffusionPolicy::new(cfg, shapes, device, precision)?)
+        }
+        "none" => Box::new(NoneStep),
+        spec if spec.starts_with("synthetic:") => {
+            Box::new(SyntheticStep::new(SyntheticStep::parse_cost(spec)?, device))
+        }
+        other => {
+            return Err(ModelError::Config(format!(
+                "unknown model `{other}` (diffusion, synthetic:MS, none)"
+            )))
+        }
+    })
+}
+
 /// A step that does nothing: the loader alone, consumer side.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoneStep;

@@ -1,0 +1,117 @@
+//! Sweeps on a generated parquet-only dataset with synthetic steps: the verdict follows the
+//! numbers, results are appended per cell, `--resume` skips finished cells, a trace is written.
+
+use std::path::{Path, PathBuf};
+
+use feedbench::bench::results::read_results;
+use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
+use feedbench::bench::verdict::Verdict;
+use feedbench::config::SweepConfig;
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+
+fn dataset(dir: &Path) -> PathBuf {
+    let root = dir.join("tabular");
+    let spec = TabularSpec { episode_lengths: vec![120; 4], state_dim: 8, ..Default::default() };
+    write_tabular(&root, &spec).unwrap();
+    root
+}
+
+fn config(root: &Path, model: &str, workers: &[usize]) -> SweepConfig {
+    let text = format!(
+        r#"
+        [dataset]
+        path = "{}"
+        [loader]
+        workers = {workers:?}
+        batch = [32]
+        [model]
+        model = ["{model}"]
+        device = "cpu"
+        [run]
+        loader_batches = 4
+        model_steps = 3
+        train_steps = 4
+        warmup = 1
+        "#,
+        root.display()
+    );
+    let config: SweepConfig = toml::from_str(&text).unwrap();
+    config.check().unwrap();
+    config
+}
+
+#[test]
+fn the_verdict_follows_the_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    // A step far slower than the loader: the model dominates.
+    let out = dir.path().join("slow-model");
+    let results =
+        run_sweep(&config(&root, "synthetic:150ms", &[2]), &root, &out, false, |_| {}).unwrap();
+    let train = &results[0].train;
+    assert_eq!(train.input_bound.verdict, Verdict::NotInputBound, "{train:?}");
+    assert!(train.step.median_ms >= 150.0);
+    // A step that costs nothing, loading in the training thread: the loader dominates.
+    let out = dir.path().join("free-model");
+    let results =
+        run_sweep(&config(&root, "synthetic:0ms", &[0]), &root, &out, false, |_| {}).unwrap();
+    let train = &results[0].train;
+    assert_eq!(train.input_bound.verdict, Verdict::HighlyInputBound, "{train:?}");
+    assert!(train.input_bound.median_pct >= 20.0);
+    assert!(results[0].model.samples_per_s > results[0].train.samples_per_s);
+}
+
+#[test]
+fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("sweep");
+    let first = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, false, |_| {}).unwrap();
+    assert_eq!(first.len(), 2);
+    let stored = read_results(&results_path(&out)).unwrap();
+    assert_eq!(stored.iter().map(|r| r.cell.workers).collect::<Vec<_>>(), [0, 1]);
+    assert!(out.join("trace.json").is_file(), "the last cell is traced");
+
+    // Without --resume the results are never overwritten.
+    let again = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, false, |_| {});
+    assert!(matches!(again, Err(SweepError::Output { .. })), "{again:?}");
+
+    // A sweep killed while writing leaves a line cut short: resume drops it, measures only
+    // the missing cell, and keeps the finished ones as they were.
+    let text = std::fs::read_to_string(results_path(&out)).unwrap();
+    std::fs::write(results_path(&out), format!("{text}{{\"cell\": {{\"data")).unwrap();
+    let mut started = Vec::new();
+    let resumed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, true, |p| {
+        if let feedbench::bench::sweep::SweepProgress::Phase { cell, phase: "loader", .. } = p {
+            started.push(cell.workers);
+        }
+    })
+    .unwrap();
+    assert_eq!(started, [2], "only the new cell is measured");
+    assert_eq!(resumed.len(), 3);
+    let stored = read_results(&results_path(&out)).unwrap();
+    assert_eq!(stored.len(), 3);
+    assert_eq!(stored[0].finished_unix_s, first[0].finished_unix_s);
+    assert_eq!(stored[1].loader.samples_per_s, first[1].loader.samples_per_s);
+}
+
+#[test]
+fn the_traced_cell_has_a_track_per_worker_and_the_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("sweep");
+    let mut config = config(&root, "synthetic:5ms", &[2, 0]);
+    config.run.trace_cell = Some("2,32".into());
+    run_sweep(&config, &root, &out, false, |_| {}).unwrap();
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
+    let mut tracks: Vec<String> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "M")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
+    tracks.sort();
+    assert_eq!(tracks, ["feedbench-worker-0", "feedbench-worker-1", "trainer"]);
+}
