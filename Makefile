@@ -40,11 +40,12 @@ $(VENV)/libtorch:
 build: setup
 	$(CARGO) build --release
 
-# Until the sweep lands: describe the real dataset, then run its loader on the present episodes.
+# The main job: sweep the loader's knobs feeding the diffusion policy on a generated
+# PushT-shaped dataset (configs/default.toml) and print the report; each run gets its own
+# results directory.
+RUN_OUT ?= results/default-$(shell date +%Y%m%d-%H%M%S)
 run: build
-	./target/release/feedbench info $(FEEDBENCH_G1_PARTIAL)
-	./target/release/feedbench load $(FEEDBENCH_G1_PARTIAL) --episodes 1,2,4,29,30 \
-		--workers 2 --batch 16 --batches 20 --warmup 2
+	./target/release/feedbench sweep --config configs/default.toml --out $(RUN_OUT)
 
 test: setup
 	$(CARGO) test --all-targets

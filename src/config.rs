@@ -299,6 +299,17 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_configs_parse() {
+        let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        for name in ["default.toml", "g1.toml", "example.toml"] {
+            let config = SweepConfig::load(&configs.join(name)).unwrap();
+            assert_eq!(config.dataset.synth.is_some(), config.dataset.path.is_none(), "{name}");
+        }
+        let default = SweepConfig::load(&configs.join("default.toml")).unwrap();
+        assert_eq!((default.loader.workers, default.loader.batch), (vec![0, 1, 2], vec![16, 64]));
+    }
+
+    #[test]
     fn load_names_the_file_and_resolves_relative_paths() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sweep.toml");

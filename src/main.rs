@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::sync::Arc;
 
 use feedbench::bench::phase::{run_loader_phase, run_train_phase};
+use feedbench::config::SweepConfig;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
@@ -35,6 +36,9 @@ enum Command {
     /// Feed a training step from the loader (the `train` phase): wait, h2d and compute per
     /// step, the input-bound share and the verdict.
     Train(TrainArgs),
+    /// Sweep the loader's knobs feeding a training step: every cell in the loader, model and
+    /// train phases, appended to DIR/results.jsonl; then the report.
+    Sweep(SweepArgs),
     /// Copy a dataset (or some episodes) to RAM-backed storage and print the path to use.
     Stage(StageArgs),
     /// The `model` phase: a training step alone on one resident synthetic batch.
@@ -285,6 +289,56 @@ fn train(args: &TrainArgs) -> Result<()> {
 }
 
 #[derive(Args)]
+struct SweepArgs {
+    /// The sweep config (TOML; see configs/example.toml).
+    #[arg(long)]
+    config: PathBuf,
+    /// Output directory [default: results/<config name>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue the sweep whose results.jsonl is in the output directory, skipping its
+    /// finished cells.
+    #[arg(long)]
+    resume: bool,
+}
+
+fn sweep(args: &SweepArgs) -> Result<()> {
+    use feedbench::bench::sweep::{prepare_dataset, run_sweep, SweepProgress};
+    let config = SweepConfig::load(&args.config)?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = args.config.file_stem().unwrap_or_default();
+        PathBuf::from("results").join(name)
+    });
+    let root = prepare_dataset(&config, |message| eprintln!("{message}"))?;
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} cells  {elapsed_precise} (about {eta} left)  {msg}",
+        )
+        .expect("a valid template"),
+    );
+    let results = run_sweep(&config, &root, &out, args.resume, |progress| match progress {
+        SweepProgress::Phase { cell, phase, .. } => bar.set_message(format!(
+            "{phase}: {} workers, prefetch {}, batch {}, {} {}, {} on {} {}",
+            cell.workers,
+            cell.prefetch,
+            cell.batch_size,
+            cell.resolution,
+            cell.images,
+            cell.model,
+            cell.device,
+            cell.dtype
+        )),
+        SweepProgress::CellDone { done, total } => {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    })?;
+    bar.finish_and_clear();
+    eprintln!("{} cells measured; results in {}", results.len(), out.display());
+    Ok(())
+}
+
+#[derive(Args)]
 struct StageArgs {
     /// The dataset root.
     dataset: PathBuf,
@@ -375,6 +429,7 @@ fn main() -> Result<()> {
         Command::Sample(args) => sample(&args),
         Command::Load(args) => load(&args),
         Command::Train(args) => train(&args),
+        Command::Sweep(args) => sweep(&args),
         Command::Stage(args) => stage(&args),
         Command::Model(args) => feedbench::model::cli::run(&args),
     }

@@ -79,6 +79,25 @@ pub enum SweepProgress<'a> {
     },
 }
 
+/// The dataset a sweep reads: its `path`, or its `synth` preset generated into the cache
+/// directory (reused when an earlier sweep generated the same thing). `say` hears what is
+/// being generated.
+pub fn prepare_dataset(
+    config: &SweepConfig,
+    mut say: impl FnMut(&str),
+) -> Result<PathBuf, SweepError> {
+    let d = &config.dataset;
+    if let Some(path) = &d.path {
+        return Ok(path.clone());
+    }
+    let preset_name = d.synth.as_deref().expect("checked: path or synth");
+    let _ = &mut say;
+    Err(SweepError::Output {
+        path: PathBuf::from(preset_name),
+        what: "generating datasets lands with `feedbench synth`".into(),
+    })
+}
+
 /// The results file of a sweep's output directory.
 pub fn results_path(out: &Path) -> PathBuf {
     out.join("results.jsonl")
