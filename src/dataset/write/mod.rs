@@ -1,11 +1,24 @@
-//! Writing LeRobot datasets: the parquet frames and the metadata of v2.1 and v3.0 layouts.
+//! Writing LeRobot datasets (v2.1 and v3.0 layouts).
+//!
+//! - [`dataset`]: the one writer of parquet frames and metadata (info.json, episodes, tasks,
+//!   statistics), paths from info.json's templates;
+//! - [`stats`]: LeRobot's per-feature statistics;
+//! - [`encode`]: RGB frames → mp4 with FFmpeg (libsvtav1, libx264, libx265);
+//! - [`scene`]: synthetic camera frames and trajectories, fixed by a seed;
+//! - [`preset`]: the shapes of real datasets (`datasets/*.toml`);
+//! - [`mod@synth`]: `feedbench synth`, a complete dataset from a preset;
+//! - here: [`write_tabular`], small camera-less datasets for tests, and [`write_atomically`].
 //!
 //! A dataset is written into a temporary sibling directory and renamed into place at the end,
 //! so a half-written dataset never looks like a dataset; an existing non-empty directory is
 //! never written into.
 
 pub mod dataset;
+pub mod encode;
+pub mod preset;
+pub mod scene;
 pub mod stats;
+pub mod synth;
 
 use std::path::Path;
 
@@ -20,6 +33,10 @@ use self::dataset::{
 use self::stats::ImageStats;
 use super::meta::CodebaseVersion;
 use super::{DatasetError, Result};
+
+pub use self::encode::EncodeSettings;
+pub use self::preset::Preset;
+pub use self::synth::{synth, SynthOptions, SynthReport};
 
 /// How vector columns are stored in parquet (datasets in the wild use all three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
