@@ -11,8 +11,12 @@ use feedbench::bench::phase::{run_loader_phase, run_train_phase};
 use feedbench::config::SweepConfig;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
-use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
-use feedbench::dataset::{export, Dataset, DatasetOptions, WindowSpec, DEFAULT_TOLERANCE_S};
+use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
+use feedbench::dataset::write::synth::synth_with_progress;
+use feedbench::dataset::write::{Preset, SynthOptions};
+use feedbench::dataset::{
+    export, CodebaseVersion, Dataset, DatasetOptions, WindowSpec, DEFAULT_TOLERANCE_S,
+};
 use feedbench::loader::pipeline::{Loader, LoaderConfig};
 use feedbench::loader::sampler::{SamplerKind, Shard};
 use feedbench::model::{make_step, DeviceChoice, DiffusionConfig, PolicyShapes, Precision};
@@ -43,6 +47,8 @@ enum Command {
     Stage(StageArgs),
     /// The `model` phase: a training step alone on one resident synthetic batch.
     Model(feedbench::model::cli::ModelArgs),
+    /// Generate a LeRobot dataset from a preset: parquet frames, encoded cameras, metadata.
+    Synth(SynthArgs),
 }
 
 #[derive(Args)]
@@ -375,6 +381,124 @@ fn stage(args: &StageArgs) -> Result<()> {
     Ok(())
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatName {
+    /// Many episodes per file (lerobot ≥ 0.4).
+    #[value(name = "v3.0")]
+    V30,
+    /// A file per episode (lerobot ≤ 0.3).
+    #[value(name = "v2.1")]
+    V21,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CodecName {
+    /// AV1 with libsvtav1 (LeRobot's default).
+    Av1,
+    /// H.264 with libx264.
+    H264,
+    /// HEVC with libx265.
+    Hevc,
+}
+
+#[derive(Args)]
+struct SynthArgs {
+    /// A built-in preset (pusht, so101, aloha, g1) or a path to a preset TOML file.
+    #[arg(long)]
+    preset: String,
+    /// The dataset directory to create (an existing non-empty one only with --force).
+    #[arg(long)]
+    out: PathBuf,
+    /// Layout version.
+    #[arg(long, value_enum, default_value = "v3.0")]
+    format: FormatName,
+    /// Video codec (default: the preset's, av1).
+    #[arg(long, value_enum)]
+    codec: Option<CodecName>,
+    /// Keyframe interval (default: the preset's, 2).
+    #[arg(long)]
+    gop: Option<u32>,
+    /// Constant rate factor (default: the preset's, 30).
+    #[arg(long)]
+    crf: Option<u32>,
+    /// The encoder's speed preset (default: 12 for libsvtav1, veryfast for x264/x265).
+    #[arg(long)]
+    encoder_preset: Option<String>,
+    /// Number of episodes (default: the preset's).
+    #[arg(long)]
+    episodes: Option<usize>,
+    /// Frames of every episode (default: the preset's mean, varied per episode).
+    #[arg(long)]
+    frames_per_episode: Option<usize>,
+    /// Seed of everything generated.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// v3.0: at most this many episodes per data and video file (default: LeRobot's sizes).
+    #[arg(long)]
+    episodes_per_file: Option<usize>,
+    /// Replace an existing dataset at --out.
+    #[arg(long)]
+    force: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn synth(args: &SynthArgs) -> Result<()> {
+    let mut preset = Preset::load(&args.preset)?;
+    if let Some(codec) = args.codec {
+        preset.codec = match codec {
+            CodecName::Av1 => VideoCodec::Av1,
+            CodecName::H264 => VideoCodec::H264,
+            CodecName::Hevc => VideoCodec::Hevc,
+        };
+    }
+    preset.gop = args.gop.unwrap_or(preset.gop);
+    preset.crf = args.crf.unwrap_or(preset.crf);
+    preset.encoder_preset = args.encoder_preset.clone().or(preset.encoder_preset);
+    preset.episodes = args.episodes.unwrap_or(preset.episodes);
+    if let Some(frames) = args.frames_per_episode {
+        (preset.frames_per_episode, preset.frames_jitter) = (frames, 0);
+    }
+    let options = SynthOptions {
+        version: match args.format {
+            FormatName::V30 => CodebaseVersion::V30,
+            FormatName::V21 => CodebaseVersion::V21,
+        },
+        seed: args.seed,
+        force: args.force,
+        episodes_per_file: args.episodes_per_file,
+    };
+    let progress = if args.json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0).with_message("encoding")
+    };
+    let report = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
+        progress.set_length(total);
+        progress.set_position(done);
+    })?;
+    progress.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "wrote {} ({} {}, {}): {} episodes, {} frames, {} video file{} ({}) in {:.1} s",
+            report.root.display(),
+            preset.name,
+            options.version,
+            preset.encode_settings().codec,
+            report.episodes,
+            report.frames,
+            report.video_files,
+            if report.video_files == 1 { "" } else { "s" },
+            human_bytes(report.video_bytes),
+            report.seconds
+        );
+    }
+    Ok(())
+}
+
 fn info(args: &InfoArgs) -> Result<()> {
     let summary = Summary::collect(&args.dataset)?;
     if args.json {
@@ -420,6 +544,11 @@ fn sample(args: &SampleArgs) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    // SVT-AV1 prints a banner for every encoder it opens unless its log level says errors
+    // only. Set before any thread starts (nothing else reads the environment concurrently).
+    if std::env::var_os("SVT_LOG").is_none() {
+        std::env::set_var("SVT_LOG", "1");
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
@@ -432,5 +561,6 @@ fn main() -> Result<()> {
         Command::Sweep(args) => sweep(&args),
         Command::Stage(args) => stage(&args),
         Command::Model(args) => feedbench::model::cli::run(&args),
+        Command::Synth(args) => synth(&args),
     }
 }

@@ -153,6 +153,8 @@ pub struct VideoInfo {
     pub channels: Option<u32>,
     /// `has_audio`.
     pub has_audio: Option<bool>,
+    /// `video.is_depth_map` (newer LeRobot writes `is_depth_map`).
+    pub is_depth_map: Option<bool>,
     /// Every other key (`video.g`, `video.crf`, …) as written.
     pub other: BTreeMap<String, Json>,
 }
@@ -169,12 +171,46 @@ impl VideoInfo {
                 "video.fps" => info.fps = value.as_f64(),
                 "video.channels" => info.channels = value.as_u64().map(|v| v as u32),
                 "has_audio" => info.has_audio = value.as_bool(),
+                "video.is_depth_map" | "is_depth_map" => info.is_depth_map = value.as_bool(),
                 _ => {
                     info.other.insert(key.clone(), value.clone());
                 }
             }
         }
         info
+    }
+
+    /// The `info` block as LeRobot writes it: `video.height`, `video.width`, `video.codec`,
+    /// `video.pix_fmt`, `video.is_depth_map`, `video.fps`, `video.channels`, `has_audio`, then
+    /// the other keys. Absent fields are left out.
+    pub fn to_json(&self) -> Json {
+        let mut block = serde_json::Map::new();
+        let mut put = |key: &str, value: Option<Json>| {
+            if let Some(value) = value {
+                block.insert(key.to_string(), value);
+            }
+        };
+        put("video.height", self.height.map(Json::from));
+        put("video.width", self.width.map(Json::from));
+        put("video.codec", self.codec.clone().map(Json::from));
+        put("video.pix_fmt", self.pix_fmt.clone().map(Json::from));
+        put("video.is_depth_map", self.is_depth_map.map(Json::from));
+        put("video.fps", self.fps.map(number));
+        put("video.channels", self.channels.map(Json::from));
+        put("has_audio", self.has_audio.map(Json::from));
+        for (key, value) in &self.other {
+            block.insert(key.clone(), value.clone());
+        }
+        Json::Object(block)
+    }
+}
+
+/// A JSON number: an integer when `value` is integral (info.json writes `"fps": 30`).
+fn number(value: f64) -> Json {
+    if value.fract() == 0.0 && value.abs() < 9.0e15 {
+        Json::from(value as i64)
+    } else {
+        Json::from(value)
     }
 }
 
@@ -207,6 +243,19 @@ impl Feature {
             self.name.as_str(),
             "timestamp" | "frame_index" | "episode_index" | "index" | "task_index"
         )
+    }
+
+    /// The entry as info.json holds it: `dtype`, `shape`, `names` (a flat list or null) and,
+    /// for videos, the `info` block.
+    pub fn to_json(&self) -> Json {
+        let mut entry = serde_json::Map::new();
+        entry.insert("dtype".into(), Json::from(self.kind.dtype_name()));
+        entry.insert("shape".into(), Json::from(self.shape.clone()));
+        entry.insert("names".into(), self.names.clone().map_or(Json::Null, Json::from));
+        if let Some(video) = &self.video {
+            entry.insert("info".into(), video.to_json());
+        }
+        Json::Object(entry)
     }
 
     fn parse(name: &str, raw: &Json, info_path: &Path) -> Result<Self> {
@@ -288,7 +337,7 @@ fn image_shape(shape: &[usize], names: Option<&[String]>) -> Option<ImageShape> 
 }
 
 /// The parsed `meta/info.json`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Info {
     /// The layout version.
     pub codebase_version: CodebaseVersion,
@@ -418,6 +467,41 @@ impl Info {
         self.features.iter().find(|f| f.name == name)
     }
 
+    /// info.json as LeRobot writes it, keys in LeRobot's order; v2 keys (`total_videos`,
+    /// `total_chunks`) and v3.0 keys (`*_files_size_in_mb`) only where they are set.
+    /// [`Info::parse`] of its text gives back an equal value.
+    pub fn to_json(&self) -> Json {
+        let mut info = serde_json::Map::new();
+        let mut put = |key: &str, value: Json| {
+            info.insert(key.to_string(), value);
+        };
+        put("codebase_version", Json::from(self.codebase_version.to_string()));
+        put("robot_type", self.robot_type.clone().map_or(Json::Null, Json::from));
+        put("total_episodes", Json::from(self.total_episodes));
+        put("total_frames", Json::from(self.total_frames));
+        put("total_tasks", Json::from(self.total_tasks));
+        if let Some(videos) = self.total_videos {
+            put("total_videos", Json::from(videos));
+        }
+        if let Some(chunks) = self.total_chunks {
+            put("total_chunks", Json::from(chunks));
+        }
+        put("chunks_size", Json::from(self.chunks_size));
+        if let Some(mb) = self.data_files_size_in_mb {
+            put("data_files_size_in_mb", number(mb));
+        }
+        if let Some(mb) = self.video_files_size_in_mb {
+            put("video_files_size_in_mb", number(mb));
+        }
+        put("fps", number(self.fps));
+        put("splits", serde_json::to_value(&self.splits).expect("string map"));
+        put("data_path", Json::from(self.data_path.clone()));
+        put("video_path", self.video_path.clone().map_or(Json::Null, Json::from));
+        let features = self.features.iter().map(|f| (f.name.clone(), f.to_json())).collect();
+        put("features", Json::Object(features));
+        Json::Object(info)
+    }
+
     /// The video features (cameras), in info.json order.
     pub fn video_keys(&self) -> impl Iterator<Item = &Feature> {
         self.features.iter().filter(|f| f.kind == FeatureKind::Video)
@@ -522,6 +606,64 @@ mod tests {
         assert_eq!(video.codec.as_deref(), Some("av1"));
         assert_eq!(video.other.get("video.g"), Some(&Json::from(2)));
         assert_eq!(info.video_files_size_in_mb, Some(200.0));
+    }
+
+    #[test]
+    fn to_json_round_trips_with_lerobot_video_keys() {
+        let info = parse(MINIMAL).unwrap();
+        let json = info.to_json();
+        assert_eq!(parse(&json.to_string()).unwrap(), info);
+        let block = &json["features"]["observation.image"]["info"];
+        assert_eq!(block["video.codec"], "av1");
+        assert_eq!(block["video.fps"], 10, "integral fps written as an integer");
+        assert_eq!(block["video.g"], 2);
+        assert_eq!(json["fps"], 10);
+        assert!(json.get("total_chunks").is_none(), "v3.0 info has no total_chunks");
+
+        let mut video = VideoInfo {
+            codec: Some("hevc".into()),
+            pix_fmt: Some("yuv420p".into()),
+            height: Some(48),
+            width: Some(64),
+            fps: Some(30.0),
+            channels: Some(3),
+            has_audio: Some(false),
+            is_depth_map: Some(false),
+            other: BTreeMap::new(),
+        };
+        video.other.insert("video.crf".into(), Json::from(30));
+        let block = video.to_json();
+        let keys: Vec<&str> = block.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "video.height",
+                "video.width",
+                "video.codec",
+                "video.pix_fmt",
+                "video.is_depth_map",
+                "video.fps",
+                "video.channels",
+                "has_audio",
+                "video.crf"
+            ]
+        );
+        assert_eq!(VideoInfo::parse(block.as_object().unwrap()), video);
+    }
+
+    #[test]
+    fn real_g1_info_round_trips() {
+        let root = crate::testdata::g1_partial_root();
+        let Ok(info) = Info::load(&root) else {
+            eprintln!("note: g1-partial absent, round trip on the real info.json skipped");
+            return;
+        };
+        let again = Info::parse(&info.to_json().to_string(), Path::new("again.json")).unwrap();
+        assert_eq!(again, info);
+        let camera = info.feature("observation.images.cam_high").unwrap().video.as_ref().unwrap();
+        assert_eq!(camera.is_depth_map, Some(false));
+        assert_eq!(camera.has_audio, Some(false));
+        assert!(camera.other.is_empty(), "{:?}", camera.other);
     }
 
     #[test]

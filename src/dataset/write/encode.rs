@@ -1,0 +1,376 @@
+//! Encoding RGB frames into mp4 files in process with FFmpeg, as LeRobot does with PyAV:
+//! RGB24 → swscale (bilinear) → yuv420p → libsvtav1 / libx264 / libx265 → the mp4 muxer.
+//!
+//! Timestamps are exact: the encoder's time base is 1/fps and frame `i` of a file has pts `i`,
+//! so the mp4 holds frame `i` at `i / fps` seconds. Each episode is encoded by a fresh encoder
+//! (so it starts on a keyframe with a closed GOP) and appended to the open file, as LeRobot's
+//! v3.0 files are concatenations of separately encoded episodes: an episode's
+//! `from_timestamp` is the duration of the episodes before it in the file.
+
+use std::path::{Path, PathBuf};
+
+use ffmpeg_next::codec::{self, Flags};
+use ffmpeg_next::format::{self, Pixel};
+use ffmpeg_next::software::scaling;
+use ffmpeg_next::util::error::EAGAIN;
+use ffmpeg_next::{encoder, frame, Dictionary, Packet, Rational};
+use serde_json::Value as Json;
+
+use crate::dataset::meta::VideoInfo;
+use crate::dataset::video::probe::init_ffmpeg;
+use crate::dataset::video::VideoCodec;
+use crate::dataset::{DatasetError, Result};
+
+/// How camera frames are encoded. LeRobot's defaults: AV1 (libsvtav1), yuv420p, GOP 2, crf 30.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodeSettings {
+    /// The codec: AV1 with libsvtav1, H.264 with libx264, HEVC with libx265.
+    pub codec: VideoCodec,
+    /// Keyframe interval (`g`): a keyframe every `gop` frames.
+    pub gop: u32,
+    /// Constant rate factor (quality; lower is better and larger).
+    pub crf: u32,
+    /// The encoder's speed preset (`12` for libsvtav1, `veryfast` for x264…); None: the
+    /// default of [`EncodeSettings::default_speed`].
+    pub speed: Option<String>,
+}
+
+impl EncodeSettings {
+    /// LeRobot's settings for `codec`: GOP 2, crf 30, the default speed.
+    pub fn lerobot(codec: VideoCodec) -> Self {
+        Self { codec, gop: 2, crf: 30, speed: None }
+    }
+
+    /// The FFmpeg encoder used for the codec.
+    pub fn encoder_name(&self) -> &'static str {
+        match self.codec {
+            VideoCodec::Av1 => "libsvtav1",
+            VideoCodec::H264 => "libx264",
+            VideoCodec::Hevc => "libx265",
+        }
+    }
+
+    /// The speed preset used when none is given: LeRobot's libsvtav1 preset 12; `veryfast`
+    /// for x264 and x265 (generation runs on small machines).
+    pub fn default_speed(codec: VideoCodec) -> &'static str {
+        match codec {
+            VideoCodec::Av1 => "12",
+            VideoCodec::H264 | VideoCodec::Hevc => "veryfast",
+        }
+    }
+
+    /// The speed preset in effect.
+    pub fn speed(&self) -> &str {
+        self.speed.as_deref().unwrap_or(Self::default_speed(self.codec))
+    }
+
+    fn options(&self) -> Dictionary<'static> {
+        let mut options = Dictionary::new();
+        options.set("g", &self.gop.to_string());
+        options.set("crf", &self.crf.to_string());
+        options.set("preset", self.speed());
+        if self.codec == VideoCodec::Hevc {
+            options.set("x265-params", "log-level=error");
+        }
+        options
+    }
+
+    /// The `info` block of a camera encoded with these settings, as LeRobot writes it (the
+    /// stream's size, codec, pixel format and rate, then the encoder's `video.g`, `video.crf`,
+    /// `video.preset`).
+    pub fn video_info(&self, height: u32, width: u32, fps: u32) -> VideoInfo {
+        let mut info = VideoInfo {
+            codec: Some(self.codec.name().into()),
+            pix_fmt: Some("yuv420p".into()),
+            height: Some(height),
+            width: Some(width),
+            fps: Some(f64::from(fps)),
+            channels: Some(3),
+            has_audio: Some(false),
+            is_depth_map: Some(false),
+            ..VideoInfo::default()
+        };
+        info.other.insert("video.g".into(), Json::from(self.gop));
+        info.other.insert("video.crf".into(), Json::from(self.crf));
+        let speed = self.speed();
+        let speed = speed.parse::<i64>().map_or_else(|_| Json::from(speed), Json::from);
+        info.other.insert("video.preset".into(), speed);
+        info
+    }
+}
+
+/// Where an episode lies in its mp4 file, seconds: `[from, to)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Clip {
+    /// The episode's first frame is shown at this time.
+    pub from_timestamp: f64,
+    /// The end of its last frame (the next episode's `from_timestamp`).
+    pub to_timestamp: f64,
+}
+
+/// An mp4 file being written: one video stream; episodes are appended one after another.
+pub struct Mp4Writer {
+    path: PathBuf,
+    output: format::context::Output,
+    settings: EncodeSettings,
+    width: u32,
+    height: u32,
+    fps: i32,
+    /// The stream's time base, fixed by the muxer when the header is written.
+    stream_time_base: Option<Rational>,
+    /// The codec headers of the first encoder: every episode's encoder must match them.
+    extradata: Option<Vec<u8>>,
+    /// The encoder of the episode being written.
+    encoder: Option<encoder::video::Encoder>,
+    scaler: scaling::Context,
+    rgb: frame::Video,
+    yuv: frame::Video,
+    /// Frames in the file before the current episode.
+    episode_start: i64,
+    /// Frames of the current episode so far.
+    episode_frames: i64,
+    /// Bytes of coded frames written so far.
+    bytes: u64,
+}
+
+impl Mp4Writer {
+    /// Creates `path` (its parent directories too) for frames of `width × height` at `fps`.
+    pub fn create(
+        path: &Path,
+        width: u32,
+        height: u32,
+        fps: u32,
+        settings: &EncodeSettings,
+    ) -> Result<Self> {
+        init_ffmpeg();
+        if !width.is_multiple_of(2) || !height.is_multiple_of(2) || width == 0 || height == 0 {
+            return Err(DatasetError::invalid(
+                path,
+                format!("cannot encode {width}×{height} frames: yuv420p needs even sizes"),
+            ));
+        }
+        if settings.codec == VideoCodec::Av1 && (width < 64 || height < 64) {
+            return Err(DatasetError::invalid(
+                path,
+                format!("cannot encode {width}×{height} frames: libsvtav1 needs at least 64×64"),
+            ));
+        }
+        let fps = i32::try_from(fps)
+            .ok()
+            .filter(|&f| f > 0)
+            .ok_or_else(|| DatasetError::invalid(path, format!("cannot encode at {fps} fps")))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| DatasetError::io(parent, e))?;
+        }
+        let ffmpeg =
+            |what: &str, e: ffmpeg_next::Error| DatasetError::invalid(path, format!("{what}: {e}"));
+        let output = format::output(path).map_err(|e| ffmpeg("cannot create the mp4 file", e))?;
+        let scaler = scaling::Context::get(
+            Pixel::RGB24,
+            width,
+            height,
+            Pixel::YUV420P,
+            width,
+            height,
+            scaling::Flags::BILINEAR,
+        )
+        .map_err(|e| ffmpeg("cannot set up RGB → yuv420p conversion", e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            output,
+            settings: settings.clone(),
+            width,
+            height,
+            fps,
+            stream_time_base: None,
+            extradata: None,
+            encoder: None,
+            scaler,
+            rgb: frame::Video::new(Pixel::RGB24, width, height),
+            yuv: frame::Video::new(Pixel::YUV420P, width, height),
+            episode_start: 0,
+            episode_frames: 0,
+            bytes: 0,
+        })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of coded frames written so far (the file's size without its headers).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Frames written so far.
+    pub fn frames(&self) -> i64 {
+        self.episode_start + self.episode_frames
+    }
+
+    fn error(&self, what: &str, e: ffmpeg_next::Error) -> DatasetError {
+        DatasetError::invalid(&self.path, format!("{what}: {e}"))
+    }
+
+    /// Starts an episode: a fresh encoder, so the episode begins with a keyframe.
+    pub fn start_episode(&mut self) -> Result<()> {
+        if self.encoder.is_some() {
+            self.finish_episode()?;
+        }
+        let name = self.settings.encoder_name();
+        let codec = encoder::find_by_name(name).ok_or_else(|| {
+            DatasetError::invalid(
+                &self.path,
+                format!(
+                    "FFmpeg has no {name} encoder (install the library it wraps, see the Makefile)"
+                ),
+            )
+        })?;
+        let mut context = codec::context::Context::new_with_codec(codec)
+            .encoder()
+            .video()
+            .map_err(|e| self.error("cannot create the encoder", e))?;
+        context.set_width(self.width);
+        context.set_height(self.height);
+        context.set_format(Pixel::YUV420P);
+        context.set_time_base(Rational(1, self.fps));
+        context.set_frame_rate(Some(Rational(self.fps, 1)));
+        context.set_gop(self.settings.gop);
+        let mut flags = Flags::empty();
+        if self.output.format().flags().contains(format::Flags::GLOBAL_HEADER) {
+            flags |= Flags::GLOBAL_HEADER;
+        }
+        if self.settings.codec == VideoCodec::Av1 {
+            // Real keyframes every `gop` frames, as in LeRobot's files. Without this flag
+            // FFmpeg 5.1 asks SVT-AV1 for forward keyframes (intra-only frames that are no
+            // sync samples): decoding could then only ever start at the first frame.
+            flags |= Flags::CLOSED_GOP;
+        }
+        context.set_flags(flags);
+        let encoder = context
+            .open_with(self.settings.options())
+            .map_err(|e| self.error(&format!("cannot open {name} with {:?}", self.settings), e))?;
+        // SAFETY: the encoder is open; extradata is extradata_size bytes or null.
+        let extradata = unsafe {
+            let context = encoder.as_ptr();
+            let (data, size) = ((*context).extradata, (*context).extradata_size);
+            if data.is_null() || size <= 0 {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(data, size as usize).to_vec()
+            }
+        };
+        match &self.extradata {
+            None => {
+                let path = &self.path;
+                let mut stream = self.output.add_stream(codec).map_err(|e| {
+                    DatasetError::invalid(path, format!("cannot add the video stream: {e}"))
+                })?;
+                stream.set_parameters(&encoder);
+                stream.set_time_base(Rational(1, self.fps));
+                stream.set_avg_frame_rate(Rational(self.fps, 1));
+                self.output.write_header().map_err(|e| self.error("cannot write the header", e))?;
+                let time_base = self.output.stream(0).map(|s| s.time_base());
+                self.stream_time_base = time_base;
+                self.extradata = Some(extradata);
+            }
+            Some(first) if *first != extradata => {
+                return Err(DatasetError::invalid(
+                    &self.path,
+                    "the encoder's codec headers changed between episodes; cannot append",
+                ));
+            }
+            Some(_) => {}
+        }
+        self.encoder = Some(encoder);
+        Ok(())
+    }
+
+    /// Encodes one frame of the current episode: packed RGB24, `height × width × 3` bytes.
+    pub fn push_rgb(&mut self, rgb: &[u8]) -> Result<()> {
+        let row = self.width as usize * 3;
+        if rgb.len() != row * self.height as usize {
+            return Err(DatasetError::invalid(
+                &self.path,
+                format!(
+                    "a frame of {} bytes, expected {}×{}×3",
+                    rgb.len(),
+                    self.height,
+                    self.width
+                ),
+            ));
+        }
+        if self.encoder.is_none() {
+            self.start_episode()?;
+        }
+        let stride = self.rgb.stride(0);
+        let plane = self.rgb.data_mut(0);
+        for (y, src) in rgb.chunks_exact(row).enumerate() {
+            plane[y * stride..y * stride + row].copy_from_slice(src);
+        }
+        self.scaler
+            .run(&self.rgb, &mut self.yuv)
+            .map_err(|e| DatasetError::invalid(&self.path, format!("RGB → yuv420p: {e}")))?;
+        self.yuv.set_pts(Some(self.episode_frames));
+        let sent = self.encoder.as_mut().expect("started").send_frame(&self.yuv);
+        sent.map_err(|e| self.error("encoding a frame", e))?;
+        self.episode_frames += 1;
+        self.drain()
+    }
+
+    /// Writes the packets the encoder has ready, shifted to the episode's place in the file.
+    fn drain(&mut self) -> Result<()> {
+        let time_base = self.stream_time_base.expect("header written");
+        let mut packet = Packet::empty();
+        loop {
+            let Some(encoder) = self.encoder.as_mut() else { return Ok(()) };
+            match encoder.receive_packet(&mut packet) {
+                Ok(()) => {}
+                Err(ffmpeg_next::Error::Other { errno: EAGAIN }) | Err(ffmpeg_next::Error::Eof) => {
+                    return Ok(())
+                }
+                Err(e) => return Err(self.error("encoding", e)),
+            }
+            let shift = |t: Option<i64>| t.map(|t| t + self.episode_start);
+            packet.set_pts(shift(packet.pts()));
+            packet.set_dts(shift(packet.dts()));
+            packet.set_duration(1);
+            packet.rescale_ts(Rational(1, self.fps), time_base);
+            packet.set_stream(0);
+            packet.set_position(-1);
+            self.bytes += packet.size() as u64;
+            packet.write(&mut self.output).map_err(|e| self.error("writing a frame", e))?;
+        }
+    }
+
+    /// Ends the current episode (flushes its encoder) and returns where it lies in the file.
+    pub fn finish_episode(&mut self) -> Result<Clip> {
+        if let Some(encoder) = self.encoder.as_mut() {
+            encoder
+                .send_eof()
+                .map_err(|e| DatasetError::invalid(&self.path, format!("flushing: {e}")))?;
+            self.drain()?;
+        }
+        self.encoder = None;
+        let fps = f64::from(self.fps);
+        let clip = Clip {
+            from_timestamp: self.episode_start as f64 / fps,
+            to_timestamp: (self.episode_start + self.episode_frames) as f64 / fps,
+        };
+        self.episode_start += self.episode_frames;
+        self.episode_frames = 0;
+        Ok(clip)
+    }
+
+    /// Ends the last episode and completes the file.
+    pub fn finish(mut self) -> Result<()> {
+        if self.encoder.is_some() {
+            self.finish_episode()?;
+        }
+        if self.extradata.is_none() {
+            return Err(DatasetError::invalid(&self.path, "no frame was encoded"));
+        }
+        self.output.write_trailer().map_err(|e| self.error("cannot complete the mp4 file", e))
+    }
+}

@@ -1,0 +1,265 @@
+//! `feedbench synth`: a complete generated LeRobot dataset (v2.1 or v3.0) from a preset:
+//! camera frames rendered ([`super::scene`]) and encoded in process ([`super::encode`]), states
+//! and actions that follow the motion, and the metadata and statistics LeRobot writes
+//! ([`super::dataset`]). Everything is fixed by the seed, except the encoders' bytes.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::dataset::{
+    chunk_and_file, dataset_info, groups_of, video_file, write_dataset, CameraClip, CameraFeature,
+    Contents, Layout, VectorFeature, CHUNKS_SIZE,
+};
+use super::encode::Mp4Writer;
+use super::preset::Preset;
+use super::scene::{Camera, Motion};
+use super::stats::ImageStats;
+use super::{write_atomically, ListLayout};
+use crate::dataset::meta::{CodebaseVersion, Info};
+use crate::dataset::Result;
+
+/// How `synth` writes a preset's dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SynthOptions {
+    /// v2.1 (a file per episode) or v3.0 (many episodes per file).
+    pub version: CodebaseVersion,
+    /// Seed of everything generated (episode lengths, frames, states).
+    pub seed: u64,
+    /// Replace an existing dataset at the output directory.
+    pub force: bool,
+    /// v3.0: at most this many episodes per data file and per video file; by default files
+    /// roll over at LeRobot's sizes (100 MB of data, 200 MB of video).
+    pub episodes_per_file: Option<usize>,
+}
+
+impl Default for SynthOptions {
+    fn default() -> Self {
+        Self { version: CodebaseVersion::V30, seed: 0, force: false, episodes_per_file: None }
+    }
+}
+
+/// What `synth` wrote.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SynthReport {
+    /// The dataset root.
+    pub root: PathBuf,
+    /// Episodes written.
+    pub episodes: usize,
+    /// Frames written.
+    pub frames: usize,
+    /// mp4 files written.
+    pub video_files: usize,
+    /// Bytes of coded video frames.
+    pub video_bytes: u64,
+    /// Wall time, seconds.
+    pub seconds: f64,
+}
+
+/// Bytes of one parquet row (state, action, bookkeeping), uncompressed: how many episodes fit
+/// in a data file of LeRobot's 100 MB.
+fn row_bytes(preset: &Preset) -> usize {
+    4 * (preset.state_dim + preset.action_dim) + 4 + 4 * 8
+}
+
+/// Writes the dataset `preset` describes at `out`.
+pub fn synth(out: &Path, preset: &Preset, options: &SynthOptions) -> Result<SynthReport> {
+    synth_with_progress(out, preset, options, &mut |_, _| {})
+}
+
+/// [`synth`], calling `progress(done, total)` with camera frames encoded so far.
+pub fn synth_with_progress(
+    out: &Path,
+    preset: &Preset,
+    options: &SynthOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SynthReport> {
+    let started = Instant::now();
+    preset.check().map_err(|what| crate::dataset::DatasetError::invalid(out, what))?;
+    let lengths = preset.episode_lengths(options.seed);
+    let data_files = match options.episodes_per_file {
+        Some(n) => groups_of(lengths.len(), n),
+        None => {
+            let limit = 100 * 1024 * 1024 / row_bytes(preset);
+            let mut groups: Vec<Vec<usize>> = vec![vec![]];
+            let mut rows = 0;
+            for (e, &length) in lengths.iter().enumerate() {
+                if rows + length > limit && !groups.last().expect("one group").is_empty() {
+                    groups.push(vec![]);
+                    rows = 0;
+                }
+                groups.last_mut().expect("one group").push(e);
+                rows += length;
+            }
+            groups
+        }
+    };
+    let layout = Layout {
+        version: options.version,
+        fps: preset.fps,
+        robot_type: preset.robot_type.clone(),
+        tasks: preset.tasks.clone(),
+        episode_lengths: lengths,
+        data_files,
+        row_group_rows: 100_000,
+        list_layout: ListLayout::FixedSize,
+    };
+    layout.check(out)?;
+    let settings = preset.encode_settings();
+    let vectors = [
+        ("observation.state".to_string(), preset.state_names()),
+        ("action".to_string(), preset.action_names()),
+    ];
+    let cameras: Vec<_> = preset
+        .cameras
+        .iter()
+        .map(|c| {
+            (c.key.clone(), c.height, c.width, settings.video_info(c.height, c.width, preset.fps))
+        })
+        .collect();
+    let info = dataset_info(&layout, &vectors, None, &cameras);
+    let motions: Vec<Motion> = (0..layout.episode_lengths.len())
+        .map(|e| Motion::new(options.seed, e, preset.state_dim.max(preset.action_dim)))
+        .collect();
+    let total = (layout.total_frames() * preset.cameras.len()) as u64;
+    let mut report = SynthReport {
+        root: out.to_path_buf(),
+        episodes: layout.episode_lengths.len(),
+        frames: layout.total_frames(),
+        video_files: 0,
+        video_bytes: 0,
+        seconds: 0.0,
+    };
+    write_atomically(out, options.force, |root| {
+        let mut done = 0u64;
+        let mut features = Vec::new();
+        for (index, camera) in preset.cameras.iter().enumerate() {
+            let feature =
+                encode_camera(root, &info, &layout, preset, options, index, &motions, &mut |n| {
+                    done += n;
+                    progress(done, total);
+                })?;
+            report.video_files += feature.1;
+            report.video_bytes += feature.2;
+            debug_assert_eq!(feature.0.key, camera.key);
+            features.push(feature.0);
+        }
+        let contents = Contents {
+            vectors: vec![
+                trajectory(&vectors[0], &layout, &motions, 0.0),
+                trajectory(&vectors[1], &layout, &motions, 1.0 / f64::from(preset.fps)),
+            ],
+            image: None,
+            cameras: features,
+        };
+        write_dataset(root, &info, &layout, &contents)
+    })?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// A vector feature's values: each episode's motion state `ahead` seconds after each frame.
+fn trajectory(
+    (key, names): &(String, Vec<String>),
+    layout: &Layout,
+    motions: &[Motion],
+    ahead: f64,
+) -> VectorFeature {
+    let width = names.len();
+    let mut values = vec![0f32; layout.total_frames() * width];
+    let mut row = values.chunks_exact_mut(width);
+    let mut state = vec![0f32; motions.first().map_or(0, |m| m.dims())];
+    for (motion, &length) in motions.iter().zip(&layout.episode_lengths) {
+        for frame in 0..length {
+            motion.state(frame as f64 / f64::from(layout.fps) + ahead, &mut state);
+            row.next().expect("a row per frame").copy_from_slice(&state[..width]);
+        }
+    }
+    VectorFeature { key: key.clone(), names: names.clone(), values }
+}
+
+/// The mp4 file a camera's episodes are being appended to.
+struct OpenFile {
+    writer: Mp4Writer,
+    /// v3.0: chunk and file index (v2.1: the episode's chunk and the episode).
+    chunk: usize,
+    file: usize,
+    /// Episodes in it so far.
+    episodes: usize,
+}
+
+/// Renders and encodes every episode of camera `index`; returns the feature, the number of
+/// files and the bytes of coded frames. v2.1 gives each episode a file; v3.0 appends episodes
+/// to a file until `episodes_per_file`, or else until the next episode would take the file
+/// beyond `video_files_size_in_mb` (judged by the last episode's size, as LeRobot does).
+#[allow(clippy::too_many_arguments)]
+fn encode_camera(
+    root: &Path,
+    info: &Info,
+    layout: &Layout,
+    preset: &Preset,
+    options: &SynthOptions,
+    index: usize,
+    motions: &[Motion],
+    progress: &mut dyn FnMut(u64),
+) -> Result<(CameraFeature, usize, u64)> {
+    let spec = &preset.cameras[index];
+    let settings = preset.encode_settings();
+    let (height, width) = (spec.height, spec.width);
+    let camera = Camera::new(options.seed, index, height, width);
+    let limit = info.video_files_size_in_mb.unwrap_or(200.0) * 1024.0 * 1024.0;
+    let v2 = layout.version.is_v2();
+    let mut frame = vec![0u8; height as usize * width as usize * 3];
+    let (mut clips, mut stats) = (Vec::new(), Vec::new());
+    let (mut files, mut bytes, mut last_episode_bytes) = (0, 0, 0);
+    let mut open: Option<OpenFile> = None;
+    for (episode, (motion, &length)) in motions.iter().zip(&layout.episode_lengths).enumerate() {
+        let full = match (&open, options.episodes_per_file) {
+            (None, _) => true,
+            (Some(_), _) if v2 => true,
+            (Some(f), Some(n)) => f.episodes >= n,
+            (Some(f), None) => (f.writer.bytes() + last_episode_bytes) as f64 >= limit,
+        };
+        if full {
+            if let Some(f) = open.take() {
+                bytes += f.writer.bytes();
+                f.writer.finish()?;
+            }
+            let (chunk, file) =
+                if v2 { (episode / CHUNKS_SIZE, episode) } else { chunk_and_file(files) };
+            let path = root.join(video_file(info, &spec.key, chunk, file)?);
+            let writer = Mp4Writer::create(&path, width, height, preset.fps, &settings)?;
+            open = Some(OpenFile { writer, chunk, file, episodes: 0 });
+            files += 1;
+        }
+        let f = open.as_mut().expect("a file is open");
+        let before = f.writer.bytes();
+        f.writer.start_episode()?;
+        let view = camera.view(motion, episode);
+        let mut episode_stats = ImageStats::new(length, height, width);
+        for i in 0..length {
+            view.render(i as f64 / f64::from(preset.fps), i, &mut frame);
+            episode_stats.add(i, &frame, width);
+            f.writer.push_rgb(&frame)?;
+            progress(1);
+        }
+        let clip = f.writer.finish_episode()?;
+        last_episode_bytes = f.writer.bytes() - before;
+        f.episodes += 1;
+        clips.push(CameraClip {
+            chunk: f.chunk,
+            file: f.file,
+            from_timestamp: clip.from_timestamp,
+            to_timestamp: clip.to_timestamp,
+        });
+        stats.push(episode_stats.finish());
+    }
+    if let Some(f) = open.take() {
+        bytes += f.writer.bytes();
+        f.writer.finish()?;
+    }
+    let video = settings.video_info(height, width, preset.fps);
+    let feature = CameraFeature { key: spec.key.clone(), height, width, info: video, clips, stats };
+    Ok((feature, files, bytes))
+}
