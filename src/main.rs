@@ -13,7 +13,7 @@ use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
 use feedbench::dataset::write::synth::synth_with_progress;
-use feedbench::dataset::write::{Preset, SynthOptions};
+use feedbench::dataset::write::{Preset, PresetOverrides, SynthOptions};
 use feedbench::dataset::{
     export, CodebaseVersion, Dataset, DatasetOptions, WindowSpec, DEFAULT_TOLERANCE_S,
 };
@@ -445,21 +445,18 @@ struct SynthArgs {
 }
 
 fn synth(args: &SynthArgs) -> Result<()> {
-    let mut preset = Preset::load(&args.preset)?;
-    if let Some(codec) = args.codec {
-        preset.codec = match codec {
+    let preset = Preset::load(&args.preset)?.with(&PresetOverrides {
+        codec: args.codec.map(|codec| match codec {
             CodecName::Av1 => VideoCodec::Av1,
             CodecName::H264 => VideoCodec::H264,
             CodecName::Hevc => VideoCodec::Hevc,
-        };
-    }
-    preset.gop = args.gop.unwrap_or(preset.gop);
-    preset.crf = args.crf.unwrap_or(preset.crf);
-    preset.encoder_preset = args.encoder_preset.clone().or(preset.encoder_preset);
-    preset.episodes = args.episodes.unwrap_or(preset.episodes);
-    if let Some(frames) = args.frames_per_episode {
-        (preset.frames_per_episode, preset.frames_jitter) = (frames, 0);
-    }
+        }),
+        gop: args.gop,
+        crf: args.crf,
+        encoder_preset: args.encoder_preset.clone(),
+        episodes: args.episodes,
+        frames_per_episode: args.frames_per_episode,
+    });
     let options = SynthOptions {
         version: match args.format {
             FormatName::V30 => CodebaseVersion::V30,

@@ -17,7 +17,9 @@ use super::system::system_info;
 use super::trace::Trace;
 use crate::config::{parse_trace_cell, EpisodeChoice, SweepConfig};
 use crate::dataset::summary::parse_episode_list;
-use crate::dataset::{Dataset, DatasetError, DatasetOptions, WindowSpec};
+use crate::dataset::video::VideoCodec;
+use crate::dataset::write::{synth, Preset, PresetOverrides, SynthOptions};
+use crate::dataset::{CodebaseVersion, Dataset, DatasetError, DatasetOptions, WindowSpec};
 use crate::loader::pipeline::{Loader, LoaderConfig, LoaderError};
 use crate::loader::sampler::{SamplerKind, Shard};
 use crate::model::{make_step, DeviceChoice, DiffusionConfig, ModelError, PolicyShapes, Precision};
@@ -80,7 +82,8 @@ pub enum SweepProgress<'a> {
 }
 
 /// The dataset a sweep reads: its `path`, or its `synth` preset generated into the cache
-/// directory (reused when an earlier sweep generated the same thing). `say` hears what is
+/// directory (`/dev/shm/feedbench` by default) under a name that spells out what was
+/// generated, and reused when an earlier sweep generated the same thing. `say` hears what is
 /// being generated.
 pub fn prepare_dataset(
     config: &SweepConfig,
@@ -90,12 +93,70 @@ pub fn prepare_dataset(
     if let Some(path) = &d.path {
         return Ok(path.clone());
     }
-    let preset_name = d.synth.as_deref().expect("checked: path or synth");
-    let _ = &mut say;
-    Err(SweepError::Output {
-        path: PathBuf::from(preset_name),
-        what: "generating datasets lands with `feedbench synth`".into(),
-    })
+    let name = d.synth.as_deref().expect("checked: path or synth");
+    let invalid = |what: String| DatasetError::invalid(name, what);
+    let codec = d
+        .codec
+        .as_deref()
+        .map(|c| VideoCodec::parse(c).ok_or_else(|| invalid(format!("unknown codec {c:?}"))))
+        .transpose()?;
+    let episodes = match d.episodes {
+        Some(EpisodeChoice::Count(n)) => Some(n),
+        _ => None,
+    };
+    let overrides = PresetOverrides {
+        codec,
+        gop: d.gop,
+        crf: d.crf,
+        encoder_preset: None,
+        episodes,
+        frames_per_episode: d.frames_per_episode,
+    };
+    let preset = Preset::load(name)?.with(&overrides);
+    let version = match d.format.as_deref() {
+        None | Some("v3.0") => CodebaseVersion::V30,
+        Some("v2.1") => CodebaseVersion::V21,
+        Some(other) => return Err(invalid(format!("unknown format {other:?} (v3.0, v2.1)")).into()),
+    };
+    let cache = d.cache.clone().unwrap_or_else(default_cache);
+    let root = cache.join(format!(
+        "{}-{version}-{}-gop{}-crf{}-{}ep-{}f{}",
+        preset.name,
+        preset.codec,
+        preset.gop,
+        preset.crf,
+        preset.episodes,
+        preset.frames_per_episode,
+        if preset.frames_jitter > 0 {
+            format!("±{}", preset.frames_jitter)
+        } else {
+            String::new()
+        }
+    ));
+    if root.join("meta/info.json").is_file() {
+        say(&format!("using the generated dataset {}", root.display()));
+        return Ok(root);
+    }
+    say(&format!(
+        "generating {} ({} episodes) into {}",
+        preset.name,
+        preset.episodes,
+        root.display()
+    ));
+    std::fs::create_dir_all(&cache).map_err(|e| DatasetError::io(&cache, e))?;
+    let options = SynthOptions { version, ..SynthOptions::default() };
+    synth(&root, &preset, &options)?;
+    Ok(root)
+}
+
+/// Where generated datasets are kept: RAM-backed `/dev/shm` when there is one.
+fn default_cache() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.join("feedbench")
+    } else {
+        std::env::temp_dir().join("feedbench")
+    }
 }
 
 /// The results file of a sweep's output directory.

@@ -35,7 +35,7 @@ use super::meta::CodebaseVersion;
 use super::{DatasetError, Result};
 
 pub use self::encode::EncodeSettings;
-pub use self::preset::Preset;
+pub use self::preset::{Preset, PresetOverrides};
 pub use self::synth::{synth, SynthOptions, SynthReport};
 
 /// How vector columns are stored in parquet (datasets in the wild use all three).

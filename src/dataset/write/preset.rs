@@ -97,7 +97,38 @@ fn codec<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Vide
     })
 }
 
+/// Changes to a preset asked for by `synth`'s flags or a sweep config's `[dataset]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PresetOverrides {
+    /// Video codec.
+    pub codec: Option<VideoCodec>,
+    /// Keyframe interval.
+    pub gop: Option<u32>,
+    /// Encoder quality.
+    pub crf: Option<u32>,
+    /// Encoder speed preset.
+    pub encoder_preset: Option<String>,
+    /// Number of episodes.
+    pub episodes: Option<usize>,
+    /// Frames of every episode (no jitter).
+    pub frames_per_episode: Option<usize>,
+}
+
 impl Preset {
+    /// The preset with `overrides` applied.
+    pub fn with(mut self, overrides: &PresetOverrides) -> Self {
+        let o = overrides;
+        self.codec = o.codec.unwrap_or(self.codec);
+        self.gop = o.gop.unwrap_or(self.gop);
+        self.crf = o.crf.unwrap_or(self.crf);
+        self.encoder_preset = o.encoder_preset.clone().or(self.encoder_preset);
+        self.episodes = o.episodes.unwrap_or(self.episodes);
+        if let Some(frames) = o.frames_per_episode {
+            (self.frames_per_episode, self.frames_jitter) = (frames, 0);
+        }
+        self
+    }
+
     /// The names of the built-in presets.
     pub fn builtin_names() -> Vec<&'static str> {
         BUILTIN.iter().map(|(name, _)| *name).collect()
