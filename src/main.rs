@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::sync::Arc;
 
 use feedbench::bench::phase::run_loader_phase;
+use feedbench::bench::report;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
@@ -35,6 +36,15 @@ enum Command {
     Stage(StageArgs),
     /// The `model` phase: a training step alone on one resident synthetic batch.
     Model(feedbench::model::cli::ModelArgs),
+    /// Re-render a sweep's report from DIR/results.jsonl alone (never measures): prints it and
+    /// writes report.md, results.csv and the SVG plots into DIR.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The sweep's output directory (holding results.jsonl).
+    dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -278,6 +288,16 @@ fn sample(args: &SampleArgs) -> Result<()> {
     Ok(())
 }
 
+fn report(args: &ReportArgs) -> Result<()> {
+    let written = report::report_dir(&args.dir)?;
+    print!("{}", written.terminal);
+    eprintln!(
+        "wrote {}",
+        written.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -289,5 +309,6 @@ fn main() -> Result<()> {
         Command::Load(args) => load(&args),
         Command::Stage(args) => stage(&args),
         Command::Model(args) => feedbench::model::cli::run(&args),
+        Command::Report(args) => report(&args),
     }
 }
