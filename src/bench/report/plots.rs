@@ -2,11 +2,13 @@
 //! font files are needed). Per plot group: train samples/s against workers, one line per batch
 //! size with the model ceiling dashed in the same colour, and the input-bound % as a heatmap
 //! over workers × batch. Where a cell was measured at several prefetch depths, both plots show
-//! the depth with the best train throughput.
+//! the depth with the best train throughput, except at the recommended workers, where they show
+//! the recommended depth (the heatmap marks that cell).
 
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{PlotGroup, Report, ReportError, Row};
 
@@ -41,10 +43,13 @@ pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
     Ok(files)
 }
 
-/// One batch size of a plot group: per workers, the row with the best train throughput.
+/// One batch size of a plot group: per workers, the row with the best train throughput (the
+/// recommended row at the recommended workers).
 struct Curve<'a> {
     batch: usize,
     points: Vec<&'a Row>,
+    /// The recommended (workers, prefetch) of this batch size.
+    recommended: Option<(usize, usize)>,
 }
 
 fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
@@ -54,12 +59,22 @@ fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
         let curve = match curves.iter_mut().position(|c| c.batch == row.knobs.batch_size) {
             Some(c) => &mut curves[c],
             None => {
-                curves.push(Curve { batch: row.knobs.batch_size, points: Vec::new() });
+                curves.push(Curve {
+                    batch: row.knobs.batch_size,
+                    points: Vec::new(),
+                    recommended: None,
+                });
                 curves.last_mut().expect("just pushed")
             }
         };
+        if row.recommended {
+            curve.recommended = Some((row.knobs.workers, row.knobs.prefetch));
+        }
         match curve.points.iter_mut().find(|p| p.knobs.workers == row.knobs.workers) {
-            Some(p) if row.train_samples_per_s > p.train_samples_per_s => *p = row,
+            Some(p) if row.recommended => *p = row,
+            Some(p) if !p.recommended && row.train_samples_per_s > p.train_samples_per_s => {
+                *p = row
+            }
             Some(_) => {}
             None => curve.points.push(row),
         }
@@ -232,13 +247,26 @@ fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String
                     Rectangle::new(cell, WHITE.stroke_width(2)),
                 ])
                 .map_err(|e| e.to_string())?;
-            let style = TextStyle::from((FONT, 15).into_font()).color(&BLACK).pos(
-                plotters::style::text_anchor::Pos::new(
-                    plotters::style::text_anchor::HPos::Center,
-                    plotters::style::text_anchor::VPos::Center,
-                ),
-            );
-            chart.draw_series([Text::new(text, (x, y), style)]).map_err(|e| e.to_string())?;
+            let centred = |size: u32| {
+                TextStyle::from((FONT, size).into_font())
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Center))
+            };
+            chart.draw_series([Text::new(text, (x, y), centred(15))]).map_err(|e| e.to_string())?;
+            if let Some((_, prefetch)) = curve.recommended.filter(|(rw, _)| rw == w) {
+                let inset = [(x - 0.47, y - 0.47), (x + 0.47, y + 0.47)];
+                chart
+                    .draw_series([
+                        Rectangle::new(inset, BLACK.stroke_width(3)).into_dyn(),
+                        Text::new(
+                            format!("recommended, prefetch {prefetch}"),
+                            (x, y - 0.2),
+                            centred(12),
+                        )
+                        .into_dyn(),
+                    ])
+                    .map_err(|e| e.to_string())?;
+            }
         }
     }
 

@@ -53,11 +53,12 @@ pub fn render(report: &Report) -> String {
     for l in &lines {
         line(l.iter().map(String::as_str).collect());
     }
-    let _ = writeln!(
-        out,
+    out.push_str(&wrap(
         "loader/model: each phase alone (ceilings); train: the loader feeding the model; \
-         input-bound: (wait + h2d) / step, median and p95 over steps; * recommended"
-    );
+         input-bound: (wait + h2d) / step, median and p95 over steps; * recommended",
+        "",
+        "",
+    ));
 
     out.push('\n');
     let recommendations: Vec<_> = report.recommendations().collect();
@@ -67,7 +68,7 @@ pub fn render(report: &Report) -> String {
             out.push_str(&wrap(&format!("Recommendation: {}", rec.text), "", "  "));
         }
         many => {
-            let _ = writeln!(out, "Recommendation per group ({}):", report.rule());
+            out.push_str(&wrap(&format!("Recommendation per group ({}):", report.rule()), "", ""));
             for (label, rec) in many {
                 out.push_str(&wrap(&format!("{label}: {}", rec.text), "  ", "    "));
             }
