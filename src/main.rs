@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::sync::Arc;
 
 use feedbench::bench::phase::{run_loader_phase, run_train_phase};
+use feedbench::bench::report;
 use feedbench::config::SweepConfig;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
@@ -49,6 +50,15 @@ enum Command {
     Model(feedbench::model::cli::ModelArgs),
     /// Generate a LeRobot dataset from a preset: parquet frames, encoded cameras, metadata.
     Synth(SynthArgs),
+    /// Re-render a sweep's report from DIR/results.jsonl alone (never measures): prints it and
+    /// writes report.md, results.csv and the SVG plots into DIR.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The sweep's output directory (holding results.jsonl).
+    dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -340,7 +350,10 @@ fn sweep(args: &SweepArgs) -> Result<()> {
         }
     })?;
     bar.finish_and_clear();
-    eprintln!("{} cells measured; results in {}", results.len(), out.display());
+    let written = report::write_report(&out, &results)?;
+    print!("{}", written.terminal);
+    let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
+    eprintln!("wrote {} and {}", out.join("results.jsonl").display(), files.join(", "));
     Ok(())
 }
 
@@ -540,6 +553,16 @@ fn sample(args: &SampleArgs) -> Result<()> {
     Ok(())
 }
 
+fn report(args: &ReportArgs) -> Result<()> {
+    let written = report::report_dir(&args.dir)?;
+    print!("{}", written.terminal);
+    eprintln!(
+        "wrote {}",
+        written.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     // SVT-AV1 prints a banner for every encoder it opens unless its log level says errors
     // only. Set before any thread starts (nothing else reads the environment concurrently).
@@ -559,5 +582,6 @@ fn main() -> Result<()> {
         Command::Stage(args) => stage(&args),
         Command::Model(args) => feedbench::model::cli::run(&args),
         Command::Synth(args) => synth(&args),
+        Command::Report(args) => report(&args),
     }
 }

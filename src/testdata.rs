@@ -1,6 +1,15 @@
-//! Where the project's tests and benches find the real LeRobot dataset they read.
+//! Where the project's tests and benches find the real LeRobot dataset they read, and
+//! hand-built results for the tests of what reads them.
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::bench::phase::{DecodeLimit, InputBound, LoaderPhase, ModelPhase, TrainPhase};
+use crate::bench::results::{Cell, CellResult, SystemInfo};
+use crate::bench::stats::Stats;
+use crate::bench::timing::{StageTotals, TimingTree};
+use crate::bench::verdict::Verdict;
+use crate::loader::pipeline::LoaderConfig;
 
 /// The real, partially downloaded LeRobot v2.1 dataset (Unitree G1) that tests and benches
 /// read: `$FEEDBENCH_G1_PARTIAL`, else `../shared/datasets/g1-partial` beside this crate.
@@ -8,4 +17,189 @@ pub fn g1_partial_root() -> PathBuf {
     std::env::var_os("FEEDBENCH_G1_PARTIAL").map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets/g1-partial")
     })
+}
+
+/// A hand-built [`CellResult`] with realistic phases, for tests of what reads results (the
+/// report) without measuring anything. [`FakeCell::new`] gives a CPU run on a 2-core machine
+/// whose loader spends most of its CPU decoding AV1; change the fields to shape a case.
+#[derive(Debug, Clone)]
+pub struct FakeCell {
+    /// The knobs.
+    pub cell: Cell,
+    /// The loader phase's samples/s.
+    pub loader_samples_per_s: f64,
+    /// The model phase's samples/s.
+    pub model_samples_per_s: f64,
+    /// The train phase's samples/s.
+    pub train_samples_per_s: f64,
+    /// The train phase's median input-bound share, percent.
+    pub input_bound_pct: f64,
+    /// CPU ms per sample of the loader's leaf stages (`batch/video/decode`, `batch/parquet`,
+    /// `wait`…); the parents (`batch/video`, `batch`) are their sums.
+    pub stages_ms: Vec<(&'static str, f64)>,
+    /// CPU cores of the machine.
+    pub cores: usize,
+    /// The loader's share of the decode-only limit, when it decoded video.
+    pub decode_fraction: Option<f64>,
+}
+
+impl FakeCell {
+    /// Dataset `g1`, native resolution, f32 frames, `diffusion:small` on the CPU in f32.
+    pub fn new(workers: usize, prefetch: usize, batch_size: usize) -> Self {
+        Self {
+            cell: Cell {
+                dataset: "g1".into(),
+                workers,
+                prefetch,
+                batch_size,
+                resolution: "native".into(),
+                images: "f32".into(),
+                model: "diffusion:small".into(),
+                device: "cpu".into(),
+                dtype: "f32".into(),
+                repeat: 0,
+            },
+            loader_samples_per_s: 100.0,
+            model_samples_per_s: 50.0,
+            train_samples_per_s: 40.0,
+            input_bound_pct: 2.0,
+            stages_ms: vec![
+                ("batch/video/decode", 3.0),
+                ("batch/video/convert", 0.5),
+                ("batch/parquet", 0.3),
+                ("batch/collate", 0.1),
+                ("wait", 0.05),
+            ],
+            cores: 2,
+            decode_fraction: Some(0.5),
+        }
+    }
+
+    /// The cell result these figures make.
+    pub fn result(&self) -> CellResult {
+        let c = &self.cell;
+        let batches = 20;
+        let samples = c.batch_size * batches;
+        let per_sample = |ms: f64| Duration::from_secs_f64(ms * samples as f64 / 1e3);
+        let mut timing = TimingTree::default();
+        let add = |timing: &mut TimingTree, path: &str, ms: f64| {
+            let d = per_sample(ms);
+            timing.add(path, StageTotals { calls: samples as u64, wall: d, cpu: d });
+        };
+        let sum = |prefix: &str, nested: bool| -> f64 {
+            self.stages_ms
+                .iter()
+                .filter_map(|(p, ms)| {
+                    let rest = p.strip_prefix(prefix)?;
+                    (nested || !rest.contains('/')).then_some(*ms)
+                })
+                .sum()
+        };
+        for (path, ms) in &self.stages_ms {
+            add(&mut timing, path, *ms);
+        }
+        let video = sum("batch/video/", true);
+        if video > 0.0 && timing.get("batch/video").is_none() {
+            add(&mut timing, "batch/video", video);
+        }
+        let batch = sum("batch/", false) + video;
+        if batch > 0.0 && timing.get("batch").is_none() {
+            add(&mut timing, "batch", batch);
+        }
+        let cpu_ms_per_sample = ["batch", "sampler", "wait"]
+            .iter()
+            .filter_map(|p| timing.get(p))
+            .map(|t| t.cpu.as_secs_f64() * 1e3 / samples as f64)
+            .sum();
+        let decode_limit =
+            timing.get("batch/video/decode").zip(self.decode_fraction).map(|(decode, fraction)| {
+                let frames_per_sample = 6.0;
+                DecodeLimit {
+                    frames_per_sample,
+                    cpu_us_per_frame: decode.cpu.as_secs_f64() * 1e6
+                        / (samples as f64 * frames_per_sample),
+                    threads: c.workers.clamp(1, self.cores),
+                    samples_per_s: self.loader_samples_per_s / fraction,
+                    fraction,
+                }
+            });
+        let flat =
+            |ms: f64| Stats { median_ms: ms, p95_ms: ms, min_ms: ms, max_ms: ms, mean_ms: ms };
+        let model_step = c.batch_size as f64 * 1e3 / self.model_samples_per_s;
+        let train_step = c.batch_size as f64 * 1e3 / self.train_samples_per_s;
+        let wait = train_step * self.input_bound_pct / 100.0;
+        let p95 = (self.input_bound_pct * 1.5).min(100.0);
+        CellResult {
+            cell: c.clone(),
+            loader: LoaderPhase {
+                config: LoaderConfig {
+                    workers: c.workers,
+                    prefetch: c.prefetch,
+                    batch_size: c.batch_size,
+                    ..LoaderConfig::default()
+                },
+                batches,
+                samples,
+                bytes: samples as u64 * 2_000_000,
+                wall_s: samples as f64 / self.loader_samples_per_s,
+                samples_per_s: self.loader_samples_per_s,
+                batches_per_s: self.loader_samples_per_s / c.batch_size as f64,
+                mb_per_s: self.loader_samples_per_s * 2.0,
+                cpu_ms_per_sample,
+                process_cpu_ms_per_sample: cpu_ms_per_sample * 1.1,
+                peak_rss_bytes: Some(500_000_000 + (c.workers * c.prefetch) as u64 * 50_000_000),
+                timing,
+                decode_limit,
+            },
+            model: ModelPhase {
+                model: c.model.clone(),
+                device: c.device.clone(),
+                dtype: c.dtype.clone(),
+                batch: c.batch_size,
+                threads: 2,
+                parameters: 1_000_000,
+                step: flat(model_step),
+                h2d: flat(0.0),
+                forward: flat(model_step * 0.3),
+                backward: flat(model_step * 0.6),
+                optimizer: flat(model_step * 0.1),
+                samples_per_s: self.model_samples_per_s,
+                parts: Vec::new(),
+                peak_memory_bytes: None,
+                last_loss: Some(1.0),
+                speedup_over_f32: None,
+            },
+            train: TrainPhase {
+                steps: batches,
+                samples,
+                wall_s: samples as f64 / self.train_samples_per_s,
+                samples_per_s: self.train_samples_per_s,
+                step: flat(train_step),
+                wait: flat(wait),
+                h2d: flat(0.0),
+                compute: flat(train_step - wait),
+                input_bound: InputBound {
+                    median_pct: self.input_bound_pct,
+                    p95_pct: p95,
+                    verdict: Verdict::of(self.input_bound_pct),
+                },
+                data_s: wait / 1e3,
+                updt_s: (train_step - wait) / 1e3,
+                process_cpu_ms_per_sample: cpu_ms_per_sample * 2.0,
+                peak_rss_bytes: Some(800_000_000),
+                timing: TimingTree::default(),
+            },
+            system: SystemInfo {
+                cpu: "Test CPU @ 3.0GHz".into(),
+                cores: self.cores,
+                gpu: None,
+                memory_bytes: Some(16_000_000_000),
+                os: "Linux 6.1".into(),
+                feedbench: "0.1.0".into(),
+                libtorch: "2.11.0".into(),
+                libavcodec: "59.37.100".into(),
+            },
+            finished_unix_s: 1_700_000_000,
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! the dataset, the loader and the model together.
 
 pub mod phase;
+pub mod report;
 pub mod results;
 pub mod stats;
 pub mod sweep;

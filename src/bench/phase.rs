@@ -238,6 +238,7 @@ pub struct ModelPhase {
     /// Optimizer.
     pub optimizer: Stats,
     /// Samples per second at the median step.
+    #[serde(with = "infinite_as_null")]
     pub samples_per_s: f64,
     /// Breakdown of the mean step (empty for steps without components).
     pub parts: Vec<Part>,
@@ -247,6 +248,24 @@ pub struct ModelPhase {
     pub last_loss: Option<f64>,
     /// Median step of f32 over this row's, for bf16 rows with an f32 row of the same batch.
     pub speedup_over_f32: Option<f64>,
+}
+
+/// An unbounded rate (a step of no measurable time, e.g. `none`) as JSON's `null`, which has
+/// no infinity, and back.
+mod infinite_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        if value.is_finite() {
+            serializer.serialize_f64(*value)
+        } else {
+            serializer.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
+    }
 }
 
 /// Runs `step` on `batch` (`warmup` unmeasured steps, then `steps`): the `model` phase.
@@ -532,5 +551,23 @@ impl fmt::Display for TrainPhase {
             self.input_bound.verdict.dominant_side()
         )?;
         write!(f, "{}", self.timing.render(self.samples))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unbounded_rate_survives_results_jsonl() {
+        #[derive(Serialize, Deserialize)]
+        struct Rate {
+            #[serde(with = "infinite_as_null")]
+            samples_per_s: f64,
+        }
+        for value in [f64::INFINITY, 12.5] {
+            let text = serde_json::to_string(&Rate { samples_per_s: value }).unwrap();
+            assert_eq!(serde_json::from_str::<Rate>(&text).unwrap().samples_per_s, value, "{text}");
+        }
     }
 }

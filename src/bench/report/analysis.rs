@@ -1,0 +1,358 @@
+//! The analysis: repeats aggregated into rows, rows grouped, the knee of workers and the prefetch
+//! depth per group. Statistics come from [`crate::bench::stats`]; the writers only lay it out.
+
+use std::collections::HashMap;
+
+use super::doctor;
+use super::{
+    plural, rate, Group, Knob, PlotGroup, Recommendation, Report, Row, HEATMAP_PLOT_STEM,
+    KNEE_TOLERANCE_PCT, PREFETCH_TOLERANCE_PCT, TRAIN_PLOT_STEM,
+};
+use crate::bench::phase::DecodeLimit;
+use crate::bench::results::{Cell, CellResult};
+use crate::bench::stats::median;
+use crate::bench::verdict::Verdict;
+
+/// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
+/// and the doctor's diagnosis per group, and the plot groups. Pure: it reads nothing else.
+pub fn render(results: &[CellResult]) -> Report {
+    let mut runs: HashMap<Cell, Vec<&CellResult>> = HashMap::new();
+    for result in results {
+        let mut knobs = result.cell.clone();
+        knobs.repeat = 0;
+        runs.entry(knobs).or_default().push(result);
+    }
+    let mut rows: Vec<Row> =
+        runs.into_iter().map(|(knobs, runs)| aggregate(knobs, &runs)).collect();
+    rows.sort_by(|a, b| sort_key(&a.knobs).cmp(&sort_key(&b.knobs)));
+
+    let distinct = |knob: Knob| {
+        let mut values: Vec<String> = rows.iter().map(|r| knob.value(&r.knobs)).collect();
+        values.dedup();
+        values.sort();
+        values.dedup();
+        values
+    };
+    let (mut fixed, mut varying) = (Vec::new(), Vec::new());
+    for knob in
+        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype]
+    {
+        match distinct(knob).as_slice() {
+            [one] => fixed.push((knob, one.clone())),
+            [] => {}
+            _ => varying.push(knob),
+        }
+    }
+
+    let mut groups: Vec<Group> = partition(&rows, &Knob::GROUP)
+        .into_iter()
+        .map(|(label, members)| Group {
+            label,
+            rows: members,
+            recommendation: None,
+            diagnosis: None,
+        })
+        .collect();
+    for (g, group) in groups.iter_mut().enumerate() {
+        for &i in &group.rows {
+            rows[i].group = g;
+        }
+        group.recommendation = recommend(&rows, &group.rows);
+        if let Some(rec) = &group.recommendation {
+            rows[rec.row].recommended = true;
+            group.diagnosis = Some(doctor::diagnose(&rows, &group.rows, rec));
+        }
+    }
+
+    let plots = plot_groups(&rows);
+    Report {
+        system: results.first().map(|r| r.system.clone()),
+        results: results.len(),
+        rows,
+        fixed,
+        varying,
+        groups,
+        plots,
+    }
+}
+
+fn sort_key(c: &Cell) -> impl Ord + '_ {
+    (
+        &c.dataset,
+        &c.model,
+        &c.device,
+        &c.dtype,
+        &c.resolution,
+        &c.images,
+        c.batch_size,
+        c.workers,
+        c.prefetch,
+    )
+}
+
+/// The median of every figure over a cell's repeats.
+fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
+    let med = |f: &dyn Fn(&CellResult) -> f64| median(runs.iter().map(|r| f(r)));
+    let peaks: Vec<f64> =
+        runs.iter().filter_map(|r| r.loader.peak_rss_bytes).map(|b| b as f64).collect();
+    let limits: Vec<&DecodeLimit> =
+        runs.iter().filter_map(|r| r.loader.decode_limit.as_ref()).collect();
+    let decode_limit = limits.first().map(|first| {
+        let med = |f: fn(&DecodeLimit) -> f64| median(limits.iter().map(|l| f(l)));
+        DecodeLimit {
+            frames_per_sample: med(|l| l.frames_per_sample),
+            cpu_us_per_frame: med(|l| l.cpu_us_per_frame),
+            threads: first.threads,
+            samples_per_s: med(|l| l.samples_per_s),
+            fraction: med(|l| l.fraction),
+        }
+    });
+    let input_bound_pct = med(&|r| r.train.input_bound.median_pct);
+    Row {
+        repeats: runs.len(),
+        loader_samples_per_s: med(&|r| r.loader.samples_per_s),
+        loader_cpu_ms_per_sample: med(&|r| r.loader.cpu_ms_per_sample),
+        loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
+        decode_limit,
+        stages: doctor::stage_costs(runs),
+        model_samples_per_s: med(&|r| r.model.samples_per_s),
+        model_step_ms: med(&|r| r.model.step.median_ms),
+        train_samples_per_s: med(&|r| r.train.samples_per_s),
+        train_wait_ms: med(&|r| r.train.wait.median_ms),
+        train_h2d_ms: med(&|r| r.train.h2d.median_ms),
+        train_compute_ms: med(&|r| r.train.compute.median_ms),
+        input_bound_pct,
+        input_bound_p95_pct: med(&|r| r.train.input_bound.p95_pct),
+        verdict: Verdict::of(input_bound_pct),
+        cores: runs[0].system.cores,
+        group: 0,
+        recommended: false,
+        knobs,
+    }
+}
+
+/// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
+/// tell the parts apart (empty with a single part).
+fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
+    let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
+    let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let k = key(row);
+        match parts.iter_mut().find(|(pk, _)| *pk == k) {
+            Some((_, members)) => members.push(i),
+            None => parts.push((k, vec![i])),
+        }
+    }
+    let differs: Vec<bool> =
+        (0..knobs.len()).map(|j| parts.iter().any(|(k, _)| k[j] != parts[0].0[j])).collect();
+    parts
+        .into_iter()
+        .map(|(k, members)| {
+            let label = knobs
+                .iter()
+                .zip(&k)
+                .zip(&differs)
+                .filter(|(_, &d)| d)
+                .map(|((knob, value), _)| format!("{} {value}", knob.name()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (label, members)
+        })
+        .collect()
+}
+
+fn plot_groups(rows: &[Row]) -> Vec<PlotGroup> {
+    let parts = partition(rows, &Knob::PLOT);
+    let single = parts.len() == 1;
+    let mut used: Vec<String> = Vec::new();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, (label, members))| {
+            let mut suffix = if single { String::new() } else { format!("_{}", file_part(&label)) };
+            if used.contains(&suffix) {
+                suffix = format!("{suffix}_{}", i + 1);
+            }
+            used.push(suffix.clone());
+            PlotGroup {
+                label,
+                rows: members,
+                train_file: format!("{TRAIN_PLOT_STEM}{suffix}.svg"),
+                heatmap_file: format!("{HEATMAP_PLOT_STEM}{suffix}.svg"),
+            }
+        })
+        .collect()
+}
+
+/// `resolution 96x96, dtype bf16` as a file name part: `96x96_bf16`.
+fn file_part(label: &str) -> String {
+    label
+        .split(", ")
+        .map(|kv| kv.split_once(' ').map_or(kv, |(_, v)| v))
+        .map(|v| {
+            v.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '-' }).collect()
+        })
+        .collect::<Vec<String>>()
+        .join("_")
+}
+
+fn within(x: f64, best: f64, tolerance_pct: f64) -> bool {
+    x >= best * (1.0 - tolerance_pct / 100.0)
+}
+
+/// The knee of workers and the prefetch depth past which nothing improves, among `members`.
+fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
+    let finite: Vec<usize> =
+        members.iter().copied().filter(|&i| rows[i].train_samples_per_s.is_finite()).collect();
+    let train = |i: usize| rows[i].train_samples_per_s;
+    let (workers, prefetch) = (|i: usize| rows[i].knobs.workers, |i: usize| rows[i].knobs.prefetch);
+    // The best; on a tie, the fewest workers, then the shallowest prefetch.
+    let best = finite.iter().copied().min_by(|&a, &b| {
+        train(b)
+            .total_cmp(&train(a))
+            .then(workers(a).cmp(&workers(b)))
+            .then(prefetch(a).cmp(&prefetch(b)))
+    })?;
+    let knee = finite
+        .iter()
+        .copied()
+        .filter(|&i| within(train(i), train(best), KNEE_TOLERANCE_PCT))
+        .map(workers)
+        .min()?;
+    let at_knee: Vec<usize> = finite.iter().copied().filter(|&i| workers(i) == knee).collect();
+    let best_at_knee = at_knee.iter().map(|&i| train(i)).fold(f64::NEG_INFINITY, f64::max);
+    let row = at_knee
+        .iter()
+        .copied()
+        .filter(|&i| within(train(i), best_at_knee, PREFETCH_TOLERANCE_PCT))
+        .min_by_key(|&i| prefetch(i))?;
+    let depths: Vec<usize> = {
+        let mut d: Vec<usize> = at_knee.iter().map(|&i| prefetch(i)).collect();
+        d.sort();
+        d.dedup();
+        d
+    };
+    let fewer_measured = finite.iter().any(|&i| workers(i) < knee);
+
+    let r = &rows[row];
+    let mut text = format!(
+        "workers {knee}, prefetch {}: {} train samples/s",
+        r.knobs.prefetch,
+        rate(r.train_samples_per_s)
+    );
+    if row == best || train(row) >= train(best) {
+        text.push_str(", the best measured");
+        if fewer_measured {
+            text.push_str(&format!(
+                " (fewer workers fall more than {KNEE_TOLERANCE_PCT:.0} % below it)"
+            ));
+        }
+    } else {
+        let b = &rows[best];
+        text.push_str(&format!(
+            ", within {KNEE_TOLERANCE_PCT:.0} % of the best ({} at workers {}, prefetch {})",
+            rate(b.train_samples_per_s),
+            b.knobs.workers,
+            b.knobs.prefetch
+        ));
+    }
+    text.push_str(". ");
+    let p = r.knobs.prefetch;
+    text.push_str(&if knee == 0 {
+        "Prefetch does not apply: with 0 workers batches load in the training thread.".to_string()
+    } else if depths.len() == 1 {
+        format!("Prefetch {p} is the only depth measured at {knee} worker{}.", plural(knee))
+    } else if Some(&p) == depths.last() {
+        format!(
+            "Prefetch {p} is the deepest measured, and shallower ones lose more than {PREFETCH_TOLERANCE_PCT:.0} %: try deeper."
+        )
+    } else {
+        let deeper_best = at_knee
+            .iter()
+            .copied()
+            .filter(|&i| prefetch(i) > p)
+            .max_by(|&a, &b| train(a).total_cmp(&train(b)))
+            .expect("a deeper depth was measured");
+        format!(
+            "Prefetch past {p} improves nothing: deeper gains under {PREFETCH_TOLERANCE_PCT:.0} % (best {} at prefetch {}).",
+            rate(train(deeper_best)),
+            prefetch(deeper_best)
+        )
+    });
+    Some(Recommendation { row, workers: knee, prefetch: r.knobs.prefetch, best_row: best, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::FakeCell;
+
+    fn cell(workers: usize, prefetch: usize, train: f64) -> FakeCell {
+        let mut c = FakeCell::new(workers, prefetch, 16);
+        c.train_samples_per_s = train;
+        c
+    }
+
+    fn report(cells: &[FakeCell]) -> Report {
+        render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>())
+    }
+
+    fn recommended(cells: &[FakeCell]) -> Recommendation {
+        report(cells).groups[0].recommendation.clone().expect("a recommendation")
+    }
+
+    #[test]
+    fn the_knee_is_the_fewest_workers_within_five_percent() {
+        let rec = recommended(&[cell(0, 2, 10.0), cell(1, 2, 19.5), cell(2, 2, 20.0)]);
+        assert_eq!((rec.workers, rec.prefetch), (1, 2));
+        // 18.9 is 5.5 % under 20: two workers.
+        let rec = recommended(&[cell(0, 2, 10.0), cell(1, 2, 18.9), cell(2, 2, 20.0)]);
+        assert_eq!(rec.workers, 2);
+        assert!(rec.text.contains("the best measured (fewer workers fall more than 5 % below it)"));
+        // Ties go to fewer workers, and the order of the results does not matter.
+        let rec = recommended(&[cell(4, 2, 20.0), cell(2, 2, 20.0)]);
+        assert_eq!(rec.workers, 2);
+    }
+
+    #[test]
+    fn prefetch_is_the_shallowest_within_three_percent() {
+        let rec = recommended(&[cell(1, 1, 19.0), cell(1, 2, 19.5), cell(1, 4, 20.0)]);
+        assert_eq!(rec.prefetch, 2, "19.5 is 2.5 % under 20, 19.0 is 5 % under: {}", rec.text);
+        let rec = recommended(&[cell(1, 1, 15.0), cell(1, 2, 20.0)]);
+        assert_eq!(rec.prefetch, 2);
+        assert!(
+            rec.text.contains("deepest measured") && rec.text.contains("try deeper"),
+            "{}",
+            rec.text
+        );
+        let rec = recommended(&[cell(1, 2, 15.0)]);
+        assert!(rec.text.contains("the only depth measured at 1 worker."), "{}", rec.text);
+        let rec = recommended(&[cell(0, 2, 30.0), cell(1, 2, 20.0)]);
+        assert_eq!(rec.workers, 0);
+        assert!(rec.text.contains("Prefetch does not apply"), "{}", rec.text);
+    }
+
+    #[test]
+    fn rows_without_a_finite_throughput_are_not_recommended() {
+        let rec = recommended(&[cell(0, 2, f64::NAN), cell(1, 2, 5.0)]);
+        assert_eq!(rec.workers, 1);
+        let r = report(&[cell(0, 2, f64::NAN)]);
+        assert!(r.groups[0].recommendation.is_none() && r.groups[0].diagnosis.is_none());
+    }
+
+    #[test]
+    fn groups_are_labelled_by_what_tells_them_apart() {
+        let mut bf16 = cell(1, 2, 30.0);
+        bf16.cell.dtype = "bf16".into();
+        let mut big = cell(1, 2, 25.0);
+        big.cell.batch_size = 64;
+        let r = report(&[cell(1, 2, 20.0), bf16, big]);
+        let labels: Vec<&str> = r.groups.iter().map(|g| g.label.as_str()).collect();
+        assert_eq!(labels, ["batch 16, dtype bf16", "batch 16, dtype f32", "batch 64, dtype f32"]);
+        assert_eq!(r.varying, [Knob::Dtype]);
+        assert!(r.fixed.iter().any(|(k, v)| *k == Knob::Resolution && v == "native"));
+        let files: Vec<&str> = r.plots.iter().map(|p| p.train_file.as_str()).collect();
+        assert_eq!(files, ["train_vs_workers_bf16.svg", "train_vs_workers_f32.svg"]);
+        assert_eq!(file_part("model diffusion:small, resolution 96x96"), "diffusion-small_96x96");
+    }
+}

@@ -1,0 +1,115 @@
+//! The report as CSV (`results.csv`): one row per cell with its repeats aggregated (the median
+//! of each figure, as in the table; the raw repeats stay in `results.jsonl`), a header row and
+//! stable column names.
+
+use super::{Knob, Report, Stage};
+
+/// The header, in column order.
+pub fn header() -> Vec<String> {
+    let mut columns: Vec<String> = Knob::ALL
+        .iter()
+        .map(|k| if *k == Knob::Batch { "batch_size".into() } else { k.name().into() })
+        .collect();
+    columns.extend(
+        [
+            "repeats",
+            "loader_samples_per_s",
+            "loader_cpu_ms_per_sample",
+            "loader_peak_rss_bytes",
+            "decode_limit_samples_per_s",
+            "decode_limit_fraction",
+            "model_samples_per_s",
+            "model_step_median_ms",
+            "train_samples_per_s",
+            "train_wait_median_ms",
+            "train_h2d_median_ms",
+            "train_compute_median_ms",
+            "input_bound_median_pct",
+            "input_bound_p95_pct",
+            "verdict",
+            "recommended",
+        ]
+        .map(String::from),
+    );
+    columns.extend(Stage::ALL.iter().map(|s| format!("cpu_ms_per_sample_{}", s.name())));
+    columns
+}
+
+/// The table as CSV text.
+pub fn render(report: &Report) -> String {
+    let mut out = line(&header());
+    for r in &report.rows {
+        let number = |x: f64| {
+            if x.is_finite() {
+                format!("{x}")
+            } else if x > 0.0 {
+                "inf".into()
+            } else {
+                String::new()
+            }
+        };
+        let mut cells: Vec<String> = Knob::ALL.iter().map(|k| k.value(&r.knobs)).collect();
+        cells.extend([
+            r.repeats.to_string(),
+            number(r.loader_samples_per_s),
+            number(r.loader_cpu_ms_per_sample),
+            r.loader_peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
+            r.decode_limit.as_ref().map_or(String::new(), |l| number(l.samples_per_s)),
+            r.decode_limit.as_ref().map_or(String::new(), |l| number(l.fraction)),
+            number(r.model_samples_per_s),
+            number(r.model_step_ms),
+            number(r.train_samples_per_s),
+            number(r.train_wait_ms),
+            number(r.train_h2d_ms),
+            number(r.train_compute_ms),
+            number(r.input_bound_pct),
+            number(r.input_bound_p95_pct),
+            serde_json::to_value(r.verdict)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            r.recommended.to_string(),
+        ]);
+        cells.extend(Stage::ALL.iter().map(|&stage| {
+            number(r.stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.cpu_ms_per_sample))
+        }));
+        out.push_str(&line(&cells));
+    }
+    out
+}
+
+fn line(cells: &[String]) -> String {
+    let mut out = cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
+    out.push('\n');
+    out
+}
+
+/// A field quoted as RFC 4180 wants where it holds a comma, a quote or a line break.
+fn quote(field: &str) -> String {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_only_what_needs_it() {
+        assert_eq!(quote("g1"), "g1");
+        assert_eq!(quote("a,b"), "\"a,b\"");
+        assert_eq!(quote("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn header_names_are_unique() {
+        let mut names = header();
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n);
+    }
+}

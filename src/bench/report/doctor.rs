@@ -1,0 +1,284 @@
+//! The loader doctor (after FFCV's "bottleneck doctor"): where the loader's CPU goes, from its
+//! timing tree, and what to change, from the verdict, the cores and the decode-only limit.
+
+use super::{
+    millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
+};
+use crate::bench::results::CellResult;
+use crate::bench::stats::median;
+use crate::bench::timing::TimingTree;
+use crate::bench::verdict::Verdict;
+
+/// A second stage gets its own advice from this share of the loader's CPU, percent.
+const SECOND_STAGE_PCT: f64 = 25.0;
+/// From this fraction of the decode-only limit, decoding is the loader's ceiling.
+const AT_DECODE_LIMIT: f64 = 0.9;
+/// Under this fraction, most of the loader's time goes outside the codec.
+const FAR_FROM_DECODE_LIMIT: f64 = 0.5;
+
+/// CPU ms per sample of every stage in one loader phase's tree, in [`Stage::ALL`] order.
+fn per_sample(tree: &TimingTree, samples: usize) -> [f64; 9] {
+    let ms = |path: &str| {
+        tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
+    };
+    let (decode, convert) = (ms("batch/video/decode"), ms("batch/video/convert"));
+    let video = ms("batch/video").max(decode + convert);
+    let (image, parquet, collate) = (ms("batch/image"), ms("batch/parquet"), ms("batch/collate"));
+    let children = video + image + parquet + collate;
+    [
+        decode,
+        convert,
+        video - decode - convert,
+        image,
+        parquet,
+        collate,
+        (ms("batch") - children).max(0.0),
+        ms("sampler"),
+        ms("wait"),
+    ]
+}
+
+/// The loader's stages over a cell's repeats (median CPU per sample each), largest first.
+pub(super) fn stage_costs(runs: &[&CellResult]) -> Vec<StageCost> {
+    let each: Vec<[f64; 9]> =
+        runs.iter().map(|r| per_sample(&r.loader.timing, r.loader.samples)).collect();
+    let ms: Vec<f64> = (0..Stage::ALL.len()).map(|j| median(each.iter().map(|s| s[j]))).collect();
+    let total: f64 = ms.iter().sum();
+    let mut costs: Vec<StageCost> = Stage::ALL
+        .iter()
+        .zip(ms)
+        .filter(|(_, ms)| *ms > 0.0)
+        .map(|(&stage, ms)| StageCost {
+            stage,
+            cpu_ms_per_sample: ms,
+            percent: if total > 0.0 { 100.0 * ms / total } else { 0.0 },
+        })
+        .collect();
+    costs.sort_by(|a, b| b.cpu_ms_per_sample.total_cmp(&a.cpu_ms_per_sample));
+    costs
+}
+
+/// Looks at the recommended row of a group (`members`) and says what dominates and what to try.
+pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) -> Diagnosis {
+    let row = &rows[rec.row];
+    let (w, p) = (row.knobs.workers, row.knobs.prefetch);
+    let headline = format!(
+        "{} at workers {w}, prefetch {p}: {:.1} % of the step waits for input (p95 {:.1} %); \
+         train {}, loader ceiling {}, model ceiling {} samples/s.",
+        capitalised(&row.verdict.to_string()),
+        row.input_bound_pct,
+        row.input_bound_p95_pct,
+        rate(row.train_samples_per_s),
+        rate(row.loader_samples_per_s),
+        rate(row.model_samples_per_s),
+    );
+    let mut breakdown = if row.stages.is_empty() {
+        "The loader phase recorded no stage timing.".to_string()
+    } else {
+        let shares: Vec<String> = row
+            .stages
+            .iter()
+            .filter(|s| s.percent >= 0.5)
+            .map(|s| format!("{} {:.0} %", s.stage.name(), s.percent))
+            .collect();
+        format!(
+            "Loader CPU {} ms/sample: {}",
+            millis(row.loader_cpu_ms_per_sample),
+            shares.join(", ")
+        )
+    };
+    if let Some(limit) = &row.decode_limit {
+        breakdown.push_str(&format!(
+            "; {:.0} % of the decode-only limit ({} samples/s with {} decoding thread{})",
+            limit.fraction * 100.0,
+            rate(limit.samples_per_s),
+            limit.threads,
+            plural(limit.threads)
+        ));
+    }
+    breakdown.push('.');
+
+    let dominant = row.dominant_stage().copied();
+    let mut advice = Vec::new();
+    if row.verdict == Verdict::NotInputBound {
+        let enough = members
+            .iter()
+            .map(|&i| &rows[i])
+            .filter(|r| r.verdict == Verdict::NotInputBound)
+            .map(|r| r.knobs.workers)
+            .min()
+            .unwrap_or(w);
+        advice.push(format!(
+            "The model dominates: more loader work won't help. {enough} worker{} already keep{} \
+             the step fed (the fewest measured that are not input-bound); to train faster, make \
+             the step faster (model ceiling {} samples/s).",
+            plural(enough),
+            if enough == 1 { "s" } else { "" },
+            rate(row.model_samples_per_s)
+        ));
+    } else {
+        if let Some(top) = dominant {
+            advice.push(stage_advice(&top, row));
+        }
+        if let Some(second) = row.stages.get(1).filter(|s| s.percent >= SECOND_STAGE_PCT) {
+            advice.push(stage_advice(second, row));
+        }
+        advice.push(workers_advice(rows, members, row));
+        advice.push(ceilings_advice(row));
+        if let Some(limit) = &row.decode_limit {
+            if limit.fraction >= AT_DECODE_LIMIT {
+                advice.push(format!(
+                    "The loader runs at {:.0} % of the decode-only limit ({} samples/s with {} \
+                     decoding thread{}): decoding is its ceiling, and only cheaper decoding \
+                     (resolution, GOP, codec) or more cores raise it.",
+                    limit.fraction * 100.0,
+                    rate(limit.samples_per_s),
+                    limit.threads,
+                    plural(limit.threads)
+                ));
+            } else if limit.fraction < FAR_FROM_DECODE_LIMIT
+                && dominant.is_some_and(|d| d.stage != Stage::Decode)
+            {
+                advice.push(format!(
+                    "The loader reaches only {:.0} % of what the codec alone allows ({} \
+                     samples/s): most of its time goes outside decoding ({} first).",
+                    limit.fraction * 100.0,
+                    rate(limit.samples_per_s),
+                    dominant.map_or("", |d| d.stage.name())
+                ));
+            }
+        }
+    }
+    Diagnosis { row: rec.row, headline, breakdown, dominant: dominant.map(|d| d.stage), advice }
+}
+
+/// What to try against the stage taking `cost`'s share.
+fn stage_advice(cost: &StageCost, row: &Row) -> String {
+    let share = format!(
+        "{:.0} % of the loader's CPU ({} ms/sample)",
+        cost.percent,
+        millis(cost.cpu_ms_per_sample)
+    );
+    let knobs = &row.knobs;
+    match cost.stage {
+        Stage::Decode => {
+            let frames = row.decode_limit.as_ref().map_or(String::new(), |l| {
+                format!(
+                    ", {:.1} frames decoded per sample at {:.0} µs each",
+                    l.frames_per_sample, l.cpu_us_per_frame
+                )
+            });
+            format!(
+                "Video decoding takes {share}{frames}. Store the video at a lower resolution \
+                 (the size the policy uses), with a shorter GOP (fewer frames decoded to reach a \
+                 wanted one) or a faster codec (H.264 decodes faster than AV1); more workers only \
+                 while cores are free."
+            )
+        }
+        Stage::Convert if knobs.images != "u8" => format!(
+            "Converting frames to float32 RGB takes {share}. Hand them over as uint8 and \
+             normalise on the device (`images = [\"u8\"]`: 4× fewer bytes to write and copy), \
+             or convert fewer pixels with a smaller `resolution`."
+        ),
+        Stage::Convert if knobs.resolution != "native" => format!(
+            "Converting and resizing frames to {} takes {share}. Store the video at {} so \
+             frames need no scaling.",
+            knobs.resolution, knobs.resolution
+        ),
+        Stage::Convert => format!(
+            "Converting frames to RGB takes {share}. Convert fewer pixels: a smaller \
+             `resolution` (e.g. 96x96), or video stored at the size the policy uses."
+        ),
+        Stage::VideoOther => format!(
+            "Opening, seeking and demuxing video takes {share}. A shorter GOP seeks less; \
+             RAM-backed storage (`feedbench stage`) takes the disk out."
+        ),
+        Stage::Image => format!(
+            "Decoding image features (PNG/JPEG) takes {share}. Store those cameras as video, \
+             or the images at the size the policy uses."
+        ),
+        Stage::Parquet => format!(
+            "Reading parquet rows and windows takes {share}. Stage the dataset on RAM-backed \
+             storage (`feedbench stage`) to take the disk out; fewer or narrower vector \
+             features read less."
+        ),
+        Stage::Collate => format!(
+            "Copying values into the batch takes {share}. Narrower vector features or a \
+             shorter window copy less."
+        ),
+        Stage::BatchOther => format!(
+            "Work outside the measured stages (batch set-up, hand-off) takes {share}; larger \
+             batches spread it over more samples."
+        ),
+        Stage::Sampler => format!("Planning the epoch's sample order takes {share}."),
+        Stage::Wait => format!(
+            "The training thread waiting for batches takes {share}: more workers or a deeper \
+             prefetch."
+        ),
+    }
+}
+
+/// Whether more workers can help, from the cores and the throughput of the group's rows.
+fn workers_advice(rows: &[Row], members: &[usize], row: &Row) -> String {
+    let (w, cores) = (row.knobs.workers, row.cores);
+    let most = members.iter().map(|&i| rows[i].knobs.workers).max().unwrap_or(w);
+    if w >= cores {
+        format!(
+            "The CPU is the limit: {w} worker{} on {cores} core{}{}. More workers won't help; \
+             less CPU per sample ({} ms now) will.",
+            plural(w),
+            plural(cores),
+            if row.knobs.device == "cpu" {
+                ", and the model's step runs on the same cores"
+            } else {
+                ""
+            },
+            millis(row.loader_cpu_ms_per_sample)
+        )
+    } else if w == most {
+        format!(
+            "{w} of {cores} cores load data and the most workers measured gave the best: try \
+             more workers (up to {cores})."
+        )
+    } else {
+        format!(
+            "Workers past {w} (up to {most}) gained under {KNEE_TOLERANCE_PCT:.0} % although \
+             {cores} cores are there: the worker count is not the limit; less CPU per sample is."
+        )
+    }
+}
+
+/// The loader's ceiling against the model's.
+fn ceilings_advice(row: &Row) -> String {
+    let (l, m) = (row.loader_samples_per_s, row.model_samples_per_s);
+    if l < m {
+        format!(
+            "Even alone the loader delivers {} samples/s, under the model's {}: it must get \
+             {:.1}× faster before the model dominates.",
+            rate(l),
+            rate(m),
+            m / l
+        )
+    } else if row.knobs.device == "cpu" {
+        format!(
+            "Alone the loader ({} samples/s) outruns the model ({}), yet training waits: on \
+             the CPU both compete for the same cores.",
+            rate(l),
+            rate(m)
+        )
+    } else {
+        format!(
+            "Alone the loader ({} samples/s) outruns the model ({}), yet training waits \
+             ({} ms per step, h2d {} ms): a deeper prefetch absorbs jitter.",
+            rate(l),
+            rate(m),
+            millis(row.train_wait_ms),
+            millis(row.train_h2d_ms)
+        )
+    }
+}
+
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    chars.next().map_or(String::new(), |c| c.to_uppercase().chain(chars).collect())
+}

@@ -1,0 +1,107 @@
+//! The report as Markdown (`report.md`): the same content as the terminal text, for pull
+//! requests and CI summaries, with the plots linked.
+
+use std::fmt::Write as _;
+
+use super::{system_line, Report};
+use crate::bench::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
+
+/// The report as a Markdown document.
+pub fn render(report: &Report) -> String {
+    let mut out = String::from("# feedbench report\n\n");
+    let _ = writeln!(out, "{} cells from {} results.\n", report.rows.len(), report.results);
+    if let Some(system) = &report.system {
+        let _ = writeln!(out, "**System:** {}\n", escape(&system_line(system)));
+    }
+    if let Some(fixed) = report.fixed_line() {
+        let _ = writeln!(out, "**Fixed:** {}\n", escape(&fixed));
+    }
+
+    let (columns, lines) = report.table();
+    let row = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+    out.push_str(&row(columns.iter().map(|c| escape(&c.header)).collect()));
+    out.push_str(&row(columns
+        .iter()
+        .map(|c| if c.numeric { "---:".into() } else { "---".into() })
+        .collect()));
+    for l in lines {
+        out.push_str(&row(l.iter().map(|cell| escape(cell)).collect()));
+    }
+    let _ = writeln!(
+        out,
+        "\n*loader* and *model*: each phase alone (the ceilings, samples/s); *train*: the loader \
+         feeding the model; *input-bound*: (wait + host→device) / step, median and p95 over \
+         steps — highly input-bound from {HIGHLY_INPUT_BOUND_PCT:.0} %, moderately from \
+         {MODERATELY_INPUT_BOUND_PCT:.0} %; `*` marks the recommended rows.\n"
+    );
+
+    out.push_str("## Recommendation\n\n");
+    let single = report.groups.len() == 1;
+    if single {
+        for (_, rec) in report.recommendations() {
+            let _ = writeln!(out, "{}\n", escape(&rec.text));
+        }
+    } else {
+        let _ = writeln!(out, "Per group: {}.\n", report.rule());
+        for (label, rec) in report.recommendations() {
+            let _ = writeln!(out, "- **{}**: {}", escape(label), escape(&rec.text));
+        }
+        out.push('\n');
+    }
+
+    out.push_str("## Loader doctor\n\n");
+    for (label, d) in report.diagnoses() {
+        if !single {
+            let _ = writeln!(out, "### {}\n", escape(label));
+        }
+        let _ = writeln!(out, "{}\n", escape(&d.headline));
+        let _ = writeln!(out, "{}\n", escape(&d.breakdown));
+        for advice in &d.advice {
+            let _ = writeln!(out, "- {}", escape(advice));
+        }
+        if !d.advice.is_empty() {
+            out.push('\n');
+        }
+    }
+
+    out.push_str("## Plots\n\n");
+    for plot in &report.plots {
+        let label =
+            if plot.label.is_empty() { String::new() } else { format!(" ({})", plot.label) };
+        let _ = writeln!(
+            out,
+            "![train samples/s against workers{label}]({})\n\n![input-bound % over workers × batch{label}]({})\n",
+            plot.train_file, plot.heatmap_file
+        );
+    }
+    out
+}
+
+/// Escapes what Markdown would read as table cells or emphasis; code spans stay as they are.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_code = false;
+    for c in text.chars() {
+        if c == '`' {
+            in_code = !in_code;
+        } else if !in_code && matches!(c, '|' | '*' | '_' | '<' | '>') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_outside_code_spans() {
+        assert_eq!(
+            escape("a|b *c* `images = [\"u8\"]` d_e"),
+            "a\\|b \\*c\\* `images = [\"u8\"]` d\\_e"
+        );
+        assert_eq!(escape("`a_b`"), "`a_b`");
+    }
+}

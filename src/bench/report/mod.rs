@@ -1,0 +1,519 @@
+//! The report of a sweep (issue #5), re-rendered from `results.jsonl` alone: it never measures.
+//!
+//! Analysing and writing are separate stages, as in criterion and hyperfine. [`render`] is the
+//! analysis: one [`Row`] per cell (repeats aggregated by their median), per group of cells the
+//! [`Recommendation`] (the knee of workers, the prefetch depth past which nothing improves)
+//! and the loader doctor's [`Diagnosis`]. Each export format is its own small module that only
+//! lays out that one [`Report`]: [`terminal`], [`markdown`], [`csv`] and [`plots`] (SVG).
+//! [`write_report`] writes the files into the sweep's directory; [`report_dir`] re-renders a
+//! directory from its `results.jsonl`.
+
+mod analysis;
+pub mod csv;
+mod doctor;
+pub mod markdown;
+pub mod plots;
+pub mod terminal;
+
+use std::path::{Path, PathBuf};
+
+use super::phase::DecodeLimit;
+use super::results::{read_results, Cell, CellResult, ResultsError, SystemInfo};
+use super::verdict::Verdict;
+
+pub use analysis::render;
+
+/// The smallest workers whose train throughput is within this share of the group's best is
+/// recommended (the knee), percent.
+pub const KNEE_TOLERANCE_PCT: f64 = 5.0;
+/// At the recommended workers, the smallest prefetch within this share of the best depth is
+/// recommended: deeper prefetch improves nothing, percent.
+pub const PREFETCH_TOLERANCE_PCT: f64 = 3.0;
+
+/// What the sweep appends to, one line per measured cell.
+pub const RESULTS_FILE: &str = "results.jsonl";
+/// The report as Markdown (for PRs and CI summaries).
+pub const MARKDOWN_FILE: &str = "report.md";
+/// One row per cell, repeats aggregated.
+pub const CSV_FILE: &str = "results.csv";
+/// Train samples/s against workers (stem; `.svg`, with a suffix per plot group when several).
+pub const TRAIN_PLOT_STEM: &str = "train_vs_workers";
+/// Input-bound % over workers × batch (stem, as [`TRAIN_PLOT_STEM`]).
+pub const HEATMAP_PLOT_STEM: &str = "input_bound_heatmap";
+
+/// A knob of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    /// The dataset's name.
+    Dataset,
+    /// Loader worker threads.
+    Workers,
+    /// Batches in flight per worker.
+    Prefetch,
+    /// Samples per batch.
+    Batch,
+    /// `native` or `HxW`.
+    Resolution,
+    /// `f32` or `u8` frames.
+    Images,
+    /// The step.
+    Model,
+    /// `cpu` or `cuda`.
+    Device,
+    /// `f32` or `bf16`.
+    Dtype,
+}
+
+impl Knob {
+    /// Every knob, in the order reports show them.
+    pub const ALL: [Knob; 9] = [
+        Knob::Dataset,
+        Knob::Workers,
+        Knob::Prefetch,
+        Knob::Batch,
+        Knob::Resolution,
+        Knob::Images,
+        Knob::Model,
+        Knob::Device,
+        Knob::Dtype,
+    ];
+
+    /// The knobs a recommendation group shares: all but workers and prefetch.
+    pub const GROUP: [Knob; 7] = [
+        Knob::Dataset,
+        Knob::Batch,
+        Knob::Resolution,
+        Knob::Images,
+        Knob::Model,
+        Knob::Device,
+        Knob::Dtype,
+    ];
+
+    /// The knobs a plot shares: all but workers, prefetch and batch (one line per batch).
+    pub const PLOT: [Knob; 6] =
+        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
+
+    /// Its name, as the sweep config and the CSV header spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Knob::Dataset => "dataset",
+            Knob::Workers => "workers",
+            Knob::Prefetch => "prefetch",
+            Knob::Batch => "batch",
+            Knob::Resolution => "resolution",
+            Knob::Images => "images",
+            Knob::Model => "model",
+            Knob::Device => "device",
+            Knob::Dtype => "dtype",
+        }
+    }
+
+    /// Its value in `cell`.
+    pub fn value(self, cell: &Cell) -> String {
+        match self {
+            Knob::Dataset => cell.dataset.clone(),
+            Knob::Workers => cell.workers.to_string(),
+            Knob::Prefetch => cell.prefetch.to_string(),
+            Knob::Batch => cell.batch_size.to_string(),
+            Knob::Resolution => cell.resolution.clone(),
+            Knob::Images => cell.images.clone(),
+            Knob::Model => cell.model.clone(),
+            Knob::Device => cell.device.clone(),
+            Knob::Dtype => cell.dtype.clone(),
+        }
+    }
+}
+
+/// A part of the loader's CPU time, from its timing tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// `batch/video/decode`: the video codec.
+    Decode,
+    /// `batch/video/convert`: frames to RGB (and resizing).
+    Convert,
+    /// The rest of `batch/video`: opening, seeking, demuxing.
+    VideoOther,
+    /// `batch/image`: PNG/JPEG image features.
+    Image,
+    /// `batch/parquet`: rows and windows.
+    Parquet,
+    /// `batch/collate`: parquet values into the batch.
+    Collate,
+    /// The rest of `batch`.
+    BatchOther,
+    /// `sampler`: the epoch's order.
+    Sampler,
+    /// `wait`: the consumer blocked on the queues.
+    Wait,
+}
+
+impl Stage {
+    /// Every stage, in timing-tree order.
+    pub const ALL: [Stage; 9] = [
+        Stage::Decode,
+        Stage::Convert,
+        Stage::VideoOther,
+        Stage::Image,
+        Stage::Parquet,
+        Stage::Collate,
+        Stage::BatchOther,
+        Stage::Sampler,
+        Stage::Wait,
+    ];
+
+    /// A short name (also the CSV column suffix).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Decode => "decode",
+            Stage::Convert => "convert",
+            Stage::VideoOther => "video_other",
+            Stage::Image => "image",
+            Stage::Parquet => "parquet",
+            Stage::Collate => "collate",
+            Stage::BatchOther => "batch_other",
+            Stage::Sampler => "sampler",
+            Stage::Wait => "wait",
+        }
+    }
+}
+
+/// One stage's CPU per sample and its share of the loader's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageCost {
+    /// Which stage.
+    pub stage: Stage,
+    /// CPU milliseconds per sample (median over repeats).
+    pub cpu_ms_per_sample: f64,
+    /// Percent of the loader's CPU per sample (the stages' sum).
+    pub percent: f64,
+}
+
+/// One cell of the sweep, its repeats aggregated: every figure is the median over them.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The knobs (`repeat` is 0: the row stands for every repeat).
+    pub knobs: Cell,
+    /// Repeats aggregated.
+    pub repeats: usize,
+    /// The loader alone: its ceiling, samples/s.
+    pub loader_samples_per_s: f64,
+    /// The loader's CPU per sample, ms.
+    pub loader_cpu_ms_per_sample: f64,
+    /// The loader phase's peak resident memory, bytes.
+    pub loader_peak_rss_bytes: Option<u64>,
+    /// The decode-only limit (medians of its figures).
+    pub decode_limit: Option<DecodeLimit>,
+    /// The loader's stages, largest first.
+    pub stages: Vec<StageCost>,
+    /// The model alone: its ceiling, samples/s.
+    pub model_samples_per_s: f64,
+    /// The model's median step, ms.
+    pub model_step_ms: f64,
+    /// The loader feeding the model, samples/s.
+    pub train_samples_per_s: f64,
+    /// Median wait for the next batch per step, ms.
+    pub train_wait_ms: f64,
+    /// Median host→device copy per step, ms.
+    pub train_h2d_ms: f64,
+    /// Median compute per step, ms.
+    pub train_compute_ms: f64,
+    /// Input-bound share of the step, median over steps, percent.
+    pub input_bound_pct: f64,
+    /// Its 95th percentile over steps, percent.
+    pub input_bound_p95_pct: f64,
+    /// The verdict on [`Row::input_bound_pct`].
+    pub verdict: Verdict,
+    /// CPU cores the run could use.
+    pub cores: usize,
+    /// Index of its group in [`Report::groups`].
+    pub group: usize,
+    /// The recommended row of its group.
+    pub recommended: bool,
+}
+
+impl Row {
+    /// The stage taking the most CPU, if the loader recorded any.
+    pub fn dominant_stage(&self) -> Option<&StageCost> {
+        self.stages.first().filter(|s| s.cpu_ms_per_sample > 0.0)
+    }
+}
+
+/// The recommended workers and prefetch of a group.
+#[derive(Debug, Clone)]
+pub struct Recommendation {
+    /// The recommended row (index into [`Report::rows`]).
+    pub row: usize,
+    /// The knee: the smallest workers within [`KNEE_TOLERANCE_PCT`] of the best.
+    pub workers: usize,
+    /// The smallest prefetch within [`PREFETCH_TOLERANCE_PCT`] of the best at those workers.
+    pub prefetch: usize,
+    /// The row with the best train throughput.
+    pub best_row: usize,
+    /// The recommendation in one sentence or two.
+    pub text: String,
+}
+
+/// What the loader doctor sees in a group's recommended row, and what it advises.
+#[derive(Debug, Clone)]
+pub struct Diagnosis {
+    /// The row diagnosed (index into [`Report::rows`]).
+    pub row: usize,
+    /// The verdict and the phases' figures.
+    pub headline: String,
+    /// The loader's CPU per sample by stage.
+    pub breakdown: String,
+    /// The stage taking the most CPU.
+    pub dominant: Option<Stage>,
+    /// Concrete advice, most important first.
+    pub advice: Vec<String>,
+}
+
+/// Cells sharing every knob but workers and prefetch: a recommendation is made per group.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// The knobs that tell this group from the others (empty when it is alone).
+    pub label: String,
+    /// Its rows (indices into [`Report::rows`]).
+    pub rows: Vec<usize>,
+    /// None only when no row has a finite train throughput.
+    pub recommendation: Option<Recommendation>,
+    /// The doctor's look at the recommended row.
+    pub diagnosis: Option<Diagnosis>,
+}
+
+/// Cells sharing every knob but workers, prefetch and batch: one pair of plots each.
+#[derive(Debug, Clone)]
+pub struct PlotGroup {
+    /// The knobs that tell this plot from the others (empty when it is alone).
+    pub label: String,
+    /// Its rows (indices into [`Report::rows`]).
+    pub rows: Vec<usize>,
+    /// File name of its train-against-workers plot.
+    pub train_file: String,
+    /// File name of its input-bound heatmap.
+    pub heatmap_file: String,
+}
+
+/// The analysed sweep: everything the writers lay out.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The machine of the first result.
+    pub system: Option<SystemInfo>,
+    /// Results read (repeats counted apart).
+    pub results: usize,
+    /// One per cell, sorted by group, then workers and prefetch.
+    pub rows: Vec<Row>,
+    /// Knobs (other than workers, prefetch and batch) with one value in every row.
+    pub fixed: Vec<(Knob, String)>,
+    /// Knobs (other than workers, prefetch and batch) with several values.
+    pub varying: Vec<Knob>,
+    /// Recommendation groups.
+    pub groups: Vec<Group>,
+    /// Plot groups.
+    pub plots: Vec<PlotGroup>,
+}
+
+/// A column of the cell table (shared by the terminal and Markdown writers).
+pub(crate) struct Column {
+    pub header: String,
+    pub numeric: bool,
+}
+
+impl Report {
+    /// The cell table as text cells: the columns, then one line per row. The first column
+    /// marks the recommended rows with `*`.
+    pub(crate) fn table(&self) -> (Vec<Column>, Vec<Vec<String>>) {
+        let col = |header: &str, numeric| Column { header: header.into(), numeric };
+        let mut columns = vec![col("", false), col("workers", true), col("prefetch", true)];
+        columns.push(col("batch", true));
+        columns.extend(self.varying.iter().map(|k| col(k.name(), false)));
+        let with_repeats = self.rows.iter().any(|r| r.repeats > 1);
+        if with_repeats {
+            columns.push(col("repeats", true));
+        }
+        for header in ["loader/s", "model/s", "train/s", "input-bound %", "p95 %"] {
+            columns.push(col(header, true));
+        }
+        columns.push(col("verdict", false));
+        let lines = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut line = vec![
+                    if r.recommended { "*".into() } else { String::new() },
+                    r.knobs.workers.to_string(),
+                    r.knobs.prefetch.to_string(),
+                    r.knobs.batch_size.to_string(),
+                ];
+                line.extend(self.varying.iter().map(|k| k.value(&r.knobs)));
+                if with_repeats {
+                    line.push(r.repeats.to_string());
+                }
+                line.extend([
+                    rate(r.loader_samples_per_s),
+                    rate(r.model_samples_per_s),
+                    rate(r.train_samples_per_s),
+                    format!("{:.1}", r.input_bound_pct),
+                    format!("{:.1}", r.input_bound_p95_pct),
+                    r.verdict.to_string(),
+                ]);
+                line
+            })
+            .collect();
+        (columns, lines)
+    }
+
+    /// `knob value, …` of the fixed knobs, or None when every knob varies.
+    pub(crate) fn fixed_line(&self) -> Option<String> {
+        (!self.fixed.is_empty()).then(|| {
+            self.fixed
+                .iter()
+                .map(|(k, v)| format!("{} {v}", k.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
+
+    /// The groups that have a recommendation, with their label.
+    pub(crate) fn recommendations(&self) -> impl Iterator<Item = (&str, &Recommendation)> {
+        self.groups.iter().filter_map(|g| g.recommendation.as_ref().map(|r| (g.label.as_str(), r)))
+    }
+
+    /// The groups that have a diagnosis, with their label.
+    pub(crate) fn diagnoses(&self) -> impl Iterator<Item = (&str, &Diagnosis)> {
+        self.groups.iter().filter_map(|g| g.diagnosis.as_ref().map(|d| (g.label.as_str(), d)))
+    }
+
+    /// How the recommendation is made, in one line.
+    pub(crate) fn rule(&self) -> String {
+        format!(
+            "the smallest workers within {KNEE_TOLERANCE_PCT:.0} % of the best train samples/s{}, \
+             then the smallest prefetch within {PREFETCH_TOLERANCE_PCT:.0} % of the best at those workers",
+            if self.groups.len() > 1 { " of its group" } else { "" }
+        )
+    }
+}
+
+/// The system line: CPU, cores, GPU, memory, OS and versions.
+pub fn system_line(system: &SystemInfo) -> String {
+    let memory = system
+        .memory_bytes
+        .map(|b| format!(", {:.0} GB memory", b as f64 / 1e9))
+        .unwrap_or_default();
+    format!(
+        "{} ({} cores{memory}), GPU {}, {}; feedbench {}, libtorch {}, libavcodec {}",
+        system.cpu,
+        system.cores,
+        system.gpu.as_deref().unwrap_or("none"),
+        system.os,
+        system.feedbench,
+        system.libtorch,
+        system.libavcodec
+    )
+}
+
+/// A throughput with as many decimals as it deserves; `inf` for an unbounded ceiling.
+pub fn rate(x: f64) -> String {
+    if x.is_infinite() {
+        "inf".into()
+    } else if !x.is_finite() {
+        "-".into()
+    } else if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// `s` after a count other than one.
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Milliseconds with three significant digits or so.
+pub fn millis(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.1}")
+    } else if x >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// Why a report could not be made, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// `results.jsonl` could not be read.
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    /// There is nothing to report.
+    #[error("{path}: no cell results to report")]
+    Empty {
+        /// The results file (or the directory given results).
+        path: PathBuf,
+    },
+    /// A report file could not be written.
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A plot could not be drawn.
+    #[error("{path}: cannot draw the plot: {what}")]
+    Plot {
+        /// The SVG file.
+        path: PathBuf,
+        /// What went wrong.
+        what: String,
+    },
+}
+
+/// What [`write_report`] made.
+#[derive(Debug, Clone)]
+pub struct ReportFiles {
+    /// The analysis.
+    pub report: Report,
+    /// The report as terminal text (what `feedbench report` prints).
+    pub terminal: String,
+    /// Every file written, `report.md` first.
+    pub files: Vec<PathBuf>,
+}
+
+/// Analyses `results` and writes `report.md`, `results.csv` and the SVG plots into `dir`
+/// (which must exist), replacing earlier ones; returns the analysis and the terminal text.
+pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, ReportError> {
+    if results.is_empty() {
+        return Err(ReportError::Empty { path: dir.to_path_buf() });
+    }
+    let report = render(results);
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|source| ReportError::Write { path: path.clone(), source })?;
+        Ok::<_, ReportError>(path)
+    };
+    let mut files = vec![write(MARKDOWN_FILE, markdown::render(&report))?];
+    files.push(write(CSV_FILE, csv::render(&report))?);
+    files.extend(plots::write(dir, &report)?);
+    Ok(ReportFiles { terminal: terminal::render(&report), report, files })
+}
+
+/// Re-renders the report of a sweep directory from its `results.jsonl` alone, never measuring.
+pub fn report_dir(dir: &Path) -> Result<ReportFiles, ReportError> {
+    let path = dir.join(RESULTS_FILE);
+    let results = read_results(&path)?;
+    if results.is_empty() {
+        return Err(ReportError::Empty { path });
+    }
+    write_report(dir, &results)
+}

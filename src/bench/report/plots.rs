@@ -1,0 +1,314 @@
+//! The report's SVG plots, drawn with plotters' SVG backend (text stays `<text>` elements, so no
+//! font files are needed). Per plot group: train samples/s against workers, one line per batch
+//! size with the model ceiling dashed in the same colour, and the input-bound % as a heatmap
+//! over workers × batch. Where a cell was measured at several prefetch depths, both plots show
+//! the depth with the best train throughput, except at the recommended workers, where they show
+//! the recommended depth (the heatmap marks that cell).
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{PlotGroup, Report, ReportError, Row};
+
+const SIZE: (u32, u32) = (900, 560);
+const FONT: &str = "sans-serif";
+/// Line colours, one per batch size (Tableau 10).
+const COLOURS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Writes every plot group's two SVG files into `dir`; returns their paths.
+pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
+    let mut files = Vec::new();
+    for plot in &report.plots {
+        let curves = curves(report, plot);
+        let path = dir.join(&plot.train_file);
+        train_vs_workers(&path, plot, &curves)
+            .map_err(|what| ReportError::Plot { path: path.clone(), what })?;
+        files.push(path);
+        let path = dir.join(&plot.heatmap_file);
+        heatmap(&path, plot, &curves)
+            .map_err(|what| ReportError::Plot { path: path.clone(), what })?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+/// One batch size of a plot group: per workers, the row with the best train throughput (the
+/// recommended row at the recommended workers).
+struct Curve<'a> {
+    batch: usize,
+    points: Vec<&'a Row>,
+    /// The recommended (workers, prefetch) of this batch size.
+    recommended: Option<(usize, usize)>,
+}
+
+fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
+    let mut curves: Vec<Curve> = Vec::new();
+    for &i in &plot.rows {
+        let row = &report.rows[i];
+        let curve = match curves.iter_mut().position(|c| c.batch == row.knobs.batch_size) {
+            Some(c) => &mut curves[c],
+            None => {
+                curves.push(Curve {
+                    batch: row.knobs.batch_size,
+                    points: Vec::new(),
+                    recommended: None,
+                });
+                curves.last_mut().expect("just pushed")
+            }
+        };
+        if row.recommended {
+            curve.recommended = Some((row.knobs.workers, row.knobs.prefetch));
+        }
+        match curve.points.iter_mut().find(|p| p.knobs.workers == row.knobs.workers) {
+            Some(p) if row.recommended => *p = row,
+            Some(p) if !p.recommended && row.train_samples_per_s > p.train_samples_per_s => {
+                *p = row
+            }
+            Some(_) => {}
+            None => curve.points.push(row),
+        }
+    }
+    for curve in &mut curves {
+        curve.points.sort_by_key(|r| r.knobs.workers);
+    }
+    curves.sort_by_key(|c| c.batch);
+    curves
+}
+
+fn title(what: &str, plot: &PlotGroup) -> String {
+    if plot.label.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what} ({})", plot.label)
+    }
+}
+
+fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let workers = curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.workers as i32));
+    let (lo, hi) = (workers.clone().min().unwrap_or(0), workers.max().unwrap_or(1));
+    let hi = hi.max(lo + 1);
+    let ceiling = |c: &Curve| {
+        let ceilings = c.points.iter().map(|r| r.model_samples_per_s).filter(|x| x.is_finite());
+        let median = crate::bench::stats::median(ceilings.clone());
+        (ceilings.count() > 0).then_some(median)
+    };
+    let top = curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|r| r.train_samples_per_s).chain(ceiling(c)))
+        .filter(|x| x.is_finite())
+        .fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title("Train samples/s against workers", plot), (FONT, 22))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(lo..hi, 0.0..top)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("workers")
+        .y_desc("train samples/s")
+        .axis_desc_style((FONT, 16))
+        .label_style((FONT, 13))
+        .x_labels(((hi - lo) as usize + 1).min(17))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (k, curve) in curves.iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let points: Vec<(i32, f64)> = curve
+            .points
+            .iter()
+            .map(|r| (r.knobs.workers as i32, r.train_samples_per_s))
+            .filter(|(_, y)| y.is_finite())
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(format!("train, batch {}", curve.batch))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(2))
+            });
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
+            .map_err(|e| e.to_string())?;
+        if let Some(c) = ceiling(curve) {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(lo, c), (hi, c)],
+                    8,
+                    5,
+                    colour.stroke_width(1),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(format!("model ceiling, batch {}", curve.batch))
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (9, 0)], colour.stroke_width(1))
+                        + PathElement::new(vec![(15, 0), (24, 0)], colour.stroke_width(1))
+                });
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font((FONT, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// The colour of an input-bound share: green under the moderate threshold (5 %), through
+/// yellow and orange at the high one (20 %), to red at 100 %.
+pub fn heat_colour(percent: f64) -> RGBColor {
+    const STOPS: [(f64, (f64, f64, f64)); 4] = [
+        (0.0, (26.0, 152.0, 80.0)),
+        (5.0, (217.0, 239.0, 139.0)),
+        (20.0, (253.0, 174.0, 97.0)),
+        (100.0, (215.0, 48.0, 39.0)),
+    ];
+    let p = if percent.is_finite() { percent.clamp(0.0, 100.0) } else { 100.0 };
+    let k = STOPS.iter().rposition(|(at, _)| *at <= p).unwrap_or(0).min(STOPS.len() - 2);
+    let ((a, ca), (b, cb)) = (STOPS[k], STOPS[k + 1]);
+    let t = ((p - a) / (b - a)).clamp(0.0, 1.0);
+    let mix = |x: f64, y: f64| (x + (y - x) * t).round() as u8;
+    RGBColor(mix(ca.0, cb.0), mix(ca.1, cb.1), mix(ca.2, cb.2))
+}
+
+fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (main, bar) = root.split_horizontally(SIZE.0 - 130);
+    let mut workers: Vec<usize> =
+        curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.workers)).collect();
+    workers.sort();
+    workers.dedup();
+    let batches: Vec<usize> = curves.iter().map(|c| c.batch).collect();
+    let (nx, ny) = (workers.len().max(1) as f64, batches.len().max(1) as f64);
+
+    let mut chart = ChartBuilder::on(&main)
+        .caption(title("Input-bound % (median) over workers × batch", plot), (FONT, 22))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..nx - 0.5, -0.5..ny - 0.5)
+        .map_err(|e| e.to_string())?;
+    let at = |values: &[usize], x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < values.len() {
+            values[i as usize].to_string()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("workers")
+        .y_desc("batch size")
+        .axis_desc_style((FONT, 16))
+        .label_style((FONT, 13))
+        .x_labels(workers.len() + 1)
+        .y_labels(batches.len() + 1)
+        .x_label_formatter(&|x| at(&workers, x))
+        .y_label_formatter(&|y| at(&batches, y))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (j, curve) in curves.iter().enumerate() {
+        for (i, w) in workers.iter().enumerate() {
+            let (x, y) = (i as f64, j as f64);
+            let cell = [(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)];
+            let (fill, text) = match curve.points.iter().find(|r| r.knobs.workers == *w) {
+                Some(row) => {
+                    (heat_colour(row.input_bound_pct), format!("{:.1} %", row.input_bound_pct))
+                }
+                None => (RGBColor(225, 225, 225), "not measured".to_string()),
+            };
+            chart
+                .draw_series([
+                    Rectangle::new(cell, fill.filled()),
+                    Rectangle::new(cell, WHITE.stroke_width(2)),
+                ])
+                .map_err(|e| e.to_string())?;
+            let centred = |size: u32| {
+                TextStyle::from((FONT, size).into_font())
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Center))
+            };
+            chart.draw_series([Text::new(text, (x, y), centred(15))]).map_err(|e| e.to_string())?;
+            if let Some((_, prefetch)) = curve.recommended.filter(|(rw, _)| rw == w) {
+                let inset = [(x - 0.47, y - 0.47), (x + 0.47, y + 0.47)];
+                chart
+                    .draw_series([
+                        Rectangle::new(inset, BLACK.stroke_width(3)).into_dyn(),
+                        Text::new(
+                            format!("recommended, prefetch {prefetch}"),
+                            (x, y - 0.2),
+                            centred(12),
+                        )
+                        .into_dyn(),
+                    ])
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+
+    // The colour scale, 0 to 100 %.
+    let mut scale = ChartBuilder::on(&bar)
+        .margin_top(60)
+        .margin_bottom(70)
+        .margin_right(20)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..1.0, 0.0..100.0)
+        .map_err(|e| e.to_string())?;
+    scale
+        .configure_mesh()
+        .disable_mesh()
+        .disable_x_axis()
+        .y_desc("input-bound %")
+        .axis_desc_style((FONT, 14))
+        .label_style((FONT, 12))
+        .y_labels(11)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    scale
+        .draw_series((0..100).map(|p| {
+            let p = p as f64;
+            Rectangle::new([(0.0, p), (1.0, p + 1.0)], heat_colour(p + 0.5).filled())
+        }))
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heat_colours_follow_the_thresholds() {
+        assert_eq!(heat_colour(0.0), RGBColor(26, 152, 80));
+        assert_eq!(heat_colour(5.0), RGBColor(217, 239, 139));
+        assert_eq!(heat_colour(20.0), RGBColor(253, 174, 97));
+        assert_eq!(heat_colour(100.0), RGBColor(215, 48, 39));
+        assert_eq!(heat_colour(250.0), heat_colour(100.0));
+        let mid = heat_colour(60.0);
+        assert!(mid.0 > 215 && mid.1 > 48 && mid.1 < 174, "{mid:?}");
+    }
+}
