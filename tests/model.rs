@@ -13,8 +13,15 @@ use tch::Device;
 
 /// One intra-op thread per test: the tests run in parallel on a small shared machine, where
 /// libtorch's threads would only wait on each other.
-fn setup() {
+/// One libtorch thread, and the test's hold on libtorch's global random generator: the tests
+/// of this binary run on parallel threads, and one test's draws (model init, noise, crops)
+/// would otherwise change another's between its `manual_seed` and its step.
+#[must_use]
+fn setup() -> std::sync::MutexGuard<'static, ()> {
+    static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
     tch::set_num_threads(1);
+    guard
 }
 
 fn camera(key: &str, h: usize, w: usize) -> CameraShape {
@@ -28,7 +35,7 @@ fn tiny(crop: (usize, usize)) -> DiffusionConfig {
 
 #[test]
 fn pusht_parameter_count_matches_lerobot() {
-    setup();
+    let _generator = setup();
     let policy = DiffusionPolicy::new(
         &DiffusionConfig::pusht(),
         &PolicyShapes::pusht(),
@@ -41,7 +48,7 @@ fn pusht_parameter_count_matches_lerobot() {
 
 #[test]
 fn small_preset_learns_on_a_fixed_batch() {
-    setup();
+    let _generator = setup();
     // The `small` graph on small images so that the steps take seconds. libtorch's generator
     // is reseeded before every step, so each step draws the same noise, timesteps and crop:
     // the loss is then a function of the weights alone and must fall as they train.
@@ -67,7 +74,7 @@ fn small_preset_learns_on_a_fixed_batch() {
 
 #[test]
 fn shapes_follow_features_one_and_two_cameras() {
-    setup();
+    let _generator = setup();
     for (cameras, separate) in [
         (vec![camera("observation.image", 96, 96)], false),
         (
@@ -103,7 +110,7 @@ fn shapes_follow_features_one_and_two_cameras() {
 
 #[test]
 fn global_conditioning_width_follows_the_cameras() {
-    setup();
+    let _generator = setup();
     // Two cameras add one more 64-wide feature per observation step to the conditioning: the
     // UNet's FiLM layers grow by exactly that many inputs.
     let count = |n_cams: usize| {
@@ -130,7 +137,7 @@ fn global_conditioning_width_follows_the_cameras() {
 
 #[test]
 fn wrong_batches_are_clear_errors() {
-    setup();
+    let _generator = setup();
     let shapes = PolicyShapes::pusht();
     let cfg = tiny((64, 64));
     let mut policy = DiffusionPolicy::new(&cfg, &shapes, Device::Cpu, Precision::F32).unwrap();
@@ -171,7 +178,7 @@ fn wrong_batches_are_clear_errors() {
 
 #[test]
 fn bf16_autocast_runs_on_cpu() {
-    setup();
+    let _generator = setup();
     tch::manual_seed(0);
     let shapes = PolicyShapes::pusht();
     let cfg = tiny((64, 64));
@@ -183,7 +190,7 @@ fn bf16_autocast_runs_on_cpu() {
 
 #[test]
 fn synthetic_step_costs_what_it_says() {
-    setup();
+    let _generator = setup();
     assert_eq!(SyntheticStep::parse_cost("synthetic:40ms").unwrap(), Duration::from_millis(40));
     assert_eq!(SyntheticStep::parse_cost("synthetic:0.5s").unwrap(), Duration::from_millis(500));
     assert_eq!(SyntheticStep::parse_cost("synthetic:15").unwrap(), Duration::from_millis(15));
@@ -204,7 +211,7 @@ fn synthetic_step_costs_what_it_says() {
 
 #[test]
 fn cuda_step_matches_shapes_and_learns() {
-    setup();
+    let _generator = setup();
     if !tch::Cuda::is_available() {
         // Written to stderr directly so that the note shows although the test passes.
         let _ = writeln!(
