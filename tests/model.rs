@@ -16,7 +16,6 @@ use tch::Device;
 /// One libtorch thread, and the test's hold on libtorch's global random generator: the tests
 /// of this binary run on parallel threads, and one test's draws (model init, noise, crops)
 /// would otherwise change another's between its `manual_seed` and its step.
-#[must_use]
 fn setup() -> std::sync::MutexGuard<'static, ()> {
     static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
