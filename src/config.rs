@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn the_shipped_configs_parse() {
         let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
-        for name in ["default.toml", "g1.toml", "example.toml"] {
+        for name in ["default.toml", "g1.toml", "g1-partial.toml", "example.toml"] {
             let config = SweepConfig::load(&configs.join(name)).unwrap();
             assert_eq!(config.dataset.synth.is_some(), config.dataset.path.is_none(), "{name}");
         }
