@@ -79,6 +79,7 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
     let ffmpeg = have_ffmpeg();
     let mut decoder = VideoDecoder::new(DecodeOptions::default());
     let window = dataset.window(&WindowSpec::Single).unwrap();
+    let mut forward: std::collections::HashMap<(String, usize), Vec<u8>> = Default::default();
 
     for (c, camera) in preset.cameras.iter().enumerate() {
         let feature = info.feature(&camera.key).unwrap();
@@ -136,7 +137,23 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
                 other_view.render(t, frame, &mut rendered);
                 let foreign = mean_abs_diff(pixels, &chw(&rendered));
                 assert!(own < 12.0 && own < foreign, "index {index}: {own} vs {foreign}");
+                forward.insert((camera.key.clone(), index), pixels.clone());
             }
+        }
+    }
+    // Backwards, every request restarts at its keyframe (x264's keyframes are recovery points,
+    // not IDR frames, followed by leading B-frames): the same pixels as in time order.
+    let mut backwards = VideoDecoder::new(DecodeOptions::default());
+    for index in (0..dataset.num_frames()).rev() {
+        let mut sample = dataset.sample(index, &window).unwrap();
+        sample.decode_pixels(&mut backwards, true).unwrap();
+        for camera in &preset.cameras {
+            let Values::U8(pixels) = &sample.arrays[&camera.key].values else { panic!() };
+            assert!(
+                pixels == &forward[&(camera.key.clone(), index)],
+                "{} index {index} backwards",
+                camera.key
+            );
         }
     }
 
@@ -258,6 +275,14 @@ fn v30_layout_of_files_and_two_cameras() {
     assert_eq!(third.tasks, ["push"]);
     assert_eq!(dataset.episodes().nth(1).unwrap().tasks, ["pull"]);
     check_round_trip(&root, &preset, &options);
+    // pandas reads the task strings back as the index of the task table, as LeRobot expects.
+    let file = std::fs::File::open(root.join("meta/tasks.parquet")).unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    use parquet::file::reader::FileReader;
+    let metadata = reader.metadata().file_metadata().key_value_metadata().cloned().unwrap();
+    let pandas = metadata.iter().find(|kv| kv.key == "pandas").unwrap();
+    let pandas: Json = serde_json::from_str(pandas.value.as_deref().unwrap()).unwrap();
+    assert_eq!(pandas["index_columns"], serde_json::json!(["__index_level_0__"]));
 
     // Without a limit, every episode goes into one file per camera.
     let options = SynthOptions { seed: SEED, ..Default::default() };

@@ -139,6 +139,9 @@ struct StreamDecoder {
     last: Option<u32>,
     /// Whether the end of stream was sent (the decoder must restart before more packets).
     drained: bool,
+    /// Rank of the keyframe decoding last restarted at: samples shown before it (its leading
+    /// pictures) are not sent, as they need the GOP before it.
+    restart_rank: u32,
     frame: frame::Video,
 }
 
@@ -161,6 +164,14 @@ impl StreamDecoder {
             count: 1,
             ..Default::default()
         });
+        if video.codec() == VideoCodec::H264 {
+            // x264 makes its keyframes recovery points (non-IDR I-frames) unless GOPs are long.
+            // Starting there, FFmpeg marks only the keyframe itself as recovered when frames
+            // are reordered, and drops the frames after it unless told to output frames it
+            // cannot vouch for; they are whole (the recovery point promises it, and leading
+            // pictures, which are not, are never sent after a restart).
+            context.set_flags(codec::Flags::OUTPUT_CORRUPT);
+        }
         set_extradata(path, &mut context, video.extradata())?;
         let decoder = context.decoder().open_as(codec).and_then(|d| d.video()).map_err(|e| {
             DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}"))
@@ -171,6 +182,7 @@ impl StreamDecoder {
             next: 0,
             last: None,
             drained: false,
+            restart_rank: 0,
             frame: frame::Video::empty(),
         })
     }
@@ -191,11 +203,12 @@ impl StreamDecoder {
     fn seek(&mut self, rank: u32) {
         let start = self.video.decode_start(rank);
         let ahead = self.last.is_none_or(|last| last < rank);
-        if self.drained || !ahead || self.next < start {
+        if self.drained || !ahead || self.next < start || rank < self.restart_rank {
             self.decoder.flush();
             self.next = start;
             self.last = None;
             self.drained = false;
+            self.restart_rank = self.video.samples()[start].rank;
         }
     }
 
@@ -230,6 +243,16 @@ impl StreamDecoder {
                 Err(ffmpeg_next::Error::Other { errno: EAGAIN }) => {
                     if self.next < self.video.samples().len() {
                         let sample = self.video.samples()[self.next];
+                        if sample.rank < self.restart_rank {
+                            // A leading picture of the keyframe decoding restarted at: it
+                            // references the GOP before, which was not decoded, and sending it
+                            // can derail the decoder (H.264 keyframes that are recovery points,
+                            // not IDR, lose the frames after them). Frames shown after the
+                            // keyframe never need it (HEVC forbids it; H.264 recovery points
+                            // promise it).
+                            self.next += 1;
+                            continue;
+                        }
                         let mut packet = Packet::copy(self.video.sample_data(self.next));
                         packet.set_pts(Some(i64::from(sample.rank)));
                         packet.set_dts(Some(self.next as i64));
