@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use feedbench::dataset::video::{probe, DecodeOptions, VideoCodec, VideoDecoder};
+use feedbench::dataset::video::{probe, DecodeOptions, VideoCodec, VideoDecoder, VideoFile};
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::scene::{Camera, Motion};
 use feedbench::dataset::write::stats::{sample_indices, ImageStats};
@@ -105,6 +105,13 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
             assert_eq!(clip.to_timestamp, (*before + lengths[e]) as f64 / fps);
             let start = *before;
             *before += lengths[e];
+            // Each episode starts on a keyframe, and one comes every `gop` frames.
+            let table = VideoFile::shared(&path).unwrap();
+            for frame in (0..lengths[e]).step_by(preset.gop as usize) {
+                let rank = table.rank_of_frame(start + frame);
+                let sample = table.samples().iter().find(|s| s.rank == rank).unwrap();
+                assert!(sample.keyframe, "episode {e} frame {frame} of {}", path.display());
+            }
             let stream = probe(&path).unwrap();
             assert_eq!(stream.codec, preset.codec.name());
             assert_eq!((stream.height, stream.width), (camera.height, camera.width));
@@ -141,8 +148,7 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
             }
         }
     }
-    // Backwards, every request restarts at its keyframe (x264's keyframes are recovery points,
-    // not IDR frames, followed by leading B-frames): the same pixels as in time order.
+    // Backwards, every request restarts at its keyframe: the same pixels as in time order.
     let mut backwards = VideoDecoder::new(DecodeOptions::default());
     for index in (0..dataset.num_frames()).rev() {
         let mut sample = dataset.sample(index, &window).unwrap();
