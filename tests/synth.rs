@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use feedbench::dataset::video::{probe, DecodeOptions, VideoCodec, VideoDecoder};
+use feedbench::dataset::video::{probe, DecodeOptions, VideoCodec, VideoDecoder, VideoFile};
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::scene::{Camera, Motion};
 use feedbench::dataset::write::stats::{sample_indices, ImageStats};
@@ -79,6 +79,7 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
     let ffmpeg = have_ffmpeg();
     let mut decoder = VideoDecoder::new(DecodeOptions::default());
     let window = dataset.window(&WindowSpec::Single).unwrap();
+    let mut forward: std::collections::HashMap<(String, usize), Vec<u8>> = Default::default();
 
     for (c, camera) in preset.cameras.iter().enumerate() {
         let feature = info.feature(&camera.key).unwrap();
@@ -104,6 +105,13 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
             assert_eq!(clip.to_timestamp, (*before + lengths[e]) as f64 / fps);
             let start = *before;
             *before += lengths[e];
+            // Each episode starts on a keyframe, and one comes every `gop` frames.
+            let table = VideoFile::shared(&path).unwrap();
+            for frame in (0..lengths[e]).step_by(preset.gop as usize) {
+                let rank = table.rank_of_frame(start + frame);
+                let sample = table.samples().iter().find(|s| s.rank == rank).unwrap();
+                assert!(sample.keyframe, "episode {e} frame {frame} of {}", path.display());
+            }
             let stream = probe(&path).unwrap();
             assert_eq!(stream.codec, preset.codec.name());
             assert_eq!((stream.height, stream.width), (camera.height, camera.width));
@@ -136,7 +144,22 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
                 other_view.render(t, frame, &mut rendered);
                 let foreign = mean_abs_diff(pixels, &chw(&rendered));
                 assert!(own < 12.0 && own < foreign, "index {index}: {own} vs {foreign}");
+                forward.insert((camera.key.clone(), index), pixels.clone());
             }
+        }
+    }
+    // Backwards, every request restarts at its keyframe: the same pixels as in time order.
+    let mut backwards = VideoDecoder::new(DecodeOptions::default());
+    for index in (0..dataset.num_frames()).rev() {
+        let mut sample = dataset.sample(index, &window).unwrap();
+        sample.decode_pixels(&mut backwards, true).unwrap();
+        for camera in &preset.cameras {
+            let Values::U8(pixels) = &sample.arrays[&camera.key].values else { panic!() };
+            assert!(
+                pixels == &forward[&(camera.key.clone(), index)],
+                "{} index {index} backwards",
+                camera.key
+            );
         }
     }
 
@@ -258,6 +281,14 @@ fn v30_layout_of_files_and_two_cameras() {
     assert_eq!(third.tasks, ["push"]);
     assert_eq!(dataset.episodes().nth(1).unwrap().tasks, ["pull"]);
     check_round_trip(&root, &preset, &options);
+    // pandas reads the task strings back as the index of the task table, as LeRobot expects.
+    let file = std::fs::File::open(root.join("meta/tasks.parquet")).unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(file).unwrap();
+    use parquet::file::reader::FileReader;
+    let metadata = reader.metadata().file_metadata().key_value_metadata().cloned().unwrap();
+    let pandas = metadata.iter().find(|kv| kv.key == "pandas").unwrap();
+    let pandas: Json = serde_json::from_str(pandas.value.as_deref().unwrap()).unwrap();
+    assert_eq!(pandas["index_columns"], serde_json::json!(["__index_level_0__"]));
 
     // Without a limit, every episode goes into one file per camera.
     let options = SynthOptions { seed: SEED, ..Default::default() };

@@ -140,8 +140,17 @@ fn b_frame_videos_random_access_matches_ffmpeg_cli() {
         "-tag:v",
         "hvc1",
     ];
+    // Open GOPs at LeRobot's GOP 2: keyframes are recovery points (non-IDR I-frames), each
+    // followed in decode order by a leading B-frame of the GOP before; the last frame is a P
+    // after the last keyframe.
+    let h264_g2 = ["-c:v", "libx264", "-g", "2", "-x264-params", "open-gop=1"];
     let av1 = ["-c:v", "libsvtav1", "-g", "4"];
-    for (name, args) in [("h264.mp4", &h264[..]), ("hevc.mp4", &hevc[..]), ("av1.mp4", &av1[..])] {
+    for (name, args) in [
+        ("h264.mp4", &h264[..]),
+        ("h264_g2.mp4", &h264_g2[..]),
+        ("hevc.mp4", &hevc[..]),
+        ("av1.mp4", &av1[..]),
+    ] {
         let path = encode_synthetic(dir.path(), name, args);
         let frame_bytes = 3 * 160 * 120;
         let reference = ffmpeg_all_rgb24(&path, frame_bytes);
@@ -155,6 +164,14 @@ fn b_frame_videos_random_access_matches_ffmpeg_cli() {
         let mut out = vec![0u8; 2 * frame_bytes];
         for frame in permutation(60, 7).into_iter().chain((0..60).rev()).chain(0..60) {
             decoder
+                .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
+                .unwrap();
+            assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");
+        }
+        // Each frame alone, by a decoder that starts at the frame's keyframe.
+        for frame in 0..60 {
+            let mut fresh = VideoDecoder::new(DecodeOptions::default());
+            fresh
                 .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
                 .unwrap();
             assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");

@@ -168,8 +168,14 @@ struct StreamDecoder {
     next: usize,
     /// Rank of the last frame received since the last restart.
     last: Option<u32>,
-    /// Whether the end of stream was sent (the decoder must restart before more packets).
+    /// Whether the end of stream was sent: the decoder hands out the frames it holds but must
+    /// restart before it takes more packets.
     drained: bool,
+    /// Whether the last request failed: the next one restarts.
+    failed: bool,
+    /// Rank of the keyframe decoding last restarted at: samples shown before it (its leading
+    /// pictures) are not sent, as they need the GOP before it.
+    restart_rank: u32,
     frame: frame::Video,
     /// Frames the codec has returned since it was opened.
     decoded: u64,
@@ -194,6 +200,14 @@ impl StreamDecoder {
             count: 1,
             ..Default::default()
         });
+        if video.codec() == VideoCodec::H264 {
+            // x264 makes its keyframes recovery points (non-IDR I-frames) unless GOPs are long.
+            // Starting there, FFmpeg marks only the keyframe itself as recovered when frames
+            // are reordered, and drops the frames after it unless told to output frames it
+            // cannot vouch for; they are whole (the recovery point promises it, and leading
+            // pictures, which are not, are never sent after a restart).
+            context.set_flags(codec::Flags::OUTPUT_CORRUPT);
+        }
         set_extradata(path, &mut context, video.extradata())?;
         let decoder = context.decoder().open_as(codec).and_then(|d| d.video()).map_err(|e| {
             DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}"))
@@ -204,6 +218,8 @@ impl StreamDecoder {
             next: 0,
             last: None,
             drained: false,
+            failed: false,
+            restart_rank: 0,
             frame: frame::Video::empty(),
             decoded: 0,
         })
@@ -214,7 +230,7 @@ impl StreamDecoder {
     fn frame(&mut self, rank: u32) -> Result<&frame::Video> {
         self.seek(rank);
         if let Err(e) = self.decode(rank) {
-            self.drained = true;
+            self.failed = true;
             return Err(e);
         }
         Ok(&self.frame)
@@ -225,11 +241,15 @@ impl StreamDecoder {
     fn seek(&mut self, rank: u32) {
         let start = self.video.decode_start(rank);
         let ahead = self.last.is_none_or(|last| last < rank);
-        if self.drained || !ahead || self.next < start {
+        // A drained decoder still hands out the frames it holds, but takes no more packets.
+        let stuck = self.drained && self.next < self.video.complete_after(rank);
+        if self.failed || stuck || !ahead || self.next < start || rank < self.restart_rank {
             self.decoder.flush();
+            self.failed = false;
             self.next = start;
             self.last = None;
             self.drained = false;
+            self.restart_rank = self.video.samples()[start].rank;
         }
     }
 
@@ -263,24 +283,42 @@ impl StreamDecoder {
                     }
                 }
                 Err(ffmpeg_next::Error::Other { errno: EAGAIN }) => {
-                    if self.next < self.video.samples().len() {
-                        let sample = self.video.samples()[self.next];
-                        let mut packet = Packet::copy(self.video.sample_data(self.next));
-                        packet.set_pts(Some(i64::from(sample.rank)));
-                        packet.set_dts(Some(self.next as i64));
-                        if sample.keyframe {
-                            packet.set_flags(ffmpeg_next::packet::Flags::KEY);
-                        }
-                        self.next += 1;
-                        self.decoder.send_packet(&packet).map_err(|e| {
-                            ffmpeg_error(&format!("cannot decode frame data {}", self.next - 1), e)
-                        })?;
-                    } else if !self.drained {
-                        self.drained = true;
-                        self.decoder.send_eof().map_err(|e| ffmpeg_error("cannot drain", e))?;
-                    } else {
+                    let samples = self.video.samples();
+                    if self.drained {
                         return Err(missing(path, &self.video, rank));
                     }
+                    // Once every sample up to the frame was sent, a reordering decoder may
+                    // still hold it until more frames arrive (x264 and x265 signal a reorder
+                    // delay even in GOPs without B-frames). When the next sample starts a GOP,
+                    // which this frame does not need, drain instead of decoding it: a later
+                    // frame restarts at that keyframe anyway.
+                    let complete = self.next >= self.video.complete_after(rank);
+                    let gop_ends = samples.get(self.next).is_none_or(|s| s.keyframe);
+                    if complete && gop_ends {
+                        self.drained = true;
+                        self.decoder.send_eof().map_err(|e| ffmpeg_error("cannot drain", e))?;
+                        continue;
+                    }
+                    let sample = samples[self.next];
+                    self.next += 1;
+                    if sample.rank < self.restart_rank {
+                        // A leading picture of the keyframe decoding restarted at: it
+                        // references the GOP before, which was not decoded, and sending it
+                        // can derail the decoder (H.264 keyframes that are recovery points,
+                        // not IDR, lose the frames after them). Frames shown after the
+                        // keyframe never need it (HEVC forbids it; H.264 recovery points
+                        // promise it).
+                        continue;
+                    }
+                    let mut packet = Packet::copy(self.video.sample_data(self.next - 1));
+                    packet.set_pts(Some(i64::from(sample.rank)));
+                    packet.set_dts(Some(self.next as i64 - 1));
+                    if sample.keyframe {
+                        packet.set_flags(ffmpeg_next::packet::Flags::KEY);
+                    }
+                    self.decoder.send_packet(&packet).map_err(|e| {
+                        ffmpeg_error(&format!("cannot decode frame data {}", self.next - 1), e)
+                    })?;
                 }
                 Err(ffmpeg_next::Error::Eof) => return Err(missing(path, &self.video, rank)),
                 Err(e) => return Err(ffmpeg_error("decoding failed", e)),

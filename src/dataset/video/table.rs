@@ -80,6 +80,9 @@ pub struct VideoFile {
     samples: Vec<Mp4Sample>,
     /// Presentation rank → decode index.
     by_rank: Vec<u32>,
+    /// Presentation rank → 1 + the largest decode index of the ranks up to it: once the
+    /// samples before that index are sent, every frame up to the rank can be decoded.
+    complete_after: Vec<u32>,
     /// Presentation times in seconds (as FFmpeg reports them) of the shown frames, ascending.
     times: Vec<f64>,
     /// Number of leading ranks the edit list hides (presentation time below zero).
@@ -141,6 +144,13 @@ impl VideoFile {
         for (rank, &i) in by_rank.iter().enumerate() {
             samples[i as usize].rank = rank as u32;
         }
+        let complete_after: Vec<u32> = by_rank
+            .iter()
+            .scan(0u32, |most, &i| {
+                *most = (*most).max(i + 1);
+                Some(*most)
+            })
+            .collect();
         let hidden = by_rank.iter().take_while(|&&i| pts[i as usize] < 0).count();
         let times: Vec<f64> =
             by_rank[hidden..].iter().map(|&i| pts[i as usize] as f64 / timescale).collect();
@@ -159,6 +169,7 @@ impl VideoFile {
             height: u32::from(height),
             samples,
             by_rank,
+            complete_after,
             times,
             hidden,
         })
@@ -225,6 +236,13 @@ impl VideoFile {
     /// Shown frame number of presentation rank `rank`, `None` for a hidden sample.
     pub fn frame_of_rank(&self, rank: u32) -> Option<usize> {
         (rank as usize).checked_sub(self.hidden)
+    }
+
+    /// How many samples, in decode order, must be sent to a decoder before every frame up to
+    /// presentation rank `rank` can be decoded (a reordering decoder may still hold them back
+    /// until it is sent more or drained).
+    pub fn complete_after(&self, rank: u32) -> usize {
+        self.complete_after[rank as usize] as usize
     }
 
     /// Decode index at which decoding must start to reach rank `rank`: the last keyframe at or

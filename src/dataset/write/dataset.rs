@@ -12,7 +12,7 @@ use arrow::array::{
     LargeListArray, ListArray, RecordBatch, StringArray, StructArray,
 };
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field};
+use arrow::datatypes::{DataType, Field, Schema};
 use serde_json::{json, Value as Json};
 
 use super::stats::FeatureStats;
@@ -61,6 +61,14 @@ impl Layout {
         }
         if self.episode_lengths.contains(&0) {
             return Err(DatasetError::invalid(out, "every episode needs at least one frame"));
+        }
+        let in_files: Vec<usize> = self.data_files.iter().flatten().copied().collect();
+        if !self.version.is_v2() && in_files != (0..self.episode_lengths.len()).collect::<Vec<_>>()
+        {
+            return Err(DatasetError::invalid(
+                out,
+                "v3.0 data files must hold every episode once, in order",
+            ));
         }
         Ok(())
     }
@@ -255,7 +263,8 @@ pub fn dataset_info(
     }
 }
 
-/// The template fields of a file: v2.1 by episode, v3.0 by chunk and file.
+/// The fields of info.json's path templates for a file: v2.1 names an episode (`n`) of chunk
+/// `chunk`, v3.0 file `n` of chunk `chunk`.
 fn fields(
     version: CodebaseVersion,
     chunk: usize,
@@ -321,7 +330,7 @@ pub fn write_dataset(
         } else {
             chunk_and_file(n)
         };
-        episodes.iter().for_each(|&e| data_file_of[e] = chunk_and_file(n));
+        episodes.iter().for_each(|&e| data_file_of[e] = (chunk, file));
         let path = root.join(data_file(info, chunk, file)?);
         let batch = frames_batch(info, layout, contents, &ranges, episodes)?;
         write_parquet(&path, &batch, layout.row_group_rows)?;
@@ -364,15 +373,36 @@ pub fn write_dataset(
         .collect();
     write_json(&meta.join("stats.json"), &stats_json(&aggregated))?;
     write_v3_episodes(root, layout, contents, &ranges, &data_file_of, &stats)?;
-    let tasks = RecordBatch::try_from_iter([
-        (
-            "task_index",
-            Arc::new(Int64Array::from_iter_values(0..layout.tasks.len() as i64)) as ArrayRef,
-        ),
-        ("__index_level_0__", Arc::new(StringArray::from(layout.tasks.clone())) as ArrayRef),
+    write_parquet(&meta.join("tasks.parquet"), &tasks_batch(&layout.tasks), usize::MAX)
+}
+
+/// `meta/tasks.parquet` as pandas writes LeRobot's task table: a `task_index` column and the
+/// task strings as the frame's (unnamed) index, `__index_level_0__`, marked as the index in
+/// the `pandas` metadata so that `pd.read_parquet` gives the tasks as the index again.
+fn tasks_batch(tasks: &[String]) -> RecordBatch {
+    let pandas = json!({
+        "index_columns": ["__index_level_0__"],
+        "column_indexes": [{"name": null, "field_name": null, "pandas_type": "unicode",
+            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+        "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
+                "numpy_type": "int64", "metadata": null},
+            {"name": null, "field_name": "__index_level_0__", "pandas_type": "unicode",
+                "numpy_type": "object", "metadata": null},
+        ],
+        "creator": {"library": "feedbench", "version": env!("CARGO_PKG_VERSION")},
+        "pandas_version": "2.2.3",
+    });
+    let schema = Schema::new(vec![
+        Field::new("task_index", DataType::Int64, true),
+        Field::new("__index_level_0__", DataType::Utf8, true),
     ])
-    .expect("columns of equal length");
-    write_parquet(&meta.join("tasks.parquet"), &tasks, usize::MAX)
+    .with_metadata(std::collections::HashMap::from([("pandas".to_string(), pandas.to_string())]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(0..tasks.len() as i64)),
+        Arc::new(StringArray::from(tasks.to_vec())),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).expect("columns match the schema")
 }
 
 /// A float32 vector column of `width` values per row, stored as `layout` says.

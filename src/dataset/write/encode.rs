@@ -241,12 +241,13 @@ impl Mp4Writer {
         if self.output.format().flags().contains(format::Flags::GLOBAL_HEADER) {
             flags |= Flags::GLOBAL_HEADER;
         }
-        if self.settings.codec == VideoCodec::Av1 {
-            // Real keyframes every `gop` frames, as in LeRobot's files. Without this flag
-            // FFmpeg 5.1 asks SVT-AV1 for forward keyframes (intra-only frames that are no
-            // sync samples): decoding could then only ever start at the first frame.
-            flags |= Flags::CLOSED_GOP;
-        }
+        // Closed GOPs: every keyframe is one a decoder can start at with nothing before it
+        // (AV1 key frames, H.264 IDR, HEVC IDR), as in LeRobot's AV1 files. Without the flag
+        // FFmpeg 5.1 asks SVT-AV1 for forward keyframes (intra-only frames that are no sync
+        // samples, so decoding could only start at the first frame), and x264/x265 for open
+        // GOPs (recovery-point I-frames with leading B-frames), which LeRobot's torchcodec
+        // decoding misreads by a frame after a seek.
+        flags |= Flags::CLOSED_GOP;
         context.set_flags(flags);
         let encoder = context
             .open_with(self.settings.options())

@@ -23,6 +23,7 @@ pub mod synth;
 use std::path::Path;
 
 use parquet::arrow::ArrowWriter;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
 use arrow::array::RecordBatch;
@@ -241,14 +242,23 @@ pub fn write_tabular(out: &Path, spec: &TabularSpec) -> Result<()> {
     write_atomically(out, false, |root| write_dataset(root, &info, &layout, &contents))
 }
 
-/// Writes `batch` as a parquet file with row groups of at most `row_group_rows` rows.
+/// Writes `batch` as a parquet file with row groups of at most `row_group_rows` rows. The
+/// schema's metadata (e.g. `pandas`) also goes into the file's key-value metadata, as pyarrow
+/// writes it.
 pub fn write_parquet(path: &Path, batch: &RecordBatch, row_group_rows: usize) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| DatasetError::io(parent, e))?;
     }
     let file = std::fs::File::create(path).map_err(|e| DatasetError::io(path, e))?;
+    let metadata: Vec<KeyValue> = batch
+        .schema()
+        .metadata()
+        .iter()
+        .map(|(key, value)| KeyValue::new(key.clone(), value.clone()))
+        .collect();
     let properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .set_key_value_metadata((!metadata.is_empty()).then_some(metadata))
         .build();
     let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties))
         .map_err(|e| DatasetError::parquet(path, e))?;
