@@ -226,6 +226,19 @@ fn a_model_bound_run_needs_no_more_loader_work() {
 }
 
 #[test]
+fn a_knee_past_the_fewest_workers_that_do_not_wait_is_called_the_steps_spread() {
+    // Not input-bound at every count, but the step's noise puts the best throughput at 2.
+    let cells =
+        vec![cell(0, 2, 16, 17.3, 0.8), cell(1, 2, 16, 16.8, 0.3), cell(2, 2, 16, 19.8, 0.4)];
+    let report = rendered(&cells);
+    let group = &report.groups[0];
+    assert_eq!(group.recommendation.as_ref().unwrap().workers, 2);
+    let advice = group.diagnosis.as_ref().unwrap().advice.join("\n");
+    assert!(advice.contains("0 workers already keep the step fed"), "{advice}");
+    assert!(advice.contains("The knee at 2 workers reflects the step's own spread"), "{advice}");
+}
+
+#[test]
 fn input_bound_with_every_core_busy_is_cpu_bound() {
     let mut cells = vec![cell(1, 2, 16, 10.0, 40.0), cell(2, 2, 16, 18.0, 30.0)];
     for c in &mut cells {

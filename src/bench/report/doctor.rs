@@ -116,6 +116,14 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
             if enough == 1 { "s" } else { "" },
             rate(row.model_samples_per_s)
         ));
+        if enough < w {
+            advice.push(format!(
+                "The knee at {w} worker{} reflects the step's own spread, not the loader: at \
+                 {enough} the step already waits under 5 % for input. Measure with more \
+                 `train_steps` or `repeats` before paying for more workers.",
+                plural(w)
+            ));
+        }
     } else {
         if let Some(top) = dominant {
             advice.push(stage_advice(&top, row));
