@@ -17,7 +17,9 @@ use super::noise::DdpmSchedule;
 use super::shapes::{PolicyShapes, ACTION_KEY, ACTION_PAD_KEY, STATE_KEY};
 use super::unet::ConditionalUnet1d;
 use super::vision::RgbEncoder;
-use super::{host_tensor, sync, Components, ModelError, Precision, StepTimes, TrainStep};
+use super::{
+    host_tensor, host_to_device, sync, Components, ModelError, Precision, StepTimes, TrainStep,
+};
 use crate::loader::batch::{Batch, BatchTensor};
 
 /// Fixed image normalisation (mean-std).
@@ -239,7 +241,7 @@ fn to_device(
             t.shape
         )));
     }
-    Ok(host_tensor(key, t)?.to_device(device))
+    Ok(host_to_device(host_tensor(key, t)?, device))
 }
 
 /// Min-max normalisation to [-1, 1] with the fixed constants.

@@ -209,6 +209,17 @@ impl TrainStep for NoneStep {
     }
 }
 
+/// A host tensor on `device`. On CUDA it is copied as LeRobot's loop copies batches
+/// (`pin_memory=True` in its DataLoader, `non_blocking=True` in `.to(device)`): from page-locked
+/// memory, asynchronously to the host. Untested on CUDA so far (no GPU in the sessions that built it).
+pub(crate) fn host_to_device(host: tch::Tensor, device: tch::Device) -> tch::Tensor {
+    if device.is_cuda() {
+        host.pin_memory(device).to_device_(device, host.kind(), true, false)
+    } else {
+        host
+    }
+}
+
 /// One batch key as a host tensor of its shape, if its values fill the shape.
 pub(crate) fn host_tensor(
     key: &str,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tch::{Device, Kind, Tensor};
 
-use super::{host_tensor, sync, ModelError, StepTimes, TrainStep};
+use super::{host_tensor, host_to_device, sync, ModelError, StepTimes, TrainStep};
 use crate::loader::batch::Batch;
 
 /// A training step that costs a fixed time per batch.
@@ -66,7 +66,7 @@ impl TrainStep for SyntheticStep {
     fn step(&mut self, batch: &Batch) -> Result<StepTimes, ModelError> {
         let t0 = Instant::now();
         for (key, t) in &batch.tensors {
-            let _ = host_tensor(key, t)?.to_device(self.device);
+            let _ = host_to_device(host_tensor(key, t)?, self.device);
         }
         sync(self.device);
         let t1 = Instant::now();
