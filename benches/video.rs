@@ -21,12 +21,6 @@ use feedbench::dataset::CodebaseVersion;
 /// Frames per random-access iteration (and pairs per diffusion iteration).
 const BATCH: usize = 32;
 
-fn g1_video() -> Option<PathBuf> {
-    let root = feedbench::testdata::g1_partial_root();
-    let path = root.join("videos/chunk-000/observation.images.cam_high/episode_000001.mp4");
-    path.is_file().then_some(path)
-}
-
 /// Deterministic pseudo-random frame numbers in `lo..n`.
 fn random_frames(count: usize, lo: usize, n: usize, mut seed: u64) -> Vec<usize> {
     (0..count)
@@ -55,10 +49,7 @@ fn run(decoder: &mut VideoDecoder, path: &Path, requests: &[Vec<f64>], out: &mut
 }
 
 fn bench_video(c: &mut Criterion) {
-    let Some(path) = g1_video() else {
-        eprintln!("note: g1-partial absent (set FEEDBENCH_G1_PARTIAL): video bench skipped");
-        return;
-    };
+    let Some(path) = feedbench::testdata::g1_video(1) else { return };
     let times = VideoFile::shared(&path).unwrap().frame_times().to_vec();
     let mut out = vec![0f32; 2 * 3 * 480 * 640];
     let mut group = c.benchmark_group("video_g1_av1_640x480");
@@ -80,7 +71,7 @@ fn thread_cpu_ns() -> Option<u64> {
 
 /// Prints µs per frame (wall and CPU) of each workload and the random/sequential ratio.
 fn cpu_summary() {
-    let Some(path) = g1_video() else { return };
+    let Some(path) = feedbench::testdata::g1_video(1) else { return };
     let times = VideoFile::shared(&path).unwrap().frame_times().to_vec();
     let mut out = vec![0f32; 2 * 3 * 480 * 640];
     let mut cpu_per_frame = Vec::new();
@@ -224,7 +215,7 @@ fn synth_summary(clips: &SynthClips) {
 /// Decode cost of generated footage against real footage: sequential CPU µs/frame of the
 /// `g1` preset (2 episodes, AV1, GOP 2, crf 30) and of the real G1 episode 1 (target ±35 %).
 fn g1_decode_cost_summary() {
-    let Some(real) = g1_video() else { return };
+    let Some(real) = feedbench::testdata::g1_video(1) else { return };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let root = dir.path().join("g1");
     let mut preset = Preset::load("g1").expect("built-in preset");

@@ -19,6 +19,19 @@ pub fn g1_partial_root() -> PathBuf {
     })
 }
 
+/// The camera mp4 of `episode` in the real g1 dataset, or None (with a visible note) where it
+/// is absent (a partial download holds episodes 1, 2, 4, 29 and 30).
+pub fn g1_video(episode: u32) -> Option<PathBuf> {
+    let path = g1_partial_root()
+        .join(format!("videos/chunk-000/observation.images.cam_high/episode_{episode:06}.mp4"));
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!("note: {} absent, skipped (set FEEDBENCH_G1_PARTIAL)", path.display());
+        None
+    }
+}
+
 /// A hand-built [`CellResult`] with realistic phases, for tests of what reads results (the
 /// report) without measuring anything. [`FakeCell::new`] gives a CPU run on a 2-core machine
 /// whose loader spends most of its CPU decoding AV1; change the fields to shape a case.

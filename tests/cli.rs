@@ -2,19 +2,10 @@
 
 mod common;
 
-use std::process::Command;
+use common::feedbench;
 
 use ndarray::ArrayD;
 use ndarray_npy::read_npy;
-
-fn feedbench(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn info_prints_text_and_json() {

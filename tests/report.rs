@@ -1,9 +1,11 @@
 //! The report (issue #5) re-rendered from `results.jsonl` alone: hand-built cell results are
 //! appended as a sweep appends them, then `report_dir` and `feedbench report DIR` read them back.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::feedbench;
 use feedbench::bench::report::{self, Stage};
 use feedbench::bench::results::{append_result, CellResult};
 use feedbench::bench::verdict::Verdict;
@@ -41,15 +43,6 @@ fn sweep() -> Vec<FakeCell> {
         cell(1, 4, 16, 19.6, 7.0),
         cell(2, 2, 16, 20.0, 2.0),
     ]
-}
-
-fn feedbench(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 fn rendered(cells: &[FakeCell]) -> report::Report {

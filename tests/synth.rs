@@ -6,8 +6,9 @@
 
 mod common;
 
+use common::{feedbench, ffmpeg_rgb24_frames, have_ffmpeg};
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use feedbench::dataset::video::{probe, DecodeOptions, VideoCodec, VideoDecoder, VideoFile};
 use feedbench::dataset::write::preset::CameraPreset;
@@ -32,26 +33,6 @@ fn tiny(codec: VideoCodec, cameras: &[(&str, u32, u32)]) -> Preset {
         .map(|&(key, height, width)| CameraPreset { key: key.into(), height, width })
         .collect();
     preset
-}
-
-fn have_ffmpeg() -> bool {
-    let ok = Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: no ffmpeg CLI on PATH, pixel identity checks skipped");
-    }
-    ok
-}
-
-/// Every frame of `path` decoded by the `ffmpeg` CLI, packed RGB24.
-fn ffmpeg_frames(path: &Path, height: u32, width: u32) -> Vec<Vec<u8>> {
-    let output = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(path)
-        .args(["-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
-        .output()
-        .expect("ffmpeg runs");
-    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
-    output.stdout.chunks(3 * (height * width) as usize).map(<[u8]>::to_vec).collect()
 }
 
 /// Packed RGB → CHW.
@@ -116,7 +97,10 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
             assert_eq!(stream.codec, preset.codec.name());
             assert_eq!((stream.height, stream.width), (camera.height, camera.width));
             if ffmpeg && !file_frames.contains_key(&path) {
-                file_frames.insert(path.clone(), ffmpeg_frames(&path, camera.height, camera.width));
+                file_frames.insert(
+                    path.clone(),
+                    ffmpeg_rgb24_frames(&path, 3 * (camera.height * camera.width) as usize),
+                );
             }
             let motion = Motion::new(options.seed, e, dims);
             let view = view_of.view(&motion, e);
@@ -462,15 +446,6 @@ fn image_statistics_match_the_real_g1_episode() {
             assert!((a - b).abs() < 0.01, "{stat}[{c}]: ours {a}, LeRobot's {b}");
         }
     }
-}
-
-fn feedbench(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 #[test]

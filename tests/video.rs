@@ -2,36 +2,20 @@
 //! against sequential decoding and the `ffmpeg` CLI, tolerance and bad-file errors, resizing.
 //! Skipped with a note when the data set (env `FEEDBENCH_G1_PARTIAL`) or `ffmpeg` is absent.
 
+mod common;
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::{ffmpeg_rgb24_frames, have_ffmpeg};
 use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder, VideoFile};
+use feedbench::testdata::g1_video;
 
 const WIDTH: usize = 640;
 const HEIGHT: usize = 480;
 const FRAME: usize = 3 * WIDTH * HEIGHT;
-
-fn g1_video(episode: u32) -> Option<PathBuf> {
-    let root = feedbench::testdata::g1_partial_root();
-    let path =
-        root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{episode:06}.mp4"));
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("note: {} absent, test skipped (set FEEDBENCH_G1_PARTIAL)", path.display());
-        None
-    }
-}
-
-fn have_ffmpeg() -> bool {
-    let ok = Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("note: no ffmpeg CLI on PATH, comparison skipped");
-    }
-    ok
-}
 
 fn hash(bytes: &[u8]) -> u64 {
     let mut hasher = DefaultHasher::new();
@@ -92,18 +76,6 @@ fn random_access_equals_sequential() {
     }
 }
 
-/// Every frame of `path` decoded by the `ffmpeg` CLI, packed RGB24, `frame_bytes` each.
-fn ffmpeg_all_rgb24(path: &Path, frame_bytes: usize) -> Vec<Vec<u8>> {
-    let output = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(path)
-        .args(["-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
-        .output()
-        .expect("ffmpeg runs");
-    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
-    output.stdout.chunks(frame_bytes).map(<[u8]>::to_vec).collect()
-}
-
 /// Whether CHW `chw` holds the same pixels as packed `rgb`.
 fn same_pixels(chw: &[u8], rgb: &[u8]) -> bool {
     let plane = rgb.len() / 3;
@@ -153,7 +125,7 @@ fn b_frame_videos_random_access_matches_ffmpeg_cli() {
     ] {
         let path = encode_synthetic(dir.path(), name, args);
         let frame_bytes = 3 * 160 * 120;
-        let reference = ffmpeg_all_rgb24(&path, frame_bytes);
+        let reference = ffmpeg_rgb24_frames(&path, frame_bytes);
         let video = VideoFile::shared(&path).unwrap();
         assert_eq!(video.frame_count(), 60, "{name}");
         assert_eq!(reference.len(), 60, "{name}");

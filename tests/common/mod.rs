@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The real, partially downloaded g1 dataset, or None (with a visible note) where it is absent.
 pub fn g1_partial() -> Option<PathBuf> {
@@ -15,4 +16,35 @@ pub fn g1_partial() -> Option<PathBuf> {
         );
         None
     }
+}
+
+/// Runs the `feedbench` binary: success, stdout, stderr.
+pub fn feedbench(args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Whether the `ffmpeg` CLI runs; where it does not, says that comparisons with it are skipped.
+pub fn have_ffmpeg() -> bool {
+    let ok = Command::new("ffmpeg").arg("-version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("note: no ffmpeg CLI on PATH, comparisons with its frames skipped");
+    }
+    ok
+}
+
+/// Every frame of `path` decoded by the `ffmpeg` CLI, packed RGB24, `frame_bytes` each.
+pub fn ffmpeg_rgb24_frames(path: &Path, frame_bytes: usize) -> Vec<Vec<u8>> {
+    let output = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
+    output.stdout.chunks(frame_bytes).map(<[u8]>::to_vec).collect()
 }

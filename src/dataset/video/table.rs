@@ -399,21 +399,9 @@ fn presentation_times(
 mod tests {
     use super::*;
 
-    fn g1_episode(n: u32) -> Option<PathBuf> {
-        let root = crate::testdata::g1_partial_root();
-        let path =
-            root.join(format!("videos/chunk-000/observation.images.cam_high/episode_{n:06}.mp4"));
-        if path.is_file() {
-            Some(path)
-        } else {
-            eprintln!("note: {} absent, test skipped (set FEEDBENCH_G1_PARTIAL)", path.display());
-            None
-        }
-    }
-
     #[test]
     fn g1_table_matches_ffprobe_facts() {
-        let Some(path) = g1_episode(1) else { return };
+        let Some(path) = crate::testdata::g1_video(1) else { return };
         let video = VideoFile::open(&path).unwrap();
         assert_eq!(video.codec(), VideoCodec::Av1);
         assert_eq!(video.dimensions(), (640, 480));
@@ -434,7 +422,7 @@ mod tests {
 
     #[test]
     fn nearest_frame_follows_lerobot_tolerance() {
-        let Some(path) = g1_episode(1) else { return };
+        let Some(path) = crate::testdata::g1_video(1) else { return };
         let video = VideoFile::open(&path).unwrap();
         assert_eq!(video.nearest_frame(10.0 / 30.0, 1e-4).unwrap(), 10);
         assert_eq!(video.nearest_frame(10.0 / 30.0 + 5e-5, 1e-4).unwrap(), 10);
@@ -449,7 +437,7 @@ mod tests {
 
     #[test]
     fn shared_parses_once() {
-        let Some(path) = g1_episode(2) else { return };
+        let Some(path) = crate::testdata::g1_video(2) else { return };
         let a = VideoFile::shared(&path).unwrap();
         let b = VideoFile::shared(&path).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
