@@ -499,15 +499,20 @@ fn trace_step(track: &TraceTrack, asked: Instant, wait: Duration, stepped: Insta
     track.span("wait", asked, wait);
     track.span("step", stepped, t.total);
     let mut at = stepped;
-    for (name, d) in [
+    for (name, d) in step_phases(t) {
+        track.span(name, at, d);
+        at += d;
+    }
+}
+
+/// The step's phases as timing-tree stages, in the order the step runs them.
+fn step_phases(t: &StepTimes) -> [(&'static str, Duration); 4] {
+    [
         ("step/h2d", t.h2d),
         ("step/forward", t.forward),
         ("step/backward", t.backward),
         ("step/optimizer", t.optimizer),
-    ] {
-        track.span(name, at, d);
-        at += d;
-    }
+    ]
 }
 
 /// Adds one model step to the tree: `step` and its phases (device time, synchronised).
@@ -515,12 +520,7 @@ fn record_step(timing: &mut TimingTree, t: &StepTimes) {
     // The model's phases are device time taken with synchronisation, not this thread's CPU.
     let zero = Duration::ZERO;
     timing.record("step", t.total, zero);
-    for (name, d) in [
-        ("step/h2d", t.h2d),
-        ("step/forward", t.forward),
-        ("step/backward", t.backward),
-        ("step/optimizer", t.optimizer),
-    ] {
+    for (name, d) in step_phases(t) {
         timing.record(name, d, zero);
     }
 }
