@@ -279,11 +279,7 @@ fn train(args: &TrainArgs) -> Result<()> {
         tch::set_num_threads(threads);
     }
     let device = DeviceChoice::parse(&args.device)?.resolve()?;
-    let preset = match args.preset.as_str() {
-        "auto" if device.is_cuda() => "pusht",
-        "auto" => "small",
-        name => name,
-    };
+    let preset = DiffusionConfig::resolve_preset(&args.preset, device);
     let shapes = PolicyShapes::from_info(loader.dataset().info(), args.loader.resolution)
         .map_err(|e| format!("{}: {e}", args.loader.dataset.display()));
     let precision = Precision::parse(&args.dtype)?;

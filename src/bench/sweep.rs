@@ -183,11 +183,7 @@ pub fn run_sweep(
     if let Some(threads) = config.model.threads {
         tch::set_num_threads(threads);
     }
-    let preset = match config.model.preset.as_str() {
-        "auto" if device.is_cuda() => "pusht",
-        "auto" => "small",
-        name => name,
-    };
+    let preset = DiffusionConfig::resolve_preset(&config.model.preset, device);
     let diffusion = DiffusionConfig::preset(preset)?;
     let episodes = match &config.dataset.episodes {
         Some(EpisodeChoice::List(list)) if config.dataset.path.is_some() => {

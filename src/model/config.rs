@@ -107,6 +107,16 @@ impl DiffusionConfig {
         }
     }
 
+    /// The preset `name` stands for on `device`: `auto` is `small` on the CPU (steps of about a
+    /// second) and LeRobot's `pusht` on CUDA; other names stand for themselves.
+    pub fn resolve_preset(name: &str, device: tch::Device) -> &str {
+        match name {
+            "auto" if device.is_cuda() => "pusht",
+            "auto" => "small",
+            name => name,
+        }
+    }
+
     /// Checks the fields against each other, as LeRobot's `__post_init__` does.
     pub fn validate(&self) -> Result<(), ModelError> {
         let bad = |msg: String| Err(ModelError::Config(msg));
