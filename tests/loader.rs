@@ -1,6 +1,7 @@
 //! The loader pipeline on generated datasets: coverage per epoch, order, sharding, collation,
 //! errors and shutdown.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::write::{write_tabular, TabularSpec};
 use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
 use feedbench::loader::batch::{Batch, BatchData};
-use feedbench::loader::pipeline::{Loader, LoaderConfig, LoaderError};
+use feedbench::loader::pipeline::{LoadedBatch, Loader, LoaderConfig, LoaderError};
 use feedbench::loader::sampler::{SamplerKind, Shard};
 
 fn dataset(version: CodebaseVersion, lengths: &[usize]) -> (tempfile::TempDir, std::path::PathBuf) {
@@ -176,12 +177,54 @@ fn dropping_an_epoch_early_returns() {
         let config = LoaderConfig { workers: 3, prefetch: 2, batch_size: 2, ..Default::default() };
         let loader = loader(&root, config);
         let mut epoch = loader.epoch(0);
-        assert!(epoch.len() > 100);
+        assert!(epoch.per_epoch() > 100);
         epoch.next().unwrap().unwrap();
         drop(epoch);
         done.send(()).unwrap();
     });
     finished.recv_timeout(Duration::from_secs(60)).expect("dropping the epoch must not hang");
+}
+
+#[test]
+fn epoch_after_epoch_the_same_workers_deliver_each_epoch_in_turn() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[20, 9, 31, 12, 17]);
+    for workers in [0, 1, 3] {
+        for ordered in [true, false] {
+            let config =
+                LoaderConfig { workers, ordered, batch_size: 4, seed: 5, ..Default::default() };
+            let loader = loader(&root, config);
+            let per_epoch = loader.plan(0).len();
+            let mut stream = loader.epochs(2);
+            assert_eq!(stream.per_epoch(), per_epoch);
+            // Three epochs and part of a fourth, then the stream is dropped mid-epoch.
+            let batches: Vec<Vec<usize>> =
+                stream.by_ref().take(3 * per_epoch + 2).map(|b| indices_of(&b.unwrap())).collect();
+            let expected: Vec<Vec<usize>> = (2..6).flat_map(|e| loader.plan(e)).collect();
+            if ordered {
+                assert_eq!(batches, expected[..batches.len()], "{workers} workers: sampler order");
+            } else {
+                // Workers take the plan's batches in turn and at most `workers × prefetch` taken
+                // ones are being built or queued: whatever was delivered lies within the plan's
+                // first `delivered + workers × prefetch` batches, across epoch boundaries too.
+                let in_flight = workers * loader.config().prefetch;
+                let taken = &expected[..batches.len() + in_flight];
+                let mut left: HashMap<&[usize], usize> = HashMap::new();
+                for batch in taken {
+                    *left.entry(batch).or_default() += 1;
+                }
+                for batch in &batches {
+                    let count = left.get_mut(&batch[..]).filter(|c| **c > 0);
+                    *count.expect("a batch delivered twice, or one not yet taken") -= 1;
+                }
+            }
+            let timing = stream.timing();
+            // One order per epoch, made once: by the consumer for the first, then by the thread
+            // that first needed it (whose batch may not be delivered yet).
+            let orders = timing.get("sampler").unwrap().calls;
+            assert!(orders <= 4 && (workers > 0 || orders == 4), "{workers} workers: {orders}");
+            assert_eq!(timing.get("batch").unwrap().calls, batches.len() as u64);
+        }
+    }
 }
 
 #[test]
@@ -202,7 +245,7 @@ fn an_epoch_reports_the_time_of_its_stages() {
         let config = LoaderConfig { workers, batch_size: 4, ..Default::default() };
         let loader = loader(&root, config);
         let mut epoch = loader.epoch(0);
-        let batches = epoch.len();
+        let batches = epoch.per_epoch();
         let samples: usize = epoch.by_ref().map(|b| b.unwrap().size).sum();
         let timing = epoch.timing();
         assert_eq!(timing.get("batch").unwrap().calls, batches as u64);
@@ -286,15 +329,18 @@ fn batches_reuse_pooled_buffers_and_stay_within_the_batches_in_flight() {
         };
         let loader = loader(&root, config);
         let mut buffers = std::collections::HashSet::new();
+        let mut keep = |batch: Result<LoadedBatch, LoaderError>| {
+            let batch = batch.unwrap();
+            let BatchData::F32(action) = &batch.tensors["action"].data else { panic!() };
+            buffers.insert(action.as_ptr() as usize);
+            // Dropped here: its buffers go back to the loader.
+        };
         for epoch in 0..2 {
-            for batch in loader.epoch(epoch) {
-                let batch = batch.unwrap();
-                let BatchData::F32(action) = &batch.tensors["action"].data else { panic!() };
-                buffers.insert(action.as_ptr() as usize);
-                // Dropped here: its buffers go back to the loader.
-            }
+            loader.epoch(epoch).for_each(&mut keep);
         }
-        // 76 batches over two epochs, but only as many buffers as batches ever in flight.
+        loader.epochs(2).take(2 * loader.plan(0).len()).for_each(&mut keep);
+        // 152 batches over four epochs (two apart, two in one stream), but only as many
+        // buffers as batches ever in flight.
         let in_flight = loader.config().batches_in_flight();
         assert!(
             buffers.len() <= in_flight,

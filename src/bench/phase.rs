@@ -95,50 +95,37 @@ impl DecodeLimit {
 }
 
 /// Runs the loader alone: `warmup` batches first (not measured), then `batches` batches,
-/// epoch after epoch as needed. `on_batch` is called after each measured batch (progress).
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_batch` is called after each measured batch (progress).
 pub fn run_loader_phase(
     loader: &Loader,
     batches: usize,
     warmup: usize,
     mut on_batch: impl FnMut(usize),
 ) -> Result<LoaderPhase, LoaderError> {
-    let mut timing = TimingTree::default();
     let (mut seen, mut measured, mut samples, mut bytes) = (0usize, 0usize, 0usize, 0u64);
     let mut start = (Instant::now(), process_cpu_time());
     if batches == 0 {
         return Err(LoaderError::Config("measure at least one batch".into()));
     }
     reset_peak_rss();
-    for epoch_number in 0.. {
-        let mut epoch = loader.epoch(epoch_number);
-        if epoch.is_empty() {
-            return Err(LoaderError::Config(
-                "the sampler yields no batch: no sample indices".into(),
-            ));
-        }
-        while let Some(batch) = epoch.next() {
-            let batch = batch?;
-            seen += 1;
-            if seen == warmup {
-                epoch.take_timing();
-                start = (Instant::now(), process_cpu_time());
-                continue;
-            }
-            if seen > warmup {
-                measured += 1;
-                samples += batch.size;
-                bytes += batch.bytes() as u64;
-                on_batch(measured);
-            }
-            if measured == batches {
-                break;
-            }
-        }
-        timing.merge(&epoch.take_timing());
-        if measured == batches {
-            break;
+    let mut stream = loader.epochs(0);
+    if stream.per_epoch() == 0 {
+        return Err(LoaderError::Config("the sampler yields no batch: no sample indices".into()));
+    }
+    while measured < batches {
+        let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
+        seen += 1;
+        if seen == warmup {
+            stream.take_timing();
+            start = (Instant::now(), process_cpu_time());
+        } else if seen > warmup {
+            measured += 1;
+            samples += batch.size;
+            bytes += batch.bytes() as u64;
+            on_batch(measured);
         }
     }
+    let timing = stream.take_timing();
     let wall_s = start.0.elapsed().as_secs_f64();
     let cpu = process_cpu_time().saturating_sub(start.1);
     let samples_per_s = samples as f64 / wall_s;
@@ -404,7 +391,7 @@ pub struct TrainPhase {
 }
 
 /// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
-/// epoch after epoch as needed. `on_step` is called after each measured step (progress). With
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_step` is called after each measured step (progress). With
 /// `trace`, the trainer's `wait` and `step` phases are spans on its `trainer` track (give the
 /// loader the same trace for its workers' tracks).
 pub fn run_train_phase(
@@ -425,41 +412,35 @@ pub fn run_train_phase(
     let mut times: Vec<StepTimes> = Vec::with_capacity(steps);
     let mut start = (Instant::now(), process_cpu_time());
     reset_peak_rss();
-    'epochs: for epoch_number in 0.. {
-        let mut epoch = loader.epoch(epoch_number);
-        if epoch.is_empty() {
-            return Err(LoaderError::Config("the sampler yields no batch".into()).into());
-        }
-        loop {
-            let asked = Instant::now();
-            let Some(batch) = epoch.next() else { break };
-            let wait = asked.elapsed();
-            let batch = batch?;
-            let stepped = Instant::now();
-            let step_times = step.step(&batch)?;
-            if let Some(track) = &trainer {
-                trace_step(track, asked, wait, stepped, &step_times);
-            }
-            seen += 1;
-            if seen <= warmup {
-                if seen == warmup {
-                    epoch.take_timing();
-                    start = (Instant::now(), process_cpu_time());
-                }
-                continue;
-            }
-            samples += batch.size;
-            waits.push(wait);
-            times.push(step_times);
-            record_step(&mut timing, &step_times);
-            on_step(times.len());
-            if times.len() == steps {
-                timing.merge(&epoch.take_timing());
-                break 'epochs;
-            }
-        }
-        timing.merge(&epoch.take_timing());
+    let mut stream = loader.epochs(0);
+    if stream.per_epoch() == 0 {
+        return Err(LoaderError::Config("the sampler yields no batch".into()).into());
     }
+    while times.len() < steps {
+        let asked = Instant::now();
+        let batch = stream.next().expect("epoch after epoch: the stream does not end");
+        let wait = asked.elapsed();
+        let batch = batch?;
+        let stepped = Instant::now();
+        let step_times = step.step(&batch)?;
+        if let Some(track) = &trainer {
+            trace_step(track, asked, wait, stepped, &step_times);
+        }
+        seen += 1;
+        if seen <= warmup {
+            if seen == warmup {
+                stream.take_timing();
+                start = (Instant::now(), process_cpu_time());
+            }
+            continue;
+        }
+        samples += batch.size;
+        waits.push(wait);
+        times.push(step_times);
+        record_step(&mut timing, &step_times);
+        on_step(times.len());
+    }
+    timing.merge(&stream.take_timing());
     let wall_s = start.0.elapsed().as_secs_f64();
     let cpu = process_cpu_time().saturating_sub(start.1);
     let iteration = |i: usize| waits[i] + times[i].total;

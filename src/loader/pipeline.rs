@@ -4,6 +4,11 @@
 //! Ordered mode assigns batch `i` to worker `i mod W` and reads the workers' queues round
 //! robin, so batches arrive in sampler order whatever each one costs (as PyTorch does).
 //! Unordered mode lets any idle worker take the next batch and delivers whichever is ready.
+//!
+//! [`Loader::epoch`] runs one epoch, with workers started for it and gone after it (PyTorch's
+//! default). [`Loader::epochs`] runs epoch after epoch with the same workers, which go on into
+//! the next epoch's batches while the consumer finishes this one's: the pipeline never drains
+//! at an epoch boundary, and decoders stay open.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -98,7 +103,74 @@ pub struct Loader {
     window: Arc<Window>,
     config: LoaderConfig,
     pool: Arc<BatchPool>,
+    plans: Arc<Plans>,
     trace: Option<Arc<Trace>>,
+}
+
+/// The batches of an epoch, as lists of global indices, in delivery order.
+type Plan = Arc<Vec<Vec<usize>>>;
+
+/// The epochs' plans, made once by whichever thread first needs one and kept for the few
+/// epochs that workers can be apart.
+struct Plans {
+    dataset: Arc<Dataset>,
+    window: Arc<Window>,
+    config: LoaderConfig,
+    recent: Mutex<Vec<(u64, Plan)>>,
+}
+
+impl Plans {
+    /// Epochs kept: the consumer's, and the next ones workers may have started.
+    const KEPT: usize = 4;
+
+    /// The plan of `epoch`, made (and timed as `sampler` in `timing`) unless already made.
+    /// It is made under the lock, so that workers reaching a new epoch together make it once.
+    fn get(&self, epoch: u64, timing: &mut TimingTree) -> Plan {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, plan)) = recent.iter().find(|(e, _)| *e == epoch) {
+            return plan.clone();
+        }
+        let plan = Arc::new(timing.time("sampler", || self.make(epoch)));
+        if recent.len() == Self::KEPT {
+            let oldest = recent.iter().map(|(e, _)| *e).min().expect("not empty");
+            recent.retain(|(e, _)| *e != oldest);
+        }
+        recent.push((epoch, plan.clone()));
+        plan
+    }
+
+    fn make(&self, epoch: u64) -> Vec<Vec<usize>> {
+        let candidates = match self.config.sampler {
+            SamplerKind::EpisodeAware => self.dataset.sample_indices(&self.window),
+            SamplerKind::Sequential | SamplerKind::Shuffled => {
+                self.dataset.episodes().flat_map(|e| e.from..e.to).collect()
+            }
+        };
+        let c = &self.config;
+        let order = epoch_order(c.sampler, candidates, c.seed, epoch, c.shard, c.drop_last);
+        batches(&order, c.batch_size, c.drop_last)
+    }
+}
+
+/// The batches a stream delivers, numbered from 0 across epochs: batch `i` of the stream is
+/// batch `i mod per_epoch` of epoch `first + i / per_epoch`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    first: u64,
+    per_epoch: usize,
+    /// Batches in the stream; None runs epoch after epoch.
+    total: Option<usize>,
+}
+
+impl Span {
+    /// The epoch and the batch within it of the stream's batch `i`.
+    fn locate(&self, i: usize) -> (u64, usize) {
+        (self.first + (i / self.per_epoch) as u64, i % self.per_epoch)
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.total.is_none_or(|total| i < total)
+    }
 }
 
 /// Batches handed back by the consumer (see [`LoadedBatch`]), for the workers to fill again:
@@ -174,6 +246,7 @@ type Built = (Result<Batch, LoaderError>, TimingTree);
 struct BatchBuilder {
     dataset: Arc<Dataset>,
     window: Arc<Window>,
+    plans: Arc<Plans>,
     decoder: VideoDecoder,
     uint8: bool,
     sample: Sample,
@@ -192,12 +265,23 @@ impl BatchBuilder {
         Self {
             dataset: loader.dataset.clone(),
             window: loader.window.clone(),
+            plans: loader.plans.clone(),
             decoder,
             uint8: loader.config.uint8,
             sample: Sample::default(),
             pool: loader.pool.clone(),
             trace: loader.trace.as_ref().map(|trace| trace.track(track)),
         }
+    }
+
+    /// Builds the stream's batch `i`; the epoch's plan is made first if no thread made it yet.
+    fn build_at(&mut self, span: &Span, i: usize) -> Built {
+        let (epoch, position) = span.locate(i);
+        let mut timing = TimingTree::default();
+        let plan = self.plans.get(epoch, &mut timing);
+        let (batch, built) = self.build(&plan[position]);
+        timing.merge(&built);
+        (batch, timing)
     }
 
     /// Builds one batch in a batch from the pool, timing each stage: `batch` and, inside it,
@@ -270,7 +354,14 @@ impl Loader {
         if config.workers > 0 && config.prefetch == 0 {
             return Err(LoaderError::Config("prefetch must be at least 1 with workers".into()));
         }
-        Ok(Self { dataset, window: Arc::new(window), config, pool: Arc::default(), trace: None })
+        let window = Arc::new(window);
+        let plans = Arc::new(Plans {
+            dataset: dataset.clone(),
+            window: window.clone(),
+            config: config.clone(),
+            recent: Mutex::default(),
+        });
+        Ok(Self { dataset, window, config, pool: Arc::default(), plans, trace: None })
     }
 
     /// Records the stages of the batches of later epochs as spans of `trace`, one track per
@@ -291,45 +382,44 @@ impl Loader {
 
     /// The batches of epoch `epoch`, as lists of global indices, in delivery order.
     pub fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let candidates = match self.config.sampler {
-            SamplerKind::EpisodeAware => self.dataset.sample_indices(&self.window),
-            SamplerKind::Sequential | SamplerKind::Shuffled => {
-                self.dataset.episodes().flat_map(|e| e.from..e.to).collect()
-            }
-        };
-        let c = &self.config;
-        let order = epoch_order(c.sampler, candidates, c.seed, epoch, c.shard, c.drop_last);
-        batches(&order, c.batch_size, c.drop_last)
+        self.plans.make(epoch)
     }
 
-    /// Starts epoch `epoch`: its workers begin loading at once.
+    /// Starts epoch `epoch`: its workers begin loading at once, and stop at its end.
     ///
     /// Each worker has at most `prefetch` batches in flight, as in PyTorch: built and
     /// waiting in its queue, or being built (it holds a finished batch until the queue has
     /// room). With the batch the consumer holds, memory stays at `workers × prefetch + 1`
     /// batches.
-    pub fn epoch(&self, epoch: u64) -> Epoch {
+    pub fn epoch(&self, epoch: u64) -> Batches {
+        self.stream(epoch, Some(1))
+    }
+
+    /// Runs epoch after epoch from `first`, with the same workers and decoders throughout:
+    /// workers go on into the next epoch's batches while the consumer takes the last ones of
+    /// this one, so nothing drains at an epoch boundary. Batches and their order are those of
+    /// [`Loader::epoch`] for each epoch in turn; memory is bounded as there.
+    pub fn epochs(&self, first: u64) -> Batches {
+        self.stream(first, None)
+    }
+
+    fn stream(&self, first: u64, epochs: Option<usize>) -> Batches {
         let mut timing = TimingTree::default();
-        let plan = Arc::new(timing.time("sampler", || self.plan(epoch)));
-        let total = plan.len();
+        let per_epoch = self.plans.get(first, &mut timing).len();
+        let total = if per_epoch == 0 { Some(0) } else { epochs.map(|n| n * per_epoch) };
+        let span = Span { first, per_epoch, total };
         let workers = self.config.workers;
         let queued = self.config.prefetch.saturating_sub(1);
         let source = if workers == 0 {
-            Source::InThread { builder: Box::new(BatchBuilder::new(self, "trainer")), plan }
+            Source::InThread(Box::new(BatchBuilder::new(self, "trainer")))
         } else if self.config.ordered {
             let mut receivers = Vec::with_capacity(workers);
             let mut handles = Vec::with_capacity(workers);
             let stop = Arc::new(AtomicBool::new(false));
             for worker in 0..workers {
                 let (sender, receiver) = sync_channel(queued);
-                let batches: Vec<usize> = (worker..total).step_by(workers).collect();
-                handles.push(self.spawn(
-                    worker,
-                    plan.clone(),
-                    batches.into_iter(),
-                    sender,
-                    stop.clone(),
-                ));
+                let tasks = (worker..).step_by(workers).take_while(move |&i| span.contains(i));
+                handles.push(self.spawn(worker, span, tasks, sender, stop.clone()));
                 receivers.push(receiver);
             }
             Source::Workers { receivers, handles, stop }
@@ -342,20 +432,20 @@ impl Loader {
                     let next = next.clone();
                     let tasks =
                         std::iter::from_fn(move || Some(next.fetch_add(1, Ordering::Relaxed)))
-                            .take_while(move |&i| i < total);
-                    self.spawn(worker, plan.clone(), tasks, sender.clone(), stop.clone())
+                            .take_while(move |&i| span.contains(i));
+                    self.spawn(worker, span, tasks, sender.clone(), stop.clone())
                 })
                 .collect();
             Source::Workers { receivers: vec![receiver], handles, stop }
         };
         let pool = Arc::downgrade(&self.pool);
-        Epoch { source, pool, delivered: 0, total, failed: false, timing }
+        Batches { source, span, pool, delivered: 0, failed: false, timing }
     }
 
     fn spawn(
         &self,
         worker: usize,
-        plan: Arc<Vec<Vec<usize>>>,
+        span: Span,
         tasks: impl Iterator<Item = usize> + Send + 'static,
         sender: SyncSender<Built>,
         stop: Arc<AtomicBool>,
@@ -370,9 +460,9 @@ impl Loader {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let result = builder.build(&plan[task]);
+                    let result = builder.build_at(&span, task);
                     let failed = result.0.is_err();
-                    // A closed channel means the epoch was dropped: stop quietly.
+                    // A closed channel means the stream was dropped: stop quietly.
                     if sender.send(result).is_err() || failed {
                         return;
                     }
@@ -383,33 +473,29 @@ impl Loader {
 }
 
 enum Source {
-    InThread { builder: Box<BatchBuilder>, plan: Arc<Vec<Vec<usize>>> },
+    InThread(Box<BatchBuilder>),
     Workers { receivers: Vec<Receiver<Built>>, handles: Vec<JoinHandle<()>>, stop: Arc<AtomicBool> },
 }
 
-/// One epoch's batches. Dropping it mid-epoch stops the workers and frees their batches.
-pub struct Epoch {
+/// Batches of one epoch ([`Loader::epoch`]) or of epoch after epoch ([`Loader::epochs`]).
+/// Dropping it stops the workers and frees their batches.
+pub struct Batches {
     source: Source,
+    span: Span,
     pool: Weak<BatchPool>,
     delivered: usize,
-    total: usize,
     failed: bool,
     timing: TimingTree,
 }
 
-impl Epoch {
-    /// Batches in the epoch.
-    pub fn len(&self) -> usize {
-        self.total
-    }
-
-    /// True for an epoch without batches.
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
+impl Batches {
+    /// Batches in each epoch (0 when the sampler yields no index).
+    pub fn per_epoch(&self) -> usize {
+        self.span.per_epoch
     }
 
     /// The stages of the batches delivered so far (summed over the threads that built them),
-    /// `sampler` (the epoch's order) and `wait`: the time the consumer was blocked on the
+    /// `sampler` (the epochs' orders) and `wait`: the time the consumer was blocked on the
     /// queues.
     pub fn timing(&self) -> &TimingTree {
         &self.timing
@@ -421,16 +507,16 @@ impl Epoch {
     }
 }
 
-impl Iterator for Epoch {
+impl Iterator for Batches {
     type Item = BatchResult;
 
     fn next(&mut self) -> Option<BatchResult> {
-        if self.failed || self.delivered == self.total {
+        if self.failed || !self.span.contains(self.delivered) {
             return None;
         }
         let position = self.delivered;
         let (built, timing) = match &mut self.source {
-            Source::InThread { builder, plan } => builder.build(&plan[position]),
+            Source::InThread(builder) => builder.build_at(&self.span, position),
             Source::Workers { receivers, .. } => {
                 let worker = position % receivers.len();
                 // A worker that ended without sending has panicked (errors are sent).
@@ -445,7 +531,7 @@ impl Iterator for Epoch {
     }
 }
 
-impl Drop for Epoch {
+impl Drop for Batches {
     fn drop(&mut self) {
         if let Source::Workers { receivers, handles, stop } = &mut self.source {
             stop.store(true, Ordering::Relaxed);
