@@ -170,7 +170,7 @@ fn an_error_in_one_sample_surfaces_naming_file_and_index() {
 }
 
 #[test]
-fn dropping_an_epoch_early_returns() {
+fn dropping_an_epoch_or_a_stream_early_returns() {
     let (_dir, root) = dataset(CodebaseVersion::V30, &[200, 200, 200]);
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -180,6 +180,11 @@ fn dropping_an_epoch_early_returns() {
         assert!(epoch.per_epoch() > 100);
         epoch.next().unwrap().unwrap();
         drop(epoch);
+        // An endless stream too, with its workers blocked on full queues.
+        let mut stream = loader.epochs(0);
+        stream.next().unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        drop(stream);
         done.send(()).unwrap();
     });
     finished.recv_timeout(Duration::from_secs(60)).expect("dropping the epoch must not hang");
