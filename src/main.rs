@@ -1,6 +1,6 @@
 //! The `feedbench` command line: parses arguments and calls into the library.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use feedbench::bench::phase::{run_loader_phase, run_train_phase};
 use feedbench::bench::report;
+use feedbench::bench::trace::Trace;
 use feedbench::config::SweepConfig;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, parse_episode_list, Summary};
@@ -218,6 +219,10 @@ struct LoadArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Write the workers' timeline (batch stages as spans, one track per worker) to this new
+    /// file, in Chrome's trace format (chrome://tracing, ui.perfetto.dev).
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 fn progress_bar(len: usize, hidden: bool, message: &'static str) -> indicatif::ProgressBar {
@@ -229,12 +234,15 @@ fn progress_bar(len: usize, hidden: bool, message: &'static str) -> indicatif::P
 }
 
 fn load(args: &LoadArgs) -> Result<()> {
-    let loader = args.loader.loader()?;
+    let mut loader = args.loader.loader()?;
+    let trace = start_trace(args.trace.as_deref(), &mut loader)?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase =
         run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
+    drop(loader);
+    finish_trace(args.trace.as_deref(), trace)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&phase)?);
     } else {
@@ -271,10 +279,15 @@ struct TrainArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Write the timeline (the workers' batch stages and the trainer's wait and step phases,
+    /// one track per thread) to this new file, in Chrome's trace format.
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 fn train(args: &TrainArgs) -> Result<()> {
-    let loader = args.loader.loader()?;
+    let mut loader = args.loader.loader()?;
+    let trace = start_trace(args.trace.as_deref(), &mut loader)?;
     if let Some(threads) = args.threads {
         tch::set_num_threads(threads);
     }
@@ -287,15 +300,40 @@ fn train(args: &TrainArgs) -> Result<()> {
     let mut step =
         make_step(&args.model, &cfg, shapes.as_ref().map_err(String::as_str), device, precision)?;
     let progress = progress_bar(args.steps, args.json, "training");
-    let phase = run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, None, |n| {
-        progress.set_position(n as u64)
-    })?;
+    let phase =
+        run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, trace.as_ref(), |n| {
+            progress.set_position(n as u64)
+        })?;
     progress.finish_and_clear();
+    drop(loader);
+    finish_trace(args.trace.as_deref(), trace)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&phase)?);
     } else {
         println!("{} on {device:?}, {}", step.name(), precision.name());
         print!("{phase}");
+    }
+    Ok(())
+}
+
+/// With `path`, a trace for the loader's workers; refuses a path that exists (before any work).
+fn start_trace(path: Option<&Path>, loader: &mut Loader) -> Result<Option<Arc<Trace>>> {
+    let Some(path) = path else { return Ok(None) };
+    if path.exists() {
+        anyhow::bail!("{}: exists; the trace goes to a new file", path.display());
+    }
+    let trace = Trace::new();
+    loader.set_trace(Some(trace.clone()));
+    Ok(Some(trace))
+}
+
+/// Writes the trace (its workers stopped) to `path`, and says where it went.
+fn finish_trace(path: Option<&Path>, trace: Option<Arc<Trace>>) -> Result<()> {
+    if let (Some(path), Some(trace)) = (path, trace) {
+        trace
+            .write_chrome(path)
+            .with_context(|| format!("writing the trace {}", path.display()))?;
+        eprintln!("wrote the trace to {}", path.display());
     }
     Ok(())
 }

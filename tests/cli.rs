@@ -111,6 +111,46 @@ fn load_reports_throughput_and_the_timing_tree_as_json() {
 }
 
 #[test]
+fn load_writes_the_workers_timeline_to_a_new_file() {
+    let Some(root) = common::g1_partial() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.json");
+    let args = [
+        "load",
+        root.to_str().unwrap(),
+        "--episodes",
+        "1",
+        "--workers",
+        "2",
+        "--batch",
+        "2",
+        "--resolution",
+        "48x64",
+        "--batches",
+        "4",
+        "--trace",
+        path.to_str().unwrap(),
+    ];
+    let (ok, _, err) = feedbench(&args);
+    assert!(ok, "{err}");
+    let written = std::fs::read_to_string(&path).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = |name: &str| events.iter().filter(|e| e["name"] == name).collect::<Vec<_>>();
+    let mut tracks: Vec<&str> =
+        named("thread_name").iter().map(|e| e["args"]["name"].as_str().unwrap()).collect();
+    tracks.sort_unstable();
+    assert_eq!(tracks, ["feedbench-worker-0", "feedbench-worker-1"]);
+    // The warm-up's batches and the measured ones at least, each with its samples' stages.
+    assert!(named("batch").len() >= 4 + 5, "{} batches", named("batch").len());
+    assert_eq!(named("parquet").len(), 2 * named("batch").len());
+    // An existing file is kept as it is.
+    let (ok, _, err) = feedbench(&args);
+    assert!(!ok && err.contains("exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
+}
+
+#[test]
 fn sample_writes_uint8_frames_at_a_requested_resolution() {
     let Some(root) = common::g1_partial() else { return };
     let out = tempfile::tempdir().unwrap();
