@@ -120,8 +120,10 @@ struct Plans {
 }
 
 impl Plans {
-    /// Epochs kept: the consumer's, and the next ones workers may have started.
-    const KEPT: usize = 4;
+    /// Epochs kept: the consumer's and the next, which workers start while the consumer ends
+    /// this one (they are at most `workers × prefetch` batches ahead). A plan holds every index
+    /// of an epoch, so only epochs shorter than that are ever made twice.
+    const KEPT: usize = 2;
 
     /// The plan of `epoch`, made (and timed as `sampler` in `timing`) unless already made.
     /// It is made under the lock, so that workers reaching a new epoch together make it once.
