@@ -13,15 +13,52 @@ use serde::{Deserialize, Serialize};
 
 use super::trace::TraceTrack;
 
-/// Totals of one stage.
+/// Totals of one stage; in JSON `{"calls", "wall_s", "cpu_s"}`, seconds as numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageTotals {
     /// Times the stage ran.
     pub calls: u64,
     /// Wall time, summed over calls and threads.
+    #[serde(rename = "wall_s", alias = "wall", with = "seconds")]
     pub wall: Duration,
     /// CPU time of the threads that ran it, summed.
+    #[serde(rename = "cpu_s", alias = "cpu", with = "seconds")]
     pub cpu: Duration,
+}
+
+/// A duration as seconds (a number) in JSON; reads too the `{secs, nanos}` objects of results
+/// files written before.
+mod seconds {
+    use std::time::Duration;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// The number nearest the exact decimal seconds, so that JSON shows `1.500001`, not
+    /// `1.5000010000000001`.
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        let decimal = format!("{}.{:09}", duration.as_secs(), duration.subsec_nanos());
+        serializer.serialize_f64(decimal.parse().expect("digits and a point"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Seconds(f64),
+            Parts { secs: u64, nanos: u32 },
+        }
+        match Stored::deserialize(deserializer)? {
+            // To the nearest nanosecond, which is what was written.
+            Stored::Seconds(seconds) if (0.0..1.8e10).contains(&seconds) => {
+                Ok(Duration::from_nanos((seconds * 1e9).round() as u64))
+            }
+            Stored::Seconds(seconds) => {
+                Err(D::Error::custom(format!("{seconds} is not a duration in seconds")))
+            }
+            Stored::Parts { secs, nanos } => Ok(Duration::new(secs, nanos)),
+        }
+    }
 }
 
 /// Stage totals by path (`a/b/c`).
@@ -168,6 +205,24 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].starts_with("sample ") && lines[2].starts_with("  frames.read"), "{text}");
         assert!(lines[1].ends_with("7.000"), "28 ms CPU over 4 samples: {text}");
+    }
+
+    #[test]
+    fn stages_are_seconds_in_json_and_older_files_still_read() {
+        let mut tree = TimingTree::default();
+        tree.record("batch", Duration::new(2, 250_000_000), Duration::from_micros(1_500_001));
+        let json = serde_json::to_value(&tree).unwrap();
+        assert_eq!(
+            json["stages"]["batch"],
+            serde_json::json!({"calls": 1, "wall_s": 2.25, "cpu_s": 1.500001})
+        );
+        let read: TimingTree = serde_json::from_value(json).unwrap();
+        assert_eq!(read, tree, "the nanoseconds survive the round trip");
+        let older = r#"{"stages": {"batch": {"calls": 1, "wall": {"secs": 2, "nanos": 250000000},
+            "cpu": {"secs": 1, "nanos": 500001000}}}}"#;
+        assert_eq!(serde_json::from_str::<TimingTree>(older).unwrap(), tree);
+        let negative = r#"{"stages": {"batch": {"calls": 1, "wall_s": -1.0, "cpu_s": 0.0}}}"#;
+        assert!(serde_json::from_str::<TimingTree>(negative).is_err());
     }
 
     #[test]
