@@ -186,6 +186,30 @@ fn diffusion_pairs_match_ffmpeg_cli() {
 }
 
 #[test]
+fn overlapping_windows_in_order_decode_each_frame_once() {
+    let Some(path) = g1_video(2) else { return };
+    let mut fresh = |times: &[f64]| {
+        let mut out = vec![0u8; times.len() * FRAME];
+        let mut decoder = VideoDecoder::new(DecodeOptions::default());
+        decoder.decode_into(&path, times, FrameBuffer::U8(&mut out)).unwrap();
+        out
+    };
+    // The sequential sampler's diffusion pairs (t − 1, t), t = 1 … 40: each frame but the
+    // first is asked for twice, by consecutive requests.
+    let mut decoder = VideoDecoder::new(DecodeOptions::default());
+    for t in 1..=40 {
+        let times = [(t - 1) as f64 / 30.0, t as f64 / 30.0];
+        let mut out = vec![0u8; 2 * FRAME];
+        decoder.decode_into(&path, &times, FrameBuffer::U8(&mut out)).unwrap();
+        assert!(out == fresh(&times), "pair ending at frame {t}");
+    }
+    let timing = decoder.take_timing();
+    let decoded = timing.get("decode").unwrap().calls;
+    assert_eq!(decoded, 41, "frames 0 … 40, each decoded once");
+    assert_eq!(timing.get("convert").unwrap().calls, 80, "every frame asked for is written");
+}
+
+#[test]
 fn request_order_duplicates_and_float_output() {
     let Some(path) = g1_video(2) else { return };
     let mut decoder = VideoDecoder::new(DecodeOptions::default());

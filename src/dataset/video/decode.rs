@@ -226,8 +226,16 @@ impl StreamDecoder {
     }
 
     /// Decodes the frame of presentation rank `rank`. After an error the next request
-    /// restarts at a keyframe.
+    /// restarts at a keyframe. The frame last decoded is handed out again without decoding
+    /// (overlapping windows read in order, such as the sequential sampler's diffusion pairs,
+    /// decode each frame once).
     fn frame(&mut self, rank: u32) -> Result<&frame::Video> {
+        // `frame` still holds the last frame received: nothing was received since `decode`
+        // returned it (a receive that gets no frame empties it, and is always followed by one
+        // that does before `decode` returns).
+        if !self.failed && self.last == Some(rank) {
+            return Ok(&self.frame);
+        }
         self.seek(rank);
         if let Err(e) = self.decode(rank) {
             self.failed = true;
