@@ -188,7 +188,7 @@ fn diffusion_pairs_match_ffmpeg_cli() {
 #[test]
 fn overlapping_windows_in_order_decode_each_frame_once() {
     let Some(path) = g1_video(2) else { return };
-    let mut fresh = |times: &[f64]| {
+    let fresh = |times: &[f64]| {
         let mut out = vec![0u8; times.len() * FRAME];
         let mut decoder = VideoDecoder::new(DecodeOptions::default());
         decoder.decode_into(&path, times, FrameBuffer::U8(&mut out)).unwrap();
