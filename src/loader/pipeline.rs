@@ -252,6 +252,8 @@ struct BatchBuilder {
     decoder: VideoDecoder,
     uint8: bool,
     sample: Sample,
+    /// The batch's (slot, index) pairs in the order they are loaded.
+    order: Vec<(usize, usize)>,
     pool: Arc<BatchPool>,
     trace: Option<TraceTrack>,
 }
@@ -271,6 +273,7 @@ impl BatchBuilder {
             decoder,
             uint8: loader.config.uint8,
             sample: Sample::default(),
+            order: Vec::new(),
             pool: loader.pool.clone(),
             trace: loader.trace.as_ref().map(|trace| trace.track(track)),
         }
@@ -315,14 +318,20 @@ impl BatchBuilder {
         batch: &mut Batch,
         timing: &mut TimingTree,
     ) -> Result<(), LoaderError> {
-        let Self { dataset, window, decoder, uint8, sample, .. } = self;
-        for (slot, &index) in indices.iter().enumerate() {
+        let Self { dataset, window, decoder, uint8, sample, order, .. } = self;
+        // Samples are loaded in index order (episode by episode, in time), each into its own
+        // slot: a decoder then goes on forward within a GOP instead of restarting at its
+        // keyframe, when two samples of the batch fall in one GOP.
+        order.clear();
+        order.extend(indices.iter().copied().enumerate());
+        order.sort_unstable_by_key(|&(_, index)| index);
+        for (n, &(slot, index)) in order.iter().enumerate() {
             let failed = |source| LoaderError::Sample { index, source };
             let unlike_first = |what: String| failed(DatasetError::invalid(dataset.root(), what));
             timing
                 .time("batch/parquet", || dataset.sample_into(index, window, sample))
                 .map_err(failed)?;
-            if slot == 0 {
+            if n == 0 {
                 let layout = BatchLayout::of_sample(sample, decoder, *uint8).map_err(failed)?;
                 batch.reshape(indices.len(), &layout);
             }
