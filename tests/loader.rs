@@ -11,7 +11,7 @@ use feedbench::dataset::video::VideoCodec;
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::{synth, write_tabular, Preset, SynthOptions, TabularSpec};
-use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, WindowSpec};
+use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, Window, WindowSpec};
 use feedbench::loader::batch::{Batch, BatchData};
 use feedbench::loader::pipeline::{LoadedBatch, Loader, LoaderConfig, LoaderError};
 use feedbench::loader::sampler::{SamplerKind, Shard};
@@ -33,6 +33,25 @@ fn dataset(version: CodebaseVersion, lengths: &[usize]) -> (tempfile::TempDir, s
 fn indices_of(batch: &Batch) -> Vec<usize> {
     let BatchData::I64(index) = &batch.tensors["index"].data else { panic!("index is int64") };
     index.iter().map(|&i| i as usize).collect()
+}
+
+/// The batch of `indices` made from samples fetched and decoded one at a time.
+fn one_by_one(
+    dataset: &Dataset,
+    window: &Window,
+    indices: &[usize],
+    decoder: &mut VideoDecoder,
+    uint8: bool,
+) -> Batch {
+    let samples: Vec<_> = indices
+        .iter()
+        .map(|&i| {
+            let mut sample = dataset.sample(i, window).unwrap();
+            sample.decode_pixels(decoder, uint8).unwrap();
+            sample
+        })
+        .collect();
+    Batch::collate(&samples).unwrap()
 }
 
 fn loader(root: &std::path::Path, config: LoaderConfig) -> Loader {
@@ -294,15 +313,9 @@ fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
             let (height, width) = resolution.unwrap_or((480, 640));
             assert_eq!(batch.tensors[camera].shape, [3, 2, 3, height as usize, width as usize]);
             assert_eq!(batch.tensors[&format!("{camera}_is_pad")].shape, [3, 2]);
-            let samples: Vec<_> = indices_of(&batch)
-                .iter()
-                .map(|&i| {
-                    let mut sample = dataset.sample(i, &window).unwrap();
-                    sample.decode_pixels(&mut decoder, uint8).unwrap();
-                    sample
-                })
-                .collect();
-            assert_eq!(*batch, Batch::collate(&samples).unwrap());
+            let one_by_one =
+                one_by_one(&dataset, &window, &indices_of(&batch), &mut decoder, uint8);
+            assert_eq!(*batch, one_by_one);
             match &batch.tensors[camera].data {
                 BatchData::U8(v) => assert!(uint8 && v.iter().any(|&p| p > 0)),
                 BatchData::F32(v) => assert!(!uint8 && v.iter().all(|p| (0.0..=1.0).contains(p))),
@@ -348,15 +361,7 @@ fn a_batch_decodes_its_samples_in_time_order_whatever_the_sampler_order() {
     let batch = epoch.next().unwrap().unwrap();
     assert_eq!(indices_of(&batch), plan[0], "samples in their slots, in sampler order");
     let mut decoder = VideoDecoder::new(DecodeOptions::default());
-    let one_by_one: Vec<_> = plan[0]
-        .iter()
-        .map(|&i| {
-            let mut sample = dataset.sample(i, &window).unwrap();
-            sample.decode_pixels(&mut decoder, false).unwrap();
-            sample
-        })
-        .collect();
-    assert_eq!(*batch, Batch::collate(&one_by_one).unwrap());
+    assert_eq!(*batch, one_by_one(&dataset, &window, &plan[0], &mut decoder, false));
     // Forward through each GOP once; in the shuffled order about 12 frames per sample.
     let decoded = epoch.timing().get("batch/video/decode").unwrap().calls;
     assert!(decoded <= 50, "{decoded} frames decoded for 48 samples");
