@@ -241,7 +241,6 @@ fn load(args: &LoadArgs) -> Result<()> {
     let phase =
         run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
-    drop(loader);
     finish_trace(args.trace.as_deref(), trace)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&phase)?);
@@ -305,7 +304,6 @@ fn train(args: &TrainArgs) -> Result<()> {
             progress.set_position(n as u64)
         })?;
     progress.finish_and_clear();
-    drop(loader);
     finish_trace(args.trace.as_deref(), trace)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&phase)?);
@@ -327,7 +325,8 @@ fn start_trace(path: Option<&Path>, loader: &mut Loader) -> Result<Option<Arc<Tr
     Ok(Some(trace))
 }
 
-/// Writes the trace (its workers stopped) to `path`, and says where it went.
+/// Writes the trace to `path`, and says where it went. Called once the phase has returned: its
+/// batch stream, dropped there, has joined the workers, so every span is recorded.
 fn finish_trace(path: Option<&Path>, trace: Option<Arc<Trace>>) -> Result<()> {
     if let (Some(path), Some(trace)) = (path, trace) {
         trace
