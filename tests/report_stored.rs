@@ -1,0 +1,28 @@
+//! A report re-rendered from a stored `results.jsonl` equals, byte for byte, what feedbench
+//! rendered from it when it was written (`tests/fixtures/report-v1/`: a real 48-cell sweep of a
+//! generated PushT dataset — workers, prefetch, batch, two resolutions, two repeats — and the
+//! report, CSV, plots and terminal text feedbench 0.1.0 made of it). Results files written
+//! before keep reading, and reports keep their form, across changes to the code.
+
+use std::path::Path;
+
+use feedbench::bench::report;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-v1");
+
+#[test]
+fn a_stored_sweep_renders_as_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(FIXTURE);
+    std::fs::copy(fixture.join("results.jsonl"), dir.path().join(report::RESULTS_FILE)).unwrap();
+    let written = report::report_dir(dir.path()).unwrap();
+    let expected = std::fs::read_to_string(fixture.join("terminal.txt")).unwrap();
+    assert_eq!(written.terminal, expected, "the terminal report");
+    assert_eq!(written.files.len(), 6, "{:?}", written.files);
+    for file in &written.files {
+        let name = file.file_name().unwrap();
+        let expected = std::fs::read_to_string(fixture.join(name)).unwrap();
+        let rendered = std::fs::read_to_string(file).unwrap();
+        assert!(rendered == expected, "{} differs from the stored one", name.to_string_lossy());
+    }
+}
