@@ -8,9 +8,12 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::write::{write_tabular, TabularSpec};
+use feedbench::dataset::Resolution;
 use feedbench::dataset::{Dataset, DatasetOptions, WindowSpec};
+use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::batch::{Batch, BatchLayout};
-use feedbench::loader::pipeline::{Loader, LoaderConfig};
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::pipeline::Loader;
 
 const BATCH: usize = 16;
 
@@ -91,8 +94,8 @@ fn benches(c: &mut Criterion) {
     let config = LoaderConfig {
         workers: 2,
         batch_size: BATCH,
-        resolution,
-        uint8: true,
+        resolution: Resolution::Size { height: 96, width: 128 },
+        images: ImageFormat::U8,
         ..Default::default()
     };
     bench_pipeline(c, "g1_96x128_uint8_w2", &Loader::new(dataset, window, config).unwrap());

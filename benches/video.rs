@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use criterion::{criterion_group, Criterion, Throughput};
-use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoCodec, VideoDecoder, VideoFile};
+use feedbench::dataset::video::{
+    DecodeOptions, FrameBuffer, FrameDecoder, VideoCodec, VideoDecoder, VideoFile,
+};
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::{synth, Preset, SynthOptions};
 use feedbench::dataset::CodebaseVersion;
@@ -116,7 +118,7 @@ struct SynthClips {
 fn synth_clips() -> SynthClips {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut clips = Vec::new();
-    for codec in VideoCodec::ALL {
+    for &codec in VideoCodec::ALL {
         for (height, width, frames) in SYNTH_FRAMES {
             let mut preset = Preset::load("pusht").expect("built-in preset");
             preset.episodes = 1;

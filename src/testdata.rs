@@ -4,12 +4,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::bench::cell::Cell;
 use crate::bench::phase::{DecodeLimit, InputBound, LoaderPhase, ModelPhase, TrainPhase};
-use crate::bench::results::{Cell, CellResult, SystemInfo};
+use crate::bench::results::CellResult;
 use crate::bench::stats::Stats;
-use crate::bench::timing::{StageTotals, TimingTree};
+use crate::bench::system::SystemInfo;
 use crate::bench::verdict::Verdict;
-use crate::loader::pipeline::LoaderConfig;
+use crate::dataset::Resolution;
+use crate::loader::batch::ImageFormat;
+use crate::loader::config::LoaderConfig;
+use crate::model::{DeviceChoice, ModelSpec, Precision};
+use crate::timing::{stage, StageTotals, TimingTree};
 
 /// The real, partially downloaded LeRobot v2.1 dataset (Unitree G1) that tests and benches
 /// read: `$FEEDBENCH_G1_PARTIAL`, else `../shared/datasets/g1-partial` beside this crate.
@@ -65,11 +70,11 @@ impl FakeCell {
                 workers,
                 prefetch,
                 batch_size,
-                resolution: "native".into(),
-                images: "f32".into(),
-                model: "diffusion:small".into(),
-                device: "cpu".into(),
-                dtype: "f32".into(),
+                resolution: Resolution::Native,
+                images: ImageFormat::F32,
+                model: "diffusion:small".parse::<ModelSpec>().expect("a model spec"),
+                device: DeviceChoice::Cpu,
+                dtype: Precision::F32,
                 repeat: 0,
             },
             loader_samples_per_s: 100.0,
@@ -77,11 +82,11 @@ impl FakeCell {
             train_samples_per_s: 40.0,
             input_bound_pct: 2.0,
             stages_ms: vec![
-                ("batch/video/decode", 3.0),
-                ("batch/video/convert", 0.5),
-                ("batch/parquet", 0.3),
-                ("batch/collate", 0.1),
-                ("wait", 0.05),
+                (stage::DECODE, 3.0),
+                (stage::CONVERT, 0.5),
+                (stage::PARQUET, 0.3),
+                (stage::COLLATE, 0.1),
+                (stage::WAIT, 0.05),
             ],
             cores: 2,
             decode_fraction: Some(0.5),
@@ -112,20 +117,20 @@ impl FakeCell {
             add(&mut timing, path, *ms);
         }
         let video = sum("batch/video/", true);
-        if video > 0.0 && timing.get("batch/video").is_none() {
-            add(&mut timing, "batch/video", video);
+        if video > 0.0 && timing.get(stage::VIDEO).is_none() {
+            add(&mut timing, stage::VIDEO, video);
         }
         let batch = sum("batch/", false) + video;
-        if batch > 0.0 && timing.get("batch").is_none() {
-            add(&mut timing, "batch", batch);
+        if batch > 0.0 && timing.get(stage::BATCH).is_none() {
+            add(&mut timing, stage::BATCH, batch);
         }
-        let cpu_ms_per_sample = ["batch", "sampler", "wait"]
+        let cpu_ms_per_sample = stage::LOADER
             .iter()
             .filter_map(|p| timing.get(p))
             .map(|t| t.cpu.as_secs_f64() * 1e3 / samples as f64)
             .sum();
         let decode_limit =
-            timing.get("batch/video/decode").zip(self.decode_fraction).map(|(decode, fraction)| {
+            timing.get(stage::DECODE).zip(self.decode_fraction).map(|(decode, fraction)| {
                 let frames_per_sample = 6.0;
                 DecodeLimit {
                     frames_per_sample,
@@ -163,11 +168,12 @@ impl FakeCell {
                 peak_rss_bytes: Some(500_000_000 + (c.workers * c.prefetch) as u64 * 50_000_000),
                 timing,
                 decode_limit,
+                batch_ms: Vec::new(),
             },
             model: ModelPhase {
-                model: c.model.clone(),
-                device: c.device.clone(),
-                dtype: c.dtype.clone(),
+                model: c.model.to_string(),
+                device: c.device.to_string(),
+                dtype: c.dtype.to_string(),
                 batch: c.batch_size,
                 threads: 2,
                 parameters: 1_000_000,
@@ -181,6 +187,7 @@ impl FakeCell {
                 peak_memory_bytes: None,
                 last_loss: Some(1.0),
                 speedup_over_f32: None,
+                per_step: Vec::new(),
             },
             train: TrainPhase {
                 steps: batches,
@@ -201,6 +208,7 @@ impl FakeCell {
                 process_cpu_ms_per_sample: cpu_ms_per_sample * 2.0,
                 peak_rss_bytes: Some(800_000_000),
                 timing: TimingTree::default(),
+                per_step: Vec::new(),
             },
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),

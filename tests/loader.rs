@@ -11,10 +11,14 @@ use feedbench::dataset::video::VideoCodec;
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::{synth, write_tabular, Preset, SynthOptions, TabularSpec};
-use feedbench::dataset::{CodebaseVersion, Dataset, DatasetOptions, Window, WindowSpec};
-use feedbench::loader::batch::{Batch, BatchData};
-use feedbench::loader::pipeline::{LoadedBatch, Loader, LoaderConfig, LoaderError};
+use feedbench::dataset::{
+    CodebaseVersion, Dataset, DatasetOptions, Resolution, Window, WindowSpec,
+};
+use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::pipeline::{LoadedBatch, Loader, LoaderError};
 use feedbench::loader::sampler::{SamplerKind, Shard};
+use feedbench::timing::stage;
 
 fn dataset(version: CodebaseVersion, lengths: &[usize]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -246,9 +250,9 @@ fn epoch_after_epoch_the_same_workers_deliver_each_epoch_in_turn() {
             let timing = stream.timing();
             // One order per epoch, made once: by the consumer for the first, then by the thread
             // that first needed it (whose batch may not be delivered yet).
-            let orders = timing.get("sampler").unwrap().calls;
+            let orders = timing.get(stage::SAMPLER).unwrap().calls;
             assert!(orders <= 4 && (workers > 0 || orders == 4), "{workers} workers: {orders}");
-            assert_eq!(timing.get("batch").unwrap().calls, batches.len() as u64);
+            assert_eq!(timing.get(stage::BATCH).unwrap().calls, batches.len() as u64);
         }
     }
 }
@@ -274,15 +278,18 @@ fn an_epoch_reports_the_time_of_its_stages() {
         let batches = epoch.per_epoch();
         let samples: usize = epoch.by_ref().map(|b| b.unwrap().size).sum();
         let timing = epoch.timing();
-        assert_eq!(timing.get("batch").unwrap().calls, batches as u64);
-        assert_eq!(timing.get("batch/parquet").unwrap().calls, samples as u64);
-        assert_eq!(timing.get("batch/collate").unwrap().calls, samples as u64);
-        assert_eq!(timing.get("sampler").unwrap().calls, 1);
+        assert_eq!(timing.get(stage::BATCH).unwrap().calls, batches as u64);
+        assert_eq!(timing.get(stage::PARQUET).unwrap().calls, samples as u64);
+        assert_eq!(timing.get(stage::COLLATE).unwrap().calls, samples as u64);
+        assert_eq!(timing.get(stage::SAMPLER).unwrap().calls, 1);
         // Only the consumer of worker queues waits; in-thread loading has no queue.
-        assert_eq!(timing.get("wait").map(|w| w.calls), (workers > 0).then_some(batches as u64));
-        let batch = timing.get("batch").unwrap();
+        assert_eq!(
+            timing.get(stage::WAIT).map(|w| w.calls),
+            (workers > 0).then_some(batches as u64)
+        );
+        let batch = timing.get(stage::BATCH).unwrap();
         assert!(
-            batch.wall >= timing.get("batch/parquet").unwrap().wall,
+            batch.wall >= timing.get(stage::PARQUET).unwrap().wall,
             "a stage contains its children"
         );
     }
@@ -301,8 +308,11 @@ fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
             workers: 1,
             prefetch: 1,
             batch_size: 3,
-            resolution,
-            uint8,
+            resolution: match resolution {
+                Some((height, width)) => Resolution::Size { height, width },
+                None => Resolution::Native,
+            },
+            images: if uint8 { ImageFormat::U8 } else { ImageFormat::F32 },
             ..Default::default()
         };
         let loader = Loader::new(dataset.clone(), window.clone(), config).unwrap();
@@ -323,9 +333,8 @@ fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
             }
         }
         let timing = epoch.timing();
-        assert_eq!(timing.get("batch/video").unwrap().calls, 15, "one call per sample");
-        let (decoded, converted) =
-            (timing.get("batch/video/decode"), timing.get("batch/video/convert"));
+        assert_eq!(timing.get(stage::VIDEO).unwrap().calls, 15, "one call per sample");
+        let (decoded, converted) = (timing.get(stage::DECODE), timing.get(stage::CONVERT));
         let converted = converted.unwrap().calls;
         assert!(
             (16..=30).contains(&converted),
@@ -363,7 +372,7 @@ fn a_batch_decodes_its_samples_in_time_order_whatever_the_sampler_order() {
     let mut decoder = VideoDecoder::new(DecodeOptions::default());
     assert_eq!(*batch, one_by_one(&dataset, &window, &plan[0], &mut decoder, false));
     // Forward through each GOP once; in the shuffled order about 12 frames per sample.
-    let decoded = epoch.timing().get("batch/video/decode").unwrap().calls;
+    let decoded = epoch.timing().get(stage::DECODE).unwrap().calls;
     assert!(decoded <= 50, "{decoded} frames decoded for 48 samples");
 }
 

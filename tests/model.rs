@@ -4,10 +4,11 @@
 use std::io::Write;
 use std::time::Duration;
 
-use feedbench::loader::batch::BatchData;
+use feedbench::dataset::Resolution;
+use feedbench::loader::batch::{BatchData, ImageFormat};
 use feedbench::model::{
-    synthetic_batch, CameraShape, DiffusionConfig, DiffusionPolicy, ImageFormat, ModelError,
-    NoneStep, PolicyShapes, Precision, SyntheticStep, TrainStep,
+    synthetic_batch, CameraShape, DiffusionConfig, DiffusionPolicy, ModelError, NoneStep,
+    PolicyShapes, Precision, SyntheticStep, TrainStep,
 };
 use tch::Device;
 
@@ -252,7 +253,7 @@ fn shapes_come_from_a_dataset_s_features() {
           "episode_index": {"dtype": "int64", "shape": [1]}, "index": {"dtype": "int64", "shape": [1]},
           "task_index": {"dtype": "int64", "shape": [1]}}}"#;
     let info = Info::parse(text, std::path::Path::new("info.json")).unwrap();
-    let shapes = PolicyShapes::from_info(&info, None).unwrap();
+    let shapes = PolicyShapes::from_info(&info, Resolution::Native).unwrap();
     let sizes: Vec<_> =
         shapes.cameras.iter().map(|c| (c.key.as_str(), c.height, c.width)).collect();
     assert_eq!(
@@ -260,6 +261,7 @@ fn shapes_come_from_a_dataset_s_features() {
         [("observation.images.top", 480, 640), ("observation.images.wrist", 96, 128)]
     );
     assert_eq!((shapes.state_dim, shapes.action_dim), (14, 7));
-    let resized = PolicyShapes::from_info(&info, Some((96, 96))).unwrap();
+    let resized =
+        PolicyShapes::from_info(&info, Resolution::Size { height: 96, width: 96 }).unwrap();
     assert!(resized.cameras.iter().all(|c| (c.height, c.width) == (96, 96)));
 }

@@ -9,7 +9,10 @@ use common::feedbench;
 use feedbench::bench::report::{self, Stage};
 use feedbench::bench::results::{append_result, CellResult};
 use feedbench::bench::verdict::Verdict;
+use feedbench::dataset::Resolution;
+use feedbench::loader::batch::ImageFormat;
 use feedbench::testdata::FakeCell;
+use feedbench::timing::stage;
 
 fn cell(workers: usize, prefetch: usize, batch: usize, train: f64, input_bound: f64) -> FakeCell {
     let mut c = FakeCell::new(workers, prefetch, batch);
@@ -164,10 +167,10 @@ fn the_doctor_advises_on_the_dominant_stage() {
         .cloned()
         .map(|mut c| {
             c.stages_ms = vec![
-                ("batch/video/decode", 0.5),
-                ("batch/video/convert", 3.0),
-                ("batch/parquet", 0.3),
-                ("batch/collate", 0.1),
+                (stage::DECODE, 0.5),
+                (stage::CONVERT, 3.0),
+                (stage::PARQUET, 0.3),
+                (stage::COLLATE, 0.1),
             ];
             c
         })
@@ -187,7 +190,7 @@ fn the_doctor_advises_on_the_dominant_stage() {
     let uint8: Vec<FakeCell> = converting
         .into_iter()
         .map(|mut c| {
-            c.cell.images = "u8".into();
+            c.cell.images = ImageFormat::U8;
             c
         })
         .collect();
@@ -289,7 +292,7 @@ fn each_group_gets_its_recommendation_and_each_plot_group_its_files() {
         .iter()
         .cloned()
         .chain(batches[..3].iter().cloned().map(|mut c| {
-            c.cell.resolution = "96x96".into();
+            c.cell.resolution = Resolution::Size { height: 96, width: 96 };
             c
         }))
         .collect();

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use feedbench::bench::results::read_results;
+use feedbench::bench::config::SweepConfig;
+use feedbench::bench::results::{read_results, ResultsError};
 use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
 use feedbench::bench::verdict::Verdict;
-use feedbench::config::SweepConfig;
 use feedbench::dataset::write::{write_tabular, TabularSpec};
 
 fn dataset(dir: &Path) -> PathBuf {
@@ -74,7 +74,8 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
 
     // Without --resume the results are never overwritten.
     let again = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, false, |_| {});
-    assert!(matches!(again, Err(SweepError::Output { .. })), "{again:?}");
+    assert!(matches!(again, Err(SweepError::Results(ResultsError::Exists { .. }))), "{again:?}");
+    assert!(again.unwrap_err().to_string().contains("pass --resume to continue it"));
 
     // A sweep killed while writing leaves a line cut short: resume drops it, measures only
     // the missing cell, and keeps the finished ones as they were.
@@ -101,7 +102,7 @@ fn the_traced_cell_has_a_track_per_worker_and_the_trainer() {
     let root = dataset(dir.path());
     let out = dir.path().join("sweep");
     let mut config = config(&root, "synthetic:5ms", &[2, 0]);
-    config.run.trace_cell = Some("2,32".into());
+    config.run.trace_cell = Some("2,32".parse().unwrap());
     run_sweep(&config, &root, &out, false, |_| {}).unwrap();
     let trace: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();

@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{ffmpeg_rgb24_frames, have_ffmpeg};
-use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder, VideoFile};
+use feedbench::dataset::video::{
+    DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder, VideoFile,
+};
 use feedbench::testdata::g1_video;
+use feedbench::timing::stage;
 
 const WIDTH: usize = 640;
 const HEIGHT: usize = 480;
@@ -204,9 +207,9 @@ fn overlapping_windows_in_order_decode_each_frame_once() {
         assert!(out == fresh(&times), "pair ending at frame {t}");
     }
     let timing = decoder.take_timing();
-    let decoded = timing.get("decode").unwrap().calls;
+    let decoded = timing.get(stage::DECODE).unwrap().calls;
     assert_eq!(decoded, 41, "frames 0 … 40, each decoded once");
-    assert_eq!(timing.get("convert").unwrap().calls, 80, "every frame asked for is written");
+    assert_eq!(timing.get(stage::CONVERT).unwrap().calls, 80, "every frame asked for is written");
 }
 
 #[test]

@@ -1,11 +1,20 @@
-//! TOML configs shared by the commands: the sweep config (`configs/*.toml`).
+//! The sweep config (`configs/*.toml`).
 //!
 //! Every key is checked: an unknown key is an error naming the file and the key, so a typo never
-//! silently leaves a default in place. `configs/example.toml` documents every key.
+//! silently leaves a default in place, and every value is a typed knob read from its one text
+//! form (`96x96`, `episode_aware`, `synthetic:40ms`). `configs/example.toml` documents every key.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::dataset::video::VideoCodec;
+use crate::dataset::{CodebaseVersion, EpisodeList, Resolution, WindowChoice};
+use crate::loader::batch::ImageFormat;
+use crate::loader::sampler::SamplerKind;
+use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,13 +47,13 @@ pub struct DatasetSource {
     /// Frames per generated episode (the preset's when absent).
     pub frames_per_episode: Option<usize>,
     /// Codec of the generated videos: `av1`, `h264` or `hevc` (the preset's when absent).
-    pub codec: Option<String>,
+    pub codec: Option<VideoCodec>,
     /// GOP of the generated videos.
     pub gop: Option<u32>,
     /// CRF of the generated videos.
     pub crf: Option<u32>,
     /// Format version of the generated dataset: `v3.0` (default) or `v2.1`.
-    pub format: Option<String>,
+    pub format: Option<CodebaseVersion>,
     /// Where generated datasets are cached (default `/dev/shm/feedbench`, RAM-backed).
     pub cache: Option<PathBuf>,
 }
@@ -56,7 +65,7 @@ pub enum EpisodeChoice {
     /// How many episodes to generate.
     Count(usize),
     /// Which episodes of an existing dataset to read (`"1,2,4"`, `"0-9"`).
-    List(String),
+    List(EpisodeList),
 }
 
 /// The loader's axes and fixed knobs.
@@ -64,7 +73,7 @@ pub enum EpisodeChoice {
 #[serde(deny_unknown_fields, default)]
 pub struct LoaderAxes {
     /// `diffusion` (LeRobot's diffusion-policy deltas) or `none`.
-    pub window: String,
+    pub window: WindowChoice,
     /// Worker threads (0: load in the training thread).
     pub workers: Vec<usize>,
     /// Batches in flight per worker.
@@ -72,11 +81,11 @@ pub struct LoaderAxes {
     /// Samples per batch.
     pub batch: Vec<usize>,
     /// `native` or `HxW` (e.g. `96x96`).
-    pub resolution: Vec<String>,
+    pub resolution: Vec<Resolution>,
     /// How camera frames reach the model: `f32` (in [0, 1]) or `u8` (normalised on the device).
-    pub images: Vec<String>,
+    pub images: Vec<ImageFormat>,
     /// `episode_aware` (LeRobot's), `shuffled` or `sequential`.
-    pub sampler: String,
+    pub sampler: SamplerKind,
     /// Seed of the shuffled orders.
     pub seed: u64,
 }
@@ -84,13 +93,13 @@ pub struct LoaderAxes {
 impl Default for LoaderAxes {
     fn default() -> Self {
         Self {
-            window: "diffusion".into(),
+            window: WindowChoice::Diffusion,
             workers: vec![0, 1, 2],
             prefetch: vec![2],
             batch: vec![16, 64],
-            resolution: vec!["native".into()],
-            images: vec!["f32".into()],
-            sampler: "episode_aware".into(),
+            resolution: vec![Resolution::Native],
+            images: vec![ImageFormat::F32],
+            sampler: SamplerKind::EpisodeAware,
             seed: 0,
         }
     }
@@ -101,13 +110,13 @@ impl Default for LoaderAxes {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelSection {
     /// `diffusion`, `synthetic:MS` (a fixed step cost, e.g. `synthetic:40ms`) or `none`.
-    pub model: Vec<String>,
+    pub model: Vec<ModelSpec>,
     /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
-    pub preset: String,
+    pub preset: DiffusionPreset,
     /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
-    pub device: String,
+    pub device: DeviceChoice,
     /// `f32` and/or `bf16`.
-    pub dtype: Vec<String>,
+    pub dtype: Vec<Precision>,
     /// libtorch intra-op threads (libtorch's choice when absent).
     pub threads: Option<i32>,
 }
@@ -115,10 +124,10 @@ pub struct ModelSection {
 impl Default for ModelSection {
     fn default() -> Self {
         Self {
-            model: vec!["diffusion".into()],
-            preset: "auto".into(),
-            device: "auto".into(),
-            dtype: vec!["f32".into()],
+            model: vec![ModelSpec::Diffusion(None)],
+            preset: DiffusionPreset::Auto,
+            device: DeviceChoice::Auto,
+            dtype: vec![Precision::F32],
             threads: None,
         }
     }
@@ -140,7 +149,7 @@ pub struct RunSection {
     pub repeats: usize,
     /// The cell whose `train` phase is traced into `trace.json`: `workers,batch` (e.g. `2,64`);
     /// the last cell when absent.
-    pub trace_cell: Option<String>,
+    pub trace_cell: Option<TraceCell>,
 }
 
 impl Default for RunSection {
@@ -225,45 +234,46 @@ impl SweepConfig {
         if l.prefetch.contains(&0) || l.batch.contains(&0) {
             return Err("loader.prefetch and loader.batch must be ≥ 1".into());
         }
-        if !["diffusion", "none"].contains(&l.window.as_str()) {
-            return Err(format!("loader.window {:?}: expected diffusion or none", l.window));
-        }
-        if !["episode_aware", "shuffled", "sequential"].contains(&l.sampler.as_str()) {
-            return Err(format!(
-                "loader.sampler {:?}: expected episode_aware, shuffled or sequential",
-                l.sampler
-            ));
-        }
-        for r in &l.resolution {
-            if r != "native" {
-                crate::loader::parse_resolution(r)
-                    .map_err(|e| format!("loader.resolution: {e} or native"))?;
-            }
-        }
-        for i in &l.images {
-            if i != "f32" && i != "u8" {
-                return Err(format!("loader.images {i:?}: expected f32 or u8"));
-            }
-        }
         let r = &self.run;
         if r.loader_batches == 0 || r.model_steps == 0 || r.train_steps == 0 || r.repeats == 0 {
             return Err(
                 "run.loader_batches, model_steps, train_steps and repeats must be ≥ 1".into()
             );
         }
-        if let Some(cell) = &r.trace_cell {
-            parse_trace_cell(cell)?;
-        }
         Ok(())
     }
 }
 
-/// Parses `run.trace_cell` (`workers,batch`).
-pub fn parse_trace_cell(text: &str) -> Result<(usize, usize), String> {
-    text.split_once(',')
-        .and_then(|(w, b)| Some((w.trim().parse().ok()?, b.trim().parse().ok()?)))
-        .ok_or_else(|| format!("run.trace_cell {text:?}: expected `workers,batch`, e.g. \"2,64\""))
+/// The cell a sweep traces, by its workers and batch size: `workers,batch` (e.g. `2,64`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceCell {
+    /// Loader workers.
+    pub workers: usize,
+    /// Samples per batch.
+    pub batch: usize,
 }
+
+impl FromStr for TraceCell {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        text.split_once(',')
+            .and_then(|(w, b)| {
+                Some(Self { workers: w.trim().parse().ok()?, batch: b.trim().parse().ok()? })
+            })
+            .ok_or_else(|| {
+                format!("run.trace_cell {text:?}: expected `workers,batch`, e.g. \"2,64\"")
+            })
+    }
+}
+
+impl fmt::Display for TraceCell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{},{}", self.workers, self.batch)
+    }
+}
+
+serde_as_text!(TraceCell);
 
 #[cfg(test)]
 mod tests {
@@ -279,7 +289,7 @@ mod tests {
     fn defaults_fill_what_is_left_out() {
         let config = parse("[dataset]\nsynth = \"pusht\"\nepisodes = 4\n").unwrap();
         assert_eq!(config.loader.workers, [0, 1, 2]);
-        assert_eq!(config.model.preset, "auto");
+        assert_eq!(config.model.preset, DiffusionPreset::Auto);
         assert_eq!(config.dataset.episodes, Some(EpisodeChoice::Count(4)));
         assert_eq!(config.run.repeats, 1);
     }
@@ -291,7 +301,11 @@ mod tests {
         let both = parse("[dataset]\nsynth = \"pusht\"\npath = \"x\"\n").unwrap_err();
         assert!(both.contains("exactly one"), "{both}");
         let res = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nresolution = [\"96\"]\n");
-        assert!(res.unwrap_err().contains("loader.resolution"));
+        let res = res.unwrap_err();
+        assert!(res.contains("resolution = [\"96\"]") && res.contains("expected HxW"), "{res}");
+        let sampler = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nsampler = \"random\"\n");
+        let sampler = sampler.unwrap_err();
+        assert!(sampler.contains("expected sequential, shuffled, episode-aware"), "{sampler}");
         let list = parse("[dataset]\npath = \"x\"\nepisodes = 3\n").unwrap_err();
         assert!(list.contains("is a list"), "{list}");
         let cell = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"2\"\n").unwrap_err();

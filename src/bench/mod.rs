@@ -1,12 +1,14 @@
 //! Measurement: timing trees, phases, sweeps and reports. The only module that knows about
 //! the dataset, the loader and the model together.
 
+pub mod cell;
+pub mod config;
+pub mod model_table;
 pub mod phase;
+pub mod plan;
 pub mod report;
 pub mod results;
 pub mod stats;
 pub mod sweep;
 pub mod system;
-pub mod timing;
-pub mod trace;
 pub mod verdict;

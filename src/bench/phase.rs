@@ -2,20 +2,19 @@
 //! alone, the consumer drops batches), `model` (the step alone on one resident batch) and
 //! `train` (the loader feeding the model, as in real training).
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::stats::{median_and_p95, Stats};
-use super::system::{peak_rss_bytes, process_cpu_time, reset_peak_rss};
-use super::timing::TimingTree;
-use super::trace::{Trace, TraceTrack};
 use super::verdict::Verdict;
 use crate::loader::batch::Batch;
-use crate::loader::pipeline::{Loader, LoaderConfig, LoaderError};
+use crate::loader::config::LoaderConfig;
+use crate::loader::pipeline::{Loader, LoaderError};
 use crate::model::{Components, ModelError, Precision, StepTimes, TrainStep};
+use crate::timing::{peak_rss_bytes, process_cpu_time, reset_peak_rss, stage};
+use crate::timing::{TimingTree, Trace, TraceTrack};
 
 /// The figures of a `loader` phase, warm-up excluded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,6 +49,10 @@ pub struct LoaderPhase {
     pub timing: TimingTree,
     /// What the video codec alone would allow; None without cameras.
     pub decode_limit: Option<DecodeLimit>,
+    /// Wall milliseconds from one measured batch to the next (the first from the start of
+    /// the measurement): the raw samples of `samples_per_s`. Empty in results written before.
+    #[serde(default)]
+    pub batch_ms: Vec<f64>,
 }
 
 /// The decode-only limit: the samples/s of a loader that did nothing but run the video codec,
@@ -78,7 +81,7 @@ impl DecodeLimit {
         workers: usize,
         samples_per_s: f64,
     ) -> Option<Self> {
-        let decode = timing.get("batch/video/decode").filter(|d| d.calls > 0 && samples > 0)?;
+        let decode = timing.get(stage::DECODE).filter(|d| d.calls > 0 && samples > 0)?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = workers.clamp(1, cores);
         let frames_per_sample = decode.calls as f64 / samples as f64;
@@ -104,6 +107,8 @@ pub fn run_loader_phase(
 ) -> Result<LoaderPhase, LoaderError> {
     let (mut seen, mut measured, mut samples, mut bytes) = (0usize, 0usize, 0usize, 0u64);
     let mut start = (Instant::now(), process_cpu_time());
+    let mut batch_ms = Vec::with_capacity(batches);
+    let mut last = start.0;
     if batches == 0 {
         return Err(LoaderError::Config("measure at least one batch".into()));
     }
@@ -118,7 +123,11 @@ pub fn run_loader_phase(
         if seen == warmup {
             stream.take_timing();
             start = (Instant::now(), process_cpu_time());
+            last = start.0;
         } else if seen > warmup {
+            let now = Instant::now();
+            batch_ms.push(now.duration_since(last).as_secs_f64() * 1e3);
+            last = now;
             measured += 1;
             samples += batch.size;
             bytes += batch.bytes() as u64;
@@ -140,7 +149,7 @@ pub fn run_loader_phase(
         samples_per_s,
         batches_per_s: measured as f64 / wall_s,
         mb_per_s: bytes as f64 / 1e6 / wall_s,
-        cpu_ms_per_sample: ["batch", "sampler", "wait"]
+        cpu_ms_per_sample: stage::LOADER
             .iter()
             .filter_map(|stage| timing.get(stage))
             .map(|totals| totals.cpu.as_secs_f64() * 1e3)
@@ -149,41 +158,40 @@ pub fn run_loader_phase(
         process_cpu_ms_per_sample: cpu.as_secs_f64() * 1e3 / samples.max(1) as f64,
         peak_rss_bytes: peak_rss_bytes(),
         timing,
+        batch_ms,
     })
 }
 
-impl fmt::Display for LoaderPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.config;
-        writeln!(
-            f,
-            "loader: {} workers, prefetch {}, batch {}, {:?} sampler{}",
-            c.workers,
-            c.prefetch,
-            c.batch_size,
-            c.sampler,
-            if c.ordered { "" } else { ", unordered" }
-        )?;
-        writeln!(
-            f,
-            "{:.1} samples/s  {:.2} batches/s  {:.1} MB/s  {:.3} CPU ms/sample ({:.3} process)  ({} batches, {} samples in {:.2} s)",
-            self.samples_per_s, self.batches_per_s, self.mb_per_s, self.cpu_ms_per_sample, self.process_cpu_ms_per_sample, self.batches, self.samples, self.wall_s
-        )?;
-        if let Some(peak) = self.peak_rss_bytes {
-            writeln!(f, "peak RSS {:.1} MB", peak as f64 / 1e6)?;
+/// One measured step of the `model` or `train` phase, milliseconds: the raw sample its
+/// statistics are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepSample {
+    /// Blocked on the next batch (0 in the `model` phase).
+    pub wait_ms: f64,
+    /// Host→device copy.
+    pub h2d_ms: f64,
+    /// Forward pass and loss.
+    pub forward_ms: f64,
+    /// Backward pass.
+    pub backward_ms: f64,
+    /// Optimizer.
+    pub optimizer_ms: f64,
+    /// The model's whole step (without the wait).
+    pub step_ms: f64,
+}
+
+impl StepSample {
+    /// The sample of a step that waited `wait` for its batch and took `t`.
+    fn of(wait: Duration, t: &StepTimes) -> Self {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Self {
+            wait_ms: ms(wait),
+            h2d_ms: ms(t.h2d),
+            forward_ms: ms(t.forward),
+            backward_ms: ms(t.backward),
+            optimizer_ms: ms(t.optimizer),
+            step_ms: ms(t.total),
         }
-        if let Some(limit) = &self.decode_limit {
-            writeln!(
-                f,
-                "decode-only limit {:.1} samples/s ({} threads × {:.2} frames/sample × {:.0} CPU µs/frame): {:.0} % of it",
-                limit.samples_per_s,
-                limit.threads,
-                limit.frames_per_sample,
-                limit.cpu_us_per_frame,
-                limit.fraction * 100.0
-            )?;
-        }
-        write!(f, "{}", self.timing.render(self.samples))
     }
 }
 
@@ -235,6 +243,9 @@ pub struct ModelPhase {
     pub last_loss: Option<f64>,
     /// Median step of f32 over this row's, for bf16 rows with an f32 row of the same batch.
     pub speedup_over_f32: Option<f64>,
+    /// Every measured step. Empty in results written before.
+    #[serde(default)]
+    pub per_step: Vec<StepSample>,
 }
 
 /// An unbounded rate (a step of no measurable time, e.g. `none`) as JSON's `null`, which has
@@ -330,6 +341,7 @@ fn summarise(
         peak_memory_bytes: if device.is_cuda() { None } else { peak_rss_bytes() },
         last_loss: step.last_loss(),
         speedup_over_f32: None,
+        per_step: times.iter().map(|t| StepSample::of(Duration::ZERO, t)).collect(),
     }
 }
 
@@ -388,6 +400,9 @@ pub struct TrainPhase {
     pub peak_rss_bytes: Option<u64>,
     /// The loader's stages, `wait`, and `step > h2d, forward, backward, optimizer`.
     pub timing: TimingTree,
+    /// Every measured step. Empty in results written before.
+    #[serde(default)]
+    pub per_step: Vec<StepSample>,
 }
 
 /// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
@@ -472,13 +487,14 @@ pub fn run_train_phase(
         process_cpu_ms_per_sample: cpu.as_secs_f64() * 1e3 / samples.max(1) as f64,
         peak_rss_bytes: peak_rss_bytes(),
         timing,
+        per_step: waits.iter().zip(&times).map(|(&wait, t)| StepSample::of(wait, t)).collect(),
     })
 }
 
 /// Records the trainer's wait and the step's phases (consecutive, as the step runs them).
 fn trace_step(track: &TraceTrack, asked: Instant, wait: Duration, stepped: Instant, t: &StepTimes) {
-    track.span("wait", asked, wait);
-    track.span("step", stepped, t.total);
+    track.span(stage::WAIT, asked, wait);
+    track.span(stage::STEP, stepped, t.total);
     let mut at = stepped;
     for (name, d) in step_phases(t) {
         track.span(name, at, d);
@@ -489,10 +505,10 @@ fn trace_step(track: &TraceTrack, asked: Instant, wait: Duration, stepped: Insta
 /// The step's phases as timing-tree stages, in the order the step runs them.
 fn step_phases(t: &StepTimes) -> [(&'static str, Duration); 4] {
     [
-        ("step/h2d", t.h2d),
-        ("step/forward", t.forward),
-        ("step/backward", t.backward),
-        ("step/optimizer", t.optimizer),
+        (stage::STEP_H2D, t.h2d),
+        (stage::STEP_FORWARD, t.forward),
+        (stage::STEP_BACKWARD, t.backward),
+        (stage::STEP_OPTIMIZER, t.optimizer),
     ]
 }
 
@@ -500,38 +516,9 @@ fn step_phases(t: &StepTimes) -> [(&'static str, Duration); 4] {
 fn record_step(timing: &mut TimingTree, t: &StepTimes) {
     // The model's phases are device time taken with synchronisation, not this thread's CPU.
     let zero = Duration::ZERO;
-    timing.record("step", t.total, zero);
+    timing.record(stage::STEP, t.total, zero);
     for (name, d) in step_phases(t) {
         timing.record(name, d, zero);
-    }
-}
-
-impl fmt::Display for TrainPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "train: {:.1} samples/s ({} steps, {} samples in {:.2} s)",
-            self.samples_per_s, self.steps, self.samples, self.wall_s
-        )?;
-        writeln!(
-            f,
-            "per step (median ms): wait {:.1}  h2d {:.1}  compute {:.1}  whole {:.1}   data_s {:.3}  updt_s {:.3}",
-            self.wait.median_ms,
-            self.h2d.median_ms,
-            self.compute.median_ms,
-            self.step.median_ms,
-            self.data_s,
-            self.updt_s
-        )?;
-        writeln!(
-            f,
-            "input-bound {:.1} % (median), {:.1} % (p95): {} — {}",
-            self.input_bound.median_pct,
-            self.input_bound.p95_pct,
-            self.input_bound.verdict,
-            self.input_bound.verdict.dominant_side()
-        )?;
-        write!(f, "{}", self.timing.render(self.samples))
     }
 }
 

@@ -2,74 +2,19 @@
 //! finishes, and read back by `--resume` and by the report (which never measures).
 
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::cell::Cell;
 use super::phase::{LoaderPhase, ModelPhase, TrainPhase};
+use super::system::SystemInfo;
 
-/// One point of a sweep: the dataset and every knob.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Cell {
-    /// The dataset's name (its directory name).
-    pub dataset: String,
-    /// Loader worker threads.
-    pub workers: usize,
-    /// Batches in flight per worker.
-    pub prefetch: usize,
-    /// Samples per batch.
-    pub batch_size: usize,
-    /// `native` or `HxW`.
-    pub resolution: String,
-    /// Camera frames handed to the model as `f32` or `u8`.
-    pub images: String,
-    /// The step: `diffusion:small`, `diffusion:pusht`, `synthetic:40ms`, `none`.
-    pub model: String,
-    /// `cpu` or `cuda`.
-    pub device: String,
-    /// `f32` or `bf16`.
-    pub dtype: String,
-    /// Repeat number, from 0.
-    pub repeat: usize,
-}
-
-impl Cell {
-    /// The knobs the `model` phase depends on (not the loader's workers and prefetch): cells
-    /// sharing it share one model measurement.
-    pub fn model_key(&self) -> (usize, &str, &str, &str, &str, &str, usize) {
-        (
-            self.batch_size,
-            &self.resolution,
-            &self.images,
-            &self.model,
-            &self.device,
-            &self.dtype,
-            self.repeat,
-        )
-    }
-}
-
-/// The machine and software a result was measured with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SystemInfo {
-    /// CPU model name.
-    pub cpu: String,
-    /// CPU cores this process may use.
-    pub cores: usize,
-    /// GPU name, when the step ran on one.
-    pub gpu: Option<String>,
-    /// Total memory, bytes.
-    pub memory_bytes: Option<u64>,
-    /// Operating system (kernel release).
-    pub os: String,
-    /// feedbench's version.
-    pub feedbench: String,
-    /// libtorch's version (`torch` wheel).
-    pub libtorch: String,
-    /// FFmpeg's libavcodec version.
-    pub libavcodec: String,
-}
+/// What a sweep appends to in its output directory, one line per measured cell.
+pub const RESULTS_FILE: &str = "results.jsonl";
+/// The Chrome trace of the traced cell's `train` phase, in a sweep's output directory.
+pub const TRACE_FILE: &str = "trace.json";
 
 /// Everything measured for one cell: one line of `results.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,16 +40,22 @@ pub enum ResultsError {
     #[error("{path}: {source}")]
     Io {
         /// The results file.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// The output directory holds results of an earlier sweep, and `--resume` was not given.
+    #[error("{path}: results of an earlier sweep are here: pass --resume to continue it, or choose another --out")]
+    Exists {
+        /// The results file.
+        path: PathBuf,
     },
     /// A line is not a cell result.
     #[error("{path}, line {line}: not a feedbench cell result ({what})")]
     Line {
         /// The results file.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// 1-based line number.
         line: usize,
         /// The parse error.
@@ -147,4 +98,65 @@ pub fn read_results(path: &Path) -> Result<Vec<CellResult>, ResultsError> {
         }
     }
     Ok(results)
+}
+
+/// Where a sweep's results go: `results.jsonl` in its output directory, with the results it
+/// already holds (when resuming) and each new one appended as it comes.
+#[derive(Debug)]
+pub struct ResultsSink {
+    path: PathBuf,
+    results: Vec<CellResult>,
+}
+
+impl ResultsSink {
+    /// Creates `out` and opens its results file. Without `resume` an existing results file is
+    /// refused (never overwritten); with it, its results are read, and a last line cut short by
+    /// an interrupted write is removed so that the next result starts on a line of its own.
+    pub fn open(out: &Path, resume: bool) -> Result<Self, ResultsError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ResultsError::Io { path, source }
+        };
+        std::fs::create_dir_all(out).map_err(io(out))?;
+        let path = out.join(RESULTS_FILE);
+        if !path.exists() {
+            return Ok(Self { path, results: Vec::new() });
+        }
+        if !resume {
+            return Err(ResultsError::Exists { path });
+        }
+        let mut handle =
+            OpenOptions::new().read(true).write(true).open(&path).map_err(io(&path))?;
+        let mut text = Vec::new();
+        handle.read_to_end(&mut text).map_err(io(&path))?;
+        if !text.is_empty() && text.last() != Some(&b'\n') {
+            let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            handle.set_len(keep as u64).map_err(io(&path))?;
+            handle.seek(SeekFrom::End(0)).map_err(io(&path))?;
+        }
+        let results = read_results(&path)?;
+        Ok(Self { path, results })
+    }
+
+    /// The results file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every result so far, in file order.
+    pub fn results(&self) -> &[CellResult] {
+        &self.results
+    }
+
+    /// Appends `result` to the file (flushed: an interrupted sweep keeps it) and to the list.
+    pub fn append(&mut self, result: CellResult) -> Result<(), ResultsError> {
+        append_result(&self.path, &result)?;
+        self.results.push(result);
+        Ok(())
+    }
+
+    /// Every result, old and new.
+    pub fn into_results(self) -> Vec<CellResult> {
+        self.results
+    }
 }

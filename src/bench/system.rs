@@ -1,34 +1,26 @@
-//! What the process used: CPU time of all its threads and peak resident memory.
+//! The machine and software a result was measured with.
 
-use std::time::Duration;
+use serde::{Deserialize, Serialize};
 
-use super::results::SystemInfo;
-
-/// User + system CPU time of the whole process (every thread) so far.
-pub fn process_cpu_time() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the rusage it is given; RUSAGE_SELF is always valid.
-    let usage = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
-        usage.assume_init()
-    };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
-/// Peak resident memory of the process since start or the last [`reset_peak_rss`], bytes
-/// (`VmHWM` of /proc/self/status); None where the kernel does not say.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// Starts a new peak-RSS measurement (writes 5 to /proc/self/clear_refs). Best effort: where
-/// the kernel refuses, the peak covers the whole process lifetime.
-pub fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+/// The machine and software a result was measured with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SystemInfo {
+    /// CPU model name.
+    pub cpu: String,
+    /// CPU cores this process may use.
+    pub cores: usize,
+    /// GPU name, when the step ran on one.
+    pub gpu: Option<String>,
+    /// Total memory, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Operating system (kernel release).
+    pub os: String,
+    /// feedbench's version.
+    pub feedbench: String,
+    /// libtorch's version (`torch` wheel).
+    pub libtorch: String,
+    /// FFmpeg's libavcodec version.
+    pub libavcodec: String,
 }
 
 /// The machine and software, for results measured with the step on `device`.
@@ -69,23 +61,4 @@ fn gpu_name() -> Option<String> {
         .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn measures_cpu_and_memory() {
-        let before = process_cpu_time();
-        let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_millis(20) {
-            std::hint::black_box(start.elapsed());
-        }
-        assert!(process_cpu_time() > before);
-        let block = vec![1u8; 64 << 20];
-        std::hint::black_box(&block);
-        let peak = peak_rss_bytes().expect("Linux reports VmHWM");
-        assert!(peak >= 64 << 20, "64 MiB resident, peak {peak}");
-    }
 }

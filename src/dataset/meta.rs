@@ -1,7 +1,6 @@
 //! `meta/info.json`: codebase version, fps, path templates and the features.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -23,15 +22,10 @@ pub enum CodebaseVersion {
 impl CodebaseVersion {
     /// Parses the `codebase_version` string of info.json.
     pub fn parse(found: &str, info_path: &Path) -> Result<Self> {
-        match found {
-            "v2.0" => Ok(Self::V20),
-            "v2.1" => Ok(Self::V21),
-            "v3.0" => Ok(Self::V30),
-            _ => Err(DatasetError::UnsupportedVersion {
-                path: info_path.to_path_buf(),
-                found: found.to_string(),
-            }),
-        }
+        found.parse().map_err(|_| DatasetError::UnsupportedVersion {
+            path: info_path.to_path_buf(),
+            found: found.to_string(),
+        })
     }
 
     /// True for the one-file-per-episode layouts (v2.0, v2.1).
@@ -40,24 +34,7 @@ impl CodebaseVersion {
     }
 }
 
-impl Serialize for CodebaseVersion {
-    fn serialize<S: serde::Serializer>(
-        &self,
-        serializer: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl fmt::Display for CodebaseVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::V20 => "v2.0",
-            Self::V21 => "v2.1",
-            Self::V30 => "v3.0",
-        })
-    }
-}
+named_values!(CodebaseVersion { V20 => "v2.0", V21 => "v2.1", V30 => "v3.0" });
 
 /// The element type of a numeric feature, as numpy names it in info.json.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -10,6 +10,7 @@ pub mod error;
 pub mod export;
 pub mod frames;
 pub mod image;
+pub mod knobs;
 pub mod meta;
 pub mod sample;
 pub mod stage;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use episodes::{Episode, EpisodeIndex, EpisodeVideo, TaskIndex};
 pub use error::{DatasetError, Result};
+pub use knobs::{EpisodeList, Resolution, WindowChoice};
 pub use meta::{CodebaseVersion, Feature, FeatureKind, Info, ScalarType};
 pub use sample::{PixelShape, Sample};
 pub use values::{Array, Values};

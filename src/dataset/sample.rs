@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::frames::{FrameTable, Row};
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
-use super::video::{FrameBuffer, VideoDecoder, VideoFile};
+use super::video::{FrameBuffer, FrameDecoder, VideoFile};
 use super::window::{query_rows, Window};
 use super::{Dataset, DatasetError, EpisodeIndex, Result, TaskIndex};
 
@@ -130,12 +130,12 @@ impl Sample {
 
     /// The shape pixel key `key` decodes to with `decoder` (its resolution, else the native
     /// size read from the file's header); None for a key that is not a camera or image.
-    pub fn pixel_shape(&self, key: &str, decoder: &VideoDecoder) -> Result<Option<PixelShape>> {
+    pub fn pixel_shape(&self, key: &str, decoder: &dyn FrameDecoder) -> Result<Option<PixelShape>> {
         let (steps, windowed, (height, width)) = if let Some(frames) = self.videos.get(key) {
             let video = VideoFile::shared(&frames.path)?;
             (frames.timestamps.len(), frames.windowed, decoder.output_size(&video))
         } else if let Some(images) = self.images.get(key) {
-            let size = match (decoder.options().resolution, images.images.first()) {
+            let size = match (decoder.resolution(), images.images.first()) {
                 (Some(size), _) => size,
                 (None, Some(first)) => image_size(&images.source, first)?,
                 (None, None) => (0, 0),
@@ -153,7 +153,7 @@ impl Sample {
     pub fn decode_pixels_into(
         &self,
         key: &str,
-        decoder: &mut VideoDecoder,
+        decoder: &mut dyn FrameDecoder,
         mut out: FrameBuffer<'_>,
     ) -> Result<()> {
         if let Some(frames) = self.videos.get(key) {
@@ -161,7 +161,7 @@ impl Sample {
         }
         let Some(images) = self.images.get(key) else { return Ok(()) };
         let Some(first) = images.images.first() else { return Ok(()) };
-        let size = match decoder.options().resolution {
+        let size = match decoder.resolution() {
             Some(size) => size,
             None => image_size(&images.source, first)?,
         };
@@ -180,7 +180,7 @@ impl Sample {
             ));
         }
         for (step, bytes) in images.images.iter().enumerate() {
-            let resize = decoder.options().resolution;
+            let resize = decoder.resolution();
             decode_image_into(&images.source, bytes, resize, out.frame(step, per_image))?;
         }
         Ok(())
@@ -189,7 +189,7 @@ impl Sample {
     /// Decodes every camera (video feature) and image feature into [`Sample::arrays`], as
     /// LeRobot returns them: RGB, `[T, 3, H, W]` with a window and `[3, H, W]` without,
     /// float32 in [0, 1] or, with `uint8`, the 0–255 values; at the decoder's resolution.
-    pub fn decode_pixels(&mut self, decoder: &mut VideoDecoder, uint8: bool) -> Result<()> {
+    pub fn decode_pixels(&mut self, decoder: &mut dyn FrameDecoder, uint8: bool) -> Result<()> {
         let keys: Vec<String> = self.pixel_keys().map(str::to_owned).collect();
         for key in keys {
             let shape = self.pixel_shape(&key, decoder)?.expect("a pixel key");

@@ -12,6 +12,29 @@ use super::meta::Info;
 use super::write::write_atomically;
 use super::{DatasetError, Result};
 
+/// Where feedbench keeps fast copies and generated datasets: RAM-backed `/dev/shm/feedbench`,
+/// or `feedbench` in the temporary directory where there is no `/dev/shm`.
+pub fn scratch_dir() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.join("feedbench")
+    } else {
+        std::env::temp_dir().join("feedbench")
+    }
+}
+
+/// Where `stage` copies the dataset at `root` unless told: its directory name under
+/// [`scratch_dir`].
+pub fn default_destination(root: &Path) -> Result<PathBuf> {
+    let name = root
+        .canonicalize()
+        .map_err(|e| DatasetError::io(root, e))?
+        .file_name()
+        .map(|n| n.to_owned())
+        .unwrap_or_else(|| "dataset".into());
+    Ok(scratch_dir().join(name))
+}
+
 /// What a stage copies: paths relative to the dataset root, and their bytes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StagePlan {

@@ -181,30 +181,6 @@ pub fn format_ranges(values: &[usize]) -> String {
     parts.join(", ")
 }
 
-/// Parses an episode list such as `1,2,4` or `0-9,20` (inclusive ranges).
-pub fn parse_episode_list(text: &str) -> std::result::Result<Vec<usize>, String> {
-    let mut episodes = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let number = |s: &str| {
-            s.trim().parse::<usize>().map_err(|e| format!("episode list {text:?}: {s:?}: {e}"))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (number(a)?, number(b)?);
-                if b < a {
-                    return Err(format!("episode list {text:?}: empty range {part}"));
-                }
-                episodes.extend(a..=b);
-            }
-            None => episodes.push(number(part)?),
-        }
-    }
-    if episodes.is_empty() {
-        return Err(format!("episode list {text:?}: expected episode indices like 1,2,4 or 0-9"));
-    }
-    Ok(episodes)
-}
-
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let robot = self.robot_type.as_deref().map(|r| format!(", {r}")).unwrap_or_default();
@@ -284,11 +260,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn formats_and_parses_episode_lists() {
+    fn formats_episode_lists_and_sizes() {
         assert_eq!(format_ranges(&[1, 2, 4, 5, 6, 29, 30]), "1, 2, 4-6, 29, 30");
-        assert_eq!(parse_episode_list("1,2,4-6").unwrap(), [1, 2, 4, 5, 6]);
-        assert!(parse_episode_list("6-4").is_err());
-        assert!(parse_episode_list("x").is_err());
         assert_eq!(human_bytes(999), "999 B");
         assert_eq!(human_bytes(23_400_000), "23.4 MB");
     }

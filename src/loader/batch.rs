@@ -6,8 +6,21 @@
 
 use std::collections::BTreeMap;
 
-use crate::dataset::video::{FrameBuffer, VideoDecoder};
+use crate::dataset::video::{FrameBuffer, FrameDecoder};
 use crate::dataset::{PixelShape, Result, Sample, Values};
+
+/// How camera frames reach the model: float32 in [0, 1], or uint8 (normalised later, on the
+/// device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ImageFormat {
+    /// float32 in [0, 1].
+    #[default]
+    F32,
+    /// uint8 pixels, converted and normalised on the device.
+    U8,
+}
+
+named_values!(ImageFormat { F32 => "f32" | "float32", U8 => "u8" | "uint8" });
 
 /// The element type of a batched key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,7 +194,7 @@ impl BatchLayout {
 
     /// [`BatchLayout::of_arrays`] plus the cameras and image features `decoder` will decode,
     /// as uint8 or float32.
-    pub fn of_sample(sample: &Sample, decoder: &VideoDecoder, uint8: bool) -> Result<Self> {
+    pub fn of_sample(sample: &Sample, decoder: &dyn FrameDecoder, uint8: bool) -> Result<Self> {
         let mut layout = Self::of_arrays(sample);
         let element = if uint8 { ElementType::U8 } else { ElementType::F32 };
         for key in sample.pixel_keys() {

@@ -17,65 +17,12 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
-use serde::{Deserialize, Serialize};
-
-use super::batch::{Batch, BatchLayout};
-use super::sampler::{batches, epoch_order, SamplerKind, Shard};
-use crate::bench::timing::TimingTree;
-use crate::bench::trace::{Trace, TraceTrack};
-use crate::dataset::video::{DecodeOptions, VideoDecoder};
+use super::batch::{Batch, BatchLayout, ImageFormat};
+use super::config::LoaderConfig;
+use super::sampler::{batches, epoch_order, SamplerKind};
+use crate::dataset::video::{DecodeOptions, FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
-
-/// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoaderConfig {
-    /// Worker threads; 0 loads in the consuming thread.
-    pub workers: usize,
-    /// Batches in flight per worker (`prefetch_factor`).
-    pub prefetch: usize,
-    /// Samples per batch.
-    pub batch_size: usize,
-    /// Drop the last incomplete batch.
-    pub drop_last: bool,
-    /// The order of indices.
-    pub sampler: SamplerKind,
-    /// Seed of the shuffled orders.
-    pub seed: u64,
-    /// This process's share of the data.
-    pub shard: Shard,
-    /// Deliver batches in sampler order (true) or as soon as any is ready.
-    pub ordered: bool,
-    /// Camera frames resized to `(height, width)`; native size when None.
-    pub resolution: Option<(u32, u32)>,
-    /// Camera frames as uint8 (normalised later, on the device) instead of float32 in [0, 1].
-    pub uint8: bool,
-}
-
-impl Default for LoaderConfig {
-    /// LeRobot's training defaults: 4 workers, batch 8, prefetch 2, episode-aware shuffling.
-    fn default() -> Self {
-        Self {
-            workers: 4,
-            prefetch: 2,
-            batch_size: 8,
-            drop_last: false,
-            sampler: SamplerKind::EpisodeAware,
-            seed: 0,
-            shard: Shard::default(),
-            ordered: true,
-            resolution: None,
-            uint8: false,
-        }
-    }
-}
-
-impl LoaderConfig {
-    /// The most batches alive at once: `prefetch` per worker (one for `workers = 0`) and the
-    /// one the consumer holds. The batch pool never grows past it.
-    pub fn batches_in_flight(&self) -> usize {
-        self.workers.max(1) * self.prefetch.max(1) + 1
-    }
-}
+use crate::timing::{stage, TimingTree, Trace, TraceTrack};
 
 /// Why a batch could not be delivered.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +36,9 @@ pub enum LoaderError {
         #[source]
         source: DatasetError,
     },
+    /// The dataset could not be opened, or the window does not fit it.
+    #[error(transparent)]
+    Dataset(DatasetError),
     /// The configuration cannot run.
     #[error("loader configuration: {0}")]
     Config(String),
@@ -132,7 +82,7 @@ impl Plans {
         if let Some((_, plan)) = recent.iter().find(|(e, _)| *e == epoch) {
             return plan.clone();
         }
-        let plan = Arc::new(timing.time("sampler", || self.make(epoch)));
+        let plan = Arc::new(timing.time(stage::SAMPLER, || self.make(epoch)));
         if recent.len() == Self::KEPT {
             let oldest = recent.iter().map(|(e, _)| *e).min().expect("not empty");
             recent.retain(|(e, _)| *e != oldest);
@@ -249,7 +199,7 @@ struct BatchBuilder {
     dataset: Arc<Dataset>,
     window: Arc<Window>,
     plans: Arc<Plans>,
-    decoder: VideoDecoder,
+    decoder: Box<dyn FrameDecoder>,
     uint8: bool,
     sample: Sample,
     /// The batch's (slot, index) pairs in the order they are loaded.
@@ -261,17 +211,17 @@ struct BatchBuilder {
 impl BatchBuilder {
     /// A builder with its own video decoder, writing spans on `track` when the loader traces.
     fn new(loader: &Loader, track: &str) -> Self {
-        let decoder = VideoDecoder::new(DecodeOptions {
+        let decoder = Box::new(VideoDecoder::new(DecodeOptions {
             tolerance_s: loader.dataset.tolerance_s(),
-            resolution: loader.config.resolution,
+            resolution: loader.config.resolution.size(),
             ..DecodeOptions::default()
-        });
+        }));
         Self {
             dataset: loader.dataset.clone(),
             window: loader.window.clone(),
             plans: loader.plans.clone(),
             decoder,
-            uint8: loader.config.uint8,
+            uint8: loader.config.images == ImageFormat::U8,
             sample: Sample::default(),
             order: Vec::new(),
             pool: loader.pool.clone(),
@@ -296,10 +246,10 @@ impl BatchBuilder {
     fn build(&mut self, indices: &[usize]) -> Built {
         let mut timing = TimingTree::traced(self.trace.clone());
         let mut batch = self.pool.take();
-        let (result, inner) = timing.time("batch", || {
+        let (result, inner) = timing.time(stage::BATCH, || {
             let mut inner = TimingTree::traced(self.trace.clone());
             let result = self.fill(indices, &mut batch, &mut inner);
-            inner.merge_under("batch/video", &self.decoder.take_timing());
+            inner.merge(&self.decoder.take_timing());
             (result, inner)
         });
         timing.merge(&inner);
@@ -329,23 +279,25 @@ impl BatchBuilder {
             let failed = |source| LoaderError::Sample { index, source };
             let unlike_first = |what: String| failed(DatasetError::invalid(dataset.root(), what));
             timing
-                .time("batch/parquet", || dataset.sample_into(index, window, sample))
+                .time(stage::PARQUET, || dataset.sample_into(index, window, sample))
                 .map_err(failed)?;
             if n == 0 {
-                let layout = BatchLayout::of_sample(sample, decoder, *uint8).map_err(failed)?;
+                let layout =
+                    BatchLayout::of_sample(sample, decoder.as_ref(), *uint8).map_err(failed)?;
                 batch.reshape(indices.len(), &layout);
             }
             for key in sample.pixel_keys() {
-                let shape = sample.pixel_shape(key, decoder).map_err(failed)?.expect("pixel key");
+                let shape =
+                    sample.pixel_shape(key, decoder.as_ref()).map_err(failed)?.expect("pixel key");
                 let out = batch.pixels_mut(key, slot, &shape).map_err(unlike_first)?;
                 let stage =
-                    if sample.videos.contains_key(key) { "batch/video" } else { "batch/image" };
+                    if sample.videos.contains_key(key) { stage::VIDEO } else { stage::IMAGE };
                 timing
-                    .time(stage, || sample.decode_pixels_into(key, decoder, out))
+                    .time(stage, || sample.decode_pixels_into(key, decoder.as_mut(), out))
                     .map_err(failed)?;
             }
             timing
-                .time("batch/collate", || batch.write_sample(slot, sample))
+                .time(stage::COLLATE, || batch.write_sample(slot, sample))
                 .map_err(unlike_first)?;
         }
         Ok(())
@@ -532,7 +484,8 @@ impl Iterator for Batches {
                 let worker = position % receivers.len();
                 // A worker that ended without sending has panicked (errors are sent).
                 let panicked = || (Err(LoaderError::WorkerPanicked(worker)), TimingTree::default());
-                self.timing.time("wait", || receivers[worker].recv().unwrap_or_else(|_| panicked()))
+                self.timing
+                    .time(stage::WAIT, || receivers[worker].recv().unwrap_or_else(|_| panicked()))
             }
         };
         self.timing.merge(&timing);

@@ -4,8 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which indices an epoch visits, and in which order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SamplerKind {
     /// Every frame of the selected episodes, in index order (`SequentialSampler`).
     Sequential,
@@ -15,6 +14,12 @@ pub enum SamplerKind {
     /// episode, shuffled (seeded, anew each epoch).
     EpisodeAware,
 }
+
+named_values!(SamplerKind {
+    Sequential => "sequential",
+    Shuffled => "shuffled",
+    EpisodeAware => "episode-aware" | "episode_aware",
+});
 
 /// This process's share of the data: `DistributedSampler` semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -107,14 +107,17 @@ impl DiffusionConfig {
         }
     }
 
-    /// The preset `name` stands for on `device`: `auto` is `small` on the CPU (steps of about a
-    /// second) and LeRobot's `pusht` on CUDA; other names stand for themselves.
-    pub fn resolve_preset(name: &str, device: tch::Device) -> &str {
-        match name {
-            "auto" if device.is_cuda() => "pusht",
-            "auto" => "small",
-            name => name,
-        }
+    /// This configuration with the keys of the TOML file at `path` laid over it, checked.
+    pub fn with_overrides(&self, path: &std::path::Path) -> Result<Self, ModelError> {
+        let bad = |what: String| ModelError::Config(format!("{}: {what}", path.display()));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let overrides: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let mut merged = toml::Table::try_from(self).map_err(|e| bad(e.to_string()))?;
+        merged.extend(overrides);
+        let config: Self =
+            merged.try_into().map_err(|e| bad(format!("not a diffusion config: {e}")))?;
+        config.validate()?;
+        Ok(config)
     }
 
     /// Checks the fields against each other, as LeRobot's `__post_init__` does.

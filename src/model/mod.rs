@@ -3,12 +3,12 @@
 //! It owns the device, the host→device copy and the optimizer.
 
 mod autocast;
-pub mod cli;
 pub mod config;
 pub mod diffusion;
 mod layers;
 pub mod noise;
 pub mod shapes;
+pub mod spec;
 pub mod synthetic;
 pub mod unet;
 pub mod vision;
@@ -19,7 +19,8 @@ use crate::loader::batch::Batch;
 
 pub use config::DiffusionConfig;
 pub use diffusion::DiffusionPolicy;
-pub use shapes::{synthetic_batch, CameraShape, ImageFormat, PolicyShapes};
+pub use shapes::{synthetic_batch, CameraShape, PolicyShapes};
+pub use spec::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, StepSpec};
 pub use synthetic::SyntheticStep;
 
 /// Errors of the model: bad configuration, a batch that does not fit the model, or libtorch.
@@ -37,68 +38,6 @@ pub enum ModelError {
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
-}
-
-/// Where the step runs: CPU, CUDA, or CUDA when libtorch sees one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceChoice {
-    /// CUDA if available, else CPU.
-    Auto,
-    /// The CPU.
-    Cpu,
-    /// The first CUDA device.
-    Cuda,
-}
-
-impl DeviceChoice {
-    /// Parses `auto`, `cpu` or `cuda`.
-    pub fn parse(s: &str) -> Result<Self, ModelError> {
-        match s {
-            "auto" => Ok(DeviceChoice::Auto),
-            "cpu" => Ok(DeviceChoice::Cpu),
-            "cuda" => Ok(DeviceChoice::Cuda),
-            other => Err(ModelError::Device(format!("unknown device `{other}` (auto, cpu, cuda)"))),
-        }
-    }
-
-    /// The libtorch device; `cuda` without a CUDA device is an error.
-    pub fn resolve(self) -> Result<tch::Device, ModelError> {
-        match self {
-            DeviceChoice::Auto => Ok(tch::Device::cuda_if_available()),
-            DeviceChoice::Cpu => Ok(tch::Device::Cpu),
-            DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(tch::Device::Cuda(0)),
-            DeviceChoice::Cuda => Err(ModelError::Device("libtorch sees no CUDA device".into())),
-        }
-    }
-}
-
-/// Arithmetic of the step: float32, or bf16 autocast over the forward pass (weights and
-/// optimizer state stay float32, as with `torch.autocast`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Plain float32.
-    F32,
-    /// bf16 autocast.
-    Bf16,
-}
-
-impl Precision {
-    /// Parses `f32` or `bf16`.
-    pub fn parse(s: &str) -> Result<Self, ModelError> {
-        match s {
-            "f32" | "float32" => Ok(Precision::F32),
-            "bf16" | "bfloat16" => Ok(Precision::Bf16),
-            other => Err(ModelError::Config(format!("unknown dtype `{other}` (f32, bf16)"))),
-        }
-    }
-
-    /// The short name (`f32`, `bf16`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::Bf16 => "bf16",
-        }
-    }
 }
 
 /// Device time of the model's parts within one step (taken with device synchronisation).
@@ -158,32 +97,6 @@ pub trait TrainStep {
     fn last_loss(&self) -> Option<f64>;
     /// The device the step runs on.
     fn device(&self) -> tch::Device;
-}
-
-/// The step `model` names — `diffusion` (with `cfg`, shaped by `shapes`: a dataset's cameras
-/// and widths, or why it has none), `synthetic:MS` or `none` — on `device` in `precision`.
-pub fn make_step(
-    model: &str,
-    cfg: &DiffusionConfig,
-    shapes: Result<&PolicyShapes, &str>,
-    device: tch::Device,
-    precision: Precision,
-) -> Result<Box<dyn TrainStep>, ModelError> {
-    Ok(match model {
-        "diffusion" => {
-            let shapes = shapes.map_err(|why| ModelError::Config(why.to_string()))?;
-            Box::new(DiffusionPolicy::new(cfg, shapes, device, precision)?)
-        }
-        "none" => Box::new(NoneStep),
-        spec if spec.starts_with("synthetic:") => {
-            Box::new(SyntheticStep::new(SyntheticStep::parse_cost(spec)?, device))
-        }
-        other => {
-            return Err(ModelError::Config(format!(
-                "unknown model `{other}` (diffusion, synthetic:MS, none)"
-            )))
-        }
-    })
 }
 
 /// A step that does nothing: the loader alone, consumer side.

@@ -1,8 +1,8 @@
 //! What the model's input looks like (cameras, state and action widths) and a synthetic batch
 //! of that shape.
 
-use crate::dataset::Info;
-use crate::loader::batch::{Batch, BatchData, BatchTensor};
+use crate::dataset::{Info, Resolution};
+use crate::loader::batch::{Batch, BatchData, BatchTensor, ImageFormat};
 
 /// One camera feed: its batch key and image shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl PolicyShapes {
     /// The shapes a dataset's features give: every video and image feature is a camera (at
     /// `resolution` `(height, width)` when the loader resizes, else its native size), and the
     /// widths of `observation.state` and `action`.
-    pub fn from_info(info: &Info, resolution: Option<(u32, u32)>) -> Result<Self, String> {
+    pub fn from_info(info: &Info, resolution: Resolution) -> Result<Self, String> {
         let width_of = |key: &str| {
             info.feature(key).map(|f| f.width()).ok_or_else(|| {
                 format!("the dataset has no `{key}` feature, which the policy needs")
@@ -43,7 +43,7 @@ impl PolicyShapes {
             .iter()
             .filter_map(|f| Some((f, f.image?)))
             .map(|(f, image)| {
-                let (height, width) = resolution.unwrap_or((image.height, image.width));
+                let (height, width) = resolution.size().unwrap_or((image.height, image.width));
                 CameraShape {
                     key: f.name.clone(),
                     channels: image.channels as usize,
@@ -75,15 +75,6 @@ impl PolicyShapes {
             action_dim: 2,
         }
     }
-}
-
-/// How images are handed to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageFormat {
-    /// uint8 pixels, converted and normalised on the device.
-    U8,
-    /// float32 in [0, 1].
-    F32,
 }
 
 /// Key of the state in a batch.

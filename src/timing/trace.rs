@@ -26,7 +26,7 @@ pub struct Span {
     pub duration_us: f64,
 }
 
-/// A trace and the track a thread writes to: what a [`super::timing::TimingTree`] carries
+/// A trace and the track a thread writes to: what a [`super::TimingTree`] carries
 /// when its stages are traced too.
 #[derive(Debug, Clone)]
 pub struct TraceTrack {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::clock::thread_cpu_time;
 use super::trace::TraceTrack;
 
 /// Totals of one stage; in JSON `{"calls", "wall_s", "cpu_s"}`, seconds as numbers.
@@ -77,16 +78,6 @@ impl PartialEq for TimingTree {
     }
 }
 
-/// The CPU time the calling thread has used so far.
-pub fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer; the clock id is a
-    // constant every Linux kernel supports.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    debug_assert_eq!(status, 0, "CLOCK_THREAD_CPUTIME_ID is always available on Linux");
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
-}
-
 impl TimingTree {
     /// An empty tree whose timed calls are also spans of `trace` (when Some).
     pub fn traced(trace: Option<TraceTrack>) -> Self {
@@ -125,14 +116,6 @@ impl TimingTree {
     pub fn merge(&mut self, other: &TimingTree) {
         for (path, totals) in &other.stages {
             self.add(path, *totals);
-        }
-    }
-
-    /// Adds every stage of `other` under `prefix` (`decode` under `batch/video` is
-    /// `batch/video/decode`).
-    pub fn merge_under(&mut self, prefix: &str, other: &TimingTree) {
-        for (path, totals) in &other.stages {
-            self.add(&format!("{prefix}/{path}"), *totals);
         }
     }
 

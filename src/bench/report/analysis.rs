@@ -8,8 +8,9 @@ use super::{
     plural, rate, Group, Knob, PlotGroup, Recommendation, Report, Row, HEATMAP_PLOT_STEM,
     KNEE_TOLERANCE_PCT, PREFETCH_TOLERANCE_PCT, TRAIN_PLOT_STEM,
 };
+use crate::bench::cell::Cell;
 use crate::bench::phase::DecodeLimit;
-use crate::bench::results::{Cell, CellResult};
+use crate::bench::results::CellResult;
 use crate::bench::stats::median;
 use crate::bench::verdict::Verdict;
 
@@ -24,7 +25,7 @@ pub fn render(results: &[CellResult]) -> Report {
     }
     let mut rows: Vec<Row> =
         runs.into_iter().map(|(knobs, runs)| aggregate(knobs, &runs)).collect();
-    rows.sort_by(|a, b| sort_key(&a.knobs).cmp(&sort_key(&b.knobs)));
+    rows.sort_by_key(|row| sort_key(&row.knobs));
 
     let distinct = |knob: Knob| {
         let mut values: Vec<String> = rows.iter().map(|r| knob.value(&r.knobs)).collect();
@@ -76,18 +77,13 @@ pub fn render(results: &[CellResult]) -> Report {
     }
 }
 
-fn sort_key(c: &Cell) -> impl Ord + '_ {
-    (
-        &c.dataset,
-        &c.model,
-        &c.device,
-        &c.dtype,
-        &c.resolution,
-        &c.images,
-        c.batch_size,
-        c.workers,
-        c.prefetch,
-    )
+/// Rows sort by the text of their knobs (dataset, model, device, dtype, resolution, images),
+/// then by batch size, workers and prefetch as numbers.
+fn sort_key(c: &Cell) -> impl Ord {
+    let text =
+        [Knob::Dataset, Knob::Model, Knob::Device, Knob::Dtype, Knob::Resolution, Knob::Images]
+            .map(|k| k.value(c));
+    (text, c.batch_size, c.workers, c.prefetch)
 }
 
 /// The median of every figure over a cell's repeats.
@@ -343,7 +339,7 @@ mod tests {
     #[test]
     fn groups_are_labelled_by_what_tells_them_apart() {
         let mut bf16 = cell(1, 2, 30.0);
-        bf16.cell.dtype = "bf16".into();
+        bf16.cell.dtype = crate::model::Precision::Bf16;
         let mut big = cell(1, 2, 25.0);
         big.cell.batch_size = 64;
         let r = report(&[cell(1, 2, 20.0), bf16, big]);

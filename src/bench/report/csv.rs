@@ -6,10 +6,7 @@ use super::{Knob, Report, Stage};
 
 /// The header, in column order.
 pub fn header() -> Vec<String> {
-    let mut columns: Vec<String> = Knob::ALL
-        .iter()
-        .map(|k| if *k == Knob::Batch { "batch_size".into() } else { k.name().into() })
-        .collect();
+    let mut columns: Vec<String> = Knob::ALL.iter().map(|k| k.field().into()).collect();
     columns.extend(
         [
             "repeats",

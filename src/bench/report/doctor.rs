@@ -6,8 +6,11 @@ use super::{
 };
 use crate::bench::results::CellResult;
 use crate::bench::stats::median;
-use crate::bench::timing::TimingTree;
 use crate::bench::verdict::Verdict;
+use crate::dataset::Resolution;
+use crate::loader::batch::ImageFormat;
+use crate::model::DeviceChoice;
+use crate::timing::{stage, TimingTree};
 
 /// A second stage gets its own advice from this share of the loader's CPU, percent.
 const SECOND_STAGE_PCT: f64 = 25.0;
@@ -16,39 +19,47 @@ const AT_DECODE_LIMIT: f64 = 0.9;
 /// Under this fraction, most of the loader's time goes outside the codec.
 const FAR_FROM_DECODE_LIMIT: f64 = 0.5;
 
-/// CPU ms per sample of every stage in one loader phase's tree, in [`Stage::ALL`] order.
-fn per_sample(tree: &TimingTree, samples: usize) -> [f64; 9] {
-    let ms = |path: &str| {
-        tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
-    };
-    let (decode, convert) = (ms("batch/video/decode"), ms("batch/video/convert"));
-    let video = ms("batch/video").max(decode + convert);
-    let (image, parquet, collate) = (ms("batch/image"), ms("batch/parquet"), ms("batch/collate"));
-    let children = video + image + parquet + collate;
-    [
-        decode,
-        convert,
-        video - decode - convert,
-        image,
-        parquet,
-        collate,
-        (ms("batch") - children).max(0.0),
-        ms("sampler"),
-        ms("wait"),
-    ]
+impl Stage {
+    /// This stage's CPU ms per sample in one loader phase's tree; a rest stage
+    /// ([`Stage::VideoOther`], [`Stage::BatchOther`]) is its parent less its children.
+    fn cpu_ms_per_sample(self, tree: &TimingTree, samples: usize) -> f64 {
+        let ms = |path: &str| {
+            tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
+        };
+        let (decode, convert) = (ms(stage::DECODE), ms(stage::CONVERT));
+        let video = ms(stage::VIDEO).max(decode + convert);
+        match self {
+            Stage::Decode => decode,
+            Stage::Convert => convert,
+            Stage::VideoOther => video - decode - convert,
+            Stage::Image => ms(stage::IMAGE),
+            Stage::Parquet => ms(stage::PARQUET),
+            Stage::Collate => ms(stage::COLLATE),
+            Stage::BatchOther => {
+                let children = video + ms(stage::IMAGE) + ms(stage::PARQUET) + ms(stage::COLLATE);
+                (ms(stage::BATCH) - children).max(0.0)
+            }
+            Stage::Sampler => ms(stage::SAMPLER),
+            Stage::Wait => ms(stage::WAIT),
+        }
+    }
 }
 
 /// The loader's stages over a cell's repeats (median CPU per sample each), largest first.
 pub(super) fn stage_costs(runs: &[&CellResult]) -> Vec<StageCost> {
-    let each: Vec<[f64; 9]> =
-        runs.iter().map(|r| per_sample(&r.loader.timing, r.loader.samples)).collect();
-    let ms: Vec<f64> = (0..Stage::ALL.len()).map(|j| median(each.iter().map(|s| s[j]))).collect();
-    let total: f64 = ms.iter().sum();
-    let mut costs: Vec<StageCost> = Stage::ALL
+    let ms: Vec<(Stage, f64)> = Stage::ALL
         .iter()
-        .zip(ms)
+        .map(|&stage| {
+            let each =
+                runs.iter().map(|r| stage.cpu_ms_per_sample(&r.loader.timing, r.loader.samples));
+            (stage, median(each))
+        })
+        .collect();
+    let total: f64 = ms.iter().map(|(_, ms)| ms).sum();
+    let mut costs: Vec<StageCost> = ms
+        .into_iter()
         .filter(|(_, ms)| *ms > 0.0)
-        .map(|(&stage, ms)| StageCost {
+        .map(|(stage, ms)| StageCost {
             stage,
             cpu_ms_per_sample: ms,
             percent: if total > 0.0 { 100.0 * ms / total } else { 0.0 },
@@ -183,12 +194,12 @@ fn stage_advice(cost: &StageCost, row: &Row) -> String {
                  while cores are free."
             )
         }
-        Stage::Convert if knobs.images != "u8" => format!(
+        Stage::Convert if knobs.images != ImageFormat::U8 => format!(
             "Converting frames to float32 RGB takes {share}. Hand them over as uint8 and \
              normalise on the device (`images = [\"u8\"]`: 4× fewer bytes to write and copy), \
              or convert fewer pixels with a smaller `resolution`."
         ),
-        Stage::Convert if knobs.resolution != "native" => format!(
+        Stage::Convert if knobs.resolution != Resolution::Native => format!(
             "Converting and resizing frames to {} takes {share}. Store the video at {} so \
              frames need no scaling.",
             knobs.resolution, knobs.resolution
@@ -236,7 +247,7 @@ fn workers_advice(rows: &[Row], members: &[usize], row: &Row) -> String {
              less CPU per sample ({} ms now) will.",
             plural(w),
             plural(cores),
-            if row.knobs.device == "cpu" {
+            if row.knobs.device == DeviceChoice::Cpu {
                 ", and the model's step runs on the same cores"
             } else {
                 ""
@@ -267,7 +278,7 @@ fn ceilings_advice(row: &Row) -> String {
             rate(m),
             m / l
         )
-    } else if row.knobs.device == "cpu" {
+    } else if row.knobs.device == DeviceChoice::Cpu {
         format!(
             "Alone the loader ({} samples/s) outruns the model ({}), yet training waits: on \
              the CPU both compete for the same cores.",

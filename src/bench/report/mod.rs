@@ -12,13 +12,18 @@ mod analysis;
 pub mod csv;
 mod doctor;
 pub mod markdown;
+pub mod phase_text;
 pub mod plots;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
+use super::cell::Cell;
+pub use super::cell::Knob;
 use super::phase::DecodeLimit;
-use super::results::{read_results, Cell, CellResult, ResultsError, SystemInfo};
+pub use super::results::RESULTS_FILE;
+use super::results::{read_results, CellResult, ResultsError};
+use super::system::SystemInfo;
 use super::verdict::Verdict;
 
 pub use analysis::render;
@@ -30,8 +35,6 @@ pub const KNEE_TOLERANCE_PCT: f64 = 5.0;
 /// recommended: deeper prefetch improves nothing, percent.
 pub const PREFETCH_TOLERANCE_PCT: f64 = 3.0;
 
-/// What the sweep appends to, one line per measured cell.
-pub const RESULTS_FILE: &str = "results.jsonl";
 /// The report as Markdown (for PRs and CI summaries).
 pub const MARKDOWN_FILE: &str = "report.md";
 /// One row per cell, repeats aggregated.
@@ -40,89 +43,6 @@ pub const CSV_FILE: &str = "results.csv";
 pub const TRAIN_PLOT_STEM: &str = "train_vs_workers";
 /// Input-bound % over workers × batch (stem, as [`TRAIN_PLOT_STEM`]).
 pub const HEATMAP_PLOT_STEM: &str = "input_bound_heatmap";
-
-/// A knob of a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Knob {
-    /// The dataset's name.
-    Dataset,
-    /// Loader worker threads.
-    Workers,
-    /// Batches in flight per worker.
-    Prefetch,
-    /// Samples per batch.
-    Batch,
-    /// `native` or `HxW`.
-    Resolution,
-    /// `f32` or `u8` frames.
-    Images,
-    /// The step.
-    Model,
-    /// `cpu` or `cuda`.
-    Device,
-    /// `f32` or `bf16`.
-    Dtype,
-}
-
-impl Knob {
-    /// Every knob, in the order reports show them.
-    pub const ALL: [Knob; 9] = [
-        Knob::Dataset,
-        Knob::Workers,
-        Knob::Prefetch,
-        Knob::Batch,
-        Knob::Resolution,
-        Knob::Images,
-        Knob::Model,
-        Knob::Device,
-        Knob::Dtype,
-    ];
-
-    /// The knobs a recommendation group shares: all but workers and prefetch.
-    pub const GROUP: [Knob; 7] = [
-        Knob::Dataset,
-        Knob::Batch,
-        Knob::Resolution,
-        Knob::Images,
-        Knob::Model,
-        Knob::Device,
-        Knob::Dtype,
-    ];
-
-    /// The knobs a plot shares: all but workers, prefetch and batch (one line per batch).
-    pub const PLOT: [Knob; 6] =
-        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
-
-    /// Its name, as the sweep config and the CSV header spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Knob::Dataset => "dataset",
-            Knob::Workers => "workers",
-            Knob::Prefetch => "prefetch",
-            Knob::Batch => "batch",
-            Knob::Resolution => "resolution",
-            Knob::Images => "images",
-            Knob::Model => "model",
-            Knob::Device => "device",
-            Knob::Dtype => "dtype",
-        }
-    }
-
-    /// Its value in `cell`.
-    pub fn value(self, cell: &Cell) -> String {
-        match self {
-            Knob::Dataset => cell.dataset.clone(),
-            Knob::Workers => cell.workers.to_string(),
-            Knob::Prefetch => cell.prefetch.to_string(),
-            Knob::Batch => cell.batch_size.to_string(),
-            Knob::Resolution => cell.resolution.clone(),
-            Knob::Images => cell.images.clone(),
-            Knob::Model => cell.model.clone(),
-            Knob::Device => cell.device.clone(),
-            Knob::Dtype => cell.dtype.clone(),
-        }
-    }
-}
 
 /// A part of the loader's CPU time, from its timing tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,8 +18,8 @@ use ffmpeg_next::{decoder, frame, Packet};
 use super::convert::{Converter, FrameBuffer};
 use super::probe::init_ffmpeg;
 use super::table::{VideoCodec, VideoFile};
-use crate::bench::timing::{thread_cpu_time, StageTotals, TimingTree};
 use crate::dataset::{DatasetError, Result};
+use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
 
 /// How a [`VideoDecoder`] matches query times and shapes its output.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +39,29 @@ impl Default for DecodeOptions {
     }
 }
 
+/// What samples, batches and the loader's workers need of a video decoder: frames of a file
+/// at given times, as RGB in a caller's buffer, and the time that took. [`VideoDecoder`]
+/// (FFmpeg on the CPU) is the one there is; another (a GPU decoder) can stand in for it
+/// without changes to them.
+pub trait FrameDecoder: Send {
+    /// Camera frames resized to `(height, width)`; None at the files' native size.
+    fn resolution(&self) -> Option<(u32, u32)>;
+
+    /// The `(height, width)` of the frames it writes for `video`.
+    fn output_size(&self, video: &VideoFile) -> (u32, u32);
+
+    /// Decodes, for each of `times` (seconds), the frame of `file` nearest it (within the
+    /// tolerance) into `out`: `times.len() × 3 × height × width` values, RGB, CHW, in the
+    /// order of `times`.
+    fn decode_into(&mut self, file: &Path, times: &[f64], out: FrameBuffer<'_>) -> Result<()>;
+
+    /// Hands over the time spent since the last call: [`stage::DECODE`] (the codec; one call
+    /// per frame it returned, so `cpu / calls` is the cost of a decoded frame and `calls`
+    /// counts the frames decoded only to reach a wanted one) and [`stage::CONVERT`] (to RGB,
+    /// one call per frame written).
+    fn take_timing(&mut self) -> TimingTree;
+}
+
 /// A per-worker video decoder: decodes the frames nearest given times of a file into a
 /// caller's buffer. One per worker thread (it is `Send`, not `Sync`); the files themselves are
 /// shared by all workers through [`VideoFile::shared`].
@@ -47,8 +70,8 @@ pub struct VideoDecoder {
     /// Open decoders, most recently used first.
     streams: Vec<StreamDecoder>,
     converter: Converter,
-    /// `decode` (calls: frames out of the codec, wanted or not) and `convert` (calls: frames
-    /// written) since the last [`VideoDecoder::take_timing`].
+    /// [`stage::DECODE`] (calls: frames out of the codec, wanted or not) and [`stage::CONVERT`]
+    /// (calls: frames written) since the last [`FrameDecoder::take_timing`].
     timing: TimingTree,
 }
 
@@ -64,21 +87,27 @@ impl VideoDecoder {
         }
     }
 
-    /// Hands over the time spent since the last call: `decode` (the codec; one call per frame
-    /// it returned, so `cpu / calls` is the cost of a decoded frame and `calls` counts the
-    /// frames decoded only to reach a wanted one) and `convert` (to RGB, one call per frame
-    /// written).
-    pub fn take_timing(&mut self) -> TimingTree {
-        std::mem::take(&mut self.timing)
-    }
-
     /// The options it was made with.
     pub fn options(&self) -> &DecodeOptions {
         &self.options
     }
+}
+
+impl FrameDecoder for VideoDecoder {
+    fn resolution(&self) -> Option<(u32, u32)> {
+        self.options.resolution
+    }
+
+    /// Hands over the time spent since the last call: `decode` (the codec; one call per frame
+    /// it returned, so `cpu / calls` is the cost of a decoded frame and `calls` counts the
+    /// frames decoded only to reach a wanted one) and `convert` (to RGB, one call per frame
+    /// written).
+    fn take_timing(&mut self) -> TimingTree {
+        std::mem::take(&mut self.timing)
+    }
 
     /// The `(height, width)` of the frames it writes for `video`.
-    pub fn output_size(&self, video: &VideoFile) -> (u32, u32) {
+    fn output_size(&self, video: &VideoFile) -> (u32, u32) {
         let (width, height) = video.dimensions();
         self.options.resolution.unwrap_or((height, width))
     }
@@ -86,12 +115,7 @@ impl VideoDecoder {
     /// Decodes, for each of `times` (seconds), the frame of `file` nearest it (within the
     /// tolerance) into `out`: `times.len() × 3 × height × width` values, RGB, CHW, in the
     /// order of `times`. Frames are decoded in time order whatever the order of `times`.
-    pub fn decode_into(
-        &mut self,
-        file: &Path,
-        times: &[f64],
-        mut out: FrameBuffer<'_>,
-    ) -> Result<()> {
+    fn decode_into(&mut self, file: &Path, times: &[f64], mut out: FrameBuffer<'_>) -> Result<()> {
         let video = VideoFile::shared(file)?;
         let frames = times
             .iter()
@@ -124,12 +148,12 @@ impl VideoDecoder {
                     let decoded = stream.frame(video.rank_of_frame(frames[i])).map(|_| ());
                     let frames_out = stream.decoded - clock.2;
                     let (wall, cpu) = since(clock.0, clock.1);
-                    self.timing.add("decode", StageTotals { calls: frames_out, wall, cpu });
+                    self.timing.add(stage::DECODE, StageTotals { calls: frames_out, wall, cpu });
                     let clock = (Instant::now(), thread_cpu_time());
                     decoded?;
                     self.converter.convert(file, &stream.frame, size, &mut out.frame(i, values))?;
                     let (wall, cpu) = since(clock.0, clock.1);
-                    self.timing.add("convert", StageTotals { calls: 1, wall, cpu });
+                    self.timing.add(stage::CONVERT, StageTotals { calls: 1, wall, cpu });
                 }
             }
             previous = Some(i);

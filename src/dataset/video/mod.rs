@@ -6,6 +6,6 @@ pub mod probe;
 pub mod table;
 
 pub use convert::FrameBuffer;
-pub use decode::{DecodeOptions, VideoDecoder};
+pub use decode::{DecodeOptions, FrameDecoder, VideoDecoder};
 pub use probe::{probe, VideoStreamInfo};
 pub use table::{Mp4Sample, VideoCodec, VideoFile};

@@ -23,33 +23,12 @@ pub enum VideoCodec {
     Hevc,
 }
 
+named_values!(VideoCodec { Av1 => "av1", H264 => "h264", Hevc => "hevc" | "h265" });
+
 impl VideoCodec {
-    /// Every codec, AV1 first.
-    pub const ALL: [VideoCodec; 3] = [VideoCodec::Av1, VideoCodec::H264, VideoCodec::Hevc];
-
-    /// FFmpeg's (and info.json's `video.codec`) name: `av1`, `h264`, `hevc`.
-    pub fn name(self) -> &'static str {
-        match self {
-            VideoCodec::Av1 => "av1",
-            VideoCodec::H264 => "h264",
-            VideoCodec::Hevc => "hevc",
-        }
-    }
-
-    /// The codec called `name` (`av1`, `h264`, `hevc`; `h265` too).
+    /// The codec FFmpeg (or info.json's `video.codec`) calls `name`, in any case.
     pub fn parse(name: &str) -> Option<Self> {
-        match name.to_ascii_lowercase().as_str() {
-            "av1" => Some(VideoCodec::Av1),
-            "h264" => Some(VideoCodec::H264),
-            "hevc" | "h265" => Some(VideoCodec::Hevc),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for VideoCodec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        name.to_ascii_lowercase().parse().ok()
     }
 }
 

@@ -37,7 +37,7 @@ use super::{DatasetError, Result};
 
 pub use self::encode::EncodeSettings;
 pub use self::preset::{Preset, PresetOverrides};
-pub use self::synth::{synth, SynthOptions, SynthReport};
+pub use self::synth::{cached_synth, synth, SynthOptions, SynthReport};
 
 /// How vector columns are stored in parquet (datasets in the wild use all three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

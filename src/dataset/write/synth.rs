@@ -18,7 +18,7 @@ use super::scene::{Camera, Motion};
 use super::stats::ImageStats;
 use super::{write_atomically, ListLayout};
 use crate::dataset::meta::{CodebaseVersion, Info};
-use crate::dataset::Result;
+use crate::dataset::{DatasetError, Result};
 
 /// How `synth` writes a preset's dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +66,44 @@ fn row_bytes(preset: &Preset) -> usize {
 /// Writes the dataset `preset` describes at `out`.
 pub fn synth(out: &Path, preset: &Preset, options: &SynthOptions) -> Result<SynthReport> {
     synth_with_progress(out, preset, options, &mut |_, _| {})
+}
+
+/// The dataset `synth` makes of `preset` in `version` (default options), kept in `cache`
+/// under a name that spells out what was generated, and reused when an earlier run generated
+/// the same thing; `say` hears which it is.
+pub fn cached_synth(
+    preset: &Preset,
+    version: CodebaseVersion,
+    cache: &Path,
+    mut say: impl FnMut(&str),
+) -> Result<PathBuf> {
+    let jitter = if preset.frames_jitter > 0 {
+        format!("±{}", preset.frames_jitter)
+    } else {
+        String::new()
+    };
+    let root = cache.join(format!(
+        "{}-{version}-{}-gop{}-crf{}-{}ep-{}f{jitter}",
+        preset.name,
+        preset.codec,
+        preset.gop,
+        preset.crf,
+        preset.episodes,
+        preset.frames_per_episode,
+    ));
+    if root.join("meta/info.json").is_file() {
+        say(&format!("using the generated dataset {}", root.display()));
+        return Ok(root);
+    }
+    say(&format!(
+        "generating {} ({} episodes) into {}",
+        preset.name,
+        preset.episodes,
+        root.display()
+    ));
+    std::fs::create_dir_all(cache).map_err(|e| DatasetError::io(cache, e))?;
+    synth(&root, preset, &SynthOptions { version, ..SynthOptions::default() })?;
+    Ok(root)
 }
 
 /// [`synth`], calling `progress(done, total)` with camera frames encoded so far.

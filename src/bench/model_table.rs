@@ -1,0 +1,61 @@
+//! What `feedbench model` measures: the `model` phase once per (batch size, dtype), each on a
+//! resident synthetic batch of the policy's shapes.
+
+use super::phase::{run_model_phase, ModelPhase};
+use crate::loader::batch::ImageFormat;
+use crate::model::{synthetic_batch, ModelError, PolicyShapes, Precision, StepSpec};
+
+/// The rows to measure.
+#[derive(Debug, Clone)]
+pub struct ModelTable {
+    /// The step (its `dtype` is taken from [`ModelTable::dtypes`]).
+    pub step: StepSpec,
+    /// Cameras and widths of the synthetic batches.
+    pub shapes: PolicyShapes,
+    /// Batch sizes, one row each (per dtype).
+    pub batch_sizes: Vec<usize>,
+    /// Arithmetic, one row each (per batch size).
+    pub dtypes: Vec<Precision>,
+    /// How images are handed to the step.
+    pub images: ImageFormat,
+    /// Measured steps per row.
+    pub steps: usize,
+    /// Steps run before measuring.
+    pub warmup: usize,
+    /// Seed of the model init, the batch and the noise.
+    pub seed: u64,
+}
+
+impl ModelTable {
+    /// Measures every row, batch size outermost; `on_row` hears each as it is done. A bf16 row
+    /// carries its speed-up over the f32 row of the same batch size, when there is one.
+    pub fn run(&self, mut on_row: impl FnMut(&ModelPhase)) -> Result<Vec<ModelPhase>, ModelError> {
+        if self.batch_sizes.is_empty() || self.batch_sizes.contains(&0) {
+            return Err(ModelError::Config("--batch needs sizes ≥ 1".into()));
+        }
+        let device = self.step.device()?;
+        let config = self.step.diffusion_config(device)?;
+        let mut rows: Vec<ModelPhase> = Vec::new();
+        for &size in &self.batch_sizes {
+            for &dtype in &self.dtypes {
+                tch::manual_seed(self.seed as i64);
+                let spec = StepSpec { dtype, ..self.step.clone() };
+                let mut step = spec.build(Ok(&self.shapes))?;
+                let (obs, horizon) = (config.n_obs_steps, config.horizon);
+                let batch =
+                    synthetic_batch(&self.shapes, obs, horizon, size, self.images, self.seed);
+                let mut row =
+                    run_model_phase(step.as_mut(), &batch, dtype, self.steps, self.warmup)?;
+                if dtype == Precision::Bf16 {
+                    row.speedup_over_f32 = rows
+                        .iter()
+                        .find(|r| r.batch == size && r.dtype == Precision::F32.name())
+                        .map(|r| r.step.median_ms / row.step.median_ms);
+                }
+                on_row(&row);
+                rows.push(row);
+            }
+        }
+        Ok(rows)
+    }
+}

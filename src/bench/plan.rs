@@ -1,0 +1,107 @@
+//! The plan of a sweep: its config turned into the ordered list of cells to measure, and which
+//! of them is traced. Planning measures nothing, so a share of the plan can run anywhere.
+
+use super::cell::Cell;
+use super::config::SweepConfig;
+use crate::model::DeviceChoice;
+
+/// The cells of a sweep in the order they run, and the one whose `train` phase is traced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPlan {
+    /// Every cell, repeats outermost and workers innermost (so that cells sharing a `model`
+    /// measurement run together).
+    pub cells: Vec<Cell>,
+    /// Index of the traced cell: `run.trace_cell`, else the last.
+    pub traced: usize,
+}
+
+/// Plans the sweep `config` describes on the dataset called `dataset`, with the step on
+/// `device` (which makes the `auto` diffusion preset concrete). A `run.trace_cell` that is
+/// not a cell of the grid is an error.
+pub fn plan(config: &SweepConfig, dataset: &str, device: tch::Device) -> Result<SweepPlan, String> {
+    let (l, m) = (&config.loader, &config.model);
+    let mut cells = vec![Cell {
+        dataset: dataset.to_string(),
+        workers: 0,
+        prefetch: 0,
+        batch_size: 0,
+        resolution: Default::default(),
+        images: Default::default(),
+        model: crate::model::ModelSpec::None,
+        device: DeviceChoice::of(device),
+        dtype: crate::model::Precision::F32,
+        repeat: 0,
+    }];
+    let repeats: Vec<usize> = (0..config.run.repeats).collect();
+    let models: Vec<_> = m.model.iter().map(|model| model.on(m.preset, device)).collect();
+    // Outermost axis first.
+    expand(&mut cells, &repeats, |c, &v| c.repeat = v);
+    expand(&mut cells, &models, |c, v| c.model = v.clone());
+    expand(&mut cells, &m.dtype, |c, &v| c.dtype = v);
+    expand(&mut cells, &l.images, |c, &v| c.images = v);
+    expand(&mut cells, &l.resolution, |c, &v| c.resolution = v);
+    expand(&mut cells, &l.batch, |c, &v| c.batch_size = v);
+    expand(&mut cells, &l.prefetch, |c, &v| c.prefetch = v);
+    expand(&mut cells, &l.workers, |c, &v| c.workers = v);
+    let traced = match config.run.trace_cell {
+        Some(wanted) => cells
+            .iter()
+            .position(|c| c.workers == wanted.workers && c.batch_size == wanted.batch)
+            .ok_or_else(|| format!("run.trace_cell \"{wanted}\" is not a cell of the sweep"))?,
+        None => cells.len() - 1,
+    };
+    Ok(SweepPlan { cells, traced })
+}
+
+/// Every cell once per value of an axis, set by `set`: the axis becomes the innermost so far.
+fn expand<T>(cells: &mut Vec<Cell>, values: &[T], set: impl Fn(&mut Cell, &T)) {
+    *cells = cells
+        .iter()
+        .flat_map(|cell| {
+            values.iter().map(|value| {
+                let mut cell = cell.clone();
+                set(&mut cell, value);
+                cell
+            })
+        })
+        .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> SweepConfig {
+        let config: SweepConfig = toml::from_str(text).unwrap();
+        config.check().unwrap();
+        config
+    }
+
+    #[test]
+    fn cells_run_repeats_outermost_and_workers_innermost() {
+        let config = config(
+            "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [0, 2]\nbatch = [16, 64]\n\
+             [model]\ndtype = [\"f32\", \"bf16\"]\n[run]\nrepeats = 2\n",
+        );
+        let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
+        assert_eq!(plan.cells.len(), 16);
+        let first: Vec<_> =
+            plan.cells[..4].iter().map(|c| (c.batch_size, c.workers, c.repeat)).collect();
+        assert_eq!(first, [(16, 0, 0), (16, 2, 0), (64, 0, 0), (64, 2, 0)]);
+        assert_eq!(plan.cells[4].dtype.name(), "bf16");
+        assert_eq!(plan.cells[8].repeat, 1);
+        assert_eq!(plan.cells[0].model.to_string(), "diffusion:small", "auto is small on CPU");
+        assert_eq!(plan.traced, 15, "the last cell");
+        let ids: std::collections::HashSet<_> = plan.cells.iter().map(Cell::id).collect();
+        assert_eq!(ids.len(), 16, "every cell has its own id");
+    }
+
+    #[test]
+    fn the_trace_cell_must_be_in_the_grid() {
+        let text = "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [0, 2]\n[run]\ntrace_cell = ";
+        let traced = plan(&config(&format!("{text}\"2,16\"\n")), "p", tch::Device::Cpu).unwrap();
+        assert_eq!((traced.cells[traced.traced].workers, traced.traced), (2, 1));
+        let missing = plan(&config(&format!("{text}\"3,16\"\n")), "p", tch::Device::Cpu);
+        assert!(missing.unwrap_err().contains("not a cell of the sweep"));
+    }
+}

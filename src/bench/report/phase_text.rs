@@ -1,0 +1,150 @@
+//! The phases as text, as `load`, `train` and `model` print them: throughput, CPU per sample,
+//! the decode-only limit and the timing tree; the step's figures and parts.
+
+use std::fmt::{self, Write as _};
+
+use crate::bench::phase::{LoaderPhase, ModelPhase, TrainPhase};
+
+impl fmt::Display for LoaderPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        writeln!(
+            f,
+            "loader: {} workers, prefetch {}, batch {}, {:?} sampler{}",
+            c.workers,
+            c.prefetch,
+            c.batch_size,
+            c.sampler,
+            if c.ordered { "" } else { ", unordered" }
+        )?;
+        writeln!(
+            f,
+            "{:.1} samples/s  {:.2} batches/s  {:.1} MB/s  {:.3} CPU ms/sample ({:.3} process)  ({} batches, {} samples in {:.2} s)",
+            self.samples_per_s, self.batches_per_s, self.mb_per_s, self.cpu_ms_per_sample, self.process_cpu_ms_per_sample, self.batches, self.samples, self.wall_s
+        )?;
+        if let Some(peak) = self.peak_rss_bytes {
+            writeln!(f, "peak RSS {:.1} MB", peak as f64 / 1e6)?;
+        }
+        if let Some(limit) = &self.decode_limit {
+            writeln!(
+                f,
+                "decode-only limit {:.1} samples/s ({} threads × {:.2} frames/sample × {:.0} CPU µs/frame): {:.0} % of it",
+                limit.samples_per_s,
+                limit.threads,
+                limit.frames_per_sample,
+                limit.cpu_us_per_frame,
+                limit.fraction * 100.0
+            )?;
+        }
+        write!(f, "{}", self.timing.render(self.samples))
+    }
+}
+
+impl fmt::Display for TrainPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "train: {:.1} samples/s ({} steps, {} samples in {:.2} s)",
+            self.samples_per_s, self.steps, self.samples, self.wall_s
+        )?;
+        writeln!(
+            f,
+            "per step (median ms): wait {:.1}  h2d {:.1}  compute {:.1}  whole {:.1}   data_s {:.3}  updt_s {:.3}",
+            self.wait.median_ms,
+            self.h2d.median_ms,
+            self.compute.median_ms,
+            self.step.median_ms,
+            self.data_s,
+            self.updt_s
+        )?;
+        writeln!(
+            f,
+            "input-bound {:.1} % (median), {:.1} % (p95): {} — {}",
+            self.input_bound.median_pct,
+            self.input_bound.p95_pct,
+            self.input_bound.verdict,
+            self.input_bound.verdict.dominant_side()
+        )?;
+        write!(f, "{}", self.timing.render(self.samples))
+    }
+}
+
+/// A `model` phase as `feedbench model` prints it: the step's figures, phases and parts.
+pub fn model_row(r: &ModelPhase) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on {} ({}, {} threads), batch {}: {} trainable parameters",
+        r.model,
+        r.device,
+        r.dtype,
+        r.threads,
+        r.batch,
+        group_thousands(r.parameters)
+    );
+    let _ = writeln!(
+        out,
+        "  step ms: median {:.1}  p95 {:.1}  min {:.1}  max {:.1}   {:.1} samples/s",
+        r.step.median_ms, r.step.p95_ms, r.step.min_ms, r.step.max_ms, r.samples_per_s
+    );
+    let _ = writeln!(
+        out,
+        "  phases (median ms): h2d {:.2}  forward {:.1}  backward {:.1}  optimizer {:.1}",
+        r.h2d.median_ms, r.forward.median_ms, r.backward.median_ms, r.optimizer.median_ms
+    );
+    if !r.parts.is_empty() {
+        let _ = writeln!(out, "  {:<10} {:>9} {:>7}", "component", "mean ms", "share");
+        for p in &r.parts {
+            let _ = writeln!(out, "  {:<10} {:>9.2} {:>6.1}%", p.name, p.ms, p.percent);
+        }
+    }
+    let _ = match r.peak_memory_bytes {
+        Some(b) => writeln!(out, "  peak memory (process RSS): {:.0} MiB", b as f64 / 1048576.0),
+        None => writeln!(out, "  peak device memory: not measured (not exposed through tch)"),
+    };
+    if let Some(loss) = r.last_loss {
+        let _ = writeln!(out, "  last loss: {loss:.4}");
+    }
+    if let Some(s) = r.speedup_over_f32 {
+        let _ = writeln!(out, "  bf16 speed-up over f32: {s:.2}×");
+    }
+    let _ = writeln!(out);
+    out
+}
+
+/// One line per `model` phase: batch, dtype, step ms, samples/s, backbone share, speed-up.
+pub fn model_summary(rows: &[ModelPhase]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>6} {:>5} {:>10} {:>9} {:>10} {:>9} {:>8}",
+        "batch", "dtype", "median ms", "p95 ms", "samples/s", "backbone", "speed-up"
+    );
+    for r in rows {
+        let backbone = r.parts.iter().find(|p| p.name == "backbone").map(|p| p.percent);
+        let _ = writeln!(
+            out,
+            "{:>6} {:>5} {:>10.1} {:>9.1} {:>10.1} {:>9} {:>8}",
+            r.batch,
+            r.dtype,
+            r.step.median_ms,
+            r.step.p95_ms,
+            r.samples_per_s,
+            backbone.map_or("-".into(), |p| format!("{p:.1}%")),
+            r.speedup_over_f32.map_or("-".into(), |s| format!("{s:.2}×"))
+        );
+    }
+    out
+}
+
+fn group_thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}

@@ -1,0 +1,224 @@
+//! The dataset commands: `info`, `sample`, `stage` and `synth`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use feedbench::dataset::stage;
+use feedbench::dataset::summary::{human_bytes, Summary};
+use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
+use feedbench::dataset::write::synth::synth_with_progress;
+use feedbench::dataset::write::{Preset, PresetOverrides, SynthOptions};
+use feedbench::dataset::{export, CodebaseVersion, Dataset, DatasetOptions, EpisodeList};
+use feedbench::dataset::{Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
+
+use super::progress_bar;
+
+/// Arguments of `feedbench info`.
+#[derive(Args)]
+pub struct InfoArgs {
+    /// The dataset root (the directory holding meta/info.json).
+    dataset: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `feedbench info`.
+pub fn info(args: &InfoArgs) -> Result<()> {
+    let summary = Summary::collect(&args.dataset)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{summary}");
+    }
+    Ok(())
+}
+
+/// Arguments of `feedbench sample`.
+#[derive(Args)]
+pub struct SampleArgs {
+    /// The dataset root.
+    dataset: PathBuf,
+    /// The global `index` of the frame to sample.
+    #[arg(long)]
+    index: usize,
+    /// Only these episodes, e.g. `1,2,4` or `0-9`.
+    #[arg(long)]
+    episodes: Option<EpisodeList>,
+    /// A preset window: `none` (every key is the row's own value) or `diffusion`
+    /// (observations at offsets [-1, 0], action at [-1 … 14]).
+    #[arg(long, default_value = "none", conflicts_with = "delta")]
+    window: WindowChoice,
+    /// Free deltas in seconds, `KEY=S,S,…` (repeatable), like LeRobot's delta_timestamps.
+    #[arg(long)]
+    delta: Vec<String>,
+    /// Images as uint8 instead of float32 in [0, 1].
+    #[arg(long)]
+    uint8: bool,
+    /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
+    #[arg(long, default_value = "native")]
+    resolution: Resolution,
+    /// Tolerance between a query time and a video frame, seconds.
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE_S)]
+    tolerance_s: f64,
+    /// Output directory (created; existing files are never overwritten).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// Runs `feedbench sample`.
+pub fn sample(args: &SampleArgs) -> Result<()> {
+    let episodes = args.episodes.as_ref().map(|e| e.indices().to_vec());
+    let options = DatasetOptions { episodes, tolerance_s: args.tolerance_s };
+    let dataset = Dataset::open_with(&args.dataset, &options)?;
+    let spec = if args.delta.is_empty() {
+        args.window.spec()
+    } else {
+        WindowSpec::parse_deltas(&args.delta).map_err(anyhow::Error::msg)?
+    };
+    let window = dataset.window(&spec)?;
+    let mut sample = dataset.sample(args.index, &window)?;
+    let mut decoder = VideoDecoder::new(DecodeOptions {
+        tolerance_s: args.tolerance_s,
+        resolution: args.resolution.size(),
+        ..DecodeOptions::default()
+    });
+    sample.decode_pixels(&mut decoder, args.uint8)?;
+    let written = export::write_sample(&sample, &args.out)
+        .with_context(|| format!("writing sample {} to {}", args.index, args.out.display()))?;
+    println!("index {} (episode {}, task {:?})", sample.index, sample.episode, sample.task);
+    for (key, array) in &sample.arrays {
+        println!("  {key:32} {:8} {:?}", array.values.type_name(), array.shape);
+    }
+    for (key, reason) in &written.skipped {
+        println!("  {key:32} skipped: {reason}");
+    }
+    println!("wrote {} files to {}", written.files.len(), args.out.display());
+    Ok(())
+}
+
+/// Arguments of `feedbench stage`.
+#[derive(Args)]
+pub struct StageArgs {
+    /// The dataset root.
+    dataset: PathBuf,
+    /// Where to copy it (a new directory); default /dev/shm/feedbench/<dataset name> (the
+    /// temporary directory where there is no /dev/shm).
+    #[arg(long)]
+    to: Option<PathBuf>,
+    /// Only these episodes' files (all of meta/ is always copied), e.g. `1,2,4`.
+    #[arg(long)]
+    episodes: Option<EpisodeList>,
+}
+
+/// Runs `feedbench stage`.
+pub fn stage(args: &StageArgs) -> Result<()> {
+    let episodes = args.episodes.as_ref().map(EpisodeList::indices);
+    let to = match &args.to {
+        Some(to) => to.clone(),
+        None => stage::default_destination(&args.dataset)?,
+    };
+    let plan = stage::plan_stage(&args.dataset, episodes)?;
+    eprintln!(
+        "copying {} files, {} to {}",
+        plan.files.len(),
+        human_bytes(plan.bytes),
+        to.display()
+    );
+    let staged = stage::stage(&args.dataset, &to, &plan)?;
+    if let Some(episodes) = &args.episodes {
+        eprintln!("only episodes {episodes} were copied: pass --episodes {episodes} to the other commands");
+    }
+    println!("{}", staged.display());
+    Ok(())
+}
+
+/// Arguments of `feedbench synth`.
+#[derive(Args)]
+pub struct SynthArgs {
+    /// A built-in preset (pusht, so101, aloha, g1) or a path to a preset TOML file.
+    #[arg(long)]
+    preset: String,
+    /// The dataset directory to create (an existing non-empty one only with --force).
+    #[arg(long)]
+    out: PathBuf,
+    /// Layout version: `v3.0` (many episodes per file, lerobot ≥ 0.4) or `v2.1` (a file per
+    /// episode, lerobot ≤ 0.3).
+    #[arg(long, default_value = "v3.0")]
+    format: CodebaseVersion,
+    /// Video codec: `av1` (libsvtav1, LeRobot's default), `h264` (libx264) or `hevc` (libx265)
+    /// [default: the preset's, av1].
+    #[arg(long)]
+    codec: Option<VideoCodec>,
+    /// Keyframe interval (default: the preset's, 2).
+    #[arg(long)]
+    gop: Option<u32>,
+    /// Constant rate factor (default: the preset's, 30).
+    #[arg(long)]
+    crf: Option<u32>,
+    /// The encoder's speed preset (default: 12 for libsvtav1, veryfast for x264/x265).
+    #[arg(long)]
+    encoder_preset: Option<String>,
+    /// Number of episodes (default: the preset's).
+    #[arg(long)]
+    episodes: Option<usize>,
+    /// Frames of every episode (default: the preset's mean, varied per episode).
+    #[arg(long)]
+    frames_per_episode: Option<usize>,
+    /// Seed of everything generated.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// v3.0: at most this many episodes per data and video file (default: LeRobot's sizes).
+    #[arg(long)]
+    episodes_per_file: Option<usize>,
+    /// Replace an existing dataset at --out.
+    #[arg(long)]
+    force: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `feedbench synth`.
+pub fn synth(args: &SynthArgs) -> Result<()> {
+    let preset = Preset::load(&args.preset)?.with(&PresetOverrides {
+        codec: args.codec,
+        gop: args.gop,
+        crf: args.crf,
+        encoder_preset: args.encoder_preset.clone(),
+        episodes: args.episodes,
+        frames_per_episode: args.frames_per_episode,
+    });
+    let options = SynthOptions {
+        version: args.format,
+        seed: args.seed,
+        force: args.force,
+        episodes_per_file: args.episodes_per_file,
+    };
+    let progress = progress_bar(0, args.json, "encoding");
+    let report = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
+        progress.set_length(total);
+        progress.set_position(done);
+    })?;
+    progress.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "wrote {} ({} {}, {}): {} episodes, {} frames, {} video file{} ({}) in {:.1} s",
+            report.root.display(),
+            preset.name,
+            options.version,
+            preset.encode_settings().codec,
+            report.episodes,
+            report.frames,
+            report.video_files,
+            if report.video_files == 1 { "" } else { "s" },
+            human_bytes(report.video_bytes),
+            report.seconds
+        );
+    }
+    Ok(())
+}

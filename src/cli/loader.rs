@@ -1,0 +1,228 @@
+//! `feedbench load` and `feedbench train`: the loader's flags, the `loader` and `train` phases,
+//! and `--trace`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use feedbench::bench::phase::{run_loader_phase, run_train_phase};
+use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
+use feedbench::loader::batch::ImageFormat;
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::pipeline::Loader;
+use feedbench::loader::sampler::{SamplerKind, Shard};
+use feedbench::loader::spec::LoaderSpec;
+use feedbench::model::StepSpec;
+use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
+use feedbench::timing::Trace;
+
+use super::progress_bar;
+
+/// The loader's knobs, shared by `load` and `train`.
+#[derive(Args)]
+pub struct LoaderFlags {
+    /// The dataset root.
+    dataset: PathBuf,
+    /// Only these episodes, e.g. `1,2,4` or `0-9`.
+    #[arg(long)]
+    episodes: Option<EpisodeList>,
+    /// The sample window: `diffusion` (observations at offsets [-1, 0], action at [-1 … 14])
+    /// or `none` (every key is the row's own value).
+    #[arg(long, default_value = "diffusion")]
+    window: WindowChoice,
+    /// Worker threads (0: load in the consuming thread).
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Batches in flight per worker.
+    #[arg(long, default_value_t = 2)]
+    prefetch: usize,
+    /// Samples per batch.
+    #[arg(long = "batch", default_value_t = 8)]
+    batch_size: usize,
+    /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
+    #[arg(long, default_value = "native")]
+    resolution: Resolution,
+    /// Camera frames as uint8 instead of float32 in [0, 1].
+    #[arg(long)]
+    uint8: bool,
+    /// Drop the last incomplete batch of an epoch.
+    #[arg(long)]
+    drop_last: bool,
+    /// Index order: `sequential`, `shuffled` (seeded, anew each epoch) or `episode-aware`
+    /// (LeRobot's: drops the window's last frames of each episode).
+    #[arg(long, default_value = "episode-aware")]
+    sampler: SamplerKind,
+    /// Seed of the shuffled orders.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Deliver batches as soon as ready instead of in sampler order.
+    #[arg(long)]
+    unordered: bool,
+    /// This process's rank (default: $RANK or $SLURM_PROCID, else 0).
+    #[arg(long, requires = "world_size")]
+    rank: Option<usize>,
+    /// Number of processes (default: $WORLD_SIZE or $SLURM_NTASKS, else 1).
+    #[arg(long, requires = "rank")]
+    world_size: Option<usize>,
+}
+
+impl LoaderFlags {
+    /// The loader the flags describe.
+    fn spec(&self) -> Result<LoaderSpec> {
+        let shard = match (self.rank, self.world_size) {
+            (Some(rank), Some(world)) => Shard::new(rank, world),
+            _ => Shard::from_env(),
+        }
+        .map_err(anyhow::Error::msg)?;
+        Ok(LoaderSpec {
+            dataset: self.dataset.clone(),
+            episodes: self.episodes.clone(),
+            window: self.window,
+            config: LoaderConfig {
+                workers: self.workers,
+                prefetch: self.prefetch,
+                batch_size: self.batch_size,
+                drop_last: self.drop_last,
+                sampler: self.sampler,
+                seed: self.seed,
+                shard,
+                ordered: !self.unordered,
+                resolution: self.resolution,
+                images: if self.uint8 { ImageFormat::U8 } else { ImageFormat::F32 },
+            },
+        })
+    }
+}
+
+/// Arguments of `feedbench load`.
+#[derive(Args)]
+pub struct LoadArgs {
+    #[command(flatten)]
+    loader: LoaderFlags,
+    /// Batches to measure.
+    #[arg(long, default_value_t = 50)]
+    batches: usize,
+    /// Batches to run first without measuring [default: the batches in flight plus one, so
+    /// that every measured batch reuses pooled buffers].
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write the workers' timeline (batch stages as spans, one track per worker) to this new
+    /// file, in Chrome's trace format (chrome://tracing, ui.perfetto.dev).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+/// Runs `feedbench load`.
+pub fn load(args: &LoadArgs) -> Result<()> {
+    let mut loader = args.loader.spec()?.build()?;
+    let trace = start_trace(args.trace.as_deref(), &mut loader)?;
+    let progress = progress_bar(args.batches, args.json, "loading");
+    let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
+    let phase =
+        run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
+    progress.finish_and_clear();
+    finish_trace(args.trace.as_deref(), trace)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&phase)?);
+    } else {
+        print!("{phase}");
+    }
+    Ok(())
+}
+
+/// Arguments of `feedbench train`.
+#[derive(Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    loader: LoaderFlags,
+    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`) or `none`.
+    #[arg(long, default_value = "diffusion")]
+    model: ModelSpec,
+    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
+    #[arg(long, default_value = "auto")]
+    preset: DiffusionPreset,
+    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
+    #[arg(long, default_value = "auto")]
+    device: DeviceChoice,
+    /// Arithmetic: `f32` or `bf16` (autocast).
+    #[arg(long, default_value = "f32")]
+    dtype: Precision,
+    /// libtorch intra-op threads (default: libtorch's choice, one per core).
+    #[arg(long)]
+    threads: Option<i32>,
+    /// Steps to measure.
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Steps to run first without measuring.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write the timeline (the workers' batch stages and the trainer's wait and step phases,
+    /// one track per thread) to this new file, in Chrome's trace format.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+/// Runs `feedbench train`.
+pub fn train(args: &TrainArgs) -> Result<()> {
+    let spec = args.loader.spec()?;
+    let mut loader = spec.build()?;
+    let trace = start_trace(args.trace.as_deref(), &mut loader)?;
+    if let Some(threads) = args.threads {
+        tch::set_num_threads(threads);
+    }
+    let step_spec = StepSpec {
+        model: args.model.clone(),
+        preset: args.preset,
+        config_file: None,
+        device: args.device,
+        dtype: args.dtype,
+    };
+    let shapes = PolicyShapes::from_info(loader.dataset().info(), spec.config.resolution)
+        .map_err(|e| format!("{}: {e}", spec.dataset.display()));
+    let mut step = step_spec.build(shapes.as_ref().map_err(String::as_str))?;
+    let progress = progress_bar(args.steps, args.json, "training");
+    let phase =
+        run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, trace.as_ref(), |n| {
+            progress.set_position(n as u64)
+        })?;
+    progress.finish_and_clear();
+    finish_trace(args.trace.as_deref(), trace)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&phase)?);
+    } else {
+        println!("{} on {:?}, {}", step.name(), step.device(), args.dtype);
+        print!("{phase}");
+    }
+    Ok(())
+}
+
+/// With `path`, a trace for the loader's workers; refuses a path that exists (before any work).
+fn start_trace(path: Option<&Path>, loader: &mut Loader) -> Result<Option<Arc<Trace>>> {
+    let Some(path) = path else { return Ok(None) };
+    if path.exists() {
+        anyhow::bail!("{}: exists; the trace goes to a new file", path.display());
+    }
+    let trace = Trace::new();
+    loader.set_trace(Some(trace.clone()));
+    Ok(Some(trace))
+}
+
+/// Writes the trace to `path`, and says where it went. Called once the phase has returned: its
+/// batch stream, dropped there, has joined the workers, so every span is recorded.
+fn finish_trace(path: Option<&Path>, trace: Option<Arc<Trace>>) -> Result<()> {
+    if let (Some(path), Some(trace)) = (path, trace) {
+        trace
+            .write_chrome(path)
+            .with_context(|| format!("writing the trace {}", path.display()))?;
+        eprintln!("wrote the trace to {}", path.display());
+    }
+    Ok(())
+}

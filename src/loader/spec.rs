@@ -1,0 +1,42 @@
+//! The one builder of a loader: a dataset, its episodes and window, and the knobs
+//! ([`LoaderSpec`]), for the command line, the sweep and the tests alike.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::config::LoaderConfig;
+use super::pipeline::{Loader, LoaderError};
+use crate::dataset::DEFAULT_TOLERANCE_S;
+use crate::dataset::{Dataset, DatasetError, DatasetOptions, EpisodeList, Window, WindowChoice};
+
+/// What a loader reads and how: the dataset, its episodes and window, and the knobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoaderSpec {
+    /// The dataset root.
+    pub dataset: PathBuf,
+    /// Only these episodes; all when None.
+    pub episodes: Option<EpisodeList>,
+    /// The sample window.
+    pub window: WindowChoice,
+    /// The knobs.
+    pub config: LoaderConfig,
+}
+
+impl LoaderSpec {
+    /// Opens the dataset (its selected episodes) and checks the window against it.
+    pub fn open(&self) -> Result<(Arc<Dataset>, Window), DatasetError> {
+        let options = DatasetOptions {
+            episodes: self.episodes.as_ref().map(|e| e.indices().to_vec()),
+            tolerance_s: DEFAULT_TOLERANCE_S,
+        };
+        let dataset = Dataset::open_with(&self.dataset, &options)?;
+        let window = dataset.window(&self.window.spec())?;
+        Ok((Arc::new(dataset), window))
+    }
+
+    /// Opens the dataset and makes the loader.
+    pub fn build(&self) -> Result<Loader, LoaderError> {
+        let (dataset, window) = self.open().map_err(LoaderError::Dataset)?;
+        Loader::new(dataset, window, self.config.clone())
+    }
+}

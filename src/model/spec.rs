@@ -1,0 +1,230 @@
+//! What step to build, as knobs with one text form each (`diffusion:small`, `synthetic:40ms`,
+//! `cuda`, `bf16`), and [`StepSpec::build`]: the one builder the command line, the sweep and
+//! the tests call.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::{DiffusionConfig, DiffusionPolicy, ModelError, NoneStep, PolicyShapes};
+use super::{SyntheticStep, TrainStep};
+
+/// Where the step runs: CPU, CUDA, or CUDA when libtorch sees one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceChoice {
+    /// CUDA if available, else CPU.
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// The first CUDA device.
+    Cuda,
+}
+
+named_values!(DeviceChoice { Auto => "auto", Cpu => "cpu", Cuda => "cuda" });
+
+impl DeviceChoice {
+    /// The libtorch device; `cuda` without a CUDA device is an error.
+    pub fn resolve(self) -> Result<tch::Device, ModelError> {
+        match self {
+            DeviceChoice::Auto => Ok(tch::Device::cuda_if_available()),
+            DeviceChoice::Cpu => Ok(tch::Device::Cpu),
+            DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(tch::Device::Cuda(0)),
+            DeviceChoice::Cuda => Err(ModelError::Device("libtorch sees no CUDA device".into())),
+        }
+    }
+
+    /// The choice that names `device` (`cpu` or `cuda`), as results record it.
+    pub fn of(device: tch::Device) -> Self {
+        if device.is_cuda() {
+            DeviceChoice::Cuda
+        } else {
+            DeviceChoice::Cpu
+        }
+    }
+}
+
+/// Arithmetic of the step: float32, or bf16 autocast over the forward pass (weights and
+/// optimizer state stay float32, as with `torch.autocast`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// Plain float32.
+    F32,
+    /// bf16 autocast.
+    Bf16,
+}
+
+named_values!(Precision { F32 => "f32" | "float32", Bf16 => "bf16" | "bfloat16" });
+
+/// The diffusion policy's size: LeRobot's PushT recipe, a narrow UNet for CPUs, or whichever
+/// suits the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiffusionPreset {
+    /// `small` on the CPU (steps of about a second), `pusht` on CUDA.
+    Auto,
+    /// LeRobot's PushT recipe (262,709,026 trainable parameters).
+    Pusht,
+    /// The PushT graph with down_dims 64/128/256.
+    Small,
+}
+
+named_values!(DiffusionPreset { Auto => "auto", Pusht => "pusht", Small => "small" });
+
+impl DiffusionPreset {
+    /// The preset it stands for on `device` (`auto` resolved).
+    pub fn on(self, device: tch::Device) -> Self {
+        match self {
+            DiffusionPreset::Auto if device.is_cuda() => DiffusionPreset::Pusht,
+            DiffusionPreset::Auto => DiffusionPreset::Small,
+            preset => preset,
+        }
+    }
+}
+
+/// The training step: `diffusion` (optionally `diffusion:PRESET`), `synthetic:MS` (a fixed
+/// cost per step, e.g. `synthetic:40ms`) or `none`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ModelSpec {
+    /// LeRobot's diffusion policy; the preset when the spec names one.
+    Diffusion(Option<DiffusionPreset>),
+    /// A fixed cost per step, and the text that gave it.
+    Synthetic {
+        /// The cost of a step.
+        cost: Duration,
+        /// As written (`synthetic:40ms`).
+        text: String,
+    },
+    /// No model: the loader alone, consumer side.
+    None,
+}
+
+impl ModelSpec {
+    /// The spec with its diffusion preset made concrete on `device` (`preset` when the spec
+    /// names none): `diffusion` becomes `diffusion:small` on the CPU with `auto`.
+    pub fn on(&self, preset: DiffusionPreset, device: tch::Device) -> Self {
+        match self {
+            ModelSpec::Diffusion(named) => {
+                ModelSpec::Diffusion(Some(named.unwrap_or(preset).on(device)))
+            }
+            other => other.clone(),
+        }
+    }
+}
+
+impl FromStr for ModelSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "diffusion" => Ok(ModelSpec::Diffusion(None)),
+            "none" => Ok(ModelSpec::None),
+            _ => {
+                if let Some(preset) = text.strip_prefix("diffusion:") {
+                    return Ok(ModelSpec::Diffusion(Some(preset.parse()?)));
+                }
+                if text.starts_with("synthetic:") {
+                    let cost = SyntheticStep::parse_cost(text).map_err(|e| e.to_string())?;
+                    return Ok(ModelSpec::Synthetic { cost, text: text.to_string() });
+                }
+                Err(format!("unknown model `{text}` (diffusion, synthetic:MS, none)"))
+            }
+        }
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelSpec::Diffusion(None) => f.write_str("diffusion"),
+            ModelSpec::Diffusion(Some(preset)) => write!(f, "diffusion:{preset}"),
+            ModelSpec::Synthetic { text, .. } => f.write_str(text),
+            ModelSpec::None => f.write_str("none"),
+        }
+    }
+}
+
+serde_as_text!(ModelSpec);
+
+/// Everything that decides a training step: the builder the command line, the sweep and the
+/// tests share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSpec {
+    /// The step.
+    pub model: ModelSpec,
+    /// The diffusion preset, where `model` names none.
+    pub preset: DiffusionPreset,
+    /// A TOML file whose keys override fields of the preset (e.g. `down_dims = [256, 512]`).
+    pub config_file: Option<PathBuf>,
+    /// Where it runs.
+    pub device: DeviceChoice,
+    /// Its arithmetic.
+    pub dtype: Precision,
+}
+
+impl StepSpec {
+    /// The libtorch device it runs on.
+    pub fn device(&self) -> Result<tch::Device, ModelError> {
+        self.device.resolve()
+    }
+
+    /// The diffusion policy's configuration on `device`: the preset, with the keys of
+    /// `config_file` laid over it.
+    pub fn diffusion_config(&self, device: tch::Device) -> Result<DiffusionConfig, ModelError> {
+        let preset = match self.model.on(self.preset, device) {
+            ModelSpec::Diffusion(Some(preset)) => preset,
+            _ => self.preset.on(device),
+        };
+        let config = DiffusionConfig::preset(preset.name())?;
+        match &self.config_file {
+            Some(path) => config.with_overrides(path),
+            None => Ok(config),
+        }
+    }
+
+    /// The step, shaped by `shapes` (a dataset's cameras and widths, or why it has none: only
+    /// the diffusion policy needs them).
+    pub fn build(
+        &self,
+        shapes: Result<&PolicyShapes, &str>,
+    ) -> Result<Box<dyn TrainStep>, ModelError> {
+        let device = self.device()?;
+        Ok(match &self.model {
+            ModelSpec::Diffusion(_) => {
+                let shapes = shapes.map_err(|why| ModelError::Config(why.to_string()))?;
+                let config = self.diffusion_config(device)?;
+                Box::new(DiffusionPolicy::new(&config, shapes, device, self.dtype)?)
+            }
+            ModelSpec::Synthetic { cost, .. } => Box::new(SyntheticStep::new(*cost, device)),
+            ModelSpec::None => Box::new(NoneStep),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_specs_keep_their_text() {
+        for text in ["diffusion", "diffusion:small", "synthetic:40ms", "synthetic:0.5s", "none"] {
+            assert_eq!(text.parse::<ModelSpec>().unwrap().to_string(), text);
+        }
+        let cost = "synthetic:40ms".parse::<ModelSpec>().unwrap();
+        assert!(
+            matches!(cost, ModelSpec::Synthetic { cost, .. } if cost == Duration::from_millis(40))
+        );
+        assert!("diffusion:huge".parse::<ModelSpec>().unwrap_err().contains("auto, pusht, small"));
+        assert!("resnet".parse::<ModelSpec>().unwrap_err().contains("unknown model"));
+        assert!("synthetic:fast".parse::<ModelSpec>().is_err());
+    }
+
+    #[test]
+    fn auto_presets_resolve_per_device() {
+        let cpu = ModelSpec::Diffusion(None).on(DiffusionPreset::Auto, tch::Device::Cpu);
+        assert_eq!(cpu.to_string(), "diffusion:small");
+        let named = ModelSpec::Diffusion(Some(DiffusionPreset::Pusht));
+        assert_eq!(named.on(DiffusionPreset::Small, tch::Device::Cpu), named);
+        let cuda = ModelSpec::Diffusion(None).on(DiffusionPreset::Auto, tch::Device::Cuda(0));
+        assert_eq!(cuda.to_string(), "diffusion:pusht");
+    }
+}

@@ -1,0 +1,12 @@
+//! The ground floor: how long things took. The timing tree (per stage: calls, wall and CPU
+//! time), the trace (spans on a timeline) and the clocks they read. Every other module may
+//! record into it; it imports nothing of feedbench.
+
+pub mod clock;
+pub mod stage;
+pub mod trace;
+pub mod tree;
+
+pub use clock::{peak_rss_bytes, process_cpu_time, reset_peak_rss, thread_cpu_time};
+pub use trace::{Trace, TraceTrack};
+pub use tree::{StageTotals, TimingTree};
