@@ -13,7 +13,7 @@ use feedbench::dataset::write::{Preset, PresetOverrides, SynthOptions};
 use feedbench::dataset::{export, CodebaseVersion, Dataset, DatasetOptions, EpisodeList};
 use feedbench::dataset::{Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
 
-use super::progress_bar;
+use super::{print_json_or_text, progress_bar};
 
 /// Arguments of `feedbench info`.
 #[derive(Args)]
@@ -27,13 +27,7 @@ pub struct InfoArgs {
 
 /// Runs `feedbench info`.
 pub fn info(args: &InfoArgs) -> Result<()> {
-    let summary = Summary::collect(&args.dataset)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        print!("{summary}");
-    }
-    Ok(())
+    print_json_or_text(&Summary::collect(&args.dataset)?, args.json)
 }
 
 /// Arguments of `feedbench sample`.

@@ -18,7 +18,7 @@ use feedbench::model::StepSpec;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 use feedbench::timing::Trace;
 
-use super::progress_bar;
+use super::{print_json_or_text, progress_bar};
 
 /// The loader's knobs, shared by `load` and `train`.
 #[derive(Args)]
@@ -127,12 +127,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     finish_trace(args.trace.as_deref(), trace)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&phase)?);
-    } else {
-        print!("{phase}");
-    }
-    Ok(())
+    print_json_or_text(&phase, args.json)
 }
 
 /// Arguments of `feedbench train`.

@@ -14,3 +14,16 @@ pub fn progress_bar(len: usize, hidden: bool, message: &'static str) -> indicati
         indicatif::ProgressBar::new(len as u64).with_message(message)
     }
 }
+
+/// Prints `value` as one pretty JSON object with `json`, else as its text.
+pub fn print_json_or_text<T>(value: &T, json: bool) -> anyhow::Result<()>
+where
+    T: serde::Serialize + std::fmt::Display,
+{
+    if json {
+        println!("{}", serde_json::to_string_pretty(value)?);
+    } else {
+        print!("{value}");
+    }
+    Ok(())
+}
