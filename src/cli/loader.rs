@@ -74,8 +74,7 @@ impl LoaderFlags {
         let shard = match (self.rank, self.world_size) {
             (Some(rank), Some(world)) => Shard::new(rank, world),
             _ => Shard::from_env(),
-        }
-        .map_err(anyhow::Error::msg)?;
+        }?;
         Ok(LoaderSpec {
             dataset: self.dataset.clone(),
             episodes: self.episodes.clone(),

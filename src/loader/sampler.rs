@@ -30,6 +30,29 @@ pub struct Shard {
     pub world: usize,
 }
 
+/// A shard that cannot be: a rank outside the world, or a variable that is not a number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// `rank ≥ world`, or a world of 0.
+    #[error("rank {rank} of world size {world}: expected 0 ≤ rank < world")]
+    Rank {
+        /// The rank asked for.
+        rank: usize,
+        /// The world size asked for.
+        world: usize,
+    },
+    /// An environment variable that should hold a count does not.
+    #[error("${name}={value:?}: {what}")]
+    Variable {
+        /// The variable (`RANK`, `SLURM_NTASKS`, …).
+        name: String,
+        /// Its value.
+        value: String,
+        /// Why it is not a count.
+        what: String,
+    },
+}
+
 impl Default for Shard {
     fn default() -> Self {
         Self { rank: 0, world: 1 }
@@ -39,15 +62,19 @@ impl Default for Shard {
 impl Shard {
     /// The shard named by the environment: `RANK`/`WORLD_SIZE` (torchrun) or
     /// `SLURM_PROCID`/`SLURM_NTASKS`; a single process when neither is set.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, ShardError> {
         Self::from_vars(|name| std::env::var(name).ok())
     }
 
     /// [`Self::from_env`] over any variable lookup.
-    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let read = |name: &str| -> Result<Option<usize>, String> {
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ShardError> {
+        let read = |name: &str| -> Result<Option<usize>, ShardError> {
             lookup(name)
-                .map(|value| value.trim().parse().map_err(|e| format!("${name}={value:?}: {e}")))
+                .map(|value| {
+                    value.trim().parse().map_err(|e: std::num::ParseIntError| {
+                        ShardError::Variable { name: name.to_string(), value, what: e.to_string() }
+                    })
+                })
                 .transpose()
         };
         for (rank, world) in [("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")] {
@@ -59,9 +86,9 @@ impl Shard {
     }
 
     /// A checked shard.
-    pub fn new(rank: usize, world: usize) -> Result<Self, String> {
+    pub fn new(rank: usize, world: usize) -> Result<Self, ShardError> {
         if world == 0 || rank >= world {
-            return Err(format!("rank {rank} of world size {world}: expected 0 ≤ rank < world"));
+            return Err(ShardError::Rank { rank, world });
         }
         Ok(Self { rank, world })
     }
@@ -213,6 +240,7 @@ mod tests {
         assert_eq!(Shard::from_vars(slurm).unwrap(), Shard { rank: 5, world: 8 });
         assert!(Shard::from_vars(vars(&[("RANK", "x"), ("WORLD_SIZE", "2")]))
             .unwrap_err()
+            .to_string()
             .contains("$RANK"));
         assert!(Shard::from_vars(vars(&[("RANK", "2"), ("WORLD_SIZE", "2")])).is_err());
     }
