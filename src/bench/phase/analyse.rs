@@ -1,0 +1,286 @@
+//! The figures of a phase, made from what it recorded: rates, CPU per sample, the decode-only
+//! limit, step statistics and the parts of a step, the input-bound share and its verdict.
+//! Pure: nothing here measures or reads the machine.
+
+use std::time::Duration;
+
+use super::{DecodeLimit, InputBound, LoaderPhase, ModelPhase, Part, StepSample, TrainPhase};
+use crate::bench::stats::{median_and_p95, Stats};
+use crate::bench::verdict::Verdict;
+use crate::loader::config::LoaderConfig;
+use crate::model::Precision;
+use crate::timing::{stage, TimingTree};
+
+/// What a `loader` phase recorded.
+pub(super) struct LoaderRun {
+    /// The loader's knobs.
+    pub config: LoaderConfig,
+    /// CPU cores the process could use.
+    pub cores: usize,
+    /// Wall ms from one measured batch to the next.
+    pub batch_ms: Vec<f64>,
+    /// Samples in the measured batches.
+    pub samples: usize,
+    /// Bytes of their tensors.
+    pub bytes: u64,
+    /// Wall time of the measured batches.
+    pub wall: Duration,
+    /// CPU time of the whole process over them.
+    pub process_cpu: Duration,
+    /// Peak resident memory.
+    pub peak_rss_bytes: Option<u64>,
+    /// The stages of the measured batches.
+    pub timing: TimingTree,
+}
+
+impl LoaderRun {
+    /// The phase's figures.
+    pub fn figures(self) -> LoaderPhase {
+        let (samples, batches) = (self.samples, self.batch_ms.len());
+        let wall_s = self.wall.as_secs_f64();
+        let samples_per_s = samples as f64 / wall_s;
+        let per_sample = |cpu: Duration| cpu.as_secs_f64() * 1e3 / samples.max(1) as f64;
+        let loader_cpu = stage::LOADER.iter().filter_map(|s| self.timing.get(s)).map(|t| t.cpu);
+        LoaderPhase {
+            decode_limit: decode_limit(&self.timing, samples, self.config.workers, self.cores)
+                .map(|limit| limit.reached(samples_per_s)),
+            config: self.config,
+            batches,
+            samples,
+            bytes: self.bytes,
+            wall_s,
+            samples_per_s,
+            batches_per_s: batches as f64 / wall_s,
+            mb_per_s: self.bytes as f64 / 1e6 / wall_s,
+            cpu_ms_per_sample: per_sample(loader_cpu.sum()),
+            process_cpu_ms_per_sample: per_sample(self.process_cpu),
+            peak_rss_bytes: self.peak_rss_bytes,
+            timing: self.timing,
+            batch_ms: self.batch_ms,
+        }
+    }
+}
+
+/// The decode-only limit of a run of `workers` on `cores` that delivered `samples`, from its
+/// timing ([`stage::DECODE`]); None when it decoded no video. Its `fraction` is left at 0
+/// until [`DecodeLimit::reached`] says what the loader reached.
+fn decode_limit(
+    timing: &TimingTree,
+    samples: usize,
+    workers: usize,
+    cores: usize,
+) -> Option<DecodeLimit> {
+    let decode = timing.get(stage::DECODE).filter(|d| d.calls > 0 && samples > 0)?;
+    let threads = workers.clamp(1, cores.max(1));
+    let frames_per_sample = decode.calls as f64 / samples as f64;
+    let cpu_us_per_frame = decode.cpu.as_secs_f64() * 1e6 / decode.calls as f64;
+    Some(DecodeLimit {
+        frames_per_sample,
+        cpu_us_per_frame,
+        threads,
+        samples_per_s: threads as f64 * 1e6 / (frames_per_sample * cpu_us_per_frame),
+        fraction: 0.0,
+    })
+}
+
+impl DecodeLimit {
+    /// The limit with the loader's share of it, for a loader that delivered `samples_per_s`.
+    fn reached(self, samples_per_s: f64) -> Self {
+        Self { fraction: samples_per_s / self.samples_per_s, ..self }
+    }
+}
+
+/// What a `model` phase recorded.
+pub(super) struct ModelRun {
+    /// The step's name.
+    pub model: String,
+    /// Where it ran.
+    pub device: tch::Device,
+    /// Its arithmetic.
+    pub dtype: Precision,
+    /// Batch size.
+    pub batch: usize,
+    /// libtorch intra-op threads.
+    pub threads: i32,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// Process peak RSS on CPU; None on CUDA.
+    pub peak_memory_bytes: Option<u64>,
+    /// Loss of the last step, if any.
+    pub last_loss: Option<f64>,
+    /// Every measured step.
+    pub per_step: Vec<StepSample>,
+}
+
+impl ModelRun {
+    /// The phase's figures: statistics of every part of the step, the mean step's breakdown
+    /// (when the step reports its parts) and samples/s at the median step.
+    pub fn figures(self) -> ModelPhase {
+        let steps = &self.per_step;
+        let stats = |f: fn(&StepSample) -> f64| Stats::of_ms(steps.iter().map(f));
+        let step = stats(|s| s.step_ms);
+        ModelPhase {
+            model: self.model,
+            device: format!("{:?}", self.device).to_lowercase(),
+            dtype: self.dtype.name().into(),
+            batch: self.batch,
+            threads: self.threads,
+            parameters: self.parameters,
+            step,
+            h2d: stats(|s| s.h2d_ms),
+            forward: stats(|s| s.forward_ms),
+            backward: stats(|s| s.backward_ms),
+            optimizer: stats(|s| s.optimizer_ms),
+            samples_per_s: if step.median_ms > 0.0 {
+                self.batch as f64 * 1e3 / step.median_ms
+            } else {
+                f64::INFINITY
+            },
+            parts: parts(steps),
+            peak_memory_bytes: self.peak_memory_bytes,
+            last_loss: self.last_loss,
+            speedup_over_f32: None,
+            per_step: self.per_step,
+        }
+    }
+}
+
+/// The mean step's parts (backbone, UNet, optimizer, h2d and the rest), when every step
+/// reports its backbone and UNet; empty otherwise.
+fn parts(steps: &[StepSample]) -> Vec<Part> {
+    let mean = |f: &dyn Fn(&StepSample) -> f64| {
+        steps.iter().map(f).sum::<f64>() / steps.len().max(1) as f64
+    };
+    if steps.is_empty() || steps.iter().any(|s| s.backbone_ms.is_none() || s.unet_ms.is_none()) {
+        return Vec::new();
+    }
+    let total = mean(&|s| s.step_ms);
+    let backbone = mean(&|s| s.backbone_ms.unwrap_or_default());
+    let unet = mean(&|s| s.unet_ms.unwrap_or_default());
+    let h2d = mean(&|s| s.h2d_ms);
+    let optimizer = mean(&|s| s.optimizer_ms);
+    let other = (total - backbone - unet - h2d - optimizer).max(0.0);
+    let pct = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+    [
+        ("backbone", backbone),
+        ("unet", unet),
+        ("optimizer", optimizer),
+        ("h2d", h2d),
+        ("other", other),
+    ]
+    .into_iter()
+    .map(|(name, ms)| Part { name: name.into(), ms, percent: pct(ms) })
+    .collect()
+}
+
+/// What a `train` phase recorded.
+pub(super) struct TrainRun {
+    /// Every measured step, with its wait.
+    pub per_step: Vec<StepSample>,
+    /// Samples in the measured steps.
+    pub samples: usize,
+    /// Wall time of the measured steps.
+    pub wall: Duration,
+    /// CPU time of the whole process over them.
+    pub process_cpu: Duration,
+    /// Peak resident memory.
+    pub peak_rss_bytes: Option<u64>,
+    /// The loader's stages, `wait`, and the step's phases.
+    pub timing: TimingTree,
+}
+
+impl TrainRun {
+    /// The phase's figures: the statistics of each step's wait, copy and compute, and the
+    /// input-bound share `(wait + h2d) / (wait + step)` per step with the verdict on its median.
+    pub fn figures(self) -> TrainPhase {
+        let steps = &self.per_step;
+        let stats = |f: &dyn Fn(&StepSample) -> f64| Stats::of_ms(steps.iter().map(f));
+        let shares = steps.iter().map(|s| {
+            let whole = s.wait_ms + s.step_ms;
+            if whole > 0.0 {
+                100.0 * (s.wait_ms + s.h2d_ms) / whole
+            } else {
+                0.0
+            }
+        });
+        let (median_pct, p95_pct) = median_and_p95(shares);
+        let mean_s = |f: fn(&StepSample) -> f64| {
+            steps.iter().map(f).sum::<f64>() / 1e3 / steps.len().max(1) as f64
+        };
+        let wall_s = self.wall.as_secs_f64();
+        TrainPhase {
+            steps: steps.len(),
+            samples: self.samples,
+            wall_s,
+            samples_per_s: self.samples as f64 / wall_s,
+            step: stats(&|s| s.wait_ms + s.step_ms),
+            wait: stats(&|s| s.wait_ms),
+            h2d: stats(&|s| s.h2d_ms),
+            compute: stats(&|s| (s.step_ms - s.h2d_ms).max(0.0)),
+            input_bound: InputBound { median_pct, p95_pct, verdict: Verdict::of(median_pct) },
+            data_s: mean_s(|s| s.wait_ms),
+            updt_s: mean_s(|s| s.step_ms),
+            process_cpu_ms_per_sample: self.process_cpu.as_secs_f64() * 1e3
+                / self.samples.max(1) as f64,
+            peak_rss_bytes: self.peak_rss_bytes,
+            timing: self.timing,
+            per_step: self.per_step,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(wait_ms: f64, h2d_ms: f64, step_ms: f64) -> StepSample {
+        StepSample {
+            wait_ms,
+            h2d_ms,
+            forward_ms: step_ms - h2d_ms,
+            backward_ms: 0.0,
+            optimizer_ms: 0.0,
+            step_ms,
+            backbone_ms: None,
+            unet_ms: None,
+        }
+    }
+
+    #[test]
+    fn the_input_bound_share_and_verdict_come_from_each_step() {
+        // Waits of 0, 5 and 30 ms before a 10 ms step (1 ms of it the copy).
+        let run = TrainRun {
+            per_step: vec![sample(0.0, 1.0, 10.0), sample(5.0, 1.0, 10.0), sample(30.0, 1.0, 10.0)],
+            samples: 24,
+            wall: Duration::from_millis(60),
+            process_cpu: Duration::from_millis(30),
+            peak_rss_bytes: None,
+            timing: TimingTree::default(),
+        };
+        let phase = run.figures();
+        // Shares 10 %, 40 % and 77.5 %: the median is 40 %, highly input-bound.
+        assert!((phase.input_bound.median_pct - 40.0).abs() < 1e-9, "{:?}", phase.input_bound);
+        assert_eq!(phase.input_bound.verdict, Verdict::HighlyInputBound);
+        assert_eq!((phase.step.median_ms, phase.compute.median_ms), (15.0, 9.0));
+        assert!((phase.samples_per_s - 400.0).abs() < 1e-9);
+        assert!((phase.data_s - 35.0 / 3.0 / 1e3).abs() < 1e-12);
+        assert_eq!(phase.per_step.len(), 3, "the raw samples are kept");
+    }
+
+    #[test]
+    fn the_decode_limit_is_threads_over_the_cost_of_a_sample() {
+        let mut timing = TimingTree::default();
+        // 100 samples, 250 frames decoded at 2 ms of CPU each.
+        let decode = crate::timing::StageTotals {
+            calls: 250,
+            wall: Duration::from_millis(600),
+            cpu: Duration::from_millis(500),
+        };
+        timing.add(stage::DECODE, decode);
+        let limit = decode_limit(&timing, 100, 4, 2).unwrap().reached(160.0);
+        assert_eq!((limit.threads, limit.frames_per_sample), (2, 2.5), "workers capped at cores");
+        assert!((limit.samples_per_s - 400.0).abs() < 1e-9, "2 × 10⁶ / (2.5 × 2000)");
+        assert!((limit.fraction - 0.4).abs() < 1e-12);
+        assert!(decode_limit(&TimingTree::default(), 100, 1, 2).is_none(), "no video");
+    }
+}

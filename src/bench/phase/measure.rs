@@ -1,0 +1,235 @@
+//! Running the phases: the one warm-up-then-measure schedule they share, and the raw samples
+//! each keeps (per batch, per step) for [`super::analyse`] to make figures of.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::analyse::{LoaderRun, ModelRun, TrainRun};
+use super::{LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase};
+use crate::loader::batch::Batch;
+use crate::loader::pipeline::{Loader, LoaderError};
+use crate::model::{ModelError, Precision, StepTimes, TrainStep};
+use crate::timing::{peak_rss_bytes, process_cpu_time, reset_peak_rss, stage};
+use crate::timing::{TimingTree, Trace, TraceTrack};
+
+/// Where an iteration of a phase stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Iteration {
+    /// Not measured; after the last one the measurement starts (counters and clocks restart).
+    Warmup {
+        /// The last iteration of the warm-up.
+        last: bool,
+    },
+    /// Measured.
+    Measured,
+}
+
+/// `warmup` unmeasured iterations, then `measured` measured ones: every phase's schedule.
+fn schedule(warmup: usize, measured: usize) -> impl Iterator<Item = Iteration> {
+    let warm = (0..warmup).map(move |i| Iteration::Warmup { last: i + 1 == warmup });
+    warm.chain((0..measured).map(|_| Iteration::Measured))
+}
+
+/// Wall and process CPU time from a start.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Clock {
+    fn start() -> Self {
+        Self { wall: Instant::now(), cpu: process_cpu_time() }
+    }
+
+    /// Wall and process CPU time since the start.
+    fn elapsed(&self) -> (Duration, Duration) {
+        (self.wall.elapsed(), process_cpu_time().saturating_sub(self.cpu))
+    }
+}
+
+/// Runs the loader alone: `warmup` batches first (not measured), then `batches` batches,
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_batch` is
+/// called after each measured batch (progress).
+pub fn run_loader_phase(
+    loader: &Loader,
+    batches: usize,
+    warmup: usize,
+    mut on_batch: impl FnMut(usize),
+) -> Result<LoaderPhase, LoaderError> {
+    let mut clock = Clock::start();
+    if batches == 0 {
+        return Err(LoaderError::Config("measure at least one batch".into()));
+    }
+    reset_peak_rss();
+    let mut stream = loader.epochs(0);
+    if stream.per_epoch() == 0 {
+        return Err(LoaderError::Config("the sampler yields no batch: no sample indices".into()));
+    }
+    let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
+    let mut last = clock.wall;
+    for iteration in schedule(warmup, batches) {
+        let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
+        match iteration {
+            Iteration::Warmup { last: true } => {
+                stream.take_timing();
+                clock = Clock::start();
+                last = clock.wall;
+            }
+            Iteration::Warmup { last: false } => {}
+            Iteration::Measured => {
+                let now = Instant::now();
+                batch_ms.push(now.duration_since(last).as_secs_f64() * 1e3);
+                last = now;
+                samples += batch.size;
+                bytes += batch.bytes() as u64;
+                on_batch(batch_ms.len());
+            }
+        }
+    }
+    let timing = stream.take_timing();
+    let (wall, process_cpu) = clock.elapsed();
+    let run = LoaderRun {
+        config: loader.config().clone(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        batch_ms,
+        samples,
+        bytes,
+        wall,
+        process_cpu,
+        peak_rss_bytes: peak_rss_bytes(),
+        timing,
+    };
+    Ok(run.figures())
+}
+
+/// Runs `step` on `batch` (`warmup` unmeasured steps, then `steps`): the `model` phase.
+pub fn run_model_phase(
+    step: &mut dyn TrainStep,
+    batch: &Batch,
+    dtype: Precision,
+    steps: usize,
+    warmup: usize,
+) -> Result<ModelPhase, ModelError> {
+    let mut per_step = Vec::with_capacity(steps);
+    for iteration in schedule(warmup, steps) {
+        let times = step.step(batch)?;
+        if iteration == Iteration::Measured {
+            per_step.push(StepSample::of(Duration::ZERO, &times));
+        }
+    }
+    let device = step.device();
+    let run = ModelRun {
+        model: step.name(),
+        device,
+        dtype,
+        batch: batch.size,
+        threads: tch::get_num_threads(),
+        parameters: step.trainable_parameters(),
+        peak_memory_bytes: if device.is_cuda() { None } else { peak_rss_bytes() },
+        last_loss: step.last_loss(),
+        per_step,
+    };
+    Ok(run.figures())
+}
+
+/// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_step` is
+/// called after each measured step (progress). With `trace`, the trainer's `wait` and `step`
+/// phases are spans on its `trainer` track (give the loader the same trace for its workers'
+/// tracks).
+pub fn run_train_phase(
+    loader: &Loader,
+    step: &mut dyn TrainStep,
+    steps: usize,
+    warmup: usize,
+    trace: Option<&Arc<Trace>>,
+    mut on_step: impl FnMut(usize),
+) -> Result<TrainPhase, TrainError> {
+    let trainer = trace.map(|trace| trace.track("trainer"));
+    if steps == 0 {
+        return Err(LoaderError::Config("measure at least one step".into()).into());
+    }
+    let mut timing = TimingTree::default();
+    let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
+    let mut clock = Clock::start();
+    reset_peak_rss();
+    let mut stream = loader.epochs(0);
+    if stream.per_epoch() == 0 {
+        return Err(LoaderError::Config("the sampler yields no batch".into()).into());
+    }
+    for iteration in schedule(warmup, steps) {
+        let asked = Instant::now();
+        let batch = stream.next().expect("epoch after epoch: the stream does not end");
+        let wait = asked.elapsed();
+        let batch = batch?;
+        let stepped = Instant::now();
+        let times = step.step(&batch)?;
+        if let Some(track) = &trainer {
+            trace_step(track, asked, wait, stepped, &times);
+        }
+        match iteration {
+            Iteration::Warmup { last: true } => {
+                stream.take_timing();
+                clock = Clock::start();
+            }
+            Iteration::Warmup { last: false } => {}
+            Iteration::Measured => {
+                samples += batch.size;
+                per_step.push(StepSample::of(wait, &times));
+                record_step(&mut timing, &times);
+                on_step(per_step.len());
+            }
+        }
+    }
+    timing.merge(&stream.take_timing());
+    let (wall, process_cpu) = clock.elapsed();
+    let run =
+        TrainRun { per_step, samples, wall, process_cpu, peak_rss_bytes: peak_rss_bytes(), timing };
+    Ok(run.figures())
+}
+
+/// Records the trainer's wait and the step's phases (consecutive, as the step runs them).
+fn trace_step(track: &TraceTrack, asked: Instant, wait: Duration, stepped: Instant, t: &StepTimes) {
+    track.span(stage::WAIT, asked, wait);
+    track.span(stage::STEP, stepped, t.total);
+    let mut at = stepped;
+    for (name, d) in step_phases(t) {
+        track.span(name, at, d);
+        at += d;
+    }
+}
+
+/// The step's phases as timing-tree stages, in the order the step runs them.
+fn step_phases(t: &StepTimes) -> [(&'static str, Duration); 4] {
+    [
+        (stage::STEP_H2D, t.h2d),
+        (stage::STEP_FORWARD, t.forward),
+        (stage::STEP_BACKWARD, t.backward),
+        (stage::STEP_OPTIMIZER, t.optimizer),
+    ]
+}
+
+/// Adds one model step to the tree: `step` and its phases (device time, synchronised).
+fn record_step(timing: &mut TimingTree, t: &StepTimes) {
+    // The model's phases are device time taken with synchronisation, not this thread's CPU.
+    let zero = Duration::ZERO;
+    timing.record(stage::STEP, t.total, zero);
+    for (name, d) in step_phases(t) {
+        timing.record(name, d, zero);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_warms_up_then_measures() {
+        let steps: Vec<_> = schedule(2, 3).collect();
+        let warm = |last| Iteration::Warmup { last };
+        let measured = Iteration::Measured;
+        assert_eq!(steps, [warm(false), warm(true), measured, measured, measured]);
+        assert!(schedule(0, 2).all(|i| i == Iteration::Measured), "no warm-up: nothing restarts");
+    }
+}

@@ -1,0 +1,269 @@
+//! The three phases of a measurement (DESIGN.md, "What is measured"): `loader` (the loader
+//! alone, the consumer drops batches), `model` (the step alone on one resident batch) and
+//! `train` (the loader feeding the model, as in real training).
+//!
+//! Measuring, analysing and displaying are apart: `measure` runs a phase and keeps every raw
+//! sample (per batch, per step), `analyse` makes the figures of these types from them, and
+//! [`crate::bench::report::phase_text`] lays them out.
+
+mod analyse;
+mod measure;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::Stats;
+use super::verdict::Verdict;
+use crate::loader::config::LoaderConfig;
+use crate::loader::pipeline::LoaderError;
+use crate::model::{ModelError, StepTimes};
+use crate::timing::TimingTree;
+
+pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
+
+/// The figures of a `loader` phase, warm-up excluded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoaderPhase {
+    /// The loader's knobs.
+    pub config: LoaderConfig,
+    /// Batches measured.
+    pub batches: usize,
+    /// Samples in them.
+    pub samples: usize,
+    /// Bytes of the batches' tensors.
+    pub bytes: u64,
+    /// Wall time of the measured batches, seconds.
+    pub wall_s: f64,
+    /// Samples per second (wall).
+    pub samples_per_s: f64,
+    /// Batches per second (wall).
+    pub batches_per_s: f64,
+    /// Megabytes (10^6) of tensors per second.
+    pub mb_per_s: f64,
+    /// CPU time per sample, milliseconds, of the measured batches (the workers' `batch`
+    /// stages, the consumer's `sampler` and `wait`): the stable figure on a shared machine.
+    pub cpu_ms_per_sample: f64,
+    /// CPU time of the whole process (every thread) per sample over the phase, milliseconds:
+    /// with what no stage covers, and the batches workers prefetched past the last one.
+    pub process_cpu_ms_per_sample: f64,
+    /// Peak resident memory during the phase, bytes (the process's lifetime peak where the
+    /// kernel does not let it be reset).
+    pub peak_rss_bytes: Option<u64>,
+    /// Per-stage totals: `batch` and its stages built by the workers, `sampler` and `wait` of
+    /// the consumer.
+    pub timing: TimingTree,
+    /// What the video codec alone would allow; None without cameras.
+    pub decode_limit: Option<DecodeLimit>,
+    /// Wall milliseconds from one measured batch to the next (the first from the start of
+    /// the measurement): the raw samples of `samples_per_s`. Empty in results written before.
+    #[serde(default)]
+    pub batch_ms: Vec<f64>,
+}
+
+/// The decode-only limit: the samples/s of a loader that did nothing but run the video codec,
+/// from the same run's timing (`batch/video/decode`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DecodeLimit {
+    /// Frames out of the codec per sample, those decoded only to reach a wanted frame (after a
+    /// keyframe) included.
+    pub frames_per_sample: f64,
+    /// CPU µs per decoded frame.
+    pub cpu_us_per_frame: f64,
+    /// Threads decoding at once: the workers (1 without), at most the CPU cores.
+    pub threads: usize,
+    /// `threads × 10⁶ / (frames_per_sample × cpu_us_per_frame)`.
+    pub samples_per_s: f64,
+    /// The loader's samples/s over the limit (1 = nothing but decoding).
+    pub fraction: f64,
+}
+
+/// One measured step of the `model` or `train` phase, milliseconds: the raw sample its
+/// statistics are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepSample {
+    /// Blocked on the next batch (0 in the `model` phase).
+    pub wait_ms: f64,
+    /// Host→device copy.
+    pub h2d_ms: f64,
+    /// Forward pass and loss.
+    pub forward_ms: f64,
+    /// Backward pass.
+    pub backward_ms: f64,
+    /// Optimizer.
+    pub optimizer_ms: f64,
+    /// The model's whole step (without the wait).
+    pub step_ms: f64,
+    /// The vision backbone's forward and backward, when the step reports its parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backbone_ms: Option<f64>,
+    /// The UNet's forward and backward, when the step reports its parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unet_ms: Option<f64>,
+}
+
+impl StepSample {
+    /// The sample of a step that waited `wait` for its batch and took `t`.
+    pub fn of(wait: Duration, t: &StepTimes) -> Self {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Self {
+            wait_ms: ms(wait),
+            h2d_ms: ms(t.h2d),
+            forward_ms: ms(t.forward),
+            backward_ms: ms(t.backward),
+            optimizer_ms: ms(t.optimizer),
+            step_ms: ms(t.total),
+            backbone_ms: t.components.map(|c| ms(c.backbone_forward + c.backbone_backward)),
+            unet_ms: t.components.map(|c| ms(c.unet_forward + c.unet_backward)),
+        }
+    }
+}
+
+/// One part of the step: mean milliseconds and share of the mean step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Part {
+    /// `h2d`, `backbone`, `unet`, `optimizer`, `other`.
+    pub name: String,
+    /// Mean milliseconds per step.
+    pub ms: f64,
+    /// Percent of the mean step.
+    pub percent: f64,
+}
+
+/// The figures of a `model` phase: the step alone on one resident synthetic batch of the
+/// loader's shapes (the model ceiling), warm-up excluded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModelPhase {
+    /// The step's name.
+    pub model: String,
+    /// Device, as libtorch names it.
+    pub device: String,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// Batch size.
+    pub batch: usize,
+    /// libtorch intra-op threads.
+    pub threads: i32,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// Whole step.
+    pub step: Stats,
+    /// Host→device copy.
+    pub h2d: Stats,
+    /// Forward.
+    pub forward: Stats,
+    /// Backward.
+    pub backward: Stats,
+    /// Optimizer.
+    pub optimizer: Stats,
+    /// Samples per second at the median step.
+    #[serde(with = "infinite_as_null")]
+    pub samples_per_s: f64,
+    /// Breakdown of the mean step (empty for steps without components).
+    pub parts: Vec<Part>,
+    /// Peak memory in bytes: process peak RSS on CPU; `None` on CUDA (not exposed by tch).
+    pub peak_memory_bytes: Option<u64>,
+    /// Loss of the last step, if any.
+    pub last_loss: Option<f64>,
+    /// Median step of f32 over this row's, for bf16 rows with an f32 row of the same batch.
+    pub speedup_over_f32: Option<f64>,
+    /// Every measured step. Empty in results written before.
+    #[serde(default)]
+    pub per_step: Vec<StepSample>,
+}
+
+/// An unbounded rate (a step of no measurable time, e.g. `none`) as JSON's `null`, which has
+/// no infinity, and back.
+mod infinite_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        if value.is_finite() {
+            serializer.serialize_f64(*value)
+        } else {
+            serializer.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
+    }
+}
+
+/// Why a `train` phase stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The loader failed.
+    #[error(transparent)]
+    Loader(#[from] LoaderError),
+    /// The step failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// The share of a step spent waiting for input and copying it to the device, percent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InputBound {
+    /// Median over the measured steps.
+    pub median_pct: f64,
+    /// 95th percentile over the measured steps.
+    pub p95_pct: f64,
+    /// The verdict on the median.
+    pub verdict: Verdict,
+}
+
+/// The figures of a `train` phase: the loader feeding the step as in real training, warm-up
+/// excluded. A step here is the trainer's whole iteration: waiting for the next batch, then
+/// the model's step (host→device copy and compute).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainPhase {
+    /// Steps measured.
+    pub steps: usize,
+    /// Samples in them.
+    pub samples: usize,
+    /// Wall time of the measured steps, seconds.
+    pub wall_s: f64,
+    /// Samples per second (wall): the training throughput.
+    pub samples_per_s: f64,
+    /// The whole iteration (wait + step), ms.
+    pub step: Stats,
+    /// Blocked on the next batch, ms.
+    pub wait: Stats,
+    /// Host→device copy, ms.
+    pub h2d: Stats,
+    /// The rest of the model's step (forward, backward, optimizer), ms.
+    pub compute: Stats,
+    /// `(wait + h2d) / step` per step.
+    pub input_bound: InputBound,
+    /// Mean wait per step, seconds: LeRobot's `data_s` in its training logs.
+    pub data_s: f64,
+    /// Mean model step per step, seconds: LeRobot's `updt_s`.
+    pub updt_s: f64,
+    /// CPU time of the whole process per sample, milliseconds (loader and model).
+    pub process_cpu_ms_per_sample: f64,
+    /// Peak resident memory during the phase, bytes.
+    pub peak_rss_bytes: Option<u64>,
+    /// The loader's stages, `wait`, and `step > h2d, forward, backward, optimizer`.
+    pub timing: TimingTree,
+    /// Every measured step. Empty in results written before.
+    #[serde(default)]
+    pub per_step: Vec<StepSample>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unbounded_rate_survives_results_jsonl() {
+        #[derive(Serialize, Deserialize)]
+        struct Rate {
+            #[serde(with = "infinite_as_null")]
+            samples_per_s: f64,
+        }
+        for value in [f64::INFINITY, 12.5] {
+            let text = serde_json::to_string(&Rate { samples_per_s: value }).unwrap();
+            assert_eq!(serde_json::from_str::<Rate>(&text).unwrap().samples_per_s, value, "{text}");
+        }
+    }
+}
