@@ -2,6 +2,7 @@
 //! features, bad batches, the synthetic step, and CUDA when there is one.
 
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use feedbench::dataset::Resolution;
@@ -253,7 +254,7 @@ fn shapes_come_from_a_dataset_s_features() {
           "episode_index": {"dtype": "int64", "shape": [1]}, "index": {"dtype": "int64", "shape": [1]},
           "task_index": {"dtype": "int64", "shape": [1]}}}"#;
     let info = Info::parse(text, std::path::Path::new("info.json")).unwrap();
-    let shapes = PolicyShapes::from_info(&info, Resolution::Native).unwrap();
+    let shapes = PolicyShapes::from_info(Path::new("ds"), &info, Resolution::Native).unwrap();
     let sizes: Vec<_> =
         shapes.cameras.iter().map(|c| (c.key.as_str(), c.height, c.width)).collect();
     assert_eq!(
@@ -262,6 +263,7 @@ fn shapes_come_from_a_dataset_s_features() {
     );
     assert_eq!((shapes.state_dim, shapes.action_dim), (14, 7));
     let resized =
-        PolicyShapes::from_info(&info, Resolution::Size { height: 96, width: 96 }).unwrap();
+        PolicyShapes::from_info(Path::new("ds"), &info, Resolution::Size { height: 96, width: 96 })
+            .unwrap();
     assert!(resized.cameras.iter().all(|c| (c.height, c.width) == (96, 96)));
 }

@@ -36,7 +36,7 @@ fn config(root: &Path, model: &str, workers: &[usize]) -> SweepConfig {
         root.display()
     );
     let config: SweepConfig = toml::from_str(&text).unwrap();
-    config.check().unwrap();
+    config.check(&root.join("sweep.toml")).unwrap();
     config
 }
 

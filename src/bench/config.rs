@@ -187,15 +187,17 @@ impl SweepConfig {
                 *dataset = path.parent().unwrap_or(Path::new(".")).join(&*dataset);
             }
         }
-        config.check().map_err(error)?;
+        config.check(path)?;
         Ok(config)
     }
 
-    /// Checks what TOML types cannot: one dataset source, non-empty axes, known names.
-    pub fn check(&self) -> Result<(), String> {
+    /// Checks what TOML types cannot (one dataset source, non-empty axes, counts of at least
+    /// one); the error names the config file `path`.
+    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
         let d = &self.dataset;
         if d.path.is_some() == d.synth.is_some() {
-            return Err("[dataset] needs exactly one of `path` and `synth`".into());
+            return bad("[dataset] needs exactly one of `path` and `synth`".into());
         }
         if d.path.is_some()
             && (d.frames_per_episode.is_some()
@@ -204,16 +206,16 @@ impl SweepConfig {
                 || d.crf.is_some()
                 || d.format.is_some())
         {
-            return Err("[dataset] frames_per_episode, codec, gop, crf and format apply to \
+            return bad("[dataset] frames_per_episode, codec, gop, crf and format apply to \
                         `synth` only"
                 .into());
         }
         match (&d.path, &d.episodes) {
             (Some(_), Some(EpisodeChoice::Count(_))) => {
-                return Err("[dataset] episodes of a `path` is a list, e.g. \"1,2,4\"".into())
+                return bad("[dataset] episodes of a `path` is a list, e.g. \"1,2,4\"".into())
             }
             (None, Some(EpisodeChoice::List(_))) => {
-                return Err("[dataset] episodes of a `synth` preset is a count".into())
+                return bad("[dataset] episodes of a `synth` preset is a count".into())
             }
             _ => {}
         }
@@ -228,15 +230,15 @@ impl SweepConfig {
             ("model.dtype", self.model.dtype.is_empty()),
         ] {
             if empty {
-                return Err(format!("{name} is an empty list"));
+                return bad(format!("{name} is an empty list"));
             }
         }
         if l.prefetch.contains(&0) || l.batch.contains(&0) {
-            return Err("loader.prefetch and loader.batch must be ≥ 1".into());
+            return bad("loader.prefetch and loader.batch must be ≥ 1".into());
         }
         let r = &self.run;
         if r.loader_batches == 0 || r.model_steps == 0 || r.train_steps == 0 || r.repeats == 0 {
-            return Err(
+            return bad(
                 "run.loader_batches, model_steps, train_steps and repeats must be ≥ 1".into()
             );
         }
@@ -281,7 +283,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<SweepConfig, String> {
         let config: SweepConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        config.check()?;
+        config.check(Path::new("sweep.toml")).map_err(|e| e.to_string())?;
         Ok(config)
     }
 

@@ -2,7 +2,7 @@
 //! of them is traced. Planning measures nothing, so a share of the plan can run anywhere.
 
 use super::cell::Cell;
-use super::config::SweepConfig;
+use super::config::{SweepConfig, TraceCell};
 use crate::model::DeviceChoice;
 
 /// The cells of a sweep in the order they run, and the one whose `train` phase is traced.
@@ -15,10 +15,19 @@ pub struct SweepPlan {
     pub traced: usize,
 }
 
+/// `run.trace_cell` names workers and a batch size that no cell of the sweep has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("run.trace_cell \"{0}\" is not a cell of the sweep")]
+pub struct TraceCellNotInGrid(pub TraceCell);
+
 /// Plans the sweep `config` describes on the dataset called `dataset`, with the step on
 /// `device` (which makes the `auto` diffusion preset concrete). A `run.trace_cell` that is
 /// not a cell of the grid is an error.
-pub fn plan(config: &SweepConfig, dataset: &str, device: tch::Device) -> Result<SweepPlan, String> {
+pub fn plan(
+    config: &SweepConfig,
+    dataset: &str,
+    device: tch::Device,
+) -> Result<SweepPlan, TraceCellNotInGrid> {
     let (l, m) = (&config.loader, &config.model);
     let mut cells = vec![Cell {
         dataset: dataset.to_string(),
@@ -47,7 +56,7 @@ pub fn plan(config: &SweepConfig, dataset: &str, device: tch::Device) -> Result<
         Some(wanted) => cells
             .iter()
             .position(|c| c.workers == wanted.workers && c.batch_size == wanted.batch)
-            .ok_or_else(|| format!("run.trace_cell \"{wanted}\" is not a cell of the sweep"))?,
+            .ok_or(TraceCellNotInGrid(wanted))?,
         None => cells.len() - 1,
     };
     Ok(SweepPlan { cells, traced })
@@ -73,7 +82,7 @@ mod tests {
 
     fn config(text: &str) -> SweepConfig {
         let config: SweepConfig = toml::from_str(text).unwrap();
-        config.check().unwrap();
+        config.check(std::path::Path::new("sweep.toml")).unwrap();
         config
     }
 
@@ -102,6 +111,6 @@ mod tests {
         let traced = plan(&config(&format!("{text}\"2,16\"\n")), "p", tch::Device::Cpu).unwrap();
         assert_eq!((traced.cells[traced.traced].workers, traced.traced), (2, 1));
         let missing = plan(&config(&format!("{text}\"3,16\"\n")), "p", tch::Device::Cpu);
-        assert!(missing.unwrap_err().contains("not a cell of the sweep"));
+        assert!(missing.unwrap_err().to_string().contains("\"3,16\" is not a cell of the sweep"));
     }
 }

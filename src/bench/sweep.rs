@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::cell::{Cell, Knob};
 use super::config::{EpisodeChoice, SweepConfig};
 use super::phase::{run_loader_phase, run_model_phase, run_train_phase, ModelPhase, TrainError};
-use super::plan::plan;
+use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, TRACE_FILE};
 use super::system::{system_info, SystemInfo};
 use crate::dataset::stage::scratch_dir;
@@ -39,6 +39,9 @@ pub enum SweepError {
     /// The model could not be built or failed.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The config's trace cell is not in its grid.
+    #[error(transparent)]
+    Plan(#[from] TraceCellNotInGrid),
     /// results.jsonl could not be read or written.
     #[error(transparent)]
     Results(#[from] ResultsError),
@@ -155,8 +158,7 @@ pub fn run_sweep(
     let (dataset, window) = spec.open()?;
     let name =
         root.file_name().map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into());
-    let plan = plan(config, &name, device)
-        .map_err(|what| SweepError::Output { path: out.to_path_buf(), what })?;
+    let plan = plan(config, &name, device)?;
     let context = SweepContext { config, root, out, dataset, window, system: system_info(device) };
 
     let done: HashSet<Cell> = sink.results().iter().map(|r| r.cell.clone()).collect();
@@ -215,9 +217,8 @@ fn run_cell(
         device: cell.device,
         dtype: cell.dtype,
     };
-    let shapes = PolicyShapes::from_info(context.dataset.info(), cell.resolution)
-        .map_err(|what| format!("{}: {what}", context.root.display()));
-    let shapes = shapes.as_ref().map_err(String::as_str);
+    let shapes = PolicyShapes::from_info(context.root, context.dataset.info(), cell.resolution);
+    let shapes = shapes.as_ref();
 
     phase("loader");
     let warmup = run.warmup.max(loader.config().batches_in_flight() + 1);

@@ -70,7 +70,7 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
     let spec = if args.delta.is_empty() {
         args.window.spec()
     } else {
-        WindowSpec::parse_deltas(&args.delta).map_err(anyhow::Error::msg)?
+        WindowSpec::parse_deltas(&args.delta)?
     };
     let window = dataset.window(&spec)?;
     let mut sample = dataset.sample(args.index, &window)?;

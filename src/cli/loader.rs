@@ -179,9 +179,9 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         device: args.device,
         dtype: args.dtype,
     };
-    let shapes = PolicyShapes::from_info(loader.dataset().info(), spec.config.resolution)
-        .map_err(|e| format!("{}: {e}", spec.dataset.display()));
-    let mut step = step_spec.build(shapes.as_ref().map_err(String::as_str))?;
+    let shapes =
+        PolicyShapes::from_info(&spec.dataset, loader.dataset().info(), spec.config.resolution);
+    let mut step = step_spec.build(shapes.as_ref())?;
     let progress = progress_bar(args.steps, args.json, "training");
     let phase =
         run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, trace.as_ref(), |n| {

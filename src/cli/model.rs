@@ -68,8 +68,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         Some(root) => {
             let info = Info::load(root)?;
             let resolution = args.resolution.unwrap_or_default();
-            PolicyShapes::from_info(&info, resolution)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?
+            PolicyShapes::from_info(root, &info, resolution)?
         }
         None => PolicyShapes::pusht(),
     };

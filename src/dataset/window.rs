@@ -37,23 +37,47 @@ impl WindowSpec {
     }
 
     /// Parses `KEY=S,S,…` arguments (deltas in seconds) into free deltas.
-    pub fn parse_deltas<S: AsRef<str>>(args: &[S]) -> std::result::Result<Self, String> {
+    pub fn parse_deltas<S: AsRef<str>>(args: &[S]) -> std::result::Result<Self, DeltaError> {
         let mut deltas = BTreeMap::new();
         for arg in args {
             let arg = arg.as_ref();
-            let (key, list) = arg
-                .split_once('=')
-                .ok_or_else(|| format!("--delta {arg:?}: expected KEY=S,S,…"))?;
+            let (key, list) =
+                arg.split_once('=').ok_or_else(|| DeltaError::Form { arg: arg.to_string() })?;
             let seconds = list
                 .split(',')
                 .map(|s| {
-                    s.trim().parse::<f64>().map_err(|e| format!("--delta {arg:?}: {s:?}: {e}"))
+                    s.trim().parse::<f64>().map_err(|e| DeltaError::Seconds {
+                        arg: arg.to_string(),
+                        value: s.to_string(),
+                        what: e.to_string(),
+                    })
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             deltas.insert(key.to_string(), seconds);
         }
         Ok(Self::Deltas(deltas))
     }
+}
+
+/// A `--delta` argument that is not `KEY=S,S,…` with seconds as numbers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeltaError {
+    /// No `=` between the key and the seconds.
+    #[error("--delta {arg:?}: expected KEY=S,S,…")]
+    Form {
+        /// The argument.
+        arg: String,
+    },
+    /// A value that is not a number of seconds.
+    #[error("--delta {arg:?}: {value:?}: {what}")]
+    Seconds {
+        /// The argument.
+        arg: String,
+        /// The value.
+        value: String,
+        /// Why it is not a number.
+        what: String,
+    },
 }
 
 /// A window checked against a dataset: per key, frame offsets relative to the sampled frame.
@@ -174,7 +198,8 @@ mod tests {
         let spec = WindowSpec::parse_deltas(&["action=-0.1,0,0.1", "observation.state=0"]).unwrap();
         let WindowSpec::Deltas(d) = spec else { panic!() };
         assert_eq!(d["action"], [-0.1, 0.0, 0.1]);
-        assert!(WindowSpec::parse_deltas(&["action"]).is_err());
+        let form = WindowSpec::parse_deltas(&["action"]).unwrap_err();
+        assert!(form.to_string().contains("expected KEY=S,S"), "{form}");
         assert!(WindowSpec::parse_deltas(&["action=x"]).is_err());
     }
 }

@@ -22,6 +22,55 @@ pub enum ImageFormat {
 
 named_values!(ImageFormat { F32 => "f32" | "float32", U8 => "u8" | "uint8" });
 
+/// A sample that does not fit the batch it goes into, naming the key (PyTorch's
+/// `default_collate` refuses to stack unequal tensors too).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// The batch has no such key.
+    #[error("{key}: not in the batch's first sample")]
+    MissingKey {
+        /// The key.
+        key: String,
+    },
+    /// The key's shape differs from the batch's.
+    #[error("{key}: shape {found:?} differs from {expected:?} of the batch's first sample")]
+    Shape {
+        /// The key.
+        key: String,
+        /// The sample's shape.
+        found: Vec<usize>,
+        /// The batch's shape per sample.
+        expected: Vec<usize>,
+    },
+    /// The key's values are of another type or length than the batch's.
+    #[error("{key}: {found}, the batch holds {expected}")]
+    Element {
+        /// The key.
+        key: String,
+        /// What the sample has.
+        found: String,
+        /// What the batch holds.
+        expected: String,
+    },
+    /// Pixels asked of a key that is not an image buffer.
+    #[error("{key}: pixels into a {element} buffer")]
+    NotPixels {
+        /// The key.
+        key: String,
+        /// The batch's element type for it.
+        element: String,
+    },
+    /// One sample of several did not fit.
+    #[error("sample index {index}: {source}")]
+    Sample {
+        /// The sample's global index.
+        index: usize,
+        /// Why.
+        #[source]
+        source: Box<BatchError>,
+    },
+}
+
 /// The element type of a batched key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElementType {
@@ -249,7 +298,7 @@ impl Batch {
         &mut self,
         slot: usize,
         sample: &Sample,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), BatchError> {
         for (key, array) in &sample.arrays {
             if matches!(array.values, Values::Str(_)) {
                 continue;
@@ -257,11 +306,11 @@ impl Batch {
             let tensor = self.slot_of(key, &array.shape)?;
             let at = slot * array.values.len();
             if !tensor.data.write(at, &array.values) {
-                return Err(format!(
-                    "{key}: {} values, the batch holds {:?}",
-                    array.values.type_name(),
-                    tensor.data.element()
-                ));
+                return Err(BatchError::Element {
+                    key: key.clone(),
+                    found: format!("{} values", array.values.type_name()),
+                    expected: format!("{:?}", tensor.data.element()),
+                });
             }
         }
         for (key, mask) in &sample.pad_masks {
@@ -271,18 +320,17 @@ impl Batch {
                 .iter_mut()
                 .find(|(name, _)| name.strip_suffix("_is_pad") == Some(key))
                 .map(|(_, tensor)| tensor)
-                .ok_or_else(|| format!("{key}_is_pad: not in the batch's first sample"))?;
+                .ok_or_else(|| BatchError::MissingKey { key: format!("{key}_is_pad") })?;
             match &mut tensor.data {
                 BatchData::Bool(data) if tensor.shape[1..] == [mask.len()] => {
                     data[slot * mask.len()..(slot + 1) * mask.len()].copy_from_slice(mask)
                 }
                 _ => {
-                    return Err(format!(
-                        "{key}_is_pad: {} steps, the batch holds {:?} {:?}",
-                        mask.len(),
-                        tensor.data.element(),
-                        &tensor.shape[1..]
-                    ))
+                    return Err(BatchError::Element {
+                        key: format!("{key}_is_pad"),
+                        found: format!("{} steps", mask.len()),
+                        expected: format!("{:?} {:?}", tensor.data.element(), &tensor.shape[1..]),
+                    })
                 }
             }
         }
@@ -296,23 +344,26 @@ impl Batch {
         key: &str,
         slot: usize,
         shape: &PixelShape,
-    ) -> std::result::Result<FrameBuffer<'_>, String> {
+    ) -> std::result::Result<FrameBuffer<'_>, BatchError> {
         let tensor = self
             .tensors
             .get_mut(key)
-            .ok_or_else(|| format!("{key}: not in the batch's first sample"))?;
+            .ok_or_else(|| BatchError::MissingKey { key: key.to_string() })?;
         if !shape.matches(&tensor.shape[1..]) {
-            return Err(format!(
-                "{key}: shape {:?} differs from {:?} of the batch's first sample",
-                shape.dims(),
-                &tensor.shape[1..]
-            ));
+            return Err(BatchError::Shape {
+                key: key.to_string(),
+                found: shape.dims(),
+                expected: tensor.shape[1..].to_vec(),
+            });
         }
         let range = slot * shape.len()..(slot + 1) * shape.len();
         match &mut tensor.data {
             BatchData::U8(v) => Ok(FrameBuffer::U8(&mut v[range])),
             BatchData::F32(v) => Ok(FrameBuffer::F32(&mut v[range])),
-            other => Err(format!("{key}: pixels into a {:?} buffer", other.element())),
+            other => Err(BatchError::NotPixels {
+                key: key.to_string(),
+                element: format!("{:?}", other.element()),
+            }),
         }
     }
 
@@ -321,16 +372,17 @@ impl Batch {
         &mut self,
         key: &str,
         shape: &[usize],
-    ) -> std::result::Result<&mut BatchTensor, String> {
+    ) -> std::result::Result<&mut BatchTensor, BatchError> {
         let tensor = self
             .tensors
             .get_mut(key)
-            .ok_or_else(|| format!("{key}: not in the batch's first sample"))?;
+            .ok_or_else(|| BatchError::MissingKey { key: key.to_string() })?;
         if tensor.shape[1..] != *shape {
-            return Err(format!(
-                "{key}: shape {shape:?} differs from {:?} of the batch's first sample",
-                &tensor.shape[1..]
-            ));
+            return Err(BatchError::Shape {
+                key: key.to_string(),
+                found: shape.to_vec(),
+                expected: tensor.shape[1..].to_vec(),
+            });
         }
         Ok(tensor)
     }
@@ -339,14 +391,14 @@ impl Batch {
     /// numeric key (decoded pixels included) becomes `[B, …]`, every pad mask `<key>_is_pad`
     /// `[B, T]`. String keys (the task) are not tensors and are left out. Samples must be
     /// shaped alike.
-    pub fn collate(samples: &[Sample]) -> std::result::Result<Batch, String> {
+    pub fn collate(samples: &[Sample]) -> std::result::Result<Batch, BatchError> {
         let mut batch = Batch::default();
         let Some(first) = samples.first() else { return Ok(batch) };
         batch.reshape(samples.len(), &BatchLayout::of_arrays(first));
         for (slot, sample) in samples.iter().enumerate() {
             batch
                 .write_sample(slot, sample)
-                .map_err(|e| format!("sample index {}: {e}", sample.index))?;
+                .map_err(|e| BatchError::Sample { index: sample.index, source: Box::new(e) })?;
         }
         Ok(batch)
     }
@@ -395,7 +447,7 @@ mod tests {
     fn refuses_samples_shaped_unlike_the_first() {
         let a = sample(3, vec![1.0, 2.0, 3.0, 4.0], vec![true, false]);
         let b = sample(9, vec![5.0, 6.0, 7.0, 8.0, 9.0, 10.0], vec![false, false]);
-        let error = Batch::collate(&[a, b]).unwrap_err();
+        let error = Batch::collate(&[a, b]).unwrap_err().to_string();
         assert!(error.contains("sample index 9") && error.contains("state"), "{error}");
     }
 
@@ -433,7 +485,11 @@ mod tests {
         let BatchData::U8(all) = &batch.tensors["cam"].data else { panic!() };
         assert!(all[..2 * 120].iter().all(|&v| v == 0) && all[2 * 120..].iter().all(|&v| v == 7));
         let other = PixelShape { steps: Some(2), height: 5, width: 4 };
-        assert!(batch.pixels_mut("cam", 0, &other).unwrap_err().contains("differs"));
-        assert!(batch.pixels_mut("other", 0, &shape).unwrap_err().contains("not in the batch"));
+        assert!(batch.pixels_mut("cam", 0, &other).unwrap_err().to_string().contains("differs"));
+        assert!(batch
+            .pixels_mut("other", 0, &shape)
+            .unwrap_err()
+            .to_string()
+            .contains("not in the batch"));
     }
 }

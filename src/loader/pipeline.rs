@@ -17,7 +17,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
-use super::batch::{Batch, BatchLayout, ImageFormat};
+use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
 use super::config::LoaderConfig;
 use super::sampler::{batches, epoch_order, SamplerKind};
 use crate::dataset::video::{DecodeOptions, FrameDecoder, VideoDecoder};
@@ -277,7 +277,8 @@ impl BatchBuilder {
         order.sort_unstable_by_key(|&(_, index)| index);
         for (n, &(slot, index)) in order.iter().enumerate() {
             let failed = |source| LoaderError::Sample { index, source };
-            let unlike_first = |what: String| failed(DatasetError::invalid(dataset.root(), what));
+            let unlike_first =
+                |e: BatchError| failed(DatasetError::invalid(dataset.root(), e.to_string()));
             timing
                 .time(stage::PARQUET, || dataset.sample_into(index, window, sample))
                 .map_err(failed)?;

@@ -19,7 +19,7 @@ use crate::loader::batch::Batch;
 
 pub use config::DiffusionConfig;
 pub use diffusion::DiffusionPolicy;
-pub use shapes::{synthetic_batch, CameraShape, PolicyShapes};
+pub use shapes::{synthetic_batch, CameraShape, MissingInput, PolicyShapes, ShapesError};
 pub use spec::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, StepSpec};
 pub use synthetic::SyntheticStep;
 
@@ -35,6 +35,9 @@ pub enum ModelError {
     /// The requested device is not available.
     #[error("device: {0}")]
     Device(String),
+    /// The dataset lacks what the policy reads.
+    #[error(transparent)]
+    Shapes(#[from] ShapesError),
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

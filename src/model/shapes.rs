@@ -1,6 +1,8 @@
 //! What the model's input looks like (cameras, state and action widths) and a synthetic batch
 //! of that shape.
 
+use std::path::{Path, PathBuf};
+
 use crate::dataset::{Info, Resolution};
 use crate::loader::batch::{Batch, BatchData, BatchTensor, ImageFormat};
 
@@ -17,6 +19,27 @@ pub struct CameraShape {
     pub width: usize,
 }
 
+/// Why a dataset cannot feed the diffusion policy, naming the dataset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{dataset}: {problem}")]
+pub struct ShapesError {
+    /// The dataset's root.
+    pub dataset: PathBuf,
+    /// What it lacks.
+    pub problem: MissingInput,
+}
+
+/// What a dataset lacks for the diffusion policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MissingInput {
+    /// A feature the policy reads (`observation.state`, `action`).
+    #[error("the dataset has no `{0}` feature, which the policy needs")]
+    Feature(String),
+    /// No video or image feature.
+    #[error("the dataset has no camera (video or image feature)")]
+    Camera,
+}
+
 /// The model-facing description of a dataset's features.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyShapes {
@@ -31,12 +54,18 @@ pub struct PolicyShapes {
 impl PolicyShapes {
     /// The shapes a dataset's features give: every video and image feature is a camera (at
     /// `resolution` `(height, width)` when the loader resizes, else its native size), and the
-    /// widths of `observation.state` and `action`.
-    pub fn from_info(info: &Info, resolution: Resolution) -> Result<Self, String> {
+    /// widths of `observation.state` and `action`. `dataset` (the root) names the dataset in
+    /// the error.
+    pub fn from_info(
+        dataset: &Path,
+        info: &Info,
+        resolution: Resolution,
+    ) -> Result<Self, ShapesError> {
+        let missing = |problem| ShapesError { dataset: dataset.to_path_buf(), problem };
         let width_of = |key: &str| {
-            info.feature(key).map(|f| f.width()).ok_or_else(|| {
-                format!("the dataset has no `{key}` feature, which the policy needs")
-            })
+            info.feature(key)
+                .map(|f| f.width())
+                .ok_or_else(|| missing(MissingInput::Feature(key.to_string())))
         };
         let cameras: Vec<CameraShape> = info
             .features
@@ -53,7 +82,7 @@ impl PolicyShapes {
             })
             .collect();
         if cameras.is_empty() {
-            return Err("the dataset has no camera (video or image feature)".into());
+            return Err(missing(MissingInput::Camera));
         }
         Ok(PolicyShapes {
             cameras,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{DiffusionConfig, DiffusionPolicy, ModelError, NoneStep, PolicyShapes};
+use super::{DiffusionConfig, DiffusionPolicy, ModelError, NoneStep, PolicyShapes, ShapesError};
 use super::{SyntheticStep, TrainStep};
 
 /// Where the step runs: CPU, CUDA, or CUDA when libtorch sees one.
@@ -185,12 +185,12 @@ impl StepSpec {
     /// the diffusion policy needs them).
     pub fn build(
         &self,
-        shapes: Result<&PolicyShapes, &str>,
+        shapes: Result<&PolicyShapes, &ShapesError>,
     ) -> Result<Box<dyn TrainStep>, ModelError> {
         let device = self.device()?;
         Ok(match &self.model {
             ModelSpec::Diffusion(_) => {
-                let shapes = shapes.map_err(|why| ModelError::Config(why.to_string()))?;
+                let shapes = shapes.map_err(|why| ModelError::Shapes(why.clone()))?;
                 let config = self.diffusion_config(device)?;
                 Box::new(DiffusionPolicy::new(&config, shapes, device, self.dtype)?)
             }

@@ -159,29 +159,31 @@ impl Preset {
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
         let preset: Preset = toml::from_str(text)
             .map_err(|e| DatasetError::invalid(path, format!("not a valid preset: {e}")))?;
-        preset.check().map_err(|what| DatasetError::invalid(path, what))?;
+        preset.check(path)?;
         Ok(preset)
     }
 
-    /// Checks the values; the error says what is wrong.
-    pub fn check(&self) -> std::result::Result<(), String> {
+    /// Checks the values; the error names `source` (the preset's file, or the dataset made
+    /// of it) and says what is wrong.
+    pub fn check(&self, source: &Path) -> Result<()> {
+        let bad = |what: String| Err(DatasetError::invalid(source, what));
         if self.fps == 0 || self.episodes == 0 || self.frames_per_episode == 0 {
-            return Err("fps, episodes and frames_per_episode must be at least 1".into());
+            return bad("fps, episodes and frames_per_episode must be at least 1".into());
         }
         if self.frames_jitter >= self.frames_per_episode {
-            return Err(format!(
+            return bad(format!(
                 "frames_jitter {} must be below frames_per_episode {}",
                 self.frames_jitter, self.frames_per_episode
             ));
         }
         if self.tasks.is_empty() {
-            return Err("expected at least one task".into());
+            return bad("expected at least one task".into());
         }
         if self.state_dim == 0 || self.action_dim == 0 {
-            return Err("state_dim and action_dim must be at least 1".into());
+            return bad("state_dim and action_dim must be at least 1".into());
         }
         if !self.state_names.is_empty() && self.state_names.len() != self.state_dim {
-            return Err(format!(
+            return bad(format!(
                 "{} state_names for state_dim {}",
                 self.state_names.len(),
                 self.state_dim
@@ -193,14 +195,14 @@ impl Preset {
                 || !camera.height.is_multiple_of(2)
                 || !camera.width.is_multiple_of(2)
             {
-                return Err(format!(
+                return bad(format!(
                     "camera {}: {}×{} (sizes must be even and non-zero for yuv420p)",
                     camera.key, camera.height, camera.width
                 ));
             }
         }
         if self.gop == 0 {
-            return Err("gop must be at least 1".into());
+            return bad("gop must be at least 1".into());
         }
         Ok(())
     }

@@ -114,7 +114,7 @@ pub fn synth_with_progress(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SynthReport> {
     let started = Instant::now();
-    preset.check().map_err(|what| crate::dataset::DatasetError::invalid(out, what))?;
+    preset.check(out)?;
     let lengths = preset.episode_lengths(options.seed);
     let data_files = match options.episodes_per_file {
         Some(n) => groups_of(lengths.len(), n),
