@@ -10,12 +10,12 @@ use common::{feedbench, ffmpeg_rgb24_frames, have_ffmpeg};
 
 use std::path::{Path, PathBuf};
 
+use feedbench::dataset::stats::{sample_indices, ImageStats};
 use feedbench::dataset::video::{
     probe, DecodeOptions, FrameDecoder, VideoCodec, VideoDecoder, VideoFile,
 };
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::scene::{Camera, Motion};
-use feedbench::dataset::write::stats::{sample_indices, ImageStats};
 use feedbench::dataset::write::synth::{synth, SynthOptions};
 use feedbench::dataset::write::Preset;
 use feedbench::dataset::{CodebaseVersion, Dataset, Values, WindowSpec};

@@ -8,12 +8,15 @@ pub mod columns;
 pub mod episodes;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod frames;
 pub mod image;
 pub mod knobs;
+pub mod layout;
 pub mod meta;
 pub mod sample;
 pub mod stage;
+pub mod stats;
 pub mod summary;
 pub mod values;
 pub mod video;
@@ -73,8 +76,8 @@ impl Dataset {
     pub fn open_with(root: impl AsRef<Path>, options: &DatasetOptions) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         let info = Info::load(&root)?;
-        let episodes = episodes::load_episodes(&root, &info)?;
-        let tasks = episodes::load_tasks(&root, &info)?;
+        let episodes = layout::load_episodes(&root, &info)?;
+        let tasks = layout::load_tasks(&root, &info)?;
         let selected: Vec<usize> = match &options.episodes {
             None => (0..episodes.len()).collect(),
             Some(wanted) => {

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::episodes::{load_episodes, parquet_files_under};
+use super::episodes::parquet_files_under;
+use super::layout::load_episodes;
 use super::meta::Info;
 use super::write::write_atomically;
 use super::{DatasetError, Result};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::episodes::{load_episodes, load_tasks};
+use super::layout::{load_episodes, load_tasks};
 use super::meta::{CodebaseVersion, Info};
 use super::video::{probe, VideoStreamInfo};
 use super::{DatasetError, Result};

@@ -8,23 +8,24 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryArray, FixedSizeListArray, Float32Array, Float64Array, Int64Array,
-    LargeListArray, ListArray, RecordBatch, StringArray, StructArray,
+    ArrayRef, BinaryArray, FixedSizeListArray, Float32Array, Int64Array, LargeListArray, ListArray,
+    RecordBatch, StringArray, StructArray,
 };
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, Schema};
-use serde_json::{json, Value as Json};
+use arrow::datatypes::{DataType, Field};
 
-use super::stats::FeatureStats;
-use super::{write_parquet, ListLayout};
+use super::ListLayout;
+use crate::dataset::files::{write_json, write_parquet};
+use crate::dataset::layout::write_tables;
+use crate::dataset::layout::{file_facts, file_path, file_per_episode, file_position};
+use crate::dataset::layout::{EpisodeTables, CHUNKS_SIZE};
 use crate::dataset::meta::{
-    render_template, CodebaseVersion, Feature, FeatureKind, ImageShape, Info, ScalarType,
-    TemplateValue, VideoInfo,
+    CodebaseVersion, Feature, FeatureKind, ImageShape, Info, ScalarType, VideoInfo,
 };
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::stats::FeatureStats;
 
-/// Files per chunk directory (LeRobot's `chunks_size`).
-pub const CHUNKS_SIZE: usize = 1000;
+pub use crate::dataset::layout::CameraClip;
+use crate::dataset::{DatasetError, Result};
 
 /// The shape of a dataset to write: version, rate, episodes, tasks and data file layout.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +64,8 @@ impl Layout {
             return Err(DatasetError::invalid(out, "every episode needs at least one frame"));
         }
         let in_files: Vec<usize> = self.data_files.iter().flatten().copied().collect();
-        if !self.version.is_v2() && in_files != (0..self.episode_lengths.len()).collect::<Vec<_>>()
+        if !file_per_episode(self.version)
+            && in_files != (0..self.episode_lengths.len()).collect::<Vec<_>>()
         {
             return Err(DatasetError::invalid(
                 out,
@@ -102,12 +104,6 @@ pub fn groups_of(episodes: usize, per_file: usize) -> Vec<Vec<usize>> {
     all.chunks(per_file.max(1)).map(<[usize]>::to_vec).collect()
 }
 
-/// `(chunk_index, file_index)` of the `n`-th file of a v3.0 kind of file (LeRobot moves to the
-/// next chunk directory after `chunks_size` files).
-pub fn chunk_and_file(n: usize) -> (usize, usize) {
-    (n / CHUNKS_SIZE, n % CHUNKS_SIZE)
-}
-
 /// A numeric vector feature to write: its description and every frame's values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorFeature {
@@ -131,19 +127,6 @@ pub struct ImageFeature<'a> {
     pub png: &'a dyn Fn(usize) -> Vec<u8>,
     /// Statistics of each episode's images.
     pub stats: Vec<FeatureStats>,
-}
-
-/// Where an episode's frames of one camera lie: a file and a time span in it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CameraClip {
-    /// v3.0 `videos/<key>/chunk_index` (v2.1: the episode's chunk).
-    pub chunk: usize,
-    /// v3.0 `videos/<key>/file_index` (v2.1: the episode).
-    pub file: usize,
-    /// Where the episode starts in the file, seconds.
-    pub from_timestamp: f64,
-    /// Where it ends, seconds.
-    pub to_timestamp: f64,
 }
 
 /// A camera whose mp4 files have been written.
@@ -232,18 +215,7 @@ pub fn dataset_info(
         features.push(scalar(name, ScalarType::Int64));
     }
     let episodes = layout.episode_lengths.len();
-    let v2 = layout.version.is_v2();
-    let (data_path, video_path) = if v2 {
-        (
-            "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
-            "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4",
-        )
-    } else {
-        (
-            "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-            "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
-        )
-    };
+    let files = file_facts(layout.version, episodes, cameras.len());
     Info {
         codebase_version: layout.version,
         robot_type: Some(layout.robot_type.clone()),
@@ -251,61 +223,32 @@ pub fn dataset_info(
         total_episodes: episodes,
         total_frames: layout.total_frames(),
         total_tasks: layout.tasks.len(),
-        total_videos: v2.then_some(episodes * cameras.len()),
-        total_chunks: v2.then_some(episodes.div_ceil(CHUNKS_SIZE)),
+        total_videos: files.total_videos,
+        total_chunks: files.total_chunks,
         chunks_size: CHUNKS_SIZE,
-        data_files_size_in_mb: (!v2).then_some(100.0),
-        video_files_size_in_mb: (!v2).then_some(200.0),
+        data_files_size_in_mb: files.data_files_size_in_mb,
+        video_files_size_in_mb: files.video_files_size_in_mb,
         splits: BTreeMap::from([("train".to_string(), format!("0:{episodes}"))]),
-        data_path: data_path.into(),
-        video_path: (!cameras.is_empty()).then(|| video_path.into()),
+        data_path: files.data_path.into(),
+        video_path: (!cameras.is_empty()).then(|| files.video_path.into()),
         features,
     }
-}
-
-/// The fields of info.json's path templates for a file: v2.1 names an episode (`n`) of chunk
-/// `chunk`, v3.0 file `n` of chunk `chunk`.
-fn fields(
-    version: CodebaseVersion,
-    chunk: usize,
-    n: usize,
-    key: &str,
-) -> [(&'static str, TemplateValue<'_>); 5] {
-    let (chunk_index, file_index, episode_index) =
-        if version.is_v2() { (0, 0, n) } else { (chunk, n, 0) };
-    [
-        ("episode_chunk", TemplateValue::Int(chunk)),
-        ("episode_index", TemplateValue::Int(episode_index)),
-        ("chunk_index", TemplateValue::Int(chunk_index)),
-        ("file_index", TemplateValue::Int(file_index)),
-        ("video_key", TemplateValue::Str(key)),
-    ]
 }
 
 /// The data file of episode `episode` (v2.1) or of file `file` of chunk `chunk` (v3.0),
 /// relative to the root, from info.json's `data_path`.
 pub fn data_file(info: &Info, chunk: usize, file_or_episode: usize) -> Result<PathBuf> {
-    let info_path = Path::new("meta/info.json");
-    render_template(
-        &info.data_path,
-        &fields(info.codebase_version, chunk, file_or_episode, ""),
-        info_path,
-    )
+    file_path(info, &info.data_path, chunk, file_or_episode, "")
 }
 
 /// The mp4 file of camera `key` for episode `episode` (v2.1) or of file `file` of chunk
 /// `chunk` (v3.0), relative to the root, from info.json's `video_path`.
 pub fn video_file(info: &Info, key: &str, chunk: usize, file_or_episode: usize) -> Result<PathBuf> {
-    let info_path = Path::new("meta/info.json");
     let template = info
         .video_path
         .as_deref()
-        .ok_or_else(|| DatasetError::invalid(info_path, "no `video_path` template"))?;
-    render_template(
-        template,
-        &fields(info.codebase_version, chunk, file_or_episode, key),
-        info_path,
-    )
+        .ok_or_else(|| DatasetError::invalid("meta/info.json", "no `video_path` template"))?;
+    file_path(info, template, chunk, file_or_episode, key)
 }
 
 /// Writes the data files and the metadata of a dataset at `root` (whose camera files, if any,
@@ -318,18 +261,14 @@ pub fn write_dataset(
 ) -> Result<()> {
     layout.check(root)?;
     let ranges = layout.ranges();
-    let groups: Vec<Vec<usize>> = if layout.version.is_v2() {
+    let groups: Vec<Vec<usize>> = if file_per_episode(layout.version) {
         (0..ranges.len()).map(|e| vec![e]).collect()
     } else {
         layout.data_files.clone()
     };
     let mut data_file_of = vec![(0, 0); ranges.len()];
     for (n, episodes) in groups.iter().enumerate() {
-        let (chunk, file) = if layout.version.is_v2() {
-            (episodes[0] / CHUNKS_SIZE, episodes[0])
-        } else {
-            chunk_and_file(n)
-        };
+        let (chunk, file) = file_position(layout.version, n, episodes[0]);
         episodes.iter().for_each(|&e| data_file_of[e] = (chunk, file));
         let path = root.join(data_file(info, chunk, file)?);
         let batch = frames_batch(info, layout, contents, &ranges, episodes)?;
@@ -337,72 +276,18 @@ pub fn write_dataset(
     }
     let stats: Vec<Vec<(String, FeatureStats)>> =
         (0..ranges.len()).map(|e| episode_stats(info, layout, contents, &ranges, e)).collect();
-    let meta = root.join("meta");
-    write_json(&meta.join("info.json"), &info.to_json())?;
-    let stats_json = |stats: &[(String, FeatureStats)]| -> Json {
-        Json::Object(stats.iter().map(|(key, s)| (key.clone(), s.to_json())).collect())
+    write_json(&root.join("meta/info.json"), &info.to_json())?;
+    let tables = EpisodeTables {
+        ranges: &ranges,
+        episode_tasks: (0..ranges.len())
+            .map(|e| layout.tasks[layout.task_of(e)].as_str())
+            .collect(),
+        tasks: &layout.tasks,
+        data_files: &data_file_of,
+        cameras: contents.cameras.iter().map(|c| (c.key.as_str(), c.clips.as_slice())).collect(),
+        stats: &stats,
     };
-    if layout.version.is_v2() {
-        write_lines(
-            &meta.join("episodes.jsonl"),
-            ranges.iter().enumerate().map(|(e, (from, to))| {
-                json!({"episode_index": e, "tasks": [layout.tasks[layout.task_of(e)]], "length": to - from})
-            }),
-        )?;
-        write_lines(
-            &meta.join("tasks.jsonl"),
-            layout.tasks.iter().enumerate().map(|(i, task)| json!({"task_index": i, "task": task})),
-        )?;
-        return write_lines(
-            &meta.join("episodes_stats.jsonl"),
-            stats
-                .iter()
-                .enumerate()
-                .map(|(e, s)| json!({"episode_index": e, "stats": stats_json(s)})),
-        );
-    }
-    let keys: Vec<String> =
-        stats.first().map(|s| s.iter().map(|(k, _)| k.clone()).collect()).unwrap_or_default();
-    let aggregated: Vec<(String, FeatureStats)> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, key)| {
-            let parts: Vec<FeatureStats> = stats.iter().map(|s| s[i].1.clone()).collect();
-            (key.clone(), FeatureStats::aggregate(&parts))
-        })
-        .collect();
-    write_json(&meta.join("stats.json"), &stats_json(&aggregated))?;
-    write_v3_episodes(root, layout, contents, &ranges, &data_file_of, &stats)?;
-    write_parquet(&meta.join("tasks.parquet"), &tasks_batch(&layout.tasks), usize::MAX)
-}
-
-/// `meta/tasks.parquet` as pandas writes LeRobot's task table: a `task_index` column and the
-/// task strings as the frame's (unnamed) index, `__index_level_0__`, marked as the index in
-/// the `pandas` metadata so that `pd.read_parquet` gives the tasks as the index again.
-fn tasks_batch(tasks: &[String]) -> RecordBatch {
-    let pandas = json!({
-        "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": null, "field_name": null, "pandas_type": "unicode",
-            "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
-        "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
-                "numpy_type": "int64", "metadata": null},
-            {"name": null, "field_name": "__index_level_0__", "pandas_type": "unicode",
-                "numpy_type": "object", "metadata": null},
-        ],
-        "creator": {"library": "feedbench", "version": env!("CARGO_PKG_VERSION")},
-        "pandas_version": "2.2.3",
-    });
-    let schema = Schema::new(vec![
-        Field::new("task_index", DataType::Int64, true),
-        Field::new("__index_level_0__", DataType::Utf8, true),
-    ])
-    .with_metadata(std::collections::HashMap::from([("pandas".to_string(), pandas.to_string())]));
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(0..tasks.len() as i64)),
-        Arc::new(StringArray::from(tasks.to_vec())),
-    ];
-    RecordBatch::try_new(Arc::new(schema), columns).expect("columns match the schema")
+    write_tables(root, layout.version, &tables)
 }
 
 /// A float32 vector column of `width` values per row, stored as `layout` says.
@@ -525,132 +410,4 @@ fn episode_stats(
             Some((name.to_string(), stats))
         })
         .collect()
-}
-
-/// A list column of `width` float64 values per row.
-fn f64_lists(values: Vec<f64>, width: usize) -> ArrayRef {
-    let rows = values.len() / width.max(1);
-    let item = Arc::new(Field::new_list_field(DataType::Float64, true));
-    Arc::new(ListArray::new(
-        item,
-        OffsetBuffer::from_lengths(std::iter::repeat_n(width, rows)),
-        Arc::new(Float64Array::from(values)),
-        None,
-    ))
-}
-
-/// A column of per-channel image statistics: each row `[[[v]], [[v]], [[v]]]`.
-fn channel_lists(values: Vec<f64>, channels: usize) -> ArrayRef {
-    let n = values.len();
-    let innermost = f64_lists(values, 1);
-    let middle_field = Arc::new(Field::new_list_field(innermost.data_type().clone(), true));
-    let middle: ArrayRef = Arc::new(ListArray::new(
-        middle_field,
-        OffsetBuffer::from_lengths(std::iter::repeat_n(1, n)),
-        innermost,
-        None,
-    ));
-    let outer_field = Arc::new(Field::new_list_field(middle.data_type().clone(), true));
-    Arc::new(ListArray::new(
-        outer_field,
-        OffsetBuffer::from_lengths(std::iter::repeat_n(channels, n / channels.max(1))),
-        middle,
-        None,
-    ))
-}
-
-/// `meta/episodes/chunk-000/file-000.parquet`, its columns in LeRobot's order, with every
-/// feature's `stats/<key>/<stat>` columns.
-fn write_v3_episodes(
-    root: &Path,
-    layout: &Layout,
-    contents: &Contents<'_>,
-    ranges: &[(usize, usize)],
-    data_file_of: &[(usize, usize)],
-    stats: &[Vec<(String, FeatureStats)>],
-) -> Result<()> {
-    let n = ranges.len();
-    let ints = |values: Vec<i64>| Arc::new(Int64Array::from(values)) as ArrayRef;
-    let floats = |values: Vec<f64>| Arc::new(Float64Array::from(values)) as ArrayRef;
-    let task_lists = {
-        let strings: Vec<&str> = (0..n).map(|e| layout.tasks[layout.task_of(e)].as_str()).collect();
-        let item = Arc::new(Field::new_list_field(DataType::Utf8, true));
-        Arc::new(ListArray::new(
-            item,
-            OffsetBuffer::from_lengths(std::iter::repeat_n(1, n)),
-            Arc::new(StringArray::from(strings)),
-            None,
-        )) as ArrayRef
-    };
-    let mut columns: Vec<(String, ArrayRef)> = vec![
-        ("episode_index".into(), ints((0..n as i64).collect())),
-        ("tasks".into(), task_lists),
-        ("length".into(), ints(ranges.iter().map(|r| (r.1 - r.0) as i64).collect())),
-        ("data/chunk_index".into(), ints(data_file_of.iter().map(|f| f.0 as i64).collect())),
-        ("data/file_index".into(), ints(data_file_of.iter().map(|f| f.1 as i64).collect())),
-        ("dataset_from_index".into(), ints(ranges.iter().map(|r| r.0 as i64).collect())),
-        ("dataset_to_index".into(), ints(ranges.iter().map(|r| r.1 as i64).collect())),
-    ];
-    for camera in &contents.cameras {
-        let column = |what: &str| format!("videos/{}/{what}", camera.key);
-        columns.push((
-            column("chunk_index"),
-            ints(camera.clips.iter().map(|c| c.chunk as i64).collect()),
-        ));
-        columns.push((
-            column("file_index"),
-            ints(camera.clips.iter().map(|c| c.file as i64).collect()),
-        ));
-        columns.push((
-            column("from_timestamp"),
-            floats(camera.clips.iter().map(|c| c.from_timestamp).collect()),
-        ));
-        columns.push((
-            column("to_timestamp"),
-            floats(camera.clips.iter().map(|c| c.to_timestamp).collect()),
-        ));
-    }
-    if let Some(first) = stats.first() {
-        for (i, (key, example)) in first.iter().enumerate() {
-            let width = example.mean.len();
-            let per_episode = |pick: &dyn Fn(&FeatureStats) -> &[f64]| -> ArrayRef {
-                let values: Vec<f64> = stats.iter().flat_map(|s| pick(&s[i].1).to_vec()).collect();
-                if example.per_channel {
-                    channel_lists(values, width)
-                } else {
-                    f64_lists(values, width)
-                }
-            };
-            columns.push((format!("stats/{key}/min"), per_episode(&|s| &s.min)));
-            columns.push((format!("stats/{key}/max"), per_episode(&|s| &s.max)));
-            columns.push((format!("stats/{key}/mean"), per_episode(&|s| &s.mean)));
-            columns.push((format!("stats/{key}/std"), per_episode(&|s| &s.std)));
-            let counts = Int64Array::from_iter_values(stats.iter().map(|s| s[i].1.count as i64));
-            let item = Arc::new(Field::new_list_field(DataType::Int64, true));
-            let counts = ListArray::new(
-                item,
-                OffsetBuffer::from_lengths(std::iter::repeat_n(1, n)),
-                Arc::new(counts),
-                None,
-            );
-            columns.push((format!("stats/{key}/count"), Arc::new(counts)));
-        }
-    }
-    columns.push(("meta/episodes/chunk_index".into(), ints(vec![0; n])));
-    columns.push(("meta/episodes/file_index".into(), ints(vec![0; n])));
-    let batch = RecordBatch::try_from_iter(columns).expect("columns of equal length");
-    write_parquet(&root.join("meta/episodes/chunk-000/file-000.parquet"), &batch, usize::MAX)
-}
-
-fn write_json(path: &Path, value: &Json) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| DatasetError::io(parent, e))?;
-    }
-    let text = serde_json::to_string_pretty(value).expect("JSON values serialise");
-    std::fs::write(path, text + "\n").map_err(|e| DatasetError::io(path, e))
-}
-
-fn write_lines(path: &Path, lines: impl Iterator<Item = Json>) -> Result<()> {
-    let text: String = lines.map(|l| l.to_string() + "\n").collect();
-    std::fs::write(path, text).map_err(|e| DatasetError::io(path, e))
 }

@@ -2,7 +2,6 @@
 //!
 //! - [`dataset`]: the one writer of parquet frames and metadata (info.json, episodes, tasks,
 //!   statistics), paths from info.json's templates;
-//! - [`stats`]: LeRobot's per-feature statistics;
 //! - [`encode`]: RGB frames → mp4 with FFmpeg (libsvtav1, libx264, libx265);
 //! - [`scene`]: synthetic camera frames and trajectories, fixed by a seed;
 //! - [`preset`]: the shapes of real datasets (`datasets/*.toml`);
@@ -17,27 +16,21 @@ pub mod dataset;
 pub mod encode;
 pub mod preset;
 pub mod scene;
-pub mod stats;
 pub mod synth;
 
 use std::path::Path;
 
-use parquet::arrow::ArrowWriter;
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-
-use arrow::array::RecordBatch;
-
 use self::dataset::{
     dataset_info, groups_of, write_dataset, Contents, ImageFeature, Layout, VectorFeature,
 };
-use self::stats::ImageStats;
 use super::meta::CodebaseVersion;
+use super::stats::ImageStats;
 use super::{DatasetError, Result};
 
 pub use self::encode::EncodeSettings;
 pub use self::preset::{Preset, PresetOverrides};
 pub use self::synth::{cached_synth, synth, SynthOptions, SynthReport};
+pub use super::files::write_parquet;
 
 /// How vector columns are stored in parquet (datasets in the wild use all three).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,29 +233,4 @@ pub fn write_tabular(out: &Path, spec: &TabularSpec) -> Result<()> {
     );
     let contents = Contents { vectors, image, cameras: vec![] };
     write_atomically(out, false, |root| write_dataset(root, &info, &layout, &contents))
-}
-
-/// Writes `batch` as a parquet file with row groups of at most `row_group_rows` rows. The
-/// schema's metadata (e.g. `pandas`) also goes into the file's key-value metadata, as pyarrow
-/// writes it.
-pub fn write_parquet(path: &Path, batch: &RecordBatch, row_group_rows: usize) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| DatasetError::io(parent, e))?;
-    }
-    let file = std::fs::File::create(path).map_err(|e| DatasetError::io(path, e))?;
-    let metadata: Vec<KeyValue> = batch
-        .schema()
-        .metadata()
-        .iter()
-        .map(|(key, value)| KeyValue::new(key.clone(), value.clone()))
-        .collect();
-    let properties = WriterProperties::builder()
-        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
-        .set_key_value_metadata((!metadata.is_empty()).then_some(metadata))
-        .build();
-    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties))
-        .map_err(|e| DatasetError::parquet(path, e))?;
-    writer.write(batch).map_err(|e| DatasetError::parquet(path, e))?;
-    writer.close().map_err(|e| DatasetError::parquet(path, e))?;
-    Ok(())
 }

@@ -9,15 +9,17 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::dataset::{
-    chunk_and_file, dataset_info, groups_of, video_file, write_dataset, CameraClip, CameraFeature,
-    Contents, Layout, VectorFeature, CHUNKS_SIZE,
+    dataset_info, groups_of, video_file, write_dataset, CameraClip, CameraFeature, Contents,
+    Layout, VectorFeature,
 };
 use super::encode::Mp4Writer;
 use super::preset::Preset;
 use super::scene::{Camera, Motion};
-use super::stats::ImageStats;
 use super::{write_atomically, ListLayout};
+use crate::dataset::layout::v3::VIDEO_FILE_MB;
+use crate::dataset::layout::{file_per_episode, file_position};
 use crate::dataset::meta::{CodebaseVersion, Info};
+use crate::dataset::stats::ImageStats;
 use crate::dataset::{DatasetError, Result};
 
 /// How `synth` writes a preset's dataset.
@@ -246,8 +248,8 @@ fn encode_camera(
     let settings = preset.encode_settings();
     let (height, width) = (spec.height, spec.width);
     let camera = Camera::new(options.seed, index, height, width);
-    let limit = info.video_files_size_in_mb.unwrap_or(200.0) * 1024.0 * 1024.0;
-    let v2 = layout.version.is_v2();
+    let limit = info.video_files_size_in_mb.unwrap_or(VIDEO_FILE_MB) * 1024.0 * 1024.0;
+    let file_per_episode = file_per_episode(layout.version);
     let mut frame = vec![0u8; height as usize * width as usize * 3];
     let (mut clips, mut stats) = (Vec::new(), Vec::new());
     let (mut files, mut bytes, mut last_episode_bytes) = (0, 0, 0);
@@ -255,7 +257,7 @@ fn encode_camera(
     for (episode, (motion, &length)) in motions.iter().zip(&layout.episode_lengths).enumerate() {
         let full = match (&open, options.episodes_per_file) {
             (None, _) => true,
-            (Some(_), _) if v2 => true,
+            (Some(_), _) if file_per_episode => true,
             (Some(f), Some(n)) => f.episodes >= n,
             (Some(f), None) => (f.writer.bytes() + last_episode_bytes) as f64 >= limit,
         };
@@ -264,8 +266,7 @@ fn encode_camera(
                 bytes += f.writer.bytes();
                 f.writer.finish()?;
             }
-            let (chunk, file) =
-                if v2 { (episode / CHUNKS_SIZE, episode) } else { chunk_and_file(files) };
+            let (chunk, file) = file_position(layout.version, files, episode);
             let path = root.join(video_file(info, &spec.key, chunk, file)?);
             let writer = Mp4Writer::create(&path, width, height, preset.fps, &settings)?;
             open = Some(OpenFile { writer, chunk, file, episodes: 0 });
