@@ -3,6 +3,8 @@
 
 mod cli;
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -41,7 +43,7 @@ enum Command {
     Report(sweep::ReportArgs),
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     // SVT-AV1 prints a banner for every encoder it opens unless its log level says errors
     // only. Set before any thread starts (nothing else reads the environment concurrently).
     if std::env::var_os("SVT_LOG").is_none() {
@@ -51,7 +53,17 @@ fn main() -> Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match run(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", cli::one_message(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
         Command::Info(args) => dataset::info(&args),
         Command::Sample(args) => dataset::sample(&args),
         Command::Load(args) => loader::load(&args),

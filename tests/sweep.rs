@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use feedbench::bench::config::SweepConfig;
-use feedbench::bench::results::{read_results, ResultsError};
+use feedbench::bench::results::{read_results, ResultsError, Resume};
 use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
 use feedbench::bench::verdict::Verdict;
 use feedbench::dataset::write::{write_tabular, TabularSpec};
@@ -47,14 +47,15 @@ fn the_verdict_follows_the_numbers() {
     // A step far slower than the loader: the model dominates.
     let out = dir.path().join("slow-model");
     let results =
-        run_sweep(&config(&root, "synthetic:150ms", &[2]), &root, &out, false, |_| {}).unwrap();
+        run_sweep(&config(&root, "synthetic:150ms", &[2]), &root, &out, Resume::No, |_| {})
+            .unwrap();
     let train = &results[0].train;
     assert_eq!(train.input_bound.verdict, Verdict::NotInputBound, "{train:?}");
     assert!(train.step.median_ms >= 150.0);
     // A step that costs nothing, loading in the training thread: the loader dominates.
     let out = dir.path().join("free-model");
     let results =
-        run_sweep(&config(&root, "synthetic:0ms", &[0]), &root, &out, false, |_| {}).unwrap();
+        run_sweep(&config(&root, "synthetic:0ms", &[0]), &root, &out, Resume::No, |_| {}).unwrap();
     let train = &results[0].train;
     assert_eq!(train.input_bound.verdict, Verdict::HighlyInputBound, "{train:?}");
     assert!(train.input_bound.median_pct >= 20.0);
@@ -66,14 +67,15 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
     let dir = tempfile::tempdir().unwrap();
     let root = dataset(dir.path());
     let out = dir.path().join("sweep");
-    let first = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, false, |_| {}).unwrap();
+    let first =
+        run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, |_| {}).unwrap();
     assert_eq!(first.len(), 2);
     let stored = read_results(&results_path(&out)).unwrap();
     assert_eq!(stored.iter().map(|r| r.cell.workers).collect::<Vec<_>>(), [0, 1]);
     assert!(out.join("trace.json").is_file(), "the last cell is traced");
 
     // Without --resume the results are never overwritten.
-    let again = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, false, |_| {});
+    let again = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, |_| {});
     assert!(matches!(again, Err(SweepError::Results(ResultsError::Exists { .. }))), "{again:?}");
     assert!(again.unwrap_err().to_string().contains("pass --resume to continue it"));
 
@@ -81,8 +83,14 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
     // the missing cell, and keeps the finished ones as they were.
     let text = std::fs::read_to_string(results_path(&out)).unwrap();
     std::fs::write(results_path(&out), format!("{text}{{\"cell\": {{\"data")).unwrap();
+    // A resume with another config (a third worker count) is refused unless asked for; the
+    // refusal touches nothing.
+    let changed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, Resume::Yes, |_| {});
+    assert!(matches!(changed, Err(SweepError::Results(ResultsError::ConfigChanged { .. }))));
+    assert!(changed.unwrap_err().to_string().contains("--allow-changed-config"));
     let mut started = Vec::new();
-    let resumed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, true, |p| {
+    let extended = Resume::EvenIfConfigChanged;
+    let resumed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, extended, |p| {
         if let feedbench::bench::sweep::SweepProgress::Phase { cell, phase: "loader", .. } = p {
             started.push(cell.workers);
         }
@@ -103,7 +111,7 @@ fn the_traced_cell_has_a_track_per_worker_and_the_trainer() {
     let out = dir.path().join("sweep");
     let mut config = config(&root, "synthetic:5ms", &[2, 0]);
     config.run.trace_cell = Some("2,32".parse().unwrap());
-    run_sweep(&config, &root, &out, false, |_| {}).unwrap();
+    run_sweep(&config, &root, &out, Resume::No, |_| {}).unwrap();
     let trace: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
     let mut tracks: Vec<String> = trace["traceEvents"]

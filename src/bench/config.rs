@@ -236,6 +236,18 @@ impl SweepConfig {
         if l.prefetch.contains(&0) || l.batch.contains(&0) {
             return bad("loader.prefetch and loader.batch must be ≥ 1".into());
         }
+        if let Some(cell) = self.run.trace_cell {
+            if !l.workers.contains(&cell.workers) || !l.batch.contains(&cell.batch) {
+                return bad(format!(
+                    "run.trace_cell \"{cell}\": no cell has {} workers and batch {} (loader.workers \
+                     {:?}, loader.batch {:?})",
+                    cell.workers, cell.batch, l.workers, l.batch
+                ));
+            }
+        }
+        if self.model.threads.is_some_and(|threads| threads < 1) {
+            return bad("model.threads must be ≥ 1 (leave it out for libtorch's choice)".into());
+        }
         let r = &self.run;
         if r.loader_batches == 0 || r.model_steps == 0 || r.train_steps == 0 || r.repeats == 0 {
             return bad(
@@ -310,6 +322,10 @@ mod tests {
         assert!(sampler.contains("expected sequential, shuffled, episode-aware"), "{sampler}");
         let list = parse("[dataset]\npath = \"x\"\nepisodes = 3\n").unwrap_err();
         assert!(list.contains("is a list"), "{list}");
+        let threads = parse("[dataset]\nsynth = \"pusht\"\n[model]\nthreads = 0\n").unwrap_err();
+        assert!(threads.contains("model.threads must be ≥ 1"), "{threads}");
+        let absent = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"3,16\"\n");
+        assert!(absent.unwrap_err().contains("no cell has 3 workers and batch 16"));
         let cell = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"2\"\n").unwrap_err();
         assert!(cell.contains("workers,batch"), "{cell}");
     }

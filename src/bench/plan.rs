@@ -110,7 +110,9 @@ mod tests {
         let text = "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [0, 2]\n[run]\ntrace_cell = ";
         let traced = plan(&config(&format!("{text}\"2,16\"\n")), "p", tch::Device::Cpu).unwrap();
         assert_eq!((traced.cells[traced.traced].workers, traced.traced), (2, 1));
-        let missing = plan(&config(&format!("{text}\"3,16\"\n")), "p", tch::Device::Cpu);
+        // A config made in code, unchecked (a loaded one is refused by its check already).
+        let unchecked: SweepConfig = toml::from_str(&format!("{text}\"3,16\"\n")).unwrap();
+        let missing = plan(&unchecked, "p", tch::Device::Cpu);
         assert!(missing.unwrap_err().to_string().contains("\"3,16\" is not a cell of the sweep"));
     }
 }

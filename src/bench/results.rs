@@ -13,6 +13,9 @@ use super::system::SystemInfo;
 
 /// What a sweep appends to in its output directory, one line per measured cell.
 pub const RESULTS_FILE: &str = "results.jsonl";
+/// The sweep config the results of an output directory were measured with, as feedbench
+/// re-wrote it: a resume with another config is refused unless asked for.
+pub const CONFIG_FILE: &str = "sweep.toml";
 /// The Chrome trace of the traced cell's `train` phase, in a sweep's output directory.
 pub const TRACE_FILE: &str = "trace.json";
 
@@ -49,6 +52,21 @@ pub enum ResultsError {
     #[error("{path}: results of an earlier sweep are here: pass --resume to continue it, or choose another --out")]
     Exists {
         /// The results file.
+        path: PathBuf,
+    },
+    /// `--out` is there, but not as a directory.
+    #[error("{path}: exists and is not a directory (--out names a directory for the results)")]
+    NotADirectory {
+        /// The output path.
+        path: PathBuf,
+    },
+    /// The results there were measured with another config.
+    #[error(
+        "{path}: the results here were measured with another sweep config: use the same \
+         config, another --out, or --resume --allow-changed-config to add to them anyway"
+    )]
+    ConfigChanged {
+        /// The config the results were measured with.
         path: PathBuf,
     },
     /// A line is not a cell result.
@@ -100,6 +118,17 @@ pub fn read_results(path: &Path) -> Result<Vec<CellResult>, ResultsError> {
     Ok(results)
 }
 
+/// Whether a sweep may add to the results already in its output directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// No: results there are refused, never overwritten.
+    No,
+    /// Yes, when they were measured with the same config.
+    Yes,
+    /// Yes, even when the config changed (the cells stay apart by their knobs).
+    EvenIfConfigChanged,
+}
+
 /// Where a sweep's results go: `results.jsonl` in its output directory, with the results it
 /// already holds (when resuming) and each new one appended as it comes.
 #[derive(Debug)]
@@ -109,21 +138,35 @@ pub struct ResultsSink {
 }
 
 impl ResultsSink {
-    /// Creates `out` and opens its results file. Without `resume` an existing results file is
-    /// refused (never overwritten); with it, its results are read, and a last line cut short by
-    /// an interrupted write is removed so that the next result starts on a line of its own.
-    pub fn open(out: &Path, resume: bool) -> Result<Self, ResultsError> {
+    /// Creates `out` and opens its results file; `config` is the sweep's config as text, kept
+    /// beside the results ([`CONFIG_FILE`]). Without `resume` an existing results file is
+    /// refused (never overwritten); with it, its results are read, unless they were measured
+    /// with another config, and a last line cut short by an interrupted write is removed so
+    /// that the next result starts on a line of its own.
+    pub fn open(out: &Path, resume: Resume, config: &str) -> Result<Self, ResultsError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ResultsError::Io { path, source }
         };
+        if out.exists() && !out.is_dir() {
+            return Err(ResultsError::NotADirectory { path: out.to_path_buf() });
+        }
         std::fs::create_dir_all(out).map_err(io(out))?;
         let path = out.join(RESULTS_FILE);
+        let config_file = out.join(CONFIG_FILE);
         if !path.exists() {
+            std::fs::write(&config_file, config).map_err(io(&config_file))?;
             return Ok(Self { path, results: Vec::new() });
         }
-        if !resume {
+        if resume == Resume::No {
             return Err(ResultsError::Exists { path });
+        }
+        let stored = std::fs::read_to_string(&config_file).ok();
+        if resume == Resume::Yes && stored.as_deref().is_some_and(|stored| stored != config) {
+            return Err(ResultsError::ConfigChanged { path: config_file });
+        }
+        if stored.is_none() {
+            std::fs::write(&config_file, config).map_err(io(&config_file))?;
         }
         let mut handle =
             OpenOptions::new().read(true).write(true).open(&path).map_err(io(&path))?;

@@ -15,7 +15,7 @@ use super::cell::{Cell, Knob};
 use super::config::{EpisodeChoice, SweepConfig};
 use super::phase::{run_loader_phase, run_model_phase, run_train_phase, ModelPhase, TrainError};
 use super::plan::{plan, TraceCellNotInGrid};
-use super::results::{CellResult, ResultsError, ResultsSink, TRACE_FILE};
+use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use super::system::{system_info, SystemInfo};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
@@ -131,17 +131,17 @@ struct SweepContext<'a> {
 }
 
 /// Runs the sweep `config` describes on the dataset at `root`, writing into `out`. With
-/// `resume`, the cells already in `out/results.jsonl` are skipped; without, an existing
-/// results file is refused (never overwritten). The `train` phase of the plan's traced cell is
+/// `resume`, the cells already in `out/results.jsonl` are skipped (when measured with the same
+/// config, unless told otherwise); without, an existing results file is refused (never
+/// overwritten). The `train` phase of the plan's traced cell is
 /// traced into `out/trace.json`. Returns every result, old and new.
 pub fn run_sweep(
     config: &SweepConfig,
     root: &Path,
     out: &Path,
-    resume: bool,
+    resume: Resume,
     mut progress: impl FnMut(SweepProgress<'_>),
 ) -> Result<Vec<CellResult>, SweepError> {
-    let mut sink = ResultsSink::open(out, resume)?;
     let device = config.model.device.resolve()?;
     if let Some(threads) = config.model.threads {
         tch::set_num_threads(threads);
@@ -159,6 +159,9 @@ pub fn run_sweep(
     let name =
         root.file_name().map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into());
     let plan = plan(config, &name, device)?;
+    // The output directory is made only once the dataset opened and the plan stands.
+    let text = toml::to_string(config).expect("a sweep config serialises");
+    let mut sink = ResultsSink::open(out, resume, &text)?;
     let context = SweepContext { config, root, out, dataset, window, system: system_info(device) };
 
     let done: HashSet<Cell> = sink.results().iter().map(|r| r.cell.clone()).collect();

@@ -55,7 +55,7 @@ pub struct SampleArgs {
     #[arg(long, default_value = "native")]
     resolution: Resolution,
     /// Tolerance between a query time and a video frame, seconds.
-    #[arg(long, default_value_t = DEFAULT_TOLERANCE_S)]
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE_S, allow_negative_numbers = true)]
     tolerance_s: f64,
     /// Output directory (created; existing files are never overwritten).
     #[arg(long)]
@@ -115,6 +115,7 @@ pub fn stage(args: &StageArgs) -> Result<()> {
         None => stage::default_destination(&args.dataset)?,
     };
     let plan = stage::plan_stage(&args.dataset, episodes)?;
+    stage::check_destination(&to, &plan)?;
     eprintln!(
         "copying {} files, {} to {}",
         plan.files.len(),

@@ -123,10 +123,11 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase =
-        run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64))?;
+        run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64));
+    let phase = unless_failed(phase, args.trace.as_deref())?;
     progress.finish_and_clear();
-    finish_trace(args.trace.as_deref(), trace)?;
-    print_json_or_text(&phase, args.json)
+    print_json_or_text(&phase, args.json)?;
+    finish_trace(args.trace.as_deref(), trace)
 }
 
 /// Arguments of `feedbench train`.
@@ -146,8 +147,8 @@ pub struct TrainArgs {
     /// Arithmetic: `f32` or `bf16` (autocast).
     #[arg(long, default_value = "f32")]
     dtype: Precision,
-    /// libtorch intra-op threads (default: libtorch's choice, one per core).
-    #[arg(long)]
+    /// libtorch intra-op threads, at least 1 (default: libtorch's choice, one per core).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
     threads: Option<i32>,
     /// Steps to measure.
     #[arg(long, default_value_t = 20)]
@@ -186,31 +187,41 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let phase =
         run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, trace.as_ref(), |n| {
             progress.set_position(n as u64)
-        })?;
+        });
+    let phase = unless_failed(phase, args.trace.as_deref())?;
     progress.finish_and_clear();
-    finish_trace(args.trace.as_deref(), trace)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&phase)?);
-    } else {
+    if !args.json {
         println!("{} on {:?}, {}", step.name(), step.device(), args.dtype);
-        print!("{phase}");
     }
-    Ok(())
+    print_json_or_text(&phase, args.json)?;
+    finish_trace(args.trace.as_deref(), trace)
 }
 
-/// With `path`, a trace for the loader's workers; refuses a path that exists (before any work).
+/// With `path`, a trace for the loader's workers. The file is created now, empty, so that a
+/// path that exists or cannot be written is refused before any work (`--trace`).
 fn start_trace(path: Option<&Path>, loader: &mut Loader) -> Result<Option<Arc<Trace>>> {
     let Some(path) = path else { return Ok(None) };
     if path.exists() {
-        anyhow::bail!("{}: exists; the trace goes to a new file", path.display());
+        anyhow::bail!("--trace {}: exists; the trace goes to a new file", path.display());
     }
+    std::fs::File::create_new(path)
+        .with_context(|| format!("--trace {}: cannot create the file", path.display()))?;
     let trace = Trace::new();
     loader.set_trace(Some(trace.clone()));
     Ok(Some(trace))
 }
 
-/// Writes the trace to `path`, and says where it went. Called once the phase has returned: its
-/// batch stream, dropped there, has joined the workers, so every span is recorded.
+/// The phase's figures; when it failed, the empty trace file made for it is removed.
+fn unless_failed<T, E>(phase: Result<T, E>, trace: Option<&Path>) -> Result<T, E> {
+    if let (Err(_), Some(path)) = (&phase, trace) {
+        let _ = std::fs::remove_file(path);
+    }
+    phase
+}
+
+/// Writes the trace to `path`, and says where it went. Called once the phase has returned (its
+/// batch stream, dropped there, has joined the workers, so every span is recorded) and its
+/// figures are printed, so that they are never lost to a failing side file.
 fn finish_trace(path: Option<&Path>, trace: Option<Arc<Trace>>) -> Result<()> {
     if let (Some(path), Some(trace)) = (path, trace) {
         trace

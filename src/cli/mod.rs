@@ -27,3 +27,20 @@ where
     }
     Ok(())
 }
+
+/// An error and its causes as one line: each cause once, and none whose text the message
+/// already holds (thiserror's `transparent` and `{source}` messages repeat their cause). No
+/// backtrace, whatever `RUST_BACKTRACE` says: the message names the file or flag.
+pub fn one_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            if !message.is_empty() {
+                message.push_str(": ");
+            }
+            message.push_str(&text);
+        }
+    }
+    message
+}

@@ -48,8 +48,8 @@ pub struct ModelArgs {
     /// Steps run before measuring.
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
-    /// libtorch intra-op threads (default: libtorch's choice, one per core).
-    #[arg(long)]
+    /// libtorch intra-op threads, at least 1 (default: libtorch's choice, one per core).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
     pub threads: Option<i32>,
     /// Seed of the model init, the batch and the noise.
     #[arg(long, default_value_t = 0)]

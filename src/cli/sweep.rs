@@ -7,6 +7,7 @@ use clap::Args;
 
 use feedbench::bench::config::SweepConfig;
 use feedbench::bench::report::{self, ReportFiles};
+use feedbench::bench::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep, SweepProgress};
 
 /// Arguments of `feedbench sweep`.
@@ -22,6 +23,10 @@ pub struct SweepArgs {
     /// finished cells.
     #[arg(long)]
     resume: bool,
+    /// With --resume: add to results measured with another config (its cells stay apart by
+    /// their knobs in the report).
+    #[arg(long, requires = "resume")]
+    allow_changed_config: bool,
 }
 
 /// Runs `feedbench sweep`.
@@ -38,7 +43,12 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
         )
         .expect("a valid template"),
     );
-    let results = run_sweep(&config, &root, &out, args.resume, |progress| match progress {
+    let resume = match (args.resume, args.allow_changed_config) {
+        (false, _) => Resume::No,
+        (true, false) => Resume::Yes,
+        (true, true) => Resume::EvenIfConfigChanged,
+    };
+    let results = run_sweep(&config, &root, &out, resume, |progress| match progress {
         SweepProgress::Phase { cell, phase, .. } => bar.set_message(format!(
             "{phase}: {} workers, prefetch {}, batch {}, {} {}, {} on {} {}",
             cell.workers,

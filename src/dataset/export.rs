@@ -23,9 +23,41 @@ pub struct Written {
 /// Writes `sample` into `out` (created if needed): `<key>.npy` per numeric array (decoded
 /// cameras included, see [`Sample::decode_pixels`]), `<key>_is_pad.npy` per pad mask, and
 /// `sample.json` with the scalars, the task and, per video key, the file and query times.
-/// Never overwrites a file.
+/// All or nothing: the files are written into a hidden directory in `out` and moved into
+/// place only once every one is complete and none exists in `out` (never overwritten); after
+/// a failure (a full disk) `out` holds nothing new.
 pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
     std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
+    let staging = out.join(format!(".feedbench-sample-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+    let moved = write_into(sample, &staging).and_then(|written| move_into(written, out));
+    let _ = std::fs::remove_dir_all(&staging);
+    moved
+}
+
+/// Moves every file written into `out`, once none of them is there already.
+fn move_into(mut written: Written, out: &Path) -> Result<Written> {
+    let targets: Vec<PathBuf> = written
+        .files
+        .iter()
+        .map(|f| out.join(f.file_name().expect("written files have names")))
+        .collect();
+    if let Some(taken) = targets.iter().find(|t| t.exists()) {
+        return Err(DatasetError::invalid(
+            taken,
+            "already exists: choose an empty --out directory",
+        ));
+    }
+    for (file, target) in written.files.iter().zip(&targets) {
+        std::fs::rename(file, target).map_err(|e| DatasetError::io(target, e))?;
+    }
+    written.files = targets;
+    Ok(written)
+}
+
+/// The files of [`write_sample`], written into the empty directory `out`.
+fn write_into(sample: &Sample, out: &Path) -> Result<Written> {
     let mut written = Written::default();
     let mut scalars = Map::new();
     let mut arrays = Map::new();
@@ -74,13 +106,11 @@ pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
     Ok(written)
 }
 
+/// `dir/name`, for a file not yet written (two keys of one name would be refused).
 fn new_file(dir: &Path, name: &str) -> Result<PathBuf> {
     let path = dir.join(name);
     if path.exists() {
-        return Err(DatasetError::invalid(
-            &path,
-            "already exists: choose an empty --out directory",
-        ));
+        return Err(DatasetError::invalid(&path, "written twice: two keys of one file name"));
     }
     Ok(path)
 }

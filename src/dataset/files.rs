@@ -1,5 +1,7 @@
-//! Writing the files of a dataset: parquet, JSON and JSON Lines.
+//! The files of a dataset: opening only regular files for reading (a FIFO would block the
+//! reader, a directory is no data), and writing parquet, JSON and JSON Lines.
 
+use std::fs::File;
 use std::path::Path;
 
 use arrow::array::RecordBatch;
@@ -9,6 +11,50 @@ use parquet::file::properties::WriterProperties;
 use serde_json::Value as Json;
 
 use crate::dataset::{DatasetError, Result};
+
+/// Opens `path` for reading; what is not a regular file (after symlinks) is an error naming
+/// it and what is there instead, before anything could block on it.
+pub fn open_regular(path: &Path) -> Result<File> {
+    let metadata = std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?;
+    let kind = metadata.file_type();
+    if !kind.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_block_device() || kind.is_char_device() {
+            "a device"
+        } else {
+            "something other than a file"
+        };
+        return Err(DatasetError::invalid(path, format!("is {what}, expected a regular file")));
+    }
+    File::open(path).map_err(|e| DatasetError::io(path, e))
+}
+
+/// Checks that episode `episode`'s file `path` is there as a regular file: absent is a
+/// missing file (a partial download); a directory, FIFO or symlink loop in its place is said
+/// to be what it is.
+pub fn expect_episode_file(path: &Path, episode: usize) -> Result<()> {
+    if path.is_file() {
+        return Ok(());
+    }
+    if path.symlink_metadata().is_err() {
+        return Err(DatasetError::MissingFile { path: path.to_path_buf(), episode });
+    }
+    open_regular(path).map(drop)
+}
+
+/// Reads the regular file `path` (see [`open_regular`]) as UTF-8 text.
+pub fn read_regular_text(path: &Path) -> Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut open_regular(path)?, &mut text)
+        .map_err(|e| DatasetError::io(path, e))?;
+    Ok(text)
+}
 
 /// Writes `batch` as a parquet file with row groups of at most `row_group_rows` rows. The
 /// schema's metadata (e.g. `pandas`) also goes into the file's key-value metadata, as pyarrow

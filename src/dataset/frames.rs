@@ -134,9 +134,7 @@ impl FrameTable {
                 Some(&id) => id,
                 None => {
                     let path = root.join(relative);
-                    if !path.is_file() {
-                        return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
-                    }
+                    super::files::expect_episode_file(&path, episode.index.0)?;
                     let in_file = &file_episodes[relative];
                     let expected_rows: usize = in_file.iter().map(|e| e.length).sum();
                     files.push(DataFile::open(path, &columns, &image_columns, expected_rows)?);
@@ -230,7 +228,7 @@ impl DataFile {
         images: &[String],
         expected_rows: usize,
     ) -> Result<Self> {
-        let file = std::fs::File::open(&path).map_err(|e| DatasetError::io(&path, e))?;
+        let file = super::files::open_regular(&path)?;
         // SAFETY: feedbench never writes into a dataset it reads; a file changed underneath by
         // another program is outside what any reader can guard against.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| DatasetError::io(&path, e))?;
@@ -373,7 +371,10 @@ impl DataFile {
             .map(|p| p.as_string::<i32>().value(0).to_string())
             .ok_or_else(|| invalid("neither `bytes` nor `path` is set"))?;
         let file = root.join(path);
-        std::fs::read(&file).map_err(|e| DatasetError::io(file, e))
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut super::files::open_regular(&file)?, &mut bytes)
+            .map_err(|e| DatasetError::io(&file, e))?;
+        Ok(bytes)
     }
 }
 

@@ -377,13 +377,13 @@ impl Info {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset directory"),
             ));
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => DatasetError::invalid(
+        if path.symlink_metadata().is_err() {
+            return Err(DatasetError::invalid(
                 &path,
                 "missing: a LeRobot dataset has meta/info.json (is this the dataset root?)",
-            ),
-            _ => DatasetError::io(&path, e),
-        })?;
+            ));
+        }
+        let text = super::files::read_regular_text(&path)?;
         Self::parse(&text, &path)
     }
 
@@ -397,12 +397,16 @@ impl Info {
             .and_then(Json::as_str)
             .ok_or_else(|| DatasetError::invalid(path, "expected a string `codebase_version`"))?;
         let codebase_version = CodebaseVersion::parse(version, path)?;
-        let raw: RawInfo = serde_json::from_value(value).map_err(json)?;
+        let raw: RawInfo = serde_path_to_error::deserialize(value)
+            .map_err(|e| DatasetError::invalid(path, format!("`{}`: {}", e.path(), e.inner())))?;
         if raw.fps.is_nan() || raw.fps <= 0.0 {
             return Err(DatasetError::invalid(
                 path,
                 format!("expected fps > 0, found {}", raw.fps),
             ));
+        }
+        if raw.chunks_size == 0 {
+            return Err(DatasetError::invalid(path, "expected chunks_size ≥ 1, found 0"));
         }
         let features = raw
             .features

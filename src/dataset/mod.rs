@@ -75,6 +75,15 @@ impl Dataset {
     /// Opens the dataset at `root` with `options`.
     pub fn open_with(root: impl AsRef<Path>, options: &DatasetOptions) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
+        if !(options.tolerance_s >= 0.0 && options.tolerance_s.is_finite()) {
+            return Err(DatasetError::Request {
+                root,
+                what: format!(
+                    "tolerance {} s: expected a number of seconds ≥ 0 (LeRobot's is 1e-4)",
+                    options.tolerance_s
+                ),
+            });
+        }
         let info = Info::load(&root)?;
         let episodes = layout::load_episodes(&root, &info)?;
         let tasks = layout::load_tasks(&root, &info)?;
@@ -93,10 +102,7 @@ impl Dataset {
                             ),
                         })?;
                     for video in episodes[position].videos.values() {
-                        let path = root.join(&video.path);
-                        if !path.is_file() {
-                            return Err(DatasetError::MissingFile { path, episode });
-                        }
+                        files::expect_episode_file(&root.join(&video.path), episode)?;
                     }
                     positions.push(position);
                 }

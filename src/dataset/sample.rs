@@ -186,6 +186,15 @@ impl Sample {
         Ok(())
     }
 
+    /// The file pixel key `key` is read from: its mp4, or the parquet file of its images.
+    fn pixel_source<'a>(&'a self, key: &'a str) -> &'a std::path::Path {
+        match (self.videos.get(key), self.images.get(key)) {
+            (Some(frames), _) => &frames.path,
+            (None, Some(images)) => &images.source,
+            (None, None) => std::path::Path::new(key),
+        }
+    }
+
     /// Decodes every camera (video feature) and image feature into [`Sample::arrays`], as
     /// LeRobot returns them: RGB, `[T, 3, H, W]` with a window and `[3, H, W]` without,
     /// float32 in [0, 1] or, with `uint8`, the 0–255 values; at the decoder's resolution.
@@ -193,6 +202,22 @@ impl Sample {
         let keys: Vec<String> = self.pixel_keys().map(str::to_owned).collect();
         for key in keys {
             let shape = self.pixel_shape(&key, decoder)?.expect("a pixel key");
+            let bytes = shape.len() as u128 * if uint8 { 1 } else { 4 };
+            if let Some(available) = crate::timing::available_memory_bytes() {
+                if bytes > u128::from(available) {
+                    return Err(DatasetError::invalid(
+                        self.pixel_source(&key),
+                        format!(
+                            "{key} at {}×{} needs {:.1} GB; {:.1} GB of memory is available \
+                             (ask for a smaller resolution)",
+                            shape.height,
+                            shape.width,
+                            bytes as f64 / 1e9,
+                            available as f64 / 1e9
+                        ),
+                    ));
+                }
+            }
             let mut values = pixel_values(shape.len(), uint8);
             self.decode_pixels_into(&key, decoder, frame_buffer(&mut values))?;
             self.arrays.insert(key, Array { shape: shape.dims(), values });

@@ -69,9 +69,7 @@ pub fn plan_stage(root: &Path, episodes: Option<&[usize]>) -> Result<StagePlan> 
             std::iter::once(&episode.data_path).chain(episode.videos.values().map(|v| &v.path))
         {
             let path = root.join(relative);
-            if !path.is_file() {
-                return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
-            }
+            super::files::expect_episode_file(&path, episode.index.0)?;
             files.insert(path);
         }
     }
@@ -109,15 +107,21 @@ pub fn available_bytes(path: &Path) -> Result<u64> {
     Ok(stats.f_bavail * stats.f_frsize)
 }
 
-/// Copies the files of `plan` from `root` to the new directory `to`, checking free space
-/// first and each copy's size after; returns `to`.
-pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<PathBuf> {
+/// Checks that `to` can take the copy `plan` makes: it does not exist (staging never
+/// overwrites), a directory can be made where it goes, and its file system has room.
+pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
     if to.exists() {
         return Err(DatasetError::invalid(
             to,
             "already exists: staging never overwrites; choose another --to",
         ));
     }
+    let ancestor = to.ancestors().skip(1).find(|a| a.is_dir()).unwrap_or(Path::new("."));
+    let probe = ancestor.join(format!(".feedbench-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).map_err(|e| {
+        DatasetError::invalid(to, format!("cannot be written: {}: {e}", ancestor.display()))
+    })?;
+    let _ = std::fs::remove_dir(&probe);
     let available = available_bytes(to)?;
     if available < plan.bytes {
         return Err(DatasetError::invalid(
@@ -125,6 +129,13 @@ pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<PathBuf> {
             format!("needs {} bytes, {available} free on its file system", plan.bytes),
         ));
     }
+    Ok(())
+}
+
+/// Copies the files of `plan` from `root` to the new directory `to`, checking free space
+/// first and each copy's size after; returns `to`.
+pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<PathBuf> {
+    check_destination(to, plan)?;
     write_atomically(to, false, |staging| {
         for relative in &plan.files {
             let (source, target) = (root.join(relative), staging.join(relative));

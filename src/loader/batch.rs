@@ -131,6 +131,15 @@ pub struct BatchLayout {
 }
 
 impl ElementType {
+    /// Bytes of one value.
+    pub fn size(self) -> usize {
+        match self {
+            Self::U8 | Self::Bool => 1,
+            Self::I32 | Self::F32 => 4,
+            Self::I64 | Self::F64 => 8,
+        }
+    }
+
     fn of(values: &Values) -> Option<Self> {
         Some(match values {
             Values::F32(_) => Self::F32,
@@ -252,6 +261,16 @@ impl BatchLayout {
             }
         }
         Ok(layout)
+    }
+
+    /// Bytes one sample takes in a batch.
+    pub fn bytes_per_sample(&self) -> u128 {
+        self.keys
+            .values()
+            .map(|(shape, element)| {
+                shape.iter().map(|&d| d as u128).product::<u128>() * element.size() as u128
+            })
+            .sum()
     }
 
     /// The keys with their per-sample shapes and element types.

@@ -22,7 +22,7 @@ use super::config::LoaderConfig;
 use super::sampler::{batches, epoch_order, SamplerKind};
 use crate::dataset::video::{DecodeOptions, FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
-use crate::timing::{stage, TimingTree, Trace, TraceTrack};
+use crate::timing::{available_memory_bytes, stage, TimingTree, Trace, TraceTrack};
 
 /// Why a batch could not be delivered.
 #[derive(Debug, thiserror::Error)]
@@ -42,9 +42,43 @@ pub enum LoaderError {
     /// The configuration cannot run.
     #[error("loader configuration: {0}")]
     Config(String),
+    /// The batches in flight would not fit in memory.
+    #[error(
+        "a batch of {batch} samples needs {} ({} for the {in_flight} batches in flight); {} of \
+         memory is available: lower --batch, --resolution, --workers or --prefetch",
+        gigabytes(*needed),
+        gigabytes(*needed * *in_flight as u128),
+        gigabytes(*available as u128)
+    )]
+    Memory {
+        /// Samples per batch.
+        batch: usize,
+        /// Bytes of one batch.
+        needed: u128,
+        /// Batches alive at once.
+        in_flight: usize,
+        /// Bytes the kernel says are available.
+        available: u64,
+    },
     /// A worker thread panicked (a bug: please report it).
     #[error("loader worker {0} panicked")]
     WorkerPanicked(usize),
+}
+
+/// `bytes` as gigabytes (10⁹), for messages.
+fn gigabytes(bytes: u128) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+/// Checks that `in_flight` batches of `batch` samples of `layout` fit in the memory available.
+fn check_memory(layout: &BatchLayout, batch: usize, in_flight: usize) -> Result<(), LoaderError> {
+    let needed = layout.bytes_per_sample() * batch as u128;
+    match available_memory_bytes() {
+        Some(available) if needed * in_flight as u128 > available as u128 => {
+            Err(LoaderError::Memory { batch, needed, in_flight, available })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A dataset, a window and the knobs: yields epochs of batches.
@@ -201,6 +235,10 @@ struct BatchBuilder {
     plans: Arc<Plans>,
     decoder: Box<dyn FrameDecoder>,
     uint8: bool,
+    /// Batches alive at once, for the memory check of the first batch.
+    in_flight: usize,
+    /// Whether the first batch's layout was checked against the memory available.
+    memory_checked: bool,
     sample: Sample,
     /// The batch's (slot, index) pairs in the order they are loaded.
     order: Vec<(usize, usize)>,
@@ -222,6 +260,8 @@ impl BatchBuilder {
             plans: loader.plans.clone(),
             decoder,
             uint8: loader.config.images == ImageFormat::U8,
+            in_flight: loader.config.batches_in_flight(),
+            memory_checked: false,
             sample: Sample::default(),
             order: Vec::new(),
             pool: loader.pool.clone(),
@@ -269,6 +309,7 @@ impl BatchBuilder {
         timing: &mut TimingTree,
     ) -> Result<(), LoaderError> {
         let Self { dataset, window, decoder, uint8, sample, order, .. } = self;
+        let (in_flight, memory_checked) = (self.in_flight, &mut self.memory_checked);
         // Samples are loaded in index order (episode by episode, in time), each into its own
         // slot: a decoder then goes on forward within a GOP instead of restarting at its
         // keyframe, when two samples of the batch fall in one GOP.
@@ -285,6 +326,10 @@ impl BatchBuilder {
             if n == 0 {
                 let layout =
                     BatchLayout::of_sample(sample, decoder.as_ref(), *uint8).map_err(failed)?;
+                if !*memory_checked {
+                    check_memory(&layout, indices.len(), in_flight)?;
+                    *memory_checked = true;
+                }
                 batch.reshape(indices.len(), &layout);
             }
             for key in sample.pixel_keys() {
@@ -347,6 +392,36 @@ impl Loader {
     /// The batches of epoch `epoch`, as lists of global indices, in delivery order.
     pub fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
         self.plans.make(epoch)
+    }
+
+    /// Why an epoch has no batch, in words a user can act on: no episode, episodes too short
+    /// for the window, a rank with no share, or `drop_last` with fewer samples than a batch.
+    pub fn why_no_batch(&self) -> String {
+        let c = &self.config;
+        let episodes = self.dataset.episodes().count();
+        let frames: usize = self.dataset.episodes().map(|e| e.to - e.from).sum();
+        let candidates = match c.sampler {
+            SamplerKind::EpisodeAware => self.dataset.sample_indices(&self.window).len(),
+            SamplerKind::Sequential | SamplerKind::Shuffled => frames,
+        };
+        let shard = c.shard.split((0..candidates).collect(), c.drop_last).len();
+        if episodes == 0 {
+            "no episode is selected".into()
+        } else if candidates == 0 {
+            format!(
+                "the episode-aware sampler drops the last {} frames of each episode (the \
+                 window's look-ahead), and none of the {episodes} selected episodes is longer \
+                 ({frames} frames in all): select longer episodes, or --sampler shuffled",
+                self.window.drop_n_last_frames
+            )
+        } else if shard == 0 {
+            format!(
+                "rank {} of {} gets none of the {candidates} samples",
+                c.shard.rank, c.shard.world
+            )
+        } else {
+            format!("--drop-last with {shard} samples, fewer than a batch of {}", c.batch_size)
+        }
     }
 
     /// Starts epoch `epoch`: its workers begin loading at once, and stop at its end.

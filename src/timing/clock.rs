@@ -1,5 +1,5 @@
 //! The clocks and gauges the timing reads: this thread's CPU time, the whole process's CPU
-//! time and its peak resident memory.
+//! time, its peak resident memory and the memory still available.
 
 use std::time::Duration;
 
@@ -34,6 +34,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Memory the kernel says is available for new allocations without swapping, bytes
+/// (`MemAvailable` of /proc/meminfo); None where it does not say.
+pub fn available_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Starts a new peak-RSS measurement (writes 5 to /proc/self/clear_refs). Best effort: where
 /// the kernel refuses, the peak covers the whole process lifetime.
 pub fn reset_peak_rss() {
@@ -56,5 +65,7 @@ mod tests {
         std::hint::black_box(&block);
         let peak = peak_rss_bytes().expect("Linux reports VmHWM");
         assert!(peak >= 64 << 20, "64 MiB resident, peak {peak}");
+        let available = available_memory_bytes().expect("Linux reports MemAvailable");
+        assert!(available > 0 && available < 1 << 50, "{available}");
     }
 }

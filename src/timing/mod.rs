@@ -7,6 +7,7 @@ pub mod stage;
 pub mod trace;
 pub mod tree;
 
-pub use clock::{peak_rss_bytes, process_cpu_time, reset_peak_rss, thread_cpu_time};
+pub use clock::thread_cpu_time;
+pub use clock::{available_memory_bytes, peak_rss_bytes, process_cpu_time, reset_peak_rss};
 pub use trace::{Trace, TraceTrack};
 pub use tree::{StageTotals, TimingTree};

@@ -64,7 +64,7 @@ pub fn run_loader_phase(
     reset_peak_rss();
     let mut stream = loader.epochs(0);
     if stream.per_epoch() == 0 {
-        return Err(LoaderError::Config("the sampler yields no batch: no sample indices".into()));
+        return Err(LoaderError::Config(format!("no batch: {}", loader.why_no_batch())));
     }
     let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
     let mut last = clock.wall;
@@ -111,6 +111,9 @@ pub fn run_model_phase(
     steps: usize,
     warmup: usize,
 ) -> Result<ModelPhase, ModelError> {
+    if steps == 0 {
+        return Err(ModelError::Config("measure at least one step (--steps ≥ 1)".into()));
+    }
     let mut per_step = Vec::with_capacity(steps);
     for iteration in schedule(warmup, steps) {
         let times = step.step(batch)?;
@@ -156,7 +159,7 @@ pub fn run_train_phase(
     reset_peak_rss();
     let mut stream = loader.epochs(0);
     if stream.per_epoch() == 0 {
-        return Err(LoaderError::Config("the sampler yields no batch".into()).into());
+        return Err(LoaderError::Config(format!("no batch: {}", loader.why_no_batch())).into());
     }
     for iteration in schedule(warmup, steps) {
         let asked = Instant::now();

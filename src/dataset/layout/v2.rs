@@ -54,7 +54,7 @@ struct TaskLine {
 }
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
-    let text = std::fs::read_to_string(path).map_err(|e| DatasetError::io(path, e))?;
+    let text = crate::dataset::files::read_regular_text(path)?;
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())

@@ -32,7 +32,9 @@ pub fn init_ffmpeg() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
         ffmpeg_next::init().expect("FFmpeg initialisation failed");
-        ffmpeg_next::util::log::set_level(ffmpeg_next::util::log::Level::Error);
+        // FFmpeg's own log lines (`[h264 @ 0x…] mmco: unref short failure`, `moov atom not
+        // found`) would come before, and apart from, the error that names the file.
+        ffmpeg_next::util::log::set_level(ffmpeg_next::util::log::Level::Fatal);
     });
 }
 

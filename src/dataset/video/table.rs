@@ -3,7 +3,6 @@
 //! from the mapped bytes with it: no demuxing and no FFmpeg seeking per request.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -74,7 +73,7 @@ const SHARED_CAPACITY: usize = 256;
 impl VideoFile {
     /// Maps `path` and reads the frame table of its first video track.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).map_err(|e| DatasetError::io(path, e))?;
+        let file = crate::dataset::files::open_regular(path)?;
         // SAFETY: the mapping is read-only and dataset files are not modified while they are
         // read (feedbench never writes into a dataset directory).
         let map = unsafe { Mmap::map(&file) }.map_err(|e| DatasetError::io(path, e))?;

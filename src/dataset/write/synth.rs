@@ -117,6 +117,12 @@ pub fn synth_with_progress(
 ) -> Result<SynthReport> {
     let started = Instant::now();
     preset.check(out)?;
+    if options.episodes_per_file == Some(0) {
+        return Err(DatasetError::invalid(
+            out,
+            "episodes per file (--episodes-per-file) must be ≥ 1",
+        ));
+    }
     let lengths = preset.episode_lengths(options.seed);
     let data_files = match options.episodes_per_file {
         Some(n) => groups_of(lengths.len(), n),

@@ -1,0 +1,320 @@
+//! Bad input (issue #18): each case gets one clear error naming the file or flag, in bounded
+//! time, and the process never dies by panic or signal. Datasets are generated and damaged in
+//! the test.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::feedbench;
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+use feedbench::dataset::CodebaseVersion;
+
+/// A v2.1 dataset of 3 short episodes with an 8×8 PNG image feature, at `dir/ds`.
+fn dataset(dir: &Path) -> PathBuf {
+    let root = dir.join("ds");
+    let spec = TabularSpec {
+        version: CodebaseVersion::V21,
+        episode_lengths: vec![6, 7, 5],
+        image_size: Some((8, 8)),
+        ..TabularSpec::default()
+    };
+    write_tabular(&root, &spec).unwrap();
+    root
+}
+
+/// Runs `feedbench args`, killing it after `limit`: (exited in time, success, stderr).
+fn feedbench_within(args: &[&str], limit: Duration) -> (bool, bool, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let output = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+            return (true, status.success(), stderr);
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return (false, false, String::new());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An error message, not a crash: no panic, no abort.
+fn clear_error(ok: bool, stderr: &str) {
+    assert!(!ok, "expected a refusal");
+    assert!(!stderr.contains("panicked") && !stderr.contains("memory allocation"), "{stderr}");
+}
+
+#[test]
+fn a_resolution_too_large_for_memory_is_refused_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let root = root.to_str().unwrap();
+    let huge = ["--resolution", "100000x100000"];
+    let load = ["load", root, "--window", "none", "--workers", "0", "--batch", "2"];
+    let load = [&load[..], &["--batches", "1"], &huge];
+    let (ok, _, err) = feedbench(&load.concat());
+    clear_error(ok, &err);
+    assert!(err.contains("memory is available") && err.contains("--resolution"), "{err}");
+
+    let out = dir.path().join("sample");
+    let sample = [&["sample", root, "--index", "2", "--out", out.to_str().unwrap()][..], &huge];
+    let (ok, _, err) = feedbench(&sample.concat());
+    clear_error(ok, &err);
+    assert!(err.contains("observation.image at 100000×100000 needs"), "{err}");
+    assert!(!out.exists() || out.read_dir().unwrap().next().is_none(), "nothing written");
+}
+
+#[test]
+fn an_epoch_without_a_batch_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let root = root.to_str().unwrap();
+    // Episodes of 5 to 7 frames, and the diffusion window drops the last 7 of each.
+    let (ok, _, err) = feedbench(&["load", root, "--workers", "0", "--batch", "2"]);
+    clear_error(ok, &err);
+    assert!(err.contains("drops the last 7 frames of each episode"), "{err}");
+    let short = ["load", root, "--window", "none", "--workers", "0", "--batch", "100"];
+    let (ok, _, err) = feedbench(&[&short[..], &["--drop-last"]].concat());
+    clear_error(ok, &err);
+    assert!(err.contains("--drop-last with 18 samples, fewer than a batch of 100"), "{err}");
+}
+
+#[test]
+fn zero_threads_and_zero_steps_are_refused_by_name() {
+    let (ok, _, err) = feedbench(&["model", "--model", "none", "--threads", "0"]);
+    clear_error(ok, &err);
+    assert!(err.contains("--threads"), "{err}");
+    let (ok, _, err) = feedbench(&["model", "--model", "none", "--steps", "0"]);
+    clear_error(ok, &err);
+    assert!(err.contains("at least one step"), "{err}");
+}
+
+#[test]
+fn metadata_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    for file in ["meta/info.json", "meta/episodes.jsonl"] {
+        let path = root.join(file);
+        let saved = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0, "mkfifo {file}");
+        let (done, ok, err) =
+            feedbench_within(&["info", root.to_str().unwrap()], Duration::from_secs(60));
+        assert!(done, "`info` blocked on a FIFO at {file}");
+        clear_error(ok, &err);
+        assert!(err.contains(file) && err.contains("is a FIFO"), "{file}: {err}");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, saved).unwrap();
+    }
+    // A directory where a data file should be is said to be one, not a missing download.
+    let data = root.join("data/chunk-000/episode_000001.parquet");
+    std::fs::remove_file(&data).unwrap();
+    std::fs::create_dir(&data).unwrap();
+    let out = dir.path().join("s");
+    let args = ["sample", root.to_str().unwrap(), "--index", "8", "--out", out.to_str().unwrap()];
+    let (ok, _, err) = feedbench(&args);
+    clear_error(ok, &err);
+    assert!(err.contains("is a directory, expected a regular file"), "{err}");
+}
+
+#[test]
+fn nonsense_numbers_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("s");
+    for tolerance in ["-1", "NaN"] {
+        let args = [
+            "sample",
+            root.to_str().unwrap(),
+            "--index",
+            "0",
+            "--tolerance-s",
+            tolerance,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (ok, _, err) = feedbench(&args);
+        clear_error(ok, &err);
+        assert!(err.contains("expected a number of seconds ≥ 0"), "{tolerance}: {err}");
+    }
+
+    let info = root.join("meta/info.json");
+    let text = std::fs::read_to_string(&info).unwrap();
+    std::fs::write(&info, text.replace("\"fps\": 10", "\"fps\": \"ten\"")).unwrap();
+    let (ok, _, err) = feedbench(&["info", root.to_str().unwrap()]);
+    clear_error(ok, &err);
+    assert!(err.contains("info.json") && err.contains("`fps`: invalid type"), "{err}");
+    std::fs::write(&info, text.replace("\"chunks_size\": 1000", "\"chunks_size\": 0")).unwrap();
+    let (ok, _, err) = feedbench(&["info", root.to_str().unwrap()]);
+    clear_error(ok, &err);
+    assert!(err.contains("info.json") && err.contains("chunks_size ≥ 1"), "{err}");
+
+    let synth_out = dir.path().join("synth");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "8"];
+    let args = [&synth[..], &["--episodes-per-file", "0", "--out", synth_out.to_str().unwrap()]];
+    let (ok, _, err) = feedbench(&args.concat());
+    clear_error(ok, &err);
+    assert!(err.contains("--episodes-per-file") && err.contains("≥ 1"), "{err}");
+    assert!(!synth_out.exists(), "nothing written");
+}
+
+#[test]
+fn an_error_is_one_message_whatever_rust_backtrace_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nowhere");
+    let output = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(["info", missing.to_str().unwrap()])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("error: ") && lines[0].contains("nowhere"), "{err}");
+    assert_eq!(lines[0].matches("no such dataset directory").count(), 1, "said once: {err}");
+
+    // A damaged mp4: the error names it, and FFmpeg's own log lines do not come before it.
+    let root = dir.path().join("video");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
+    let (ok, _, err) =
+        feedbench(&[&synth[..], &["--codec", "h264", "--out", root.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let mp4 = std::fs::read_dir(root.join("videos"))
+        .unwrap()
+        .flat_map(|camera| walk(&camera.unwrap().path()))
+        .find(|p| p.extension().is_some_and(|e| e == "mp4"))
+        .unwrap();
+    let bytes = std::fs::read(&mp4).unwrap();
+    std::fs::write(&mp4, &bytes[..bytes.len() / 3]).unwrap();
+    let out = dir.path().join("s");
+    let args = ["sample", root.to_str().unwrap(), "--index", "4", "--out", out.to_str().unwrap()];
+    let (ok, _, err) = feedbench(&args);
+    clear_error(ok, &err);
+    assert!(!err.contains(" @ 0x"), "FFmpeg's log lines: {err}");
+    assert!(err.starts_with("error: ") && err.contains(".mp4"), "{err}");
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    if dir.is_file() {
+        return vec![dir.to_path_buf()];
+    }
+    std::fs::read_dir(dir).unwrap().flat_map(|e| walk(&e.unwrap().path())).collect()
+}
+
+#[test]
+fn a_trace_that_cannot_be_written_is_refused_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let trace = dir.path().join("no/such/dir/trace.json");
+    let args = ["load", root.to_str().unwrap(), "--window", "none", "--workers", "0"];
+    let (ok, out, err) = feedbench(&[&args[..], &["--trace", trace.to_str().unwrap()]].concat());
+    clear_error(ok, &err);
+    assert!(err.contains("--trace") && err.contains("cannot create"), "{err}");
+    assert!(out.is_empty(), "nothing measured: {out}");
+    // A trace that can be written is, after the figures.
+    let trace = dir.path().join("trace.json");
+    let (ok, out, err) = feedbench(&[&args[..], &["--trace", trace.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("samples/s"), "{out}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert!(!json["traceEvents"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn sweep_set_up_errors_name_the_config_and_leave_no_output_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let config = dir.path().join("sweep.toml");
+    let out = dir.path().join("out");
+    let write = |text: &str| std::fs::write(&config, text).unwrap();
+    let sweep = |out: &Path| {
+        feedbench(&["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()])
+    };
+    let base = format!(
+        "[dataset]\npath = \"{}\"\n[loader]\nwindow = \"none\"\nworkers = [0]\nbatch = [2]\n\
+         [model]\nmodel = [\"none\"]\n[run]\nloader_batches = 1\nmodel_steps = 1\n\
+         train_steps = 1\nwarmup = 0\n",
+        root.display()
+    );
+    write(&format!("{base}trace_cell = \"1,2\"\n"));
+    let (ok, _, err) = sweep(&out);
+    clear_error(ok, &err);
+    assert!(err.contains("sweep.toml") && err.contains("run.trace_cell \"1,2\""), "{err}");
+    assert!(!out.exists(), "no output directory after a refused config");
+
+    write(&base.replace(&root.display().to_string(), "/no/such/dataset"));
+    let (ok, _, err) = sweep(&out);
+    clear_error(ok, &err);
+    assert!(err.contains("/no/such/dataset"), "{err}");
+    assert!(!out.exists(), "no output directory after a dataset that does not open");
+
+    write(&base);
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "mine").unwrap();
+    let (ok, _, err) = sweep(&file);
+    clear_error(ok, &err);
+    assert!(err.contains("exists and is not a directory"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine", "the user's file is kept");
+}
+
+#[test]
+fn stage_refuses_a_destination_it_cannot_write_before_copying() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let read_only = dir.path().join("read-only");
+    std::fs::create_dir(&read_only).unwrap();
+    let to = if nix_is_root() {
+        PathBuf::from("/proc/feedbench-stage")
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o555)).unwrap();
+        read_only.join("copy")
+    };
+    let (ok, _, err) = feedbench(&["stage", root.to_str().unwrap(), "--to", to.to_str().unwrap()]);
+    clear_error(ok, &err);
+    assert!(err.contains("cannot be written"), "{err}");
+    assert!(!err.contains("copying"), "said before refusing: {err}");
+}
+
+/// Root ignores permission bits; /proc refuses new directories to everyone.
+fn nix_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn a_sample_is_written_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("s");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("sample.json"), "mine").unwrap();
+    let args = ["sample", root.to_str().unwrap(), "--index", "3", "--out", out.to_str().unwrap()];
+    let (ok, _, err) = feedbench(&args);
+    clear_error(ok, &err);
+    assert!(err.contains("sample.json") && err.contains("already exists"), "{err}");
+    let left: Vec<_> = out.read_dir().unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["sample.json"], "nothing else written, no staging left");
+    assert_eq!(std::fs::read_to_string(out.join("sample.json")).unwrap(), "mine");
+    std::fs::remove_file(out.join("sample.json")).unwrap();
+    let (ok, _, err) = feedbench(&args);
+    assert!(ok, "{err}");
+    assert!(out.join("observation.image.npy").is_file() && out.join("sample.json").is_file());
+    // 8 arrays (state, action, the image and the 5 bookkeeping columns) and sample.json.
+    assert_eq!(out.read_dir().unwrap().count(), 9, "no staging directory left");
+}
