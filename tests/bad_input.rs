@@ -318,3 +318,32 @@ fn a_sample_is_written_whole_or_not_at_all() {
     // 8 arrays (state, action, the image and the 5 bookkeeping columns) and sample.json.
     assert_eq!(out.read_dir().unwrap().count(), 9, "no staging directory left");
 }
+
+#[test]
+fn an_mp4_that_shrinks_under_a_reader_is_an_error_not_a_signal() {
+    use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder};
+    use feedbench::dataset::video::{VideoDecoder, VideoFile};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("video");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "40"];
+    let args = [&synth[..], &["--codec", "h264", "--gop", "4", "--out", root.to_str().unwrap()]];
+    let (ok, _, err) = feedbench(&args.concat());
+    assert!(ok, "{err}");
+    let mp4 =
+        walk(&root.join("videos")).into_iter().find(|p| p.extension().is_some_and(|e| e == "mp4"));
+    let mp4 = mp4.unwrap();
+    let video = VideoFile::shared(&mp4).unwrap();
+    let (width, height) = video.dimensions();
+    let times = video.frame_times().to_vec();
+    let mut out = vec![0u8; 3 * width as usize * height as usize];
+    let mut decoder = VideoDecoder::new(DecodeOptions::default());
+    decoder.decode_into(&mp4, &times[..1], FrameBuffer::U8(&mut out)).unwrap();
+    // Another program truncates the file while it is open and being read.
+    let file = std::fs::OpenOptions::new().write(true).open(&mp4).unwrap();
+    file.set_len(std::fs::metadata(&mp4).unwrap().len() / 3).unwrap();
+    let last = &times[times.len() - 1..];
+    let error = decoder.decode_into(&mp4, last, FrameBuffer::U8(&mut out)).unwrap_err();
+    let error = error.to_string();
+    assert!(error.contains(mp4.to_str().unwrap()), "{error}");
+    assert!(error.contains("shorter than its header says"), "{error}");
+}

@@ -342,7 +342,10 @@ impl StreamDecoder {
                         // promise it).
                         continue;
                     }
-                    let mut packet = Packet::copy(self.video.sample_data(self.next - 1));
+                    let mut packet = Packet::new(sample.size as usize);
+                    if let Some(data) = packet.data_mut() {
+                        self.video.read_sample(self.next - 1, data)?;
+                    }
                     packet.set_pts(Some(i64::from(sample.rank)));
                     packet.set_dts(Some(self.next as i64 - 1));
                     if sample.keyframe {

@@ -1,8 +1,11 @@
 //! The frame table of an mp4 file, read once from its header: where each coded frame lies in
-//! the file, when it is shown and which frames are keyframes. Decoders feed packets straight
-//! from the mapped bytes with it: no demuxing and no FFmpeg seeking per request.
+//! the file, when it is shown and which frames are keyframes. Decoders read each packet with
+//! one positioned read by it: no demuxing and no FFmpeg seeking per request, and a file that
+//! shrinks under a running loader is an error naming it, never a signal.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -44,12 +47,12 @@ pub struct Mp4Sample {
     pub rank: u32,
 }
 
-/// An mp4 file mapped into memory with its video track's frame table. `Send + Sync`: one value
-/// is shared by all workers through [`VideoFile::shared`].
+/// An open mp4 file with its video track's frame table. `Send + Sync`: one value is shared by
+/// all workers through [`VideoFile::shared`] (positioned reads need no shared cursor).
 #[derive(Debug)]
 pub struct VideoFile {
     path: PathBuf,
-    map: Mmap,
+    file: File,
     codec: VideoCodec,
     extradata: Vec<u8>,
     width: u32,
@@ -71,11 +74,12 @@ pub struct VideoFile {
 const SHARED_CAPACITY: usize = 256;
 
 impl VideoFile {
-    /// Maps `path` and reads the frame table of its first video track.
+    /// Opens `path` and reads the frame table of its first video track. The header is parsed
+    /// from a map that is dropped before this returns; frames are read with positioned reads.
     pub fn open(path: &Path) -> Result<Self> {
         let file = crate::dataset::files::open_regular(path)?;
-        // SAFETY: the mapping is read-only and dataset files are not modified while they are
-        // read (feedbench never writes into a dataset directory).
+        // SAFETY: the mapping is read-only and lives only while the header is parsed; frames
+        // are read later with positioned reads, which report a shrunk file as an error.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| DatasetError::io(path, e))?;
         let bytes: &[u8] = &map;
         let mp4 = std::panic::catch_unwind(|| Mp4::read_bytes(bytes))
@@ -138,9 +142,10 @@ impl VideoFile {
         if !samples.iter().any(|s| s.keyframe) {
             return Err(DatasetError::invalid(path, "the video track has no keyframe"));
         }
+        drop(map);
         Ok(Self {
             path: path.to_path_buf(),
-            map,
+            file,
             codec,
             extradata,
             width: u32::from(width),
@@ -200,10 +205,27 @@ impl VideoFile {
         &self.samples
     }
 
-    /// The coded bytes of the sample at decode index `index`.
-    pub fn sample_data(&self, index: usize) -> &[u8] {
+    /// Reads the coded bytes of the sample at decode index `index` into `out` (exactly its
+    /// size, [`Mp4Sample::size`]); a file shorter now than its header says is an error naming
+    /// it.
+    pub fn read_sample(&self, index: usize, out: &mut [u8]) -> Result<()> {
         let s = &self.samples[index];
-        &self.map[s.offset as usize..s.offset as usize + s.size as usize]
+        self.file.read_exact_at(out, s.offset).map_err(|e| {
+            let what = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "the file is shorter than its header says (changed or truncated while read?)"
+                    .to_string()
+            } else {
+                e.to_string()
+            };
+            DatasetError::invalid(
+                &self.path,
+                format!(
+                    "frame data {index} at bytes {}..{}: {what}",
+                    s.offset,
+                    s.offset + u64::from(s.size)
+                ),
+            )
+        })
     }
 
     /// Presentation rank of shown frame `frame` (ranks also count hidden samples).
