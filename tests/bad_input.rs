@@ -169,6 +169,16 @@ fn nonsense_numbers_are_refused_by_name() {
     clear_error(ok, &err);
     assert!(err.contains("--episodes-per-file") && err.contains("≥ 1"), "{err}");
     assert!(!synth_out.exists(), "nothing written");
+    for (flag, value, expected) in [
+        ("--crf", "999", "crf 999 (--crf): libsvtav1 takes 0 to 63"),
+        ("--encoder-preset", "warpspeed", "encoder preset \"warpspeed\" (--encoder-preset)"),
+    ] {
+        let (ok, _, err) =
+            feedbench(&[&synth[..], &[flag, value, "--out", synth_out.to_str().unwrap()]].concat());
+        clear_error(ok, &err);
+        assert!(err.contains(expected) && !err.contains(".partial"), "{err}");
+        assert!(!synth_out.exists(), "nothing written");
+    }
 }
 
 #[test]
@@ -346,4 +356,26 @@ fn an_mp4_that_shrinks_under_a_reader_is_an_error_not_a_signal() {
     let error = error.to_string();
     assert!(error.contains(mp4.to_str().unwrap()), "{error}");
     assert!(error.contains("shorter than its header says"), "{error}");
+}
+
+#[test]
+fn an_mp4_whose_frames_differ_from_info_json_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("video");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "24"];
+    let (ok, _, err) = feedbench(&[&synth[..], &["--out", root.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    // info.json now claims 64×64 frames; the files hold 96×96.
+    let info = root.join("meta/info.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
+    let camera = &mut json["features"]["observation.image"]["shape"];
+    assert_eq!(*camera, serde_json::json!([96, 96, 3]), "pusht's camera");
+    *camera = serde_json::json!([64, 64, 3]);
+    std::fs::write(&info, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    let args = ["load", root.to_str().unwrap(), "--window", "none", "--workers", "0"];
+    let (ok, _, err) = feedbench(&[&args[..], &["--batch", "2", "--batches", "1"]].concat());
+    clear_error(ok, &err);
+    assert!(err.contains(".mp4") && err.contains("holds 96×96 frames"), "{err}");
+    assert!(err.contains("`observation.image` feature says 64×64"), "{err}");
 }

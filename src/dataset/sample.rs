@@ -31,6 +31,9 @@ pub struct VideoFrames {
     pub timestamps: Vec<f64>,
     /// True when the key has a time dimension (a window).
     pub windowed: bool,
+    /// `(height, width)` of the key's frames as info.json's feature says, which the file's
+    /// header must agree with; `(0, 0)` where the feature gives no size.
+    pub feature_size: (u32, u32),
 }
 
 /// One sample: the row's values, windows of values with their pad masks, and the images and
@@ -133,6 +136,17 @@ impl Sample {
     pub fn pixel_shape(&self, key: &str, decoder: &dyn FrameDecoder) -> Result<Option<PixelShape>> {
         let (steps, windowed, (height, width)) = if let Some(frames) = self.videos.get(key) {
             let video = VideoFile::shared(&frames.path)?;
+            let (width, height) = video.dimensions();
+            if frames.feature_size != (0, 0) && (height, width) != frames.feature_size {
+                let (h, w) = frames.feature_size;
+                return Err(DatasetError::invalid(
+                    &frames.path,
+                    format!(
+                        "holds {height}×{width} frames (height × width), but info.json's `{key}` \
+                         feature says {h}×{w}"
+                    ),
+                ));
+            }
             (frames.timestamps.len(), frames.windowed, decoder.output_size(&video))
         } else if let Some(images) = self.images.get(key) {
             let size = match (decoder.resolution(), images.images.first()) {
@@ -375,6 +389,11 @@ impl Dataset {
                 path: PathBuf::new(),
                 timestamps: Vec::new(),
                 windowed,
+                feature_size: self
+                    .info
+                    .feature(key)
+                    .and_then(|f| f.image)
+                    .map_or((0, 0), |image| (image.height, image.width)),
             });
             if frames_of_key.path.strip_prefix(&self.root).ok() != Some(video.path.as_path()) {
                 frames_of_key.path = self.root.join(&video.path);

@@ -64,6 +64,41 @@ impl EncodeSettings {
         self.speed.as_deref().unwrap_or(Self::default_speed(self.codec))
     }
 
+    /// What the encoder would refuse, named by its flag, before anything is encoded: a crf
+    /// beyond its scale (libsvtav1 0 to 63, x264/x265 0 to 51), a speed preset it does not
+    /// know (libsvtav1 -2 to 13, x264/x265 `ultrafast` … `placebo`).
+    pub fn problem(&self) -> Option<String> {
+        const X26X_SPEEDS: [&str; 10] = [
+            "ultrafast",
+            "superfast",
+            "veryfast",
+            "faster",
+            "fast",
+            "medium",
+            "slow",
+            "slower",
+            "veryslow",
+            "placebo",
+        ];
+        let encoder = self.encoder_name();
+        let max_crf = if self.codec == VideoCodec::Av1 { 63 } else { 51 };
+        if self.crf > max_crf {
+            return Some(format!("crf {} (--crf): {encoder} takes 0 to {max_crf}", self.crf));
+        }
+        let speed = self.speed();
+        let known = match self.codec {
+            VideoCodec::Av1 => speed.parse::<i32>().is_ok_and(|n| (-2..=13).contains(&n)),
+            VideoCodec::H264 | VideoCodec::Hevc => X26X_SPEEDS.contains(&speed),
+        };
+        (!known).then(|| {
+            let expected = match self.codec {
+                VideoCodec::Av1 => "a number from -2 (slowest) to 13 (fastest)".to_string(),
+                _ => X26X_SPEEDS.join(", "),
+            };
+            format!("encoder preset {speed:?} (--encoder-preset): {encoder} takes {expected}")
+        })
+    }
+
     fn options(&self) -> Dictionary<'static> {
         let mut options = Dictionary::new();
         options.set("g", &self.gop.to_string());

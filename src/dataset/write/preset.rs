@@ -204,6 +204,9 @@ impl Preset {
         if self.gop == 0 {
             return bad("gop must be at least 1".into());
         }
+        if let Some(problem) = self.encode_settings().problem() {
+            return bad(problem);
+        }
         Ok(())
     }
 
