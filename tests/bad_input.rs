@@ -379,3 +379,38 @@ fn an_mp4_whose_frames_differ_from_info_json_is_named() {
     assert!(err.contains(".mp4") && err.contains("holds 96×96 frames"), "{err}");
     assert!(err.contains("`observation.image` feature says 64×64"), "{err}");
 }
+
+#[test]
+fn a_dataset_path_that_is_not_utf8_is_refused_before_any_output() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join(std::ffi::OsStr::from_bytes(b"ds-\xff"));
+    write_tabular(&root, &TabularSpec::default()).unwrap();
+    let out = dir.path().join("s");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
+        (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let (ok, err) = run(&["info".as_ref(), root.as_os_str()]);
+    clear_error(ok, &err);
+    assert!(err.contains("not valid UTF-8"), "info: {err}");
+    let sample = ["sample".as_ref(), root.as_os_str(), "--index".as_ref(), "0".as_ref()];
+    let (ok, err) = run(&[&sample[..], &["--out".as_ref(), out.as_os_str()]].concat());
+    clear_error(ok, &err);
+    assert!(err.contains("not valid UTF-8"), "sample: {err}");
+    assert!(!out.exists(), "nothing written");
+}
+
+#[test]
+fn more_workers_than_cores_run_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let workers = (cores + 1).to_string();
+    let args = ["load", root.to_str().unwrap(), "--window", "none", "--batch", "2"];
+    let (ok, out, err) =
+        feedbench(&[&args[..], &["--batches", "2", "--workers", &workers]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("samples/s"), "{out}");
+    assert!(err.contains(&format!("warning: {workers} workers on {cores} cores")), "{err}");
+}

@@ -69,8 +69,16 @@ pub struct LoaderFlags {
 }
 
 impl LoaderFlags {
-    /// The loader the flags describe.
+    /// The loader the flags describe; more workers than cores are allowed, with a warning.
     fn spec(&self) -> Result<LoaderSpec> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if self.workers > cores {
+            eprintln!(
+                "warning: {} workers on {cores} cores: they take turns on the cores, each with \
+                 its batches in flight and its decoders; more than the cores rarely helps",
+                self.workers
+            );
+        }
         let shard = match (self.rank, self.world_size) {
             (Some(rank), Some(world)) => Shard::new(rank, world),
             _ => Shard::from_env(),

@@ -371,6 +371,13 @@ impl Info {
     /// Reads and checks `root/meta/info.json`.
     pub fn load(root: &Path) -> Result<Self> {
         let path = root.join("meta/info.json");
+        if root.to_str().is_none() {
+            return Err(DatasetError::invalid(
+                root,
+                "the path is not valid UTF-8, which FFmpeg and the JSON outputs need: rename the \
+                 directory or reach it through a link with a UTF-8 name",
+            ));
+        }
         if !root.is_dir() {
             return Err(DatasetError::io(
                 root,
