@@ -128,6 +128,14 @@ fn metadata_that_is_not_a_regular_file_is_refused_without_blocking() {
     let (ok, _, err) = feedbench(&args);
     clear_error(ok, &err);
     assert!(err.contains("is a directory, expected a regular file"), "{err}");
+    // A symlink loop there is said to be one.
+    std::fs::remove_dir(&data).unwrap();
+    let twin = data.with_extension("loop");
+    std::os::unix::fs::symlink(&twin, &data).unwrap();
+    std::os::unix::fs::symlink(&data, &twin).unwrap();
+    let (ok, _, err) = feedbench(&args);
+    clear_error(ok, &err);
+    assert!(err.contains("episode_000001.parquet") && err.contains("symbolic links"), "{err}");
 }
 
 #[test]
@@ -413,4 +421,69 @@ fn more_workers_than_cores_run_with_a_warning() {
     assert!(ok, "{err}");
     assert!(out.contains("samples/s"), "{out}");
     assert!(err.contains(&format!("warning: {workers} workers on {cores} cores")), "{err}");
+}
+
+#[test]
+fn a_parquet_file_that_shrinks_under_a_reader_is_an_error_not_a_signal() {
+    use feedbench::dataset::{Dataset, WindowSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    // Files of several pages: a map read past a shrunk end would fault on the later pages.
+    let spec = TabularSpec {
+        version: CodebaseVersion::V21,
+        episode_lengths: vec![40, 200],
+        image_size: Some((16, 16)),
+        row_group_rows: 16,
+        ..TabularSpec::default()
+    };
+    write_tabular(&root, &spec).unwrap();
+    let dataset = Dataset::open(&root).unwrap();
+    let window = dataset.window(&WindowSpec::Single).unwrap();
+    // Another program truncates episode 1's file after the dataset was opened.
+    let data = root.join("data/chunk-000/episode_000001.parquet");
+    assert!(std::fs::metadata(&data).unwrap().len() > 4 * 4096, "a file of several pages");
+    let file = std::fs::OpenOptions::new().write(true).open(&data).unwrap();
+    file.set_len(4).unwrap();
+    let error = dataset.sample(40 + 190, &window).unwrap_err().to_string();
+    assert!(error.contains("episode_000001.parquet"), "{error}");
+    assert!(error.contains("shorter than its footer says"), "{error}");
+}
+
+#[test]
+fn a_sample_that_cannot_be_written_whole_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let spec = TabularSpec { image_size: Some((64, 64)), ..TabularSpec::default() };
+    write_tabular(&root, &spec).unwrap();
+    let out = dir.path().join("s");
+    // A full disk, as far as this process can tell: files may not grow past 16 KiB, so the
+    // small arrays are written and the 48 KiB image is not (EFBIG, the signal ignored).
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(["sample", root.to_str().unwrap(), "--index", "3", "--out"]).arg(&out);
+    // SAFETY: between fork and exec only async-signal-safe calls: setrlimit and signal.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 16 << 10, rlim_max: 16 << 10 };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let output = command.output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    clear_error(output.status.success(), &err);
+    assert!(err.contains("observation.image"), "{err}");
+    let left: Vec<_> = out.read_dir().unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "nothing half-written is left: {left:?}");
+    // The re-run (with room) is not refused by leftovers.
+    let (ok, _, err) = feedbench(&[
+        "sample",
+        root.to_str().unwrap(),
+        "--index",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
 }

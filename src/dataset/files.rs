@@ -1,5 +1,6 @@
 //! The files of a dataset: opening only regular files for reading (a FIFO would block the
-//! reader, a directory is no data), and writing parquet, JSON and JSON Lines.
+//! reader, a directory is no data), reading them by position (a file that shrinks under a
+//! reader is an error, not a signal), and writing parquet, JSON and JSON Lines.
 
 use std::fs::File;
 use std::path::Path;
@@ -54,6 +55,79 @@ pub fn read_regular_text(path: &Path) -> Result<String> {
     std::io::Read::read_to_string(&mut open_regular(path)?, &mut text)
         .map_err(|e| DatasetError::io(path, e))?;
     Ok(text)
+}
+
+/// A file read with positioned reads only, shared by threads without a cursor or a map: a
+/// file that shrinks under a reader gives an error naming what was short, never a signal (as
+/// reading a map past a shrunk end does). Parquet reads its pages through it.
+#[derive(Debug, Clone)]
+pub struct PositionedFile {
+    file: std::sync::Arc<File>,
+    len: u64,
+}
+
+impl PositionedFile {
+    /// Opens the regular file `path` (see [`open_regular`]).
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = open_regular(path)?;
+        let len = file.metadata().map_err(|e| DatasetError::io(path, e))?.len();
+        Ok(Self { file: std::sync::Arc::new(file), len })
+    }
+}
+
+impl parquet::file::reader::Length for PositionedFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl parquet::file::reader::ChunkReader for PositionedFile {
+    type T = ReadAt;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<ReadAt> {
+        Ok(ReadAt { file: self.file.clone(), position: start, len: self.len })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        use std::os::unix::fs::FileExt;
+        let mut buffer = vec![0; length];
+        self.file.read_exact_at(&mut buffer, start).map_err(|e| {
+            parquet::errors::ParquetError::General(format!(
+                "bytes {start}..{}: {e} (the file is shorter than its footer says: changed or \
+                 truncated while read?)",
+                start + length as u64
+            ))
+        })?;
+        Ok(buffer.into())
+    }
+}
+
+/// A reader of a [`PositionedFile`] from an offset on.
+#[derive(Debug)]
+pub struct ReadAt {
+    file: std::sync::Arc<File>,
+    position: u64,
+    /// The file's length when it was opened.
+    len: u64,
+}
+
+impl std::io::Read for ReadAt {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let read = self.file.read_at(buffer, self.position)?;
+        if read == 0 && !buffer.is_empty() && self.position < self.len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "bytes from {} on are gone: the file is shorter than its footer says (changed \
+                     or truncated while read?)",
+                    self.position
+                ),
+            ));
+        }
+        self.position += read as u64;
+        Ok(read)
+    }
 }
 
 /// Writes `batch` as a parquet file with row groups of at most `row_group_rows` rows. The

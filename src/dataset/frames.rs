@@ -13,7 +13,6 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
 use arrow::record_batch::RecordBatchReader;
-use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
     RowSelector,
@@ -21,6 +20,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use super::episodes::{Episode, EpisodeIndex};
+use super::files::PositionedFile;
 use super::meta::{Feature, FeatureKind, ScalarType};
 use super::values::Values;
 use super::{DatasetError, Result};
@@ -36,10 +36,10 @@ pub struct TableColumn {
     pub width: usize,
 }
 
-/// One parquet data file, mapped, with its row groups decoded on demand.
+/// One parquet data file, read by position, with its row groups decoded on demand.
 struct DataFile {
     path: PathBuf,
-    bytes: Bytes,
+    file: PositionedFile,
     metadata: ArrowReaderMetadata,
     /// First row of each row group, and the total row count at the end.
     row_group_starts: Vec<usize>,
@@ -228,12 +228,8 @@ impl DataFile {
         images: &[String],
         expected_rows: usize,
     ) -> Result<Self> {
-        let file = super::files::open_regular(&path)?;
-        // SAFETY: feedbench never writes into a dataset it reads; a file changed underneath by
-        // another program is outside what any reader can guard against.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| DatasetError::io(&path, e))?;
-        let bytes = Bytes::from_owner(map);
-        let metadata = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())
+        let file = PositionedFile::open(&path)?;
+        let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| DatasetError::parquet(&path, e))?;
         let schema = metadata.schema().clone();
         for column in columns {
@@ -287,14 +283,11 @@ impl DataFile {
         let bulk_projection =
             ProjectionMask::roots(parquet_meta.file_metadata().schema_descr(), roots);
         let decoded = (0..parquet_meta.num_row_groups()).map(|_| OnceLock::new()).collect();
-        Ok(DataFile { path, bytes, metadata, row_group_starts, bulk_projection, decoded })
+        Ok(DataFile { path, file, metadata, row_group_starts, bulk_projection, decoded })
     }
 
-    fn reader(&self) -> ParquetRecordBatchReaderBuilder<Bytes> {
-        ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.bytes.clone(),
-            self.metadata.clone(),
-        )
+    fn reader(&self) -> ParquetRecordBatchReaderBuilder<PositionedFile> {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(self.file.clone(), self.metadata.clone())
     }
 
     fn row_group(&self, id: usize, columns: &[TableColumn]) -> Result<Arc<RowGroup>> {
