@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use cli::{dataset, loader, model, sweep};
+use cli::{compare, dataset, loader, model, sweep};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -38,6 +38,9 @@ enum Command {
     Model(model::ModelArgs),
     /// Generate a LeRobot dataset from a preset: parquet frames, encoded cameras, metadata.
     Synth(dataset::SynthArgs),
+    /// Is B slower than A? Two loaders run interleaved; the change in CPU per sample with
+    /// its 95 % interval, and per stage.
+    Compare(compare::CompareArgs),
     /// Re-render a sweep's report from DIR/results.jsonl alone (never measures): prints it and
     /// writes report.md, results.csv and the SVG plots into DIR.
     Report(sweep::ReportArgs),
@@ -73,5 +76,6 @@ fn run(command: Command) -> Result<()> {
         Command::Model(args) => model::run(&args),
         Command::Synth(args) => dataset::synth(&args),
         Command::Report(args) => sweep::report(&args),
+        Command::Compare(args) => compare::run(&args),
     }
 }

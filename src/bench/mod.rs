@@ -2,6 +2,8 @@
 //! the dataset, the loader and the model together.
 
 pub mod cell;
+pub mod change;
+pub mod compare;
 pub mod config;
 pub mod model_table;
 pub mod phase;

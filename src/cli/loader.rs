@@ -20,7 +20,7 @@ use feedbench::timing::Trace;
 
 use super::{print_json_or_text, progress_bar};
 
-/// The loader's knobs, shared by `load` and `train`.
+/// The loader's knobs, shared by `load`, `train` and `compare`'s specs.
 #[derive(Args)]
 pub struct LoaderFlags {
     /// The dataset root.
@@ -70,7 +70,7 @@ pub struct LoaderFlags {
 
 impl LoaderFlags {
     /// The loader the flags describe; more workers than cores are allowed, with a warning.
-    fn spec(&self) -> Result<LoaderSpec> {
+    pub fn spec(&self) -> Result<LoaderSpec> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if self.workers > cores {
             eprintln!(

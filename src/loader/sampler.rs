@@ -114,10 +114,16 @@ impl Shard {
     }
 }
 
-/// SplitMix64: a small, fast, well-mixed generator for seeded permutations.
-struct SplitMix64(u64);
+/// SplitMix64: a small, fast, well-mixed generator, fixed by its seed (shuffles here, bootstrap
+/// resampling in `bench`).
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// A generator whose sequence `seed` fixes.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
     fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -127,7 +133,7 @@ impl SplitMix64 {
     }
 
     /// A uniform integer in `0..bound` (Lemire's multiply-shift; bias below 2^-32 here).
-    fn below(&mut self, bound: usize) -> usize {
+    pub fn below(&mut self, bound: usize) -> usize {
         ((u128::from(self.next()) * bound as u128) >> 64) as usize
     }
 }

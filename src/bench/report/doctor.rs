@@ -22,7 +22,7 @@ const FAR_FROM_DECODE_LIMIT: f64 = 0.5;
 impl Stage {
     /// This stage's CPU ms per sample in one loader phase's tree; a rest stage
     /// ([`Stage::VideoOther`], [`Stage::BatchOther`]) is its parent less its children.
-    fn cpu_ms_per_sample(self, tree: &TimingTree, samples: usize) -> f64 {
+    pub fn cpu_ms_per_sample(self, tree: &TimingTree, samples: usize) -> f64 {
         let ms = |path: &str| {
             tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
         };

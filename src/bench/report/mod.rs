@@ -9,6 +9,7 @@
 //! directory from its `results.jsonl`.
 
 mod analysis;
+pub mod comparison;
 pub mod csv;
 mod doctor;
 pub mod markdown;

@@ -1,0 +1,130 @@
+//! Is B different from A, and by how much? The relative change of B's mean over A's, with a
+//! 95 % percentile-bootstrap interval over the repeats, and the decision criterion takes:
+//! significant only when the interval excludes no change, and reported as a change only beyond
+//! a noise threshold. `compare` uses it on CPU ms per sample and samples/s.
+
+use serde::{Deserialize, Serialize};
+
+use crate::loader::sampler::SplitMix64;
+
+/// Resamplings of each side for an interval.
+pub const RESAMPLES: usize = 10_000;
+/// Changes within this many percent are noise, whatever their interval.
+pub const NOISE_PCT: f64 = 2.0;
+/// An interval wider than this many percent that holds no change cannot decide: measure longer.
+pub const UNDECIDED_WIDTH_PCT: f64 = 8.0;
+
+/// B's mean relative to A's, percent, with its 95 % bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// `100 × (mean(b) / mean(a) − 1)`.
+    pub percent: f64,
+    /// Lower end of the 95 % interval, percent.
+    pub low: f64,
+    /// Upper end of the 95 % interval, percent.
+    pub high: f64,
+}
+
+/// What a [`Change`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// The whole interval lies above no change, and the change is beyond the noise threshold.
+    Higher,
+    /// The whole interval lies below no change, beyond the noise threshold.
+    Lower,
+    /// No change beyond noise: the interval holds no change, or the change is within noise.
+    NoDifference,
+    /// The interval holds no change but is too wide to rule out a large one.
+    Undecided,
+}
+
+impl Change {
+    /// The change of the mean of `b` over the mean of `a`, with a 95 % percentile bootstrap
+    /// interval: each side resampled with replacement [`RESAMPLES`] times, fixed by `seed`.
+    /// None when a side is empty or A's mean is not positive.
+    pub fn of(a: &[f64], b: &[f64], seed: u64) -> Option<Self> {
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        if a.is_empty() || b.is_empty() || mean(a) <= 0.0 {
+            return None;
+        }
+        let percent = |a: f64, b: f64| 100.0 * (b / a - 1.0);
+        let mut rng = SplitMix64::new(seed);
+        let mut resample =
+            |v: &[f64]| (0..v.len()).map(|_| v[rng.below(v.len())]).sum::<f64>() / v.len() as f64;
+        let mut changes: Vec<f64> = (0..RESAMPLES)
+            .filter_map(|_| {
+                let (ra, rb) = (resample(a), resample(b));
+                (ra > 0.0).then(|| percent(ra, rb))
+            })
+            .collect();
+        changes.sort_by(f64::total_cmp);
+        let at = |q: f64| changes[((q * changes.len() as f64) as usize).min(changes.len() - 1)];
+        Some(Self { percent: percent(mean(a), mean(b)), low: at(0.025), high: at(0.975) })
+    }
+
+    /// The decision, with changes within `noise_pct` counted as noise.
+    pub fn decision(&self, noise_pct: f64) -> Decision {
+        if self.low > 0.0 && self.percent > noise_pct {
+            Decision::Higher
+        } else if self.high < 0.0 && self.percent < -noise_pct {
+            Decision::Lower
+        } else if self.low <= 0.0
+            && self.high >= 0.0
+            && self.high - self.low > UNDECIDED_WIDTH_PCT.max(2.0 * noise_pct)
+        {
+            Decision::Undecided
+        } else {
+            Decision::NoDifference
+        }
+    }
+
+    /// `(95 % CI low to high %)`.
+    pub fn interval(&self) -> String {
+        format!("95 % CI {:+.1} to {:+.1} %", self.low, self.high)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [f64; 6] = [10.0, 10.2, 9.9, 10.1, 9.8, 10.05];
+
+    #[test]
+    fn a_known_shift_is_found_with_its_size() {
+        let b: Vec<f64> = A.iter().map(|x| x * 1.10).collect();
+        let change = Change::of(&A, &b, 1).unwrap();
+        assert!((change.percent - 10.0).abs() < 1e-9, "{change:?}");
+        assert!(change.low > 8.0 && change.high < 12.0, "{change:?}");
+        assert_eq!(change.decision(NOISE_PCT), Decision::Higher);
+        let faster: Vec<f64> = A.iter().map(|x| x * 0.85).collect();
+        assert_eq!(Change::of(&A, &faster, 1).unwrap().decision(NOISE_PCT), Decision::Lower);
+    }
+
+    #[test]
+    fn the_same_measurements_make_no_difference() {
+        let b = [10.1, 9.8, 10.05, 10.0, 9.9, 10.2];
+        let change = Change::of(&A, &b, 2).unwrap();
+        assert!(change.low < 0.0 && change.high > 0.0, "{change:?}");
+        assert_eq!(change.decision(NOISE_PCT), Decision::NoDifference);
+        // A significant change within the noise threshold is no difference either.
+        let tiny: Vec<f64> = A.iter().map(|x| x * 1.01).collect();
+        assert_eq!(Change::of(&A, &tiny, 3).unwrap().decision(NOISE_PCT), Decision::NoDifference);
+    }
+
+    #[test]
+    fn a_wide_spread_is_undecided() {
+        let a = [5.0, 15.0, 10.0, 20.0, 2.0];
+        let b = [6.0, 14.0, 25.0, 3.0, 12.0];
+        let change = Change::of(&a, &b, 4).unwrap();
+        assert_eq!(change.decision(NOISE_PCT), Decision::Undecided, "{change:?}");
+        assert!(Change::of(&[], &b, 4).is_none());
+    }
+
+    #[test]
+    fn intervals_are_fixed_by_the_seed() {
+        let b = [11.0, 10.5, 10.9];
+        assert_eq!(Change::of(&A, &b, 9), Change::of(&A, &b, 9));
+    }
+}

@@ -1,0 +1,196 @@
+//! `feedbench compare`: is B slower than A, and by how much? A and B are two loaders (a
+//! dataset and the knobs `load` takes). They run interleaved, A B A B …, each run a fresh
+//! loader measured after its warm-up, so that the machine's drift hits both alike; the change
+//! in CPU ms per sample (the stable figure) and in samples/s comes with its bootstrap interval
+//! ([`Change`]), and the loader's stages with theirs.
+
+use serde::{Deserialize, Serialize};
+
+use super::change::{Change, Decision, NOISE_PCT};
+use super::phase::run_loader_phase;
+use super::report::Stage;
+use crate::loader::pipeline::LoaderError;
+use crate::loader::spec::LoaderSpec;
+
+/// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
+const SEED: u64 = 0x5eed;
+
+/// What to compare, and how long.
+#[derive(Debug, Clone)]
+pub struct CompareSpec {
+    /// The reference.
+    pub a: LoaderSpec,
+    /// The candidate.
+    pub b: LoaderSpec,
+    /// Runs of each.
+    pub repeats: usize,
+    /// Batches measured per run.
+    pub batches: usize,
+    /// Batches per run before measuring [default: the batches in flight plus one].
+    pub warmup: Option<usize>,
+}
+
+/// Which loader a run measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The reference.
+    A,
+    /// The candidate.
+    B,
+}
+
+/// One measured run: its figures and its CPU per sample by stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// A or B.
+    pub side: Side,
+    /// CPU ms per sample of the loader.
+    pub cpu_ms_per_sample: f64,
+    /// Samples per second (wall).
+    pub samples_per_s: f64,
+    /// CPU ms per sample of each stage that ran, by name (`decode`, `convert`, …).
+    pub stages: Vec<(String, f64)>,
+}
+
+/// A stage's CPU per sample in A and B, and the change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageChange {
+    /// The stage (`decode`, `convert`, …).
+    pub stage: String,
+    /// Mean CPU ms per sample over A's runs.
+    pub a_ms: f64,
+    /// Mean CPU ms per sample over B's runs.
+    pub b_ms: f64,
+    /// The change, when A's stage took any time.
+    pub change: Option<Change>,
+}
+
+/// The comparison: every run, and the changes with their decisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The runs in the order they ran.
+    pub runs: Vec<Run>,
+    /// Change of CPU ms per sample (positive: B costs more).
+    pub cpu: Change,
+    /// What it says, with [`NOISE_PCT`] as noise.
+    pub cpu_decision: Decision,
+    /// Change of samples/s (positive: B is faster).
+    pub throughput: Change,
+    /// What it says.
+    pub throughput_decision: Decision,
+    /// Per stage.
+    pub stages: Vec<StageChange>,
+}
+
+impl Comparison {
+    /// One side's runs' values of `figure`.
+    pub fn values(&self, side: Side, figure: impl Fn(&Run) -> f64) -> Vec<f64> {
+        self.runs.iter().filter(|r| r.side == side).map(figure).collect()
+    }
+}
+
+/// Runs A and B interleaved, `repeats` times each; `on_run` hears each run as it starts.
+pub fn compare(
+    spec: &CompareSpec,
+    mut on_run: impl FnMut(Side, usize),
+) -> Result<Comparison, LoaderError> {
+    if spec.repeats < 2 {
+        return Err(LoaderError::Config("compare needs at least 2 repeats of each".into()));
+    }
+    let mut runs = Vec::with_capacity(2 * spec.repeats);
+    for repeat in 0..spec.repeats {
+        for (side, loader) in [(Side::A, &spec.a), (Side::B, &spec.b)] {
+            on_run(side, repeat);
+            let loader = loader.build()?;
+            let warmup = spec.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
+            let phase = run_loader_phase(&loader, spec.batches, warmup, |_| {})?;
+            let stages = Stage::ALL
+                .iter()
+                .map(|s| (s.name().to_string(), s.cpu_ms_per_sample(&phase.timing, phase.samples)))
+                .filter(|(_, ms)| *ms > 0.0)
+                .collect();
+            runs.push(Run {
+                side,
+                cpu_ms_per_sample: phase.cpu_ms_per_sample,
+                samples_per_s: phase.samples_per_s,
+                stages,
+            });
+        }
+    }
+    Ok(analyse(runs))
+}
+
+/// The changes the runs show.
+pub fn analyse(runs: Vec<Run>) -> Comparison {
+    let side = |side: Side, figure: &dyn Fn(&Run) -> f64| -> Vec<f64> {
+        runs.iter().filter(|r| r.side == side).map(figure).collect()
+    };
+    let change = |figure: &dyn Fn(&Run) -> f64| {
+        Change::of(&side(Side::A, figure), &side(Side::B, figure), SEED).unwrap_or(Change {
+            percent: 0.0,
+            low: 0.0,
+            high: 0.0,
+        })
+    };
+    let cpu = change(&|r| r.cpu_ms_per_sample);
+    let throughput = change(&|r| r.samples_per_s);
+    let stage_ms = |run: &Run, stage: &str| {
+        run.stages.iter().find(|(s, _)| s == stage).map_or(0.0, |(_, ms)| *ms)
+    };
+    let stages = Stage::ALL
+        .iter()
+        .map(|stage| stage.name())
+        .filter(|name| runs.iter().any(|r| stage_ms(r, name) > 0.0))
+        .map(|name| {
+            let (a, b) =
+                (side(Side::A, &|r| stage_ms(r, name)), side(Side::B, &|r| stage_ms(r, name)));
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+            StageChange {
+                stage: name.to_string(),
+                a_ms: mean(&a),
+                b_ms: mean(&b),
+                change: Change::of(&a, &b, SEED),
+            }
+        })
+        .collect();
+    Comparison {
+        cpu_decision: cpu.decision(NOISE_PCT),
+        throughput_decision: throughput.decision(NOISE_PCT),
+        cpu,
+        throughput,
+        stages,
+        runs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(side: Side, cpu: f64, decode: f64) -> Run {
+        Run {
+            side,
+            cpu_ms_per_sample: cpu,
+            samples_per_s: 100.0 / cpu,
+            stages: vec![("decode".into(), decode), ("convert".into(), cpu - decode)],
+        }
+    }
+
+    #[test]
+    fn a_costlier_decode_makes_b_slower_and_shows_in_its_stage() {
+        let runs: Vec<Run> = [5.0, 5.1, 4.9, 5.05, 4.95]
+            .iter()
+            .flat_map(|&cpu| [run(Side::A, cpu, cpu - 1.0), run(Side::B, cpu + 0.6, cpu - 0.4)])
+            .collect();
+        let c = analyse(runs);
+        assert_eq!(c.cpu_decision, Decision::Higher, "{:?}", c.cpu);
+        assert!((c.cpu.percent - 12.0).abs() < 0.5, "{:?}", c.cpu);
+        assert_eq!(c.throughput_decision, Decision::Lower, "fewer samples/s");
+        let decode = c.stages.iter().find(|s| s.stage == "decode").unwrap();
+        assert!((decode.change.unwrap().percent - 15.0).abs() < 0.5, "{decode:?}");
+        let convert = c.stages.iter().find(|s| s.stage == "convert").unwrap();
+        assert!(convert.change.unwrap().percent.abs() < 1e-9, "{convert:?}");
+        assert_eq!(c.values(Side::A, |r| r.cpu_ms_per_sample).len(), 5);
+    }
+}

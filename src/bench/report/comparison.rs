@@ -1,0 +1,79 @@
+//! A comparison as text: the verdict in one line, the wall throughput, then CPU per sample by
+//! stage for A and B.
+
+use std::fmt::Write as _;
+
+use crate::bench::change::{Change, Decision};
+use crate::bench::compare::{Comparison, Side};
+
+/// The verdict on B's CPU per sample against A's, in one line.
+pub fn verdict(c: &Comparison) -> String {
+    let ci = c.cpu.interval();
+    match c.cpu_decision {
+        Decision::Higher => {
+            format!("B is {:.1} % slower than A ({ci}) in CPU ms per sample", c.cpu.percent)
+        }
+        Decision::Lower => {
+            format!("B is {:.1} % faster than A ({ci}) in CPU ms per sample", -c.cpu.percent)
+        }
+        Decision::NoDifference => format!("no difference beyond noise ({ci})"),
+        Decision::Undecided => format!(
+            "undecided: the runs spread too widely ({ci}); measure longer (--repeats, --batches)"
+        ),
+    }
+}
+
+/// The comparison as `feedbench compare` prints it.
+pub fn render(c: &Comparison, a: &str, b: &str) -> String {
+    let mut out = String::new();
+    let repeats = c.values(Side::A, |r| r.cpu_ms_per_sample).len();
+    let _ = writeln!(out, "A: {a}\nB: {b}\n{repeats} runs of each, interleaved A B A B …\n");
+    let _ = writeln!(out, "{}", verdict(c));
+    let per_sample: Vec<String> = c
+        .stages
+        .iter()
+        .filter_map(|s| s.change.map(|change| format!("{} {:+.1} %", s.stage, change.percent)))
+        .collect();
+    if !per_sample.is_empty() {
+        let _ = writeln!(out, "per sample: {}", per_sample.join(", "));
+    }
+    let mean = |side, figure: fn(&crate::bench::compare::Run) -> f64| {
+        let v = c.values(side, figure);
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let _ = writeln!(
+        out,
+        "samples/s: A {:.1}, B {:.1}, {:+.1} % ({})",
+        mean(Side::A, |r| r.samples_per_s),
+        mean(Side::B, |r| r.samples_per_s),
+        c.throughput.percent,
+        c.throughput.interval()
+    );
+    let _ =
+        writeln!(out, "\n{:<14} {:>10} {:>10} {:>9}  95 % CI", "CPU ms/sample", "A", "B", "change");
+    let _ = writeln!(
+        out,
+        "{:<14} {:>10.3} {:>10.3} {:>+8.1}%  {}",
+        "loader",
+        mean(Side::A, |r| r.cpu_ms_per_sample),
+        mean(Side::B, |r| r.cpu_ms_per_sample),
+        c.cpu.percent,
+        bounds(&c.cpu)
+    );
+    for s in &c.stages {
+        let (change, ci) = s.change.map_or(("-".into(), String::new()), |ch| {
+            (format!("{:+.1}%", ch.percent), bounds(&ch))
+        });
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>10.3} {:>10.3} {:>9}  {ci}",
+            s.stage, s.a_ms, s.b_ms, change
+        );
+    }
+    out
+}
+
+/// `low to high %`.
+fn bounds(change: &Change) -> String {
+    format!("{:+.1} to {:+.1} %", change.low, change.high)
+}

@@ -1,0 +1,70 @@
+//! `feedbench compare --a SPEC --b SPEC`: is B slower than A, and by how much?
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser};
+
+use feedbench::bench::compare::{compare, CompareSpec};
+use feedbench::bench::report::comparison;
+use feedbench::loader::spec::LoaderSpec;
+
+use super::loader::LoaderFlags;
+use super::progress_bar;
+
+/// Arguments of `feedbench compare`.
+#[derive(Args)]
+pub struct CompareArgs {
+    /// The reference: a dataset and the flags `load` takes, as one argument, e.g.
+    /// "data/g1 --workers 2 --batch 64" (split at spaces).
+    #[arg(long)]
+    a: String,
+    /// The candidate, as --a.
+    #[arg(long)]
+    b: String,
+    /// Runs of each (at least 2), interleaved A B A B ….
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Batches measured per run.
+    #[arg(long, default_value_t = 20)]
+    batches: usize,
+    /// Batches per run before measuring [default: the batches in flight plus one].
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A loader spec written as one argument.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct SpecLine {
+    #[command(flatten)]
+    loader: LoaderFlags,
+}
+
+/// The loader `text` describes; `flag` names it in errors.
+fn parse_spec(flag: &str, text: &str) -> Result<LoaderSpec> {
+    let line = SpecLine::try_parse_from(text.split_whitespace())
+        .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {}", e.render().to_string().trim()))?;
+    line.loader.spec().with_context(|| format!("{flag} {text:?}"))
+}
+
+/// Runs `feedbench compare`.
+pub fn run(args: &CompareArgs) -> Result<()> {
+    let spec = CompareSpec {
+        a: parse_spec("--a", &args.a)?,
+        b: parse_spec("--b", &args.b)?,
+        repeats: args.repeats,
+        batches: args.batches,
+        warmup: args.warmup,
+    };
+    let progress = progress_bar(2 * args.repeats, args.json, "comparing");
+    let comparison = compare(&spec, |_, _| progress.inc(1))?;
+    progress.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&comparison)?);
+    } else {
+        print!("{}", comparison::render(&comparison, &args.a, &args.b));
+    }
+    Ok(())
+}
