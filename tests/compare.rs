@@ -26,7 +26,7 @@ fn runs_interleave_and_the_verdict_carries_its_interval() {
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     let sides: Vec<&str> =
         value["runs"].as_array().unwrap().iter().map(|r| r["side"].as_str().unwrap()).collect();
-    assert_eq!(sides, ["a", "b", "a", "b", "a", "b"]);
+    assert_eq!(sides, ["a", "b", "b", "a", "a", "b"], "interleaved, each first in turn");
     let cpu = &value["cpu"];
     let (low, high) = (cpu["low"].as_f64().unwrap(), cpu["high"].as_f64().unwrap());
     assert!(low <= cpu["percent"].as_f64().unwrap() && low <= high, "{cpu}");

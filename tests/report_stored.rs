@@ -1,8 +1,10 @@
 //! A report re-rendered from a stored `results.jsonl` equals, byte for byte, what feedbench
-//! rendered from it when it was written (`tests/fixtures/report-v1/`: a real 48-cell sweep of a
-//! generated PushT dataset — workers, prefetch, batch, two resolutions, two repeats — and the
-//! report, CSV, plots and terminal text feedbench 0.1.0 made of it). Results files written
-//! before keep reading, and reports keep their form, across changes to the code.
+//! rendered when it was written (`tests/fixtures/report-v1/`: a real 48-cell sweep of a
+//! generated PushT dataset — workers, prefetch, batch, two resolutions, two repeats — with the
+//! report, CSV and plots the sweep wrote, and the terminal text `feedbench report` printed,
+//! by the code before the restructuring of #12). Results files written before keep reading,
+//! every figure reads back exactly (the CSV, which prints them in full, is the sweep's own),
+//! and reports keep their form, across changes to the code.
 
 use std::path::Path;
 

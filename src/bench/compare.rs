@@ -1,6 +1,7 @@
 //! `feedbench compare`: is B slower than A, and by how much? A and B are two loaders (a
-//! dataset and the knobs `load` takes). They run interleaved, A B A B …, each run a fresh
-//! loader measured after its warm-up, so that the machine's drift hits both alike; the change
+//! dataset and the knobs `load` takes). They run interleaved, A B B A A B …, each run a fresh
+//! loader measured after its warm-up, so that the machine's drift, and whatever a run gains
+//! or loses by following another, hit both alike; the change
 //! in CPU ms per sample (the stable figure) and in samples/s comes with its bootstrap interval
 //! ([`Change`]), and the loader's stages with theirs.
 
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{Change, Decision, NOISE_PCT};
 use super::phase::run_loader_phase;
 use super::report::Stage;
+use super::stats::median;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 
@@ -58,9 +60,9 @@ pub struct Run {
 pub struct StageChange {
     /// The stage (`decode`, `convert`, …).
     pub stage: String,
-    /// Mean CPU ms per sample over A's runs.
+    /// Median CPU ms per sample over A's runs.
     pub a_ms: f64,
-    /// Mean CPU ms per sample over B's runs.
+    /// Median CPU ms per sample over B's runs.
     pub b_ms: f64,
     /// The change, when A's stage took any time.
     pub change: Option<Change>,
@@ -100,7 +102,10 @@ pub fn compare(
     }
     let mut runs = Vec::with_capacity(2 * spec.repeats);
     for repeat in 0..spec.repeats {
-        for (side, loader) in [(Side::A, &spec.a), (Side::B, &spec.b)] {
+        // A B, then B A: whatever the run after another gains or loses is shared alike.
+        let pair = [(Side::A, &spec.a), (Side::B, &spec.b)];
+        let order = if repeat % 2 == 0 { pair } else { [pair[1], pair[0]] };
+        for (side, loader) in order {
             on_run(side, repeat);
             let loader = loader.build()?;
             let warmup = spec.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
@@ -145,11 +150,10 @@ pub fn analyse(runs: Vec<Run>) -> Comparison {
         .map(|name| {
             let (a, b) =
                 (side(Side::A, &|r| stage_ms(r, name)), side(Side::B, &|r| stage_ms(r, name)));
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
             StageChange {
                 stage: name.to_string(),
-                a_ms: mean(&a),
-                b_ms: mean(&b),
+                a_ms: median(a.iter().copied()),
+                b_ms: median(b.iter().copied()),
                 change: Change::of(&a, &b, SEED),
             }
         })

@@ -20,7 +20,7 @@ pub struct CompareArgs {
     /// The candidate, as --a.
     #[arg(long)]
     b: String,
-    /// Runs of each (at least 2), interleaved A B A B ….
+    /// Runs of each (at least 2), interleaved A B B A A B ….
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Batches measured per run.

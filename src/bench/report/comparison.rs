@@ -27,7 +27,7 @@ pub fn verdict(c: &Comparison) -> String {
 pub fn render(c: &Comparison, a: &str, b: &str) -> String {
     let mut out = String::new();
     let repeats = c.values(Side::A, |r| r.cpu_ms_per_sample).len();
-    let _ = writeln!(out, "A: {a}\nB: {b}\n{repeats} runs of each, interleaved A B A B …\n");
+    let _ = writeln!(out, "A: {a}\nB: {b}\n{repeats} runs of each, interleaved A B B A A B …\n");
     let _ = writeln!(out, "{}", verdict(c));
     let per_sample: Vec<String> = c
         .stages
@@ -37,15 +37,14 @@ pub fn render(c: &Comparison, a: &str, b: &str) -> String {
     if !per_sample.is_empty() {
         let _ = writeln!(out, "per sample: {}", per_sample.join(", "));
     }
-    let mean = |side, figure: fn(&crate::bench::compare::Run) -> f64| {
-        let v = c.values(side, figure);
-        v.iter().sum::<f64>() / v.len().max(1) as f64
+    let median_of = |side, figure: fn(&crate::bench::compare::Run) -> f64| {
+        crate::bench::stats::median(c.values(side, figure))
     };
     let _ = writeln!(
         out,
         "samples/s: A {:.1}, B {:.1}, {:+.1} % ({})",
-        mean(Side::A, |r| r.samples_per_s),
-        mean(Side::B, |r| r.samples_per_s),
+        median_of(Side::A, |r| r.samples_per_s),
+        median_of(Side::B, |r| r.samples_per_s),
         c.throughput.percent,
         c.throughput.interval()
     );
@@ -55,8 +54,8 @@ pub fn render(c: &Comparison, a: &str, b: &str) -> String {
         out,
         "{:<14} {:>10.3} {:>10.3} {:>+8.1}%  {}",
         "loader",
-        mean(Side::A, |r| r.cpu_ms_per_sample),
-        mean(Side::B, |r| r.cpu_ms_per_sample),
+        median_of(Side::A, |r| r.cpu_ms_per_sample),
+        median_of(Side::B, |r| r.cpu_ms_per_sample),
         c.cpu.percent,
         bounds(&c.cpu)
     );
