@@ -45,7 +45,8 @@ impl Change {
     /// bootstrap interval: each side resampled with replacement [`RESAMPLES`] times, fixed by
     /// `seed`. None when a side is empty or A's median is not positive.
     pub fn of(a: &[f64], b: &[f64], seed: u64) -> Option<Self> {
-        if a.is_empty() || b.is_empty() || median(a.iter().copied()) <= 0.0 {
+        let (median_a, median_b) = (median(a.iter().copied()), median(b.iter().copied()));
+        if a.is_empty() || b.is_empty() || median_a <= 0.0 {
             return None;
         }
         let percent = |a: f64, b: f64| 100.0 * (b / a - 1.0);
@@ -64,8 +65,7 @@ impl Change {
             .collect();
         changes.sort_by(f64::total_cmp);
         let at = |q: f64| changes[((q * changes.len() as f64) as usize).min(changes.len() - 1)];
-        let estimate = percent(median(a.iter().copied()), median(b.iter().copied()));
-        Some(Self { percent: estimate, low: at(0.025), high: at(0.975) })
+        Some(Self { percent: percent(median_a, median_b), low: at(0.025), high: at(0.975) })
     }
 
     /// The decision, with changes within `noise_pct` either way counted as noise.

@@ -88,8 +88,13 @@ pub struct Comparison {
 impl Comparison {
     /// One side's runs' values of `figure`.
     pub fn values(&self, side: Side, figure: impl Fn(&Run) -> f64) -> Vec<f64> {
-        self.runs.iter().filter(|r| r.side == side).map(figure).collect()
+        side_values(&self.runs, side, figure)
     }
+}
+
+/// The values of `figure` in `side`'s runs, in run order.
+fn side_values(runs: &[Run], side: Side, figure: impl Fn(&Run) -> f64) -> Vec<f64> {
+    runs.iter().filter(|r| r.side == side).map(figure).collect()
 }
 
 /// Runs A and B interleaved, `repeats` times each; `on_run` hears each run as it starts.
@@ -128,9 +133,7 @@ pub fn compare(
 
 /// The changes the runs show.
 pub fn analyse(runs: Vec<Run>) -> Comparison {
-    let side = |side: Side, figure: &dyn Fn(&Run) -> f64| -> Vec<f64> {
-        runs.iter().filter(|r| r.side == side).map(figure).collect()
-    };
+    let side = |side: Side, figure: &dyn Fn(&Run) -> f64| side_values(&runs, side, figure);
     let change = |figure: &dyn Fn(&Run) -> f64| {
         Change::of(&side(Side::A, figure), &side(Side::B, figure), SEED).unwrap_or(Change {
             percent: 0.0,

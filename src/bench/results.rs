@@ -181,11 +181,6 @@ impl ResultsSink {
         Ok(Self { path, results })
     }
 
-    /// The results file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Every result so far, in file order.
     pub fn results(&self) -> &[CellResult] {
         &self.results

@@ -125,15 +125,20 @@ impl Plans {
         plan
     }
 
-    fn make(&self, epoch: u64) -> Vec<Vec<usize>> {
-        let candidates = match self.config.sampler {
+    /// The indices the sampler draws from: every frame of the selected episodes, or (episode
+    /// aware) every frame but the window's last ones of each.
+    fn candidates(&self) -> Vec<usize> {
+        match self.config.sampler {
             SamplerKind::EpisodeAware => self.dataset.sample_indices(&self.window),
             SamplerKind::Sequential | SamplerKind::Shuffled => {
                 self.dataset.episodes().flat_map(|e| e.from..e.to).collect()
             }
-        };
+        }
+    }
+
+    fn make(&self, epoch: u64) -> Vec<Vec<usize>> {
         let c = &self.config;
-        let order = epoch_order(c.sampler, candidates, c.seed, epoch, c.shard, c.drop_last);
+        let order = epoch_order(c.sampler, self.candidates(), c.seed, epoch, c.shard, c.drop_last);
         batches(&order, c.batch_size, c.drop_last)
     }
 }
@@ -400,11 +405,9 @@ impl Loader {
         let c = &self.config;
         let episodes = self.dataset.episodes().count();
         let frames: usize = self.dataset.episodes().map(|e| e.to - e.from).sum();
-        let candidates = match c.sampler {
-            SamplerKind::EpisodeAware => self.dataset.sample_indices(&self.window).len(),
-            SamplerKind::Sequential | SamplerKind::Shuffled => frames,
-        };
-        let shard = c.shard.split((0..candidates).collect(), c.drop_last).len();
+        let candidates = self.plans.candidates();
+        let shard = c.shard.split(candidates.clone(), c.drop_last).len();
+        let candidates = candidates.len();
         if episodes == 0 {
             "no episode is selected".into()
         } else if candidates == 0 {

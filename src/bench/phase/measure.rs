@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::{LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase};
 use crate::loader::batch::Batch;
-use crate::loader::pipeline::{Loader, LoaderError};
+use crate::loader::pipeline::{Batches, Loader, LoaderError};
 use crate::model::{ModelError, Precision, StepTimes, TrainStep};
 use crate::timing::{peak_rss_bytes, process_cpu_time, reset_peak_rss, stage};
 use crate::timing::{TimingTree, Trace, TraceTrack};
@@ -48,6 +48,17 @@ impl Clock {
     }
 }
 
+/// Starts the loader's epochs for a phase, with a fresh peak-RSS measurement; an epoch without
+/// a batch is an error saying why.
+fn start_epochs(loader: &Loader) -> Result<Batches, LoaderError> {
+    reset_peak_rss();
+    let stream = loader.epochs(0);
+    if stream.per_epoch() == 0 {
+        return Err(LoaderError::Config(format!("no batch: {}", loader.why_no_batch())));
+    }
+    Ok(stream)
+}
+
 /// Runs the loader alone: `warmup` batches first (not measured), then `batches` batches,
 /// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_batch` is
 /// called after each measured batch (progress).
@@ -61,11 +72,7 @@ pub fn run_loader_phase(
     if batches == 0 {
         return Err(LoaderError::Config("measure at least one batch".into()));
     }
-    reset_peak_rss();
-    let mut stream = loader.epochs(0);
-    if stream.per_epoch() == 0 {
-        return Err(LoaderError::Config(format!("no batch: {}", loader.why_no_batch())));
-    }
+    let mut stream = start_epochs(loader)?;
     let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
     let mut last = clock.wall;
     for iteration in schedule(warmup, batches) {
@@ -156,11 +163,7 @@ pub fn run_train_phase(
     let mut timing = TimingTree::default();
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
-    reset_peak_rss();
-    let mut stream = loader.epochs(0);
-    if stream.per_epoch() == 0 {
-        return Err(LoaderError::Config(format!("no batch: {}", loader.why_no_batch())).into());
-    }
+    let mut stream = start_epochs(loader)?;
     for iteration in schedule(warmup, steps) {
         let asked = Instant::now();
         let batch = stream.next().expect("epoch after epoch: the stream does not end");
