@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use cli::{compare, dataset, loader, model, sweep};
+use cli::{compare, dataset, guard, loader, model, sweep};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -41,6 +41,9 @@ enum Command {
     /// Is B slower than A? Two loaders run interleaved; the change in CPU per sample with
     /// its 95 % interval, and per stage.
     Compare(compare::CompareArgs),
+    /// Hold loader throughput to a baseline (CI): fixed cells in interleaved repeats; exit 0
+    /// within the tolerance, 1 on a regression, 2 on an error.
+    Guard(guard::GuardArgs),
     /// Re-render a sweep's report from DIR/results.jsonl alone (never measures): prints it and
     /// writes report.md, results.csv and the SVG plots into DIR.
     Report(sweep::ReportArgs),
@@ -56,17 +59,20 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse().command) {
-        Ok(()) => ExitCode::SUCCESS,
+    let command = Cli::parse().command;
+    // The guard tells an error (2) from a regression (1), as CI needs.
+    let error_code = if matches!(command, Command::Guard(_)) { 2 } else { 1 };
+    match run(command) {
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {}", cli::one_message(&error));
-            ExitCode::FAILURE
+            ExitCode::from(error_code)
         }
     }
 }
 
-fn run(command: Command) -> Result<()> {
-    match command {
+fn run(command: Command) -> Result<ExitCode> {
+    let done = match command {
         Command::Info(args) => dataset::info(&args),
         Command::Sample(args) => dataset::sample(&args),
         Command::Load(args) => loader::load(&args),
@@ -77,5 +83,7 @@ fn run(command: Command) -> Result<()> {
         Command::Synth(args) => dataset::synth(&args),
         Command::Report(args) => sweep::report(&args),
         Command::Compare(args) => compare::run(&args),
-    }
+        Command::Guard(args) => return guard::run(&args),
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }

@@ -41,6 +41,9 @@ pub enum Decision {
 }
 
 impl Change {
+    /// No change, with no spread: what two empty sides compare as.
+    pub const NONE: Self = Self { percent: 0.0, low: 0.0, high: 0.0 };
+
     /// The change of the median of `b` over the median of `a`, with a 95 % percentile
     /// bootstrap interval: each side resampled with replacement [`RESAMPLES`] times, fixed by
     /// `seed`. None when a side is empty or A's median is not positive.

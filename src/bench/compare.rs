@@ -8,9 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::change::{Change, Decision, NOISE_PCT};
-use super::phase::run_loader_phase;
-use super::report::Stage;
-use super::stats::median;
+use super::loader_run::{measure_run, stage_changes, RunFigures, RunLength, StageChange};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 
@@ -42,30 +40,14 @@ pub enum Side {
     B,
 }
 
-/// One measured run: its figures and its CPU per sample by stage.
+/// One measured run: which side, and its figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Run {
     /// A or B.
     pub side: Side,
-    /// CPU ms per sample of the loader.
-    pub cpu_ms_per_sample: f64,
-    /// Samples per second (wall).
-    pub samples_per_s: f64,
-    /// CPU ms per sample of each stage that ran, by name (`decode`, `convert`, …).
-    pub stages: Vec<(String, f64)>,
-}
-
-/// A stage's CPU per sample in A and B, and the change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageChange {
-    /// The stage (`decode`, `convert`, …).
-    pub stage: String,
-    /// Median CPU ms per sample over A's runs.
-    pub a_ms: f64,
-    /// Median CPU ms per sample over B's runs.
-    pub b_ms: f64,
-    /// The change, when A's stage took any time.
-    pub change: Option<Change>,
+    /// What it measured.
+    #[serde(flatten)]
+    pub figures: RunFigures,
 }
 
 /// The comparison: every run, and the changes with their decisions.
@@ -87,14 +69,14 @@ pub struct Comparison {
 
 impl Comparison {
     /// One side's runs' values of `figure`.
-    pub fn values(&self, side: Side, figure: impl Fn(&Run) -> f64) -> Vec<f64> {
-        side_values(&self.runs, side, figure)
+    pub fn values(&self, side: Side, figure: impl Fn(&RunFigures) -> f64) -> Vec<f64> {
+        self.side(side).map(figure).collect()
     }
-}
 
-/// The values of `figure` in `side`'s runs, in run order.
-fn side_values(runs: &[Run], side: Side, figure: impl Fn(&Run) -> f64) -> Vec<f64> {
-    runs.iter().filter(|r| r.side == side).map(figure).collect()
+    /// One side's runs, in run order.
+    fn side(&self, side: Side) -> impl Iterator<Item = &RunFigures> {
+        self.runs.iter().filter(move |r| r.side == side).map(|r| &r.figures)
+    }
 }
 
 /// Runs A and B interleaved, `repeats` times each; `on_run` hears each run as it starts.
@@ -112,20 +94,8 @@ pub fn compare(
         let order = if repeat % 2 == 0 { pair } else { [pair[1], pair[0]] };
         for (side, loader) in order {
             on_run(side, repeat);
-            let loader = loader.build()?;
-            let warmup = spec.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-            let phase = run_loader_phase(&loader, spec.batches, warmup, |_| {})?;
-            let stages = Stage::ALL
-                .iter()
-                .map(|s| (s.name().to_string(), s.cpu_ms_per_sample(&phase.timing, phase.samples)))
-                .filter(|(_, ms)| *ms > 0.0)
-                .collect();
-            runs.push(Run {
-                side,
-                cpu_ms_per_sample: phase.cpu_ms_per_sample,
-                samples_per_s: phase.samples_per_s,
-                stages,
-            });
+            let length = RunLength { batches: spec.batches, warmup: spec.warmup };
+            runs.push(Run { side, figures: measure_run(loader, length, false)? });
         }
     }
     Ok(analyse(runs))
@@ -133,34 +103,16 @@ pub fn compare(
 
 /// The changes the runs show.
 pub fn analyse(runs: Vec<Run>) -> Comparison {
-    let side = |side: Side, figure: &dyn Fn(&Run) -> f64| side_values(&runs, side, figure);
-    let change = |figure: &dyn Fn(&Run) -> f64| {
-        Change::of(&side(Side::A, figure), &side(Side::B, figure), SEED).unwrap_or(Change {
-            percent: 0.0,
-            low: 0.0,
-            high: 0.0,
-        })
+    let side = |side: Side| -> Vec<&RunFigures> {
+        runs.iter().filter(|r| r.side == side).map(|r| &r.figures).collect()
     };
-    let cpu = change(&|r| r.cpu_ms_per_sample);
-    let throughput = change(&|r| r.samples_per_s);
-    let stage_ms = |run: &Run, stage: &str| {
-        run.stages.iter().find(|(s, _)| s == stage).map_or(0.0, |(_, ms)| *ms)
+    let (a, b) = (side(Side::A), side(Side::B));
+    let change = |figure: fn(&RunFigures) -> f64| {
+        let values = |runs: &[&RunFigures]| runs.iter().map(|r| figure(r)).collect::<Vec<_>>();
+        Change::of(&values(&a), &values(&b), SEED).unwrap_or(Change::NONE)
     };
-    let stages = Stage::ALL
-        .iter()
-        .map(|stage| stage.name())
-        .filter(|name| runs.iter().any(|r| stage_ms(r, name) > 0.0))
-        .map(|name| {
-            let (a, b) =
-                (side(Side::A, &|r| stage_ms(r, name)), side(Side::B, &|r| stage_ms(r, name)));
-            StageChange {
-                stage: name.to_string(),
-                a_ms: median(a.iter().copied()),
-                b_ms: median(b.iter().copied()),
-                change: Change::of(&a, &b, SEED),
-            }
-        })
-        .collect();
+    let (cpu, throughput) = (change(|r| r.cpu_ms_per_sample), change(|r| r.samples_per_s));
+    let stages = stage_changes(&a, &b, SEED);
     Comparison {
         cpu_decision: cpu.decision(NOISE_PCT),
         throughput_decision: throughput.decision(NOISE_PCT),
@@ -178,9 +130,12 @@ mod tests {
     fn run(side: Side, cpu: f64, decode: f64) -> Run {
         Run {
             side,
-            cpu_ms_per_sample: cpu,
-            samples_per_s: 100.0 / cpu,
-            stages: vec![("decode".into(), decode), ("convert".into(), cpu - decode)],
+            figures: RunFigures {
+                cpu_ms_per_sample: cpu,
+                samples_per_s: 100.0 / cpu,
+                stages: vec![("decode".into(), decode), ("convert".into(), cpu - decode)],
+                instructions_per_sample: None,
+            },
         }
     }
 

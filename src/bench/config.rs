@@ -58,6 +58,49 @@ pub struct DatasetSource {
     pub cache: Option<PathBuf>,
 }
 
+impl DatasetSource {
+    /// Checks what TOML types cannot: one of `path` and `synth`, and only the keys that apply
+    /// to it; the error names the config file `path`.
+    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
+        let d = self;
+        if d.path.is_some() == d.synth.is_some() {
+            return bad("[dataset] needs exactly one of `path` and `synth`".into());
+        }
+        if d.path.is_some()
+            && (d.frames_per_episode.is_some()
+                || d.codec.is_some()
+                || d.gop.is_some()
+                || d.crf.is_some()
+                || d.format.is_some())
+        {
+            return bad("[dataset] frames_per_episode, codec, gop, crf and format apply to \
+                        `synth` only"
+                .into());
+        }
+        match (&d.path, &d.episodes) {
+            (Some(_), Some(EpisodeChoice::Count(_))) => {
+                return bad("[dataset] episodes of a `path` is a list, e.g. \"1,2,4\"".into())
+            }
+            (None, Some(EpisodeChoice::List(_))) => {
+                return bad("[dataset] episodes of a `synth` preset is a count".into())
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Makes a relative dataset `path` relative to the directory of the config file at
+    /// `config`.
+    pub fn resolve_relative_to(&mut self, config: &Path) {
+        if let Some(dataset) = &mut self.path {
+            if dataset.is_relative() {
+                *dataset = config.parent().unwrap_or(Path::new(".")).join(&*dataset);
+            }
+        }
+    }
+}
+
 /// A number of episodes to generate, or a list of episodes to read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -182,11 +225,7 @@ impl SweepConfig {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
-        if let Some(dataset) = &mut config.dataset.path {
-            if dataset.is_relative() {
-                *dataset = path.parent().unwrap_or(Path::new(".")).join(&*dataset);
-            }
-        }
+        config.dataset.resolve_relative_to(path);
         config.check(path)?;
         Ok(config)
     }
@@ -195,30 +234,7 @@ impl SweepConfig {
     /// one); the error names the config file `path`.
     pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
-        let d = &self.dataset;
-        if d.path.is_some() == d.synth.is_some() {
-            return bad("[dataset] needs exactly one of `path` and `synth`".into());
-        }
-        if d.path.is_some()
-            && (d.frames_per_episode.is_some()
-                || d.codec.is_some()
-                || d.gop.is_some()
-                || d.crf.is_some()
-                || d.format.is_some())
-        {
-            return bad("[dataset] frames_per_episode, codec, gop, crf and format apply to \
-                        `synth` only"
-                .into());
-        }
-        match (&d.path, &d.episodes) {
-            (Some(_), Some(EpisodeChoice::Count(_))) => {
-                return bad("[dataset] episodes of a `path` is a list, e.g. \"1,2,4\"".into())
-            }
-            (None, Some(EpisodeChoice::List(_))) => {
-                return bad("[dataset] episodes of a `synth` preset is a count".into())
-            }
-            _ => {}
-        }
+        self.dataset.check(path)?;
         let l = &self.loader;
         for (name, empty) in [
             ("loader.workers", l.workers.is_empty()),

@@ -5,6 +5,8 @@ pub mod cell;
 pub mod change;
 pub mod compare;
 pub mod config;
+pub mod guard;
+pub mod loader_run;
 pub mod model_table;
 pub mod phase;
 pub mod plan;

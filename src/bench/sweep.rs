@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cell::{Cell, Knob};
-use super::config::{EpisodeChoice, SweepConfig};
+use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
 use super::phase::{run_loader_phase, run_model_phase, run_train_phase, ModelPhase, TrainError};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
@@ -90,8 +90,7 @@ pub enum SweepProgress<'a> {
 /// The dataset a sweep reads: its `path`, or its `synth` preset generated into the cache
 /// directory (`/dev/shm/feedbench` by default) and reused when an earlier sweep generated the
 /// same thing. `say` hears what is being generated.
-pub fn prepare_dataset(config: &SweepConfig, say: impl FnMut(&str)) -> Result<PathBuf, SweepError> {
-    let d = &config.dataset;
+pub fn prepare_dataset(d: &DatasetSource, say: impl FnMut(&str)) -> Result<PathBuf, SweepError> {
     if let Some(path) = &d.path {
         return Ok(path.clone());
     }

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod dataset;
+pub mod guard;
 pub mod loader;
 pub mod model;
 pub mod sweep;

@@ -36,7 +36,7 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
         let name = args.config.file_stem().unwrap_or_default();
         PathBuf::from("results").join(name)
     });
-    let root = prepare_dataset(&config, |message| eprintln!("{message}"))?;
+    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
     let bar = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template(
             "{bar:30} {pos}/{len} cells  {elapsed_precise} (about {eta} left)  {msg}",

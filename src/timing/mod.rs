@@ -3,11 +3,13 @@
 //! record into it; it imports nothing of feedbench.
 
 pub mod clock;
+pub mod instructions;
 pub mod stage;
 pub mod trace;
 pub mod tree;
 
 pub use clock::thread_cpu_time;
 pub use clock::{available_memory_bytes, peak_rss_bytes, process_cpu_time, reset_peak_rss};
+pub use instructions::InstructionCounter;
 pub use trace::{Trace, TraceTrack};
 pub use tree::{StageTotals, TimingTree};

@@ -37,7 +37,7 @@ pub fn render(c: &Comparison, a: &str, b: &str) -> String {
     if !per_sample.is_empty() {
         let _ = writeln!(out, "per sample: {}", per_sample.join(", "));
     }
-    let median_of = |side, figure: fn(&crate::bench::compare::Run) -> f64| {
+    let median_of = |side, figure: fn(&crate::bench::loader_run::RunFigures) -> f64| {
         crate::bench::stats::median(c.values(side, figure))
     };
     let _ = writeln!(

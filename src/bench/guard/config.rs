@@ -1,0 +1,257 @@
+//! The guard config (`configs/guard.toml`): the dataset, the fixed cells measured, how many
+//! interleaved repeats, and the tolerance. Every key is checked, as in a sweep config.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::config::{ConfigError, DatasetSource, EpisodeChoice};
+use crate::bench::loader_run::RunLength;
+use crate::dataset::{Resolution, WindowChoice};
+use crate::loader::batch::ImageFormat;
+use crate::loader::config::LoaderConfig;
+use crate::loader::sampler::SamplerKind;
+use crate::loader::spec::LoaderSpec;
+
+/// What the guard measures and how it decides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardConfig {
+    /// What to read: an existing dataset or a `synth` preset, as in a sweep config.
+    pub dataset: DatasetSource,
+    /// How long and how often.
+    #[serde(default)]
+    pub run: GuardRun,
+    /// The cells, each a fixed loader; at least one.
+    #[serde(rename = "cell")]
+    pub cells: Vec<GuardCell>,
+}
+
+/// How long each run is, how many, and the tolerance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardRun {
+    /// Runs of each cell, interleaved (cell 1, cell 2, …, then again in reverse order).
+    pub repeats: usize,
+    /// Batches measured per run.
+    pub batches: usize,
+    /// Batches per run before measuring (the batches in flight plus one when absent).
+    pub warmup: Option<usize>,
+    /// Changes within this much either way pass (`--tolerance` overrides).
+    pub tolerance: Tolerance,
+}
+
+impl Default for GuardRun {
+    fn default() -> Self {
+        Self { repeats: 10, batches: 20, warmup: None, tolerance: Tolerance(10.0) }
+    }
+}
+
+impl GuardRun {
+    /// The length of each run.
+    pub fn length(&self) -> RunLength {
+        RunLength { batches: self.batches, warmup: self.warmup }
+    }
+}
+
+/// One fixed loader the guard measures: a name and the knobs `load` takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardCell {
+    /// Names the cell in the baseline and the outputs (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// `diffusion` or `none`.
+    #[serde(default = "diffusion")]
+    pub window: WindowChoice,
+    /// Worker threads (0: load in the measuring thread).
+    pub workers: usize,
+    /// Batches in flight per worker.
+    #[serde(default = "two")]
+    pub prefetch: usize,
+    /// Samples per batch.
+    pub batch: usize,
+    /// `native` or `HxW`.
+    #[serde(default)]
+    pub resolution: Resolution,
+    /// `f32` or `u8`.
+    #[serde(default)]
+    pub images: ImageFormat,
+    /// `shuffled` (random access, as training reads), `episode_aware` or `sequential`.
+    #[serde(default = "shuffled")]
+    pub sampler: SamplerKind,
+    /// Seed of the shuffled orders.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn diffusion() -> WindowChoice {
+    WindowChoice::Diffusion
+}
+
+fn two() -> usize {
+    2
+}
+
+fn shuffled() -> SamplerKind {
+    SamplerKind::Shuffled
+}
+
+impl GuardCell {
+    /// The loader of this cell over the dataset at `root` (its `episodes` when given).
+    pub fn spec(&self, root: &Path, episodes: Option<&EpisodeChoice>) -> LoaderSpec {
+        LoaderSpec {
+            dataset: root.to_path_buf(),
+            episodes: match episodes {
+                Some(EpisodeChoice::List(list)) => Some(list.clone()),
+                _ => None,
+            },
+            window: self.window,
+            config: LoaderConfig {
+                workers: self.workers,
+                prefetch: self.prefetch,
+                batch_size: self.batch,
+                sampler: self.sampler,
+                seed: self.seed,
+                resolution: self.resolution,
+                images: self.images,
+                ..LoaderConfig::default()
+            },
+        }
+    }
+}
+
+impl GuardConfig {
+    /// Reads and checks a guard config; a relative dataset `path` is relative to the file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let error = |what: String| ConfigError { path: path.to_path_buf(), what };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
+        config.dataset.resolve_relative_to(path);
+        config.check(path)?;
+        Ok(config)
+    }
+
+    /// Checks what TOML types cannot; the error names the config file `path`.
+    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
+        self.dataset.check(path)?;
+        if self.cells.is_empty() {
+            return bad("no [[cell]]: the guard needs at least one cell to measure".into());
+        }
+        for (i, cell) in self.cells.iter().enumerate() {
+            let name_ok = !cell.name.is_empty()
+                && cell.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if !name_ok {
+                return bad(format!(
+                    "cell {} name {:?}: expected letters, digits, '-', '_' or '.'",
+                    i + 1,
+                    cell.name
+                ));
+            }
+            if self.cells[..i].iter().any(|c| c.name == cell.name) {
+                return bad(format!("cell name {:?} appears twice", cell.name));
+            }
+            if cell.batch == 0 || cell.prefetch == 0 {
+                return bad(format!("cell {:?}: batch and prefetch must be ≥ 1", cell.name));
+            }
+        }
+        let run = &self.run;
+        if run.repeats < 3 {
+            return bad(format!(
+                "run.repeats = {}: at least 3 runs of each cell are needed for an interval",
+                run.repeats
+            ));
+        }
+        if run.batches == 0 {
+            return bad("run.batches must be ≥ 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// How far a figure may move before the guard calls it a change, percent: `10%` or `10`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Tolerance(pub f64);
+
+impl FromStr for Tolerance {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let number = text.trim().strip_suffix('%').unwrap_or(text.trim()).trim();
+        match number.parse::<f64>() {
+            Ok(pct) if pct.is_finite() && pct > 0.0 && pct < 100.0 => Ok(Self(pct)),
+            _ => Err(format!(
+                "tolerance {text:?}: expected a percentage above 0 and below 100, \
+                              e.g. \"10%\""
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}%", self.0)
+    }
+}
+
+serde_as_text!(Tolerance);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<GuardConfig, String> {
+        let config: GuardConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.check(Path::new("guard.toml")).map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    const DATASET: &str = "[dataset]\nsynth = \"pusht\"\nepisodes = 4\n";
+
+    #[test]
+    fn cells_take_the_guard_defaults() {
+        let config = parse(&format!("{DATASET}[[cell]]\nname = \"w2\"\nworkers = 2\nbatch = 16\n"));
+        let config = config.unwrap();
+        let cell = &config.cells[0];
+        assert_eq!(
+            (cell.sampler, cell.prefetch, cell.window),
+            (SamplerKind::Shuffled, 2, WindowChoice::Diffusion)
+        );
+        assert_eq!(config.run.tolerance, Tolerance(10.0));
+        let spec = cell.spec(Path::new("/data"), None);
+        assert_eq!((spec.config.workers, spec.config.batch_size), (2, 16));
+    }
+
+    #[test]
+    fn bad_configs_are_named() {
+        let none = parse(DATASET).unwrap_err();
+        assert!(none.contains("missing field `cell`"), "{none}");
+        let cell = "[[cell]]\nname = \"a\"\nworkers = 0\nbatch = 4\n";
+        let twice = parse(&format!("{DATASET}{cell}{cell}")).unwrap_err();
+        assert!(twice.contains("\"a\" appears twice"), "{twice}");
+        let repeats = parse(&format!("{DATASET}[run]\nrepeats = 2\n{cell}")).unwrap_err();
+        assert!(repeats.contains("run.repeats = 2"), "{repeats}");
+        let tolerance = parse(&format!("{DATASET}[run]\ntolerance = \"0%\"\n{cell}")).unwrap_err();
+        assert!(tolerance.contains("tolerance \"0%\""), "{tolerance}");
+        let name = parse(&format!("{DATASET}[[cell]]\nname = \"a b\"\nworkers = 0\nbatch = 4\n"));
+        assert!(name.unwrap_err().contains("name \"a b\""));
+        let typo = parse(&format!("{DATASET}[[cell]]\nname = \"a\"\nworker = 0\nbatch = 4\n"));
+        assert!(typo.unwrap_err().contains("unknown field `worker`"));
+    }
+
+    #[test]
+    fn tolerances_read_with_or_without_percent() {
+        assert_eq!("10%".parse::<Tolerance>(), Ok(Tolerance(10.0)));
+        assert_eq!(" 2.5 ".parse::<Tolerance>(), Ok(Tolerance(2.5)));
+        assert!("-1%".parse::<Tolerance>().is_err() && "ten".parse::<Tolerance>().is_err());
+    }
+
+    #[test]
+    fn the_shipped_config_parses() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/guard.toml");
+        let config = GuardConfig::load(&shipped).unwrap();
+        assert!(config.dataset.synth.is_some() && !config.cells.is_empty());
+    }
+}

@@ -1,0 +1,323 @@
+//! The guard's decision: each cell's figures now against the baseline's, a regression only
+//! where the whole 95 % interval of the change lies beyond the tolerance (criterion's rule of
+//! significance and noise threshold together); and, before anything runs, whether the
+//! baseline fits the config, the machine and the dataset at all.
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{GuardConfig, Tolerance};
+use super::record::{CellRuns, DatasetFingerprint, GuardRecord};
+use crate::bench::change::{Change, Decision};
+use crate::bench::loader_run::{stage_changes, RunFigures, StageChange};
+use crate::bench::stats::median;
+use crate::bench::system::SystemInfo;
+
+/// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
+const SEED: u64 = 0x6a4d;
+
+/// A baseline that does not fit what is measured now.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Mismatch(pub String);
+
+/// Checks the baseline against the config, machine and dataset of this run, before it runs.
+/// Cells must match by name and knobs (else the comparison means nothing: an error). A
+/// different machine or dataset, or other run lengths, give warnings, returned; with `strict`
+/// a different machine or dataset is an error.
+pub fn check_baseline(
+    baseline: &GuardRecord,
+    config: &GuardConfig,
+    machine: &SystemInfo,
+    dataset: &DatasetFingerprint,
+    strict: bool,
+) -> Result<Vec<String>, Mismatch> {
+    let names: Vec<&str> = baseline.cells.iter().map(|c| c.cell.name.as_str()).collect();
+    for cell in &config.cells {
+        match baseline.cells.iter().find(|c| c.cell.name == cell.name) {
+            None => {
+                return Err(Mismatch(format!(
+                    "the baseline has no cell {:?} (it has {}): save a new baseline with \
+                     --save-baseline",
+                    cell.name,
+                    names.join(", ")
+                )))
+            }
+            Some(saved) if saved.cell != *cell => {
+                return Err(Mismatch(format!(
+                    "cell {:?} has other knobs than in the baseline ({} now, {} then): save a \
+                     new baseline with --save-baseline",
+                    cell.name,
+                    toml::to_string(cell).unwrap_or_default().replace('\n', " "),
+                    toml::to_string(&saved.cell).unwrap_or_default().replace('\n', " ")
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    let mut warnings = Vec::new();
+    let mut differences = Vec::new();
+    for (what, then, now) in machine_facts(&baseline.machine, machine) {
+        if then != now {
+            differences.push(format!("{what} {then:?} then, {now:?} now"));
+        }
+    }
+    if !differences.is_empty() {
+        warnings.push(format!("another machine or software: {}", differences.join("; ")));
+    }
+    if baseline.dataset != *dataset {
+        warnings.push(format!(
+            "the dataset changed: {} files, {} bytes, sha256 {:.12} then; {} files, {} bytes, \
+             sha256 {:.12} now",
+            baseline.dataset.files,
+            baseline.dataset.bytes,
+            baseline.dataset.sha256,
+            dataset.files,
+            dataset.bytes,
+            dataset.sha256
+        ));
+    }
+    if strict && !warnings.is_empty() {
+        return Err(Mismatch(format!("--strict: {}", warnings.join("; "))));
+    }
+    let (then, now) = (&baseline.run, &config.run);
+    if (then.batches, then.warmup) != (now.batches, now.warmup) {
+        warnings.push(format!(
+            "runs of {} batches after {:?} warm-up in the baseline, {} after {:?} now",
+            then.batches, then.warmup, now.batches, now.warmup
+        ));
+    }
+    Ok(warnings)
+}
+
+/// The facts of a machine a baseline must share, as (what, then, now).
+fn machine_facts(then: &SystemInfo, now: &SystemInfo) -> Vec<(&'static str, String, String)> {
+    vec![
+        ("CPU", then.cpu.clone(), now.cpu.clone()),
+        ("cores", then.cores.to_string(), now.cores.to_string()),
+        ("kernel", then.os.clone(), now.os.clone()),
+        ("feedbench", then.feedbench.clone(), now.feedbench.clone()),
+        ("libavcodec", then.libavcodec.clone(), now.libavcodec.clone()),
+        ("libtorch", then.libtorch.clone(), now.libtorch.clone()),
+    ]
+}
+
+/// A figure now against the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FigureChange {
+    /// The baseline's median.
+    pub baseline: f64,
+    /// The median now.
+    pub now: f64,
+    /// The change of the median, with its interval.
+    pub change: Change,
+    /// What the interval says with the tolerance as noise.
+    pub decision: Decision,
+}
+
+impl FigureChange {
+    fn of(baseline: &[f64], now: &[f64], tolerance: Tolerance) -> Self {
+        let change = Change::of(baseline, now, SEED).unwrap_or(Change::NONE);
+        Self {
+            baseline: median(baseline.iter().copied()),
+            now: median(now.iter().copied()),
+            decision: change.decision(tolerance.0),
+            change,
+        }
+    }
+
+    /// Whether this is worse: more of a cost, or less of a throughput.
+    fn outcome(&self, smaller_is_better: bool) -> Outcome {
+        match (self.decision, smaller_is_better) {
+            (Decision::Higher, true) | (Decision::Lower, false) => Outcome::Regression,
+            (Decision::Higher, false) | (Decision::Lower, true) => Outcome::Improvement,
+            (Decision::NoDifference, _) => Outcome::Pass,
+            (Decision::Undecided, _) => Outcome::Undecided,
+        }
+    }
+}
+
+/// What the guard says of a cell, and of the whole run (its worst cell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Within the tolerance.
+    Pass,
+    /// Better beyond the tolerance: time to update the baseline.
+    Improvement,
+    /// The interval straddles the tolerance: neither pass nor fail; measure longer.
+    Undecided,
+    /// Worse beyond the tolerance.
+    Regression,
+}
+
+/// One cell now against its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellVerdict {
+    /// The cell's name.
+    pub cell: String,
+    /// CPU ms per sample (smaller is better).
+    pub cpu_ms_per_sample: FigureChange,
+    /// Wall samples/s (bigger is better).
+    pub samples_per_s: FigureChange,
+    /// Instructions per sample, when both counted them (smaller is better).
+    pub instructions_per_sample: Option<FigureChange>,
+    /// CPU per sample by stage: where a change comes from.
+    pub stages: Vec<StageChange>,
+    /// The worst of the figures' outcomes.
+    pub outcome: Outcome,
+}
+
+/// The whole decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardVerdict {
+    /// The tolerance applied.
+    pub tolerance: Tolerance,
+    /// Each cell, in the config's order.
+    pub cells: Vec<CellVerdict>,
+    /// What differed from the baseline without stopping the guard.
+    pub warnings: Vec<String>,
+    /// The worst cell's outcome.
+    pub outcome: Outcome,
+}
+
+/// Judges the cells measured `now` against `baseline` (cells matched by name, as
+/// [`check_baseline`] checked).
+pub fn judge(
+    baseline: &GuardRecord,
+    now: &GuardRecord,
+    tolerance: Tolerance,
+    warnings: Vec<String>,
+) -> GuardVerdict {
+    let cells: Vec<CellVerdict> = now
+        .cells
+        .iter()
+        .filter_map(|cell| {
+            let saved = baseline.cells.iter().find(|c| c.cell.name == cell.cell.name)?;
+            Some(judge_cell(saved, cell, tolerance))
+        })
+        .collect();
+    let outcome = cells.iter().map(|c| c.outcome).max().unwrap_or(Outcome::Pass);
+    GuardVerdict { tolerance, cells, warnings, outcome }
+}
+
+/// One cell's figures against its baseline.
+fn judge_cell(baseline: &CellRuns, now: &CellRuns, tolerance: Tolerance) -> CellVerdict {
+    let figure = |f: fn(&RunFigures) -> f64| {
+        FigureChange::of(&baseline.values(f), &now.values(f), tolerance)
+    };
+    let cpu = figure(|r| r.cpu_ms_per_sample);
+    let throughput = figure(|r| r.samples_per_s);
+    let instructions = baseline
+        .instructions()
+        .zip(now.instructions())
+        .map(|(then, now)| FigureChange::of(&then, &now, tolerance));
+    let mut outcomes = vec![cpu.outcome(true), throughput.outcome(false)];
+    outcomes.extend(instructions.map(|i| i.outcome(true)));
+    CellVerdict {
+        cell: now.cell.name.clone(),
+        cpu_ms_per_sample: cpu,
+        samples_per_s: throughput,
+        instructions_per_sample: instructions,
+        stages: stage_changes(&baseline.run_refs(), &now.run_refs(), SEED),
+        outcome: outcomes.into_iter().max().unwrap_or(Outcome::Pass),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::guard::config::GuardCell;
+    use crate::bench::guard::record::BASELINE_FORMAT;
+
+    /// A record of one cell whose runs cost `cpu` ms per sample each.
+    fn record(cpu: &[f64]) -> GuardRecord {
+        let cell: GuardCell = toml::from_str("name = \"c\"\nworkers = 0\nbatch = 4\n").unwrap();
+        let runs = cpu
+            .iter()
+            .map(|&ms| RunFigures {
+                cpu_ms_per_sample: ms,
+                samples_per_s: 1000.0 / ms,
+                stages: vec![("decode".into(), ms * 0.8), ("parquet".into(), ms * 0.2)],
+                instructions_per_sample: None,
+            })
+            .collect();
+        GuardRecord {
+            feedbench_guard_baseline: BASELINE_FORMAT,
+            measured_at: 0,
+            machine: crate::bench::system::system_info(tch::Device::Cpu),
+            dataset: DatasetFingerprint { files: 1, bytes: 1, sha256: "0".into() },
+            run: Default::default(),
+            cells: vec![CellRuns { cell, runs }],
+        }
+    }
+
+    const BASE: [f64; 8] = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0];
+    const TEN: Tolerance = Tolerance(10.0);
+
+    fn scaled(by: f64) -> Vec<f64> {
+        BASE.iter().map(|x| x * by).collect()
+    }
+
+    #[test]
+    fn a_slowdown_beyond_the_tolerance_is_a_regression_with_its_stage() {
+        let verdict = judge(&record(&BASE), &record(&scaled(1.2)), TEN, Vec::new());
+        assert_eq!(verdict.outcome, Outcome::Regression);
+        let cell = &verdict.cells[0];
+        assert!((cell.cpu_ms_per_sample.change.percent - 20.0).abs() < 1e-6, "{cell:?}");
+        assert!(cell.cpu_ms_per_sample.change.low > 10.0);
+        assert_eq!(cell.samples_per_s.decision, Decision::Lower, "fewer samples/s: worse too");
+        assert!((cell.stages[0].change.unwrap().percent - 20.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_same_runs_pass_and_a_change_within_the_tolerance_passes() {
+        let same = judge(&record(&BASE), &record(&BASE), TEN, Vec::new());
+        assert_eq!(same.outcome, Outcome::Pass);
+        // 5 % slower, significant, but within 10 %: a pass.
+        let within = judge(&record(&BASE), &record(&scaled(1.05)), TEN, Vec::new());
+        assert_eq!(within.outcome, Outcome::Pass, "{:?}", within.cells[0].cpu_ms_per_sample);
+        // The same 5 % with a 2 % tolerance is a regression.
+        let tight = judge(&record(&BASE), &record(&scaled(1.05)), Tolerance(2.0), Vec::new());
+        assert_eq!(tight.outcome, Outcome::Regression);
+    }
+
+    #[test]
+    fn faster_is_an_improvement_and_a_wide_spread_is_undecided() {
+        let faster = judge(&record(&BASE), &record(&scaled(0.7)), TEN, Vec::new());
+        assert_eq!(faster.outcome, Outcome::Improvement);
+        let wide = [0.6, 1.5, 0.9, 1.3, 0.7, 1.6, 0.8, 1.2];
+        let verdict = judge(&record(&BASE), &record(&wide), TEN, Vec::new());
+        assert_eq!(verdict.outcome, Outcome::Undecided, "{:?}", verdict.cells[0]);
+    }
+
+    #[test]
+    fn baselines_round_trip_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.json");
+        let mut saved = record(&[0.1 + 0.2, 1.0 / 3.0, 2.0f64.sqrt()]);
+        saved.cells[0].runs[1].instructions_per_sample = Some(123_456.789);
+        saved.save(&path).unwrap();
+        assert_eq!(GuardRecord::read(&path).unwrap(), saved);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no partial file left");
+    }
+
+    #[test]
+    fn mismatched_cells_are_refused_and_other_machines_warned() {
+        let baseline = record(&BASE);
+        let config: GuardConfig = toml::from_str(
+            "[dataset]\nsynth = \"pusht\"\n[[cell]]\nname = \"c\"\nworkers = 0\nbatch = 4\n",
+        )
+        .unwrap();
+        let (machine, dataset) = (baseline.machine.clone(), baseline.dataset.clone());
+        assert_eq!(check_baseline(&baseline, &config, &machine, &dataset, true).unwrap(), [""; 0]);
+        let mut other = machine.clone();
+        other.libavcodec = "61.0.0".into();
+        let warnings = check_baseline(&baseline, &config, &other, &dataset, false).unwrap();
+        assert!(warnings[0].contains("libavcodec \"59"), "{warnings:?}");
+        assert!(check_baseline(&baseline, &config, &other, &dataset, true).is_err());
+        let mut wider = config.clone();
+        wider.cells[0].batch = 8;
+        let error = check_baseline(&baseline, &wider, &machine, &dataset, false).unwrap_err();
+        assert!(error.to_string().contains("other knobs"), "{error}");
+    }
+}

@@ -1,0 +1,58 @@
+//! `feedbench guard`: fixed loader cells measured in interleaved repeats, kept as a baseline
+//! file or judged against one ([`judge`]), for CI. The config is in [`config`], the record and
+//! its file in [`record`].
+
+pub mod config;
+pub mod judge;
+pub mod record;
+pub mod render;
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use self::config::GuardConfig;
+use self::record::{CellRuns, DatasetFingerprint, GuardRecord, BASELINE_FORMAT};
+use super::loader_run::measure_run;
+use super::system::SystemInfo;
+use crate::loader::pipeline::LoaderError;
+
+/// Measures every cell of `config` on the dataset at `root`, `config.run.repeats` times,
+/// interleaved: the cells in order, then in reverse order, and so on, so that the machine's
+/// drift reaches every cell alike. With `count_instructions` each run's instructions are
+/// counted too. `on_run` hears each run as it starts (cell name, repeat).
+pub fn measure(
+    config: &GuardConfig,
+    root: &Path,
+    machine: SystemInfo,
+    dataset: DatasetFingerprint,
+    count_instructions: bool,
+    mut on_run: impl FnMut(&str, usize),
+) -> Result<GuardRecord, LoaderError> {
+    let specs: Vec<_> =
+        config.cells.iter().map(|cell| cell.spec(root, config.dataset.episodes.as_ref())).collect();
+    let mut cells: Vec<CellRuns> = config
+        .cells
+        .iter()
+        .map(|cell| CellRuns { cell: cell.clone(), runs: Vec::with_capacity(config.run.repeats) })
+        .collect();
+    for repeat in 0..config.run.repeats {
+        let mut order: Vec<usize> = (0..cells.len()).collect();
+        if repeat % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            on_run(&cells[i].cell.name, repeat);
+            let figures = measure_run(&specs[i], config.run.length(), count_instructions)?;
+            cells[i].runs.push(figures);
+        }
+    }
+    let measured_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Ok(GuardRecord {
+        feedbench_guard_baseline: BASELINE_FORMAT,
+        measured_at,
+        machine,
+        dataset,
+        run: config.run.clone(),
+        cells,
+    })
+}

@@ -1,0 +1,207 @@
+//! What one guard run measured, and the baseline file that keeps it: per cell its knobs and
+//! every run's raw figures (not only a mean, so that a later run can take an interval), the
+//! machine and software, and a fingerprint of the dataset.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::config::{GuardCell, GuardRun};
+use crate::bench::loader_run::RunFigures;
+use crate::bench::system::SystemInfo;
+
+/// The format of baseline files this feedbench writes and reads.
+pub const BASELINE_FORMAT: u32 = 1;
+
+/// A guard run's measurements; saved, a baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardRecord {
+    /// [`BASELINE_FORMAT`]; marks the file as a feedbench guard baseline.
+    pub feedbench_guard_baseline: u32,
+    /// When it was measured, seconds since the Unix epoch.
+    pub measured_at: u64,
+    /// The machine and software.
+    pub machine: SystemInfo,
+    /// The dataset read.
+    pub dataset: DatasetFingerprint,
+    /// How long and how often each cell ran.
+    pub run: GuardRun,
+    /// Each cell's knobs and runs, in the config's order.
+    pub cells: Vec<CellRuns>,
+}
+
+/// One cell: its knobs and its runs in the order they ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellRuns {
+    /// The cell as configured.
+    pub cell: GuardCell,
+    /// What each run measured.
+    pub runs: Vec<RunFigures>,
+}
+
+impl CellRuns {
+    /// The runs' values of `figure`, in run order.
+    pub fn values(&self, figure: impl Fn(&RunFigures) -> f64) -> Vec<f64> {
+        self.runs.iter().map(figure).collect()
+    }
+
+    /// The runs, by reference (as [`crate::bench::loader_run::stage_changes`] takes them).
+    pub fn run_refs(&self) -> Vec<&RunFigures> {
+        self.runs.iter().collect()
+    }
+
+    /// The runs' instructions per sample, when every run counted them.
+    pub fn instructions(&self) -> Option<Vec<f64>> {
+        self.runs.iter().map(|r| r.instructions_per_sample).collect()
+    }
+}
+
+/// What identifies a dataset's content without reading its frames: its files' relative paths
+/// and sizes, and the bytes of its metadata (`meta/`), hashed. Modification times are left
+/// out: a dataset regenerated identically (as CI does) is the same dataset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetFingerprint {
+    /// Files under the root.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// SHA-256 of the sorted paths and sizes and of every `meta/` file's bytes, hex.
+    pub sha256: String,
+}
+
+/// A baseline that cannot be used, or a dataset that cannot be fingerprinted.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {what}")]
+pub struct RecordError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl RecordError {
+    fn new(path: &Path, what: impl Into<String>) -> Self {
+        Self { path: path.to_path_buf(), what: what.into() }
+    }
+}
+
+impl DatasetFingerprint {
+    /// The fingerprint of the dataset at `root`.
+    pub fn of(root: &Path) -> Result<Self, RecordError> {
+        let mut files = Vec::new();
+        list_files(root, Path::new(""), &mut files)?;
+        files.sort();
+        let mut hash = Sha256::new();
+        let mut bytes = 0;
+        for (relative, size) in &files {
+            hash.update(relative.as_os_str().as_encoded_bytes());
+            hash.update(size.to_le_bytes());
+            bytes += size;
+            if relative.starts_with("meta") {
+                let path = root.join(relative);
+                let content =
+                    std::fs::read(&path).map_err(|e| RecordError::new(&path, e.to_string()))?;
+                hash.update(&content);
+            }
+        }
+        Ok(Self { files: files.len(), bytes, sha256: format!("{:x}", hash.finalize()) })
+    }
+}
+
+/// Appends every file under `root/relative` as (relative path, size), following links.
+fn list_files(
+    root: &Path,
+    relative: &Path,
+    out: &mut Vec<(PathBuf, u64)>,
+) -> Result<(), RecordError> {
+    let dir = root.join(relative);
+    let entries = std::fs::read_dir(&dir).map_err(|e| RecordError::new(&dir, e.to_string()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| RecordError::new(&dir, e.to_string()))?;
+        let path = relative.join(entry.file_name());
+        let full = root.join(&path);
+        let metadata =
+            std::fs::metadata(&full).map_err(|e| RecordError::new(&full, e.to_string()))?;
+        if metadata.is_dir() {
+            list_files(root, &path, out)?;
+        } else {
+            out.push((path, metadata.len()));
+        }
+    }
+    Ok(())
+}
+
+impl GuardRecord {
+    /// Reads a baseline file: a missing file, one that is not a baseline, one of another
+    /// format, or one cut short is an error naming it.
+    pub fn read(path: &Path) -> Result<Self, RecordError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let what = if e.kind() == std::io::ErrorKind::NotFound {
+                "no baseline here; save one first with --save-baseline".to_string()
+            } else {
+                format!("cannot read the baseline: {e}")
+            };
+            RecordError::new(path, what)
+        })?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| RecordError::new(path, format!("not a baseline: invalid JSON ({e})")))?;
+        match value.get("feedbench_guard_baseline").and_then(|v| v.as_u64()) {
+            None => {
+                return Err(RecordError::new(
+                    path,
+                    "not a feedbench guard baseline (no \"feedbench_guard_baseline\" key)",
+                ))
+            }
+            Some(format) if format != u64::from(BASELINE_FORMAT) => {
+                return Err(RecordError::new(
+                    path,
+                    format!(
+                        "baseline format {format}, this feedbench reads format {BASELINE_FORMAT}: \
+                         save a new baseline with --save-baseline"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let record: Self = serde_path_to_error::deserialize(value).map_err(|e| {
+            RecordError::new(path, format!("corrupt baseline at {}: {}", e.path(), e.inner()))
+        })?;
+        for cell in &record.cells {
+            if cell.runs.len() < 2 {
+                return Err(RecordError::new(
+                    path,
+                    format!("corrupt baseline: cell {:?} has fewer than 2 runs", cell.cell.name),
+                ));
+            }
+        }
+        Ok(record)
+    }
+
+    /// Writes the record to `path` whole or not at all (a temporary file renamed over it), so
+    /// that an interrupted save leaves the old baseline in place.
+    pub fn save(&self, path: &Path) -> Result<(), RecordError> {
+        let error = |e: std::io::Error| RecordError::new(path, format!("cannot save: {e}"));
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(error)?;
+        }
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".{}.partial", std::process::id()));
+        let partial = path.with_file_name(name);
+        let text = serde_json::to_string_pretty(self).expect("records serialise");
+        let written = std::fs::File::create(&partial).and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.write_all(b"\n")?;
+            file.sync_all()
+        });
+        if let Err(e) = written.and_then(|()| std::fs::rename(&partial, path)) {
+            let _ = std::fs::remove_file(&partial);
+            return Err(error(e));
+        }
+        Ok(())
+    }
+}

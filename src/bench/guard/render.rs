@@ -1,0 +1,229 @@
+//! The guard's verdict laid out: as terminal text, as Markdown (for `$GITHUB_STEP_SUMMARY`),
+//! and a record as github-action-benchmark's `customSmallerIsBetter` and
+//! `customBiggerIsBetter` JSON, so that a team can chart a history of it.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
+use super::record::GuardRecord;
+use crate::bench::loader_run::RunFigures;
+
+/// How to save a new baseline, for the advice that says so: the config and baseline paths.
+pub struct UpdateCommand<'a> {
+    /// The guard config's path.
+    pub config: &'a str,
+    /// The baseline's path.
+    pub baseline: &'a str,
+}
+
+impl UpdateCommand<'_> {
+    fn line(&self) -> String {
+        format!("feedbench guard --config {} --save-baseline {}", self.config, self.baseline)
+    }
+}
+
+/// The verdict's closing line: what happened and what to do.
+pub fn conclusion(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
+    let named = |outcome: Outcome| -> String {
+        let cells: Vec<&str> = verdict
+            .cells
+            .iter()
+            .filter(|c| c.outcome == outcome)
+            .map(|c| c.cell.as_str())
+            .collect();
+        cells.join(", ")
+    };
+    let tolerance = verdict.tolerance;
+    match verdict.outcome {
+        Outcome::Regression => format!(
+            "REGRESSION in {}: worse than the baseline beyond the {tolerance} tolerance, the whole \
+             95 % interval past it (exit 1)",
+            named(Outcome::Regression)
+        ),
+        Outcome::Undecided => format!(
+            "undecided in {}: the interval straddles the {tolerance} tolerance; not a failure — \
+             measure longer (run.repeats, run.batches) to decide",
+            named(Outcome::Undecided)
+        ),
+        Outcome::Improvement => format!(
+            "pass, and better than the baseline beyond the {tolerance} tolerance in {}: update \
+             the baseline with `{}`",
+            named(Outcome::Improvement),
+            update.line()
+        ),
+        Outcome::Pass => format!("pass: every cell within the {tolerance} tolerance"),
+    }
+}
+
+/// One row per figure: (cell, figure, change) for the tables.
+fn rows(verdict: &GuardVerdict) -> Vec<(&CellVerdict, &'static str, &FigureChange)> {
+    let mut rows = Vec::new();
+    for cell in &verdict.cells {
+        rows.push((cell, "CPU ms/sample", &cell.cpu_ms_per_sample));
+        rows.push((cell, "samples/s", &cell.samples_per_s));
+        if let Some(instructions) = &cell.instructions_per_sample {
+            rows.push((cell, "instructions/sample", instructions));
+        }
+    }
+    rows
+}
+
+/// The figure's verdict in a word.
+fn word(figure: &FigureChange, smaller_is_better: bool) -> &'static str {
+    use crate::bench::change::Decision::*;
+    match (figure.decision, smaller_is_better) {
+        (Higher, true) | (Lower, false) => "worse",
+        (Higher, false) | (Lower, true) => "better",
+        (NoDifference, _) => "within",
+        (Undecided, _) => "undecided",
+    }
+}
+
+/// The stages whose change is beyond the tolerance, e.g. `decode +22.1 %`.
+fn moved_stages(cell: &CellVerdict, tolerance: f64) -> String {
+    let moved: Vec<String> = cell
+        .stages
+        .iter()
+        .filter_map(|s| s.change.filter(|c| c.percent.abs() > tolerance).map(|c| (s, c)))
+        .map(|(s, c)| format!("{} {:+.1} %", s.stage, c.percent))
+        .collect();
+    moved.join(", ")
+}
+
+/// The verdict as terminal text.
+pub fn text(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
+    let mut out = String::new();
+    for warning in &verdict.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    let _ = writeln!(
+        out,
+        "{:<16} {:<20} {:>12} {:>12} {:>8}  {:<20} verdict",
+        "cell", "figure", "baseline", "now", "change", "95 % CI"
+    );
+    for (cell, name, figure) in rows(verdict) {
+        let _ = writeln!(
+            out,
+            "{:<16} {:<20} {:>12} {:>12} {:>+7.1}%  {:<20} {}",
+            cell.cell,
+            name,
+            number(figure.baseline),
+            number(figure.now),
+            figure.change.percent,
+            format!("{:+.1} to {:+.1} %", figure.change.low, figure.change.high),
+            word(figure, name != "samples/s")
+        );
+    }
+    for cell in &verdict.cells {
+        let moved = moved_stages(cell, verdict.tolerance.0);
+        if !moved.is_empty() && cell.outcome != Outcome::Pass {
+            let _ = writeln!(out, "{}: CPU per sample by stage: {moved}", cell.cell);
+        }
+    }
+    let _ = writeln!(out, "{}", conclusion(verdict, update));
+    out
+}
+
+/// The verdict as Markdown: a heading with the outcome, the table, the conclusion.
+pub fn markdown(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
+    let mut out = String::new();
+    let headline = match verdict.outcome {
+        Outcome::Regression => "❌ regression",
+        Outcome::Undecided => "⚠️ undecided",
+        Outcome::Improvement => "✅ pass (improved)",
+        Outcome::Pass => "✅ pass",
+    };
+    let _ = writeln!(out, "### feedbench guard: {headline}\n");
+    for warning in &verdict.warnings {
+        let _ = writeln!(out, "> **warning:** {warning}\n");
+    }
+    let _ = writeln!(out, "| cell | figure | baseline | now | change | 95 % CI | verdict |");
+    let _ = writeln!(out, "|---|---|--:|--:|--:|---|---|");
+    for (cell, name, figure) in rows(verdict) {
+        let _ = writeln!(
+            out,
+            "| {} | {name} | {} | {} | {:+.1} % | {:+.1} to {:+.1} % | {} |",
+            cell.cell,
+            number(figure.baseline),
+            number(figure.now),
+            figure.change.percent,
+            figure.change.low,
+            figure.change.high,
+            word(figure, name != "samples/s")
+        );
+    }
+    let _ = writeln!(out, "\n{}", conclusion(verdict, update));
+    out
+}
+
+/// A figure with the digits it deserves.
+fn number(value: f64) -> String {
+    if value >= 1000.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.4}")
+    }
+}
+
+/// One entry of github-action-benchmark's custom JSON.
+#[derive(Debug, Serialize)]
+pub struct ActionBenchmarkEntry {
+    /// `cell figure`.
+    pub name: String,
+    /// The unit.
+    pub unit: &'static str,
+    /// The median of the runs.
+    pub value: f64,
+    /// `± standard deviation` of the runs.
+    pub range: String,
+    /// The runs and the machine.
+    pub extra: String,
+}
+
+/// A record as github-action-benchmark's `customSmallerIsBetter` entries (CPU ms and
+/// instructions per sample) and `customBiggerIsBetter` entries (samples/s).
+pub fn action_benchmark(
+    record: &GuardRecord,
+) -> (Vec<ActionBenchmarkEntry>, Vec<ActionBenchmarkEntry>) {
+    let entry = |name: String, unit, values: Vec<f64>| {
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let sd =
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        ActionBenchmarkEntry {
+            name,
+            unit,
+            value: crate::bench::stats::median(values.iter().copied()),
+            range: format!("± {sd:.4}"),
+            extra: format!(
+                "median of {} runs; {}, {} cores",
+                values.len(),
+                record.machine.cpu,
+                record.machine.cores
+            ),
+        }
+    };
+    let (mut smaller, mut bigger) = (Vec::new(), Vec::new());
+    for cell in &record.cells {
+        let name = &cell.cell.name;
+        let values = |f: fn(&RunFigures) -> f64| cell.values(f);
+        smaller.push(entry(
+            format!("{name} CPU per sample"),
+            "ms",
+            values(|r| r.cpu_ms_per_sample),
+        ));
+        if let Some(instructions) = cell.instructions() {
+            smaller.push(entry(
+                format!("{name} instructions per sample"),
+                "instructions",
+                instructions,
+            ));
+        }
+        bigger.push(entry(format!("{name} throughput"), "samples/s", values(|r| r.samples_per_s)));
+    }
+    (smaller, bigger)
+}

@@ -1,0 +1,108 @@
+//! One measured run of a loader, as `compare` and `guard` repeat it: a fresh loader, its
+//! warm-up, then the `loader` phase; CPU ms per sample (the stable figure), samples/s, the CPU
+//! per sample of each stage and, where the CPU counts them, instructions per sample.
+
+use serde::{Deserialize, Serialize};
+
+use super::change::Change;
+use super::phase::run_loader_phase;
+use super::report::Stage;
+use super::stats::median;
+use crate::loader::pipeline::LoaderError;
+use crate::loader::spec::LoaderSpec;
+use crate::timing::InstructionCounter;
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFigures {
+    /// CPU ms per sample of the loader.
+    pub cpu_ms_per_sample: f64,
+    /// Samples per second (wall).
+    pub samples_per_s: f64,
+    /// CPU ms per sample of each stage that ran, by name (`decode`, `convert`, …).
+    pub stages: Vec<(String, f64)>,
+    /// User-space instructions of the whole run (opening, warm-up, measured batches, shutdown)
+    /// per measured sample; absent where the CPU or kernel does not count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions_per_sample: Option<f64>,
+}
+
+impl RunFigures {
+    /// The CPU ms per sample of `stage`, 0 where it did not run.
+    pub fn stage_ms(&self, stage: &str) -> f64 {
+        self.stages.iter().find(|(s, _)| s == stage).map_or(0.0, |(_, ms)| *ms)
+    }
+}
+
+/// How long each run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLength {
+    /// Batches measured.
+    pub batches: usize,
+    /// Batches before measuring; the batches in flight plus one when None (every measured
+    /// batch then reuses pooled buffers).
+    pub warmup: Option<usize>,
+}
+
+/// Builds the loader `spec` describes and measures it for `length`; with `count_instructions`
+/// the run's instructions are counted too (silently none where the counter cannot start:
+/// [`InstructionCounter::start`] says why, and callers ask it once up front).
+pub fn measure_run(
+    spec: &LoaderSpec,
+    length: RunLength,
+    count_instructions: bool,
+) -> Result<RunFigures, LoaderError> {
+    let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
+    let loader = spec.build()?;
+    let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
+    let phase = run_loader_phase(&loader, length.batches, warmup, |_| {})?;
+    // The workers' instructions count once they have exited.
+    drop(loader);
+    let instructions = counter.and_then(|c| c.finish().ok());
+    let stages = Stage::ALL
+        .iter()
+        .map(|s| (s.name().to_string(), s.cpu_ms_per_sample(&phase.timing, phase.samples)))
+        .filter(|(_, ms)| *ms > 0.0)
+        .collect();
+    Ok(RunFigures {
+        cpu_ms_per_sample: phase.cpu_ms_per_sample,
+        samples_per_s: phase.samples_per_s,
+        stages,
+        instructions_per_sample: instructions.map(|n| n as f64 / phase.samples.max(1) as f64),
+    })
+}
+
+/// A stage's CPU per sample in two sets of runs (A and B, baseline and now), and the change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageChange {
+    /// The stage (`decode`, `convert`, …).
+    pub stage: String,
+    /// Median CPU ms per sample over A's runs.
+    pub a_ms: f64,
+    /// Median CPU ms per sample over B's runs.
+    pub b_ms: f64,
+    /// The change, when A's stage took any time.
+    pub change: Option<Change>,
+}
+
+/// The change of each stage that ran in either set, in [`Stage::ALL`]'s order; intervals
+/// fixed by `seed`.
+pub fn stage_changes(a: &[&RunFigures], b: &[&RunFigures], seed: u64) -> Vec<StageChange> {
+    let values = |runs: &[&RunFigures], stage: &str| -> Vec<f64> {
+        runs.iter().map(|r| r.stage_ms(stage)).collect()
+    };
+    Stage::ALL
+        .iter()
+        .map(|stage| stage.name())
+        .filter(|name| a.iter().chain(b).any(|r| r.stage_ms(name) > 0.0))
+        .map(|name| {
+            let (a, b) = (values(a, name), values(b, name));
+            StageChange {
+                stage: name.to_string(),
+                a_ms: median(a.iter().copied()),
+                b_ms: median(b.iter().copied()),
+                change: Change::of(&a, &b, seed),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,140 @@
+//! `feedbench guard --config FILE (--baseline FILE | --save-baseline FILE)`: loader throughput
+//! held to a baseline in CI. Exit 0 within the tolerance, 1 on a regression, 2 on an error.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use feedbench::bench::guard::config::{GuardConfig, Tolerance};
+use feedbench::bench::guard::judge::{check_baseline, judge, Outcome};
+use feedbench::bench::guard::measure;
+use feedbench::bench::guard::record::{DatasetFingerprint, GuardRecord};
+use feedbench::bench::guard::render::{self, UpdateCommand};
+use feedbench::bench::sweep::prepare_dataset;
+use feedbench::bench::system::system_info;
+use feedbench::timing::InstructionCounter;
+
+use super::progress_bar;
+
+/// Arguments of `feedbench guard`.
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("against").required(true).args(["baseline", "save_baseline"]))]
+pub struct GuardArgs {
+    /// The guard config: the dataset, the cells, repeats and tolerance (configs/guard.toml).
+    #[arg(long)]
+    config: PathBuf,
+    /// Judge this run against the baseline in FILE.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Measure and save the result as the baseline FILE (replacing it whole).
+    #[arg(long, value_name = "FILE")]
+    save_baseline: Option<PathBuf>,
+    /// Changes within this much either way pass, e.g. 10% [default: the config's].
+    #[arg(long)]
+    tolerance: Option<Tolerance>,
+    /// A baseline from another machine or dataset is an error (exit 2), not a warning.
+    #[arg(long)]
+    strict: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Also write github-action-benchmark's JSON into DIR: smaller-is-better.json
+    /// (customSmallerIsBetter) and bigger-is-better.json (customBiggerIsBetter).
+    #[arg(long, value_name = "DIR")]
+    action_benchmark: Option<PathBuf>,
+}
+
+/// Runs `feedbench guard`: the exit code on a verdict; an error (exit 2) otherwise.
+pub fn run(args: &GuardArgs) -> Result<ExitCode> {
+    let mut config = GuardConfig::load(&args.config)?;
+    if let Some(tolerance) = args.tolerance {
+        config.run.tolerance = tolerance;
+    }
+    let baseline = args.baseline.as_deref().map(GuardRecord::read).transpose()?;
+    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
+    let machine = system_info(tch::Device::Cpu);
+    let dataset = DatasetFingerprint::of(&root)?;
+    let warnings = match &baseline {
+        Some(baseline) => check_baseline(baseline, &config, &machine, &dataset, args.strict)
+            .with_context(|| {
+                format!("{}", args.baseline.as_deref().unwrap_or(Path::new("")).display())
+            })?,
+        None => Vec::new(),
+    };
+    let count_instructions = match InstructionCounter::start() {
+        Ok(_) => true,
+        Err(why) => {
+            eprintln!("note: {why}; judging by CPU time and samples/s");
+            false
+        }
+    };
+    let runs = config.cells.len() * config.run.repeats;
+    let progress = progress_bar(runs, args.json, "guarding");
+    let record =
+        measure(&config, &root, machine, dataset, count_instructions, |_, _| progress.inc(1))?;
+    progress.finish_and_clear();
+    let Some(baseline) = baseline else {
+        let path = args.save_baseline.as_deref().expect("clap: one of the two");
+        record.save(path)?;
+        if let Some(dir) = &args.action_benchmark {
+            write_action_benchmark(dir, &record)?;
+        }
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&record)?);
+        } else {
+            println!(
+                "saved the baseline {}: {} cells × {} runs",
+                path.display(),
+                record.cells.len(),
+                config.run.repeats
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    if let Some(dir) = &args.action_benchmark {
+        write_action_benchmark(dir, &record)?;
+    }
+    let verdict = judge(&baseline, &record, config.run.tolerance, warnings);
+    let (config_path, baseline_path) = (
+        args.config.display().to_string(),
+        args.baseline.as_deref().unwrap_or(Path::new("")).display().to_string(),
+    );
+    let update = UpdateCommand { config: &config_path, baseline: &baseline_path };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&verdict)?);
+    } else {
+        print!("{}", render::text(&verdict, &update));
+    }
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
+        append(Path::new(&summary), &render::markdown(&verdict, &update))
+            .context("$GITHUB_STEP_SUMMARY")?;
+    }
+    Ok(if verdict.outcome == Outcome::Regression { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Appends `text` to the file at `path`, creating it.
+fn append(path: &Path, text: &str) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("{}", path.display()))?;
+    file.write_all(text.as_bytes()).with_context(|| format!("{}", path.display()))
+}
+
+/// Writes the record's github-action-benchmark files into `dir`.
+fn write_action_benchmark(dir: &Path, record: &GuardRecord) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--action-benchmark {}", dir.display()))?;
+    let (smaller, bigger) = render::action_benchmark(record);
+    for (name, entries) in [("smaller-is-better.json", smaller), ("bigger-is-better.json", bigger)]
+    {
+        let path = dir.join(name);
+        std::fs::write(&path, serde_json::to_string_pretty(&entries)? + "\n")
+            .with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(())
+}

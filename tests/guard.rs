@@ -1,0 +1,261 @@
+//! `feedbench guard` end to end (issue #14): the exit codes (0 pass, 1 regression, 2 error),
+//! baselines saved and read back, refusals of a missing, corrupt, foreign or mismatched
+//! baseline, the machine and dataset checks, and the Markdown, JSON and github-action-benchmark
+//! outputs. Real measurements are noisy, so the verdicts are forced by baselines shifted
+//! tenfold; the statistics themselves are tested on constructed runs (`bench::guard::judge`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+use serde_json::Value;
+
+/// Runs `feedbench` with `env` set: exit code, stdout, stderr.
+fn guard(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.arg("guard").args(args).env_remove("GITHUB_STEP_SUMMARY");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
+}
+
+/// A small dataset (16×16 images in parquet) and a guard config over it with two short cells.
+fn setup(dir: &Path) -> (PathBuf, PathBuf) {
+    let root = dir.join("ds");
+    write_tabular(&root, &TabularSpec { image_size: Some((16, 16)), ..TabularSpec::default() })
+        .unwrap();
+    let config = dir.join("guard.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\npath = \"ds\"\n[run]\nrepeats = 3\nbatches = 3\ntolerance = \"10%\"\n\
+         [[cell]]\nname = \"inline\"\nwindow = \"none\"\nworkers = 0\nbatch = 4\n\
+         [[cell]]\nname = \"one-worker\"\nwindow = \"none\"\nworkers = 1\nbatch = 4\n",
+    )
+    .unwrap();
+    (root, config)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Multiplies every run's CPU ms per sample in the baseline by `cpu` and its samples/s by
+/// `throughput`, writing the result to `out`.
+fn shifted(baseline: &Path, out: &Path, cpu: f64, throughput: f64) {
+    let mut value = read_json(baseline);
+    for cell in value["cells"].as_array_mut().unwrap() {
+        for run in cell["runs"].as_array_mut().unwrap() {
+            let scale = |v: &Value, by: f64| Value::from(v.as_f64().unwrap() * by);
+            run["cpu_ms_per_sample"] = scale(&run["cpu_ms_per_sample"], cpu);
+            run["samples_per_s"] = scale(&run["samples_per_s"], throughput);
+        }
+    }
+    std::fs::write(out, serde_json::to_string(&value).unwrap()).unwrap();
+}
+
+#[test]
+fn exit_codes_say_pass_regression_and_improvement() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, config) = setup(dir.path());
+    let config = config.to_str().unwrap();
+    let saved = dir.path().join("ci/baseline.json");
+    let (code, out, err) =
+        guard(&["--config", config, "--save-baseline", saved.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("saved the baseline") && out.contains("2 cells × 3 runs"), "{out}");
+    let record = read_json(&saved);
+    assert_eq!(record["feedbench_guard_baseline"], 1);
+    let runs = |cell: usize| record["cells"][cell]["runs"].as_array().unwrap().len();
+    assert_eq!((runs(0), runs(1)), (3, 3), "raw samples kept, every run");
+
+    // A baseline ten times cheaper and faster: now is a regression, exit 1.
+    let fast = dir.path().join("fast.json");
+    shifted(&saved, &fast, 0.1, 10.0);
+    let summary = dir.path().join("summary.md");
+    let (code, out, err) = guard(
+        &["--config", config, "--baseline", fast.to_str().unwrap()],
+        &[("GITHUB_STEP_SUMMARY", &summary)],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("REGRESSION in inline, one-worker"), "{out}");
+    let markdown = std::fs::read_to_string(&summary).unwrap();
+    assert!(markdown.starts_with("### feedbench guard: ❌ regression"), "{markdown}");
+    assert!(markdown.contains("| inline | CPU ms/sample |") && markdown.contains("| worse |"));
+
+    // Ten times costlier and slower: an improvement, exit 0, with how to update the baseline.
+    let slow = dir.path().join("slow.json");
+    shifted(&saved, &slow, 10.0, 0.1);
+    let bench = dir.path().join("bench");
+    let args = ["--config", config, "--baseline", slow.to_str().unwrap(), "--json"];
+    let (code, out, err) =
+        guard(&[&args[..], &["--action-benchmark", bench.to_str().unwrap()]].concat(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let verdict: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(verdict["outcome"], "improvement", "{verdict}");
+    let cpu = &verdict["cells"][0]["cpu_ms_per_sample"];
+    assert!(cpu["change"]["high"].as_f64().unwrap() < -80.0 && cpu["decision"] == "lower", "{cpu}");
+    let (code, text, _) = guard(&args[..4], &[]);
+    assert_eq!(code, 0);
+    assert!(text.contains(&format!("--save-baseline {}", slow.display())), "{text}");
+    let smaller = read_json(&bench.join("smaller-is-better.json"));
+    let bigger = read_json(&bench.join("bigger-is-better.json"));
+    assert_eq!(smaller[0]["name"], "inline CPU per sample");
+    assert_eq!(
+        (smaller[0]["unit"].as_str(), bigger[1]["unit"].as_str()),
+        (Some("ms"), Some("samples/s"))
+    );
+    assert!(
+        bigger[1]["value"].as_f64().unwrap() > 0.0
+            && bigger[1]["range"].as_str().unwrap().starts_with("± ")
+    );
+}
+
+/// Saves a baseline for `config` into `dir/base.json`.
+fn save(dir: &Path, config: &Path) -> PathBuf {
+    let saved = dir.join("base.json");
+    let (code, _, err) = guard(
+        &["--config", config.to_str().unwrap(), "--save-baseline", saved.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    saved
+}
+
+#[test]
+fn unusable_baselines_are_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, config) = setup(dir.path());
+    let config = config.to_str().unwrap();
+    let check = |baseline: &Path, expected: &str| {
+        let (code, out, err) =
+            guard(&["--config", config, "--baseline", baseline.to_str().unwrap()], &[]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.starts_with("error: ") && err.contains(baseline.to_str().unwrap()), "{err}");
+        assert!(err.contains(expected), "expected {expected:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    };
+    check(&dir.path().join("none.json"), "no baseline here; save one first with --save-baseline");
+    let saved = save(dir.path(), Path::new(config));
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    check(&cut, "not a baseline: invalid JSON");
+    let foreign = dir.path().join("foreign.json");
+    std::fs::write(&foreign, "{\"workers\": 2}").unwrap();
+    check(&foreign, "not a feedbench guard baseline");
+    let future = dir.path().join("future.json");
+    std::fs::write(
+        &future,
+        text.replace("\"feedbench_guard_baseline\": 1", "\"feedbench_guard_baseline\": 7"),
+    )
+    .unwrap();
+    check(&future, "baseline format 7, this feedbench reads format 1");
+    let corrupt = dir.path().join("corrupt.json");
+    std::fs::write(
+        &corrupt,
+        text.replacen("\"cpu_ms_per_sample\": ", "\"cpu_ms_per_sample\": \"fast\", \"x\": ", 1),
+    )
+    .unwrap();
+    check(&corrupt, "corrupt baseline at cells[0].runs[0].cpu_ms_per_sample");
+    let renamed = dir.path().join("renamed.json");
+    std::fs::write(&renamed, text.replace("\"one-worker\"", "\"two-workers\"")).unwrap();
+    check(&renamed, "the baseline has no cell \"one-worker\" (it has inline, two-workers)");
+    let knobs = dir.path().join("knobs.json");
+    std::fs::write(&knobs, text.replacen("\"batch\": 4", "\"batch\": 8", 1)).unwrap();
+    check(&knobs, "cell \"inline\" has other knobs than in the baseline");
+}
+
+#[test]
+fn another_machine_or_dataset_warns_and_strict_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, config) = setup(dir.path());
+    let saved = save(dir.path(), &config);
+    let mut record = read_json(&saved);
+    record["machine"]["cpu"] = "Some Other CPU".into();
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, record.to_string()).unwrap();
+    let args = |baseline: &Path| {
+        vec![
+            "--config".to_string(),
+            config.display().to_string(),
+            "--baseline".into(),
+            baseline.display().to_string(),
+            "--tolerance".into(),
+            "99%".into(),
+        ]
+    };
+    let run = |args: Vec<String>| guard(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let (code, out, err) = run(args(&other));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("warning: another machine or software: CPU \"Some Other CPU\" then"),
+        "{out}"
+    );
+    let (code, _, err) = run([args(&other), vec!["--strict".into()]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--strict: another machine"), "{err}");
+
+    // The same dataset written again is the same dataset; a changed file is not.
+    let (code, out, _) = run(args(&saved));
+    assert_eq!(code, 0);
+    assert!(!out.contains("warning"), "{out}");
+    let data =
+        std::fs::read_dir(root.join("data/chunk-000")).unwrap().next().unwrap().unwrap().path();
+    let bytes = std::fs::read(&data).unwrap();
+    std::fs::write(&data, &bytes).unwrap();
+    let (_, out, _) = run(args(&saved));
+    assert!(!out.contains("the dataset changed"), "a new mtime is no change: {out}");
+    let info = root.join("meta/info.json");
+    let mut meta = std::fs::read(&info).unwrap();
+    meta.push(b' ');
+    std::fs::write(&info, &meta).unwrap();
+    let (_, out, _) = run(args(&saved));
+    assert!(out.contains("warning: the dataset changed"), "{out}");
+    let (code, _, err) = run([args(&saved), vec!["--strict".into()]].concat());
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn bad_flags_and_configs_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, config) = setup(dir.path());
+    let config = config.to_str().unwrap();
+    let (code, _, err) = guard(&["--config", config], &[]);
+    assert_eq!(code, 2, "neither --baseline nor --save-baseline: {err}");
+    let (code, _, err) =
+        guard(&["--config", config, "--baseline", "b.json", "--tolerance", "ten"], &[]);
+    assert!(code == 2 && err.contains("tolerance \"ten\""), "{err}");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[dataset]\npath = \"ds\"\n[[cell]]\nname = \"a\"\nworkers = 0\nbatch = 0\n",
+    )
+    .unwrap();
+    let (code, _, err) =
+        guard(&["--config", bad.to_str().unwrap(), "--save-baseline", "b.json"], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.toml") && err.contains("batch and prefetch must be ≥ 1"), "{err}");
+    assert!(!dir.path().join("b.json").exists() && !Path::new("b.json").exists());
+}
+
+#[test]
+fn a_dataset_generated_again_has_the_same_fingerprint() {
+    use feedbench::bench::guard::record::DatasetFingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let fingerprint = |name: &str| {
+        let out = dir.path().join(name);
+        let args = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "12"];
+        let (ok, _, err) =
+            common::feedbench(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+        assert!(ok, "{err}");
+        DatasetFingerprint::of(&out).unwrap()
+    };
+    let (first, again) = (fingerprint("a"), fingerprint("b"));
+    assert_eq!(first, again, "CI regenerates its dataset: the same bytes, the same fingerprint");
+    assert!(first.files >= 5 && first.bytes > 1000, "{first:?}");
+}
