@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bench::cell::Cell;
-use crate::bench::phase::{DecodeLimit, InputBound, LoaderPhase, ModelPhase, TrainPhase};
+use crate::bench::phase::{
+    DecodeLimit, InputBound, LoaderPhase, ModelPhase, StepSample, TrainPhase,
+};
 use crate::bench::results::CellResult;
 use crate::bench::stats::Stats;
 use crate::bench::system::SystemInfo;
@@ -59,6 +61,9 @@ pub struct FakeCell {
     pub cores: usize,
     /// The loader's share of the decode-only limit, when it decoded video.
     pub decode_fraction: Option<f64>,
+    /// Each measured train step's whole iteration, ms (none: results without per-step
+    /// samples, judged by medians).
+    pub train_iteration_ms: Vec<f64>,
 }
 
 impl FakeCell {
@@ -90,6 +95,7 @@ impl FakeCell {
             ],
             cores: 2,
             decode_fraction: Some(0.5),
+            train_iteration_ms: Vec::new(),
         }
     }
 
@@ -208,7 +214,20 @@ impl FakeCell {
                 process_cpu_ms_per_sample: cpu_ms_per_sample * 2.0,
                 peak_rss_bytes: Some(800_000_000),
                 timing: TimingTree::default(),
-                per_step: Vec::new(),
+                per_step: self
+                    .train_iteration_ms
+                    .iter()
+                    .map(|&ms| StepSample {
+                        wait_ms: 0.0,
+                        h2d_ms: 0.0,
+                        forward_ms: ms * 0.3,
+                        backward_ms: ms * 0.6,
+                        optimizer_ms: ms * 0.1,
+                        step_ms: ms,
+                        backbone_ms: None,
+                        unet_ms: None,
+                    })
+                    .collect(),
             },
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),

@@ -259,3 +259,25 @@ fn a_dataset_generated_again_has_the_same_fingerprint() {
     assert_eq!(first, again, "CI regenerates its dataset: the same bytes, the same fingerprint");
     assert!(first.files >= 5 && first.bytes > 1000, "{first:?}");
 }
+
+#[test]
+fn the_ci_workflow_calls_the_guard_with_flags_it_has() {
+    let workflow = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/ci/loader-guard.yml");
+    let workflow = std::fs::read_to_string(workflow).unwrap();
+    let (ok, help, _) = common::feedbench(&["guard", "--help"]);
+    assert!(ok);
+    // Each invocation may continue on the next line (a trailing backslash).
+    let calls: Vec<String> = workflow
+        .split("./target/release/feedbench guard")
+        .skip(1)
+        .map(|rest| rest.split("\n").take(2).collect::<Vec<_>>().join(" ").replace('\\', " "))
+        .collect();
+    assert_eq!(calls.len(), 2, "a guard against the baseline and a save: {workflow}");
+    for call in &calls {
+        for flag in call.split_whitespace().filter(|w| w.starts_with("--")) {
+            assert!(help.contains(&format!("{flag} ")), "{flag} is not a guard flag: {call}");
+        }
+        assert!(call.contains("--config configs/guard.toml"), "{call}");
+    }
+    assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/guard.toml").is_file());
+}

@@ -48,8 +48,21 @@ impl Change {
     /// bootstrap interval: each side resampled with replacement [`RESAMPLES`] times, fixed by
     /// `seed`. None when a side is empty or A's median is not positive.
     pub fn of(a: &[f64], b: &[f64], seed: u64) -> Option<Self> {
-        let (median_a, median_b) = (median(a.iter().copied()), median(b.iter().copied()));
-        if a.is_empty() || b.is_empty() || median_a <= 0.0 {
+        Self::of_by(a, b, seed, |v| median(v.iter().copied()))
+    }
+
+    /// [`Change::of`] with another `statistic` of each side than its median (a rate, a mean).
+    pub fn of_by(
+        a: &[f64],
+        b: &[f64],
+        seed: u64,
+        statistic: impl Fn(&[f64]) -> f64,
+    ) -> Option<Self> {
+        if a.is_empty() || b.is_empty() {
+            return None;
+        }
+        let (stat_a, stat_b) = (statistic(a), statistic(b));
+        if stat_a <= 0.0 || !stat_a.is_finite() {
             return None;
         }
         let percent = |a: f64, b: f64| 100.0 * (b / a - 1.0);
@@ -58,7 +71,7 @@ impl Change {
         let mut resample = |v: &[f64]| {
             drawn.clear();
             drawn.extend((0..v.len()).map(|_| v[rng.below(v.len())]));
-            median(drawn.iter().copied())
+            statistic(&drawn)
         };
         let mut changes: Vec<f64> = (0..RESAMPLES)
             .filter_map(|_| {
@@ -66,9 +79,8 @@ impl Change {
                 (ra > 0.0).then(|| percent(ra, rb))
             })
             .collect();
-        changes.sort_by(f64::total_cmp);
-        let at = |q: f64| changes[((q * changes.len() as f64) as usize).min(changes.len() - 1)];
-        Some(Self { percent: percent(median_a, median_b), low: at(0.025), high: at(0.975) })
+        let (low, high) = percentile_interval(&mut changes)?;
+        Some(Self { percent: percent(stat_a, stat_b), low, high })
     }
 
     /// The decision, with changes within `noise_pct` either way counted as noise.
@@ -88,6 +100,38 @@ impl Change {
     pub fn interval(&self) -> String {
         format!("95 % CI {:+.1} to {:+.1} %", self.low, self.high)
     }
+}
+
+/// The 95 % percentile bootstrap interval of `statistic` over `values` (resampled with
+/// replacement [`RESAMPLES`] times, fixed by `seed`); None when `values` is empty.
+pub fn interval(
+    values: &[f64],
+    seed: u64,
+    statistic: impl Fn(&[f64]) -> f64,
+) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut drawn = Vec::with_capacity(values.len());
+    let mut estimates: Vec<f64> = (0..RESAMPLES)
+        .map(|_| {
+            drawn.clear();
+            drawn.extend((0..values.len()).map(|_| values[rng.below(values.len())]));
+            statistic(&drawn)
+        })
+        .collect();
+    percentile_interval(&mut estimates)
+}
+
+/// The 2.5th and 97.5th percentiles of `estimates` (sorted here); None when empty.
+fn percentile_interval(estimates: &mut [f64]) -> Option<(f64, f64)> {
+    if estimates.is_empty() {
+        return None;
+    }
+    estimates.sort_by(f64::total_cmp);
+    let at = |q: f64| estimates[((q * estimates.len() as f64) as usize).min(estimates.len() - 1)];
+    Some((at(0.025), at(0.975)))
 }
 
 #[cfg(test)]
@@ -128,6 +172,20 @@ mod tests {
         let change = Change::of(&a, &b, 4).unwrap();
         assert_eq!(change.decision(NOISE_PCT), Decision::Undecided, "{change:?}");
         assert!(Change::of(&[], &b, 4).is_none());
+    }
+
+    #[test]
+    fn a_rate_changes_as_its_mean_time_does() {
+        // Steps of 10 ms against steps of 12.5 ms: 20 % fewer steps per second.
+        let a = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95];
+        let b: Vec<f64> = a.iter().map(|x| x * 1.25).collect();
+        let rate = |v: &[f64]| 1000.0 * v.len() as f64 / v.iter().sum::<f64>();
+        let change = Change::of_by(&a, &b, 5, rate).unwrap();
+        assert!((change.percent + 20.0).abs() < 1e-9, "{change:?}");
+        assert_eq!(change.decision(NOISE_PCT), Decision::Lower);
+        let (low, high) = interval(&a, 5, rate).unwrap();
+        assert!(low < 100.0 && 100.0 < high && high - low < 2.0, "{low} {high}");
+        assert!(interval(&[], 5, rate).is_none());
     }
 
     #[test]

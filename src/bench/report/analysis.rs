@@ -6,9 +6,20 @@ use std::collections::HashMap;
 use super::doctor;
 use super::{
     plural, rate, Group, Knob, PlotGroup, Recommendation, Report, Row, HEATMAP_PLOT_STEM,
-    KNEE_TOLERANCE_PCT, PREFETCH_TOLERANCE_PCT, TRAIN_PLOT_STEM,
+    KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT, TRAIN_PLOT_STEM,
 };
+
+/// Seed of the report's bootstrap intervals (fixed: one results file, one report).
+const INTERVAL_SEED: u64 = 0x6b6e;
+
+/// Samples/s of train steps of `batch` samples whose iterations took the given ms.
+fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
+    move |iteration_ms: &[f64]| {
+        1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
+    }
+}
 use crate::bench::cell::Cell;
+use crate::bench::change::{interval, Change, Decision};
 use crate::bench::phase::DecodeLimit;
 use crate::bench::results::CellResult;
 use crate::bench::stats::median;
@@ -104,6 +115,11 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         }
     });
     let input_bound_pct = med(&|r| r.train.input_bound.median_pct);
+    let train_iteration_ms: Vec<f64> =
+        runs.iter().flat_map(|r| r.train.per_step.iter().map(|s| s.wait_ms + s.step_ms)).collect();
+    let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
+        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(knobs.batch_size)))
+        .flatten();
     Row {
         repeats: runs.len(),
         loader_samples_per_s: med(&|r| r.loader.samples_per_s),
@@ -114,6 +130,8 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         model_samples_per_s: med(&|r| r.model.samples_per_s),
         model_step_ms: med(&|r| r.model.step.median_ms),
         train_samples_per_s: med(&|r| r.train.samples_per_s),
+        train_iteration_ms,
+        train_interval,
         train_wait_ms: med(&|r| r.train.wait.median_ms),
         train_h2d_ms: med(&|r| r.train.h2d.median_ms),
         train_compute_ms: med(&|r| r.train.compute.median_ms),
@@ -196,6 +214,30 @@ fn within(x: f64, best: f64, tolerance_pct: f64) -> bool {
     x >= best * (1.0 - tolerance_pct / 100.0)
 }
 
+/// The change of row `i`'s train throughput against row `best`'s with its interval, where both
+/// kept enough steps.
+fn knee_change(rows: &[Row], best: usize, i: usize) -> Option<Change> {
+    let (b, r) = (&rows[best], &rows[i]);
+    let enough = |row: &Row| row.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL;
+    if !enough(b) || !enough(r) {
+        return None;
+    }
+    // Rows of a group share their batch size: the change of samples/s is that of steps/s.
+    let rate = train_rate(b.knobs.batch_size);
+    Change::of_by(&b.train_iteration_ms, &r.train_iteration_ms, INTERVAL_SEED, rate)
+}
+
+/// Whether row `i` trains slower than row `best` beyond the knee's noise band: the whole
+/// interval of the `change` below it where there is one, else its median.
+fn worse_than_best(rows: &[Row], best: usize, i: usize, change: Option<Change>) -> bool {
+    match change {
+        Some(change) => change.decision(KNEE_TOLERANCE_PCT) == Decision::Lower,
+        None => {
+            !within(rows[i].train_samples_per_s, rows[best].train_samples_per_s, KNEE_TOLERANCE_PCT)
+        }
+    }
+}
+
 /// The knee of workers and the prefetch depth past which nothing improves, among `members`.
 fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
     let finite: Vec<usize> =
@@ -209,11 +251,13 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
             .then(workers(a).cmp(&workers(b)))
             .then(prefetch(a).cmp(&prefetch(b)))
     })?;
-    let knee = finite
+    // Each row against the best: its change, and whether it is worse beyond noise.
+    let judged: Vec<(usize, Option<Change>)> =
+        finite.iter().map(|&i| (i, knee_change(rows, best, i))).collect();
+    let knee = judged
         .iter()
-        .copied()
-        .filter(|&i| within(train(i), train(best), KNEE_TOLERANCE_PCT))
-        .map(workers)
+        .filter(|&&(i, change)| !worse_than_best(rows, best, i, change))
+        .map(|&(i, _)| workers(i))
         .min()?;
     let at_knee: Vec<usize> = finite.iter().copied().filter(|&i| workers(i) == knee).collect();
     let best_at_knee = at_knee.iter().map(|&i| train(i)).fold(f64::NEG_INFINITY, f64::max);
@@ -236,6 +280,10 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
         r.knobs.prefetch,
         rate(r.train_samples_per_s)
     );
+    if let Some((low, high)) = r.train_interval {
+        text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
+    }
+    let change = judged.iter().find(|(i, _)| *i == row).and_then(|(_, change)| *change);
     if row == best || train(row) >= train(best) {
         text.push_str(", the best measured");
         if fewer_measured {
@@ -245,12 +293,26 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
         }
     } else {
         let b = &rows[best];
-        text.push_str(&format!(
-            ", within {KNEE_TOLERANCE_PCT:.0} % of the best ({} at workers {}, prefetch {})",
+        let against = format!(
+            "the best ({} at workers {}, prefetch {})",
             rate(b.train_samples_per_s),
             b.knobs.workers,
             b.knobs.prefetch
-        ));
+        );
+        text.push_str(&match change {
+            Some(c) if c.decision(KNEE_TOLERANCE_PCT) == Decision::Undecided => format!(
+                ", perhaps as good as {against}: the difference ({:+.1} %, {}) straddles the \
+                 {KNEE_TOLERANCE_PCT:.0} % noise band — too wide to decide; measure longer \
+                 (run.train_steps, run.repeats)",
+                c.percent,
+                c.interval()
+            ),
+            Some(c) => format!(
+                ", not worse than {against} beyond {KNEE_TOLERANCE_PCT:.0} % noise ({})",
+                c.interval()
+            ),
+            None => format!(", within {KNEE_TOLERANCE_PCT:.0} % of {against}"),
+        });
     }
     text.push_str(". ");
     let p = r.knobs.prefetch;
@@ -308,6 +370,40 @@ mod tests {
         // Ties go to fewer workers, and the order of the results does not matter.
         let rec = recommended(&[cell(4, 2, 20.0), cell(2, 2, 20.0)]);
         assert_eq!(rec.workers, 2);
+    }
+
+    /// A cell whose `n` train steps of 16 samples take `ms` each, spread by ±`spread` ms.
+    fn stepped(workers: usize, ms: f64, spread: f64, n: usize) -> FakeCell {
+        let mut c = cell(workers, 2, 16.0 * 1e3 / ms);
+        c.train_iteration_ms =
+            (0..n).map(|i| ms + spread * [-1.0, 1.0, 0.0, 0.5, -0.5][i % 5]).collect();
+        c
+    }
+
+    #[test]
+    fn with_steps_kept_the_knee_is_judged_by_the_interval_of_the_change() {
+        // One worker 3 % slower than two with tight steps: within the 5 % band, the knee.
+        let rec = recommended(&[stepped(1, 103.0, 0.5, 20), stepped(2, 100.0, 0.5, 20)]);
+        assert_eq!(rec.workers, 1, "{}", rec.text);
+        assert!(rec.text.contains("not worse than the best") && rec.text.contains("95 % CI"));
+        // 10 % slower with tight steps: worse beyond noise, two workers.
+        let rec = recommended(&[stepped(1, 110.0, 0.5, 20), stepped(2, 100.0, 0.5, 20)]);
+        assert_eq!(rec.workers, 2, "{}", rec.text);
+        // The same medians with steps spread ±30 %: too wide to decide; say so.
+        let rec = recommended(&[stepped(1, 110.0, 33.0, 10), stepped(2, 100.0, 30.0, 10)]);
+        assert_eq!(rec.workers, 1, "not worse beyond noise: {}", rec.text);
+        assert!(rec.text.contains("too wide to decide; measure longer"), "{}", rec.text);
+        // The medians alone (no steps kept) would have said two workers.
+        let rec = recommended(&[cell(1, 2, 16.0 * 1e3 / 110.0), cell(2, 2, 160.0)]);
+        assert_eq!(rec.workers, 2);
+    }
+
+    #[test]
+    fn each_row_carries_the_interval_of_its_train_throughput() {
+        let r = report(&[stepped(1, 100.0, 10.0, 20), stepped(2, 100.0, 0.0, 2)]);
+        let (low, high) = r.rows[0].train_interval.expect("20 steps: an interval");
+        assert!(low < 160.0 && 160.0 < high && high / low < 1.2, "{low} {high}");
+        assert_eq!(r.rows[1].train_interval, None, "2 steps are too few");
     }
 
     #[test]

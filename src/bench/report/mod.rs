@@ -29,9 +29,12 @@ use super::verdict::Verdict;
 
 pub use analysis::render;
 
-/// The smallest workers whose train throughput is within this share of the group's best is
-/// recommended (the knee), percent.
+/// The knee: the fewest workers whose train throughput is not worse than the group's best
+/// beyond this noise band, percent (by the interval of the change where steps were kept, else
+/// by the medians).
 pub const KNEE_TOLERANCE_PCT: f64 = 5.0;
+/// Steps a train throughput needs for an interval, and for the knee to be judged by one.
+pub const MIN_STEPS_FOR_INTERVAL: usize = 3;
 /// At the recommended workers, the smallest prefetch within this share of the best depth is
 /// recommended: deeper prefetch improves nothing, percent.
 pub const PREFETCH_TOLERANCE_PCT: f64 = 3.0;
@@ -132,6 +135,12 @@ pub struct Row {
     pub model_step_ms: f64,
     /// The loader feeding the model, samples/s.
     pub train_samples_per_s: f64,
+    /// Each measured train step's whole iteration (wait and step), ms, over every repeat;
+    /// empty in results written without per-step samples.
+    pub train_iteration_ms: Vec<f64>,
+    /// 95 % bootstrap interval of the train samples/s over those steps, when there are
+    /// [`MIN_STEPS_FOR_INTERVAL`] or more.
+    pub train_interval: Option<(f64, f64)>,
     /// Median wait for the next batch per step, ms.
     pub train_wait_ms: f64,
     /// Median host→device copy per step, ms.
@@ -164,7 +173,7 @@ impl Row {
 pub struct Recommendation {
     /// The recommended row (index into [`Report::rows`]).
     pub row: usize,
-    /// The knee: the smallest workers within [`KNEE_TOLERANCE_PCT`] of the best.
+    /// The knee: the fewest workers not worse than the best beyond [`KNEE_TOLERANCE_PCT`].
     pub workers: usize,
     /// The smallest prefetch within [`PREFETCH_TOLERANCE_PCT`] of the best at those workers.
     pub prefetch: usize,
@@ -305,12 +314,24 @@ impl Report {
         self.groups.iter().filter_map(|g| g.diagnosis.as_ref().map(|d| (g.label.as_str(), d)))
     }
 
-    /// How the recommendation is made, in one line.
+    /// How the recommendation is made, in one line: by intervals where the results kept their
+    /// steps, else by medians.
     pub(crate) fn rule(&self) -> String {
+        let of_group = if self.groups.len() > 1 { " of its group" } else { "" };
+        let knee = if self.rows.iter().any(|r| r.train_interval.is_some()) {
+            format!(
+                "the fewest workers whose train samples/s are not below the best{of_group} beyond \
+                 {KNEE_TOLERANCE_PCT:.0} % noise (by the 95 % interval of the change)"
+            )
+        } else {
+            format!(
+                "the smallest workers within {KNEE_TOLERANCE_PCT:.0} % of the best train \
+                 samples/s{of_group}"
+            )
+        };
         format!(
-            "the smallest workers within {KNEE_TOLERANCE_PCT:.0} % of the best train samples/s{}, \
-             then the smallest prefetch within {PREFETCH_TOLERANCE_PCT:.0} % of the best at those workers",
-            if self.groups.len() > 1 { " of its group" } else { "" }
+            "{knee}, then the smallest prefetch within {PREFETCH_TOLERANCE_PCT:.0} % of the best \
+             at those workers"
         )
     }
 }

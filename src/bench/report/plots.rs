@@ -107,7 +107,10 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
     };
     let top = curves
         .iter()
-        .flat_map(|c| c.points.iter().map(|r| r.train_samples_per_s).chain(ceiling(c)))
+        .flat_map(|c| {
+            let highs = c.points.iter().filter_map(|r| r.train_interval.map(|(_, high)| high));
+            c.points.iter().map(|r| r.train_samples_per_s).chain(highs).chain(ceiling(c))
+        })
         .filter(|x| x.is_finite())
         .fold(0.0, f64::max);
     let top = if top > 0.0 { top * 1.15 } else { 1.0 };
@@ -122,7 +125,11 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
     chart
         .configure_mesh()
         .x_desc("workers")
-        .y_desc("train samples/s")
+        .y_desc(if curves.iter().any(|c| c.points.iter().any(|r| r.train_interval.is_some())) {
+            "train samples/s (bars: 95 % interval)"
+        } else {
+            "train samples/s"
+        })
         .axis_desc_style((FONT, 16))
         .label_style((FONT, 13))
         .x_labels(((hi - lo) as usize + 1).min(17))
@@ -147,6 +154,15 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
             .map_err(|e| e.to_string())?;
+        // The 95 % interval of each point, from its steps.
+        let intervals = curve.points.iter().filter(|r| r.train_samples_per_s.is_finite());
+        let bars = intervals.filter_map(|r| {
+            let (low, high) = r.train_interval?;
+            let x = r.knobs.workers as i32;
+            let style = colour.stroke_width(1);
+            Some(ErrorBar::new_vertical(x, low, r.train_samples_per_s, high, style, 8))
+        });
+        chart.draw_series(bars).map_err(|e| e.to_string())?;
         if let Some(c) = ceiling(curve) {
             chart
                 .draw_series(DashedLineSeries::new(
