@@ -10,7 +10,7 @@ CARGO ?= cargo
 export FEEDBENCH_G1_PARTIAL ?= $(abspath ../shared/datasets/g1-partial)
 
 APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
-	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
+	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all setup system-packages torch build run test fmt clippy clean

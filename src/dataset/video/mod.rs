@@ -3,6 +3,7 @@
 pub mod convert;
 pub mod decode;
 pub mod probe;
+pub mod quality;
 pub mod table;
 
 pub use convert::FrameBuffer;

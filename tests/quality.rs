@@ -1,0 +1,102 @@
+//! PSNR and SSIM as the `ffmpeg` CLI reports them (issue #13): the same frames through
+//! [`QualityMeter`] give the CLI's `average:`/`min:` PSNR within 0.01 dB and its `All:` SSIM
+//! within 1e-4.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use feedbench::dataset::video::quality::{Quality, QualityMeter};
+use ffmpeg_next::format::Pixel;
+use ffmpeg_next::frame;
+
+const WIDTH: u32 = 96;
+const HEIGHT: u32 = 72;
+
+fn ffmpeg(args: &[&str]) -> std::process::Output {
+    let output = Command::new("ffmpeg").args(["-v", "info", "-nostats", "-y"]).args(args).output();
+    let output = output.expect("ffmpeg runs");
+    assert!(
+        output.status.success(),
+        "ffmpeg {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Every frame of `path` as YUV 4:2:0 frames, decoded by the CLI.
+fn frames(path: &Path) -> Vec<frame::Video> {
+    let raw = ffmpeg(&["-i", path.to_str().unwrap(), "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]);
+    let (w, h) = (WIDTH as usize, HEIGHT as usize);
+    let planes = [(w, h), (w / 2, h / 2), (w / 2, h / 2)];
+    let frame_bytes: usize = planes.iter().map(|(pw, ph)| pw * ph).sum();
+    raw.stdout
+        .chunks_exact(frame_bytes)
+        .map(|bytes| {
+            let mut frame = frame::Video::new(Pixel::YUV420P, WIDTH, HEIGHT);
+            let mut at = 0;
+            for (plane, (pw, ph)) in planes.iter().enumerate() {
+                let stride = frame.stride(plane);
+                for row in 0..*ph {
+                    frame.data_mut(plane)[row * stride..row * stride + pw]
+                        .copy_from_slice(&bytes[at..at + pw]);
+                    at += pw;
+                }
+            }
+            frame
+        })
+        .collect()
+}
+
+/// The number after `key` in `line`.
+fn figure(text: &str, line_start: &str, key: &str) -> f64 {
+    let line = text.lines().find(|l| l.contains(line_start)).unwrap_or_else(|| panic!("{text}"));
+    let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len()..];
+    rest.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn psnr_and_ssim_equal_the_ffmpeg_clis() {
+    if !common::have_ffmpeg() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (reference, distorted) = (dir.path().join("ref.mkv"), dir.path().join("dist.mp4"));
+    let size = format!("testsrc2=size={WIDTH}x{HEIGHT}:rate=10");
+    let r = reference.to_str().unwrap();
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &size,
+        "-frames:v",
+        "12",
+        "-c:v",
+        "ffv1",
+        "-pix_fmt",
+        "yuv420p",
+        r,
+    ]);
+    let d = distorted.to_str().unwrap();
+    ffmpeg(&["-i", r, "-c:v", "libx264", "-crf", "40", "-g", "4", "-pix_fmt", "yuv420p", d]);
+
+    let cli =
+        ffmpeg(&["-i", d, "-i", r, "-lavfi", "[0:v][1:v]psnr;[0:v][1:v]ssim", "-f", "null", "-"]);
+    let log = String::from_utf8_lossy(&cli.stderr);
+    let (average, min) = (figure(&log, "PSNR y:", "average:"), figure(&log, "PSNR y:", "min:"));
+    let all = figure(&log, "SSIM Y:", "All:");
+
+    let (reference, distorted) = (frames(&reference), frames(&distorted));
+    assert_eq!((reference.len(), distorted.len()), (12, 12));
+    let mut meter = QualityMeter::new(WIDTH, HEIGHT, Pixel::YUV420P).unwrap();
+    for (d, r) in distorted.iter().zip(&reference) {
+        meter.push(d, r).unwrap();
+    }
+    let quality = Quality::of(&meter.finish().unwrap()).unwrap();
+    eprintln!("feedbench {quality:?}; ffmpeg CLI: average {average}, min {min}, All {all}");
+    assert!(quality.psnr_db < 40.0, "CRF 40 loses something: {quality:?}");
+    assert!((quality.psnr_db - average).abs() < 0.01, "{quality:?} against average {average}");
+    assert!((quality.worst_psnr_db - min).abs() < 0.01, "{quality:?} against min {min}");
+    assert!((quality.ssim - all).abs() < 1e-4, "{quality:?} against All {all}");
+}
