@@ -16,6 +16,7 @@ the same runs (a verdict depends only on where the interval lies against the tol
 Writes OUT/summary.md and prints it. Needs only python3 and a built feedbench.
 
     python3 scripts/guard_calibration.py [--runs 20] [--slower gop=3] [--out DIR]
+    python3 scripts/guard_calibration.py --summarise-only --out DIR   # again, from the files
 """
 
 import argparse
@@ -62,6 +63,7 @@ def outcome(verdict, tolerance, figures=FIGURES):
 
 
 def guard(feedbench, config, baseline, out):
+    """One guard run against `baseline`, its JSON verdict kept in `out`."""
     code, stdout, stderr = run([feedbench, "guard", "--config", str(config), "--baseline",
                                 str(baseline), "--json"])
     if code not in (0, 1):
@@ -70,19 +72,8 @@ def guard(feedbench, config, baseline, out):
     return code, json.loads(stdout), stderr
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--feedbench", default="target/release/feedbench")
-    parser.add_argument("--config", default="configs/guard.toml")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--slower", default="gop=3",
-                        help="the costlier encoding, a [dataset] key=value (gop=3, crf=24, …)")
-    parser.add_argument("--compare-repeats", type=int, default=20)
-    parser.add_argument("--out", default="target/guard-calibration")
-    args = parser.parse_args()
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def measure(args, out):
+    """Runs the baseline, the guard runs and the comparison, keeping every JSON in `out`."""
     text = Path(args.config).read_text()
     if re.search(r"^path\s*=", text, re.M):
         sys.exit("use a config with a `synth` dataset: the slower one is generated from it")
@@ -97,17 +88,13 @@ def main():
                            "--save-baseline", str(baseline)])
     if code != 0:
         sys.exit(f"saving the baseline failed: {stderr.strip()}")
-    tolerance = json.loads(baseline.read_text())["run"]["tolerance"]
     print(f"baseline saved; {args.runs} runs unchanged, then {args.runs} with {args.slower}",
           file=sys.stderr)
-
-    results = {"unchanged": [], "slower": []}
     datasets = {}
     for name, config in [("unchanged", unchanged), ("slower", slower)]:
         for i in range(args.runs):
             code, verdict, stderr = guard(args.feedbench, config, baseline,
                                           out / f"{name}-{i + 1:02}.json")
-            results[name].append((code, verdict))
             found = re.search(r"generated dataset (\S.*)$", stderr, re.M)
             if found:
                 datasets[name] = found.group(1).strip()
@@ -125,43 +112,83 @@ def main():
                                 "--batches", str(batches), "--json"])
     if code != 0:
         sys.exit(f"compare failed: {stderr.strip()}")
-    comparison = json.loads(stdout)
     (out / "compare.json").write_text(stdout)
 
-    lines = [f"# feedbench guard on this machine: {args.runs} runs unchanged, {args.runs} with "
-             f"{args.slower}", "",
-             f"Config {args.config} (tolerance {tolerance}); exit codes as run: unchanged "
-             f"{sum(c == 1 for c, _ in results['unchanged'])} × 1, slower "
-             f"{sum(c == 1 for c, _ in results['slower'])} × 1.", "",
-             "| tolerance | false alarms (unchanged) | undecided (unchanged) | detected (slower) "
-             "| undecided (slower) | false alarms, CPU only | detected, CPU only |",
-             "|--:|--:|--:|--:|--:|--:|--:|"]
+
+def summarise(args, out):
+    """The summary of the runs kept in `out`, as Markdown."""
+    baseline = json.loads((out / "baseline.json").read_text())
+    tolerance = baseline["run"]["tolerance"]
+    results = {name: [json.loads(f.read_text()) for f in sorted(out.glob(f"{name}-*.json"))]
+               for name in ["unchanged", "slower"]}
+    comparison = json.loads((out / "compare.json").read_text())
+    runs = len(results["unchanged"])
+    cells = [c["cell"] for c in results["unchanged"][0]["cells"]]
+
+    def only(verdict, cell):
+        return {**verdict, "cells": [c for c in verdict["cells"] if c["cell"] == cell]}
+
+    lines = [f"# feedbench guard on this machine: {runs} runs unchanged, "
+             f"{len(results['slower'])} with {args.slower}", "",
+             f"Config {args.config} (tolerance {tolerance}). A run fails (exit 1) when any "
+             "cell's CPU per sample or samples/s is worse beyond the tolerance by its whole "
+             "95 % interval; the columns per cell count what that cell alone would say.", ""]
+    header = "| tolerance | false alarms | detected |"
+    rule = "|--:|--:|--:|"
+    for cell in cells:
+        header += f" false alarms, {cell} only | detected, {cell} only |"
+        rule += "--:|--:|"
+    lines += [header, rule]
     for t in sorted(set(TOLERANCES + [float(tolerance.rstrip("%"))])):
-        u = [outcome(v, t) for _, v in results["unchanged"]]
-        s = [outcome(v, t) for _, v in results["slower"]]
-        cpu_only = FIGURES[:1]
-        uc = [outcome(v, t, cpu_only) for _, v in results["unchanged"]]
-        sc = [outcome(v, t, cpu_only) for _, v in results["slower"]]
-        lines.append(f"| {t:g} % | {u.count('regression')} / {len(u)} | {u.count('undecided')} "
-                     f"| {s.count('regression')} / {len(s)} | {s.count('undecided')} "
-                     f"| {uc.count('regression')} / {len(uc)} | {sc.count('regression')} / "
-                     f"{len(sc)} |")
-    lines += ["", "Change of CPU ms per sample against the baseline, median over the runs "
-              "(and the range of the runs' estimates), per cell:", ""]
+        count = lambda vs: sum(outcome(v, t) == "regression" for v in vs)
+        row = f"| {t:g} % | {count(results['unchanged'])} / {runs} | " \
+              f"{count(results['slower'])} / {len(results['slower'])} |"
+        for cell in cells:
+            row += f" {count(only(v, cell) for v in results['unchanged'])} | " \
+                   f"{count(only(v, cell) for v in results['slower'])} |"
+        lines.append(row)
+    lines += ["", "Change of CPU ms per sample against the baseline (relative to the machine's "
+              "speed), median over the runs (and the range of the runs' estimates):", ""]
     for name in ["unchanged", "slower"]:
-        for i, c in enumerate(results[name][0][1]["cells"]):
+        for i, cell in enumerate(cells):
             changes = [v["cells"][i]["cpu_ms_per_sample"]["change"]["percent"]
-                       for _, v in results[name]]
-            lines.append(f"- {name}, {c['cell']}: {statistics.median(changes):+.1f} % "
+                       for v in results[name]]
+            lines.append(f"- {name}, {cell}: {statistics.median(changes):+.1f} % "
                          f"({min(changes):+.1f} to {max(changes):+.1f} %)")
+    drift = [v["reference"]["change"]["percent"] for name in results for v in results[name]
+             if v.get("reference")]
+    if drift:
+        lines += ["", "The machine's speed (the reference decode's CPU time) against the "
+                  f"baseline's: {min(drift):+.1f} to {max(drift):+.1f} % over the {len(drift)} "
+                  "runs."]
     cpu = comparison["cpu"]
     decode = [s for s in comparison["stages"] if s["stage"] == "decode"]
-    lines += ["", f"`feedbench compare` of the two datasets ({args.compare_repeats} interleaved "
-              f"runs each, cell {cell['name']}): CPU ms per sample {cpu['percent']:+.1f} % "
+    repeats = sum(r["side"] == "a" for r in comparison["runs"])
+    lines += ["", f"`feedbench compare` of the two datasets ({repeats} interleaved runs each, "
+              f"cell {cells[0]}): CPU ms per sample {cpu['percent']:+.1f} % "
               f"(95 % CI {cpu['low']:+.1f} to {cpu['high']:+.1f} %)"
               + (f", decode {decode[0]['change']['percent']:+.1f} %" if decode and
                  decode[0]["change"] else "") + "."]
-    summary = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--feedbench", default="target/release/feedbench")
+    parser.add_argument("--config", default="configs/guard.toml")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--slower", default="gop=3",
+                        help="the costlier encoding, a [dataset] key=value (gop=3, crf=24, …)")
+    parser.add_argument("--compare-repeats", type=int, default=20)
+    parser.add_argument("--out", default="target/guard-calibration")
+    parser.add_argument("--summarise-only", action="store_true",
+                        help="only summarise the runs already in --out")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.summarise_only:
+        measure(args, out)
+    summary = summarise(args, out)
     (out / "summary.md").write_text(summary)
     print(summary)
 

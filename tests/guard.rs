@@ -162,6 +162,11 @@ fn unusable_baselines_are_errors_naming_the_file() {
     )
     .unwrap();
     check(&corrupt, "corrupt baseline at cells[0].runs[0].cpu_ms_per_sample");
+    let mut record: Value = serde_json::from_str(&text).unwrap();
+    record["cells"][1]["reference_ms"].as_array_mut().unwrap().pop();
+    let short = dir.path().join("short.json");
+    std::fs::write(&short, record.to_string()).unwrap();
+    check(&short, "cell \"one-worker\" has 3 runs and 2 reference measurements");
     let renamed = dir.path().join("renamed.json");
     std::fs::write(&renamed, text.replace("\"one-worker\"", "\"two-workers\"")).unwrap();
     check(&renamed, "the baseline has no cell \"one-worker\" (it has inline, two-workers)");

@@ -10,9 +10,10 @@ use clap::Args;
 
 use feedbench::bench::guard::config::{GuardConfig, Tolerance};
 use feedbench::bench::guard::judge::{check_baseline, judge, Outcome};
-use feedbench::bench::guard::measure;
 use feedbench::bench::guard::record::{DatasetFingerprint, GuardRecord};
+use feedbench::bench::guard::reference::ReferenceClip;
 use feedbench::bench::guard::render::{self, UpdateCommand};
+use feedbench::bench::guard::{measure, GuardSetup};
 use feedbench::bench::sweep::prepare_dataset;
 use feedbench::bench::system::system_info;
 use feedbench::timing::InstructionCounter;
@@ -71,10 +72,11 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
             false
         }
     };
+    let reference = ReferenceClip::prepare(|message| eprintln!("{message}"))?;
     let runs = config.cells.len() * config.run.repeats;
     let progress = progress_bar(runs, args.json, "guarding");
-    let record =
-        measure(&config, &root, machine, dataset, count_instructions, |_, _| progress.inc(1))?;
+    let setup = GuardSetup { root, reference, machine, dataset, count_instructions };
+    let record = measure(&config, setup, |_, _| progress.inc(1))?;
     progress.finish_and_clear();
     let Some(baseline) = baseline else {
         let path = args.save_baseline.as_deref().expect("clap: one of the two");

@@ -115,8 +115,10 @@ pub struct FigureChange {
 }
 
 impl FigureChange {
-    fn of(baseline: &[f64], now: &[f64], tolerance: Tolerance) -> Self {
-        let change = Change::of(baseline, now, SEED).unwrap_or(Change::NONE);
+    /// The medians of `baseline` and `now`, and the change of `judged` (the same runs'
+    /// values in units of the machine's speed, or the values themselves).
+    fn of(baseline: &[f64], now: &[f64], judged: (&[f64], &[f64]), tolerance: Tolerance) -> Self {
+        let change = Change::of(judged.0, judged.1, SEED).unwrap_or(Change::NONE);
         Self {
             baseline: median(baseline.iter().copied()),
             now: median(now.iter().copied()),
@@ -174,6 +176,9 @@ pub struct GuardVerdict {
     pub tolerance: Tolerance,
     /// Each cell, in the config's order.
     pub cells: Vec<CellVerdict>,
+    /// The reference workload's CPU ms, baseline against now (all cells' runs): the
+    /// machine's speed, which the cells' figures are judged relative to.
+    pub reference: Option<FigureChange>,
     /// What differed from the baseline without stopping the guard.
     pub warnings: Vec<String>,
     /// The worst cell's outcome.
@@ -197,20 +202,48 @@ pub fn judge(
         })
         .collect();
     let outcome = cells.iter().map(|c| c.outcome).max().unwrap_or(Outcome::Pass);
-    GuardVerdict { tolerance, cells, warnings, outcome }
+    let references = |record: &GuardRecord| -> Option<Vec<f64>> {
+        let all: Option<Vec<&[f64]>> = record.cells.iter().map(CellRuns::references).collect();
+        all.map(|all| all.concat())
+    };
+    let reference = references(baseline)
+        .zip(references(now))
+        .map(|(then, now)| FigureChange::of(&then, &now, (&then, &now), tolerance));
+    GuardVerdict { tolerance, cells, reference, warnings, outcome }
 }
 
-/// One cell's figures against its baseline.
+/// Each run's value in units of the machine's speed: a `cost` divided by the reference
+/// measured before it, a rate multiplied by it; as is unless `both` sides have references.
+fn speed_adjusted(cell: &CellRuns, values: &[f64], cost: bool, both: bool) -> Vec<f64> {
+    match cell.references().filter(|_| both) {
+        Some(references) => values
+            .iter()
+            .zip(references)
+            .map(|(v, ms)| if cost { v / ms } else { v * ms })
+            .collect(),
+        None => values.to_vec(),
+    }
+}
+
+/// One cell's figures against its baseline, judged in units of the machine's speed where
+/// both measured it.
 fn judge_cell(baseline: &CellRuns, now: &CellRuns, tolerance: Tolerance) -> CellVerdict {
-    let figure = |f: fn(&RunFigures) -> f64| {
-        FigureChange::of(&baseline.values(f), &now.values(f), tolerance)
+    let both = baseline.references().is_some() && now.references().is_some();
+    let figure = |f: fn(&RunFigures) -> f64, cost: bool| {
+        let (then_values, now_values) = (baseline.values(f), now.values(f));
+        let judged = (
+            speed_adjusted(baseline, &then_values, cost, both),
+            speed_adjusted(now, &now_values, cost, both),
+        );
+        FigureChange::of(&then_values, &now_values, (&judged.0, &judged.1), tolerance)
     };
-    let cpu = figure(|r| r.cpu_ms_per_sample);
-    let throughput = figure(|r| r.samples_per_s);
+    let cpu = figure(|r| r.cpu_ms_per_sample, true);
+    let throughput = figure(|r| r.samples_per_s, false);
+    // Instructions do not depend on the machine's speed.
     let instructions = baseline
         .instructions()
         .zip(now.instructions())
-        .map(|(then, now)| FigureChange::of(&then, &now, tolerance));
+        .map(|(then, now)| FigureChange::of(&then, &now, (&then, &now), tolerance));
     let mut outcomes = vec![cpu.outcome(true), throughput.outcome(false)];
     outcomes.extend(instructions.map(|i| i.outcome(true)));
     CellVerdict {
@@ -232,7 +265,7 @@ mod tests {
     /// A record of one cell whose runs cost `cpu` ms per sample each.
     fn record(cpu: &[f64]) -> GuardRecord {
         let cell: GuardCell = toml::from_str("name = \"c\"\nworkers = 0\nbatch = 4\n").unwrap();
-        let runs = cpu
+        let runs: Vec<RunFigures> = cpu
             .iter()
             .map(|&ms| RunFigures {
                 cpu_ms_per_sample: ms,
@@ -247,7 +280,7 @@ mod tests {
             machine: crate::bench::system::system_info(tch::Device::Cpu),
             dataset: DatasetFingerprint { files: 1, bytes: 1, sha256: "0".into() },
             run: Default::default(),
-            cells: vec![CellRuns { cell, runs }],
+            cells: vec![CellRuns { reference_ms: vec![100.0; runs.len()], cell, runs }],
         }
     }
 
@@ -288,6 +321,31 @@ mod tests {
         let wide = [0.6, 1.5, 0.9, 1.3, 0.7, 1.6, 0.8, 1.2];
         let verdict = judge(&record(&BASE), &record(&wide), TEN, Vec::new());
         assert_eq!(verdict.outcome, Outcome::Undecided, "{:?}", verdict.cells[0]);
+    }
+
+    #[test]
+    fn the_machines_drift_is_taken_out_and_a_real_slowdown_is_not() {
+        // The whole machine 30 % slower now: the cell and the reference alike. A pass.
+        let mut slower_machine = record(&scaled(1.3));
+        slower_machine.cells[0].reference_ms.iter_mut().for_each(|ms| *ms *= 1.3);
+        let verdict = judge(&record(&BASE), &slower_machine, TEN, Vec::new());
+        assert_eq!(verdict.outcome, Outcome::Pass, "{:?}", verdict.cells[0]);
+        let reference = verdict.reference.unwrap();
+        assert!((reference.change.percent - 30.0).abs() < 1e-6, "the drift is reported");
+        assert!(
+            (verdict.cells[0].cpu_ms_per_sample.now / 1.3 - 1.0).abs() < 0.02,
+            "raw medians shown"
+        );
+        // The machine 20 % faster and the cell 20 % costlier on it: a regression.
+        let mut costlier = record(&scaled(1.2 * 0.8));
+        costlier.cells[0].reference_ms.iter_mut().for_each(|ms| *ms *= 0.8);
+        let verdict = judge(&record(&BASE), &costlier, TEN, Vec::new());
+        assert_eq!(verdict.outcome, Outcome::Regression, "{:?}", verdict.cells[0]);
+        // Without references on one side, the raw figures are judged.
+        let mut unmeasured = record(&scaled(1.3));
+        unmeasured.cells[0].reference_ms.clear();
+        let verdict = judge(&record(&BASE), &unmeasured, TEN, Vec::new());
+        assert_eq!((verdict.outcome, verdict.reference), (Outcome::Regression, None));
     }
 
     #[test]

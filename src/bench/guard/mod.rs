@@ -5,35 +5,52 @@
 pub mod config;
 pub mod judge;
 pub mod record;
+pub mod reference;
 pub mod render;
 
-use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use self::config::GuardConfig;
 use self::record::{CellRuns, DatasetFingerprint, GuardRecord, BASELINE_FORMAT};
+use self::reference::ReferenceClip;
 use super::loader_run::measure_run;
 use super::system::SystemInfo;
 use crate::loader::pipeline::LoaderError;
 
-/// Measures every cell of `config` on the dataset at `root`, `config.run.repeats` times,
+/// What a guard run measures on, besides its config.
+pub struct GuardSetup {
+    /// The dataset root.
+    pub root: std::path::PathBuf,
+    /// The reference workload (the machine's speed).
+    pub reference: ReferenceClip,
+    /// The machine and software, recorded.
+    pub machine: SystemInfo,
+    /// The dataset's fingerprint, recorded.
+    pub dataset: DatasetFingerprint,
+    /// Whether runs count their instructions.
+    pub count_instructions: bool,
+}
+
+/// Measures every cell of `config` on `setup`'s dataset, `config.run.repeats` times,
 /// interleaved: the cells in order, then in reverse order, and so on, so that the machine's
-/// drift reaches every cell alike. With `count_instructions` each run's instructions are
-/// counted too. `on_run` hears each run as it starts (cell name, repeat).
+/// drift reaches every cell alike; before each run the reference workload measures the
+/// machine's speed. `on_run` hears each run as it starts (cell name, repeat).
 pub fn measure(
     config: &GuardConfig,
-    root: &Path,
-    machine: SystemInfo,
-    dataset: DatasetFingerprint,
-    count_instructions: bool,
+    setup: GuardSetup,
     mut on_run: impl FnMut(&str, usize),
 ) -> Result<GuardRecord, LoaderError> {
+    let root = &setup.root;
     let specs: Vec<_> =
         config.cells.iter().map(|cell| cell.spec(root, config.dataset.episodes.as_ref())).collect();
     let mut cells: Vec<CellRuns> = config
         .cells
         .iter()
-        .map(|cell| CellRuns { cell: cell.clone(), runs: Vec::with_capacity(config.run.repeats) })
+        .map(|cell| CellRuns {
+            cell: cell.clone(),
+            runs: Vec::with_capacity(config.run.repeats),
+            reference_ms: Vec::with_capacity(config.run.repeats),
+        })
         .collect();
     for repeat in 0..config.run.repeats {
         let mut order: Vec<usize> = (0..cells.len()).collect();
@@ -42,7 +59,8 @@ pub fn measure(
         }
         for i in order {
             on_run(&cells[i].cell.name, repeat);
-            let figures = measure_run(&specs[i], config.run.length(), count_instructions)?;
+            cells[i].reference_ms.push(setup.reference.measure().map_err(LoaderError::Dataset)?);
+            let figures = measure_run(&specs[i], config.run.length(), setup.count_instructions)?;
             cells[i].runs.push(figures);
         }
     }
@@ -50,8 +68,8 @@ pub fn measure(
     Ok(GuardRecord {
         feedbench_guard_baseline: BASELINE_FORMAT,
         measured_at,
-        machine,
-        dataset,
+        machine: setup.machine,
+        dataset: setup.dataset,
         run: config.run.clone(),
         cells,
     })

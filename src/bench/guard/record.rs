@@ -41,6 +41,9 @@ pub struct CellRuns {
     pub cell: GuardCell,
     /// What each run measured.
     pub runs: Vec<RunFigures>,
+    /// The reference workload's CPU ms measured just before each run: the machine's speed
+    /// then ([`super::reference`]).
+    pub reference_ms: Vec<f64>,
 }
 
 impl CellRuns {
@@ -52,6 +55,13 @@ impl CellRuns {
     /// The runs, by reference (as [`crate::bench::loader_run::stage_changes`] takes them).
     pub fn run_refs(&self) -> Vec<&RunFigures> {
         self.runs.iter().collect()
+    }
+
+    /// The reference measured before each run, when every run has one.
+    pub fn references(&self) -> Option<&[f64]> {
+        let complete = self.reference_ms.len() == self.runs.len()
+            && self.reference_ms.iter().all(|&ms| ms > 0.0);
+        complete.then_some(&self.reference_ms[..])
     }
 
     /// The runs' instructions per sample, when every run counted them.
@@ -172,10 +182,16 @@ impl GuardRecord {
             RecordError::new(path, format!("corrupt baseline at {}: {}", e.path(), e.inner()))
         })?;
         for cell in &record.cells {
-            if cell.runs.len() < 2 {
+            if cell.runs.len() < 2 || cell.reference_ms.len() != cell.runs.len() {
                 return Err(RecordError::new(
                     path,
-                    format!("corrupt baseline: cell {:?} has fewer than 2 runs", cell.cell.name),
+                    format!(
+                        "corrupt baseline: cell {:?} has {} runs and {} reference measurements \
+                         (at least 2, one each)",
+                        cell.cell.name,
+                        cell.runs.len(),
+                        cell.reference_ms.len()
+                    ),
                 ));
             }
         }

@@ -92,11 +92,26 @@ fn moved_stages(cell: &CellVerdict, tolerance: f64) -> String {
     moved.join(", ")
 }
 
+/// The machine's speed then and now, which the changes are relative to.
+fn speed_line(verdict: &GuardVerdict) -> Option<String> {
+    let r = verdict.reference?;
+    Some(format!(
+        "machine speed (a fixed reference decode, CPU ms): {} in the baseline, {} now ({:+.1} %); \
+         the changes below are relative to it",
+        number(r.baseline),
+        number(r.now),
+        r.change.percent
+    ))
+}
+
 /// The verdict as terminal text.
 pub fn text(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
     let mut out = String::new();
     for warning in &verdict.warnings {
         let _ = writeln!(out, "warning: {warning}");
+    }
+    if let Some(line) = speed_line(verdict) {
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(
         out,
@@ -138,6 +153,9 @@ pub fn markdown(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
     let _ = writeln!(out, "### feedbench guard: {headline}\n");
     for warning in &verdict.warnings {
         let _ = writeln!(out, "> **warning:** {warning}\n");
+    }
+    if let Some(line) = speed_line(verdict) {
+        let _ = writeln!(out, "{line}\n");
     }
     let _ = writeln!(out, "| cell | figure | baseline | now | change | 95 % CI | verdict |");
     let _ = writeln!(out, "|---|---|--:|--:|--:|---|---|");
