@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use feedbench::bench::config::SweepConfig;
+use feedbench::bench::config::{ConfigFile, SweepConfig};
 use feedbench::bench::results::{read_results, ResultsError, Resume};
 use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
 use feedbench::bench::verdict::Verdict;

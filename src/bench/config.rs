@@ -218,21 +218,33 @@ pub struct ConfigError {
     pub what: String,
 }
 
-impl SweepConfig {
-    /// Reads and checks a sweep config; a relative dataset `path` is made relative to the
-    /// config file's directory.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+/// A TOML config file with a `[dataset]` (a sweep's, the guard's): read, its dataset path
+/// made relative to the file's directory, and checked; every error names the file.
+pub trait ConfigFile: serde::de::DeserializeOwned {
+    /// Its dataset source.
+    fn dataset_mut(&mut self) -> &mut DatasetSource;
+
+    /// Checks what TOML types cannot; the error names the config file `path`.
+    fn check(&self, path: &Path) -> Result<(), ConfigError>;
+
+    /// Reads and checks the config at `path`.
+    fn load(path: &Path) -> Result<Self, ConfigError> {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
-        config.dataset.resolve_relative_to(path);
+        config.dataset_mut().resolve_relative_to(path);
         config.check(path)?;
         Ok(config)
     }
+}
 
-    /// Checks what TOML types cannot (one dataset source, non-empty axes, counts of at least
-    /// one); the error names the config file `path`.
-    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
+impl ConfigFile for SweepConfig {
+    fn dataset_mut(&mut self) -> &mut DatasetSource {
+        &mut self.dataset
+    }
+
+    /// One dataset source, non-empty axes, counts of at least one.
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
         self.dataset.check(path)?;
         let l = &self.loader;

@@ -82,7 +82,8 @@ mod tests {
 
     fn config(text: &str) -> SweepConfig {
         let config: SweepConfig = toml::from_str(text).unwrap();
-        config.check(std::path::Path::new("sweep.toml")).unwrap();
+        crate::bench::config::ConfigFile::check(&config, std::path::Path::new("sweep.toml"))
+            .unwrap();
         config
     }
 

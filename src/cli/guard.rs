@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use feedbench::bench::config::ConfigFile;
 use feedbench::bench::guard::config::{GuardConfig, Tolerance};
 use feedbench::bench::guard::judge::{check_baseline, judge, Outcome};
 use feedbench::bench::guard::record::{DatasetFingerprint, GuardRecord};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use feedbench::bench::config::SweepConfig;
+use feedbench::bench::config::{ConfigFile, SweepConfig};
 use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep, SweepProgress};

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::config::{ConfigError, DatasetSource, EpisodeChoice};
+use crate::bench::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::bench::loader_run::RunLength;
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
@@ -122,19 +122,13 @@ impl GuardCell {
     }
 }
 
-impl GuardConfig {
-    /// Reads and checks a guard config; a relative dataset `path` is relative to the file.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let error = |what: String| ConfigError { path: path.to_path_buf(), what };
-        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
-        config.dataset.resolve_relative_to(path);
-        config.check(path)?;
-        Ok(config)
+impl ConfigFile for GuardConfig {
+    fn dataset_mut(&mut self) -> &mut DatasetSource {
+        &mut self.dataset
     }
 
-    /// Checks what TOML types cannot; the error names the config file `path`.
-    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
+    /// At least one cell, names unique and plain, counts of at least one, 3 repeats or more.
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
         self.dataset.check(path)?;
         if self.cells.is_empty() {
