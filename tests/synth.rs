@@ -17,7 +17,7 @@ use feedbench::dataset::video::{
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::scene::{Camera, Motion};
 use feedbench::dataset::write::synth::{synth, SynthOptions};
-use feedbench::dataset::write::Preset;
+use feedbench::dataset::write::{PixFmt, Preset};
 use feedbench::dataset::{CodebaseVersion, Dataset, Values, WindowSpec};
 use serde_json::Value as Json;
 
@@ -69,7 +69,11 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
         let video = feature.video.as_ref().unwrap();
         assert_eq!(video.codec.as_deref(), Some(preset.codec.name()));
         assert_eq!((video.height, video.width), (Some(camera.height), Some(camera.width)));
-        assert_eq!(video.pix_fmt.as_deref(), Some("yuv420p"));
+        assert_eq!(video.pix_fmt.as_deref(), Some(preset.pix_fmt.name()));
+        assert_eq!(
+            video.other.get("video.fast_decode"),
+            preset.fast_decode.then_some(&Json::Bool(true))
+        );
         assert_eq!(video.other["video.g"], Json::from(preset.gop));
         let view_of = Camera::new(options.seed, c, camera.height, camera.width);
         // Frames each file holds before an episode: from_timestamp must say the same.
@@ -97,6 +101,7 @@ fn check_round_trip(root: &Path, preset: &Preset, options: &SynthOptions) {
             }
             let stream = probe(&path).unwrap();
             assert_eq!(stream.codec, preset.codec.name());
+            assert_eq!(stream.pix_fmt, preset.pix_fmt.name(), "as FFmpeg reads the file");
             assert_eq!((stream.height, stream.width), (camera.height, camera.width));
             if ffmpeg && !file_frames.contains_key(&path) {
                 file_frames.insert(
@@ -192,6 +197,39 @@ fn round_trip(version: CodebaseVersion, codec: VideoCodec) {
     };
     let (_dir, root) = generate(&preset, &options);
     check_round_trip(&root, &preset, &options);
+}
+
+#[test]
+fn round_trip_h264_yuv444p_gop3_fast_decode() {
+    // Chroma at full resolution, keyframes every 3 frames, x264's tune=fastdecode: the file
+    // says so as FFmpeg reads it, and every frame decodes as the ffmpeg CLI decodes it.
+    let mut preset = tiny(VideoCodec::H264, &[("observation.image", 64, 80)]);
+    (preset.pix_fmt, preset.gop, preset.fast_decode) = (PixFmt::Yuv444p, 3, true);
+    let options = SynthOptions { seed: SEED, ..Default::default() };
+    let (_dir, root) = generate(&preset, &options);
+    check_round_trip(&root, &preset, &options);
+}
+
+#[test]
+fn svt_av1_fast_decode_reaches_the_encoder_and_yuv444p_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let video_bytes = |name: &str, fast: bool| {
+        let mut preset = tiny(VideoCodec::Av1, &[("observation.image", 64, 64)]);
+        (preset.encoder_preset, preset.fast_decode) = (Some("8".into()), fast);
+        let root = dir.path().join(name);
+        synth(&root, &preset, &SynthOptions::default()).unwrap();
+        walk(&root.join("videos")).iter().map(|p| std::fs::read(p).unwrap()).collect::<Vec<_>>()
+    };
+    // At LeRobot's preset 12 this SVT-AV1 (Debian 12's 1.4) writes the same bytes with or
+    // without fast-decode; at preset 8 the option shows.
+    assert_ne!(video_bytes("plain", false), video_bytes("fast", true));
+    let mut preset = tiny(VideoCodec::Av1, &[("observation.image", 64, 64)]);
+    preset.pix_fmt = PixFmt::Yuv444p;
+    let error = synth(&dir.path().join("444"), &preset, &SynthOptions::default()).unwrap_err();
+    assert!(
+        error.to_string().contains("pix_fmt yuv444p (--pix-fmt): libsvtav1 encodes yuv420p only"),
+        "{error}"
+    );
 }
 
 #[test]

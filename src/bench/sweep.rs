@@ -106,6 +106,7 @@ pub fn prepare_dataset(d: &DatasetSource, say: impl FnMut(&str)) -> Result<PathB
         encoder_preset: None,
         episodes,
         frames_per_episode: d.frames_per_episode,
+        ..PresetOverrides::default()
     };
     let preset = Preset::load(name)?.with(&overrides);
     let version = d.format.unwrap_or(CodebaseVersion::V30);

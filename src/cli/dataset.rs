@@ -9,7 +9,7 @@ use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
 use feedbench::dataset::write::synth::synth_with_progress;
-use feedbench::dataset::write::{Preset, PresetOverrides, SynthOptions};
+use feedbench::dataset::write::{PixFmt, Preset, PresetOverrides, SynthOptions};
 use feedbench::dataset::{export, CodebaseVersion, Dataset, DatasetOptions, EpisodeList};
 use feedbench::dataset::{Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
 
@@ -168,6 +168,13 @@ pub struct SynthArgs {
     /// v3.0: at most this many episodes per data and video file (default: LeRobot's sizes).
     #[arg(long)]
     episodes_per_file: Option<usize>,
+    /// Pixel format: `yuv420p` (LeRobot's) or `yuv444p` (x264, x265) [default: the preset's]
+    #[arg(long)]
+    pix_fmt: Option<PixFmt>,
+    /// Tune the encoder for cheaper decoding (SVT-AV1 fast-decode, x264/x265
+    /// tune=fastdecode).
+    #[arg(long)]
+    fast_decode: bool,
     /// Replace an existing dataset at --out.
     #[arg(long)]
     force: bool,
@@ -185,6 +192,8 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
         encoder_preset: args.encoder_preset.clone(),
         episodes: args.episodes,
         frames_per_episode: args.frames_per_episode,
+        pix_fmt: args.pix_fmt,
+        fast_decode: args.fast_decode.then_some(true),
     });
     let options = SynthOptions {
         version: args.format,

@@ -40,6 +40,7 @@ impl ReferenceClip {
             encoder_preset: None,
             episodes: Some(1),
             frames_per_episode: Some(FRAMES),
+            ..PresetOverrides::default()
         };
         let preset = Preset::load("pusht")?.with(&overrides);
         let root = cached_synth(&preset, CodebaseVersion::V30, &scratch_dir(), say)?;

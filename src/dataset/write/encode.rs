@@ -1,5 +1,6 @@
 //! Encoding RGB frames into mp4 files in process with FFmpeg, as LeRobot does with PyAV:
-//! RGB24 → swscale (bilinear) → yuv420p → libsvtav1 / libx264 / libx265 → the mp4 muxer.
+//! RGB24 → swscale (bilinear) → yuv420p (or yuv444p) → libsvtav1 / libx264 / libx265 → the mp4
+//! muxer.
 //!
 //! Timestamps are exact: the encoder's time base is 1/fps and frame `i` of a file has pts `i`,
 //! so the mp4 holds frame `i` at `i / fps` seconds. Each episode is encoded by a fresh encoder
@@ -21,6 +22,29 @@ use crate::dataset::video::probe::init_ffmpeg;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{DatasetError, Result};
 
+/// The pixel format frames are encoded in: chroma at half resolution both ways (LeRobot's) or
+/// at full resolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PixFmt {
+    /// 4:2:0, LeRobot's default.
+    #[default]
+    Yuv420p,
+    /// 4:4:4: no chroma subsampling (x264, x265; not libsvtav1).
+    Yuv444p,
+}
+
+named_values!(PixFmt { Yuv420p => "yuv420p", Yuv444p => "yuv444p" });
+
+impl PixFmt {
+    /// FFmpeg's pixel format.
+    pub fn pixel(self) -> Pixel {
+        match self {
+            Self::Yuv420p => Pixel::YUV420P,
+            Self::Yuv444p => Pixel::YUV444P,
+        }
+    }
+}
+
 /// How camera frames are encoded. LeRobot's defaults: AV1 (libsvtav1), yuv420p, GOP 2, crf 30.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncodeSettings {
@@ -33,12 +57,17 @@ pub struct EncodeSettings {
     /// The encoder's speed preset (`12` for libsvtav1, `veryfast` for x264…); None: the
     /// default of [`EncodeSettings::default_speed`].
     pub speed: Option<String>,
+    /// The pixel format encoded.
+    pub pix_fmt: PixFmt,
+    /// Tune the encoder for cheaper decoding: SVT-AV1's `fast-decode=1`, x264's and x265's
+    /// `tune=fastdecode`.
+    pub fast_decode: bool,
 }
 
 impl EncodeSettings {
     /// LeRobot's settings for `codec`: GOP 2, crf 30, the default speed.
     pub fn lerobot(codec: VideoCodec) -> Self {
-        Self { codec, gop: 2, crf: 30, speed: None }
+        Self { codec, gop: 2, crf: 30, speed: None, pix_fmt: PixFmt::Yuv420p, fast_decode: false }
     }
 
     /// The FFmpeg encoder used for the codec.
@@ -81,6 +110,12 @@ impl EncodeSettings {
             "placebo",
         ];
         let encoder = self.encoder_name();
+        if self.codec == VideoCodec::Av1 && self.pix_fmt != PixFmt::Yuv420p {
+            return Some(format!(
+                "pix_fmt {} (--pix-fmt): {encoder} encodes yuv420p only",
+                self.pix_fmt
+            ));
+        }
         let max_crf = if self.codec == VideoCodec::Av1 { 63 } else { 51 };
         if self.crf > max_crf {
             return Some(format!("crf {} (--crf): {encoder} takes 0 to {max_crf}", self.crf));
@@ -107,6 +142,12 @@ impl EncodeSettings {
         if self.codec == VideoCodec::Hevc {
             options.set("x265-params", "log-level=error");
         }
+        if self.fast_decode {
+            match self.codec {
+                VideoCodec::Av1 => options.set("svtav1-params", "fast-decode=1"),
+                VideoCodec::H264 | VideoCodec::Hevc => options.set("tune", "fastdecode"),
+            }
+        }
         options
     }
 
@@ -116,7 +157,7 @@ impl EncodeSettings {
     pub fn video_info(&self, height: u32, width: u32, fps: u32) -> VideoInfo {
         let mut info = VideoInfo {
             codec: Some(self.codec.name().into()),
-            pix_fmt: Some("yuv420p".into()),
+            pix_fmt: Some(self.pix_fmt.to_string()),
             height: Some(height),
             width: Some(width),
             fps: Some(f64::from(fps)),
@@ -126,6 +167,9 @@ impl EncodeSettings {
             ..VideoInfo::default()
         };
         info.other.insert("video.g".into(), Json::from(self.gop));
+        if self.fast_decode {
+            info.other.insert("video.fast_decode".into(), Json::from(true));
+        }
         info.other.insert("video.crf".into(), Json::from(self.crf));
         let speed = self.speed();
         let speed = speed.parse::<i64>().map_or_else(|_| Json::from(speed), Json::from);
@@ -178,7 +222,8 @@ impl Mp4Writer {
         settings: &EncodeSettings,
     ) -> Result<Self> {
         init_ffmpeg();
-        if !width.is_multiple_of(2) || !height.is_multiple_of(2) || width == 0 || height == 0 {
+        let odd = !width.is_multiple_of(2) || !height.is_multiple_of(2);
+        if width == 0 || height == 0 || (odd && settings.pix_fmt == PixFmt::Yuv420p) {
             return Err(DatasetError::invalid(
                 path,
                 format!("cannot encode {width}×{height} frames: yuv420p needs even sizes"),
@@ -204,12 +249,12 @@ impl Mp4Writer {
             Pixel::RGB24,
             width,
             height,
-            Pixel::YUV420P,
+            settings.pix_fmt.pixel(),
             width,
             height,
             scaling::Flags::BILINEAR,
         )
-        .map_err(|e| ffmpeg("cannot set up RGB → yuv420p conversion", e))?;
+        .map_err(|e| ffmpeg(&format!("cannot set up RGB → {} conversion", settings.pix_fmt), e))?;
         Ok(Self {
             path: path.to_path_buf(),
             output,
@@ -222,7 +267,7 @@ impl Mp4Writer {
             encoder: None,
             scaler,
             rgb: frame::Video::new(Pixel::RGB24, width, height),
-            yuv: frame::Video::new(Pixel::YUV420P, width, height),
+            yuv: frame::Video::new(settings.pix_fmt.pixel(), width, height),
             episode_start: 0,
             episode_frames: 0,
             bytes: 0,
@@ -268,7 +313,7 @@ impl Mp4Writer {
             .map_err(|e| self.error("cannot create the encoder", e))?;
         context.set_width(self.width);
         context.set_height(self.height);
-        context.set_format(Pixel::YUV420P);
+        context.set_format(self.settings.pix_fmt.pixel());
         context.set_time_base(Rational(1, self.fps));
         context.set_frame_rate(Some(Rational(self.fps, 1)));
         context.set_gop(self.settings.gop);
@@ -345,9 +390,9 @@ impl Mp4Writer {
         for (y, src) in rgb.chunks_exact(row).enumerate() {
             plane[y * stride..y * stride + row].copy_from_slice(src);
         }
-        self.scaler
-            .run(&self.rgb, &mut self.yuv)
-            .map_err(|e| DatasetError::invalid(&self.path, format!("RGB → yuv420p: {e}")))?;
+        self.scaler.run(&self.rgb, &mut self.yuv).map_err(|e| {
+            DatasetError::invalid(&self.path, format!("RGB → {}: {e}", self.settings.pix_fmt))
+        })?;
         self.yuv.set_pts(Some(self.episode_frames));
         let sent = self.encoder.as_mut().expect("started").send_frame(&self.yuv);
         sent.map_err(|e| self.error("encoding a frame", e))?;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 
-use super::encode::EncodeSettings;
+use super::encode::{EncodeSettings, PixFmt};
 use super::scene::SplitMix64;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{DatasetError, Result};
@@ -76,6 +76,12 @@ pub struct Preset {
     /// The encoder's speed preset (default: [`EncodeSettings::default_speed`]).
     #[serde(default)]
     pub encoder_preset: Option<String>,
+    /// Pixel format of the camera files (`yuv420p`, `yuv444p`).
+    #[serde(default)]
+    pub pix_fmt: PixFmt,
+    /// Encode for cheaper decoding (SVT-AV1 fast-decode, x264/x265 `tune=fastdecode`).
+    #[serde(default)]
+    pub fast_decode: bool,
 }
 
 fn default_codec() -> VideoCodec {
@@ -112,6 +118,10 @@ pub struct PresetOverrides {
     pub episodes: Option<usize>,
     /// Frames of every episode (no jitter).
     pub frames_per_episode: Option<usize>,
+    /// Pixel format.
+    pub pix_fmt: Option<PixFmt>,
+    /// Encoder tuned for cheaper decoding.
+    pub fast_decode: Option<bool>,
 }
 
 impl Preset {
@@ -123,6 +133,8 @@ impl Preset {
         self.crf = o.crf.unwrap_or(self.crf);
         self.encoder_preset = o.encoder_preset.clone().or(self.encoder_preset);
         self.episodes = o.episodes.unwrap_or(self.episodes);
+        self.pix_fmt = o.pix_fmt.unwrap_or(self.pix_fmt);
+        self.fast_decode = o.fast_decode.unwrap_or(self.fast_decode);
         if let Some(frames) = o.frames_per_episode {
             (self.frames_per_episode, self.frames_jitter) = (frames, 0);
         }
@@ -246,6 +258,8 @@ impl Preset {
             gop: self.gop,
             crf: self.crf,
             speed: self.encoder_preset.clone(),
+            pix_fmt: self.pix_fmt,
+            fast_decode: self.fast_decode,
         }
     }
 }

@@ -12,7 +12,7 @@ use super::dataset::{
     dataset_info, groups_of, video_file, write_dataset, CameraClip, CameraFeature, Contents,
     Layout, VectorFeature,
 };
-use super::encode::Mp4Writer;
+use super::encode::{Mp4Writer, PixFmt};
 use super::preset::Preset;
 use super::scene::{Camera, Motion};
 use super::{write_atomically, ListLayout};
@@ -84,8 +84,20 @@ pub fn cached_synth(
     } else {
         String::new()
     };
+    // Settings other than LeRobot's defaults name themselves (the defaults keep the names
+    // earlier caches have).
+    let mut encoding = String::new();
+    if let Some(speed) = &preset.encoder_preset {
+        encoding.push_str(&format!("-preset{speed}"));
+    }
+    if preset.pix_fmt != PixFmt::Yuv420p {
+        encoding.push_str(&format!("-{}", preset.pix_fmt));
+    }
+    if preset.fast_decode {
+        encoding.push_str("-fastdecode");
+    }
     let root = cache.join(format!(
-        "{}-{version}-{}-gop{}-crf{}-{}ep-{}f{jitter}",
+        "{}-{version}-{}-gop{}-crf{}{encoding}-{}ep-{}f{jitter}",
         preset.name,
         preset.codec,
         preset.gop,
