@@ -246,6 +246,16 @@ fn bad_flags_and_configs_exit_2() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad.toml") && err.contains("batch and prefetch must be ≥ 1"), "{err}");
     assert!(!dir.path().join("b.json").exists() && !Path::new("b.json").exists());
+    // Where a baseline cannot be saved is said up front (checked before measuring).
+    for (target, expected) in [
+        (dir.path().to_path_buf(), "is a directory: --save-baseline takes a file"),
+        (dir.path().join("guard.toml/b.json"), "guard.toml is not a directory"),
+    ] {
+        let (code, out, err) =
+            guard(&["--config", config, "--save-baseline", target.to_str().unwrap()], &[]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains(expected) && err.starts_with("error: "), "{err}");
+    }
 }
 
 #[test]

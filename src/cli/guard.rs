@@ -56,6 +56,9 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         config.run.tolerance = tolerance;
     }
     let baseline = args.baseline.as_deref().map(GuardRecord::read).transpose()?;
+    if let Some(path) = &args.save_baseline {
+        GuardRecord::check_save_path(path)?;
+    }
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
     let machine = system_info(tch::Device::Cpu);
     let dataset = DatasetFingerprint::of(&root)?;

@@ -198,6 +198,30 @@ impl GuardRecord {
         Ok(record)
     }
 
+    /// Checks, before anything is measured, that a baseline can be saved at `path`: it is no
+    /// directory, and its nearest existing ancestor is a directory that can be written.
+    pub fn check_save_path(path: &Path) -> Result<(), RecordError> {
+        if path.is_dir() {
+            return Err(RecordError::new(path, "is a directory: --save-baseline takes a file"));
+        }
+        let ancestor = path
+            .ancestors()
+            .skip(1)
+            .find(|a| a.as_os_str().is_empty() || a.exists())
+            .filter(|a| !a.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !ancestor.is_dir() {
+            let what = format!("cannot be saved: {} is not a directory", ancestor.display());
+            return Err(RecordError::new(path, what));
+        }
+        let probe = ancestor.join(format!(".feedbench-probe-{}", std::process::id()));
+        std::fs::create_dir(&probe).map_err(|e| {
+            RecordError::new(path, format!("cannot be saved: {}: {e}", ancestor.display()))
+        })?;
+        let _ = std::fs::remove_dir(&probe);
+        Ok(())
+    }
+
     /// Writes the record to `path` whole or not at all (a temporary file renamed over it), so
     /// that an interrupted save leaves the old baseline in place.
     pub fn save(&self, path: &Path) -> Result<(), RecordError> {
