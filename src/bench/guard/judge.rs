@@ -128,7 +128,7 @@ impl FigureChange {
     }
 
     /// Whether this is worse: more of a cost, or less of a throughput.
-    fn outcome(&self, smaller_is_better: bool) -> Outcome {
+    pub fn outcome(&self, smaller_is_better: bool) -> Outcome {
         match (self.decision, smaller_is_better) {
             (Decision::Higher, true) | (Decision::Lower, false) => Outcome::Regression,
             (Decision::Higher, false) | (Decision::Lower, true) => Outcome::Improvement,

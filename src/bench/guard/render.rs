@@ -72,12 +72,11 @@ fn rows(verdict: &GuardVerdict) -> Vec<(&CellVerdict, &'static str, &FigureChang
 
 /// The figure's verdict in a word.
 fn word(figure: &FigureChange, smaller_is_better: bool) -> &'static str {
-    use crate::bench::change::Decision::*;
-    match (figure.decision, smaller_is_better) {
-        (Higher, true) | (Lower, false) => "worse",
-        (Higher, false) | (Lower, true) => "better",
-        (NoDifference, _) => "within",
-        (Undecided, _) => "undecided",
+    match figure.outcome(smaller_is_better) {
+        Outcome::Regression => "worse",
+        Outcome::Improvement => "better",
+        Outcome::Pass => "within",
+        Outcome::Undecided => "undecided",
     }
 }
 
