@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use cli::{compare, dataset, guard, loader, model, sweep};
+use cli::{compare, dataset, guard, layout, loader, model, sweep};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -44,8 +44,12 @@ enum Command {
     /// Hold loader throughput to a baseline (CI): fixed cells in interleaved repeats; exit 0
     /// within the tolerance, 1 on a regression, 2 on an error.
     Guard(guard::GuardArgs),
-    /// Re-render a sweep's report from DIR/results.jsonl alone (never measures): prints it and
-    /// writes report.md, results.csv and the SVG plots into DIR.
+    /// Which codec, GOP, resolution and file layout: candidates re-encoded from a dataset's
+    /// frames, each measured with the loader (size, decode cost, samples/s, quality).
+    Layout(layout::LayoutArgs),
+    /// Re-render a sweep's or layout study's report from DIR/results.jsonl or
+    /// DIR/layout.jsonl alone (never measures): prints it and writes report.md, results.csv
+    /// and the SVG plots into DIR.
     Report(sweep::ReportArgs),
 }
 
@@ -83,6 +87,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Synth(args) => dataset::synth(&args),
         Command::Report(args) => sweep::report(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Layout(args) => layout::run(&args),
         Command::Guard(args) => return guard::run(&args),
     };
     done.map(|()| ExitCode::SUCCESS)

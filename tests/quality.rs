@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use feedbench::dataset::video::quality::{Quality, QualityMeter};
+use feedbench::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use ffmpeg_next::format::Pixel;
 use ffmpeg_next::frame;
 
@@ -96,6 +96,62 @@ fn psnr_and_ssim_equal_the_ffmpeg_clis() {
     let quality = Quality::of(&meter.finish().unwrap()).unwrap();
     eprintln!("feedbench {quality:?}; ffmpeg CLI: average {average}, min {min}, All {all}");
     assert!(quality.psnr_db < 40.0, "CRF 40 loses something: {quality:?}");
+    assert!((quality.psnr_db - average).abs() < 0.01, "{quality:?} against average {average}");
+    assert!((quality.worst_psnr_db - min).abs() < 0.01, "{quality:?} against min {min}");
+    assert!((quality.ssim - all).abs() < 1e-4, "{quality:?} against All {all}");
+}
+
+/// Every frame of `path` as packed RGB24, converted by the CLI.
+fn rgb_frames(path: &Path) -> Vec<Vec<u8>> {
+    let raw = ffmpeg(&["-i", path.to_str().unwrap(), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]);
+    raw.stdout.chunks_exact((WIDTH * HEIGHT * 3) as usize).map(<[u8]>::to_vec).collect()
+}
+
+/// Packed RGB → RGB planes, as the loader writes frames.
+fn planes(rgb: &[u8]) -> Vec<u8> {
+    (0..3).flat_map(|c| rgb.iter().skip(c).step_by(3).copied()).collect()
+}
+
+#[test]
+fn rgb_frames_as_the_loader_holds_them_give_the_ffmpeg_clis_figures() {
+    if !common::have_ffmpeg() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.mp4");
+    let s = source.to_str().unwrap();
+    let size = format!("testsrc2=size={WIDTH}x{HEIGHT}:rate=10");
+    ffmpeg(&["-f", "lavfi", "-i", &size, "-frames:v", "8", "-c:v", "libx264", "-crf", "45", s]);
+    let (reference, distorted) = (rgb_frames(&source), {
+        let small = dir.path().join("small.mp4");
+        let args = ["-i", s, "-c:v", "libx264", "-crf", "30", "-g", "3"];
+        ffmpeg(&[&args[..], &[small.to_str().unwrap()]].concat());
+        rgb_frames(&small)
+    });
+    // The CLI compares the very same RGB frames, read back as raw video.
+    let write = |name: &str, frames: &[Vec<u8>]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, frames.concat()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (r, d) = (write("ref.rgb", &reference), write("dist.rgb", &distorted));
+    let video_size = format!("{WIDTH}x{HEIGHT}");
+    let raw = ["-f", "rawvideo", "-pix_fmt", "rgb24", "-s", &video_size, "-i"];
+    let graph = ["-lavfi", "[0:v][1:v]psnr;[0:v][1:v]ssim", "-f", "null", "-"];
+    let cli = ffmpeg(&[&raw[..], &[&d], &raw[..], &[&r], &graph[..]].concat());
+    let log = String::from_utf8_lossy(&cli.stderr);
+    let (average, min) = (figure(&log, "PSNR r:", "average:"), figure(&log, "PSNR r:", "min:"));
+    let all = figure(&log, "SSIM R:", "All:");
+
+    let mut meter = QualityMeter::new(WIDTH, HEIGHT, Pixel::GBRP).unwrap();
+    for (d, r) in distorted.iter().zip(&reference) {
+        let frame = |rgb: &[u8]| planar_rgb_frame(&planes(rgb), HEIGHT, WIDTH);
+        meter.push(&frame(d), &frame(r)).unwrap();
+    }
+    let quality = Quality::of(&meter.finish().unwrap()).unwrap();
+    eprintln!("feedbench {quality:?}; ffmpeg CLI: average {average}, min {min}, All {all}");
+    assert_eq!(quality.frames, 8);
+    assert!(quality.psnr_db.is_finite() && quality.psnr_db < 50.0, "{quality:?}");
     assert!((quality.psnr_db - average).abs() < 0.01, "{quality:?} against average {average}");
     assert!((quality.worst_psnr_db - min).abs() < 0.01, "{quality:?} against min {min}");
     assert!((quality.ssim - all).abs() < 1e-4, "{quality:?} against All {all}");

@@ -6,6 +6,7 @@ pub mod change;
 pub mod compare;
 pub mod config;
 pub mod guard;
+pub mod layout;
 pub mod loader_run;
 pub mod model_table;
 pub mod phase;

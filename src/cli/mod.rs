@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod dataset;
 pub mod guard;
+pub mod layout;
 pub mod loader;
 pub mod model;
 pub mod sweep;

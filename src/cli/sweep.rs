@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 
 use feedbench::bench::config::{ConfigFile, SweepConfig};
+use feedbench::bench::layout;
 use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep, SweepProgress};
@@ -75,12 +76,20 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
 /// Arguments of `feedbench report`.
 #[derive(Args)]
 pub struct ReportArgs {
-    /// The sweep's output directory (holding results.jsonl).
+    /// The sweep's output directory (holding results.jsonl) or a layout study's (holding
+    /// layout.jsonl).
     dir: PathBuf,
 }
 
 /// Runs `feedbench report`.
 pub fn report(args: &ReportArgs) -> Result<()> {
+    if args.dir.join(layout::RESULTS_FILE).is_file() {
+        let written = layout::report::report_layout_dir(&args.dir)?;
+        print!("{}", written.terminal);
+        let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
+        eprintln!("wrote {}", files.join(", "));
+        return Ok(());
+    }
     let written = report::report_dir(&args.dir)?;
     print!("{}", written.terminal);
     eprintln!("wrote {}", file_list(&written));

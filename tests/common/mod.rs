@@ -48,3 +48,21 @@ pub fn ffmpeg_rgb24_frames(path: &Path, frame_bytes: usize) -> Vec<Vec<u8>> {
     assert!(output.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&output.stderr));
     output.stdout.chunks(frame_bytes).map(<[u8]>::to_vec).collect()
 }
+
+/// Every file under `root` with its bytes, by path relative to `root`.
+pub fn file_tree(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.insert(path.strip_prefix(root).unwrap().to_path_buf(), bytes);
+            }
+        }
+    }
+    files
+}

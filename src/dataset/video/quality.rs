@@ -7,6 +7,7 @@
 use ffmpeg_next::filter;
 use ffmpeg_next::format::Pixel;
 use ffmpeg_next::frame;
+use serde::{Deserialize, Serialize};
 
 /// A quality measurement that could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -24,19 +25,68 @@ pub struct FrameQuality {
     pub ssim: f64,
 }
 
-/// Figures over frames, as the CLI's summary lines give them.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Figures over frames, as the CLI's summary lines give them. In JSON an infinite PSNR
+/// (identical frames) is the string `"inf"`, as the CLI prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Quality {
     /// Frames compared.
     pub frames: usize,
     /// PSNR of the mean squared error over the frames, dB (the CLI's `average:`).
+    #[serde(with = "decibels")]
     pub psnr_db: f64,
     /// PSNR of the worst frame, dB (the CLI's `min:`).
+    #[serde(with = "decibels")]
     pub worst_psnr_db: f64,
     /// Mean SSIM over the frames (the CLI's `All:`).
     pub ssim: f64,
     /// SSIM of the worst frame.
     pub worst_ssim: f64,
+}
+
+/// PSNR in JSON: a number, or `"inf"` for identical frames (JSON has no infinity).
+mod decibels {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(db: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        if db.is_infinite() {
+            serializer.serialize_str("inf")
+        } else {
+            serializer.serialize_f64(*db)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Db {
+            Number(f64),
+            Text(String),
+        }
+        match Db::deserialize(deserializer)? {
+            Db::Number(db) => Ok(db),
+            Db::Text(text) if text == "inf" => Ok(f64::INFINITY),
+            Db::Text(text) => {
+                Err(serde::de::Error::custom(format!("PSNR {text:?}: expected dB or \"inf\"")))
+            }
+        }
+    }
+}
+
+/// A frame of RGB planes (`3 × height × width` values, R then G then B, as the loader writes
+/// them) in FFmpeg's planar `GBRP`, which the `psnr` and `ssim` filters take.
+pub fn planar_rgb_frame(chw: &[u8], height: u32, width: u32) -> frame::Video {
+    let mut frame = frame::Video::new(Pixel::GBRP, width, height);
+    let (w, plane) = (width as usize, width as usize * height as usize);
+    // GBRP's planes are G, B, R.
+    for (target, source) in [(0, 1), (1, 2), (2, 0)] {
+        let stride = frame.stride(target);
+        let values = &chw[source * plane..(source + 1) * plane];
+        let data = frame.data_mut(target);
+        for (y, row) in values.chunks_exact(w).enumerate() {
+            data[y * stride..y * stride + w].copy_from_slice(row);
+        }
+    }
+    frame
 }
 
 /// The PSNR, dB, of a mean squared error for 8-bit samples, as FFmpeg's `get_psnr` has it.

@@ -36,8 +36,10 @@ pub struct Layout {
     pub fps: u32,
     /// `robot_type` in info.json.
     pub robot_type: String,
-    /// Task strings; episode `e` does task `e % tasks.len()`.
+    /// Task strings.
     pub tasks: Vec<String>,
+    /// The task (a position in `tasks`) of each episode, episode 0 first.
+    pub episode_tasks: Vec<usize>,
     /// Frames of each episode, episode 0 first.
     pub episode_lengths: Vec<usize>,
     /// v3.0: the episodes of each data file, consecutive, in order.
@@ -59,6 +61,18 @@ impl Layout {
         }
         if self.tasks.is_empty() || self.episode_lengths.is_empty() {
             return Err(DatasetError::invalid(out, "expected at least one task and one episode"));
+        }
+        if self.episode_tasks.len() != self.episode_lengths.len()
+            || self.episode_tasks.iter().any(|&t| t >= self.tasks.len())
+        {
+            return Err(DatasetError::invalid(
+                out,
+                format!(
+                    "expected a task of the {} tasks for each of the {} episodes",
+                    self.tasks.len(),
+                    self.episode_lengths.len()
+                ),
+            ));
         }
         if self.episode_lengths.contains(&0) {
             return Err(DatasetError::invalid(out, "every episode needs at least one frame"));
@@ -94,14 +108,46 @@ impl Layout {
 
     /// The task index of episode `episode`.
     pub fn task_of(&self, episode: usize) -> usize {
-        episode % self.tasks.len()
+        self.episode_tasks[episode]
     }
+}
+
+/// Episode `e` of `episodes` does task `e % tasks`: the generated datasets' tasks.
+pub fn round_robin_tasks(episodes: usize, tasks: usize) -> Vec<usize> {
+    (0..episodes).map(|e| e % tasks.max(1)).collect()
 }
 
 /// Consecutive groups of at most `per_file` of `episodes` episodes.
 pub fn groups_of(episodes: usize, per_file: usize) -> Vec<Vec<usize>> {
     let all: Vec<usize> = (0..episodes).collect();
     all.chunks(per_file.max(1)).map(<[usize]>::to_vec).collect()
+}
+
+/// LeRobot's size of a data file, bytes.
+const DATA_FILE_BYTES: usize = 100 * 1024 * 1024;
+
+/// v3.0 data files: `episodes_per_file` episodes each, or else as many as fit in LeRobot's
+/// 100 MB at `row_bytes` per frame.
+pub fn data_file_groups(
+    lengths: &[usize],
+    episodes_per_file: Option<usize>,
+    row_bytes: usize,
+) -> Vec<Vec<usize>> {
+    if let Some(n) = episodes_per_file {
+        return groups_of(lengths.len(), n);
+    }
+    let limit = DATA_FILE_BYTES / row_bytes.max(1);
+    let mut groups: Vec<Vec<usize>> = vec![vec![]];
+    let mut rows = 0;
+    for (e, &length) in lengths.iter().enumerate() {
+        if rows + length > limit && !groups.last().expect("one group").is_empty() {
+            groups.push(vec![]);
+            rows = 0;
+        }
+        groups.last_mut().expect("one group").push(e);
+        rows += length;
+    }
+    groups
 }
 
 /// A numeric vector feature to write: its description and every frame's values.
@@ -123,8 +169,8 @@ pub struct ImageFeature<'a> {
     pub height: u32,
     /// Frame size.
     pub width: u32,
-    /// The PNG file of global index `i`.
-    pub png: &'a dyn Fn(usize) -> Vec<u8>,
+    /// The PNG file of global index `i` (encoded when the data file holding it is written).
+    pub png: &'a dyn Fn(usize) -> Result<Vec<u8>>,
     /// Statistics of each episode's images.
     pub stats: Vec<FeatureStats>,
 }
@@ -150,10 +196,12 @@ pub struct CameraFeature {
 pub struct Contents<'a> {
     /// `observation.state`, `action`…
     pub vectors: Vec<VectorFeature>,
-    /// An image feature in parquet.
-    pub image: Option<ImageFeature<'a>>,
+    /// Image features in parquet.
+    pub images: Vec<ImageFeature<'a>>,
     /// Cameras (video features).
     pub cameras: Vec<CameraFeature>,
+    /// Every frame's `timestamp`, in global index order; None: `frame_index / fps`.
+    pub timestamps: Option<Vec<f32>>,
 }
 
 fn scalar(name: &str, dtype: ScalarType) -> Feature {
@@ -186,11 +234,11 @@ fn picture(
 
 /// The info.json of a dataset: its features (vectors, image, cameras, then the bookkeeping
 /// columns, as LeRobot orders them) and LeRobot's default path templates for the version.
-/// `cameras` are `(key, height, width, info block)`.
+/// `images` are `(key, height, width)`, `cameras` `(key, height, width, info block)`.
 pub fn dataset_info(
     layout: &Layout,
     vectors: &[(String, Vec<String>)],
-    image: Option<(&str, u32, u32)>,
+    images: &[(String, u32, u32)],
     cameras: &[(String, u32, u32, VideoInfo)],
 ) -> Info {
     let mut features: Vec<Feature> = vectors
@@ -204,8 +252,8 @@ pub fn dataset_info(
             video: None,
         })
         .collect();
-    if let Some((key, height, width)) = image {
-        features.push(picture(key, FeatureKind::Image, height, width, None));
+    for (key, height, width) in images {
+        features.push(picture(key, FeatureKind::Image, *height, *width, None));
     }
     for (key, height, width, info) in cameras {
         features.push(picture(key, FeatureKind::Video, *height, *width, Some(info.clone())));
@@ -327,9 +375,19 @@ fn image_column(files: Vec<Vec<u8>>) -> ArrayRef {
 }
 
 /// The value of a bookkeeping column at global index `i` of episode `e` starting at `from`.
-fn bookkeeping(name: &str, layout: &Layout, e: usize, from: usize, i: usize) -> f64 {
+fn bookkeeping(
+    name: &str,
+    layout: &Layout,
+    contents: &Contents<'_>,
+    e: usize,
+    from: usize,
+    i: usize,
+) -> f64 {
     match name {
-        "timestamp" => f64::from((i - from) as f32 / layout.fps as f32),
+        "timestamp" => f64::from(match &contents.timestamps {
+            Some(timestamps) => timestamps[i],
+            None => (i - from) as f32 / layout.fps as f32,
+        }),
         "frame_index" => (i - from) as f64,
         "episode_index" => e as f64,
         "index" => i as f64,
@@ -352,11 +410,14 @@ fn frames_batch(
         let column: ArrayRef = match feature.kind {
             FeatureKind::Video => continue,
             FeatureKind::Image => {
-                let image = contents.image.as_ref().expect("the image feature has its images");
-                image_column(rows().map(|(_, i)| (image.png)(i)).collect())
+                let image = contents.images.iter().find(|i| i.key == name).ok_or_else(|| {
+                    DatasetError::invalid(Path::new(name), "an image feature without images")
+                })?;
+                image_column(rows().map(|(_, i)| (image.png)(i)).collect::<Result<_>>()?)
             }
             _ if feature.is_bookkeeping() => {
-                let values = rows().map(|(e, i)| bookkeeping(name, layout, e, ranges[e].0, i));
+                let values =
+                    rows().map(|(e, i)| bookkeeping(name, layout, contents, e, ranges[e].0, i));
                 if name == "timestamp" {
                     Arc::new(Float32Array::from_iter_values(values.map(|v| v as f32)))
                 } else {
@@ -395,10 +456,13 @@ fn episode_stats(
                 FeatureKind::Video => {
                     contents.cameras.iter().find(|c| c.key == name)?.stats[e].clone()
                 }
-                FeatureKind::Image => contents.image.as_ref()?.stats[e].clone(),
+                FeatureKind::Image => {
+                    contents.images.iter().find(|i| i.key == name)?.stats[e].clone()
+                }
                 _ if feature.is_bookkeeping() => {
-                    let rows: Vec<[f64; 1]> =
-                        (from..to).map(|i| [bookkeeping(name, layout, e, from, i)]).collect();
+                    let rows: Vec<[f64; 1]> = (from..to)
+                        .map(|i| [bookkeeping(name, layout, contents, e, from, i)])
+                        .collect();
                     FeatureStats::of_rows(rows.iter().map(|r| &r[..]), 1)
                 }
                 _ => {

@@ -116,6 +116,9 @@ impl EncodeSettings {
                 self.pix_fmt
             ));
         }
+        if self.gop == 0 {
+            return Some("gop 0 (--gop): expected a keyframe interval ≥ 1".into());
+        }
         let max_crf = if self.codec == VideoCodec::Av1 { 63 } else { 51 };
         if self.crf > max_crf {
             return Some(format!("crf {} (--crf): {encoder} takes 0 to {max_crf}", self.crf));
@@ -132,6 +135,23 @@ impl EncodeSettings {
             };
             format!("encoder preset {speed:?} (--encoder-preset): {encoder} takes {expected}")
         })
+    }
+
+    /// Why frames of `height × width` cannot be encoded with these settings: yuv420p needs even
+    /// sizes, libsvtav1 at least 64×64.
+    pub fn size_problem(&self, height: u32, width: u32) -> Option<String> {
+        let odd = !width.is_multiple_of(2) || !height.is_multiple_of(2);
+        if width == 0 || height == 0 || (odd && self.pix_fmt == PixFmt::Yuv420p) {
+            return Some(format!(
+                "cannot encode {width}×{height} frames: yuv420p needs even sizes"
+            ));
+        }
+        if self.codec == VideoCodec::Av1 && (width < 64 || height < 64) {
+            return Some(format!(
+                "cannot encode {width}×{height} frames: libsvtav1 needs at least 64×64"
+            ));
+        }
+        None
     }
 
     fn options(&self) -> Dictionary<'static> {
@@ -222,18 +242,8 @@ impl Mp4Writer {
         settings: &EncodeSettings,
     ) -> Result<Self> {
         init_ffmpeg();
-        let odd = !width.is_multiple_of(2) || !height.is_multiple_of(2);
-        if width == 0 || height == 0 || (odd && settings.pix_fmt == PixFmt::Yuv420p) {
-            return Err(DatasetError::invalid(
-                path,
-                format!("cannot encode {width}×{height} frames: yuv420p needs even sizes"),
-            ));
-        }
-        if settings.codec == VideoCodec::Av1 && (width < 64 || height < 64) {
-            return Err(DatasetError::invalid(
-                path,
-                format!("cannot encode {width}×{height} frames: libsvtav1 needs at least 64×64"),
-            ));
+        if let Some(problem) = settings.size_problem(height, width) {
+            return Err(DatasetError::invalid(path, problem));
         }
         let fps = i32::try_from(fps)
             .ok()

@@ -5,23 +5,29 @@
 //! - [`encode`]: RGB frames → mp4 with FFmpeg (libsvtav1, libx264, libx265);
 //! - [`scene`]: synthetic camera frames and trajectories, fixed by a seed;
 //! - [`preset`]: the shapes of real datasets (`datasets/*.toml`);
+//! - [`camera`]: a camera's episodes encoded into v2.1 or v3.0 mp4 files;
 //! - [`mod@synth`]: `feedbench synth`, a complete dataset from a preset;
+//! - [`mod@transcode`]: a dataset's episodes written again with other frame storage, size or
+//!   file layout (the candidates of `feedbench layout`);
 //! - here: [`write_tabular`], small camera-less datasets for tests, and [`write_atomically`].
 //!
 //! A dataset is written into a temporary sibling directory and renamed into place at the end,
 //! so a half-written dataset never looks like a dataset; an existing non-empty directory is
 //! never written into.
 
+pub mod camera;
 pub mod dataset;
 pub mod encode;
 pub mod preset;
 pub mod scene;
 pub mod synth;
+pub mod transcode;
 
 use std::path::Path;
 
 use self::dataset::{
-    dataset_info, groups_of, write_dataset, Contents, ImageFeature, Layout, VectorFeature,
+    dataset_info, groups_of, round_robin_tasks, write_dataset, Contents, ImageFeature, Layout,
+    VectorFeature,
 };
 use super::meta::CodebaseVersion;
 use super::stats::ImageStats;
@@ -111,11 +117,15 @@ pub fn synthetic_rgb(index: usize, height: u32, width: u32) -> Vec<u8> {
 
 /// The PNG file written as the image of global `index`: [`synthetic_rgb`] encoded.
 pub fn synthetic_png(index: usize, height: u32, width: u32) -> Vec<u8> {
+    png_bytes(&synthetic_rgb(index, height, width), height, width)
+}
+
+/// Packed RGB24 pixels as a PNG file (the `image` crate's default compression, like PIL's).
+pub fn png_bytes(rgb: &[u8], height: u32, width: u32) -> Vec<u8> {
     use image::ImageEncoder;
-    let pixels = synthetic_rgb(index, height, width);
     let mut png = Vec::new();
     image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(&pixels, width, height, image::ExtendedColorType::Rgb8)
+        .write_image(rgb, width, height, image::ExtendedColorType::Rgb8)
         .expect("encoding to memory");
     png
 }
@@ -184,6 +194,7 @@ pub fn write_tabular(out: &Path, spec: &TabularSpec) -> Result<()> {
         fps: spec.fps,
         robot_type: spec.robot_type.clone(),
         tasks: spec.tasks.clone(),
+        episode_tasks: round_robin_tasks(spec.episode_lengths.len(), spec.tasks.len()),
         episode_lengths: spec.episode_lengths.clone(),
         data_files: groups,
         row_group_rows: spec.row_group_rows,
@@ -205,32 +216,33 @@ pub fn write_tabular(out: &Path, spec: &TabularSpec) -> Result<()> {
     ];
     let png = |i: usize| {
         let (height, width) = spec.image_size.unwrap_or_default();
-        synthetic_png(i, height, width)
+        Ok(synthetic_png(i, height, width))
     };
-    let image = spec.image_size.map(|(height, width)| {
-        let stats = layout
-            .ranges()
-            .iter()
-            .map(|&(from, to)| {
-                let mut stats = ImageStats::new(to - from, height, width);
-                for i in from..to {
-                    if stats.wants(i - from) {
-                        stats.add(i - from, &synthetic_rgb(i, height, width), width);
+    let images: Vec<ImageFeature> = spec
+        .image_size
+        .into_iter()
+        .map(|(height, width)| {
+            let stats = layout
+                .ranges()
+                .iter()
+                .map(|&(from, to)| {
+                    let mut stats = ImageStats::new(to - from, height, width);
+                    for i in from..to {
+                        if stats.wants(i - from) {
+                            stats.add(i - from, &synthetic_rgb(i, height, width), width);
+                        }
                     }
-                }
-                stats.finish()
-            })
-            .collect();
-        ImageFeature { key: IMAGE_KEY.into(), height, width, png: &png, stats }
-    });
+                    stats.finish()
+                })
+                .collect();
+            ImageFeature { key: IMAGE_KEY.into(), height, width, png: &png, stats }
+        })
+        .collect();
     let descriptions: Vec<(String, Vec<String>)> =
         vectors.iter().map(|v| (v.key.clone(), v.names.clone())).collect();
-    let info = dataset_info(
-        &layout,
-        &descriptions,
-        image.as_ref().map(|i| (IMAGE_KEY, i.height, i.width)),
-        &[],
-    );
-    let contents = Contents { vectors, image, cameras: vec![] };
+    let image_shapes: Vec<(String, u32, u32)> =
+        images.iter().map(|i| (i.key.clone(), i.height, i.width)).collect();
+    let info = dataset_info(&layout, &descriptions, &image_shapes, &[]);
+    let contents = Contents { vectors, images, cameras: vec![], timestamps: None };
     write_atomically(out, false, |root| write_dataset(root, &info, &layout, &contents))
 }

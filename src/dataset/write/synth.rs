@@ -8,18 +8,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::camera::{encode_camera, CameraTarget};
 use super::dataset::{
-    dataset_info, groups_of, video_file, write_dataset, CameraClip, CameraFeature, Contents,
-    Layout, VectorFeature,
+    data_file_groups, dataset_info, round_robin_tasks, write_dataset, Contents, Layout,
+    VectorFeature,
 };
-use super::encode::{Mp4Writer, PixFmt};
+use super::encode::PixFmt;
 use super::preset::Preset;
 use super::scene::{Camera, Motion};
 use super::{write_atomically, ListLayout};
-use crate::dataset::layout::v3::VIDEO_FILE_MB;
-use crate::dataset::layout::{file_per_episode, file_position};
-use crate::dataset::meta::{CodebaseVersion, Info};
-use crate::dataset::stats::ImageStats;
+use crate::dataset::meta::CodebaseVersion;
 use crate::dataset::{DatasetError, Result};
 
 /// How `synth` writes a preset's dataset.
@@ -136,28 +134,13 @@ pub fn synth_with_progress(
         ));
     }
     let lengths = preset.episode_lengths(options.seed);
-    let data_files = match options.episodes_per_file {
-        Some(n) => groups_of(lengths.len(), n),
-        None => {
-            let limit = 100 * 1024 * 1024 / row_bytes(preset);
-            let mut groups: Vec<Vec<usize>> = vec![vec![]];
-            let mut rows = 0;
-            for (e, &length) in lengths.iter().enumerate() {
-                if rows + length > limit && !groups.last().expect("one group").is_empty() {
-                    groups.push(vec![]);
-                    rows = 0;
-                }
-                groups.last_mut().expect("one group").push(e);
-                rows += length;
-            }
-            groups
-        }
-    };
+    let data_files = data_file_groups(&lengths, options.episodes_per_file, row_bytes(preset));
     let layout = Layout {
         version: options.version,
         fps: preset.fps,
         robot_type: preset.robot_type.clone(),
         tasks: preset.tasks.clone(),
+        episode_tasks: round_robin_tasks(lengths.len(), preset.tasks.len()),
         episode_lengths: lengths,
         data_files,
         row_group_rows: 100_000,
@@ -176,7 +159,7 @@ pub fn synth_with_progress(
             (c.key.clone(), c.height, c.width, settings.video_info(c.height, c.width, preset.fps))
         })
         .collect();
-    let info = dataset_info(&layout, &vectors, None, &cameras);
+    let info = dataset_info(&layout, &vectors, &[], &cameras);
     let motions: Vec<Motion> = (0..layout.episode_lengths.len())
         .map(|e| Motion::new(options.seed, e, preset.state_dim.max(preset.action_dim)))
         .collect();
@@ -192,24 +175,38 @@ pub fn synth_with_progress(
     write_atomically(out, options.force, |root| {
         let mut done = 0u64;
         let mut features = Vec::new();
-        for (index, camera) in preset.cameras.iter().enumerate() {
-            let feature =
-                encode_camera(root, &info, &layout, preset, options, index, &motions, &mut |n| {
-                    done += n;
-                    progress(done, total);
-                })?;
-            report.video_files += feature.1;
-            report.video_bytes += feature.2;
-            debug_assert_eq!(feature.0.key, camera.key);
-            features.push(feature.0);
+        for (index, spec) in preset.cameras.iter().enumerate() {
+            let target = CameraTarget {
+                key: &spec.key,
+                height: spec.height,
+                width: spec.width,
+                settings: &settings,
+                episodes_per_file: options.episodes_per_file,
+            };
+            let camera = Camera::new(options.seed, index, spec.height, spec.width);
+            let mut view = None;
+            let encoded = encode_camera(root, &info, &layout, &target, &mut |e, i, rgb| {
+                if i == 0 {
+                    view = Some(camera.view(&motions[e], e));
+                }
+                let view = view.as_ref().expect("frame 0 comes first");
+                view.render(i as f64 / f64::from(preset.fps), i, rgb);
+                done += 1;
+                progress(done, total);
+                Ok(())
+            })?;
+            report.video_files += encoded.files;
+            report.video_bytes += encoded.bytes;
+            features.push(encoded.feature);
         }
         let contents = Contents {
             vectors: vec![
                 trajectory(&vectors[0], &layout, &motions, 0.0),
                 trajectory(&vectors[1], &layout, &motions, 1.0 / f64::from(preset.fps)),
             ],
-            image: None,
+            images: vec![],
             cameras: features,
+            timestamps: None,
         };
         write_dataset(root, &info, &layout, &contents)
     })?;
@@ -235,88 +232,4 @@ fn trajectory(
         }
     }
     VectorFeature { key: key.clone(), names: names.clone(), values }
-}
-
-/// The mp4 file a camera's episodes are being appended to.
-struct OpenFile {
-    writer: Mp4Writer,
-    /// v3.0: chunk and file index (v2.1: the episode's chunk and the episode).
-    chunk: usize,
-    file: usize,
-    /// Episodes in it so far.
-    episodes: usize,
-}
-
-/// Renders and encodes every episode of camera `index`; returns the feature, the number of
-/// files and the bytes of coded frames. v2.1 gives each episode a file; v3.0 appends episodes
-/// to a file until `episodes_per_file`, or else until the next episode would take the file
-/// beyond `video_files_size_in_mb` (judged by the last episode's size, as LeRobot does).
-#[allow(clippy::too_many_arguments)]
-fn encode_camera(
-    root: &Path,
-    info: &Info,
-    layout: &Layout,
-    preset: &Preset,
-    options: &SynthOptions,
-    index: usize,
-    motions: &[Motion],
-    progress: &mut dyn FnMut(u64),
-) -> Result<(CameraFeature, usize, u64)> {
-    let spec = &preset.cameras[index];
-    let settings = preset.encode_settings();
-    let (height, width) = (spec.height, spec.width);
-    let camera = Camera::new(options.seed, index, height, width);
-    let limit = info.video_files_size_in_mb.unwrap_or(VIDEO_FILE_MB) * 1024.0 * 1024.0;
-    let file_per_episode = file_per_episode(layout.version);
-    let mut frame = vec![0u8; height as usize * width as usize * 3];
-    let (mut clips, mut stats) = (Vec::new(), Vec::new());
-    let (mut files, mut bytes, mut last_episode_bytes) = (0, 0, 0);
-    let mut open: Option<OpenFile> = None;
-    for (episode, (motion, &length)) in motions.iter().zip(&layout.episode_lengths).enumerate() {
-        let full = match (&open, options.episodes_per_file) {
-            (None, _) => true,
-            (Some(_), _) if file_per_episode => true,
-            (Some(f), Some(n)) => f.episodes >= n,
-            (Some(f), None) => (f.writer.bytes() + last_episode_bytes) as f64 >= limit,
-        };
-        if full {
-            if let Some(f) = open.take() {
-                bytes += f.writer.bytes();
-                f.writer.finish()?;
-            }
-            let (chunk, file) = file_position(layout.version, files, episode);
-            let path = root.join(video_file(info, &spec.key, chunk, file)?);
-            let writer = Mp4Writer::create(&path, width, height, preset.fps, &settings)?;
-            open = Some(OpenFile { writer, chunk, file, episodes: 0 });
-            files += 1;
-        }
-        let f = open.as_mut().expect("a file is open");
-        let before = f.writer.bytes();
-        f.writer.start_episode()?;
-        let view = camera.view(motion, episode);
-        let mut episode_stats = ImageStats::new(length, height, width);
-        for i in 0..length {
-            view.render(i as f64 / f64::from(preset.fps), i, &mut frame);
-            episode_stats.add(i, &frame, width);
-            f.writer.push_rgb(&frame)?;
-            progress(1);
-        }
-        let clip = f.writer.finish_episode()?;
-        last_episode_bytes = f.writer.bytes() - before;
-        f.episodes += 1;
-        clips.push(CameraClip {
-            chunk: f.chunk,
-            file: f.file,
-            from_timestamp: clip.from_timestamp,
-            to_timestamp: clip.to_timestamp,
-        });
-        stats.push(episode_stats.finish());
-    }
-    if let Some(f) = open.take() {
-        bytes += f.writer.bytes();
-        f.writer.finish()?;
-    }
-    let video = settings.video_info(height, width, preset.fps);
-    let feature = CameraFeature { key: spec.key.clone(), height, width, info: video, clips, stats };
-    Ok((feature, files, bytes))
 }

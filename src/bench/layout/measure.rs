@@ -1,0 +1,426 @@
+//! What a layout study measures of one candidate dataset, each after its warm-up: its size,
+//! what encoding it cost, the loader's decode cost under random access (one worker) and its
+//! throughput at the configured workers (with a warm and, on a disk, a cold page cache), the
+//! time to the first batch from a cold open, and the quality of its frames against the
+//! reference (the source's frames as the loader decodes them) on frames the window reads.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{Candidate, MeasureSection};
+use crate::bench::change::interval;
+use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
+use crate::bench::phase::run_loader_phase;
+use crate::bench::stats::median;
+use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
+use crate::dataset::write::png_bytes;
+use crate::dataset::write::scene::SplitMix64;
+use crate::dataset::write::transcode::{FrameReader, TranscodeReport};
+use crate::dataset::{Dataset, DatasetError, FeatureKind, Window};
+use crate::loader::config::LoaderConfig;
+use crate::loader::pipeline::LoaderError;
+use crate::loader::sampler::SamplerKind;
+use crate::loader::spec::LoaderSpec;
+
+/// Throughput figures of repeated loader runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoaderFigures {
+    /// Median samples/s over the runs.
+    pub samples_per_s: f64,
+    /// Its 95 % bootstrap interval (None with one run).
+    pub samples_per_s_interval: Option<(f64, f64)>,
+    /// Median CPU ms per sample.
+    pub cpu_ms_per_sample: f64,
+    /// Every run's figures.
+    pub runs: Vec<RunFigures>,
+}
+
+impl LoaderFigures {
+    fn of(runs: Vec<RunFigures>, seed: u64) -> Self {
+        let rates: Vec<f64> = runs.iter().map(|r| r.samples_per_s).collect();
+        let interval = (rates.len() > 1).then(|| interval(&rates, seed, median_of)).flatten();
+        Self {
+            samples_per_s: median(rates.iter().copied()),
+            samples_per_s_interval: interval,
+            cpu_ms_per_sample: median(runs.iter().map(|r| r.cpu_ms_per_sample)),
+            runs,
+        }
+    }
+}
+
+fn median_of(values: &[f64]) -> f64 {
+    median(values.iter().copied())
+}
+
+/// The loader's cost under random access with one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecodeCost {
+    /// CPU ms per sample of the whole loader.
+    pub cpu_ms_per_sample: f64,
+    /// Video frames out of the codec per sample, those decoded only to reach a wanted frame
+    /// included (None without video).
+    pub frames_decoded_per_sample: Option<f64>,
+    /// CPU µs per decoded video frame (None without video).
+    pub cpu_us_per_decoded_frame: Option<f64>,
+}
+
+/// Everything measured of one candidate: a line of `layout.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateResult {
+    /// Its name (directory and key).
+    pub name: String,
+    /// How it differs from the base (`gop=10`), or `base`.
+    pub label: String,
+    /// Its settings.
+    pub candidate: Candidate,
+    /// Episodes and frames per camera.
+    pub episodes: usize,
+    /// Frames per camera.
+    pub frames: usize,
+    /// Camera (or image) frames a sample of the window holds, over every camera.
+    pub camera_frames_per_sample: usize,
+    /// Bytes of stored frames per camera frame.
+    pub bytes_per_frame: f64,
+    /// The source's, on the same episodes.
+    pub source_bytes_per_frame: f64,
+    /// The reference frames compared, at the candidate's size, as PNG files.
+    pub png_bytes_per_frame: f64,
+    /// CPU ms to decode one of those PNG files (LeRobot's image loading).
+    pub png_decode_ms_per_frame: f64,
+    /// CPU ms per camera frame encoded (every encoder thread).
+    pub encode_cpu_ms_per_frame: f64,
+    /// Random access with one worker.
+    pub decode: DecodeCost,
+    /// Throughput at the configured workers, warm page cache.
+    pub loader: LoaderFigures,
+    /// The same with the candidate's files evicted from the page cache before each run (None
+    /// in `/dev/shm`, which is memory).
+    pub cold_loader: Option<LoaderFigures>,
+    /// From opening the dataset to the first batch, ms (files evicted first where they can be).
+    pub first_batch_ms: f64,
+    /// Frames against the reference.
+    pub quality: Quality,
+    /// For a resized candidate: the reference resized and scaled back to the source's size,
+    /// against the reference: what the resolution alone loses.
+    pub scaling: Option<Quality>,
+}
+
+impl CandidateResult {
+    /// Bytes per frame over the source's.
+    pub fn bytes_ratio(&self) -> f64 {
+        self.bytes_per_frame / self.source_bytes_per_frame
+    }
+
+    /// Bytes per frame over PNG's (LeRobot's size ratio).
+    pub fn png_ratio(&self) -> f64 {
+        self.bytes_per_frame / self.png_bytes_per_frame
+    }
+
+    /// CPU per sample at one worker over loading the same frames from PNG files (LeRobot's
+    /// load-time ratio).
+    pub fn load_time_ratio(&self) -> f64 {
+        let png = self.png_decode_ms_per_frame * self.camera_frames_per_sample as f64;
+        self.decode.cpu_ms_per_sample / png
+    }
+}
+
+/// Why a candidate could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// Reading a dataset.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// Running the loader.
+    #[error(transparent)]
+    Loader(#[from] LoaderError),
+    /// The metrics.
+    #[error("{0}")]
+    Quality(String),
+}
+
+/// The study's source: the dataset (its selected episodes), as the candidates are made from.
+pub struct Source<'a> {
+    /// The source, opened on the selected episodes.
+    pub dataset: &'a Dataset,
+    /// Bytes of stored camera frames per frame.
+    pub bytes_per_frame: f64,
+}
+
+/// Measures the candidate at `root`, written from `source` as `encoded` reports.
+pub fn measure_candidate(
+    source: &Source<'_>,
+    candidate: &Candidate,
+    label: String,
+    root: &Path,
+    encoded: &TranscodeReport,
+    measure: &MeasureSection,
+) -> Result<CandidateResult, MeasureError> {
+    let spec = |workers: usize| LoaderSpec {
+        dataset: root.to_path_buf(),
+        episodes: None,
+        window: measure.window,
+        config: LoaderConfig {
+            workers,
+            batch_size: measure.batch,
+            sampler: SamplerKind::Shuffled,
+            seed: measure.seed,
+            ..LoaderConfig::default()
+        },
+    };
+    let evictable = candidate.location == super::config::Location::Out;
+    let length = RunLength { batches: measure.batches, warmup: None };
+
+    if evictable {
+        evict_from_page_cache(root)?;
+    }
+    let opened = Instant::now();
+    let loader = spec(measure.workers).build()?;
+    run_loader_phase(&loader, 1, 0, |_| {})?;
+    let first_batch_ms = opened.elapsed().as_secs_f64() * 1e3;
+    drop(loader);
+
+    let one = spec(1).build()?;
+    let phase =
+        run_loader_phase(&one, measure.batches, one.config().batches_in_flight() + 1, |_| {})?;
+    let window = one.dataset().window(&measure.window.spec())?;
+    let camera_frames_per_sample = camera_frames_per_sample(one.dataset(), &window);
+    drop(one);
+    let decode = DecodeCost {
+        cpu_ms_per_sample: phase.cpu_ms_per_sample,
+        frames_decoded_per_sample: phase.decode_limit.as_ref().map(|d| d.frames_per_sample),
+        cpu_us_per_decoded_frame: phase.decode_limit.as_ref().map(|d| d.cpu_us_per_frame),
+    };
+
+    let (mut warm, mut cold) = (Vec::new(), Vec::new());
+    for _ in 0..measure.repeats {
+        warm.push(measure_run(&spec(measure.workers), length, false)?);
+        if evictable {
+            evict_from_page_cache(root)?;
+            let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
+            cold.push(measure_run(&spec(measure.workers), cold_length, false)?);
+        }
+    }
+
+    let candidate_dataset = Dataset::open(root)?;
+    let compared = compare_frames(source, &candidate_dataset, measure)?;
+    let frames = encoded.camera_frames.max(1) as f64;
+    Ok(CandidateResult {
+        name: candidate.name(),
+        label,
+        candidate: candidate.clone(),
+        episodes: encoded.episodes,
+        frames: encoded.frames,
+        camera_frames_per_sample,
+        bytes_per_frame: encoded.frame_bytes as f64 / frames,
+        source_bytes_per_frame: source.bytes_per_frame,
+        png_bytes_per_frame: compared.png_bytes_per_frame,
+        png_decode_ms_per_frame: compared.png_decode_ms_per_frame,
+        encode_cpu_ms_per_frame: encoded.encode_cpu.as_secs_f64() * 1e3 / frames,
+        decode,
+        loader: LoaderFigures::of(warm, measure.seed),
+        cold_loader: evictable.then(|| LoaderFigures::of(cold, measure.seed)),
+        first_batch_ms,
+        quality: compared.quality,
+        scaling: compared.scaling,
+    })
+}
+
+/// Camera and image frames one sample of `window` holds.
+fn camera_frames_per_sample(dataset: &Dataset, window: &Window) -> usize {
+    dataset
+        .info()
+        .features
+        .iter()
+        .filter(|f| matches!(f.kind, FeatureKind::Video | FeatureKind::Image))
+        .map(|f| window.offsets(&f.name).map_or(1, <[i64]>::len))
+        .sum()
+}
+
+/// Drops `root`'s files from the page cache (`posix_fadvise(DONTNEED)`, after writing back
+/// what is dirty), so that the next read comes from the disk. Needs no privileges.
+pub fn evict_from_page_cache(root: &Path) -> Result<(), DatasetError> {
+    use std::os::fd::AsRawFd;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(|e| DatasetError::io(&dir, e))? {
+            let path = entry.map_err(|e| DatasetError::io(&dir, e))?.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let file = std::fs::File::open(&path).map_err(|e| DatasetError::io(&path, e))?;
+            file.sync_data().map_err(|e| DatasetError::io(&path, e))?;
+            // SAFETY: a valid descriptor of an open file; the call only advises the kernel.
+            let status =
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            if status != 0 {
+                let e = std::io::Error::from_raw_os_error(status);
+                return Err(DatasetError::io(&path, e));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The quality figures of a candidate and its PNG reference sizes.
+struct Compared {
+    quality: Quality,
+    scaling: Option<Quality>,
+    png_bytes_per_frame: f64,
+    png_decode_ms_per_frame: f64,
+}
+
+/// Compares `measure.quality_frames` camera frames of the candidate, drawn at random (fixed by
+/// the seed) from every camera's frames, with the reference at the candidate's size; with a
+/// resized candidate also the reference scaled down and back up with the reference.
+fn compare_frames(
+    source: &Source<'_>,
+    candidate: &Dataset,
+    measure: &MeasureSection,
+) -> Result<Compared, MeasureError> {
+    let keys: Vec<String> = candidate
+        .info()
+        .features
+        .iter()
+        .filter(|f| matches!(f.kind, FeatureKind::Video | FeatureKind::Image))
+        .map(|f| f.name.clone())
+        .collect();
+    let frames = candidate.num_frames();
+    let mut picks: Vec<(usize, usize)> =
+        keys.iter().enumerate().flat_map(|(k, _)| (0..frames).map(move |i| (k, i))).collect();
+    let mut rng = SplitMix64::new(measure.seed, 0x9a11);
+    let take = measure.quality_frames.min(picks.len());
+    for i in 0..take {
+        let j = i + (rng.next_u64() % (picks.len() - i) as u64) as usize;
+        picks.swap(i, j);
+    }
+    picks.truncate(take);
+    picks.sort_unstable();
+    // The candidate's frames are the source's selected frames renumbered in order.
+    let source_index: Vec<usize> = source.dataset.episodes().flat_map(|e| e.from..e.to).collect();
+
+    let mut reader = FrameReader::new(candidate, None)?;
+    let (mut meters, mut scaling_meters) = (Meters::default(), Meters::default());
+    let (mut distorted, mut reference, mut native) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut png_bytes_total, mut png_decode_s) = (0usize, 0.0);
+    let mut references: Option<(FrameReader<'_>, Option<FrameReader<'_>>)> = None;
+    for &(k, index) in &picks {
+        let key = &keys[k];
+        let feature = candidate.info().features.iter().find(|f| &f.name == key).expect("a key");
+        let shape = feature.image.as_ref().expect("pictures have a size");
+        let (height, width) = (shape.height, shape.width);
+        if references.is_none() {
+            let native_size = source_size(source.dataset, key)?;
+            let resized = (native_size != (height, width)).then_some((height, width));
+            let scaled = resized.map(|_| FrameReader::new(source.dataset, None)).transpose()?;
+            references = Some((FrameReader::new(source.dataset, resized)?, scaled));
+        }
+        let (at_size, at_native) = references.as_mut().expect("made above");
+        reader.read_chw(key, index, &mut distorted)?;
+        at_size.read_chw(key, source_index[index], &mut reference)?;
+        meters.push((height, width), &distorted, &reference)?;
+        let rgb = packed(&reference);
+        let png = png_bytes(&rgb, height, width);
+        png_bytes_total += png.len();
+        let started = crate::timing::thread_cpu_time();
+        let decoded = image::load_from_memory_with_format(&png, image::ImageFormat::Png)
+            .map_err(|e| MeasureError::Quality(format!("decoding a PNG: {e}")))?;
+        png_decode_s += (crate::timing::thread_cpu_time().saturating_sub(started)).as_secs_f64();
+        drop(decoded);
+        if let Some(at_native) = at_native {
+            at_native.read_chw(key, source_index[index], &mut native)?;
+            let (native_height, native_width) = source_size(source.dataset, key)?;
+            let up = image::imageops::resize(
+                &image::RgbImage::from_raw(width, height, rgb).expect("a full frame"),
+                native_width,
+                native_height,
+                image::imageops::FilterType::Triangle,
+            );
+            scaling_meters.push((native_height, native_width), &planar(up.as_raw()), &native)?;
+        }
+    }
+    let quality = meters.finish()?.ok_or_else(|| {
+        MeasureError::Quality(format!(
+            "{}: no camera frames to compare",
+            candidate.root().display()
+        ))
+    })?;
+    Ok(Compared {
+        quality,
+        scaling: scaling_meters.finish()?,
+        png_bytes_per_frame: png_bytes_total as f64 / take.max(1) as f64,
+        png_decode_ms_per_frame: png_decode_s * 1e3 / take.max(1) as f64,
+    })
+}
+
+/// One quality meter per frame size (cameras may differ in size); their frames summarised
+/// together.
+#[derive(Default)]
+struct Meters(Vec<((u32, u32), QualityMeter)>);
+
+impl Meters {
+    /// Compares `distorted` with `reference`, RGB planes of `(height, width)`.
+    fn push(
+        &mut self,
+        size: (u32, u32),
+        distorted: &[u8],
+        reference: &[u8],
+    ) -> Result<(), MeasureError> {
+        let (height, width) = size;
+        let position = match self.0.iter().position(|(s, _)| *s == size) {
+            Some(position) => position,
+            None => {
+                let meter = QualityMeter::new(width, height, ffmpeg_next::format::Pixel::GBRP)
+                    .map_err(|e| MeasureError::Quality(e.to_string()))?;
+                self.0.push((size, meter));
+                self.0.len() - 1
+            }
+        };
+        self.0[position]
+            .1
+            .push(
+                &planar_rgb_frame(distorted, height, width),
+                &planar_rgb_frame(reference, height, width),
+            )
+            .map_err(|e| MeasureError::Quality(e.to_string()))
+    }
+
+    /// The figures over every frame compared; None when none was.
+    fn finish(self) -> Result<Option<Quality>, MeasureError> {
+        let mut frames = Vec::new();
+        for (_, meter) in self.0 {
+            frames.extend(meter.finish().map_err(|e| MeasureError::Quality(e.to_string()))?);
+        }
+        Ok(Quality::of(&frames))
+    }
+}
+
+/// The `(height, width)` info.json gives camera or image feature `key` of `dataset`.
+fn source_size(dataset: &Dataset, key: &str) -> Result<(u32, u32), DatasetError> {
+    dataset
+        .info()
+        .features
+        .iter()
+        .find(|f| f.name == key)
+        .and_then(|f| f.image.as_ref())
+        .map(|s| (s.height, s.width))
+        .ok_or_else(|| {
+            DatasetError::invalid(
+                dataset.root().join("meta/info.json"),
+                format!("`{key}` is not a camera of the source, or gives no size"),
+            )
+        })
+}
+
+/// RGB planes → packed RGB24.
+pub fn packed(chw: &[u8]) -> Vec<u8> {
+    let plane = chw.len() / 3;
+    (0..plane).flat_map(|p| [chw[p], chw[plane + p], chw[2 * plane + p]]).collect()
+}
+
+/// Packed RGB24 → RGB planes.
+fn planar(rgb: &[u8]) -> Vec<u8> {
+    (0..3).flat_map(|c| rgb.iter().skip(c).step_by(3).copied()).collect()
+}

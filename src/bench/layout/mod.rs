@@ -1,0 +1,407 @@
+//! `feedbench layout`: which codec, GOP, resolution and file layout, measured on the user's
+//! own dataset with the loader that will read it.
+//!
+//! - [`config`]: the base candidate, the axes around it, how to measure, what to keep to;
+//! - each candidate is written from the source's decoded frames by
+//!   [`crate::dataset::write::transcode`] into `DIR/candidates/<name>/` (or `/dev/shm`);
+//! - [`measure`]: its size, encode cost, decode cost, throughput, first batch and quality;
+//! - results are appended to `DIR/layout.jsonl` as each candidate finishes, so an interrupted
+//!   study loses nothing finished and `--resume` goes on where it stopped;
+//! - [`report`]: the table, the recommendation and the Pareto plot, from `layout.jsonl` alone.
+
+pub mod config;
+pub mod measure;
+pub mod pareto;
+pub mod report;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
+use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
+use crate::dataset::video::VideoFile;
+use crate::dataset::write::png_bytes;
+use crate::dataset::write::transcode::{transcode, FrameReader, TranscodeReport};
+use crate::dataset::{Dataset, DatasetError, DatasetOptions, EpisodeList, FeatureKind};
+
+/// The results file of a study, a candidate per line.
+pub const RESULTS_FILE: &str = "layout.jsonl";
+/// The config a study ran with, copied into its directory for `report`.
+pub const CONFIG_FILE: &str = "layout.toml";
+/// Per candidate, what writing it cost (kept so that `--resume` can reuse the dataset).
+const ENCODED_DIR: &str = "encoded";
+
+/// A study to run.
+#[derive(Debug, Clone)]
+pub struct LayoutStudy {
+    /// The source dataset.
+    pub dataset: PathBuf,
+    /// Only these episodes (every one when None).
+    pub episodes: Option<EpisodeList>,
+    /// The config file's path (named in errors, copied into `out`).
+    pub config_path: PathBuf,
+    /// The config.
+    pub config: LayoutConfig,
+    /// The study's directory.
+    pub out: PathBuf,
+    /// Go on with a study begun in `out`.
+    pub resume: bool,
+}
+
+/// Why a study could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// Reading or writing a dataset.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// Measuring a candidate.
+    #[error("{candidate}: {error}")]
+    Measure {
+        /// The candidate's name.
+        candidate: String,
+        /// What failed.
+        error: MeasureError,
+    },
+    /// A request that cannot be met.
+    #[error("{path}: {what}")]
+    Refused {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        what: String,
+    },
+}
+
+fn refused(path: &Path, what: impl Into<String>) -> LayoutError {
+    LayoutError::Refused { path: path.to_path_buf(), what: what.into() }
+}
+
+/// What writing a candidate cost, as kept in `DIR/encoded/<name>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Encoded {
+    episodes: usize,
+    frames: usize,
+    camera_frames: usize,
+    frame_bytes: u64,
+    encode_cpu_s: f64,
+}
+
+impl Encoded {
+    fn report(&self, root: &Path) -> TranscodeReport {
+        TranscodeReport {
+            root: root.to_path_buf(),
+            episodes: self.episodes,
+            frames: self.frames,
+            camera_frames: self.camera_frames,
+            frame_bytes: self.frame_bytes,
+            encode_cpu: Duration::from_secs_f64(self.encode_cpu_s),
+            source_cpu: Duration::ZERO,
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
+/// Runs the study: every candidate not yet in `DIR/layout.jsonl` is written, measured and
+/// appended. `say` hears progress. Returns every result, earlier ones included.
+pub fn run_layout(
+    study: &LayoutStudy,
+    mut say: impl FnMut(&str),
+) -> Result<Vec<CandidateResult>, LayoutError> {
+    let candidates =
+        study.config.candidates(&study.config_path).map_err(|e| refused(&e.path, e.what))?;
+    let source_root =
+        std::fs::canonicalize(&study.dataset).map_err(|e| DatasetError::io(&study.dataset, e))?;
+    let out = resolved(&study.out)?;
+    if out.starts_with(&source_root) {
+        return Err(refused(
+            &study.out,
+            "is inside the source dataset, which a study never writes",
+        ));
+    }
+    std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
+    let results_path = out.join(RESULTS_FILE);
+    let mut results = read_results(&results_path)?;
+    if !study.resume && (!results.is_empty() || out.join("candidates").exists()) {
+        return Err(refused(
+            &out,
+            "holds an earlier study; pass --resume to go on with it, or choose another --out",
+        ));
+    }
+    std::fs::copy(&study.config_path, out.join(CONFIG_FILE))
+        .map_err(|e| DatasetError::io(&study.config_path, e))?;
+
+    let options = DatasetOptions {
+        episodes: study.episodes.as_ref().map(|e| e.indices().to_vec()),
+        ..DatasetOptions::default()
+    };
+    let dataset = Dataset::open_with(&study.dataset, &options)?;
+    check_files_present(&dataset)?;
+    let source = Source { bytes_per_frame: source_bytes_per_frame(&dataset)?, dataset: &dataset };
+    let todo: Vec<&Candidate> =
+        candidates.iter().filter(|c| !results.iter().any(|r| r.name == c.name())).collect();
+    if !todo.is_empty() {
+        check_free_space(&dataset, &out, &todo)?;
+    }
+    let base = &study.config.base;
+    for (n, candidate) in todo.iter().enumerate() {
+        let name = candidate.name();
+        let label = candidate.label(base);
+        let root = candidate_root(&out, candidate);
+        let encoded_path = out.join(ENCODED_DIR).join(format!("{name}.json"));
+        let encoded = match reuse(&root, &encoded_path) {
+            Some(encoded) => {
+                say(&format!("[{}/{}] {label}: reusing {}", n + 1, todo.len(), root.display()));
+                encoded.report(&root)
+            }
+            None => {
+                say(&format!("[{}/{}] {label}: writing {}", n + 1, todo.len(), root.display()));
+                clear_partial(&root)?;
+                let report = transcode(&dataset, &root, &candidate.transcode_options())?;
+                let encoded = Encoded {
+                    episodes: report.episodes,
+                    frames: report.frames,
+                    camera_frames: report.camera_frames,
+                    frame_bytes: report.frame_bytes,
+                    encode_cpu_s: report.encode_cpu.as_secs_f64(),
+                };
+                write_json_atomically(&encoded_path, &encoded)?;
+                report
+            }
+        };
+        say(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
+        let result =
+            measure_candidate(&source, candidate, label, &root, &encoded, &study.config.measure)
+                .map_err(|error| LayoutError::Measure { candidate: name.clone(), error })?;
+        append_result(&results_path, &result)?;
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// `path` made absolute with its symbolic links resolved, whether or not it exists yet: its
+/// nearest existing ancestor resolved, and the rest appended.
+fn resolved(path: &Path) -> Result<PathBuf, LayoutError> {
+    let absolute = std::path::absolute(path).map_err(|e| DatasetError::io(path, e))?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else { break };
+        rest.push(name.to_owned());
+        existing = parent;
+    }
+    let mut resolved =
+        std::fs::canonicalize(existing).map_err(|e| DatasetError::io(existing, e))?;
+    resolved.extend(rest.iter().rev());
+    Ok(resolved)
+}
+
+/// The results in `path` (none when it does not exist); a line that is not a result (a
+/// torn last line of an interrupted run) is refused, naming the line.
+pub fn read_results(path: &Path) -> Result<Vec<CandidateResult>, LayoutError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(DatasetError::io(path, e).into()),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| {
+                refused(
+                    path,
+                    format!("line {}: not a layout result ({e}); remove it to resume", n + 1),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Appends `result` as one line and flushes it to disk.
+fn append_result(path: &Path, result: &CandidateResult) -> Result<(), LayoutError> {
+    let line = serde_json::to_string(result).expect("results serialise") + "\n";
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| DatasetError::io(path, e))?;
+    file.write_all(line.as_bytes()).map_err(|e| DatasetError::io(path, e))?;
+    file.sync_data().map_err(|e| DatasetError::io(path, e))?;
+    Ok(())
+}
+
+fn write_json_atomically(path: &Path, value: &impl Serialize) -> Result<(), LayoutError> {
+    let dir = path.parent().expect("a file in a directory");
+    std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+    let temporary = path.with_extension("json.partial");
+    let text = serde_json::to_string_pretty(value).expect("serialises");
+    std::fs::write(&temporary, text).map_err(|e| DatasetError::io(&temporary, e))?;
+    std::fs::rename(&temporary, path).map_err(|e| DatasetError::io(path, e))?;
+    Ok(())
+}
+
+/// A complete candidate dataset and what writing it cost, when both are there.
+fn reuse(root: &Path, encoded: &Path) -> Option<Encoded> {
+    if !root.join("meta/info.json").is_file() {
+        return None;
+    }
+    serde_json::from_str(&std::fs::read_to_string(encoded).ok()?).ok()
+}
+
+/// Removes what an interrupted run left of the candidate at `root`: the dataset itself when
+/// its cost was not recorded, and the half-written siblings `transcode` works in.
+fn clear_partial(root: &Path) -> Result<(), LayoutError> {
+    let remove = |path: &Path| std::fs::remove_dir_all(path).map_err(|e| DatasetError::io(path, e));
+    if root.exists() {
+        remove(root)?;
+    }
+    let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else { return Ok(()) };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                remove(&entry.path())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses selected episodes whose camera files are missing (a partial download), naming the
+/// episodes that are complete.
+fn check_files_present(dataset: &Dataset) -> Result<(), LayoutError> {
+    let missing: Vec<usize> =
+        dataset.episodes().filter(|e| !dataset.has_videos_on_disk(e)).map(|e| e.index.0).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let complete: Vec<String> = dataset
+        .episodes()
+        .filter(|e| dataset.has_videos_on_disk(e))
+        .map(|e| e.index.0.to_string())
+        .collect();
+    Err(refused(
+        dataset.root(),
+        format!(
+            "{} of the selected episodes have no video files on disk (first: {}); pass \
+             --episodes with complete ones ({})",
+            missing.len(),
+            missing[0],
+            if complete.is_empty() { "none".into() } else { complete.join(",") }
+        ),
+    ))
+}
+
+/// Bytes of stored camera frames per camera frame of the selected episodes: the coded frames
+/// of each episode's clip, or the PNG/JPEG files of image features.
+fn source_bytes_per_frame(dataset: &Dataset) -> Result<f64, LayoutError> {
+    let (mut bytes, mut frames) = (0u64, 0usize);
+    for episode in dataset.episodes() {
+        for video in episode.videos.values() {
+            let file = VideoFile::shared(&dataset.root().join(&video.path))?;
+            let tolerance = dataset.tolerance_s();
+            let times = file.frame_times();
+            for sample in file.samples() {
+                let Some(frame) = file.frame_of_rank(sample.rank) else { continue };
+                let t = times[frame];
+                if t >= video.from_timestamp - tolerance && t < video.to_timestamp - tolerance {
+                    bytes += u64::from(sample.size);
+                    frames += 1;
+                }
+            }
+        }
+    }
+    let has_images = dataset.info().features.iter().any(|f| f.kind == FeatureKind::Image);
+    let window = dataset.window(&crate::dataset::WindowSpec::Single)?;
+    for index in dataset.episodes().filter(|_| has_images).flat_map(|e| e.from..e.to) {
+        let sample = dataset.sample(index, &window)?;
+        for images in sample.images.values() {
+            bytes += images.images.iter().map(|i| i.len() as u64).sum::<u64>();
+            frames += images.images.len();
+        }
+    }
+    if frames == 0 {
+        return Err(refused(dataset.root(), "has no camera or image frames to lay out"));
+    }
+    Ok(bytes as f64 / frames as f64)
+}
+
+/// Estimates what the candidates will take, from the first episode, and refuses when a
+/// filesystem (the study's, `/dev/shm`) has less free space than that.
+fn check_free_space(dataset: &Dataset, out: &Path, todo: &[&Candidate]) -> Result<(), LayoutError> {
+    let first = dataset.episodes().next().expect("a dataset has episodes");
+    let total_frames = dataset.num_frames() as f64;
+    let keys: Vec<String> = dataset
+        .info()
+        .features
+        .iter()
+        .filter(|f| f.image.is_some())
+        .map(|f| f.name.clone())
+        .collect();
+    let mut need = [0.0f64; 2];
+    for candidate in todo {
+        let resolution = candidate.transcode_options().resolution;
+        let mut reader = FrameReader::new(dataset, resolution)?;
+        let mut chw = Vec::new();
+        let mut per_frame = 0.0;
+        for key in &keys {
+            reader.read_chw(key, first.from + first.length / 2, &mut chw)?;
+            let raw = chw.len() as f64;
+            per_frame += match candidate.storage {
+                Storage::Png => {
+                    let (height, width) = frame_size(dataset, key, resolution);
+                    png_bytes(&packed(&chw), height, width).len() as f64
+                }
+                // Generous for video: a tenth of the raw frame (AV1 at CRF 30 stores about a
+                // hundredth, H.264 at CRF 0 about a half).
+                Storage::Video => raw / 10.0,
+            };
+        }
+        let slot = usize::from(candidate.location == Location::Shm);
+        need[slot] += per_frame * total_frames;
+    }
+    for (slot, path) in [(0, out.to_path_buf()), (1, PathBuf::from("/dev/shm"))] {
+        if need[slot] == 0.0 {
+            continue;
+        }
+        let free = free_bytes(&path)?;
+        if need[slot] > free as f64 {
+            return Err(refused(
+                &path,
+                format!(
+                    "the candidates need about {:.1} GB (estimated from episode {}), {:.1} GB is \
+                     free; free space, choose fewer candidates or pass --episodes",
+                    need[slot] / 1e9,
+                    first.index,
+                    free as f64 / 1e9
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn frame_size(dataset: &Dataset, key: &str, resolution: Option<(u32, u32)>) -> (u32, u32) {
+    resolution.unwrap_or_else(|| {
+        let feature = dataset.info().features.iter().find(|f| f.name == key).expect("a key");
+        let shape = feature.image.as_ref().expect("a picture");
+        (shape.height, shape.width)
+    })
+}
+
+/// Free bytes of the filesystem holding `path` (for an unprivileged user).
+fn free_bytes(path: &Path) -> Result<u64, LayoutError> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| refused(path, "a path with a NUL byte"))?;
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } != 0 {
+        return Err(DatasetError::io(path, std::io::Error::last_os_error()).into());
+    }
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}

@@ -1,0 +1,378 @@
+//! The layout study's report, from `layout.jsonl` alone: a table sorted by loader samples/s,
+//! what the resolution alone loses, a recommendation (the fastest candidate within the quality
+//! floor and size budget, with the reason each faster one was rejected), `report.md`,
+//! `results.csv` and the Pareto plot.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::config::{ChooseSection, LayoutConfig};
+use super::measure::CandidateResult;
+use super::pareto;
+use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
+use crate::dataset::video::quality::Quality;
+use crate::dataset::DatasetError;
+
+/// The report's markdown file.
+pub const MARKDOWN_FILE: &str = "report.md";
+/// The report's table as CSV.
+pub const CSV_FILE: &str = "results.csv";
+/// The Pareto plot: samples/s against bytes per frame.
+pub const PARETO_FILE: &str = "pareto.svg";
+
+/// The candidates ranked and judged.
+#[derive(Debug, Clone)]
+pub struct LayoutReport {
+    /// Fastest first (loader samples/s, warm).
+    pub rows: Vec<CandidateResult>,
+    /// The recommended candidate's position in `rows`.
+    pub recommended: Option<usize>,
+    /// Per row, why it is not acceptable (empty: it is).
+    pub rejections: Vec<Vec<String>>,
+    /// The floors and budget judged against.
+    pub choose: ChooseSection,
+}
+
+impl LayoutReport {
+    /// Ranks `results` and judges them against `choose`.
+    pub fn new(mut results: Vec<CandidateResult>, choose: &ChooseSection) -> Self {
+        results.sort_by(|a, b| b.loader.samples_per_s.total_cmp(&a.loader.samples_per_s));
+        let rejections: Vec<Vec<String>> = results.iter().map(|r| reasons(r, choose)).collect();
+        let recommended = rejections.iter().position(Vec::is_empty);
+        Self { rows: results, recommended, rejections, choose: choose.clone() }
+    }
+
+    /// The recommendation, with each faster candidate and why it was passed over.
+    pub fn recommendation(&self) -> String {
+        let mut text = String::new();
+        let floors = self.floors();
+        let Some(best) = self.recommended else {
+            let _ = writeln!(text, "No candidate meets {floors}.");
+            return text;
+        };
+        let row = &self.rows[best];
+        let _ = writeln!(
+            text,
+            "Recommended: {} ({}): {} samples/s, {} per frame ({:.2}× the source), PSNR {}, \
+             SSIM {:.4}{}.",
+            row.label,
+            row.name,
+            rate(row.loader.samples_per_s),
+            bytes(row.bytes_per_frame),
+            row.bytes_ratio(),
+            db(row.quality.psnr_db),
+            row.quality.ssim,
+            if floors.is_empty() { String::new() } else { format!(", within {floors}") }
+        );
+        if let (Some(next), Some((low, _))) =
+            (self.rows.get(best + 1), row.loader.samples_per_s_interval)
+        {
+            if next.loader.samples_per_s_interval.is_some_and(|(_, high)| high >= low) {
+                let _ = writeln!(
+                    text,
+                    "  Not faster than {} beyond noise (their 95 % intervals overlap); choose \
+                     between them on size and quality.",
+                    next.label
+                );
+            }
+        }
+        for (row, reasons) in self.rows.iter().zip(&self.rejections).take(best) {
+            let _ = writeln!(
+                text,
+                "  Faster but rejected: {} ({} samples/s): {}.",
+                row.label,
+                rate(row.loader.samples_per_s),
+                reasons.join("; ")
+            );
+        }
+        text
+    }
+
+    fn floors(&self) -> String {
+        let c = &self.choose;
+        let mut parts = Vec::new();
+        if let Some(psnr) = c.min_psnr {
+            parts.push(format!("PSNR ≥ {psnr} dB"));
+        }
+        if let Some(ssim) = c.min_ssim {
+            parts.push(format!("SSIM ≥ {ssim}"));
+        }
+        if let Some(ratio) = c.max_bytes_ratio {
+            parts.push(format!("bytes ≤ {ratio}× the source's"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// Why `row` falls short of `choose`.
+fn reasons(row: &CandidateResult, choose: &ChooseSection) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if let Some(min) = choose.min_psnr.filter(|min| row.quality.psnr_db < *min) {
+        reasons.push(format!("PSNR {} < min_psnr {min} dB", db(row.quality.psnr_db)));
+    }
+    if let Some(min) = choose.min_ssim.filter(|min| row.quality.ssim < *min) {
+        reasons.push(format!("SSIM {:.4} < min_ssim {min}", row.quality.ssim));
+    }
+    if let Some(max) = choose.max_bytes_ratio.filter(|max| row.bytes_ratio() > *max) {
+        reasons
+            .push(format!("{:.2}× the source's bytes > max_bytes_ratio {max}", row.bytes_ratio()));
+    }
+    reasons
+}
+
+/// Samples/s, to three significant figures.
+fn rate(x: f64) -> String {
+    crate::bench::report::rate(x)
+}
+
+fn db(x: f64) -> String {
+    if x.is_infinite() {
+        "∞ dB".into()
+    } else {
+        format!("{x:.2} dB")
+    }
+}
+
+fn bytes(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} MB", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} kB", x / 1e3)
+    } else {
+        format!("{x:.0} B")
+    }
+}
+
+fn interval(row: &CandidateResult) -> String {
+    match row.loader.samples_per_s_interval {
+        Some((low, high)) => {
+            format!("{} ({}–{})", rate(row.loader.samples_per_s), rate(low), rate(high))
+        }
+        None => rate(row.loader.samples_per_s),
+    }
+}
+
+fn optional(x: Option<f64>, digits: usize) -> String {
+    x.map_or("–".into(), |x| format!("{x:.digits$}"))
+}
+
+fn quality(q: &Quality) -> String {
+    format!("{} ({})", db(q.psnr_db), db(q.worst_psnr_db))
+}
+
+/// The table's header and one row of cells per candidate.
+fn table(report: &LayoutReport) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let header = vec![
+        "candidate",
+        "bytes/frame",
+        "× source",
+        "× PNG",
+        "encode ms/frame",
+        "CPU ms/sample (1 worker)",
+        "frames decoded/sample",
+        "samples/s (95 % CI)",
+        "cold samples/s",
+        "first batch ms",
+        "PSNR mean (worst)",
+        "SSIM mean (worst)",
+        "load time × PNG",
+    ];
+    let rows = report
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(n, r)| {
+            let mark = if report.recommended == Some(n) { " ★" } else { "" };
+            vec![
+                format!("{}{mark}", r.label),
+                bytes(r.bytes_per_frame),
+                format!("{:.3}", r.bytes_ratio()),
+                format!("{:.3}", r.png_ratio()),
+                format!("{:.2}", r.encode_cpu_ms_per_frame),
+                format!("{:.2}", r.decode.cpu_ms_per_sample),
+                optional(r.decode.frames_decoded_per_sample, 2),
+                interval(r),
+                r.cold_loader.as_ref().map_or("–".into(), |c| rate(c.samples_per_s)),
+                format!("{:.0}", r.first_batch_ms),
+                quality(&r.quality),
+                format!("{:.4} ({:.4})", r.quality.ssim, r.quality.worst_ssim),
+                format!("{:.2}", r.load_time_ratio()),
+            ]
+        })
+        .collect();
+    (header, rows)
+}
+
+/// What the resolution alone costs: one line per resized candidate.
+fn scaling_lines(report: &LayoutReport) -> Vec<String> {
+    report
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let q = r.scaling.as_ref()?;
+            Some(format!(
+                "{}: resizing alone (to {} and back) gives PSNR {} (worst {}), SSIM {:.4}",
+                r.label,
+                r.candidate.resolution,
+                db(q.psnr_db),
+                db(q.worst_psnr_db),
+                q.ssim
+            ))
+        })
+        .collect()
+}
+
+fn heading(report: &LayoutReport) -> String {
+    let first = &report.rows[0];
+    format!(
+        "{} candidates of {} episodes ({} frames per camera); the source stores {} per camera frame",
+        report.rows.len(),
+        first.episodes,
+        first.frames,
+        bytes(first.source_bytes_per_frame)
+    )
+}
+
+/// The terminal report.
+pub fn render_text(report: &LayoutReport) -> String {
+    let (header, rows) = table(report);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut text = format!("Layout study: {}\n\n", heading(report));
+    text.push_str(&line(header.iter().map(|h| h.to_string()).collect()));
+    text.push('\n');
+    for row in rows {
+        text.push_str(&line(row));
+        text.push('\n');
+    }
+    for scaling in scaling_lines(report) {
+        text.push_str(&format!("\n{scaling}"));
+    }
+    text.push_str("\n\n");
+    text.push_str(&report.recommendation());
+    text
+}
+
+/// `report.md`.
+pub fn render_markdown(report: &LayoutReport) -> String {
+    let (header, rows) = table(report);
+    let mut text = format!("# Layout study\n\n{}.\n\n", heading(report));
+    text.push_str(&format!("| {} |\n", header.join(" | ")));
+    text.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    for row in rows {
+        text.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    let scaling = scaling_lines(report);
+    if !scaling.is_empty() {
+        text.push_str("\n## Resolution alone\n\n");
+        for line in scaling {
+            text.push_str(&format!("- {line}\n"));
+        }
+    }
+    text.push_str("\n## Recommendation\n\n");
+    text.push_str(&report.recommendation());
+    text.push_str(&format!("\n![samples/s against bytes per frame]({PARETO_FILE})\n"));
+    text
+}
+
+/// `results.csv`: one row per candidate, raw figures.
+pub fn render_csv(report: &LayoutReport) -> String {
+    let mut text = String::from(
+        "name,label,bytes_per_frame,bytes_ratio,png_ratio,encode_cpu_ms_per_frame,\
+         cpu_ms_per_sample_1_worker,frames_decoded_per_sample,samples_per_s,samples_per_s_low,\
+         samples_per_s_high,cold_samples_per_s,first_batch_ms,psnr_db,worst_psnr_db,ssim,\
+         worst_ssim,load_time_ratio,recommended\n",
+    );
+    for (n, r) in report.rows.iter().enumerate() {
+        let (low, high) =
+            r.loader.samples_per_s_interval.map_or((None, None), |(l, h)| (Some(l), Some(h)));
+        let cells = [
+            r.name.clone(),
+            format!("\"{}\"", r.label),
+            format!("{:.1}", r.bytes_per_frame),
+            format!("{:.4}", r.bytes_ratio()),
+            format!("{:.4}", r.png_ratio()),
+            format!("{:.4}", r.encode_cpu_ms_per_frame),
+            format!("{:.4}", r.decode.cpu_ms_per_sample),
+            optional(r.decode.frames_decoded_per_sample, 3),
+            format!("{:.2}", r.loader.samples_per_s),
+            optional(low, 2),
+            optional(high, 2),
+            optional(r.cold_loader.as_ref().map(|c| c.samples_per_s), 2),
+            format!("{:.1}", r.first_batch_ms),
+            format!("{:.3}", r.quality.psnr_db),
+            format!("{:.3}", r.quality.worst_psnr_db),
+            format!("{:.5}", r.quality.ssim),
+            format!("{:.5}", r.quality.worst_ssim),
+            format!("{:.3}", r.load_time_ratio()),
+            (report.recommended == Some(n)).to_string(),
+        ];
+        text.push_str(&cells.join(","));
+        text.push('\n');
+    }
+    text
+}
+
+/// What [`report_layout_dir`] wrote, and the terminal text.
+#[derive(Debug, Clone)]
+pub struct LayoutReportFiles {
+    /// The terminal report.
+    pub terminal: String,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Writes `report.md`, `results.csv` and `pareto.svg` into `dir` for `results`, judged by
+/// `choose`.
+pub fn write_layout_report(
+    dir: &Path,
+    results: Vec<CandidateResult>,
+    choose: &ChooseSection,
+) -> Result<LayoutReportFiles, LayoutError> {
+    if results.is_empty() {
+        return Err(LayoutError::Refused {
+            path: dir.join(RESULTS_FILE),
+            what: "no candidate results to report".into(),
+        });
+    }
+    let report = LayoutReport::new(results, choose);
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| DatasetError::io(&path, e))?;
+        Ok::<_, LayoutError>(path)
+    };
+    let mut files = vec![write(MARKDOWN_FILE, render_markdown(&report))?];
+    files.push(write(CSV_FILE, render_csv(&report))?);
+    let plot = dir.join(PARETO_FILE);
+    pareto::write(&plot, &report)
+        .map_err(|what| LayoutError::Refused { path: plot.clone(), what })?;
+    files.push(plot);
+    Ok(LayoutReportFiles { terminal: render_text(&report), files })
+}
+
+/// Re-renders the report of the study in `dir` from its `layout.jsonl` (and the floors of the
+/// `layout.toml` copied there).
+pub fn report_layout_dir(dir: &Path) -> Result<LayoutReportFiles, LayoutError> {
+    let results = read_results(&dir.join(RESULTS_FILE))?;
+    let config_path = dir.join(CONFIG_FILE);
+    let choose = if config_path.is_file() {
+        LayoutConfig::load(&config_path)
+            .map_err(|e| LayoutError::Refused { path: e.path, what: e.what })?
+            .choose
+    } else {
+        ChooseSection::default()
+    };
+    write_layout_report(dir, results, &choose)
+}

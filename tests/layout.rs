@@ -1,0 +1,133 @@
+//! `feedbench layout` end to end on a small generated dataset: every candidate measured and
+//! reported, higher CRF smaller and worse, PNG exact, the source untouched, `--resume` skipping
+//! finished candidates, `report DIR` re-rendering from the results alone, and a partial
+//! download refused with the episodes that are complete.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{feedbench, file_tree};
+use feedbench::bench::layout::measure::CandidateResult;
+use feedbench::bench::layout::read_results;
+use feedbench::dataset::video::VideoCodec;
+use feedbench::dataset::write::preset::CameraPreset;
+use feedbench::dataset::write::synth::{synth, SynthOptions};
+use feedbench::dataset::write::Preset;
+
+/// 3 episodes of 14 to 18 frames, one 64×80 AV1 camera, v3.0.
+fn source(dir: &Path) -> PathBuf {
+    let mut preset = Preset::load("pusht").unwrap();
+    preset.episodes = 3;
+    preset.frames_per_episode = 16;
+    preset.frames_jitter = 2;
+    preset.codec = VideoCodec::Av1;
+    preset.cameras = vec![CameraPreset { key: "observation.image".into(), height: 64, width: 80 }];
+    let root = dir.join("source");
+    synth(&root, &preset, &SynthOptions { seed: 3, ..SynthOptions::default() }).unwrap();
+    root
+}
+
+const MEASURE: &str =
+    "[measure]\nworkers = 1\nbatch = 4\nbatches = 2\nrepeats = 2\nquality_frames = 12\n";
+
+fn config(dir: &Path, axes: &str) -> PathBuf {
+    let path = dir.join("layout.toml");
+    std::fs::write(&path, format!("[axes]\n{axes}\n{MEASURE}[choose]\nmin_psnr = 20\n")).unwrap();
+    path
+}
+
+fn results(out: &Path) -> Vec<CandidateResult> {
+    read_results(&out.join("layout.jsonl")).unwrap()
+}
+
+fn find<'a>(results: &'a [CandidateResult], label: &str) -> &'a CandidateResult {
+    results.iter().find(|r| r.label == label).unwrap_or_else(|| panic!("no {label}"))
+}
+
+#[test]
+fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = source(dir.path());
+    let before = file_tree(&root);
+    let out = dir.path().join("study");
+    let (s, o) = (root.to_str().unwrap(), out.to_str().unwrap());
+    let c = config(dir.path(), "crf = [50]\nstorage = [\"png\"]");
+    let (ok, stdout, stderr) =
+        feedbench(&["layout", s, "--config", c.to_str().unwrap(), "--out", o]);
+    assert!(ok, "{stderr}");
+    assert_eq!(file_tree(&root), before, "the source was written");
+    assert!(stdout.contains("Recommended:"), "{stdout}");
+    for file in ["report.md", "results.csv", "pareto.svg", "layout.jsonl", "layout.toml"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+
+    let first = results(&out);
+    assert_eq!(first.len(), 3);
+    let (base, crf50, png) =
+        (find(&first, "base"), find(&first, "crf=50"), find(&first, "storage=png"));
+    assert!(crf50.bytes_per_frame < base.bytes_per_frame, "{crf50:?}\n{base:?}");
+    assert!(crf50.quality.psnr_db < base.quality.psnr_db);
+    assert!(base.quality.psnr_db.is_finite() && base.quality.psnr_db > 20.0);
+    assert!(png.quality.psnr_db.is_infinite() && png.quality.worst_ssim == 1.0, "{png:?}");
+    assert!((png.png_ratio() - 1.0).abs() < 0.05, "PNG candidates are PNG-sized: {png:?}");
+    for r in &first {
+        assert_eq!((r.episodes, r.camera_frames_per_sample), (3, 2), "diffusion: 2 obs frames");
+        assert!(r.loader.samples_per_s > 0.0 && r.cold_loader.is_some());
+        assert_eq!(r.quality.frames, 12);
+    }
+    assert!(base.decode.frames_decoded_per_sample.unwrap() >= 2.0, "{base:?}");
+    assert!(png.decode.frames_decoded_per_sample.is_none());
+
+    // Again without --resume: refused; with it, only the new candidate is measured.
+    let c = config(dir.path(), "crf = [50]\nstorage = [\"png\"]\ngop = [6]");
+    let c = c.to_str().unwrap();
+    let (ok, _, stderr) = feedbench(&["layout", s, "--config", c, "--out", o]);
+    assert!(!ok && stderr.contains("--resume"), "{stderr}");
+    let (ok, _, stderr) = feedbench(&["layout", s, "--config", c, "--out", o, "--resume"]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("[1/1] gop=6: writing"), "{stderr}");
+    let second = results(&out);
+    assert_eq!(second.len(), 4);
+    assert_eq!(second[..3], first[..], "finished candidates are kept as they were");
+    assert_eq!(file_tree(&root), before);
+
+    // The report again, from the results file alone.
+    let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
+    std::fs::remove_file(out.join("report.md")).unwrap();
+    let (ok, stdout, stderr) = feedbench(&["report", o]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("gop=6"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(out.join("report.md")).unwrap(), markdown);
+}
+
+#[test]
+fn a_partial_download_is_refused_naming_the_complete_episodes() {
+    let Some(g1) = common::g1_partial() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "gop = [10]");
+    let out = dir.path().join("study");
+    let args = ["layout", g1.to_str().unwrap(), "--config", c.to_str().unwrap()];
+    let (ok, _, stderr) = feedbench(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    assert!(!ok);
+    assert!(stderr.contains("--episodes") && stderr.contains("1,2,4,29,30"), "{stderr}");
+    assert!(!out.join("candidates").exists());
+}
+
+#[test]
+fn a_study_inside_its_source_or_with_a_bad_config_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = source(dir.path());
+    let inside = root.join("study");
+    let c = config(dir.path(), "gop = [10]");
+    let args = ["layout", root.to_str().unwrap(), "--config", c.to_str().unwrap(), "--out"];
+    let (ok, _, stderr) = feedbench(&[&args[..], &[inside.to_str().unwrap()]].concat());
+    assert!(!ok && stderr.contains("inside the source"), "{stderr}");
+    assert!(!inside.exists(), "the refusal wrote into the source");
+    let bad = config(dir.path(), "codec = [\"vp9\"]");
+    let out = dir.path().join("study");
+    let args = ["layout", root.to_str().unwrap(), "--config", bad.to_str().unwrap(), "--out"];
+    let (ok, _, stderr) = feedbench(&[&args[..], &[out.to_str().unwrap()]].concat());
+    assert!(!ok && stderr.contains("layout.toml") && stderr.contains("axes.codec"), "{stderr}");
+    assert!(!out.exists(), "nothing written for a bad config");
+}
