@@ -52,7 +52,7 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
     let before = file_tree(&root);
     let out = dir.path().join("study");
     let (s, o) = (root.to_str().unwrap(), out.to_str().unwrap());
-    let c = config(dir.path(), "crf = [50]\nstorage = [\"png\"]");
+    let c = config(dir.path(), "crf = [50]\nstorage = [\"png\", \"raw\"]");
     let (ok, stdout, stderr) =
         feedbench(&["layout", s, "--config", c.to_str().unwrap(), "--out", o]);
     assert!(ok, "{stderr}");
@@ -63,7 +63,7 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
     }
 
     let first = results(&out);
-    assert_eq!(first.len(), 3);
+    assert_eq!(first.len(), 4);
     let (base, crf50, png) =
         (find(&first, "base"), find(&first, "crf=50"), find(&first, "storage=png"));
     assert!(crf50.bytes_per_frame < base.bytes_per_frame, "{crf50:?}\n{base:?}");
@@ -78,9 +78,13 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
     }
     assert!(base.decode.frames_decoded_per_sample.unwrap() >= 2.0, "{base:?}");
     assert!(png.decode.frames_decoded_per_sample.is_none());
+    let raw = find(&first, "storage=raw");
+    assert!(raw.quality.psnr_db.is_infinite(), "{raw:?}");
+    assert_eq!(raw.decode.frames_decoded_per_sample, Some(0.0));
+    assert_eq!(raw.bytes_per_frame, (3 * 64 * 80) as f64);
 
     // Again without --resume: refused; with it, only the new candidate is measured.
-    let c = config(dir.path(), "crf = [50]\nstorage = [\"png\"]\ngop = [6]");
+    let c = config(dir.path(), "crf = [50]\nstorage = [\"png\", \"raw\"]\ngop = [6]");
     let c = c.to_str().unwrap();
     let (ok, _, stderr) = feedbench(&["layout", s, "--config", c, "--out", o]);
     assert!(!ok && stderr.contains("--resume"), "{stderr}");
@@ -88,8 +92,8 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
     assert!(ok, "{stderr}");
     assert!(stderr.contains("[1/1] gop=6: writing"), "{stderr}");
     let second = results(&out);
-    assert_eq!(second.len(), 4);
-    assert_eq!(second[..3], first[..], "finished candidates are kept as they were");
+    assert_eq!(second.len(), 5);
+    assert_eq!(second[..4], first[..], "finished candidates are kept as they were");
     assert_eq!(file_tree(&root), before);
 
     // The report again, from the results file alone.

@@ -16,9 +16,9 @@ use feedbench::dataset::video::{
 };
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::scene::{Camera, Motion};
-use feedbench::dataset::write::synth::{synth, SynthOptions};
+use feedbench::dataset::write::synth::{synth, SynthOptions, SynthStorage};
 use feedbench::dataset::write::{PixFmt, Preset};
-use feedbench::dataset::{CodebaseVersion, Dataset, Values, WindowSpec};
+use feedbench::dataset::{CodebaseVersion, Dataset, FeatureKind, Values, WindowSpec};
 use serde_json::Value as Json;
 
 const SEED: u64 = 11;
@@ -566,4 +566,39 @@ fn command_synth_info_sample() {
     let (ok, _, err) =
         feedbench(&["synth", "--preset", "pushy", "--out", dir.path().join("x").to_str().unwrap()]);
     assert!(!ok && err.contains("pushy") && err.contains("pusht, so101, aloha, g1"), "{err}");
+}
+
+#[test]
+fn png_and_raw_storage_hold_the_rendered_frames_exactly() {
+    let preset = tiny(VideoCodec::Av1, &[("observation.images.top", 40, 48)]);
+    let dims = preset.state_dim.max(preset.action_dim);
+    for storage in [SynthStorage::Png, SynthStorage::Raw] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("data");
+        let options = SynthOptions { seed: SEED, storage, ..Default::default() };
+        let report = synth(&root, &preset, &options).unwrap();
+        assert!(report.video_bytes > 0);
+        let dataset = Dataset::open(&root).unwrap();
+        let feature = dataset.info().feature("observation.images.top").unwrap();
+        let expected_kind =
+            if storage == SynthStorage::Png { FeatureKind::Image } else { FeatureKind::Video };
+        assert_eq!(feature.kind, expected_kind, "{storage}");
+        let window = dataset.window(&WindowSpec::Single).unwrap();
+        let mut decoder = VideoDecoder::new(DecodeOptions::default());
+        let camera = Camera::new(SEED, 0, 40, 48);
+        for (e, episode) in dataset.episodes().enumerate() {
+            let motion = Motion::new(SEED, e, dims);
+            let view = camera.view(&motion, e);
+            let mut rendered = vec![0u8; 3 * 40 * 48];
+            for frame in 0..episode.length {
+                view.render(frame as f64 / f64::from(preset.fps), frame, &mut rendered);
+                let mut sample = dataset.sample(episode.from + frame, &window).unwrap();
+                sample.decode_pixels(&mut decoder, true).unwrap();
+                let Values::U8(pixels) = &sample.arrays["observation.images.top"].values else {
+                    panic!()
+                };
+                assert!(pixels == &chw(&rendered), "{storage}: episode {e} frame {frame}");
+            }
+        }
+    }
 }

@@ -165,3 +165,34 @@ fn bad_options_are_refused_naming_the_output() {
     assert!(error.to_string().contains("gop"), "{error}");
     assert!(!out.exists());
 }
+
+#[test]
+fn a_raw_candidate_reads_back_the_reference_frames_without_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = source(dir.path());
+    let source = open(&root, None);
+    let out = dir.path().join("raw");
+    let mut options = options(CodebaseVersion::V30, FrameStorage::Raw);
+    options.episodes_per_file = Some(3);
+    let report = transcode(&source, &out, &options).unwrap();
+    assert_eq!(report.frame_bytes, (report.camera_frames * 3 * 64 * 80) as u64);
+    let extensions: Vec<String> = file_tree(&out)
+        .keys()
+        .filter(|p| p.starts_with("videos"))
+        .map(|p| p.extension().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(extensions, ["rgb", "rgb"], "4 episodes, 3 per file");
+    let candidate = open(&out, None);
+    let feature = candidate.info().features.iter().find(|f| f.name == CAMERA).unwrap();
+    assert_eq!(feature.video.as_ref().unwrap().codec.as_deref(), Some("raw"));
+    let (want, got) = (frames(&source, None), frames(&candidate, None));
+    assert_eq!(got.values, want.values);
+    assert!(got.pixels == want.pixels, "raw frames are the reference exactly");
+    // Raw frames are read at the size they were stored at.
+    let window = candidate.window(&WindowSpec::Single).unwrap();
+    let mut decoder =
+        VideoDecoder::new(DecodeOptions { resolution: Some((32, 40)), ..DecodeOptions::default() });
+    let mut sample = candidate.sample(0, &window).unwrap();
+    let error = sample.decode_pixels(&mut decoder, true).unwrap_err().to_string();
+    assert!(error.contains("stored at 64x80") && error.contains(".rgb"), "{error}");
+}

@@ -8,7 +8,7 @@ use clap::Args;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
-use feedbench::dataset::write::synth::synth_with_progress;
+use feedbench::dataset::write::synth::{synth_with_progress, SynthStorage};
 use feedbench::dataset::write::{PixFmt, Preset, PresetOverrides, SynthOptions};
 use feedbench::dataset::{export, CodebaseVersion, Dataset, DatasetOptions, EpisodeList};
 use feedbench::dataset::{Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
@@ -168,6 +168,10 @@ pub struct SynthArgs {
     /// v3.0: at most this many episodes per data and video file (default: LeRobot's sizes).
     #[arg(long)]
     episodes_per_file: Option<usize>,
+    /// How camera frames are stored: `video` (mp4, the preset's codec), `png` (images in the
+    /// parquet files) or `raw` (feedbench's uncompressed frame files)
+    #[arg(long, default_value = "video")]
+    storage: SynthStorage,
     /// Pixel format: `yuv420p` (LeRobot's) or `yuv444p` (x264, x265) [default: the preset's]
     #[arg(long)]
     pix_fmt: Option<PixFmt>,
@@ -200,6 +204,7 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
         seed: args.seed,
         force: args.force,
         episodes_per_file: args.episodes_per_file,
+        storage: args.storage,
     };
     let progress = progress_bar(0, args.json, "encoding");
     let report = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
@@ -215,7 +220,10 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
             report.root.display(),
             preset.name,
             options.version,
-            preset.encode_settings().codec,
+            match options.storage {
+                SynthStorage::Video => preset.encode_settings().codec.to_string(),
+                storage => storage.to_string(),
+            },
             report.episodes,
             report.frames,
             report.video_files,

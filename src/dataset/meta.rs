@@ -137,6 +137,21 @@ pub struct VideoInfo {
 }
 
 impl VideoInfo {
+    /// The block of a 3-channel stream without audio: codec, pixel format, size and rate.
+    pub fn of_stream(codec: &str, pix_fmt: &str, height: u32, width: u32, fps: u32) -> Self {
+        VideoInfo {
+            codec: Some(codec.into()),
+            pix_fmt: Some(pix_fmt.into()),
+            height: Some(height),
+            width: Some(width),
+            fps: Some(f64::from(fps)),
+            channels: Some(3),
+            has_audio: Some(false),
+            is_depth_map: Some(false),
+            ..VideoInfo::default()
+        }
+    }
+
     fn parse(block: &serde_json::Map<String, Json>) -> Self {
         let mut info = VideoInfo::default();
         for (key, value) in block {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use super::frames::{FrameTable, Row};
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
+use super::video::raw::{self, RawFrames};
 use super::video::{FrameBuffer, FrameDecoder, VideoFile};
 use super::window::{query_rows, Window};
 use super::{Dataset, DatasetError, EpisodeIndex, Result, TaskIndex};
@@ -135,6 +136,12 @@ impl Sample {
     /// size read from the file's header); None for a key that is not a camera or image.
     pub fn pixel_shape(&self, key: &str, decoder: &dyn FrameDecoder) -> Result<Option<PixelShape>> {
         let (steps, windowed, (height, width)) = if let Some(frames) = self.videos.get(key) {
+            if raw::is_raw(&frames.path) {
+                let (width, height) = RawFrames::shared(&frames.path)?.dimensions();
+                let shape = PixelShape { steps: None, height, width };
+                let steps = frames.windowed.then_some(frames.timestamps.len());
+                return Ok(Some(PixelShape { steps, ..shape }));
+            }
             let video = VideoFile::shared(&frames.path)?;
             let (width, height) = video.dimensions();
             if frames.feature_size != (0, 0) && (height, width) != frames.feature_size {

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::layout::{load_episodes, load_tasks};
 use super::meta::{CodebaseVersion, Info};
+use super::video::raw::{self, RawFrames};
 use super::video::{probe, VideoStreamInfo};
 use super::{DatasetError, Result};
 
@@ -108,6 +109,9 @@ impl Summary {
                 .map(|v| v.path.clone())
                 .find(|p| root.join(p).is_file());
             let stream = match &probed_file {
+                Some(path) if raw::is_raw(path) => {
+                    Some(RawFrames::open(&root.join(path))?.stream_info())
+                }
                 Some(path) => Some(probe(&root.join(path))?),
                 None => None,
             };

@@ -22,9 +22,11 @@ pub enum Storage {
     Video,
     /// PNG images in the parquet data files.
     Png,
+    /// Raw uint8 frames (feedbench's own files): the zero-decode reference.
+    Raw,
 }
 
-named_values!(Storage { Video => "video", Png => "png" });
+named_values!(Storage { Video => "video", Png => "png", Raw => "raw" });
 
 /// Where a candidate's files live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +139,7 @@ impl Candidate {
             storage: match self.storage {
                 Storage::Video => FrameStorage::Video(self.encode_settings()),
                 Storage::Png => FrameStorage::Png,
+                Storage::Raw => FrameStorage::Raw,
             },
             resolution: match self.resolution {
                 Resolution::Native => None,
@@ -185,6 +188,7 @@ impl Candidate {
     pub fn name(&self) -> String {
         let mut name = match self.storage {
             Storage::Png => "png".to_string(),
+            Storage::Raw => "raw".to_string(),
             Storage::Video => {
                 let mut name = format!("{}-gop{}-crf{}", self.codec, self.gop, self.crf);
                 if let Some(preset) = &self.preset {

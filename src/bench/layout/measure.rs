@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Candidate, MeasureSection};
+use super::config::{Candidate, MeasureSection, Storage};
 use crate::bench::change::interval;
 use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
 use crate::bench::phase::run_loader_phase;
@@ -189,7 +189,10 @@ pub fn measure_candidate(
     drop(one);
     let decode = DecodeCost {
         cpu_ms_per_sample: phase.cpu_ms_per_sample,
-        frames_decoded_per_sample: phase.decode_limit.as_ref().map(|d| d.frames_per_sample),
+        frames_decoded_per_sample: match candidate.storage {
+            Storage::Raw => Some(0.0),
+            _ => phase.decode_limit.as_ref().map(|d| d.frames_per_sample),
+        },
         cpu_us_per_decoded_frame: phase.decode_limit.as_ref().map(|d| d.cpu_us_per_frame),
     };
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
+use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
 use crate::dataset::write::transcode::{transcode, FrameReader, TranscodeReport};
@@ -301,7 +302,17 @@ fn source_bytes_per_frame(dataset: &Dataset) -> Result<f64, LayoutError> {
     let (mut bytes, mut frames) = (0u64, 0usize);
     for episode in dataset.episodes() {
         for video in episode.videos.values() {
-            let file = VideoFile::shared(&dataset.root().join(&video.path))?;
+            let path = dataset.root().join(&video.path);
+            if raw::is_raw(&path) {
+                let file = RawFrames::shared(&path)?;
+                let (width, height) = file.dimensions();
+                let count = ((video.to_timestamp - video.from_timestamp) * dataset.info().fps)
+                    .round() as usize;
+                bytes += (count * 3 * width as usize * height as usize) as u64;
+                frames += count;
+                continue;
+            }
+            let file = VideoFile::shared(&path)?;
             let tolerance = dataset.tolerance_s();
             let times = file.frame_times();
             for sample in file.samples() {
@@ -358,6 +369,7 @@ fn check_free_space(dataset: &Dataset, out: &Path, todo: &[&Candidate]) -> Resul
                 // Generous for video: a tenth of the raw frame (AV1 at CRF 30 stores about a
                 // hundredth, H.264 at CRF 0 about a half).
                 Storage::Video => raw / 10.0,
+                Storage::Raw => raw,
             };
         }
         let slot = usize::from(candidate.location == Location::Shm);

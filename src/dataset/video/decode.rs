@@ -17,6 +17,7 @@ use ffmpeg_next::{decoder, frame, Packet};
 
 use super::convert::{Converter, FrameBuffer};
 use super::probe::init_ffmpeg;
+use super::raw::{self, RawFrames};
 use super::table::{VideoCodec, VideoFile};
 use crate::dataset::{DatasetError, Result};
 use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
@@ -73,6 +74,8 @@ pub struct VideoDecoder {
     /// [`stage::DECODE`] (calls: frames out of the codec, wanted or not) and [`stage::CONVERT`]
     /// (calls: frames written) since the last [`FrameDecoder::take_timing`].
     timing: TimingTree,
+    /// Bytes of a raw frame on their way to float32.
+    raw_scratch: Vec<u8>,
 }
 
 impl VideoDecoder {
@@ -84,6 +87,7 @@ impl VideoDecoder {
             streams: Vec::new(),
             converter: Converter::default(),
             timing: TimingTree::default(),
+            raw_scratch: Vec::new(),
         }
     }
 
@@ -116,6 +120,9 @@ impl FrameDecoder for VideoDecoder {
     /// tolerance) into `out`: `times.len() × 3 × height × width` values, RGB, CHW, in the
     /// order of `times`. Frames are decoded in time order whatever the order of `times`.
     fn decode_into(&mut self, file: &Path, times: &[f64], mut out: FrameBuffer<'_>) -> Result<()> {
+        if raw::is_raw(file) {
+            return self.read_raw(file, times, out);
+        }
         let video = VideoFile::shared(file)?;
         let frames = times
             .iter()
@@ -158,6 +165,56 @@ impl FrameDecoder for VideoDecoder {
             }
             previous = Some(i);
         }
+        Ok(())
+    }
+}
+
+impl VideoDecoder {
+    /// [`FrameDecoder::decode_into`] for a raw frame file: each frame read into its slot (no
+    /// decoding; timed as `convert`, one call per frame written). Raw frames are read at the
+    /// size they were stored at.
+    fn read_raw(&mut self, file: &Path, times: &[f64], mut out: FrameBuffer<'_>) -> Result<()> {
+        let frames = RawFrames::shared(file)?;
+        let (width, height) = frames.dimensions();
+        if let Some(size) = self.options.resolution.filter(|&size| size != (height, width)) {
+            return Err(DatasetError::invalid(
+                file,
+                format!(
+                    "raw frames are stored at {height}x{width} and read at that size, not {}x{} \
+                     (store them at the size wanted)",
+                    size.0, size.1
+                ),
+            ));
+        }
+        let values = frames.frame_bytes();
+        if out.len() != times.len() * values {
+            return Err(DatasetError::invalid(
+                file,
+                format!(
+                    "output buffer holds {} values, {} frames need {}",
+                    out.len(),
+                    times.len(),
+                    times.len() * values
+                ),
+            ));
+        }
+        let clock = (Instant::now(), thread_cpu_time());
+        for (i, &time) in times.iter().enumerate() {
+            let frame = frames.nearest_frame(time, self.options.tolerance_s)?;
+            match out.frame(i, values) {
+                FrameBuffer::U8(slot) => frames.read_frame(frame, slot)?,
+                FrameBuffer::F32(slot) => {
+                    self.raw_scratch.resize(values, 0);
+                    frames.read_frame(frame, &mut self.raw_scratch)?;
+                    for (value, &byte) in slot.iter_mut().zip(&self.raw_scratch) {
+                        *value = f32::from(byte) / 255.0;
+                    }
+                }
+            }
+        }
+        let (wall, cpu) = since(clock.0, clock.1);
+        let calls = times.len() as u64;
+        self.timing.add(stage::CONVERT, StageTotals { calls, wall, cpu });
         Ok(())
     }
 }

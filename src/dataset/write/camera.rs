@@ -1,6 +1,6 @@
-//! One camera's episodes encoded into mp4 files: a file per episode (v2.1), or episodes
-//! appended to a file until it is full (v3.0). The frames come from the caller (rendered by
-//! `synth`, decoded from a source dataset by `transcode`).
+//! One camera's episodes encoded into mp4 files (or stored as raw frames): a file per episode
+//! (v2.1), or episodes appended to a file until it is full (v3.0). The frames come from the
+//! caller (rendered by `synth`, decoded from a source dataset by `transcode`).
 
 use std::path::Path;
 
@@ -8,11 +8,38 @@ use super::dataset::{video_file, CameraClip, CameraFeature, Layout};
 use super::encode::{EncodeSettings, Mp4Writer};
 use crate::dataset::layout::v3::VIDEO_FILE_MB;
 use crate::dataset::layout::{file_per_episode, file_position};
-use crate::dataset::meta::Info;
+use crate::dataset::meta::{Info, VideoInfo};
 use crate::dataset::stats::ImageStats;
+use crate::dataset::video::raw::{self, RawWriter};
 use crate::dataset::Result;
 
-/// A camera to encode: its key, frame size and encoder settings.
+/// How a camera's frames are stored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CameraCoding<'a> {
+    /// mp4 files encoded with these settings.
+    Video(&'a EncodeSettings),
+    /// Raw frame files ([`crate::dataset::video::raw`]).
+    Raw,
+}
+
+impl CameraCoding<'_> {
+    /// The feature's `info` block: the encoder's, or for raw frames their size, rate and
+    /// `video.codec = "raw"`.
+    pub fn video_info(&self, height: u32, width: u32, fps: u32) -> VideoInfo {
+        match self {
+            CameraCoding::Video(settings) => settings.video_info(height, width, fps),
+            CameraCoding::Raw => VideoInfo::of_stream(raw::CODEC, "gbrp", height, width, fps),
+        }
+    }
+}
+
+/// Points info.json's `video_path` at raw frame files (`.rgb`) instead of mp4 files.
+pub fn use_raw_files(info: &mut Info) {
+    let extension = format!(".{}", raw::EXTENSION);
+    info.video_path = info.video_path.take().map(|p| p.replace(".mp4", &extension));
+}
+
+/// A camera to encode: its key, frame size and how its frames are stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CameraTarget<'a> {
     /// The feature key (`observation.images.top`).
@@ -21,8 +48,8 @@ pub struct CameraTarget<'a> {
     pub height: u32,
     /// Frame width.
     pub width: u32,
-    /// Codec, GOP, CRF…
-    pub settings: &'a EncodeSettings,
+    /// Codec, GOP, CRF…, or raw frames.
+    pub coding: CameraCoding<'a>,
     /// v3.0: at most this many episodes per file; None: files roll over at info.json's
     /// `video_files_size_in_mb`, judged by the last episode's size, as LeRobot does.
     pub episodes_per_file: Option<usize>,
@@ -42,9 +69,56 @@ pub struct EncodedCamera {
     pub bytes: u64,
 }
 
-/// The mp4 file a camera's episodes are being appended to.
+/// A camera file being written.
+enum FileWriter {
+    Mp4(Mp4Writer),
+    Raw(RawWriter),
+}
+
+impl FileWriter {
+    fn bytes(&self) -> u64 {
+        match self {
+            FileWriter::Mp4(w) => w.bytes(),
+            FileWriter::Raw(w) => w.bytes(),
+        }
+    }
+
+    fn start_episode(&mut self) -> Result<()> {
+        match self {
+            FileWriter::Mp4(w) => w.start_episode(),
+            FileWriter::Raw(w) => {
+                w.start_episode();
+                Ok(())
+            }
+        }
+    }
+
+    fn push_rgb(&mut self, rgb: &[u8]) -> Result<()> {
+        match self {
+            FileWriter::Mp4(w) => w.push_rgb(rgb),
+            FileWriter::Raw(w) => w.push_rgb(rgb),
+        }
+    }
+
+    /// `(from_timestamp, to_timestamp)` of the episode just written.
+    fn finish_episode(&mut self) -> Result<(f64, f64)> {
+        match self {
+            FileWriter::Mp4(w) => w.finish_episode().map(|c| (c.from_timestamp, c.to_timestamp)),
+            FileWriter::Raw(w) => Ok(w.finish_episode()),
+        }
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            FileWriter::Mp4(w) => w.finish(),
+            FileWriter::Raw(w) => w.finish(),
+        }
+    }
+}
+
+/// The file a camera's episodes are being appended to.
 struct OpenFile {
-    writer: Mp4Writer,
+    writer: FileWriter,
     /// v3.0: chunk and file index (v2.1: the episode's chunk and the episode).
     chunk: usize,
     file: usize,
@@ -82,7 +156,12 @@ pub fn encode_camera(
             }
             let (chunk, file) = file_position(layout.version, files, episode);
             let path = root.join(video_file(info, camera.key, chunk, file)?);
-            let writer = Mp4Writer::create(&path, width, height, fps, camera.settings)?;
+            let writer = match camera.coding {
+                CameraCoding::Video(settings) => {
+                    FileWriter::Mp4(Mp4Writer::create(&path, width, height, fps, settings)?)
+                }
+                CameraCoding::Raw => FileWriter::Raw(RawWriter::create(&path, width, height, fps)?),
+            };
             open = Some(OpenFile { writer, chunk, file, episodes: 0 });
             files += 1;
         }
@@ -95,15 +174,10 @@ pub fn encode_camera(
             episode_stats.add(i, &rgb, width);
             f.writer.push_rgb(&rgb)?;
         }
-        let clip = f.writer.finish_episode()?;
+        let (from_timestamp, to_timestamp) = f.writer.finish_episode()?;
         last_episode_bytes = f.writer.bytes() - before;
         f.episodes += 1;
-        clips.push(CameraClip {
-            chunk: f.chunk,
-            file: f.file,
-            from_timestamp: clip.from_timestamp,
-            to_timestamp: clip.to_timestamp,
-        });
+        clips.push(CameraClip { chunk: f.chunk, file: f.file, from_timestamp, to_timestamp });
         stats.push(episode_stats.finish());
     }
     if let Some(f) = open.take() {
@@ -114,7 +188,7 @@ pub fn encode_camera(
         key: camera.key.to_string(),
         height,
         width,
-        info: camera.settings.video_info(height, width, fps),
+        info: camera.coding.video_info(height, width, fps),
         clips,
         stats,
     };

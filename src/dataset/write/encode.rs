@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use crate::dataset::meta::VideoInfo;
 use crate::dataset::video::probe::init_ffmpeg;
-use crate::dataset::video::VideoCodec;
+use crate::dataset::video::{check_rgb_frame, VideoCodec};
 use crate::dataset::{DatasetError, Result};
 
 /// The pixel format frames are encoded in: chroma at half resolution both ways (LeRobot's) or
@@ -175,17 +175,8 @@ impl EncodeSettings {
     /// stream's size, codec, pixel format and rate, then the encoder's `video.g`, `video.crf`,
     /// `video.preset`).
     pub fn video_info(&self, height: u32, width: u32, fps: u32) -> VideoInfo {
-        let mut info = VideoInfo {
-            codec: Some(self.codec.name().into()),
-            pix_fmt: Some(self.pix_fmt.to_string()),
-            height: Some(height),
-            width: Some(width),
-            fps: Some(f64::from(fps)),
-            channels: Some(3),
-            has_audio: Some(false),
-            is_depth_map: Some(false),
-            ..VideoInfo::default()
-        };
+        let pix_fmt = self.pix_fmt.name();
+        let mut info = VideoInfo::of_stream(self.codec.name(), pix_fmt, height, width, fps);
         info.other.insert("video.g".into(), Json::from(self.gop));
         if self.fast_decode {
             info.other.insert("video.fast_decode".into(), Json::from(true));
@@ -380,18 +371,8 @@ impl Mp4Writer {
 
     /// Encodes one frame of the current episode: packed RGB24, `height × width × 3` bytes.
     pub fn push_rgb(&mut self, rgb: &[u8]) -> Result<()> {
+        check_rgb_frame(&self.path, rgb, self.height, self.width)?;
         let row = self.width as usize * 3;
-        if rgb.len() != row * self.height as usize {
-            return Err(DatasetError::invalid(
-                &self.path,
-                format!(
-                    "a frame of {} bytes, expected {}×{}×3",
-                    rgb.len(),
-                    self.height,
-                    self.width
-                ),
-            ));
-        }
         if self.encoder.is_none() {
             self.start_episode()?;
         }

@@ -3,22 +3,39 @@
 //! and actions that follow the motion, and the metadata and statistics LeRobot writes
 //! ([`super::dataset`]). Everything is fixed by the seed, except the encoders' bytes.
 
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::camera::{encode_camera, CameraTarget};
+use super::camera::{encode_camera, use_raw_files, CameraCoding, CameraTarget};
 use super::dataset::{
-    data_file_groups, dataset_info, round_robin_tasks, write_dataset, Contents, Layout,
-    VectorFeature,
+    data_file_groups, dataset_info, round_robin_tasks, write_dataset, Contents, ImageFeature,
+    Layout, VectorFeature,
 };
 use super::encode::PixFmt;
+use super::png_bytes;
 use super::preset::Preset;
 use super::scene::{Camera, Motion};
 use super::{write_atomically, ListLayout};
-use crate::dataset::meta::CodebaseVersion;
+use crate::dataset::meta::{CodebaseVersion, Info};
+use crate::dataset::stats::ImageStats;
 use crate::dataset::{DatasetError, Result};
+
+/// How `synth` stores the rendered camera frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SynthStorage {
+    /// mp4 files encoded with the preset's settings.
+    #[default]
+    Video,
+    /// PNG images in the parquet data files: the rendered frames exactly.
+    Png,
+    /// feedbench's raw frame files: the rendered frames exactly, nothing to decode.
+    Raw,
+}
+
+named_values!(SynthStorage { Video => "video", Png => "png", Raw => "raw" });
 
 /// How `synth` writes a preset's dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,11 +49,19 @@ pub struct SynthOptions {
     /// v3.0: at most this many episodes per data file and per video file; by default files
     /// roll over at LeRobot's sizes (100 MB of data, 200 MB of video).
     pub episodes_per_file: Option<usize>,
+    /// How camera frames are stored.
+    pub storage: SynthStorage,
 }
 
 impl Default for SynthOptions {
     fn default() -> Self {
-        Self { version: CodebaseVersion::V30, seed: 0, force: false, episodes_per_file: None }
+        Self {
+            version: CodebaseVersion::V30,
+            seed: 0,
+            force: false,
+            episodes_per_file: None,
+            storage: SynthStorage::Video,
+        }
     }
 }
 
@@ -49,9 +74,9 @@ pub struct SynthReport {
     pub episodes: usize,
     /// Frames written.
     pub frames: usize,
-    /// mp4 files written.
+    /// Camera files written (mp4 or raw).
     pub video_files: usize,
-    /// Bytes of coded video frames.
+    /// Bytes of stored camera frames (coded video, raw frames or PNG images).
     pub video_bytes: u64,
     /// Wall time, seconds.
     pub seconds: f64,
@@ -152,14 +177,23 @@ pub fn synth_with_progress(
         ("observation.state".to_string(), preset.state_names()),
         ("action".to_string(), preset.action_names()),
     ];
-    let cameras: Vec<_> = preset
-        .cameras
-        .iter()
-        .map(|c| {
-            (c.key.clone(), c.height, c.width, settings.video_info(c.height, c.width, preset.fps))
-        })
-        .collect();
-    let info = dataset_info(&layout, &vectors, &[], &cameras);
+    let coding = match options.storage {
+        SynthStorage::Video => Some(CameraCoding::Video(&settings)),
+        SynthStorage::Raw => Some(CameraCoding::Raw),
+        SynthStorage::Png => None,
+    };
+    let pictures = preset.cameras.iter().map(|c| (c.key.clone(), c.height, c.width));
+    let (images, cameras): (Vec<_>, Vec<_>) = match coding {
+        None => (pictures.collect(), vec![]),
+        Some(coding) => (
+            vec![],
+            pictures.map(|(key, h, w)| (key, h, w, coding.video_info(h, w, preset.fps))).collect(),
+        ),
+    };
+    let mut info = dataset_info(&layout, &vectors, &images, &cameras);
+    if options.storage == SynthStorage::Raw {
+        use_raw_files(&mut info);
+    }
     let motions: Vec<Motion> = (0..layout.episode_lengths.len())
         .map(|e| Motion::new(options.seed, e, preset.state_dim.max(preset.action_dim)))
         .collect();
@@ -172,6 +206,19 @@ pub fn synth_with_progress(
         video_bytes: 0,
         seconds: 0.0,
     };
+    let vectors = vec![
+        trajectory(&vectors[0], &layout, &motions, 0.0),
+        trajectory(&vectors[1], &layout, &motions, 1.0 / f64::from(preset.fps)),
+    ];
+    let Some(coding) = coding else {
+        write_atomically(out, options.force, |root| {
+            report.video_bytes =
+                write_png_images(root, &info, &layout, preset, options.seed, &motions, vectors)?;
+            Ok(())
+        })?;
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    };
     write_atomically(out, options.force, |root| {
         let mut done = 0u64;
         let mut features = Vec::new();
@@ -180,7 +227,7 @@ pub fn synth_with_progress(
                 key: &spec.key,
                 height: spec.height,
                 width: spec.width,
-                settings: &settings,
+                coding,
                 episodes_per_file: options.episodes_per_file,
             };
             let camera = Camera::new(options.seed, index, spec.height, spec.width);
@@ -199,19 +246,78 @@ pub fn synth_with_progress(
             report.video_bytes += encoded.bytes;
             features.push(encoded.feature);
         }
-        let contents = Contents {
-            vectors: vec![
-                trajectory(&vectors[0], &layout, &motions, 0.0),
-                trajectory(&vectors[1], &layout, &motions, 1.0 / f64::from(preset.fps)),
-            ],
-            images: vec![],
-            cameras: features,
-            timestamps: None,
-        };
+        let contents = Contents { vectors, images: vec![], cameras: features, timestamps: None };
         write_dataset(root, &info, &layout, &contents)
     })?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Writes the dataset with every camera's rendered frames as PNG images in parquet; returns
+/// the bytes of PNG written.
+fn write_png_images(
+    root: &Path,
+    info: &Info,
+    layout: &Layout,
+    preset: &Preset,
+    seed: u64,
+    motions: &[Motion],
+    vectors: Vec<VectorFeature>,
+) -> Result<u64> {
+    let ranges = layout.ranges();
+    let bytes = Cell::new(0u64);
+    let cameras: Vec<Camera> = (0..preset.cameras.len())
+        .map(|i| Camera::new(seed, i, preset.cameras[i].height, preset.cameras[i].width))
+        .collect();
+    // Frame `i` of episode `e` of camera `c`, packed RGB24 (a view is made once per episode).
+    let views = RefCell::new((0..cameras.len()).map(|_| None).collect::<Vec<_>>());
+    let render = |c: usize, e: usize, i: usize, rgb: &mut [u8]| {
+        let mut views = views.borrow_mut();
+        if views[c].as_ref().is_none_or(|(episode, _)| *episode != e) {
+            views[c] = Some((e, cameras[c].view(&motions[e], e)));
+        }
+        let (_, view) = views[c].as_ref().expect("made above");
+        view.render(i as f64 / f64::from(preset.fps), i, rgb);
+    };
+    let pngs: Vec<_> = preset
+        .cameras
+        .iter()
+        .enumerate()
+        .map(|(c, spec)| {
+            let (render, ranges, bytes) = (&render, &ranges, &bytes);
+            move |index: usize| {
+                let e = ranges.partition_point(|&(_, to)| to <= index);
+                let mut rgb = vec![0u8; 3 * spec.height as usize * spec.width as usize];
+                render(c, e, index - ranges[e].0, &mut rgb);
+                let png = png_bytes(&rgb, spec.height, spec.width);
+                bytes.set(bytes.get() + png.len() as u64);
+                Ok(png)
+            }
+        })
+        .collect();
+    let mut images = Vec::new();
+    for ((c, spec), png) in preset.cameras.iter().enumerate().zip(&pngs) {
+        let mut rgb = vec![0u8; 3 * spec.height as usize * spec.width as usize];
+        let stats = ranges
+            .iter()
+            .enumerate()
+            .map(|(e, &(from, to))| {
+                let mut stats = ImageStats::new(to - from, spec.height, spec.width);
+                for i in 0..to - from {
+                    if stats.wants(i) {
+                        render(c, e, i, &mut rgb);
+                        stats.add(i, &rgb, spec.width);
+                    }
+                }
+                stats.finish()
+            })
+            .collect();
+        let (key, height, width) = (spec.key.clone(), spec.height, spec.width);
+        images.push(ImageFeature { key, height, width, png, stats });
+    }
+    let contents = Contents { vectors, images, cameras: vec![], timestamps: None };
+    write_dataset(root, info, layout, &contents)?;
+    Ok(bytes.get())
 }
 
 /// A vector feature's values: each episode's motion state `ahead` seconds after each frame.

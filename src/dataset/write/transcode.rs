@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::camera::{encode_camera, CameraTarget};
+use super::camera::{encode_camera, use_raw_files, CameraCoding, CameraTarget};
 use super::dataset::{
     data_file_groups, dataset_info, write_dataset, Contents, ImageFeature, Layout, VectorFeature,
 };
@@ -30,6 +30,20 @@ pub enum FrameStorage {
     Video(EncodeSettings),
     /// PNG images in the parquet data files (LeRobot's `image` features).
     Png,
+    /// Raw uint8 frames in feedbench's own files ([`crate::dataset::video::raw`]): no
+    /// decoding at all, the reference the codecs are set against. LeRobot cannot read them.
+    Raw,
+}
+
+impl FrameStorage {
+    /// How camera files store the frames; None for PNG images in parquet.
+    fn camera_coding(&self) -> Option<CameraCoding<'_>> {
+        match self {
+            FrameStorage::Video(settings) => Some(CameraCoding::Video(settings)),
+            FrameStorage::Raw => Some(CameraCoding::Raw),
+            FrameStorage::Png => None,
+        }
+    }
 }
 
 /// What to write.
@@ -209,7 +223,7 @@ pub fn transcode(
     let vector_bytes: usize = rows.vectors.iter().map(|v| 4 * v.names.len()).sum::<usize>() + 36;
     let png_row_bytes = match options.storage {
         FrameStorage::Png => first_png_bytes(&mut reader, &pictures)?,
-        FrameStorage::Video(_) => 0,
+        FrameStorage::Video(_) | FrameStorage::Raw => 0,
     };
     layout.data_files = data_file_groups(
         &layout.episode_lengths,
@@ -219,17 +233,20 @@ pub fn transcode(
     layout.check(out)?;
     let descriptions: Vec<(String, Vec<String>)> =
         rows.vectors.iter().map(|v| (v.key.clone(), v.names.clone())).collect();
-    let (images, cameras) = match &options.storage {
-        FrameStorage::Png => (pictures.clone(), vec![]),
-        FrameStorage::Video(settings) => (
+    let (images, cameras) = match options.storage.camera_coding() {
+        None => (pictures.clone(), vec![]),
+        Some(coding) => (
             vec![],
             pictures
                 .iter()
-                .map(|(key, h, w)| (key.clone(), *h, *w, settings.video_info(*h, *w, fps)))
+                .map(|(key, h, w)| (key.clone(), *h, *w, coding.video_info(*h, *w, fps)))
                 .collect(),
         ),
     };
-    let new_info = dataset_info(&layout, &descriptions, &images, &cameras);
+    let mut new_info = dataset_info(&layout, &descriptions, &images, &cameras);
+    if options.storage == FrameStorage::Raw {
+        use_raw_files(&mut new_info);
+    }
     let mut report = TranscodeReport {
         root: out.to_path_buf(),
         episodes: layout.episode_lengths.len(),
@@ -243,13 +260,13 @@ pub fn transcode(
     let mut png_cpu = Duration::ZERO;
     write_atomically(out, false, |root| {
         let mut features = Vec::new();
-        if let FrameStorage::Video(settings) = &options.storage {
+        if let Some(coding) = options.storage.camera_coding() {
             for (key, height, width) in &pictures {
                 let target = CameraTarget {
                     key,
                     height: *height,
                     width: *width,
-                    settings,
+                    coding,
                     episodes_per_file: options.episodes_per_file,
                 };
                 let encoded =
@@ -319,7 +336,7 @@ pub fn transcode(
         FrameStorage::Png => png_cpu,
         // The encoder's own threads run while the source is read: the process's CPU time,
         // less what reading the source took.
-        FrameStorage::Video(_) => {
+        FrameStorage::Video(_) | FrameStorage::Raw => {
             process_cpu_time().saturating_sub(started.1).saturating_sub(reader.cpu)
         }
     };
