@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::config::{Candidate, MeasureSection, Storage};
-use crate::bench::change::interval;
+use crate::bench::change::{interval, Change};
 use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
 use crate::bench::phase::run_loader_phase;
 use crate::bench::stats::median;
@@ -54,6 +54,32 @@ fn median_of(values: &[f64]) -> f64 {
     median(values.iter().copied())
 }
 
+/// A candidate against the base, their runs interleaved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VsBase {
+    /// Change of samples/s (positive: faster than the base).
+    pub samples_per_s: Change,
+    /// Change of CPU ms per sample (positive: costs more).
+    pub cpu_ms_per_sample: Change,
+    /// The base's runs.
+    pub base_runs: Vec<RunFigures>,
+}
+
+impl VsBase {
+    fn of(base: &[RunFigures], candidate: &[RunFigures], seed: u64) -> Option<Self> {
+        let values = |runs: &[RunFigures], f: fn(&RunFigures) -> f64| -> Vec<f64> {
+            runs.iter().map(f).collect()
+        };
+        let rate = |r: &RunFigures| r.samples_per_s;
+        let cpu = |r: &RunFigures| r.cpu_ms_per_sample;
+        Some(Self {
+            samples_per_s: Change::of(&values(base, rate), &values(candidate, rate), seed)?,
+            cpu_ms_per_sample: Change::of(&values(base, cpu), &values(candidate, cpu), seed)?,
+            base_runs: base.to_vec(),
+        })
+    }
+}
+
 /// The loader's cost under random access with one worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecodeCost {
@@ -95,6 +121,9 @@ pub struct CandidateResult {
     pub decode: DecodeCost,
     /// Throughput at the configured workers, warm page cache.
     pub loader: LoaderFigures,
+    /// Against the base candidate measured in turn with it (None for the base itself).
+    #[serde(default)]
+    pub vs_base: Option<VsBase>,
     /// The same with the candidate's files evicted from the page cache before each run (None
     /// in `/dev/shm`, which is memory).
     pub cold_loader: Option<LoaderFigures>,
@@ -108,6 +137,25 @@ pub struct CandidateResult {
 }
 
 impl CandidateResult {
+    /// Speed against the base candidate (×) with its 95 % interval, from runs interleaved with
+    /// the base's; the base itself is 1 (its interval its own runs' spread). None for a result
+    /// measured without the base (a study written before this was measured).
+    pub fn speed_vs_base(&self) -> Option<(f64, f64, f64)> {
+        let ratio = |pct: f64| 1.0 + pct / 100.0;
+        match &self.vs_base {
+            Some(v) => {
+                let c = v.samples_per_s;
+                Some((ratio(c.percent), ratio(c.low), ratio(c.high)))
+            }
+            None if self.label == "base" => {
+                let median = self.loader.samples_per_s;
+                let (low, high) = self.loader.samples_per_s_interval.unwrap_or((median, median));
+                Some((1.0, low / median, high / median))
+            }
+            None => None,
+        }
+    }
+
     /// Bytes per frame over the source's.
     pub fn bytes_ratio(&self) -> f64 {
         self.bytes_per_frame / self.source_bytes_per_frame
@@ -149,15 +197,18 @@ pub struct Source<'a> {
 }
 
 /// Measures the candidate at `root`, written from `source` as `encoded` reports.
+/// With `base` (the base candidate's dataset; None for the base itself), its runs are
+/// interleaved with the candidate's (base, candidate, candidate, base, …) and the change
+/// against it is reported: the machine's drift between candidates cancels out of it.
 pub fn measure_candidate(
     source: &Source<'_>,
     candidate: &Candidate,
     label: String,
-    root: &Path,
+    (root, base): (&Path, Option<&Path>),
     encoded: &TranscodeReport,
     measure: &MeasureSection,
 ) -> Result<CandidateResult, MeasureError> {
-    let spec = |workers: usize| LoaderSpec {
+    let spec_of = |root: &Path, workers: usize| LoaderSpec {
         dataset: root.to_path_buf(),
         episodes: None,
         window: measure.window,
@@ -169,6 +220,7 @@ pub fn measure_candidate(
             ..LoaderConfig::default()
         },
     };
+    let spec = |workers: usize| spec_of(root, workers);
     let evictable = candidate.location == super::config::Location::Out;
     let length = RunLength { batches: measure.batches, warmup: None };
 
@@ -196,9 +248,21 @@ pub fn measure_candidate(
         cpu_us_per_decoded_frame: phase.decode_limit.as_ref().map(|d| d.cpu_us_per_frame),
     };
 
-    let (mut warm, mut cold) = (Vec::new(), Vec::new());
-    for _ in 0..measure.repeats {
+    let (mut warm, mut cold, mut base_runs) = (Vec::new(), Vec::new(), Vec::new());
+    for repeat in 0..measure.repeats {
+        let base_run = |runs: &mut Vec<RunFigures>| -> Result<(), MeasureError> {
+            if let Some(base) = base {
+                runs.push(measure_run(&spec_of(base, measure.workers), length, false)?);
+            }
+            Ok(())
+        };
+        if repeat % 2 == 0 {
+            base_run(&mut base_runs)?;
+        }
         warm.push(measure_run(&spec(measure.workers), length, false)?);
+        if repeat % 2 == 1 {
+            base_run(&mut base_runs)?;
+        }
         if evictable {
             evict_from_page_cache(root)?;
             let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
@@ -222,6 +286,7 @@ pub fn measure_candidate(
         png_decode_ms_per_frame: compared.png_decode_ms_per_frame,
         encode_cpu_ms_per_frame: encoded.encode_cpu.as_secs_f64() * 1e3 / frames,
         decode,
+        vs_base: VsBase::of(&base_runs, &warm, measure.seed),
         loader: LoaderFigures::of(warm, measure.seed),
         cold_loader: evictable.then(|| LoaderFigures::of(cold, measure.seed)),
         first_batch_ms,

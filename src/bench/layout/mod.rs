@@ -147,6 +147,7 @@ pub fn run_layout(
         check_free_space(&dataset, &out, &todo)?;
     }
     let base = &study.config.base;
+    let base_root = candidate_root(&out, base);
     for (n, candidate) in todo.iter().enumerate() {
         let name = candidate.name();
         let label = candidate.label(base);
@@ -173,8 +174,10 @@ pub fn run_layout(
             }
         };
         say(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
+        let against = (*candidate != base).then_some(base_root.as_path());
+        let measure = &study.config.measure;
         let result =
-            measure_candidate(&source, candidate, label, &root, &encoded, &study.config.measure)
+            measure_candidate(&source, candidate, label, (&root, against), &encoded, measure)
                 .map_err(|error| LayoutError::Measure { candidate: name.clone(), error })?;
         append_result(&results_path, &result)?;
         results.push(result);

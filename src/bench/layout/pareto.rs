@@ -53,12 +53,12 @@ pub fn write(path: &Path, report: &LayoutReport) -> Result<(), String> {
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let points: Vec<(f64, f64)> =
-        report.rows.iter().map(|r| (r.bytes_per_frame.max(1.0), r.loader.samples_per_s)).collect();
+        report.rows.iter().map(|r| (r.bytes_per_frame.max(1.0), report.speed(r).0)).collect();
     let (x_lo, x_hi) =
         points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
     let y_hi = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.15;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Loader samples/s against bytes per frame", (FONT, 22))
+        .caption("Loader speed against bytes per frame", (FONT, 22))
         .margin(20)
         .x_label_area_size(50)
         .y_label_area_size(70)
@@ -67,11 +67,15 @@ pub fn write(path: &Path, report: &LayoutReport) -> Result<(), String> {
     chart
         .configure_mesh()
         .x_desc("bytes per camera frame (log scale)")
-        .y_desc("loader samples/s (warm page cache)")
+        .y_desc(if report.relative {
+            "samples/s against the base's (×, runs interleaved with it)"
+        } else {
+            "loader samples/s (warm page cache)"
+        })
         .axis_desc_style((FONT, 16))
         .label_style((FONT, 13))
         .x_label_formatter(&|x| bytes_label(*x))
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&|y| if report.relative { format!("{y:.2}") } else { format!("{y:.0}") })
         .light_line_style(WHITE)
         .draw()
         .map_err(|e| e.to_string())?;

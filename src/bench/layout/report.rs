@@ -31,15 +31,26 @@ pub struct LayoutReport {
     pub rejections: Vec<Vec<String>>,
     /// The floors and budget judged against.
     pub choose: ChooseSection,
+    /// Whether rows are ranked by their speed against the base (every row was measured in
+    /// turn with it) rather than by their samples/s.
+    pub relative: bool,
 }
 
 impl LayoutReport {
     /// Ranks `results` and judges them against `choose`.
     pub fn new(mut results: Vec<CandidateResult>, choose: &ChooseSection) -> Self {
-        results.sort_by(|a, b| b.loader.samples_per_s.total_cmp(&a.loader.samples_per_s));
+        let relative = results.iter().all(|r| r.speed_vs_base().is_some());
+        let speed = |r: &CandidateResult| speed(r, relative);
+        results.sort_by(|a, b| speed(b).0.total_cmp(&speed(a).0));
         let rejections: Vec<Vec<String>> = results.iter().map(|r| reasons(r, choose)).collect();
         let recommended = rejections.iter().position(Vec::is_empty);
-        Self { rows: results, recommended, rejections, choose: choose.clone() }
+        Self { rows: results, recommended, rejections, choose: choose.clone(), relative }
+    }
+
+    /// The speed rows are ranked by, with its interval: against the base (×) where every row
+    /// has it, else samples/s.
+    pub fn speed(&self, row: &CandidateResult) -> (f64, f64, f64) {
+        speed(row, self.relative)
     }
 
     /// The recommendation, with each faster candidate and why it was passed over.
@@ -53,21 +64,18 @@ impl LayoutReport {
         let row = &self.rows[best];
         let _ = writeln!(
             text,
-            "Recommended: {} ({}): {} samples/s, {} per frame ({:.2}× the source), PSNR {}, \
-             SSIM {:.4}{}.",
+            "Recommended: {} ({}): {}, {} per frame ({:.2}× the source), PSNR {}, SSIM {:.4}{}.",
             row.label,
             row.name,
-            rate(row.loader.samples_per_s),
+            self.speed_text(row),
             bytes(row.bytes_per_frame),
             row.bytes_ratio(),
             db(row.quality.psnr_db),
             row.quality.ssim,
             if floors.is_empty() { String::new() } else { format!(", within {floors}") }
         );
-        if let (Some(next), Some((low, _))) =
-            (self.rows.get(best + 1), row.loader.samples_per_s_interval)
-        {
-            if next.loader.samples_per_s_interval.is_some_and(|(_, high)| high >= low) {
+        if let Some(next) = self.rows.get(best + 1) {
+            if self.speed(next).2 >= self.speed(row).1 {
                 let _ = writeln!(
                     text,
                     "  Not faster than {} beyond noise (their 95 % intervals overlap); choose \
@@ -79,13 +87,22 @@ impl LayoutReport {
         for (row, reasons) in self.rows.iter().zip(&self.rejections).take(best) {
             let _ = writeln!(
                 text,
-                "  Faster but rejected: {} ({} samples/s): {}.",
+                "  Faster but rejected: {} ({}): {}.",
                 row.label,
-                rate(row.loader.samples_per_s),
+                self.speed_text(row),
                 reasons.join("; ")
             );
         }
         text
+    }
+
+    /// `412 samples/s`, and against the base where measured: `412 samples/s, 1.24× the base`.
+    fn speed_text(&self, row: &CandidateResult) -> String {
+        let samples = format!("{} samples/s", rate(row.loader.samples_per_s));
+        match (self.relative, row.vs_base.is_some()) {
+            (true, true) => format!("{samples}, {:.2}× the base", self.speed(row).0),
+            _ => samples,
+        }
     }
 
     fn floors(&self) -> String {
@@ -101,6 +118,17 @@ impl LayoutReport {
             parts.push(format!("bytes ≤ {ratio}× the source's"));
         }
         parts.join(", ")
+    }
+}
+
+fn speed(row: &CandidateResult, relative: bool) -> (f64, f64, f64) {
+    match row.speed_vs_base().filter(|_| relative) {
+        Some(speed) => speed,
+        None => {
+            let median = row.loader.samples_per_s;
+            let (low, high) = row.loader.samples_per_s_interval.unwrap_or((median, median));
+            (median, low, high)
+        }
     }
 }
 
@@ -152,6 +180,16 @@ fn interval(row: &CandidateResult) -> String {
     }
 }
 
+fn vs_base(row: &CandidateResult) -> String {
+    match &row.vs_base {
+        Some(v) => {
+            let c = v.samples_per_s;
+            format!("{:+.1} % ({:+.1} to {:+.1})", c.percent, c.low, c.high)
+        }
+        None => "–".into(),
+    }
+}
+
 fn optional(x: Option<f64>, digits: usize) -> String {
     x.map_or("–".into(), |x| format!("{x:.digits$}"))
 }
@@ -171,6 +209,7 @@ fn table(report: &LayoutReport) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "CPU ms/sample (1 worker)",
         "frames decoded/sample",
         "samples/s (95 % CI)",
+        "vs base (95 % CI)",
         "cold samples/s",
         "first batch ms",
         "PSNR mean (worst)",
@@ -192,6 +231,7 @@ fn table(report: &LayoutReport) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 format!("{:.2}", r.decode.cpu_ms_per_sample),
                 optional(r.decode.frames_decoded_per_sample, 2),
                 interval(r),
+                vs_base(r),
                 r.cold_loader.as_ref().map_or("–".into(), |c| rate(c.samples_per_s)),
                 format!("{:.0}", r.first_batch_ms),
                 quality(&r.quality),
