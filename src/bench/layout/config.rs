@@ -513,4 +513,17 @@ mod tests {
         let png = Candidate { storage: Storage::Png, ..Candidate::default() };
         assert_eq!(png.name(), "png-native-v2.1");
     }
+
+    #[test]
+    fn the_shipped_configs_load() {
+        let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let g1 = configs.join("layout.toml");
+        let candidates = LayoutConfig::load(&g1).unwrap().candidates(&g1).unwrap();
+        let storages: Vec<Storage> = candidates.iter().map(|c| c.storage).collect();
+        assert_eq!(candidates.len(), 12, "{candidates:?}");
+        assert!(storages.contains(&Storage::Png) && storages.contains(&Storage::Raw));
+        let pusht = configs.join("layout-pusht.toml");
+        let config = LayoutConfig::load(&pusht).unwrap();
+        assert_eq!(config.candidates(&pusht).unwrap()[0], Candidate::default());
+    }
 }

@@ -190,6 +190,11 @@ fn vs_base(row: &CandidateResult) -> String {
     }
 }
 
+/// An absent figure is an empty CSV cell.
+fn csv_optional(x: Option<f64>, digits: usize) -> String {
+    x.map_or(String::new(), |x| format!("{x:.digits$}"))
+}
+
 fn optional(x: Option<f64>, digits: usize) -> String {
     x.map_or("–".into(), |x| format!("{x:.digits$}"))
 }
@@ -346,11 +351,11 @@ pub fn render_csv(report: &LayoutReport) -> String {
             format!("{:.4}", r.png_ratio()),
             format!("{:.4}", r.encode_cpu_ms_per_frame),
             format!("{:.4}", r.decode.cpu_ms_per_sample),
-            optional(r.decode.frames_decoded_per_sample, 3),
+            csv_optional(r.decode.frames_decoded_per_sample, 3),
             format!("{:.2}", r.loader.samples_per_s),
-            optional(low, 2),
-            optional(high, 2),
-            optional(r.cold_loader.as_ref().map(|c| c.samples_per_s), 2),
+            csv_optional(low, 2),
+            csv_optional(high, 2),
+            csv_optional(r.cold_loader.as_ref().map(|c| c.samples_per_s), 2),
             format!("{:.1}", r.first_batch_ms),
             format!("{:.3}", r.quality.psnr_db),
             format!("{:.3}", r.quality.worst_psnr_db),
@@ -415,4 +420,111 @@ pub fn report_layout_dir(dir: &Path) -> Result<LayoutReportFiles, LayoutError> {
         ChooseSection::default()
     };
     write_layout_report(dir, results, &choose)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::change::Change;
+    use crate::bench::layout::config::Candidate;
+    use crate::bench::layout::measure::{DecodeCost, LoaderFigures, VsBase};
+
+    /// A result `label` of `bytes` per frame, `psnr` dB, `speed`× the base (None: the base).
+    fn result(label: &str, bytes: f64, psnr: f64, speed: Option<f64>) -> CandidateResult {
+        let quality = Quality {
+            frames: 10,
+            psnr_db: psnr,
+            worst_psnr_db: psnr,
+            ssim: 0.97,
+            worst_ssim: 0.95,
+        };
+        let percent = |s: f64| 100.0 * (s - 1.0);
+        CandidateResult {
+            name: label.into(),
+            label: label.into(),
+            candidate: Candidate::default(),
+            episodes: 2,
+            frames: 100,
+            camera_frames_per_sample: 2,
+            bytes_per_frame: bytes,
+            source_bytes_per_frame: 1000.0,
+            png_bytes_per_frame: 10_000.0,
+            png_decode_ms_per_frame: 1.0,
+            encode_cpu_ms_per_frame: 5.0,
+            decode: DecodeCost {
+                cpu_ms_per_sample: 2.0,
+                frames_decoded_per_sample: Some(2.5),
+                cpu_us_per_decoded_frame: Some(700.0),
+            },
+            loader: LoaderFigures {
+                samples_per_s: 100.0 * speed.unwrap_or(1.0),
+                samples_per_s_interval: Some((95.0, 105.0)),
+                cpu_ms_per_sample: 2.0,
+                runs: vec![],
+            },
+            vs_base: speed.map(|s| VsBase {
+                samples_per_s: Change {
+                    percent: percent(s),
+                    low: percent(s) - 3.0,
+                    high: percent(s) + 3.0,
+                },
+                cpu_ms_per_sample: Change { percent: 0.0, low: -1.0, high: 1.0 },
+                base_runs: vec![],
+            }),
+            cold_loader: None,
+            first_batch_ms: 50.0,
+            quality,
+            scaling: None,
+        }
+    }
+
+    #[test]
+    fn the_fastest_within_the_floors_is_recommended_and_faster_ones_say_why_not() {
+        let results = vec![
+            result("base", 1000.0, 40.0, None),
+            result("resolution=96x128", 300.0, 33.0, Some(3.0)),
+            result("gop=10", 400.0, 39.0, Some(0.6)),
+            result("codec=h264", 5000.0, 38.0, Some(1.5)),
+            result("crf=40", 500.0, 37.0, Some(1.2)),
+        ];
+        let choose =
+            ChooseSection { min_psnr: Some(35.0), min_ssim: None, max_bytes_ratio: Some(2.0) };
+        let report = LayoutReport::new(results, &choose);
+        assert!(report.relative, "every row measured against the base");
+        let order: Vec<&str> = report.rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(order, ["resolution=96x128", "codec=h264", "crf=40", "base", "gop=10"]);
+        assert_eq!(report.recommended, Some(2));
+        let text = report.recommendation();
+        assert!(text.starts_with("Recommended: crf=40"), "{text}");
+        assert!(
+            text.contains(
+                "resolution=96x128 (300 samples/s, 3.00× the base): PSNR 33.00 dB < min_psnr 35 dB"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("codec=h264")
+                && text.contains("5.00× the source's bytes > max_bytes_ratio 2"),
+            "{text}"
+        );
+        assert!(!text.contains("Not faster"), "1.2× ± 3 % against 1× ± 5 % is faster: {text}");
+
+        let strict = ChooseSection { min_psnr: Some(45.0), ..ChooseSection::default() };
+        let report = LayoutReport::new(vec![result("base", 1000.0, 40.0, None)], &strict);
+        assert_eq!(report.recommended, None);
+        assert!(report.recommendation().contains("No candidate meets PSNR ≥ 45 dB"));
+    }
+
+    #[test]
+    fn results_without_the_base_are_ranked_by_samples_per_second() {
+        let mut old = result("gop=10", 400.0, 39.0, Some(0.5));
+        old.vs_base = None;
+        let report = LayoutReport::new(
+            vec![result("base", 1000.0, 40.0, None), old],
+            &ChooseSection::default(),
+        );
+        assert!(!report.relative);
+        assert_eq!(report.rows[0].label, "base");
+        assert!(render_csv(&report).lines().count() == 3);
+    }
 }
