@@ -6,8 +6,6 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::report::LayoutReport;
-
 const SIZE: (u32, u32) = (960, 620);
 const FONT: &str = "sans-serif";
 
@@ -48,12 +46,27 @@ fn front(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Writes the plot of `report` to `path`.
-pub fn write(path: &Path, report: &LayoutReport) -> Result<(), String> {
+/// One candidate on the plot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParetoPoint {
+    /// How it differs from the base.
+    pub label: String,
+    /// Bytes per camera frame.
+    pub bytes: f64,
+    /// Its speed: against the base (×) or samples/s.
+    pub speed: f64,
+    /// Mean PSNR, dB.
+    pub psnr_db: f64,
+    /// Whether it is the recommended candidate (ringed).
+    pub recommended: bool,
+}
+
+/// Writes the plot of `candidates` to `path`; `relative` says whether speeds are against the
+/// base (×) rather than samples/s.
+pub fn write(path: &Path, candidates: &[ParetoPoint], relative: bool) -> Result<(), String> {
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let points: Vec<(f64, f64)> =
-        report.rows.iter().map(|r| (r.bytes_per_frame.max(1.0), report.speed(r).0)).collect();
+    let points: Vec<(f64, f64)> = candidates.iter().map(|c| (c.bytes.max(1.0), c.speed)).collect();
     let (x_lo, x_hi) =
         points.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), p| (lo.min(p.0), hi.max(p.0)));
     // Speeds span orders of magnitude (raw frames to long GOPs): a log scale keeps them apart.
@@ -70,7 +83,7 @@ pub fn write(path: &Path, report: &LayoutReport) -> Result<(), String> {
     chart
         .configure_mesh()
         .x_desc("bytes per camera frame (log scale)")
-        .y_desc(if report.relative {
+        .y_desc(if relative {
             "samples/s against the base's (×, log scale; runs interleaved with it)"
         } else {
             "loader samples/s (warm page cache, log scale)"
@@ -78,7 +91,7 @@ pub fn write(path: &Path, report: &LayoutReport) -> Result<(), String> {
         .axis_desc_style((FONT, 16))
         .label_style((FONT, 13))
         .x_label_formatter(&|x| bytes_label(*x))
-        .y_label_formatter(&|y| if report.relative { format!("{y:.2}") } else { format!("{y:.0}") })
+        .y_label_formatter(&|y| if relative { format!("{y:.2}") } else { format!("{y:.0}") })
         .light_line_style(WHITE)
         .draw()
         .map_err(|e| e.to_string())?;
@@ -87,20 +100,20 @@ pub fn write(path: &Path, report: &LayoutReport) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .label("Pareto front")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], RGBColor(90, 90, 90)));
-    for (n, (row, &point)) in report.rows.iter().zip(&points).enumerate() {
-        let colour = psnr_colour(row.quality.psnr_db);
+    for (n, (candidate, &point)) in candidates.iter().zip(&points).enumerate() {
+        let colour = psnr_colour(candidate.psnr_db);
         chart.draw_series([Circle::new(point, 6, colour.filled())]).map_err(|e| e.to_string())?;
-        if report.recommended == Some(n) {
+        if candidate.recommended {
             chart
                 .draw_series([Circle::new(point, 10, BLACK.stroke_width(2))])
                 .map_err(|e| e.to_string())?;
         }
-        let psnr = if row.quality.psnr_db.is_infinite() {
+        let psnr = if candidate.psnr_db.is_infinite() {
             "∞".to_string()
         } else {
-            format!("{:.1}", row.quality.psnr_db)
+            format!("{:.1}", candidate.psnr_db)
         };
-        let label = format!("{} ({psnr} dB)", row.label);
+        let label = format!("{} ({psnr} dB)", candidate.label);
         // Candidates that store the same bytes (the same encoding in another file layout or
         // place) sit on top of each other: their labels are stacked.
         let below = points[..n].iter().filter(|p| (p.0 / point.0 - 1.0).abs() < 0.01).count();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::config::{ChooseSection, LayoutConfig};
 use super::measure::CandidateResult;
-use super::pareto;
+use super::pareto::{self, ParetoPoint};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
 use crate::dataset::video::quality::Quality;
 use crate::dataset::DatasetError;
@@ -401,7 +401,19 @@ pub fn write_layout_report(
     let mut files = vec![write(MARKDOWN_FILE, render_markdown(&report))?];
     files.push(write(CSV_FILE, render_csv(&report))?);
     let plot = dir.join(PARETO_FILE);
-    pareto::write(&plot, &report)
+    let points: Vec<ParetoPoint> = report
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(n, r)| ParetoPoint {
+            label: r.label.clone(),
+            bytes: r.bytes_per_frame,
+            speed: report.speed(r).0,
+            psnr_db: r.quality.psnr_db,
+            recommended: report.recommended == Some(n),
+        })
+        .collect();
+    pareto::write(&plot, &points, report.relative)
         .map_err(|what| LayoutError::Refused { path: plot.clone(), what })?;
     files.push(plot);
     Ok(LayoutReportFiles { terminal: render_text(&report), files })
