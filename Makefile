@@ -13,7 +13,7 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch build run test fmt clippy clean
+.PHONY: all setup system-packages torch build run test dist fmt clippy clean
 
 all: build
 
@@ -51,6 +51,12 @@ test: setup
 	$(CARGO) test --all-targets
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+
+# A relocatable bundle for a machine with PyTorch 2.11 and nothing else of ours:
+# dist/feedbench-<version>-x86_64-linux.tar.xz (scripts/dist.sh says what is in it).
+dist: build
+	@command -v patchelf >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq patchelf xz-utils; }
+	scripts/dist.sh target/release/feedbench
 
 fmt:
 	$(CARGO) fmt
