@@ -64,6 +64,13 @@ impl Episode {
 
 /// The parquet files under `dir`, recursively, in path order.
 pub fn parquet_files_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = files_under(dir)?;
+    files.retain(|path| path.extension().is_some_and(|ext| ext == "parquet"));
+    Ok(files)
+}
+
+/// Every file (not directory) under `dir`, recursively, in path order.
+pub fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(current) = pending.pop() {
@@ -71,7 +78,7 @@ pub fn parquet_files_under(dir: &Path) -> Result<Vec<PathBuf>> {
             let path = entry.map_err(|e| DatasetError::io(&current, e))?.path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "parquet") {
+            } else {
                 files.push(path);
             }
         }

@@ -14,7 +14,10 @@ use crate::bench::change::{interval, Change};
 use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
 use crate::bench::phase::run_loader_phase;
 use crate::bench::stats::median;
+use crate::dataset::episodes::files_under;
+use crate::dataset::video::convert::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
+use crate::dataset::video::FrameBuffer;
 use crate::dataset::write::png_bytes;
 use crate::dataset::write::scene::SplitMix64;
 use crate::dataset::write::transcode::{FrameReader, TranscodeReport};
@@ -310,23 +313,14 @@ fn camera_frames_per_sample(dataset: &Dataset, window: &Window) -> usize {
 /// what is dirty), so that the next read comes from the disk. Needs no privileges.
 pub fn evict_from_page_cache(root: &Path) -> Result<(), DatasetError> {
     use std::os::fd::AsRawFd;
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(|e| DatasetError::io(&dir, e))? {
-            let path = entry.map_err(|e| DatasetError::io(&dir, e))?.path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            let file = std::fs::File::open(&path).map_err(|e| DatasetError::io(&path, e))?;
-            file.sync_data().map_err(|e| DatasetError::io(&path, e))?;
-            // SAFETY: a valid descriptor of an open file; the call only advises the kernel.
-            let status =
-                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            if status != 0 {
-                let e = std::io::Error::from_raw_os_error(status);
-                return Err(DatasetError::io(&path, e));
-            }
+    for path in files_under(root)? {
+        let file = std::fs::File::open(&path).map_err(|e| DatasetError::io(&path, e))?;
+        file.sync_data().map_err(|e| DatasetError::io(&path, e))?;
+        // SAFETY: a valid descriptor of an open file; the call only advises the kernel.
+        let status =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        if status != 0 {
+            return Err(DatasetError::io(&path, std::io::Error::from_raw_os_error(status)));
         }
     }
     Ok(())
@@ -484,11 +478,14 @@ fn source_size(dataset: &Dataset, key: &str) -> Result<(u32, u32), DatasetError>
 
 /// RGB planes → packed RGB24.
 pub fn packed(chw: &[u8]) -> Vec<u8> {
-    let plane = chw.len() / 3;
-    (0..plane).flat_map(|p| [chw[p], chw[plane + p], chw[2 * plane + p]]).collect()
+    let mut rgb = vec![0u8; chw.len()];
+    pack_planes(chw, &mut rgb);
+    rgb
 }
 
 /// Packed RGB24 → RGB planes.
 fn planar(rgb: &[u8]) -> Vec<u8> {
-    (0..3).flat_map(|c| rgb.iter().skip(c).step_by(3).copied()).collect()
+    let mut chw = vec![0u8; rgb.len()];
+    FrameBuffer::U8(&mut chw).fill_from_rgb(rgb);
+    chw
 }

@@ -68,6 +68,15 @@ impl FrameBuffer<'_> {
     }
 }
 
+/// RGB planes (`3 × height × width`, as [`FrameBuffer::U8`] holds a frame) back to packed
+/// RGB24 in `rgb` (of the same length): what encoders and PNG files take.
+pub fn pack_planes(chw: &[u8], rgb: &mut [u8]) {
+    let plane = chw.len() / 3;
+    for (p, pixel) in rgb.chunks_exact_mut(3).enumerate() {
+        pixel.copy_from_slice(&[chw[p], chw[plane + p], chw[2 * plane + p]]);
+    }
+}
+
 /// Splits packed RGB into the three planes of `out`, each value mapped by `map`. With AVX2 the
 /// same loop is compiled for it (about 4× faster on float32: eight divisions at a time, same
 /// results); this runs once per frame, over 0.9 M values at 640×480.

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::check_rgb_frame;
+use super::convert::FrameBuffer;
 use super::probe::VideoStreamInfo;
 use crate::dataset::{DatasetError, Result};
 
@@ -203,13 +204,8 @@ impl RawWriter {
     /// Appends one frame: packed RGB24, `height × width × 3` bytes.
     pub fn push_rgb(&mut self, rgb: &[u8]) -> Result<()> {
         check_rgb_frame(&self.path, rgb, self.height, self.width)?;
-        let plane = self.height as usize * self.width as usize;
-        self.planes.resize(3 * plane, 0);
-        for (p, pixel) in rgb.chunks_exact(3).enumerate() {
-            for (c, &value) in pixel.iter().enumerate() {
-                self.planes[c * plane + p] = value;
-            }
-        }
+        self.planes.resize(rgb.len(), 0);
+        FrameBuffer::U8(&mut self.planes).fill_from_rgb(rgb);
         self.file.write_all(&self.planes).map_err(|e| DatasetError::io(&self.path, e))?;
         self.frames += 1;
         Ok(())

@@ -19,6 +19,7 @@ use super::encode::EncodeSettings;
 use super::{png_bytes, write_atomically, ListLayout};
 use crate::dataset::meta::{CodebaseVersion, FeatureKind, ScalarType};
 use crate::dataset::stats::ImageStats;
+use crate::dataset::video::convert::pack_planes;
 use crate::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Episode, Result, Sample, Values, Window, WindowSpec};
 use crate::timing::{process_cpu_time, thread_cpu_time};
@@ -137,12 +138,6 @@ impl<'a> FrameReader<'a> {
         let index = self.episodes[episode].from + i;
         let mut chw = std::mem::take(&mut self.chw);
         let read = self.read_chw(key, index, &mut chw);
-        if read.is_ok() && chw.len() == rgb.len() {
-            let plane = rgb.len() / 3;
-            for (p, pixel) in rgb.chunks_exact_mut(3).enumerate() {
-                pixel.copy_from_slice(&[chw[p], chw[plane + p], chw[2 * plane + p]]);
-            }
-        }
         self.chw = chw;
         read?;
         if self.chw.len() != rgb.len() {
@@ -151,6 +146,7 @@ impl<'a> FrameReader<'a> {
                 format!("`{key}` frames are not the size info.json gives"),
             ));
         }
+        pack_planes(&self.chw, rgb);
         Ok(())
     }
 
