@@ -10,10 +10,11 @@ CARGO ?= cargo
 export FEEDBENCH_G1_PARTIAL ?= $(abspath ../shared/datasets/g1-partial)
 
 APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
-	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev
+	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev \
+	patchelf xz-utils
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch build run test dist fmt clippy clean
+.PHONY: all setup system-packages torch build run test dist dist-check fmt clippy clean
 
 all: build
 
@@ -51,15 +52,15 @@ test: setup
 	$(CARGO) test --all-targets
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(MAKE) dist-check
 
 # A relocatable bundle for a machine with PyTorch 2.11 and nothing else of ours:
 # dist/feedbench-<version>-x86_64-linux.tar.xz (scripts/dist.sh says what is in it).
+DIST_TARBALL = dist/feedbench-$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)-x86_64-linux.tar.xz
 dist: build
-	@command -v patchelf >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq patchelf xz-utils; }
 	scripts/dist.sh target/release/feedbench
 
-fmt:
-	$(CARGO) fmt
-
-clean:
-	$(CARGO) clean
+# The bundle run as a user would run it: unpacked, under env -i, with only PATH and libtorch
+# (scripts/dist-check.sh), including its GPU check (CPU parts only where there is no GPU).
+dist-check: dist
+	scripts/dist-check.sh $(DIST_TARBALL) $(VENV)/libtorch

@@ -6,8 +6,11 @@
 #     bin/feedbench        launcher: finds libtorch, then runs bin/feedbench.bin
 #     bin/feedbench.bin    the stripped release binary, RPATH $ORIGIN/../lib
 #     lib/                 the shared libraries it needs beyond glibc, libstdc++, libgcc and
-#                          libtorch (FFmpeg's and the codecs'), each with RPATH $ORIGIN
-#     configs/ datasets/ scripts/ README.md
+#                          libtorch (FFmpeg's and the codecs'), each with RPATH $ORIGIN, and
+#                          stand-ins for those FFmpeg names but feedbench never calls
+#                          (lib/STUBS lists them)
+#     configs/ datasets/ README.md
+#     scripts/gpu-check.sh the CUDA path's check (it runs bin/feedbench)
 #
 # Usage: scripts/dist.sh [BINARY]   (default: target/release/feedbench, built if missing)
 set -euo pipefail
@@ -24,26 +27,58 @@ mkdir -p "$stage/bin" "$stage/lib"
 cp "$binary" "$stage/bin/feedbench.bin"
 strip --strip-unneeded "$stage/bin/feedbench.bin"
 
-# The libraries the binary loads, by soname and resolved path; left out: the base system's C
-# and C++ runtimes, the kernel's vDSO, and libtorch (the launcher finds the user's).
-base_system='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libutil|libresolv|libstdc\+\+|libgcc_s)\.so'
-ldd "$binary" | awk '/=> \// { print $1, $3 }' | while read -r soname path; do
-    if [[ $soname =~ $base_system ]]; then continue; fi
-    # libtorch and what it brings (CUDA's runtime, OpenMP) come from the user's torch.
+# The libraries the binary loads, by soname and resolved path. Left out: the base system's C
+# and C++ runtimes, the kernel's vDSO, and libtorch with what it brings (CUDA's runtime,
+# OpenMP), which the launcher finds in the user's torch.
+base_system='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libutil|libresolv|libstdc\+\+|libgcc_s)\.so'
+# What feedbench calls: FFmpeg's libraries and the codecs it decodes and encodes with (AV1 with
+# dav1d and SVT-AV1, H.264 with x264, HEVC with x265), with theirs. Every other library that
+# Debian's FFmpeg names (some 150 MB of subtitle, speech, TLS, GPU and codec libraries) gets a
+# stand-in with its soname and symbols (scripts/stub_library.py): FFmpeg binds them at load
+# time but feedbench never reaches them.
+kept='^(libavcodec|libavformat|libavutil|libavfilter|libswscale|libswresample|libdav1d|libSvtAv1Enc|libx264|libx265|libaom|libvpx|libnuma|libz|liblzma|libbz2)\.so'
+declare -A resolved
+while read -r soname path; do resolved[$soname]=$path; done \
+    < <(ldd "$binary" | awk '/=> \// { print $1, $3 }')
+
+bundle_library() {  # soname: copy it or stand in for it, once, then follow what it needs
+    local soname=$1 path=${resolved[$1]:-}
+    [[ $soname =~ $base_system ]] && return 0
+    [ -e "$stage/lib/$soname" ] || [ -n "${stubbed[$soname]:-}" ] && return 0
     case "$path" in
-        */torch/lib/* | */libtorch/lib/* | */nvidia/*) continue ;;
+        "") echo "dist: $soname is needed but ldd did not resolve it" >&2; exit 1 ;;
+        */torch/lib/* | */libtorch/lib/* | */nvidia/*) return 0 ;;
     esac
-    cp -L "$path" "$stage/lib/$soname"
-    chmod u+w "$stage/lib/$soname"
-    strip --strip-unneeded "$stage/lib/$soname" 2>/dev/null || true
-    patchelf --set-rpath '$ORIGIN' "$stage/lib/$soname"
+    if [[ $soname =~ $kept ]]; then
+        cp -L "$path" "$stage/lib/$soname"
+        chmod u+w "$stage/lib/$soname"
+        strip --strip-unneeded "$stage/lib/$soname" 2>/dev/null || true
+        patchelf --set-rpath '$ORIGIN' "$stage/lib/$soname"
+        local needed
+        for needed in $(readelf -d "$path" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+            bundle_library "$needed"
+        done
+    else
+        stubbed[$soname]=1
+    fi
+}
+declare -A stubbed
+for soname in $(readelf -d "$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    bundle_library "$soname"
 done
+# Each stand-in defines what the copied libraries import from it.
+stubs=($(printf '%s\n' "${!stubbed[@]}" | sort))
+for soname in "${stubs[@]}"; do
+    python3 scripts/stub_library.py "${resolved[$soname]}" "$soname" "$stage/lib/$soname" \
+        $(ls "$stage"/lib/*.so* | grep -vxFf <(printf "$stage/lib/%s\n" "${stubs[@]}"))
+done
+printf '%s\n' "${stubs[@]}" > "$stage/lib/STUBS"
 patchelf --set-rpath '$ORIGIN/../lib' "$stage/bin/feedbench.bin"
 
 cat > "$stage/bin/feedbench" <<'LAUNCHER'
 #!/bin/sh
 # Runs feedbench with libtorch 2.11 from $FEEDBENCH_LIBTORCH, else from python3's torch.
-here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+here=$(CDPATH= cd -- "${0%/*}" && pwd)
 libtorch=${FEEDBENCH_LIBTORCH:-}
 if [ -z "$libtorch" ] && command -v python3 >/dev/null 2>&1; then
     libtorch=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null || true)
@@ -65,7 +100,9 @@ chmod +x "$stage/bin/feedbench"
 
 cp -r configs datasets "$stage/"
 mkdir -p "$stage/scripts"
+cp scripts/gpu-check.sh "$stage/scripts/"
 cp README.md "$stage/"
 XZ_OPT=-T0 tar -C dist -cJf "dist/${name}.tar.xz" "$name"
 echo "dist/${name}.tar.xz: $(du -h "dist/${name}.tar.xz" | cut -f1)" \
-    "($(ls "$stage/lib" | wc -l) libraries, $(du -sh "$stage/lib" | cut -f1) unpacked)"
+    "($(($(ls "$stage/lib" | wc -l) - 1 - ${#stubs[@]})) libraries and ${#stubs[@]} stand-ins," \
+    "$(du -sh "$stage" | cut -f1) unpacked)"

@@ -267,3 +267,51 @@ fn shapes_come_from_a_dataset_s_features() {
             .unwrap();
     assert!(resized.cameras.iter().all(|c| (c.height, c.width) == (96, 96)));
 }
+
+/// The losses of `steps` steps on one fixed batch on `device`, each step drawing from the
+/// generator seeded with 9: by `draw_on_host`, or by seeding before each step.
+fn fixed_noise_losses(device: Device, host: bool, steps: usize) -> Vec<f64> {
+    let shapes = PolicyShapes::pusht();
+    let cfg = tiny((64, 64));
+    tch::manual_seed(3);
+    let policy = DiffusionPolicy::new(&cfg, &shapes, device, Precision::F32).unwrap();
+    let mut policy = if host { policy.draw_on_host(9).unwrap() } else { policy };
+    let batch = synthetic_batch(&shapes, cfg.n_obs_steps, cfg.horizon, 4, ImageFormat::U8, 5);
+    (0..steps)
+        .map(|_| {
+            if !host {
+                tch::manual_seed(9);
+            }
+            policy.step(&batch).unwrap();
+            policy.last_loss().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn drawing_on_the_host_changes_nothing_on_a_cpu_and_the_loss_falls() {
+    let _generator = setup();
+    // On a CPU every draw already comes from the CPU generator: the same parameters, noise,
+    // timesteps and crops in the same order, so the very same losses.
+    let host = fixed_noise_losses(Device::Cpu, true, 8);
+    assert_eq!(host, fixed_noise_losses(Device::Cpu, false, 8));
+    // The same noise each step: the loss on the fixed batch falls.
+    assert!(host[7] < 0.8 * host[0], "{host:?}");
+}
+
+#[test]
+fn cuda_steps_drawn_on_the_host_match_the_cpu() {
+    let _generator = setup();
+    if !tch::Cuda::is_available() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOTE: skipping cuda_steps_drawn_on_the_host_match_the_cpu: libtorch sees no CUDA device"
+        );
+        return;
+    }
+    let cpu = fixed_noise_losses(Device::Cpu, true, 5);
+    let cuda = fixed_noise_losses(Device::Cuda(0), true, 5);
+    for (step, (c, g)) in cpu.iter().zip(&cuda).enumerate() {
+        assert!((c - g).abs() <= 1e-3 * c.abs().max(1.0), "step {step}: cpu {c}, cuda {g}");
+    }
+}

@@ -219,6 +219,7 @@ fn run_cell(
         config_file: None,
         device: cell.device,
         dtype: cell.dtype,
+        host_seed: None,
     };
     let shapes = PolicyShapes::from_info(context.root, context.dataset.info(), cell.resolution);
     let shapes = shapes.as_ref();

@@ -187,6 +187,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         config_file: None,
         device: args.device,
         dtype: args.dtype,
+        host_seed: None,
     };
     let shapes =
         PolicyShapes::from_info(&spec.dataset, loader.dataset().info(), spec.config.resolution);

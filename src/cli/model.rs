@@ -54,6 +54,12 @@ pub struct ModelArgs {
     /// Seed of the model init, the batch and the noise.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Draw every random number (initial parameters, noise, timesteps, crops) from the CPU
+    /// generator, re-seeded with --seed before each step, and copy it to the device: CPU and
+    /// CUDA runs compute the same steps, and the loss falls as the policy learns the fixed
+    /// batch. For checks, not timings (the copies wait on the host).
+    #[arg(long)]
+    pub random_on_host: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -79,6 +85,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
             config_file: args.config.clone(),
             device: args.device,
             dtype: Precision::F32,
+            host_seed: args.random_on_host.then_some(args.seed),
         },
         shapes,
         batch_sizes: args.batch.clone(),

@@ -44,6 +44,9 @@ pub struct DiffusionPolicy {
     schedule: DdpmSchedule,
     opt: nn::Optimizer,
     precision: Precision,
+    /// Re-seed the CPU generator with this before each step, draw noise and timesteps from
+    /// it and copy them to the device ([`DiffusionPolicy::draw_on_host`]).
+    host_seed: Option<i64>,
     last_loss: Option<Tensor>,
 }
 
@@ -115,8 +118,25 @@ impl DiffusionPolicy {
             schedule,
             opt,
             precision,
+            host_seed: None,
             last_loss: None,
         })
+    }
+
+    /// Takes every random number from the CPU generator from now on, as a CPU policy does,
+    /// re-seeded with `seed` before each step: the parameters are replaced by those a CPU
+    /// policy built after the same seed starts with, and each step draws the same noise,
+    /// timesteps and crop on the CPU and copies them to the device. CUDA steps then compute
+    /// what CPU steps do, to rounding, and the loss on a fixed batch falls as the policy
+    /// learns it instead of moving with each step's noise. For checks, not timings: the
+    /// copies wait on the host.
+    pub fn draw_on_host(mut self, seed: i64) -> Result<Self, ModelError> {
+        if self.vs.device() != Device::Cpu {
+            let host = Self::new(&self.cfg, &self.shapes, Device::Cpu, self.precision)?;
+            self.vs.copy(&host.vs)?;
+        }
+        self.host_seed = Some(seed);
+        Ok(self)
     }
 
     /// The configuration the policy was built from.
@@ -276,6 +296,9 @@ impl TrainStep for DiffusionPolicy {
         // Forward. The conditioning vector is cut from the graph at `cond_leaf` so that the
         // backward pass can be timed in two halves (UNet, then backbone); the gradients are
         // the same as one `loss.backward()`.
+        if let Some(seed) = self.host_seed {
+            tch::manual_seed(seed);
+        }
         let autocast = (self.precision == Precision::Bf16).then(|| Bf16Autocast::enable(device));
         let images: Vec<Tensor> = input.images.iter().map(normalise_image).collect();
         let state = normalise_vector(&input.state);
@@ -285,8 +308,13 @@ impl TrainStep for DiffusionPolicy {
         let t_bb1 = mark();
         let global_cond = Tensor::cat(&[state, features], -1).flatten(1, -1);
         let cond_leaf = global_cond.detach().set_requires_grad(true);
-        let noise = action.randn_like();
-        let timesteps = self.schedule.sample_timesteps(action.size()[0], device);
+        let (noise, timesteps) = if self.host_seed.is_some() {
+            let noise = Tensor::randn(action.size(), (action.kind(), Device::Cpu));
+            let timesteps = self.schedule.sample_timesteps(action.size()[0], Device::Cpu);
+            (noise.to_device(device), timesteps.to_device(device))
+        } else {
+            (action.randn_like(), self.schedule.sample_timesteps(action.size()[0], device))
+        };
         let noisy = self.schedule.add_noise(&action, &noise, &timesteps);
         let t_un0 = mark();
         let pred = self.unet.forward(&noisy, &timesteps, &cond_leaf);

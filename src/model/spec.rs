@@ -159,6 +159,10 @@ pub struct StepSpec {
     pub device: DeviceChoice,
     /// Its arithmetic.
     pub dtype: Precision,
+    /// Draw the policy's random numbers from the CPU generator, re-seeded with this before
+    /// each step, on any device ([`DiffusionPolicy::draw_on_host`]): CPU and CUDA steps can
+    /// then be compared.
+    pub host_seed: Option<u64>,
 }
 
 impl StepSpec {
@@ -192,7 +196,11 @@ impl StepSpec {
             ModelSpec::Diffusion(_) => {
                 let shapes = shapes.map_err(|why| ModelError::Shapes(why.clone()))?;
                 let config = self.diffusion_config(device)?;
-                Box::new(DiffusionPolicy::new(&config, shapes, device, self.dtype)?)
+                let policy = DiffusionPolicy::new(&config, shapes, device, self.dtype)?;
+                Box::new(match self.host_seed {
+                    Some(seed) => policy.draw_on_host(seed as i64)?,
+                    None => policy,
+                })
             }
             ModelSpec::Synthetic { cost, .. } => Box::new(SyntheticStep::new(*cost, device)),
             ModelSpec::None => Box::new(NoneStep),

@@ -11,9 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
-use ffmpeg_next::{codec, decoder, format, frame, media, threading};
+use ffmpeg_next::{codec, decoder, frame, media, threading};
 
 use crate::dataset::stage::scratch_dir;
+use crate::dataset::video::open_mp4;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, DatasetError, Result};
 use crate::timing::thread_cpu_time;
@@ -85,9 +86,8 @@ fn first_mp4(dir: &Path) -> Result<Option<PathBuf>> {
 /// Decodes every frame of the video stream of `path` in order with libdav1d, one thread;
 /// returns how many.
 fn decode_every_frame(path: &Path) -> Result<usize> {
-    crate::dataset::video::probe::init_ffmpeg();
     let invalid = |what: String| DatasetError::invalid(path, what);
-    let mut input = format::input(path).map_err(|e| invalid(format!("cannot open: {e}")))?;
+    let mut input = open_mp4(path).map_err(|e| invalid(format!("cannot open: {e}")))?;
     let stream = input
         .streams()
         .best(media::Type::Video)

@@ -14,7 +14,7 @@ pub mod table;
 
 pub use convert::FrameBuffer;
 pub use decode::{DecodeOptions, FrameDecoder, VideoDecoder};
-pub use probe::{probe, VideoStreamInfo};
+pub use probe::{open_mp4, probe, VideoStreamInfo};
 pub use table::{Mp4Sample, VideoCodec, VideoFile};
 
 /// Checks that `rgb` holds one packed RGB24 frame of `height × width`, for a writer of `path`.

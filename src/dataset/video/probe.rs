@@ -1,8 +1,12 @@
 //! What a video file really holds (codec, size, pixel format), read from the file itself:
 //! info.json describes episode 0 only.
 
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Once;
+
+use ffmpeg_next::{ffi, format};
 
 use serde::Serialize;
 
@@ -38,6 +42,38 @@ pub fn init_ffmpeg() {
     });
 }
 
+/// Opens `path` with FFmpeg's mp4 demuxer and reads its stream parameters.
+///
+/// The demuxer is named rather than probed: probing offers the file to every format FFmpeg
+/// was built with, which calls into their libraries (libgme, libopenmpt), and those are left
+/// out of the release bundle. The path goes to FFmpeg as bytes, so any path works.
+pub fn open_mp4(path: &Path) -> std::result::Result<format::context::Input, ffmpeg_next::Error> {
+    init_ffmpeg();
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| ffmpeg_next::Error::Other { errno: libc::EINVAL })?;
+    // SAFETY: the demuxer name and the path are NUL-terminated strings that outlive the calls;
+    // av_find_input_format returns a static description or null; on success
+    // avformat_open_input hands over a context that `Input` then owns and frees, and on
+    // failure it frees the context itself.
+    unsafe {
+        let demuxer = ffi::av_find_input_format(c"mp4".as_ptr());
+        if demuxer.is_null() {
+            return Err(ffmpeg_next::Error::DemuxerNotFound);
+        }
+        let mut context = std::ptr::null_mut();
+        match ffi::avformat_open_input(&mut context, c_path.as_ptr(), demuxer, std::ptr::null_mut())
+        {
+            0 => {}
+            e => return Err(ffmpeg_next::Error::from(e)),
+        }
+        let input = format::context::Input::wrap(context);
+        match ffi::avformat_find_stream_info(context, std::ptr::null_mut()) {
+            e if e < 0 => Err(ffmpeg_next::Error::from(e)),
+            _ => Ok(input),
+        }
+    }
+}
+
 /// Reads the best video stream's parameters of `path`.
 pub fn probe(path: &Path) -> Result<VideoStreamInfo> {
     init_ffmpeg();
@@ -53,7 +89,7 @@ pub fn probe(path: &Path) -> Result<VideoStreamInfo> {
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such video file"),
         ));
     }
-    let input = ffmpeg_next::format::input(path).map_err(|e| ffmpeg_error("cannot open", e))?;
+    let input = open_mp4(path).map_err(|e| ffmpeg_error("cannot open", e))?;
     let stream = input
         .streams()
         .best(ffmpeg_next::media::Type::Video)
