@@ -25,6 +25,16 @@ fn setup() -> std::sync::MutexGuard<'static, ()> {
     guard
 }
 
+/// Whether libtorch sees a CUDA device; if not, a note that `test` is skipped, written to
+/// stderr directly so that it shows although the test passes.
+fn cuda_or_note(test: &str) -> bool {
+    let available = tch::Cuda::is_available();
+    if !available {
+        let _ = writeln!(std::io::stderr(), "NOTE: skipping {test}: libtorch sees no CUDA device");
+    }
+    available
+}
+
 fn camera(key: &str, h: usize, w: usize) -> CameraShape {
     CameraShape { key: key.into(), channels: 3, height: h, width: w }
 }
@@ -213,12 +223,7 @@ fn synthetic_step_costs_what_it_says() {
 #[test]
 fn cuda_step_matches_shapes_and_learns() {
     let _generator = setup();
-    if !tch::Cuda::is_available() {
-        // Written to stderr directly so that the note shows although the test passes.
-        let _ = writeln!(
-            std::io::stderr(),
-            "NOTE: skipping cuda_step_matches_shapes_and_learns: libtorch sees no CUDA device"
-        );
+    if !cuda_or_note("cuda_step_matches_shapes_and_learns") {
         return;
     }
     let shapes = PolicyShapes::pusht();
@@ -302,11 +307,7 @@ fn drawing_on_the_host_changes_nothing_on_a_cpu_and_the_loss_falls() {
 #[test]
 fn cuda_steps_drawn_on_the_host_match_the_cpu() {
     let _generator = setup();
-    if !tch::Cuda::is_available() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "NOTE: skipping cuda_steps_drawn_on_the_host_match_the_cpu: libtorch sees no CUDA device"
-        );
+    if !cuda_or_note("cuda_steps_drawn_on_the_host_match_the_cpu") {
         return;
     }
     let cpu = fixed_noise_losses(Device::Cpu, true, 5);
