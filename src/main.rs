@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use cli::{compare, dataset, guard, layout, loader, model, sweep};
+use cli::{cluster, compare, dataset, guard, layout, loader, model, sweep};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -47,6 +47,10 @@ enum Command {
     /// Which codec, GOP, resolution and file layout: candidates re-encoded from a dataset's
     /// frames, each measured with the loader (size, decode cost, samples/s, quality).
     Layout(layout::LayoutArgs),
+    /// Merge a planned sweep's cell files (DIR/cells) into DIR/results.jsonl and its report,
+    /// listing missing cells; or report the ranks of a multi-process load or train (DIR/rank-*.json).
+    /// Exit 1 when cells or ranks are missing.
+    Merge(cluster::MergeArgs),
     /// Re-render a sweep's or layout study's report from DIR/results.jsonl or
     /// DIR/layout.jsonl alone (never measures): prints it and writes report.md, results.csv
     /// and the SVG plots into DIR.
@@ -89,6 +93,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Compare(args) => compare::run(&args),
         Command::Layout(args) => layout::run(&args),
         Command::Guard(args) => return guard::run(&args),
+        Command::Merge(args) => return cluster::merge(&args),
     };
     done.map(|()| ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 
 pub mod cell;
 pub mod change;
+pub mod cluster;
 pub mod compare;
 pub mod config;
 pub mod guard;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
+use super::cluster::Placement;
 use super::phase::{LoaderPhase, ModelPhase, TrainPhase};
 use super::system::SystemInfo;
 
@@ -32,6 +33,10 @@ pub struct CellResult {
     pub train: TrainPhase,
     /// Where it ran.
     pub system: SystemInfo,
+    /// The host, CPUs and scheduler job it ran in, for cells run as a task of a plan
+    /// (`sweep run`); absent from a local sweep's results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
     /// When the cell finished, seconds since the Unix epoch.
     pub finished_unix_s: u64,
 }

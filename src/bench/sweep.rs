@@ -24,7 +24,7 @@ use crate::loader::config::LoaderConfig;
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::sampler::Shard;
 use crate::loader::spec::LoaderSpec;
-use crate::model::{ModelError, PolicyShapes, StepSpec};
+use crate::model::{DeviceChoice, ModelError, PolicyShapes, StepSpec};
 use crate::timing::Trace;
 
 /// Why a sweep stopped.
@@ -121,13 +121,46 @@ pub fn results_path(out: &Path) -> PathBuf {
 
 /// What every cell of a sweep shares: the config, the open dataset and its window, where
 /// results go and the machine.
-struct SweepContext<'a> {
+pub(super) struct SweepContext<'a> {
     config: &'a SweepConfig,
     root: &'a Path,
     out: &'a Path,
     dataset: Arc<Dataset>,
     window: Window,
     system: SystemInfo,
+}
+
+impl<'a> SweepContext<'a> {
+    /// Opens the dataset at `root` as `config` reads it, for cells with the step on `device`
+    /// (which must be there), writing into `out`. Returns the concrete device too.
+    pub(super) fn open(
+        config: &'a SweepConfig,
+        root: &'a Path,
+        out: &'a Path,
+        device: DeviceChoice,
+    ) -> Result<(Self, tch::Device), SweepError> {
+        let device = device.resolve()?;
+        if let Some(threads) = config.model.threads {
+            tch::set_num_threads(threads);
+        }
+        let spec = LoaderSpec {
+            dataset: root.to_path_buf(),
+            episodes: match &config.dataset.episodes {
+                Some(EpisodeChoice::List(list)) => Some(list.clone()),
+                _ => None,
+            },
+            window: config.loader.window,
+            config: LoaderConfig::default(),
+        };
+        let (dataset, window) = spec.open()?;
+        let system = system_info(device);
+        Ok((Self { config, root, out, dataset, window, system }, device))
+    }
+}
+
+/// The name cells give the dataset at `root`: its directory's name.
+pub fn dataset_name(root: &Path) -> String {
+    root.file_name().map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into())
 }
 
 /// Runs the sweep `config` describes on the dataset at `root`, writing into `out`. With
@@ -142,27 +175,11 @@ pub fn run_sweep(
     resume: Resume,
     mut progress: impl FnMut(SweepProgress<'_>),
 ) -> Result<Vec<CellResult>, SweepError> {
-    let device = config.model.device.resolve()?;
-    if let Some(threads) = config.model.threads {
-        tch::set_num_threads(threads);
-    }
-    let spec = LoaderSpec {
-        dataset: root.to_path_buf(),
-        episodes: match &config.dataset.episodes {
-            Some(EpisodeChoice::List(list)) => Some(list.clone()),
-            _ => None,
-        },
-        window: config.loader.window,
-        config: LoaderConfig::default(),
-    };
-    let (dataset, window) = spec.open()?;
-    let name =
-        root.file_name().map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into());
-    let plan = plan(config, &name, device)?;
+    let (context, device) = SweepContext::open(config, root, out, config.model.device)?;
+    let plan = plan(config, &dataset_name(root), device)?;
     // The output directory is made only once the dataset opened and the plan stands.
     let text = toml::to_string(config).expect("a sweep config serialises");
     let mut sink = ResultsSink::open(out, resume, &text)?;
-    let context = SweepContext { config, root, out, dataset, window, system: system_info(device) };
 
     let done: HashSet<Cell> = sink.results().iter().map(|r| r.cell.clone()).collect();
     let mut models: HashMap<String, ModelPhase> =
@@ -185,14 +202,14 @@ pub fn run_sweep(
 }
 
 /// The key of the `model` phase a cell shares with others.
-fn model_key(cell: &Cell) -> String {
+pub(super) fn model_key(cell: &Cell) -> String {
     format!("{},r{}", cell.key(&Knob::MODEL_PHASE), cell.repeat)
 }
 
 /// Measures one cell: the `loader` phase, the `model` phase unless `models` holds it already
 /// (it is added there), and the `train` phase, traced into `trace.json` when `traced`.
 /// `phase` hears each phase as it starts.
-fn run_cell(
+pub(super) fn run_cell(
     context: &SweepContext<'_>,
     cell: &Cell,
     traced: bool,
@@ -262,6 +279,7 @@ fn run_cell(
         model: models[&key].clone(),
         train,
         system: context.system.clone(),
+        placement: None,
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     })
 }

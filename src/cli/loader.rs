@@ -7,7 +7,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
+use feedbench::bench::cluster::Placement;
 use feedbench::bench::phase::{run_loader_phase, run_train_phase};
+use feedbench::bench::system::system_info;
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::LoaderConfig;
@@ -122,11 +125,17 @@ pub struct LoadArgs {
     /// file, in Chrome's trace format (chrome://tracing, ui.perfetto.dev).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write this rank's figures, its shard of the first epoch and where it ran to
+    /// DIR/rank-<r>.json (r: --rank, $RANK or $SLURM_PROCID); `feedbench merge DIR` then
+    /// reports every rank and the slowest.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
     let mut loader = args.loader.spec()?.build()?;
+    claim_rank_file(args.out.as_deref(), &loader)?;
     let trace = start_trace(args.trace.as_deref(), &mut loader)?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
@@ -135,6 +144,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     let phase = unless_failed(phase, args.trace.as_deref())?;
     progress.finish_and_clear();
     print_json_or_text(&phase, args.json)?;
+    write_rank(args.out.as_deref(), &loader, RankPhase::Load(phase), tch::Device::Cpu)?;
     finish_trace(args.trace.as_deref(), trace)
 }
 
@@ -171,12 +181,18 @@ pub struct TrainArgs {
     /// one track per thread) to this new file, in Chrome's trace format.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write this rank's figures, its shard of the first epoch and where it ran to
+    /// DIR/rank-<r>.json (r: --rank, $RANK or $SLURM_PROCID); `feedbench merge DIR` then
+    /// reports every rank and the slowest.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
     let spec = args.loader.spec()?;
     let mut loader = spec.build()?;
+    claim_rank_file(args.out.as_deref(), &loader)?;
     let trace = start_trace(args.trace.as_deref(), &mut loader)?;
     if let Some(threads) = args.threads {
         tch::set_num_threads(threads);
@@ -203,7 +219,39 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         println!("{} on {:?}, {}", step.name(), step.device(), args.dtype);
     }
     print_json_or_text(&phase, args.json)?;
+    write_rank(args.out.as_deref(), &loader, RankPhase::Train(phase), step.device())?;
     finish_trace(args.trace.as_deref(), trace)
+}
+
+/// With `--out DIR`, refuses before any work a rank file that is there already.
+fn claim_rank_file(out: Option<&Path>, loader: &Loader) -> Result<()> {
+    if let Some(dir) = out {
+        ranks::claim_rank_file(dir, loader.config().shard.rank)?;
+    }
+    Ok(())
+}
+
+/// With `--out DIR`, writes this rank's `phase`, its shard of the first epoch and where it
+/// ran (the step on `device`) to `DIR/rank-<r>.json`.
+fn write_rank(
+    out: Option<&Path>,
+    loader: &Loader,
+    phase: RankPhase,
+    device: tch::Device,
+) -> Result<()> {
+    let Some(dir) = out else { return Ok(()) };
+    let shard = loader.config().shard;
+    let result = RankResult {
+        rank: shard.rank,
+        world_size: shard.world,
+        phase,
+        epoch_indices: loader.plan(0).concat(),
+        system: system_info(device),
+        placement: Placement::here(),
+    };
+    let path = ranks::write_rank(dir, &result)?;
+    eprintln!("wrote rank {} of {} to {}", shard.rank, shard.world, path.display());
+    Ok(())
 }
 
 /// With `path`, a trace for the loader's workers. The file is created now, empty, so that a

@@ -1,6 +1,7 @@
 //! The command line's side of each command: its flags as clap parses them, handed to the
 //! library as typed knobs, and what the library returns printed.
 
+pub mod cluster;
 pub mod compare;
 pub mod dataset;
 pub mod guard;

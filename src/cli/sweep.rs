@@ -1,9 +1,9 @@
 //! `feedbench sweep` and `feedbench report`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use feedbench::bench::config::{ConfigFile, SweepConfig};
 use feedbench::bench::layout;
@@ -11,12 +11,18 @@ use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep, SweepProgress};
 
-/// Arguments of `feedbench sweep`.
+use super::cluster;
+
+/// Arguments of `feedbench sweep`: the whole sweep here, or, with `plan` and `run`, as the
+/// tasks of a job array.
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SweepArgs {
+    #[command(subcommand)]
+    action: Option<SweepAction>,
     /// The sweep config (TOML; see configs/example.toml).
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required = true)]
+    config: Option<PathBuf>,
     /// Output directory [default: results/<config name>].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -30,26 +36,35 @@ pub struct SweepArgs {
     allow_changed_config: bool,
 }
 
-/// Runs `feedbench sweep`.
-pub fn sweep(args: &SweepArgs) -> Result<()> {
-    let config = SweepConfig::load(&args.config)?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        let name = args.config.file_stem().unwrap_or_default();
-        PathBuf::from("results").join(name)
-    });
-    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
-    let bar = indicatif::ProgressBar::new(0).with_style(
+/// A sweep as the tasks of a Slurm job array or a Kubernetes indexed job.
+#[derive(Subcommand)]
+enum SweepAction {
+    /// Write the plan (DIR/plan.jsonl: every cell with its stable id and group) and print the
+    /// sbatch lines that run it as a job array.
+    Plan(cluster::PlanArgs),
+    /// Run this task's share of the plan in DIR, each cell's result to DIR/cells/<id>.json;
+    /// finished cells are skipped. `feedbench merge DIR` then reports.
+    Run(cluster::RunArgs),
+}
+
+/// The output directory of a config's sweep when `--out` is not given: `results/<name>`.
+pub fn default_out(config: &Path) -> PathBuf {
+    PathBuf::from("results").join(config.file_stem().unwrap_or_default())
+}
+
+/// The sweep's progress bar: cells done, time, and what runs now.
+pub fn sweep_progress_bar() -> indicatif::ProgressBar {
+    indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template(
             "{bar:30} {pos}/{len} cells  {elapsed_precise} (about {eta} left)  {msg}",
         )
         .expect("a valid template"),
-    );
-    let resume = match (args.resume, args.allow_changed_config) {
-        (false, _) => Resume::No,
-        (true, false) => Resume::Yes,
-        (true, true) => Resume::EvenIfConfigChanged,
-    };
-    let results = run_sweep(&config, &root, &out, resume, |progress| match progress {
+    )
+}
+
+/// Shows `progress` on `bar`.
+pub fn show_progress(bar: &indicatif::ProgressBar, progress: SweepProgress<'_>) {
+    match progress {
         SweepProgress::Phase { cell, phase, .. } => bar.set_message(format!(
             "{phase}: {} workers, prefetch {}, batch {}, {} {}, {} on {} {}",
             cell.workers,
@@ -65,7 +80,28 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         }
-    })?;
+    }
+}
+
+/// Runs `feedbench sweep`.
+pub fn sweep(args: &SweepArgs) -> Result<()> {
+    match &args.action {
+        Some(SweepAction::Plan(plan)) => return cluster::plan(plan),
+        Some(SweepAction::Run(run)) => return cluster::run(run),
+        None => {}
+    }
+    let config_path = args.config.as_deref().expect("clap requires --config without an action");
+    let config = SweepConfig::load(config_path)?;
+    let out = args.out.clone().unwrap_or_else(|| default_out(config_path));
+    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
+    let bar = sweep_progress_bar();
+    let resume = match (args.resume, args.allow_changed_config) {
+        (false, _) => Resume::No,
+        (true, false) => Resume::Yes,
+        (true, true) => Resume::EvenIfConfigChanged,
+    };
+    let results =
+        run_sweep(&config, &root, &out, resume, |progress| show_progress(&bar, progress))?;
     bar.finish_and_clear();
     let written = report::write_report(&out, &results)?;
     print!("{}", written.terminal);

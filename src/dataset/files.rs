@@ -1,6 +1,7 @@
 //! The files of a dataset: opening only regular files for reading (a FIFO would block the
 //! reader, a directory is no data), reading them by position (a file that shrinks under a
-//! reader is an error, not a signal), and writing parquet, JSON and JSON Lines.
+//! reader is an error, not a signal), and writing parquet, JSON and JSON Lines, and any file whole
+//! or not at all.
 
 use std::fs::File;
 use std::path::Path;
@@ -168,4 +169,23 @@ pub fn write_json(path: &Path, value: &Json) -> Result<()> {
 pub fn write_lines(path: &Path, lines: impl Iterator<Item = Json>) -> Result<()> {
     let text: String = lines.map(|l| l.to_string() + "\n").collect();
     std::fs::write(path, text).map_err(|e| DatasetError::io(path, e))
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a temporary sibling
+/// (`<name>.<pid>.partial`), synced, then renamed over `path`. A process killed meanwhile
+/// leaves `path` as it was (absent, or its old contents) and at most the temporary file.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}.partial", std::process::id()));
+    let partial = path.with_file_name(name);
+    let written = File::create(&partial).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| std::fs::rename(&partial, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    renamed
 }

@@ -2,7 +2,6 @@
 //! every run's raw figures (not only a mean, so that a later run can take an interval), the
 //! machine and software, and a fingerprint of the dataset.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -229,19 +228,8 @@ impl GuardRecord {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(error)?;
         }
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".{}.partial", std::process::id()));
-        let partial = path.with_file_name(name);
-        let text = serde_json::to_string_pretty(self).expect("records serialise");
-        let written = std::fs::File::create(&partial).and_then(|mut file| {
-            file.write_all(text.as_bytes())?;
-            file.write_all(b"\n")?;
-            file.sync_all()
-        });
-        if let Err(e) = written.and_then(|()| std::fs::rename(&partial, path)) {
-            let _ = std::fs::remove_file(&partial);
-            return Err(error(e));
-        }
+        let text = serde_json::to_string_pretty(self).expect("records serialise") + "\n";
+        crate::dataset::files::write_whole(path, text.as_bytes()).map_err(error)?;
         Ok(())
     }
 }

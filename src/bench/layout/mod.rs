@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
+use crate::dataset::files::write_whole;
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
@@ -240,10 +241,8 @@ fn append_result(path: &Path, result: &CandidateResult) -> Result<(), LayoutErro
 fn write_json_atomically(path: &Path, value: &impl Serialize) -> Result<(), LayoutError> {
     let dir = path.parent().expect("a file in a directory");
     std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
-    let temporary = path.with_extension("json.partial");
     let text = serde_json::to_string_pretty(value).expect("serialises");
-    std::fs::write(&temporary, text).map_err(|e| DatasetError::io(&temporary, e))?;
-    std::fs::rename(&temporary, path).map_err(|e| DatasetError::io(path, e))?;
+    write_whole(path, text.as_bytes()).map_err(|e| DatasetError::io(path, e))?;
     Ok(())
 }
 

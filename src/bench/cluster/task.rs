@@ -1,0 +1,72 @@
+//! `feedbench sweep run`: one task's share of a plan, measured cell by cell as the local sweep
+//! measures them, each result written to its own file as it finishes. Cells whose file is
+//! there already are skipped, so a requeued or resubmitted task repeats nothing.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::cells::{finished_cells, write_cell};
+use super::plan_file::{Plan, PlannedCell, TaskShare};
+use super::{ClusterError, CpuBudget, Placement};
+use crate::bench::phase::ModelPhase;
+use crate::bench::sweep::{
+    dataset_name, model_key, prepare_dataset, run_cell, SweepContext, SweepProgress,
+};
+
+/// What a task did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskOutcome {
+    /// The cells of its share.
+    pub cells: usize,
+    /// Those found finished and skipped.
+    pub skipped: usize,
+    /// Those measured now.
+    pub ran: usize,
+}
+
+/// Runs `share` of the plan in `out`: refuses cells with more workers than `budget` before
+/// measuring anything, skips finished cells, prepares the dataset (`say` hears what is being
+/// generated) and measures the rest, writing each to `out/cells/<id>.json` with this
+/// process's [`Placement`]. `progress` hears each phase and finished cell.
+pub fn run_task(
+    out: &Path,
+    share: TaskShare,
+    budget: &CpuBudget,
+    say: impl FnMut(&str),
+    mut progress: impl FnMut(SweepProgress<'_>),
+) -> Result<TaskOutcome, ClusterError> {
+    let (config, plan) = Plan::read(out)?;
+    let mine = plan.share(share);
+    budget.check(mine.iter().map(|c| c.cell.workers))?;
+    let finished = finished_cells(out)?;
+    let todo: Vec<&PlannedCell> =
+        mine.iter().copied().filter(|c| !finished.contains_key(&c.id)).collect();
+    let outcome =
+        TaskOutcome { cells: mine.len(), skipped: mine.len() - todo.len(), ran: todo.len() };
+    let Some(first) = todo.first() else { return Ok(outcome) };
+
+    let root = prepare_dataset(&config.dataset, say)?;
+    let name = dataset_name(&root);
+    if let Some(other) = todo.iter().find(|c| c.cell.dataset != name) {
+        return Err(ClusterError::file(
+            &root,
+            format!("is dataset {name}, but the plan's cells read {}", other.cell.dataset),
+        ));
+    }
+    let (context, _) = SweepContext::open(&config, &root, out, first.cell.device)?;
+    let mut models: HashMap<String, ModelPhase> =
+        finished.values().map(|r| (model_key(&r.cell), r.model.clone())).collect();
+    let placement = Placement::here();
+    let total = outcome.cells;
+    progress(SweepProgress::CellDone { done: outcome.skipped, total });
+    for (index, planned) in todo.into_iter().enumerate() {
+        let cell = &planned.cell;
+        let mut result = run_cell(&context, cell, planned.traced, &mut models, |phase| {
+            progress(SweepProgress::Phase { cell, index, total, phase })
+        })?;
+        result.placement = Some(placement.clone());
+        write_cell(out, &result)?;
+        progress(SweepProgress::CellDone { done: outcome.skipped + index + 1, total });
+    }
+    Ok(outcome)
+}
