@@ -12,6 +12,9 @@ export FEEDBENCH_G1_PARTIAL ?= $(abspath ../shared/datasets/g1-partial)
 APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 	libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev libavfilter-dev \
 	patchelf xz-utils
+# Slurm and munge for the Slurm test's one-node cluster (tests/slurm/run.sh), installed without
+# their recommended packages (some 20 -dev packages it does not need).
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all setup system-packages torch build run test dist dist-check fmt clippy clean
@@ -21,10 +24,13 @@ all: build
 setup: system-packages torch
 
 system-packages:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing system packages:" $$missing; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	@missing() { for p in "$$@"; do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done; }; \
+	base=$$(missing $(APT_PACKAGES)); slurm=$$(missing $(SLURM_PACKAGES)); \
+	if [ -n "$$base$$slurm" ]; then \
+		echo "installing system packages:" $$base $$slurm; \
+		$(SUDO) apt-get update -qq || exit 1; \
+		[ -z "$$base" ] || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$base || exit 1; \
+		[ -z "$$slurm" ] || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$slurm || exit 1; \
 	fi
 
 # libtorch from the PyPI torch wheel, in a project-local venv; `.venv/libtorch` points at it
@@ -50,6 +56,7 @@ run: build
 
 test: setup
 	$(CARGO) test --all-targets
+	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(MAKE) dist-check

@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
-use super::cluster::Placement;
 use super::phase::{LoaderPhase, ModelPhase, TrainPhase};
-use super::system::SystemInfo;
+use super::system::{Placement, SystemInfo};
 
 /// What a sweep appends to in its output directory, one line per measured cell.
 pub const RESULTS_FILE: &str = "results.jsonl";

@@ -1,4 +1,7 @@
-//! The machine and software a result was measured with.
+//! The machine and software a result was measured with, and where on it: the host, the CPUs
+//! and the scheduler's job.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,4 +64,62 @@ fn gpu_name() -> Option<String> {
         .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+/// The scheduler's variables a result keeps: the job, the array task, requeues, the CPUs and
+/// GPUs granted, and the ranks of a multi-process run.
+const SCHEDULER_VARIABLES: [&str; 13] = [
+    "SLURM_JOB_ID",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_RESTART_COUNT",
+    "SLURM_JOB_NODELIST",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_JOB_GPUS",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "CUDA_VISIBLE_DEVICES",
+    "JOB_COMPLETION_INDEX",
+    "RANK",
+];
+
+/// The host, the CPUs and the scheduler's job a result was measured in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The host's name.
+    pub host: String,
+    /// The CPUs this process may run on (its affinity mask).
+    pub cpus: Vec<usize>,
+    /// The scheduler's variables that were set (`SLURM_JOB_ID`, `SLURM_ARRAY_TASK_ID`, …).
+    pub scheduler: BTreeMap<String, String>,
+}
+
+impl Placement {
+    /// This process's placement.
+    pub fn here() -> Self {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        let scheduler = SCHEDULER_VARIABLES
+            .iter()
+            .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+            .collect();
+        Self { host, cpus: allowed_cpus(), scheduler }
+    }
+}
+
+/// The CPUs this process may run on, from its affinity mask (every CPU the machine reports
+/// where the mask cannot be read).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a plain bit set that sched_getaffinity fills; CPU_ISSET reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            return (0..libc::CPU_SETSIZE as usize)
+                .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+                .collect();
+        }
+    }
+    (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
 }

@@ -18,7 +18,7 @@ use feedbench::bench::cluster::CpuBudget;
 use feedbench::bench::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::{dataset_name, prepare_dataset};
 
-use super::sweep::{default_out, sweep_progress_bar};
+use super::{default_out, show_progress, sweep_progress_bar};
 
 /// Arguments of `feedbench sweep plan`.
 #[derive(Args)]
@@ -106,7 +106,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         share,
         &budget,
         |message| eprintln!("{message}"),
-        |progress| super::sweep::show_progress(&bar, progress),
+        |progress| show_progress(&bar, progress),
     )?;
     bar.finish_and_clear();
     println!(

@@ -8,9 +8,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
-use feedbench::bench::cluster::Placement;
 use feedbench::bench::phase::{run_loader_phase, run_train_phase};
-use feedbench::bench::system::system_info;
+use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::LoaderConfig;

@@ -1,6 +1,6 @@
 //! `feedbench sweep` and `feedbench report`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -9,9 +9,9 @@ use feedbench::bench::config::{ConfigFile, SweepConfig};
 use feedbench::bench::layout;
 use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::results::Resume;
-use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep, SweepProgress};
+use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep};
 
-use super::cluster;
+use super::{cluster, default_out, show_progress, sweep_progress_bar};
 
 /// Arguments of `feedbench sweep`: the whole sweep here, or, with `plan` and `run`, as the
 /// tasks of a job array.
@@ -45,42 +45,6 @@ enum SweepAction {
     /// Run this task's share of the plan in DIR, each cell's result to DIR/cells/<id>.json;
     /// finished cells are skipped. `feedbench merge DIR` then reports.
     Run(cluster::RunArgs),
-}
-
-/// The output directory of a config's sweep when `--out` is not given: `results/<name>`.
-pub fn default_out(config: &Path) -> PathBuf {
-    PathBuf::from("results").join(config.file_stem().unwrap_or_default())
-}
-
-/// The sweep's progress bar: cells done, time, and what runs now.
-pub fn sweep_progress_bar() -> indicatif::ProgressBar {
-    indicatif::ProgressBar::new(0).with_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:30} {pos}/{len} cells  {elapsed_precise} (about {eta} left)  {msg}",
-        )
-        .expect("a valid template"),
-    )
-}
-
-/// Shows `progress` on `bar`.
-pub fn show_progress(bar: &indicatif::ProgressBar, progress: SweepProgress<'_>) {
-    match progress {
-        SweepProgress::Phase { cell, phase, .. } => bar.set_message(format!(
-            "{phase}: {} workers, prefetch {}, batch {}, {} {}, {} on {} {}",
-            cell.workers,
-            cell.prefetch,
-            cell.batch_size,
-            cell.resolution,
-            cell.images,
-            cell.model,
-            cell.device,
-            cell.dtype
-        )),
-        SweepProgress::CellDone { done, total } => {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        }
-    }
 }
 
 /// Runs `feedbench sweep`.

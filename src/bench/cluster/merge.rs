@@ -130,3 +130,27 @@ impl fmt::Display for MergeOutcome {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::FakeCell;
+
+    #[test]
+    fn a_group_whose_cells_ran_on_different_machines_is_flagged() {
+        let mut results: Vec<CellResult> = [(0, 16), (2, 16), (0, 64), (2, 64)]
+            .into_iter()
+            .map(|(workers, batch)| FakeCell::new(workers, 2, batch).result())
+            .collect();
+        assert!(mixed_hardware(&results).is_empty(), "one machine");
+        // Another host of the same make is the same hardware.
+        results[1].placement = Some(crate::bench::system::Placement::here());
+        assert!(mixed_hardware(&results).is_empty());
+        results[3].system.cpu = "Other CPU".into();
+        let mixed = mixed_hardware(&results);
+        assert_eq!(mixed.len(), 1, "only the batch-64 group");
+        assert_eq!(mixed[0].group, results[2].cell.key(&Knob::GROUP));
+        assert_eq!(mixed[0].machines.len(), 2);
+        assert!(mixed[0].machines[1].starts_with("Other CPU × 2 cores"), "{:?}", mixed[0].machines);
+    }
+}

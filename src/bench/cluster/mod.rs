@@ -7,16 +7,16 @@
 //! scheduler gives it, and every file is written whole or not at all, so a task that is
 //! killed, requeued or resubmitted loses and repeats no finished cell.
 
+pub mod budget;
 pub mod cells;
 pub mod merge;
-pub mod placement;
 pub mod plan_file;
 pub mod ranks;
 pub mod task;
 
 use std::path::PathBuf;
 
-pub use placement::{CpuBudget, Placement};
+pub use budget::CpuBudget;
 
 use super::config::ConfigError;
 use super::report::ReportError;

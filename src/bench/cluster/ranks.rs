@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterError, Placement};
+use super::ClusterError;
 use crate::bench::phase::{LoaderPhase, TrainPhase};
-use crate::bench::system::SystemInfo;
+use crate::bench::system::{Placement, SystemInfo};
 use crate::dataset::files::write_whole;
 
 /// What one rank measured: one `rank-<r>.json`.

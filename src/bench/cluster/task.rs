@@ -7,11 +7,12 @@ use std::path::Path;
 
 use super::cells::{finished_cells, write_cell};
 use super::plan_file::{Plan, PlannedCell, TaskShare};
-use super::{ClusterError, CpuBudget, Placement};
+use super::{ClusterError, CpuBudget};
 use crate::bench::phase::ModelPhase;
 use crate::bench::sweep::{
     dataset_name, model_key, prepare_dataset, run_cell, SweepContext, SweepProgress,
 };
+use crate::bench::system::Placement;
 
 /// What a task did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
