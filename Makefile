@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch build run test dist dist-check fmt clippy clean
+.PHONY: all setup system-packages torch lerobot build run test dist dist-check fmt clippy clean
 
 all: build
 
@@ -44,6 +44,12 @@ $(VENV)/libtorch:
 	@ln -sfn "$$($(VENV)/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)" $@
 	@test -f $@/lib/libtorch_cpu.so || { echo "libtorch not found under $@"; rm -f $@; exit 1; }
 
+# LeRobot in a venv of its own (the newest LeRobot the machine's Python allows: 0.6 with Python
+# 3.12, else 0.4.4), for `--loader lerobot` and the tests against LeRobot.
+LEROBOT_VENV := .venv-lerobot
+lerobot:
+	@scripts/lerobot-venv.sh $(LEROBOT_VENV)
+
 build: setup
 	$(CARGO) build --release
 
@@ -54,7 +60,7 @@ RUN_OUT ?= results/default-$(shell date +%Y%m%d-%H%M%S)
 run: build
 	./target/release/feedbench sweep --config configs/default.toml --out $(RUN_OUT)
 
-test: setup
+test: setup lerobot
 	$(CARGO) test --all-targets
 	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --check

@@ -175,6 +175,8 @@ impl FakeCell {
                 timing,
                 decode_limit,
                 batch_ms: Vec::new(),
+                first_batch_s: None,
+                lerobot: None,
             },
             model: ModelPhase {
                 model: c.model.to_string(),

@@ -46,7 +46,7 @@ struct SpecLine {
 fn parse_spec(flag: &str, text: &str) -> Result<LoaderSpec> {
     let line = SpecLine::try_parse_from(text.split_whitespace())
         .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {}", e.render().to_string().trim()))?;
-    line.loader.spec().with_context(|| format!("{flag} {text:?}"))
+    line.loader.native_spec("compare").with_context(|| format!("{flag} {text:?}"))
 }
 
 /// Runs `feedbench compare`.

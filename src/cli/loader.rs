@@ -8,11 +8,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
-use feedbench::bench::phase::{run_loader_phase, run_train_phase};
+use feedbench::bench::phase::{run_lerobot_loader_phase, run_loader_phase, run_train_phase};
 use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend};
 use feedbench::loader::pipeline::Loader;
 use feedbench::loader::sampler::{SamplerKind, Shard};
 use feedbench::loader::spec::LoaderSpec;
@@ -68,9 +69,57 @@ pub struct LoaderFlags {
     /// Number of processes (default: $WORLD_SIZE or $SLURM_NTASKS, else 1).
     #[arg(long, requires = "rank")]
     world_size: Option<usize>,
+    /// Which loader: feedbench's `native` one, or `lerobot` (LeRobotDataset + PyTorch's
+    /// DataLoader, in a Python process with the same knobs).
+    #[arg(long, default_value = "native")]
+    loader: LoaderBackend,
+    /// With --loader lerobot: the Python of the environment with LeRobot (default:
+    /// $FEEDBENCH_PYTHON, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// With --loader lerobot: LeRobot's video backend, `torchcodec` or `pyav` (default:
+    /// LeRobot's choice).
+    #[arg(long)]
+    video_backend: Option<VideoBackend>,
+    /// With --loader lerobot: `pin_memory=True` (LeRobot's training sets it on CUDA).
+    #[arg(long)]
+    pin_memory: bool,
+    /// With --loader lerobot: `persistent_workers=False` (workers restarted every epoch).
+    #[arg(long)]
+    no_persistent_workers: bool,
 }
 
 impl LoaderFlags {
+    /// With `--loader lerobot`, how LeRobot's loader runs; None for the native loader. The
+    /// LeRobot-only flags without it are refused.
+    pub fn lerobot(&self) -> Result<Option<LerobotOptions>> {
+        if self.loader == LoaderBackend::Native {
+            let given = [
+                ("--python", self.python.is_some()),
+                ("--video-backend", self.video_backend.is_some()),
+                ("--pin-memory", self.pin_memory),
+                ("--no-persistent-workers", self.no_persistent_workers),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+                anyhow::bail!("{flag} is a knob of LeRobot's loader: add --loader lerobot");
+            }
+            return Ok(None);
+        }
+        let mut options = LerobotOptions::new(self.python.as_deref(), None);
+        options.video_backend = self.video_backend;
+        options.pin_memory = self.pin_memory;
+        options.persistent_workers = !self.no_persistent_workers;
+        Ok(Some(options))
+    }
+
+    /// The native loader the flags describe, for a `command` that runs only that one.
+    pub fn native_spec(&self, command: &str) -> Result<LoaderSpec> {
+        if self.loader == LoaderBackend::Lerobot {
+            anyhow::bail!("{command} runs the native loader only (not --loader lerobot)");
+        }
+        self.spec()
+    }
+
     /// The loader the flags describe; more workers than cores are allowed, with a warning.
     pub fn spec(&self) -> Result<LoaderSpec> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -133,6 +182,15 @@ pub struct LoadArgs {
 
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
+    if let Some(options) = args.loader.lerobot()? {
+        if args.trace.is_some() || args.out.is_some() {
+            anyhow::bail!("--trace and --out are the native loader's (not with --loader lerobot)");
+        }
+        let loader = LerobotLoader::new(&args.loader.spec()?, options)?;
+        let warmup = args.warmup.unwrap_or(loader.spec().config.batches_in_flight() + 1);
+        let phase = run_lerobot_loader_phase(&loader, args.batches, warmup)?;
+        return print_json_or_text(&phase, args.json);
+    }
     let mut loader = args.loader.spec()?.build()?;
     claim_rank_file(args.out.as_deref(), &loader)?;
     let trace = start_trace(args.trace.as_deref(), &mut loader)?;
@@ -189,7 +247,7 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    let spec = args.loader.spec()?;
+    let spec = args.loader.native_spec("train")?;
     let mut loader = spec.build()?;
     claim_rank_file(args.out.as_deref(), &loader)?;
     let trace = start_trace(args.trace.as_deref(), &mut loader)?;

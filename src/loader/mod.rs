@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod lerobot;
 pub mod pipeline;
 pub mod sampler;
 pub mod spec;

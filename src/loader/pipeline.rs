@@ -60,6 +60,9 @@ pub enum LoaderError {
         /// Bytes the kernel says are available.
         available: u64,
     },
+    /// LeRobot's loader (the `lerobot` backend) could not run or failed, with its message.
+    #[error("{0}")]
+    Lerobot(String),
     /// A worker thread panicked (a bug: please report it).
     #[error("loader worker {0} panicked")]
     WorkerPanicked(usize),

@@ -8,6 +8,7 @@ use super::{DecodeLimit, InputBound, LoaderPhase, ModelPhase, Part, StepSample, 
 use crate::bench::stats::{median_and_p95, Stats};
 use crate::bench::verdict::Verdict;
 use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::LerobotVersions;
 use crate::model::Precision;
 use crate::timing::{stage, TimingTree};
 
@@ -31,6 +32,10 @@ pub(super) struct LoaderRun {
     pub peak_rss_bytes: Option<u64>,
     /// The stages of the measured batches.
     pub timing: TimingTree,
+    /// Seconds from the start to the first batch.
+    pub first_batch_s: Option<f64>,
+    /// LeRobot's versions, when its loader ran.
+    pub lerobot: Option<LerobotVersions>,
 }
 
 impl LoaderRun {
@@ -57,6 +62,8 @@ impl LoaderRun {
             peak_rss_bytes: self.peak_rss_bytes,
             timing: self.timing,
             batch_ms: self.batch_ms,
+            first_batch_s: self.first_batch_s,
+            lerobot: self.lerobot,
         }
     }
 }

@@ -72,11 +72,14 @@ pub fn run_loader_phase(
     if batches == 0 {
         return Err(LoaderError::Config("measure at least one batch".into()));
     }
+    let started = Instant::now();
     let mut stream = start_epochs(loader)?;
     let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
     let mut last = clock.wall;
+    let mut first_batch_s = None;
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
+        first_batch_s.get_or_insert_with(|| started.elapsed().as_secs_f64());
         match iteration {
             Iteration::Warmup { last: true } => {
                 stream.take_timing();
@@ -106,6 +109,8 @@ pub fn run_loader_phase(
         process_cpu,
         peak_rss_bytes: peak_rss_bytes(),
         timing,
+        first_batch_s,
+        lerobot: None,
     };
     Ok(run.figures())
 }

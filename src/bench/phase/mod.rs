@@ -7,6 +7,7 @@
 //! [`crate::bench::report::phase_text`] lays them out.
 
 mod analyse;
+mod lerobot;
 mod measure;
 
 use std::time::Duration;
@@ -16,10 +17,12 @@ use serde::{Deserialize, Serialize};
 use super::stats::Stats;
 use super::verdict::Verdict;
 use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::LerobotVersions;
 use crate::loader::pipeline::LoaderError;
 use crate::model::{ModelError, StepTimes};
 use crate::timing::TimingTree;
 
+pub use lerobot::run_lerobot_loader_phase;
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 
 /// The figures of a `loader` phase, warm-up excluded.
@@ -59,6 +62,15 @@ pub struct LoaderPhase {
     /// the measurement): the raw samples of `samples_per_s`. Empty in results written before.
     #[serde(default)]
     pub batch_ms: Vec<f64>,
+    /// Seconds from starting the loader to its first batch (workers' start-up included).
+    /// None in results written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_batch_s: Option<f64>,
+    /// With LeRobot's loader: the versions it ran with (its CPU and memory figures cover the
+    /// main process and every worker process; memory is their summed PSS where available).
+    /// None for the native loader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot: Option<LerobotVersions>,
 }
 
 /// The decode-only limit: the samples/s of a loader that did nothing but run the video codec,

@@ -22,8 +22,24 @@ impl fmt::Display for LoaderPhase {
             "{:.1} samples/s  {:.2} batches/s  {:.1} MB/s  {:.3} CPU ms/sample ({:.3} process)  ({} batches, {} samples in {:.2} s)",
             self.samples_per_s, self.batches_per_s, self.mb_per_s, self.cpu_ms_per_sample, self.process_cpu_ms_per_sample, self.batches, self.samples, self.wall_s
         )?;
+        if let Some(versions) = &self.lerobot {
+            writeln!(
+                f,
+                "LeRobot's loader: lerobot {}, torch {}, Python {} ({}), video backend {}; CPU \
+                 and memory of the main process and its workers together",
+                versions.lerobot,
+                versions.torch,
+                versions.python,
+                versions.executable,
+                versions.video_backend.as_deref().unwrap_or("none")
+            )?;
+        }
         if let Some(peak) = self.peak_rss_bytes {
-            writeln!(f, "peak RSS {:.1} MB", peak as f64 / 1e6)?;
+            let what = if self.lerobot.is_some() { "peak memory" } else { "peak RSS" };
+            writeln!(f, "{what} {:.1} MB", peak as f64 / 1e6)?;
+        }
+        if let Some(first) = self.first_batch_s {
+            writeln!(f, "first batch after {:.2} s", first)?;
         }
         if let Some(limit) = &self.decode_limit {
             writeln!(

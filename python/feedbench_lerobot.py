@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""feedbench's driver of LeRobot's own loader (`--loader lerobot`).
+
+feedbench starts this script with the user's Python (their training environment), writes one
+JSON request on its stdin and reads JSON lines from its stdout: `{"event": "ready", ...}` once
+LeRobot's dataset and DataLoader are built, then `{"event": "result", ...}` or
+`{"event": "error", "kind": ..., "message": ...}`. Everything else LeRobot prints goes to
+stderr. The dataset is `LeRobotDataset(root=...)` with the request's episodes,
+`delta_timestamps` and video backend; the loader is `torch.utils.data.DataLoader` with the
+request's sampler, `num_workers`, `prefetch_factor`, `persistent_workers`, `pin_memory`,
+`batch_size` and `drop_last`, built as LeRobot's training script builds it.
+
+Commands:
+  load     warm up, then time `batches` batches (epoch after epoch, same workers): wall ms per
+           batch, time to the first batch, CPU of this process and every worker process,
+           peak memory summed over them (PSS where the kernel gives it); with `step_ms`, the
+           main process blocks that long after each batch, as it blocks on a GPU step.
+  batches  load the given lists of (absolute) frame indices as batches and save every tensor
+           as .npy under `out`.
+  sampler  the episode-aware sampler's unshuffled indices, as absolute frame indices.
+"""
+
+import importlib.metadata
+import inspect
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+SUPPORTED = ((0, 4), (0, 6))  # LeRobot 0.4.x to 0.6.x: v3.0 datasets, lerobot.datasets.*
+
+
+def emit(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+class Refused(Exception):
+    """A request this LeRobot cannot serve; `kind` says whose fault."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
+def versions():
+    import torch
+
+    version = importlib.metadata.version("lerobot")
+    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if not (SUPPORTED[0] <= numbers <= SUPPORTED[1]):
+        raise Refused(
+            "version",
+            f"LeRobot {version} in {sys.executable} is not supported: feedbench drives LeRobot "
+            f"{SUPPORTED[0][0]}.{SUPPORTED[0][1]} to {SUPPORTED[1][0]}.{SUPPORTED[1][1]}",
+        )
+    return {
+        "lerobot": version,
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+    }
+
+
+def open_dataset(request):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    parameters = inspect.signature(LeRobotDataset.__init__).parameters
+    kwargs = {
+        "repo_id": "local/" + os.path.basename(os.path.normpath(request["root"])),
+        "root": request["root"],
+        "episodes": request.get("episodes"),
+        "delta_timestamps": request.get("delta_timestamps") or None,
+        "video_backend": request.get("video_backend"),
+    }
+    if request.get("uint8"):
+        if "return_uint8" not in parameters:
+            raise Refused(
+                "knob",
+                f"LeRobot {importlib.metadata.version('lerobot')} returns frames as float32 "
+                "only (uint8 frames need LeRobot ≥ 0.6)",
+            )
+        kwargs["return_uint8"] = True
+    return LeRobotDataset(**kwargs)
+
+
+def episode_aware_sampler(dataset, request, shuffle):
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    import torch
+
+    parameters = inspect.signature(EpisodeAwareSampler.__init__).parameters
+    kwargs = {
+        "episode_indices_to_use": dataset.episodes,
+        "drop_n_last_frames": request.get("drop_n_last_frames", 0),
+        "shuffle": shuffle,
+    }
+    if "seed" in parameters:
+        kwargs["seed"] = request.get("seed", 0)
+    else:
+        # Before 0.6 the sampler shuffles with torch's global generator.
+        torch.manual_seed(request.get("seed", 0))
+    if "absolute_to_relative_idx" in parameters:
+        kwargs["absolute_to_relative_idx"] = getattr(dataset, "absolute_to_relative_idx", None)
+    episodes = dataset.meta.episodes
+    return EpisodeAwareSampler(
+        episodes["dataset_from_index"], episodes["dataset_to_index"], **kwargs
+    )
+
+
+def make_loader(dataset, request, batch_sampler=None):
+    import torch
+
+    workers = request.get("num_workers", 0)
+    kwargs = {
+        "num_workers": workers,
+        "pin_memory": request.get("pin_memory", False),
+    }
+    if workers > 0:
+        kwargs["prefetch_factor"] = request.get("prefetch_factor", 2)
+        kwargs["persistent_workers"] = request.get("persistent_workers", True)
+    if batch_sampler is not None:
+        return torch.utils.data.DataLoader(dataset, batch_sampler=batch_sampler, **kwargs)
+    kind = request.get("sampler", "episode-aware")
+    if kind == "episode-aware":
+        sampler = episode_aware_sampler(dataset, request, shuffle=True)
+    elif kind == "shuffled":
+        generator = torch.Generator().manual_seed(request.get("seed", 0))
+        sampler = torch.utils.data.RandomSampler(dataset, generator=generator)
+    elif kind == "sequential":
+        sampler = torch.utils.data.SequentialSampler(dataset)
+    else:
+        raise Refused("knob", f"sampler {kind!r}: expected episode-aware, shuffled or sequential")
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=request["batch_size"],
+        sampler=sampler,
+        drop_last=request.get("drop_last", False),
+        **kwargs,
+    )
+
+
+def child_pids():
+    pids = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.extend(int(pid) for pid in f.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+def process_cpu_s(pid):
+    """utime + stime of a live process, seconds; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_s():
+    """CPU of this process, of its workers alive now, and of those it has reaped, seconds."""
+    times = os.times()
+    own = times.user + times.system
+    reaped = times.children_user + times.children_system
+    return own, reaped + sum(process_cpu_s(pid) for pid in child_pids())
+
+
+def kilobytes_field(path, name):
+    """The `name:` line of a /proc file in kB, as bytes; None where absent."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def memory_bytes(pid):
+    """PSS of a process where the kernel gives it, else its RSS; and which it is."""
+    pss = kilobytes_field(f"/proc/{pid}/smaps_rollup", "Pss")
+    if pss is not None:
+        return pss, "pss"
+    return kilobytes_field(f"/proc/{pid}/status", "VmRSS") or 0, "rss"
+
+
+class PeakMemory(threading.Thread):
+    """Samples the memory of this process and its workers every 20 ms; keeps the peak sum."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak, self.kind, self.stopped = 0, "pss", threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(0.02):
+            total = 0
+            for pid in [os.getpid(), *child_pids()]:
+                value, kind = memory_bytes(pid)
+                total += value
+                if kind == "rss":
+                    self.kind = "rss"
+            self.peak = max(self.peak, total)
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+        return self.peak, self.kind
+
+
+def video_backend(dataset):
+    """The backend LeRobot decodes video with; None for a dataset without video."""
+    if not getattr(dataset.meta, "video_keys", None):
+        return None
+    return getattr(dataset, "video_backend", None) or getattr(dataset, "_video_backend", None)
+
+
+def tensor_bytes(batch):
+    import torch
+
+    return sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
+
+
+def batch_size(batch):
+    import torch
+
+    for value in batch.values():
+        if isinstance(value, torch.Tensor):
+            return int(value.shape[0])
+    return 0
+
+
+def run_load(request, dataset):
+    loader = make_loader(dataset, request)
+    if len(loader) == 0:
+        raise Refused("knob", "the loader has no batch (too few samples for the batch size)")
+    emit({"event": "ready", "samples_per_epoch": len(loader.sampler), "batches_per_epoch": len(loader),
+          "video_backend": video_backend(dataset), **versions()})
+    batches, warmup = request["batches"], request.get("warmup", 1)
+    step_s = request.get("step_ms", 0.0) / 1e3
+    memory = PeakMemory()
+    memory.start()
+    started = time.perf_counter()
+    stream = iter(loader)
+    first_batch_s = None
+
+    def next_batch():
+        nonlocal stream
+        try:
+            return next(stream)
+        except StopIteration:
+            stream = iter(loader)  # the next epoch, with the same persistent workers
+            return next(stream)
+
+    for _ in range(warmup):
+        next_batch()
+        if first_batch_s is None:
+            first_batch_s = time.perf_counter() - started
+        if step_s:
+            time.sleep(step_s)
+    own0, workers0 = cpu_s()
+    start = last = time.perf_counter()
+    batch_ms, wait_ms, samples, size_bytes = [], [], 0, 0
+    for _ in range(batches):
+        waited = time.perf_counter()
+        batch = next_batch()
+        now = time.perf_counter()
+        if first_batch_s is None:
+            first_batch_s = now - started
+        wait_ms.append((now - waited) * 1e3)
+        samples += batch_size(batch)
+        size_bytes += tensor_bytes(batch)
+        if step_s:
+            time.sleep(step_s)
+            now = time.perf_counter()
+        batch_ms.append((now - last) * 1e3)
+        last = now
+    wall_s = time.perf_counter() - start
+    own1, workers1 = cpu_s()
+    peak, kind = memory.stop()
+    del stream
+    emit({
+        "event": "result",
+        "batches": batches,
+        "samples": samples,
+        "bytes": size_bytes,
+        "wall_s": wall_s,
+        "batch_ms": batch_ms,
+        "wait_ms": wait_ms,
+        "main_cpu_s": own1 - own0,
+        "workers_cpu_s": workers1 - workers0,
+        "peak_memory_bytes": peak,
+        "memory": kind,
+        "first_batch_s": first_batch_s,
+    })
+
+
+def row_positions(dataset):
+    """Absolute frame index -> the row `dataset[...]` takes, for an episode subset (LeRobot
+    0.6 reads the subset's rows by position); None where the two are the same."""
+    return getattr(dataset, "absolute_to_relative_idx", None)
+
+
+def run_batches(request, dataset):
+    import numpy
+
+    rows = row_positions(dataset)
+    batches = request["index_batches"]
+    if rows is not None:
+        batches = [[rows[index] for index in batch] for batch in batches]
+    loader = make_loader(dataset, request, batch_sampler=batches)
+    emit({"event": "ready", "video_backend": video_backend(dataset), **versions()})
+    out = request["out"]
+    for number, batch in enumerate(loader):
+        directory = os.path.join(out, f"batch-{number}")
+        os.makedirs(directory, exist_ok=True)
+        strings = {}
+        for key, value in batch.items():
+            if hasattr(value, "numpy"):
+                numpy.save(os.path.join(directory, key + ".npy"), value.numpy())
+            else:
+                strings[key] = list(value)
+        with open(os.path.join(directory, "strings.json"), "w") as f:
+            json.dump(strings, f)
+    emit({"event": "result", "batches": len(request["index_batches"])})
+
+
+def run_sampler(request, dataset):
+    sampler = episode_aware_sampler(dataset, request, shuffle=False)
+    emit({"event": "ready", **versions()})
+    rows = row_positions(dataset)
+    absolute = {row: index for index, row in rows.items()} if rows is not None else None
+    indices = [int(i) for i in sampler]
+    if absolute is not None:
+        indices = [absolute[i] for i in indices]
+    emit({"event": "result", "indices": indices})
+
+
+def main():
+    request = json.loads(sys.stdin.readline())
+    try:
+        try:
+            import lerobot  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError as error:
+            raise Refused(
+                "environment",
+                f"{error.name or error} is not installed in {sys.executable} (Python "
+                f"{sys.version.split()[0]}): point --python at the environment you train with, "
+                "or install LeRobot there (pip install 'lerobot[dataset]')",
+            ) from None
+        versions()
+        dataset = open_dataset(request)
+        command = {"load": run_load, "batches": run_batches, "sampler": run_sampler}[request["command"]]
+        command(request, dataset)
+    except Refused as refused:
+        emit({"event": "error", "kind": refused.kind, "message": str(refused)})
+        sys.exit(1)
+    except Exception as error:  # LeRobot's own errors, with its message, and where they arose
+        traceback.print_exc(file=sys.stderr)
+        emit({
+            "event": "error",
+            "kind": "lerobot",
+            "message": f"{type(error).__name__}: {error}",
+        })
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

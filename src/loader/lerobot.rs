@@ -1,0 +1,334 @@
+//! LeRobot's own loader as a backend (`--loader lerobot`): `LeRobotDataset` and PyTorch's
+//! `DataLoader`, run by feedbench's driver script (`python/feedbench_lerobot.py`, compiled into
+//! the binary) in a Python process of the user's choosing, so that the same knobs and the same
+//! measurement apply to the loader they train with.
+//!
+//! The driver answers one request with JSON lines on its stdout (`ready`, then `result` or
+//! `error`); whatever LeRobot prints goes to its stderr, whose last lines an error quotes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+
+use super::pipeline::LoaderError;
+use super::spec::LoaderSpec;
+use crate::dataset::{Resolution, Window};
+use crate::loader::batch::ImageFormat;
+
+/// The driver script, as shipped in `python/`.
+pub const DRIVER: &str = include_str!("../../python/feedbench_lerobot.py");
+
+/// Which loader delivers the batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LoaderBackend {
+    /// feedbench's own: Rust threads, FFmpeg, parquet.
+    #[default]
+    Native,
+    /// LeRobot's: `LeRobotDataset` + `DataLoader` in Python.
+    Lerobot,
+}
+
+named_values!(LoaderBackend {
+    Native => "native",
+    Lerobot => "lerobot",
+});
+
+/// LeRobot's video decoding backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VideoBackend {
+    /// torchcodec (LeRobot's default where it is installed).
+    Torchcodec,
+    /// PyAV.
+    Pyav,
+}
+
+named_values!(VideoBackend {
+    Torchcodec => "torchcodec",
+    Pyav => "pyav",
+});
+
+/// How LeRobot's loader runs, beyond the knobs both loaders share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LerobotOptions {
+    /// The Python interpreter of the environment with LeRobot.
+    pub python: PathBuf,
+    /// LeRobot's video backend; None: LeRobot's default.
+    pub video_backend: Option<VideoBackend>,
+    /// `persistent_workers` (workers kept across epochs, as LeRobot's training sets it).
+    pub persistent_workers: bool,
+    /// `pin_memory` (LeRobot's training sets it on CUDA).
+    pub pin_memory: bool,
+}
+
+impl LerobotOptions {
+    /// Options with the interpreter from `flag` (`--python`), else `config` (`[loader]
+    /// python`), else `$FEEDBENCH_PYTHON`, else `python3`; persistent workers, no pinning.
+    pub fn new(flag: Option<&Path>, config: Option<&Path>) -> Self {
+        let python = flag
+            .or(config)
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("FEEDBENCH_PYTHON").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("python3"));
+        Self { python, video_backend: None, persistent_workers: true, pin_memory: false }
+    }
+}
+
+/// The versions the driver ran with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LerobotVersions {
+    /// LeRobot's version.
+    pub lerobot: String,
+    /// PyTorch's.
+    pub torch: String,
+    /// Python's.
+    pub python: String,
+    /// The interpreter.
+    pub executable: String,
+    /// The video backend LeRobot chose (None without video).
+    #[serde(default)]
+    pub video_backend: Option<String>,
+}
+
+/// What LeRobot's loader measured in one `load` request.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LerobotRun {
+    /// Batches measured.
+    pub batches: usize,
+    /// Samples in them.
+    pub samples: usize,
+    /// Bytes of their tensors.
+    pub bytes: u64,
+    /// Wall time of the measured batches, seconds.
+    pub wall_s: f64,
+    /// Wall ms from one measured batch to the next (step included).
+    pub batch_ms: Vec<f64>,
+    /// Per batch, ms the main process waited for it.
+    pub wait_ms: Vec<f64>,
+    /// CPU seconds of the main process over the measured batches.
+    pub main_cpu_s: f64,
+    /// CPU seconds of the worker processes over them.
+    pub workers_cpu_s: f64,
+    /// Peak memory of the main process and its workers together, bytes.
+    pub peak_memory_bytes: u64,
+    /// `pss` (proportional set size: shared pages counted once) or `rss`.
+    pub memory: String,
+    /// Seconds from starting the iterator to the first batch (workers' start-up included).
+    pub first_batch_s: f64,
+}
+
+/// LeRobot's loader over a dataset, with the knobs of a [`LoaderSpec`].
+#[derive(Debug, Clone)]
+pub struct LerobotLoader {
+    spec: LoaderSpec,
+    window: Window,
+    fps: f64,
+    options: LerobotOptions,
+}
+
+impl LerobotLoader {
+    /// Checks the spec against the dataset (natively: the window, the episodes) and against
+    /// what LeRobot's loader has: no resizing, one process.
+    pub fn new(spec: &LoaderSpec, options: LerobotOptions) -> Result<Self, LoaderError> {
+        let refuse = |what: &str| Err(LoaderError::Config(format!("--loader lerobot: {what}")));
+        if spec.config.resolution != Resolution::Native {
+            return refuse(
+                "LeRobot's loader has no resizing (--resolution): frames come at their stored size",
+            );
+        }
+        if spec.config.shard.world > 1 {
+            return refuse(
+                "sharding across ranks is the native loader's (LeRobot's is accelerate's)",
+            );
+        }
+        if !spec.config.ordered {
+            return refuse(
+                "DataLoader delivers batches in order (--unordered is the native loader's)",
+            );
+        }
+        let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
+        Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options })
+    }
+
+    /// The knobs.
+    pub fn spec(&self) -> &LoaderSpec {
+        &self.spec
+    }
+
+    /// The request both loaders' knobs make: dataset, episodes, window, sampler, DataLoader.
+    fn request(&self, command: &str) -> Json {
+        let c = &self.spec.config;
+        let deltas: serde_json::Map<String, Json> = self
+            .window
+            .keys()
+            .map(|key| {
+                let offsets = self.window.offsets(key).unwrap_or_default();
+                let seconds: Vec<f64> = offsets.iter().map(|&o| o as f64 / self.fps).collect();
+                (key.to_string(), json!(seconds))
+            })
+            .collect();
+        json!({
+            "command": command,
+            "root": self.spec.dataset,
+            "episodes": self.spec.episodes.as_ref().map(|e| e.indices().to_vec()),
+            "delta_timestamps": deltas,
+            "drop_n_last_frames": self.window.drop_n_last_frames,
+            "sampler": c.sampler.name(),
+            "seed": c.seed,
+            "num_workers": c.workers,
+            "prefetch_factor": c.prefetch,
+            "persistent_workers": self.options.persistent_workers,
+            "pin_memory": self.options.pin_memory,
+            "batch_size": c.batch_size,
+            "drop_last": c.drop_last,
+            "uint8": c.images == ImageFormat::U8,
+            "video_backend": self.options.video_backend.map(VideoBackend::name),
+        })
+    }
+
+    /// Runs `warmup` unmeasured batches, then measures `batches`; after each batch the main
+    /// process blocks `step_ms` (0: the loader alone).
+    pub fn load(
+        &self,
+        batches: usize,
+        warmup: usize,
+        step_ms: f64,
+    ) -> Result<(LerobotVersions, LerobotRun), LoaderError> {
+        if batches == 0 {
+            return Err(LoaderError::Config("measure at least one batch".into()));
+        }
+        let mut request = self.request("load");
+        request["batches"] = json!(batches);
+        request["warmup"] = json!(warmup);
+        request["step_ms"] = json!(step_ms);
+        let (ready, result) = run_driver(&self.options.python, &request)?;
+        Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
+    }
+
+    /// Loads `index_batches` (global indices) as LeRobot's DataLoader batches them and saves
+    /// every tensor as `out/batch-<n>/<key>.npy` (strings in `strings.json`).
+    pub fn save_batches(
+        &self,
+        index_batches: &[Vec<usize>],
+        out: &Path,
+    ) -> Result<LerobotVersions, LoaderError> {
+        let mut request = self.request("batches");
+        request["index_batches"] = json!(index_batches);
+        request["out"] = json!(out);
+        let (ready, _) = run_driver(&self.options.python, &request)?;
+        parse(&self.options.python, ready)
+    }
+
+    /// The indices of LeRobot's `EpisodeAwareSampler`, unshuffled.
+    pub fn episode_aware_indices(&self) -> Result<Vec<usize>, LoaderError> {
+        let (_, result) = run_driver(&self.options.python, &self.request("sampler"))?;
+        let indices = result.get("indices").cloned().unwrap_or_default();
+        parse(&self.options.python, indices)
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(python: &Path, value: Json) -> Result<T, LoaderError> {
+    serde_json::from_value(value).map_err(|e| {
+        LoaderError::Lerobot(format!(
+            "{}: the driver's answer is not what this feedbench expects ({e})",
+            python.display()
+        ))
+    })
+}
+
+/// The driver script on disk: written once per content into the temporary directory.
+fn driver_path() -> Result<PathBuf, LoaderError> {
+    let hash: String =
+        Sha256::digest(DRIVER.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let dir = std::env::temp_dir().join(format!("feedbench-lerobot-{hash}"));
+    let path = dir.join("feedbench_lerobot.py");
+    if std::fs::read_to_string(&path).is_ok_and(|text| text == DRIVER) {
+        return Ok(path);
+    }
+    let io = |e: std::io::Error| {
+        LoaderError::Lerobot(format!("{}: cannot write the driver ({e})", path.display()))
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    crate::dataset::files::write_whole(&path, DRIVER.as_bytes()).map_err(io)?;
+    Ok(path)
+}
+
+/// Runs the driver with `python` on `request`: its `ready` and `result` messages.
+fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderError> {
+    let driver = driver_path()?;
+    let mut child = Command::new(python)
+        .arg(&driver)
+        // Local datasets only: nothing is fetched from the Hub.
+        .env("HF_HUB_OFFLINE", "1")
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            LoaderError::Lerobot(format!(
+                "--python {}: cannot run it ({e}); point --python (or FEEDBENCH_PYTHON) at the \
+                 Python of the environment with LeRobot",
+                python.display()
+            ))
+        })?;
+    let mut stdin = child.stdin.take().expect("piped");
+    // A process that is no Python may exit before reading: its status says more than EPIPE.
+    let _ = writeln!(stdin, "{request}");
+    drop(stdin);
+    let stderr = child.stderr.take().expect("piped");
+    let stderr_tail = std::thread::spawn(move || {
+        let mut tail: Vec<String> = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            tail.push(line);
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+        tail
+    });
+    let (mut ready, mut result, mut error) = (None, None, None);
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines().map_while(Result::ok) {
+        let Ok(message) = serde_json::from_str::<Json>(&line) else { continue };
+        match message.get("event").and_then(Json::as_str) {
+            Some("ready") => ready = Some(message),
+            Some("result") => result = Some(message),
+            Some("error") => error = Some(message),
+            _ => {}
+        }
+    }
+    let status =
+        child.wait().map_err(|e| LoaderError::Lerobot(format!("{}: {e}", python.display())))?;
+    let tail = stderr_tail.join().unwrap_or_default();
+    if let Some(error) = error {
+        let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
+        let kind = error.get("kind").and_then(Json::as_str).unwrap_or("lerobot");
+        return Err(LoaderError::Lerobot(match kind {
+            "lerobot" => format!("LeRobot's loader failed: {}", one_paragraph(message)),
+            _ => message.to_string(),
+        }));
+    }
+    match (ready, result) {
+        (Some(ready), Some(result)) if status.success() => Ok((ready, result)),
+        _ => Err(LoaderError::Lerobot(format!(
+            "--python {}: did not answer as feedbench's LeRobot driver ({status}){}",
+            python.display(),
+            if tail.is_empty() { String::new() } else { format!(": {}", tail.join(" | ")) }
+        ))),
+    }
+}
+
+/// A multi-line message as one line: a traceback (a worker's failure, as PyTorch re-raises it)
+/// by its first line and its last, the error itself; any other message whole.
+fn one_paragraph(message: &str) -> String {
+    let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match lines.as_slice() {
+        [first, .., last] if message.contains("Traceback (most recent call last)") => {
+            format!("{first} … {last}")
+        }
+        _ => lines.join(" "),
+    }
+}

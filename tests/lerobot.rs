@@ -1,0 +1,327 @@
+//! The native loader against LeRobot itself (`LeRobotDataset` + PyTorch's `DataLoader`, run by
+//! `--loader lerobot`'s driver in the LeRobot venv that `make test` creates): the same indices
+//! give the same batches (parquet values bit-exact, masks equal, frames equal as uint8) on
+//! generated v3.0 datasets with two AV1 or H.264 cameras or images in parquet; the
+//! episode-aware sampler visits the same frames; and the backend's figures and errors.
+//! Skipped, with a note, where no LeRobot venv is found.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use feedbench::dataset::{EpisodeList, WindowChoice};
+use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::lerobot::{LerobotLoader, LerobotOptions};
+use feedbench::loader::sampler::SamplerKind;
+use feedbench::loader::spec::LoaderSpec;
+use ndarray::{ArrayD, IxDyn};
+use ndarray_npy::read_npy;
+
+/// The Python of the LeRobot venv: `$FEEDBENCH_LEROBOT_PYTHON`, else `.venv-lerobot` here.
+fn lerobot_python() -> Option<PathBuf> {
+    let path = std::env::var_os("FEEDBENCH_LEROBOT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-lerobot/bin/python"));
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("SKIPPED: no LeRobot venv at {} (make test creates it)", path.display());
+        None
+    }
+}
+
+/// A generated two-camera dataset (`tests/fixtures/lerobot/two-cameras.toml`) under `dir`.
+fn dataset(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let preset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lerobot/two-cameras.toml");
+    let root = dir.join(name);
+    let mut args =
+        vec!["synth", "--preset", preset.to_str().unwrap(), "--out", root.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(ok, "synth {name}: {err}");
+    root
+}
+
+fn spec(
+    root: &Path,
+    sampler: SamplerKind,
+    images: ImageFormat,
+    episodes: Option<&str>,
+) -> LoaderSpec {
+    LoaderSpec {
+        dataset: root.to_path_buf(),
+        episodes: episodes.map(|e| e.parse::<EpisodeList>().unwrap()),
+        window: WindowChoice::Diffusion,
+        config: LoaderConfig {
+            workers: 0,
+            batch_size: 8,
+            sampler,
+            seed: 3,
+            images,
+            ..LoaderConfig::default()
+        },
+    }
+}
+
+/// The first `count` batches of the native loader of `spec`, with their indices.
+fn native_batches(spec: &LoaderSpec, count: usize) -> (Vec<Vec<usize>>, Vec<Batch>) {
+    let loader = spec.build().unwrap();
+    let indices: Vec<Vec<usize>> = loader.plan(0).into_iter().take(count).collect();
+    let batches = loader.epoch(0).take(count).map(|b| b.unwrap().into_batch()).collect();
+    (indices, batches)
+}
+
+/// The native loader's batches and LeRobot's for the same index lists, compared key by key:
+/// four shuffled batches (frames near episode ends: padded actions) and the first batch in
+/// order (the first frames: padded observations).
+fn assert_same_batches(python: &Path, root: &Path, images: ImageFormat, out: &Path) {
+    let (mut index_batches, mut batches) =
+        native_batches(&spec(root, SamplerKind::Shuffled, images, None), 4);
+    let (first, first_batch) =
+        native_batches(&spec(root, SamplerKind::Sequential, images, None), 1);
+    index_batches.extend(first);
+    batches.extend(first_batch);
+    let lerobot_spec = spec(root, SamplerKind::Sequential, images, None);
+    let lerobot =
+        LerobotLoader::new(&lerobot_spec, LerobotOptions::new(Some(python), None)).unwrap();
+    lerobot.save_batches(&index_batches, out).unwrap();
+    assert!(index_batches.iter().flatten().any(|&i| i == 0));
+    for (number, batch) in batches.iter().enumerate() {
+        let dir = out.join(format!("batch-{number}"));
+        let indices: Vec<i64> = index_batches[number].iter().map(|&i| i as i64).collect();
+        let stored: ArrayD<i64> = read_npy(dir.join("index.npy")).unwrap();
+        assert_eq!(
+            stored.iter().copied().collect::<Vec<_>>(),
+            indices,
+            "LeRobot loaded other indices"
+        );
+        for (key, tensor) in &batch.tensors {
+            let path = dir.join(format!("{key}.npy"));
+            assert!(path.is_file(), "LeRobot's batch has no {key}");
+            let what = format!("{} batch {number} {key}", root.display());
+            match &tensor.data {
+                BatchData::F32(values) => {
+                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<f32>>(&path))
+                }
+                BatchData::U8(values) => {
+                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<u8>>(&path))
+                }
+                BatchData::F64(values) => {
+                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<f64>>(&path))
+                }
+                BatchData::I64(values) => {
+                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<i64>>(&path))
+                }
+                BatchData::I32(values) => {
+                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<i32>>(&path))
+                }
+                BatchData::Bool(values) => {
+                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<bool>>(&path))
+                }
+            }
+        }
+    }
+}
+
+fn compare<T: PartialEq + std::fmt::Debug + Copy>(
+    what: &str,
+    shape: &[usize],
+    native: &[T],
+    lerobot: Result<ArrayD<T>, ndarray_npy::ReadNpyError>,
+) {
+    let lerobot = lerobot.unwrap_or_else(|e| panic!("{what}: LeRobot's .npy: {e}"));
+    assert_eq!(lerobot.shape(), shape, "{what}: shape");
+    let flat: Vec<T> =
+        lerobot.into_shape_with_order(IxDyn(&[native.len()])).unwrap().iter().copied().collect();
+    let differing = native.iter().zip(&flat).filter(|(a, b)| a != b).count();
+    assert!(
+        differing == 0,
+        "{what}: {differing} of {} values differ (first: {:?} vs {:?})",
+        native.len(),
+        native.iter().zip(&flat).find(|(a, b)| a != b).map(|(a, _)| *a),
+        native.iter().zip(&flat).find(|(a, b)| a != b).map(|(_, b)| *b)
+    );
+}
+
+#[test]
+fn the_native_batches_equal_lerobots_for_av1_h264_and_images_in_parquet() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let av1 = dataset(dir.path(), "av1", &[]);
+    let h264 = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    let png = dataset(dir.path(), "png", &["--storage", "png"]);
+    // Video frames as uint8 (LeRobot's return_uint8) and as float32 in [0, 1]; images in
+    // parquet as float32 (LeRobot returns them so whatever return_uint8 says).
+    for (root, images) in [
+        (&av1, ImageFormat::U8),
+        (&h264, ImageFormat::U8),
+        (&av1, ImageFormat::F32),
+        (&png, ImageFormat::F32),
+    ] {
+        let out =
+            dir.path().join(format!("{}-{images}", root.file_name().unwrap().to_string_lossy()));
+        assert_same_batches(&python, root, images, &out);
+    }
+}
+
+#[test]
+fn lerobots_episode_aware_sampler_visits_the_native_candidates() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    // All episodes, and a subset (LeRobot maps their absolute indices to its rows).
+    for episodes in [None, Some("1,3")] {
+        let spec = spec(&root, SamplerKind::EpisodeAware, ImageFormat::F32, episodes);
+        let mut native: Vec<usize> = spec.build().unwrap().plan(0).concat();
+        native.sort_unstable();
+        let lerobot = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
+        let lerobot = lerobot.episode_aware_indices().unwrap();
+        assert_eq!(native, lerobot, "episodes {episodes:?}");
+        // The diffusion window drops the last 7 frames of each episode.
+        assert!(native.len() < 160 && !native.is_empty());
+    }
+}
+
+#[test]
+fn load_with_lerobot_reports_the_native_schema_with_every_process_counted() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "av1", &[]);
+    let (ok, out, err) = common::feedbench(&[
+        "load",
+        root.to_str().unwrap(),
+        "--loader",
+        "lerobot",
+        "--python",
+        python.to_str().unwrap(),
+        "--workers",
+        "2",
+        "--batch",
+        "4",
+        "--batches",
+        "6",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let phase: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(phase["samples"], 24);
+    assert_eq!(phase["batch_ms"].as_array().unwrap().len(), 6);
+    assert!(phase["samples_per_s"].as_f64().unwrap() > 0.0);
+    assert!(phase["first_batch_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        phase["peak_rss_bytes"].as_u64().unwrap() > 50_000_000,
+        "two worker processes and the main one"
+    );
+    // CPU: the main process waits, the two worker processes decode.
+    assert!(
+        phase["timing"]["stages"]["batch"]["cpu_s"].as_f64().unwrap() > 0.0,
+        "{}",
+        phase["timing"]
+    );
+    let cpu = phase["cpu_ms_per_sample"].as_f64().unwrap();
+    assert!(cpu > 0.0 && (cpu - phase["process_cpu_ms_per_sample"].as_f64().unwrap()).abs() < 1e-9);
+    assert!(
+        phase["lerobot"]["lerobot"].as_str().unwrap().starts_with("0."),
+        "{}",
+        phase["lerobot"]
+    );
+    assert_eq!(phase["lerobot"]["video_backend"], "torchcodec");
+    assert_eq!(phase["config"]["workers"], 2);
+}
+
+#[test]
+fn lerobots_own_errors_reach_the_user_with_its_message() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let python = python.to_str().unwrap();
+    // A v2.1 dataset: LeRobot ≥ 0.4 reads v3.0 only, and says so.
+    let old = dataset(dir.path(), "v21", &["--format", "v2.1", "--codec", "h264"]);
+    let (ok, _, err) = common::feedbench(&[
+        "load",
+        old.to_str().unwrap(),
+        "--loader",
+        "lerobot",
+        "--python",
+        python,
+        "--workers",
+        "0",
+        "--batches",
+        "1",
+    ]);
+    assert!(!ok);
+    let expected = "error: LeRobot's loader failed: BackwardCompatibilityError: The dataset you \
+                    requested (local/v21) is in 2.1 format";
+    assert!(err.starts_with(expected), "{err}");
+    // A failure inside a worker process: a camera's video replaced by bytes no decoder reads.
+    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    let video = root.join("videos/observation.images.up/chunk-000/file-000.mp4");
+    let size = std::fs::metadata(&video).unwrap().len() as usize;
+    std::fs::write(&video, vec![7u8; size]).unwrap();
+    let (ok, _, err) = common::feedbench(&[
+        "load",
+        root.to_str().unwrap(),
+        "--loader",
+        "lerobot",
+        "--python",
+        python,
+        "--workers",
+        "1",
+        "--batches",
+        "1",
+    ]);
+    assert!(!ok);
+    assert!(err.starts_with("error: LeRobot's loader failed:"), "{err}");
+    assert!(err.contains("DataLoader worker process 0"), "the worker's failure, named: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn a_missing_or_wrong_interpreter_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tabular");
+    let spec = feedbench::dataset::write::TabularSpec {
+        episode_lengths: vec![30; 2],
+        ..Default::default()
+    };
+    feedbench::dataset::write::write_tabular(&root, &spec).unwrap();
+    let root = root.to_str().unwrap();
+    let load = |python: &str| {
+        common::feedbench(&[
+            "load",
+            root,
+            "--loader",
+            "lerobot",
+            "--python",
+            python,
+            "--batches",
+            "1",
+        ])
+    };
+    let (ok, _, err) = load("/nonexistent/python3");
+    assert!(!ok);
+    assert!(err.contains("--python /nonexistent/python3: cannot run it"), "{err}");
+    // A program that is no Python.
+    let (ok, _, err) = load("/bin/true");
+    assert!(!ok);
+    assert!(
+        err.contains("--python /bin/true: did not answer as feedbench's LeRobot driver"),
+        "{err}"
+    );
+    // A Python without LeRobot (the system's, or the libtorch venv's: torch but no lerobot).
+    let bare = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let bare = if bare.exists() { bare } else { PathBuf::from("python3") };
+    let (ok, _, err) = load(bare.to_str().unwrap());
+    assert!(!ok);
+    assert!(
+        err.contains("lerobot is not installed in") && err.contains("point --python at"),
+        "{err}"
+    );
+    // LeRobot-only flags without --loader lerobot.
+    let (ok, _, err) = common::feedbench(&["load", root, "--python", "python3"]);
+    assert!(
+        !ok && err.contains("--python is a knob of LeRobot's loader: add --loader lerobot"),
+        "{err}"
+    );
+}
