@@ -325,3 +325,47 @@ fn a_missing_or_wrong_interpreter_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn lerobots_loader_feeding_a_step_gets_the_verdict_of_its_own_numbers() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "av1", &[]);
+    let train = |model: &str, workers: &str| {
+        let (ok, out, err) = common::feedbench(&[
+            "train",
+            root.to_str().unwrap(),
+            "--loader",
+            "lerobot",
+            "--python",
+            python.to_str().unwrap(),
+            "--model",
+            model,
+            "--workers",
+            workers,
+            "--batch",
+            "4",
+            "--steps",
+            "4",
+            "--warmup",
+            "2",
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    // A step far longer than a batch takes: two worker processes keep it fed.
+    let fed = train("synthetic:1000ms", "2");
+    assert_eq!(fed["steps"], 4);
+    assert!(fed["step"]["median_ms"].as_f64().unwrap() >= 1000.0, "{}", fed["step"]);
+    assert!(fed["input_bound"]["median_pct"].as_f64().unwrap() < 20.0, "{}", fed["input_bound"]);
+    // No step, loading in the main process: waiting for the loader is the whole step.
+    let starved = train("synthetic:0ms", "0");
+    assert_eq!(
+        starved["input_bound"]["verdict"], "highly_input_bound",
+        "{}",
+        starved["input_bound"]
+    );
+    assert!(starved["input_bound"]["median_pct"].as_f64().unwrap() > 90.0);
+    assert!(starved["timing"]["stages"]["wait"]["cpu_s"].as_f64().unwrap() > 0.0);
+}

@@ -8,7 +8,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
-use feedbench::bench::phase::{run_lerobot_loader_phase, run_loader_phase, run_train_phase};
+use feedbench::bench::phase::{
+    run_lerobot_loader_phase, run_lerobot_train_phase, run_loader_phase, run_model_phase,
+    run_train_phase,
+};
 use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
@@ -247,7 +250,10 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    let spec = args.loader.native_spec("train")?;
+    if let Some(options) = args.loader.lerobot()? {
+        return train_lerobot(args, options);
+    }
+    let spec = args.loader.spec()?;
     let mut loader = spec.build()?;
     claim_rank_file(args.out.as_deref(), &loader)?;
     let trace = start_trace(args.trace.as_deref(), &mut loader)?;
@@ -278,6 +284,60 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     print_json_or_text(&phase, args.json)?;
     write_rank(args.out.as_deref(), &loader, RankPhase::Train(phase), step.device())?;
     finish_trace(args.trace.as_deref(), trace)
+}
+
+/// `feedbench train --loader lerobot`: LeRobot's loader feeding a step of fixed cost, the
+/// main process blocking for it as it blocks on a GPU step. The cost is `synthetic:MS`'s, or,
+/// for the diffusion policy, the median step of its `model` phase on the target device,
+/// measured first on a batch of the same dataset.
+fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
+    if args.trace.is_some() || args.out.is_some() {
+        anyhow::bail!("--trace and --out are the native loader's (not with --loader lerobot)");
+    }
+    let spec = args.loader.spec()?;
+    let loader = LerobotLoader::new(&spec, options)?;
+    let step_ms = match &args.model {
+        ModelSpec::Synthetic { cost, .. } => cost.as_secs_f64() * 1e3,
+        ModelSpec::None => 0.0,
+        ModelSpec::Diffusion(_) => {
+            if let Some(threads) = args.threads {
+                tch::set_num_threads(threads);
+            }
+            let native = spec.build()?;
+            let batch = match native.epoch(0).next() {
+                Some(batch) => batch?.into_batch(),
+                None => anyhow::bail!("no batch: {}", native.why_no_batch()),
+            };
+            let step_spec = StepSpec {
+                model: args.model.clone(),
+                preset: args.preset,
+                config_file: None,
+                device: args.device,
+                dtype: args.dtype,
+                host_seed: None,
+            };
+            let info = native.dataset().info();
+            let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
+            let mut step = step_spec.build(shapes.as_ref())?;
+            let model = run_model_phase(step.as_mut(), &batch, args.dtype, 5, 2)?;
+            eprintln!(
+                "{} on {:?}, {}: {:.1} ms a step (median of 5, the model phase); LeRobot's \
+                 loader now feeds a step that long",
+                step.name(),
+                step.device(),
+                args.dtype,
+                model.step.median_ms
+            );
+            model.step.median_ms
+        }
+    };
+    let phase = run_lerobot_train_phase(&loader, step_ms, args.steps, args.warmup)?;
+    if !args.json {
+        println!(
+            "LeRobot's loader feeding a {step_ms:.1} ms step (the main process blocks for it)"
+        );
+    }
+    print_json_or_text(&phase, args.json)
 }
 
 /// With `--out DIR`, refuses before any work a rank file that is there already.

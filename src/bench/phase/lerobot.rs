@@ -1,12 +1,14 @@
-//! The `loader` phase of LeRobot's own loader: the driver measures in its Python process
-//! (wall per batch, CPU of the main and worker processes, their summed memory), and the figures
-//! are made as the native loader's are, in the same schema.
+//! The `loader` and `train` phases of LeRobot's own loader: the driver measures in its Python
+//! process (wall per batch, CPU of the main and worker processes, their summed memory), and
+//! the figures are made as the native loader's are, in the same schema. Its `train` phase
+//! feeds a step of fixed cost: the main process blocks for it after each batch, as it blocks
+//! on a GPU step, while the workers keep prefetching.
 
 use std::time::Duration;
 
-use super::analyse::LoaderRun;
-use super::LoaderPhase;
-use crate::loader::lerobot::LerobotLoader;
+use super::analyse::{LoaderRun, TrainRun};
+use super::{LoaderPhase, StepSample, TrainPhase};
+use crate::loader::lerobot::{LerobotLoader, LerobotRun};
 use crate::loader::pipeline::LoaderError;
 use crate::timing::{stage, StageTotals, TimingTree};
 
@@ -19,27 +21,7 @@ pub fn run_lerobot_loader_phase(
 ) -> Result<LoaderPhase, LoaderError> {
     let (versions, run) = loader.load(batches, warmup, 0.0)?;
     let seconds = Duration::from_secs_f64;
-    let mut timing = TimingTree::default();
-    // The main process: blocked on the workers (or, with none, loading the batches itself).
-    timing.add(
-        stage::WAIT,
-        StageTotals {
-            calls: run.batches as u64,
-            wall: seconds(run.wait_ms.iter().sum::<f64>() / 1e3),
-            cpu: seconds(run.main_cpu_s),
-        },
-    );
-    // The worker processes, whose batches LeRobot does not time one by one.
-    if loader.spec().config.workers > 0 {
-        timing.add(
-            stage::BATCH,
-            StageTotals {
-                calls: run.batches as u64,
-                wall: Duration::ZERO,
-                cpu: seconds(run.workers_cpu_s),
-            },
-        );
-    }
+    let timing = process_timing(loader, &run);
     let figures = LoaderRun {
         config: loader.spec().config.clone(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -52,6 +34,68 @@ pub fn run_lerobot_loader_phase(
         timing,
         first_batch_s: Some(run.first_batch_s),
         lerobot: Some(versions),
+    };
+    Ok(figures.figures())
+}
+
+/// The stages of a LeRobot run: `wait` for the main process (blocked on the workers, or with
+/// none loading the batches itself) and `batch` for the worker processes, whose batches
+/// LeRobot does not time one by one.
+fn process_timing(loader: &LerobotLoader, run: &LerobotRun) -> TimingTree {
+    let seconds = Duration::from_secs_f64;
+    let mut timing = TimingTree::default();
+    timing.add(
+        stage::WAIT,
+        StageTotals {
+            calls: run.batches as u64,
+            wall: seconds(run.wait_ms.iter().sum::<f64>() / 1e3),
+            cpu: seconds(run.main_cpu_s),
+        },
+    );
+    if loader.spec().config.workers > 0 {
+        timing.add(
+            stage::BATCH,
+            StageTotals {
+                calls: run.batches as u64,
+                wall: Duration::ZERO,
+                cpu: seconds(run.workers_cpu_s),
+            },
+        );
+    }
+    timing
+}
+
+/// Runs LeRobot's loader feeding a step of `step_ms`: `warmup` steps, then `steps` measured
+/// ones, each the wait for a batch and the step.
+pub fn run_lerobot_train_phase(
+    loader: &LerobotLoader,
+    step_ms: f64,
+    steps: usize,
+    warmup: usize,
+) -> Result<TrainPhase, LoaderError> {
+    let (_, run) = loader.load(steps, warmup, step_ms)?;
+    let per_step = run
+        .wait_ms
+        .iter()
+        .zip(&run.batch_ms)
+        .map(|(&wait_ms, &whole_ms)| StepSample {
+            wait_ms,
+            h2d_ms: 0.0,
+            forward_ms: 0.0,
+            backward_ms: 0.0,
+            optimizer_ms: 0.0,
+            step_ms: (whole_ms - wait_ms).max(0.0),
+            backbone_ms: None,
+            unet_ms: None,
+        })
+        .collect();
+    let figures = TrainRun {
+        per_step,
+        samples: run.samples,
+        wall: Duration::from_secs_f64(run.wall_s),
+        process_cpu: Duration::from_secs_f64(run.main_cpu_s + run.workers_cpu_s),
+        peak_rss_bytes: Some(run.peak_memory_bytes),
+        timing: process_timing(loader, &run),
     };
     Ok(figures.figures())
 }

@@ -22,7 +22,7 @@ use crate::loader::pipeline::LoaderError;
 use crate::model::{ModelError, StepTimes};
 use crate::timing::TimingTree;
 
-pub use lerobot::run_lerobot_loader_phase;
+pub use lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase};
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 
 /// The figures of a `loader` phase, warm-up excluded.
