@@ -260,14 +260,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     if let Some(threads) = args.threads {
         tch::set_num_threads(threads);
     }
-    let step_spec = StepSpec {
-        model: args.model.clone(),
-        preset: args.preset,
-        config_file: None,
-        device: args.device,
-        dtype: args.dtype,
-        host_seed: None,
-    };
+    let step_spec = step_spec(args);
     let shapes =
         PolicyShapes::from_info(&spec.dataset, loader.dataset().info(), spec.config.resolution);
     let mut step = step_spec.build(shapes.as_ref())?;
@@ -284,6 +277,18 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     print_json_or_text(&phase, args.json)?;
     write_rank(args.out.as_deref(), &loader, RankPhase::Train(phase), step.device())?;
     finish_trace(args.trace.as_deref(), trace)
+}
+
+/// The step `train`'s flags describe.
+fn step_spec(args: &TrainArgs) -> StepSpec {
+    StepSpec {
+        model: args.model.clone(),
+        preset: args.preset,
+        config_file: None,
+        device: args.device,
+        dtype: args.dtype,
+        host_seed: None,
+    }
 }
 
 /// `feedbench train --loader lerobot`: LeRobot's loader feeding a step of fixed cost, the
@@ -308,14 +313,7 @@ fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
                 Some(batch) => batch?.into_batch(),
                 None => anyhow::bail!("no batch: {}", native.why_no_batch()),
             };
-            let step_spec = StepSpec {
-                model: args.model.clone(),
-                preset: args.preset,
-                config_file: None,
-                device: args.device,
-                dtype: args.dtype,
-                host_seed: None,
-            };
+            let step_spec = step_spec(args);
             let info = native.dataset().info();
             let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
             let mut step = step_spec.build(shapes.as_ref())?;
