@@ -310,8 +310,22 @@ def run_load(request, dataset):
 
 def row_positions(dataset):
     """Absolute frame index -> the row `dataset[...]` takes, for an episode subset (LeRobot
-    0.6 reads the subset's rows by position); None where the two are the same."""
-    return getattr(dataset, "absolute_to_relative_idx", None)
+    reads the subset's rows by position); None where the two are the same. A property from
+    0.6 on; before, an attribute set when the rows are loaded."""
+    if hasattr(type(dataset), "absolute_to_relative_idx"):
+        return dataset.absolute_to_relative_idx
+    load = getattr(dataset, "_ensure_hf_dataset_loaded", None)
+    if load is not None:
+        load()
+    return getattr(dataset, "_absolute_to_relative_idx", None)
+
+
+def sampler_yields_rows():
+    """Whether this LeRobot's EpisodeAwareSampler yields row positions (it is given the
+    absolute-to-row map, from 0.6 on) rather than absolute frame indices."""
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    return "absolute_to_relative_idx" in inspect.signature(EpisodeAwareSampler.__init__).parameters
 
 
 def run_batches(request, dataset):
@@ -341,7 +355,7 @@ def run_batches(request, dataset):
 def run_sampler(request, dataset):
     sampler = episode_aware_sampler(dataset, request, shuffle=False)
     emit({"event": "ready", **versions()})
-    rows = row_positions(dataset)
+    rows = row_positions(dataset) if sampler_yields_rows() else None
     absolute = {row: index for index, row in rows.items()} if rows is not None else None
     indices = [int(i) for i in sampler]
     if absolute is not None:

@@ -35,7 +35,7 @@ minor=$("$python" -c 'import sys; print(sys.version_info[1])')
 if [ "$minor" -ge 12 ]; then
     spec='lerobot[dataset,diffusion]>=0.5'
 else
-    spec='lerobot[dataset,diffusion]==0.4.4'
+    spec='lerobot==0.4.4'  # its dataset stack and diffusers are plain dependencies
 fi
 echo "creating $venv with $python (3.$minor): $spec"
 rm -rf "$venv"
