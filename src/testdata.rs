@@ -81,6 +81,7 @@ impl FakeCell {
                 device: DeviceChoice::Cpu,
                 dtype: Precision::F32,
                 repeat: 0,
+                loader: Default::default(),
             },
             loader_samples_per_s: 100.0,
             model_samples_per_s: 50.0,

@@ -385,3 +385,50 @@ fn lerobots_loader_feeding_a_step_gets_the_verdict_of_its_own_numbers() {
     assert!(starved["input_bound"]["median_pct"].as_f64().unwrap() > 90.0);
     assert!(starved["timing"]["stages"]["wait"]["cpu_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
+    use feedbench::bench::config::{ConfigFile, SweepConfig};
+    use feedbench::bench::results::Resume;
+    use feedbench::bench::sweep::run_sweep;
+    use feedbench::loader::lerobot::LoaderBackend;
+
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    let text = format!(
+        "[dataset]\npath = \"{}\"\n[loader]\nworkers = [0, 1]\nbatch = [4]\n\
+         loader = [\"native\", \"lerobot\"]\npython = \"{}\"\n\
+         [model]\nmodel = [\"synthetic:20ms\"]\ndevice = \"cpu\"\n\
+         [run]\nloader_batches = 3\nmodel_steps = 2\ntrain_steps = 3\nwarmup = 1\n",
+        root.display(),
+        python.display()
+    );
+    let config: SweepConfig = toml::from_str(&text).unwrap();
+    config.check(&dir.path().join("sweep.toml")).unwrap();
+    let out = dir.path().join("sweep");
+    let results = run_sweep(&config, &root, &out, Resume::No, |_| {}).unwrap();
+    assert_eq!(results.len(), 4);
+    for result in &results {
+        let lerobot = result.cell.loader == LoaderBackend::Lerobot;
+        assert_eq!(result.loader.lerobot.is_some(), lerobot, "{}", result.cell.id());
+        assert_eq!(result.cell.id().ends_with("-lerobot-r0"), lerobot);
+        assert!(result.train.samples_per_s > 0.0);
+    }
+    // One model measurement per model key: both loaders' train phases feed the same step.
+    assert_eq!(results[0].model.step.median_ms, results[3].model.step.median_ms);
+    let written = feedbench::bench::report::write_report(&out, &results).unwrap();
+    assert!(
+        written.terminal.contains("loader native") && written.terminal.contains("loader lerobot"),
+        "{}",
+        written.terminal
+    );
+    assert!(
+        written.terminal.contains("(LeRobot's, by process): worker processes"),
+        "{}",
+        written.terminal
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains(",dtype,loader,repeats,"), "{csv}");
+    assert_eq!(csv.lines().filter(|l| l.contains("lerobot")).count(), 2, "{csv}");
+}

@@ -348,7 +348,7 @@ fn writes_markdown_csv_and_svgs_with_labelled_axes() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 1 + 5, "a header and one row per cell, repeats aggregated: {csv}");
     let header: Vec<&str> = lines[0].split(',').collect();
-    assert_eq!(header, report::csv::header());
+    assert_eq!(header, report::csv::header(&feedbench::bench::cell::Knob::ALL));
     let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let rows: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split(',').collect()).collect();
     assert!(rows.iter().all(|r| r.len() == header.len()));

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
+use crate::loader::lerobot::LoaderBackend;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 
 /// One point of a sweep: the dataset and every knob. In `results.jsonl` each knob is written
@@ -32,6 +33,9 @@ pub struct Cell {
     pub dtype: Precision,
     /// Repeat number, from 0.
     pub repeat: usize,
+    /// Which loader: absent (native) in results written before the LeRobot backend.
+    #[serde(default, skip_serializing_if = "LoaderBackend::is_native")]
+    pub loader: LoaderBackend,
 }
 
 impl Cell {
@@ -52,6 +56,9 @@ impl Cell {
                 Knob::Batch => format!("b{value}"),
                 _ => value,
             });
+        }
+        if !self.loader.is_native() {
+            parts.push(self.loader.to_string());
         }
         parts.push(format!("r{}", self.repeat));
         parts
@@ -83,6 +90,9 @@ pub enum Knob {
     Device,
     /// `f32` or `bf16`.
     Dtype,
+    /// `native` or `lerobot`: not in [`Knob::ALL`], so that the ids, columns and reports of
+    /// native sweeps stay as they were; shown where a sweep has both.
+    Loader,
 }
 
 impl Knob {
@@ -105,7 +115,8 @@ impl Knob {
         [Knob::Batch, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
 
     /// The knobs a recommendation group shares: all but workers and prefetch.
-    pub const GROUP: [Knob; 7] = [
+    pub const GROUP: [Knob; 8] = [
+        Knob::Loader,
         Knob::Dataset,
         Knob::Batch,
         Knob::Resolution,
@@ -116,8 +127,15 @@ impl Knob {
     ];
 
     /// The knobs a plot shares: all but workers, prefetch and batch (one line per batch).
-    pub const PLOT: [Knob; 6] =
-        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
+    pub const PLOT: [Knob; 7] = [
+        Knob::Loader,
+        Knob::Dataset,
+        Knob::Resolution,
+        Knob::Images,
+        Knob::Model,
+        Knob::Device,
+        Knob::Dtype,
+    ];
 
     /// Its name, as the sweep config and the report spell it.
     pub fn name(self) -> &'static str {
@@ -131,6 +149,7 @@ impl Knob {
             Knob::Model => "model",
             Knob::Device => "device",
             Knob::Dtype => "dtype",
+            Knob::Loader => "loader",
         }
     }
 
@@ -154,6 +173,7 @@ impl Knob {
             Knob::Model => cell.model.to_string(),
             Knob::Device => cell.device.to_string(),
             Knob::Dtype => cell.dtype.to_string(),
+            Knob::Loader => cell.loader.to_string(),
         }
     }
 }
@@ -174,6 +194,7 @@ mod tests {
             device: DeviceChoice::Cpu,
             dtype: Precision::Bf16,
             repeat: 1,
+            loader: LoaderBackend::Native,
         }
     }
 
@@ -184,6 +205,12 @@ mod tests {
         let mut other = cell();
         other.prefetch = 2;
         assert_ne!(other.id(), id);
+        other = cell();
+        other.loader = LoaderBackend::Lerobot;
+        assert_eq!(other.id(), "pusht-v3.0-w2-p4-b64-96x96-u8-diffusion_small-cpu-bf16-lerobot-r1");
+        let json = serde_json::to_value(cell()).unwrap();
+        assert!(json.get("loader").is_none(), "native cells are stored as before");
+        assert_eq!(serde_json::to_value(&other).unwrap()["loader"], "lerobot");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
+use crate::loader::lerobot::{LoaderBackend, VideoBackend};
 use crate::loader::sampler::SamplerKind;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
 
@@ -131,6 +132,23 @@ pub struct LoaderAxes {
     pub sampler: SamplerKind,
     /// Seed of the shuffled orders.
     pub seed: u64,
+    /// Which loaders: `native` (feedbench's) and/or `lerobot` (LeRobot's own, in Python).
+    #[serde(skip_serializing_if = "only_native")]
+    pub loader: Vec<LoaderBackend>,
+    /// The Python of the environment with LeRobot, for `lerobot` cells (default:
+    /// `$FEEDBENCH_PYTHON`, else `python3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
+    /// LeRobot's video backend for `lerobot` cells, `torchcodec` or `pyav` (default:
+    /// LeRobot's choice).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub video_backend: Option<VideoBackend>,
+}
+
+/// Whether the loader axis is the default, the native loader alone (left out of the config
+/// feedbench keeps beside results, so that configs written before read back the same).
+fn only_native(loaders: &[LoaderBackend]) -> bool {
+    loaders == [LoaderBackend::Native]
 }
 
 impl Default for LoaderAxes {
@@ -144,6 +162,9 @@ impl Default for LoaderAxes {
             images: vec![ImageFormat::F32],
             sampler: SamplerKind::EpisodeAware,
             seed: 0,
+            loader: vec![LoaderBackend::Native],
+            python: None,
+            video_backend: None,
         }
     }
 }
@@ -254,6 +275,7 @@ impl ConfigFile for SweepConfig {
             ("loader.batch", l.batch.is_empty()),
             ("loader.resolution", l.resolution.is_empty()),
             ("loader.images", l.images.is_empty()),
+            ("loader.loader", l.loader.is_empty()),
             ("model.model", self.model.model.is_empty()),
             ("model.dtype", self.model.dtype.is_empty()),
         ] {

@@ -40,6 +40,7 @@ pub fn plan(
         device: DeviceChoice::of(device),
         dtype: crate::model::Precision::F32,
         repeat: 0,
+        loader: Default::default(),
     }];
     let repeats: Vec<usize> = (0..config.run.repeats).collect();
     let models: Vec<_> = m.model.iter().map(|model| model.on(m.preset, device)).collect();
@@ -50,6 +51,7 @@ pub fn plan(
     expand(&mut cells, &l.images, |c, &v| c.images = v);
     expand(&mut cells, &l.resolution, |c, &v| c.resolution = v);
     expand(&mut cells, &l.batch, |c, &v| c.batch_size = v);
+    expand(&mut cells, &l.loader, |c, &v| c.loader = v);
     expand(&mut cells, &l.prefetch, |c, &v| c.prefetch = v);
     expand(&mut cells, &l.workers, |c, &v| c.workers = v);
     let traced = match config.run.trace_cell {

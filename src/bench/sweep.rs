@@ -13,14 +13,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cell::{Cell, Knob};
 use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
-use super::phase::{run_loader_phase, run_model_phase, run_train_phase, ModelPhase, TrainError};
+use super::phase::{run_lerobot_loader_phase, run_lerobot_train_phase, run_loader_phase};
+use super::phase::{run_model_phase, run_train_phase, ModelPhase, TrainError};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use super::system::{system_info, SystemInfo};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
-use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
+use crate::dataset::{CodebaseVersion, Dataset, DatasetError, EpisodeList, Window};
 use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::sampler::Shard;
 use crate::loader::spec::LoaderSpec;
@@ -124,6 +126,7 @@ pub fn results_path(out: &Path) -> PathBuf {
 pub(super) struct SweepContext<'a> {
     config: &'a SweepConfig,
     root: &'a Path,
+    episodes: Option<EpisodeList>,
     out: &'a Path,
     dataset: Arc<Dataset>,
     window: Window,
@@ -154,7 +157,8 @@ impl<'a> SweepContext<'a> {
         };
         let (dataset, window) = spec.open()?;
         let system = system_info(device);
-        Ok((Self { config, root, out, dataset, window, system }, device))
+        let episodes = spec.episodes;
+        Ok((Self { config, root, episodes, out, dataset, window, system }, device))
     }
 }
 
@@ -241,9 +245,28 @@ pub(super) fn run_cell(
     let shapes = PolicyShapes::from_info(context.root, context.dataset.info(), cell.resolution);
     let shapes = shapes.as_ref();
 
+    // LeRobot's loader, for its cells: the same knobs, run by its driver.
+    let lerobot = match cell.loader {
+        LoaderBackend::Native => None,
+        LoaderBackend::Lerobot => {
+            let spec = LoaderSpec {
+                dataset: context.root.to_path_buf(),
+                episodes: context.episodes.clone(),
+                window: config.loader.window,
+                config: loader.config().clone(),
+            };
+            let mut options = LerobotOptions::new(None, config.loader.python.as_deref());
+            options.video_backend = config.loader.video_backend;
+            Some(LerobotLoader::new(&spec, options)?)
+        }
+    };
+
     phase("loader");
     let warmup = run.warmup.max(loader.config().batches_in_flight() + 1);
-    let loader_phase = run_loader_phase(&loader, run.loader_batches, warmup, |_| {})?;
+    let loader_phase = match &lerobot {
+        Some(lerobot) => run_lerobot_loader_phase(lerobot, run.loader_batches, warmup)?,
+        None => run_loader_phase(&loader, run.loader_batches, warmup, |_| {})?,
+    };
 
     let key = model_key(cell);
     if !models.contains_key(&key) {
@@ -257,22 +280,34 @@ pub(super) fn run_cell(
     }
 
     phase("train");
-    tch::manual_seed(cell.repeat as i64);
-    let mut train_step = step.build(shapes)?;
-    let trace = traced.then(Trace::new);
-    loader.set_trace(trace.clone());
-    let train = run_train_phase(
-        &loader,
-        train_step.as_mut(),
-        run.train_steps,
-        run.warmup,
-        trace.as_ref(),
-        |_| {},
-    )?;
-    if let Some(trace) = trace {
-        let path = context.out.join(TRACE_FILE);
-        trace.write_chrome(&path).map_err(|e| SweepError::Output { path, what: e.to_string() })?;
-    }
+    let train = match &lerobot {
+        // LeRobot's loader feeds a step as long as the model phase's median step.
+        Some(lerobot) => {
+            let step_ms = models[&key].step.median_ms;
+            run_lerobot_train_phase(lerobot, step_ms, run.train_steps, run.warmup)?
+        }
+        None => {
+            tch::manual_seed(cell.repeat as i64);
+            let mut train_step = step.build(shapes)?;
+            let trace = traced.then(Trace::new);
+            loader.set_trace(trace.clone());
+            let train = run_train_phase(
+                &loader,
+                train_step.as_mut(),
+                run.train_steps,
+                run.warmup,
+                trace.as_ref(),
+                |_| {},
+            )?;
+            if let Some(trace) = trace {
+                let path = context.out.join(TRACE_FILE);
+                trace
+                    .write_chrome(&path)
+                    .map_err(|e| SweepError::Output { path, what: e.to_string() })?;
+            }
+            train
+        }
+    };
     Ok(CellResult {
         cell: cell.clone(),
         loader: loader_phase,

@@ -37,6 +37,13 @@ named_values!(LoaderBackend {
     Lerobot => "lerobot",
 });
 
+impl LoaderBackend {
+    /// Whether it is feedbench's own loader.
+    pub fn is_native(&self) -> bool {
+        *self == LoaderBackend::Native
+    }
+}
+
 /// LeRobot's video decoding backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum VideoBackend {

@@ -55,6 +55,10 @@ pub fn render(results: &[CellResult]) -> Report {
             _ => varying.push(knob),
         }
     }
+    // Only a sweep of both loaders names them (a native sweep's report stays as it was).
+    if distinct(Knob::Loader).len() > 1 {
+        varying.push(Knob::Loader);
+    }
 
     let mut groups: Vec<Group> = partition(&rows, &Knob::GROUP)
         .into_iter()
@@ -88,12 +92,20 @@ pub fn render(results: &[CellResult]) -> Report {
     }
 }
 
-/// Rows sort by the text of their knobs (dataset, model, device, dtype, resolution, images),
+/// Rows sort by the text of their knobs (dataset, model, device, dtype, resolution, images,
+/// loader),
 /// then by batch size, workers and prefetch as numbers.
 fn sort_key(c: &Cell) -> impl Ord {
-    let text =
-        [Knob::Dataset, Knob::Model, Knob::Device, Knob::Dtype, Knob::Resolution, Knob::Images]
-            .map(|k| k.value(c));
+    let text = [
+        Knob::Dataset,
+        Knob::Model,
+        Knob::Device,
+        Knob::Dtype,
+        Knob::Resolution,
+        Knob::Images,
+        Knob::Loader,
+    ]
+    .map(|k| k.value(c));
     (text, c.batch_size, c.workers, c.prefetch)
 }
 

@@ -4,9 +4,18 @@
 
 use super::{Knob, Report, Stage};
 
-/// The header, in column order.
-pub fn header() -> Vec<String> {
-    let mut columns: Vec<String> = Knob::ALL.iter().map(|k| k.field().into()).collect();
+/// The knob columns of `report`: every knob, and the loader where a cell ran LeRobot's.
+fn knob_columns(report: &Report) -> Vec<Knob> {
+    let mut knobs = Knob::ALL.to_vec();
+    if report.rows.iter().any(|r| !r.knobs.loader.is_native()) {
+        knobs.push(Knob::Loader);
+    }
+    knobs
+}
+
+/// The header, in column order, for a report whose knob columns are `knobs`.
+pub fn header(knobs: &[Knob]) -> Vec<String> {
+    let mut columns: Vec<String> = knobs.iter().map(|k| k.field().into()).collect();
     columns.extend(
         [
             "repeats",
@@ -34,7 +43,8 @@ pub fn header() -> Vec<String> {
 
 /// The table as CSV text.
 pub fn render(report: &Report) -> String {
-    let mut out = line(&header());
+    let knobs = knob_columns(report);
+    let mut out = line(&header(&knobs));
     for r in &report.rows {
         let number = |x: f64| {
             if x.is_finite() {
@@ -45,7 +55,7 @@ pub fn render(report: &Report) -> String {
                 String::new()
             }
         };
-        let mut cells: Vec<String> = Knob::ALL.iter().map(|k| k.value(&r.knobs)).collect();
+        let mut cells: Vec<String> = knobs.iter().map(|k| k.value(&r.knobs)).collect();
         cells.extend([
             r.repeats.to_string(),
             number(r.loader_samples_per_s),
@@ -103,7 +113,7 @@ mod tests {
 
     #[test]
     fn header_names_are_unique() {
-        let mut names = header();
+        let mut names = header(&Knob::ALL);
         let n = names.len();
         names.sort();
         names.dedup();

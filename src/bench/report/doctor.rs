@@ -83,8 +83,20 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
         rate(row.loader_samples_per_s),
         rate(row.model_samples_per_s),
     );
+    let lerobot = !row.knobs.loader.is_native();
     let mut breakdown = if row.stages.is_empty() {
         "The loader phase recorded no stage timing.".to_string()
+    } else if lerobot {
+        // LeRobot's loader is timed by process, not by stage.
+        let share =
+            |stage: Stage| row.stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.percent);
+        format!(
+            "Loader CPU {} ms/sample (LeRobot's, by process): worker processes {:.0} %, main \
+             process {:.0} %",
+            millis(row.loader_cpu_ms_per_sample),
+            share(Stage::BatchOther),
+            share(Stage::Wait)
+        )
     } else {
         let shares: Vec<String> = row
             .stages
@@ -109,7 +121,8 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
     }
     breakdown.push('.');
 
-    let dominant = row.dominant_stage().copied();
+    // Stage advice is the native loader's: LeRobot's has no stages to act on.
+    let dominant = if lerobot { None } else { row.dominant_stage().copied() };
     let mut advice = Vec::new();
     if row.verdict == Verdict::NotInputBound {
         let enough = members
