@@ -98,7 +98,8 @@ fn exit_codes_say_pass_regression_and_improvement() {
     let verdict: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(verdict["outcome"], "improvement", "{verdict}");
     let cpu = &verdict["cells"][0]["cpu_ms_per_sample"];
-    assert!(cpu["change"]["high"].as_f64().unwrap() < -80.0 && cpu["decision"] == "lower", "{cpu}");
+    // Expected −90 %; the interval's upper end, under a shared machine's noise, well below −50 %.
+    assert!(cpu["change"]["high"].as_f64().unwrap() < -50.0 && cpu["decision"] == "lower", "{cpu}");
     let (code, text, _) = guard(&args[..4], &[]);
     assert_eq!(code, 0);
     assert!(text.contains(&format!("--save-baseline {}", slow.display())), "{text}");
