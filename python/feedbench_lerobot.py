@@ -241,12 +241,12 @@ def batch_size(batch):
     return 0
 
 
-def run_load(request, dataset):
+def run_load(request, dataset, installed):
     loader = make_loader(dataset, request)
     if len(loader) == 0:
         raise Refused("knob", "the loader has no batch (too few samples for the batch size)")
     emit({"event": "ready", "samples_per_epoch": len(loader.sampler), "batches_per_epoch": len(loader),
-          "video_backend": video_backend(dataset), **versions()})
+          "video_backend": video_backend(dataset), **installed})
     batches, warmup = request["batches"], request.get("warmup", 1)
     step_s = request.get("step_ms", 0.0) / 1e3
     memory = PeakMemory()
@@ -328,7 +328,7 @@ def sampler_yields_rows():
     return "absolute_to_relative_idx" in inspect.signature(EpisodeAwareSampler.__init__).parameters
 
 
-def run_batches(request, dataset):
+def run_batches(request, dataset, installed):
     import numpy
 
     rows = row_positions(dataset)
@@ -336,7 +336,7 @@ def run_batches(request, dataset):
     if rows is not None:
         batches = [[rows[index] for index in batch] for batch in batches]
     loader = make_loader(dataset, request, batch_sampler=batches)
-    emit({"event": "ready", "video_backend": video_backend(dataset), **versions()})
+    emit({"event": "ready", "video_backend": video_backend(dataset), **installed})
     out = request["out"]
     for number, batch in enumerate(loader):
         directory = os.path.join(out, f"batch-{number}")
@@ -352,9 +352,9 @@ def run_batches(request, dataset):
     emit({"event": "result", "batches": len(request["index_batches"])})
 
 
-def run_sampler(request, dataset):
+def run_sampler(request, dataset, installed):
     sampler = episode_aware_sampler(dataset, request, shuffle=False)
-    emit({"event": "ready", **versions()})
+    emit({"event": "ready", **installed})
     rows = row_positions(dataset) if sampler_yields_rows() else None
     absolute = {row: index for index, row in rows.items()} if rows is not None else None
     indices = [int(i) for i in sampler]
@@ -376,10 +376,10 @@ def main():
                 f"{sys.version.split()[0]}): point --python at the environment you train with, "
                 "or install LeRobot there (pip install 'lerobot[dataset]')",
             ) from None
-        versions()
+        installed = versions()  # refuses an unsupported LeRobot before any work
         dataset = open_dataset(request)
         command = {"load": run_load, "batches": run_batches, "sampler": run_sampler}[request["command"]]
-        command(request, dataset)
+        command(request, dataset, installed)
     except Refused as refused:
         emit({"event": "error", "kind": refused.kind, "message": str(refused)})
         sys.exit(1)

@@ -85,12 +85,16 @@ pub enum ResultsError {
     },
 }
 
+/// `result` as one line of `results.jsonl`, newline included.
+pub fn result_line(result: &CellResult) -> String {
+    serde_json::to_string(result).expect("results serialise") + "\n"
+}
+
 /// Appends `result` as one line to `path` (created if absent) and flushes it, so an
 /// interrupted sweep keeps every finished cell.
 pub fn append_result(path: &Path, result: &CellResult) -> Result<(), ResultsError> {
     let io = |source| ResultsError::Io { path: path.to_path_buf(), source };
-    let mut line = serde_json::to_string(result).expect("results serialise");
-    line.push('\n');
+    let line = result_line(result);
     let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
     file.write_all(line.as_bytes()).map_err(io)?;
     file.sync_data().map_err(io)

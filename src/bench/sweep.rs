@@ -162,6 +162,12 @@ impl<'a> SweepContext<'a> {
     }
 }
 
+/// The config as feedbench keeps it beside results (`sweep.toml`) and a plan hashes it: TOML,
+/// as feedbench writes it.
+pub fn config_text(config: &SweepConfig) -> String {
+    toml::to_string(config).expect("a sweep config serialises")
+}
+
 /// The name cells give the dataset at `root`: its directory's name.
 pub fn dataset_name(root: &Path) -> String {
     root.file_name().map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into())
@@ -182,8 +188,7 @@ pub fn run_sweep(
     let (context, device) = SweepContext::open(config, root, out, config.model.device)?;
     let plan = plan(config, &dataset_name(root), device)?;
     // The output directory is made only once the dataset opened and the plan stands.
-    let text = toml::to_string(config).expect("a sweep config serialises");
-    let mut sink = ResultsSink::open(out, resume, &text)?;
+    let mut sink = ResultsSink::open(out, resume, &config_text(config))?;
 
     let done: HashSet<Cell> = sink.results().iter().map(|r| r.cell.clone()).collect();
     let mut models: HashMap<String, ModelPhase> =

@@ -17,6 +17,7 @@ use feedbench::bench::cluster::task::run_task;
 use feedbench::bench::cluster::CpuBudget;
 use feedbench::bench::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::{dataset_name, prepare_dataset};
+use feedbench::model::DeviceChoice;
 
 use super::{default_out, show_progress, sweep_progress_bar};
 
@@ -45,12 +46,9 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         *path = std::path::absolute(&*path)?;
     }
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
-    let device = match config.model.device {
-        feedbench::model::DeviceChoice::Auto => tch::Device::cuda_if_available(),
-        feedbench::model::DeviceChoice::Cpu => tch::Device::Cpu,
-        feedbench::model::DeviceChoice::Cuda => tch::Device::Cuda(0),
-    };
-    if config.model.device == feedbench::model::DeviceChoice::Auto && !device.is_cuda() {
+    // The cells' device as the config names it; the task checks that its node has it.
+    let device = config.model.device.intended();
+    if config.model.device == DeviceChoice::Auto && !device.is_cuda() {
         eprintln!(
             "note: device = \"auto\" is the CPU here; the plan's cells run on the CPU wherever \
              they run (set device = \"cuda\" in the config for GPU nodes)"

@@ -186,9 +186,7 @@ pub struct LoadArgs {
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
     if let Some(options) = args.loader.lerobot()? {
-        if args.trace.is_some() || args.out.is_some() {
-            anyhow::bail!("--trace and --out are the native loader's (not with --loader lerobot)");
-        }
+        refuse_native_only_outputs(args.trace.as_deref(), args.out.as_deref())?;
         let loader = LerobotLoader::new(&args.loader.spec()?, options)?;
         let warmup = args.warmup.unwrap_or(loader.spec().config.batches_in_flight() + 1);
         let phase = run_lerobot_loader_phase(&loader, args.batches, warmup)?;
@@ -296,9 +294,7 @@ fn step_spec(args: &TrainArgs) -> StepSpec {
 /// for the diffusion policy, the median step of its `model` phase on the target device,
 /// measured first on a batch of the same dataset.
 fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
-    if args.trace.is_some() || args.out.is_some() {
-        anyhow::bail!("--trace and --out are the native loader's (not with --loader lerobot)");
-    }
+    refuse_native_only_outputs(args.trace.as_deref(), args.out.as_deref())?;
     let spec = args.loader.spec()?;
     let loader = LerobotLoader::new(&spec, options)?;
     let step_ms = match &args.model {
@@ -336,6 +332,15 @@ fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
         );
     }
     print_json_or_text(&phase, args.json)
+}
+
+/// `--trace` and `--out`, which record the native loader's workers and shard, refused with
+/// `--loader lerobot`.
+fn refuse_native_only_outputs(trace: Option<&Path>, out: Option<&Path>) -> Result<()> {
+    if trace.is_some() || out.is_some() {
+        anyhow::bail!("--trace and --out are the native loader's (not with --loader lerobot)");
+    }
+    Ok(())
 }
 
 /// With `--out DIR`, refuses before any work a rank file that is there already.

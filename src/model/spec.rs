@@ -26,11 +26,22 @@ named_values!(DeviceChoice { Auto => "auto", Cpu => "cpu", Cuda => "cuda" });
 impl DeviceChoice {
     /// The libtorch device; `cuda` without a CUDA device is an error.
     pub fn resolve(self) -> Result<tch::Device, ModelError> {
+        match self.intended() {
+            tch::Device::Cuda(_) if !tch::Cuda::is_available() => {
+                Err(ModelError::Device("libtorch sees no CUDA device".into()))
+            }
+            device => Ok(device),
+        }
+    }
+
+    /// The libtorch device this choice names, whether or not it is here: `auto` is this
+    /// machine's (CUDA when libtorch sees one), `cuda` the first CUDA device. For plans made on
+    /// one machine and run on others.
+    pub fn intended(self) -> tch::Device {
         match self {
-            DeviceChoice::Auto => Ok(tch::Device::cuda_if_available()),
-            DeviceChoice::Cpu => Ok(tch::Device::Cpu),
-            DeviceChoice::Cuda if tch::Cuda::is_available() => Ok(tch::Device::Cuda(0)),
-            DeviceChoice::Cuda => Err(ModelError::Device("libtorch sees no CUDA device".into())),
+            DeviceChoice::Auto => tch::Device::cuda_if_available(),
+            DeviceChoice::Cpu => tch::Device::Cpu,
+            DeviceChoice::Cuda => tch::Device::Cuda(0),
         }
     }
 

@@ -10,7 +10,7 @@ use super::plan_file::Plan;
 use super::ClusterError;
 use crate::bench::cell::Knob;
 use crate::bench::report::{write_report, ReportFiles};
-use crate::bench::results::{CellResult, RESULTS_FILE};
+use crate::bench::results::{result_line, CellResult, RESULTS_FILE};
 use crate::bench::system::SystemInfo;
 use crate::dataset::files::write_whole;
 
@@ -61,10 +61,7 @@ pub fn merge_sweep(out: &Path) -> Result<MergeOutcome, ClusterError> {
             "no cell of the plan has finished yet: run its tasks (`feedbench sweep run --out DIR`)",
         ));
     }
-    let lines: String = results
-        .iter()
-        .map(|r| serde_json::to_string(r).expect("results serialise") + "\n")
-        .collect();
+    let lines: String = results.iter().map(result_line).collect();
     let path = out.join(RESULTS_FILE);
     write_whole(&path, lines.as_bytes()).map_err(|e| ClusterError::io(&path, e))?;
     let report = write_report(out, &results)?;

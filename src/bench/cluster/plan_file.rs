@@ -13,7 +13,7 @@ use crate::bench::cell::Cell;
 use crate::bench::config::{ConfigFile, SweepConfig};
 use crate::bench::plan::plan;
 use crate::bench::results::CONFIG_FILE;
-use crate::bench::sweep::{model_key, SweepError};
+use crate::bench::sweep::{config_text, model_key, SweepError};
 use crate::dataset::files::write_whole;
 
 /// The plan's file in a sweep's output directory.
@@ -147,11 +147,6 @@ impl Plan {
         let config = SweepConfig::load(&config_path)?;
         Ok((config, Self { cells }))
     }
-}
-
-/// The config as the plan keeps it (TOML, as feedbench writes it).
-pub fn config_text(config: &SweepConfig) -> String {
-    toml::to_string(config).expect("a sweep config serialises")
 }
 
 /// The hash a plan's cells carry: the first 16 hex digits of the config text's SHA-256.
