@@ -347,8 +347,8 @@ fn lerobots_loader_feeding_a_step_gets_the_verdict_of_its_own_numbers() {
     let Some(python) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let root = dataset(dir.path(), "av1", &[]);
-    let train = |model: &str, workers: &str| {
-        let (ok, out, err) = common::feedbench(&[
+    let train = |model: &str, workers: &str, extra: &[&str]| {
+        let mut args = vec![
             "train",
             root.to_str().unwrap(),
             "--loader",
@@ -366,17 +366,33 @@ fn lerobots_loader_feeding_a_step_gets_the_verdict_of_its_own_numbers() {
             "--warmup",
             "2",
             "--json",
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = common::feedbench(&args);
         assert!(ok, "{err}");
         serde_json::from_str::<serde_json::Value>(&out).unwrap()
     };
+    let median = |phase: &serde_json::Value, part: &str| phase[part]["median_ms"].as_f64().unwrap();
     // A step far longer than a batch takes: two worker processes keep it fed.
-    let fed = train("synthetic:1000ms", "2");
+    let fed = train("synthetic:1000ms", "2", &[]);
     assert_eq!(fed["steps"], 4);
-    assert!(fed["step"]["median_ms"].as_f64().unwrap() >= 1000.0, "{}", fed["step"]);
+    assert!(median(&fed, "step") >= 1000.0, "{}", fed["step"]);
+    assert!((1000.0..1100.0).contains(&median(&fed, "compute")), "{}", fed["compute"]);
     assert!(fed["input_bound"]["median_pct"].as_f64().unwrap() < 20.0, "{}", fed["input_bound"]);
+    // uint8 frames are made float32 on the host before the step, as LeRobot's training loop
+    // does: the copy to the device is the step's, counted as input-bound.
+    if has_uint8_frames(&python) {
+        let copied = train("synthetic:100ms", "1", &["--uint8"]);
+        let h2d = median(&copied, "h2d");
+        assert!(h2d > 0.0 && h2d < median(&copied, "step") - 100.0, "{}", copied["h2d"]);
+        assert!(copied["per_step"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["h2d_ms"].as_f64() > Some(0.0)));
+    }
     // No step, loading in the main process: waiting for the loader is the whole step.
-    let starved = train("synthetic:0ms", "0");
+    let starved = train("synthetic:0ms", "0", &[]);
     assert_eq!(
         starved["input_bound"]["verdict"], "highly_input_bound",
         "{}",
@@ -431,4 +447,86 @@ fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains(",dtype,loader,repeats,"), "{csv}");
     assert_eq!(csv.lines().filter(|l| l.contains("lerobot")).count(), 2, "{csv}");
+}
+
+#[test]
+fn lerobots_diffusion_step_has_the_tch_steps_parameters_and_is_measured_beside_it() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "av1", &[]);
+    let model = |extra: &[&str]| {
+        let mut args = vec![
+            "model",
+            "--impl",
+            "tch,lerobot",
+            "--python",
+            python.to_str().unwrap(),
+            "--preset",
+            "small",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--threads",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = common::feedbench(&args);
+        assert!(ok, "{err}");
+        out
+    };
+    // Two cameras resized to 64×64 with an encoder each and a 56×56 crop: another graph than
+    // PushT's, built alike by both.
+    let overrides = dir.path().join("two-encoders.toml");
+    std::fs::write(
+        &overrides,
+        "use_separate_rgb_encoder_per_camera = true\ncrop_shape = [56, 56]\n",
+    )
+    .unwrap();
+    let out = model(&[
+        "--dataset",
+        root.to_str().unwrap(),
+        "--resolution",
+        "64x64",
+        "--config",
+        overrides.to_str().unwrap(),
+        "--batch",
+        "2",
+        "--dtype",
+        "f32,bf16",
+        "--json",
+    ]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(rows.len(), 4, "{out}");
+    let (tch, lerobot) = rows.split_at(2);
+    for (t, l) in tch.iter().zip(lerobot) {
+        assert!(l["model"].as_str().unwrap().starts_with("LeRobot's DiffusionPolicy"), "{l}");
+        assert_eq!((&t["batch"], &t["dtype"]), (&l["batch"], &l["dtype"]));
+        assert_eq!(t["parameters"], l["parameters"], "the same graph, parameter for parameter");
+        assert!(l["parameters"].as_u64().unwrap() > 1_000_000);
+        assert_eq!(l["per_step"].as_array().unwrap().len(), 2);
+        let part = |name: &str| l[name]["median_ms"].as_f64().unwrap();
+        assert!(part("forward") > 0.0 && part("backward") > 0.0 && part("optimizer") > 0.0);
+        assert!(part("step") >= part("forward") + part("backward"), "{l}");
+        assert!(l["last_loss"].as_f64().unwrap().is_finite());
+    }
+    assert!(lerobot[1]["speedup_over_f32"].as_f64().unwrap() > 0.0, "bf16 beside f32");
+    // PushT's shapes, as text: the two steps side by side.
+    let text = model(&["--batch", "2"]);
+    let parity = text.split("tch step beside LeRobot's").nth(1).expect(&text);
+    let row: Vec<&str> = parity.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!((row[0], row[1]), ("2", "f32"), "{parity}");
+    assert_eq!(row[5], row[6], "parameters: {parity}");
+}
+
+#[test]
+fn lerobots_step_is_the_diffusion_policys_only_and_needs_its_python() {
+    let (ok, _, err) =
+        common::feedbench(&["model", "--impl", "lerobot", "--model", "synthetic:5ms"]);
+    assert!(!ok && err.contains("--impl lerobot runs LeRobot's DiffusionPolicy"), "{err}");
+    let (ok, _, err) =
+        common::feedbench(&["model", "--impl", "lerobot", "--python", "/nonexistent/python"]);
+    assert!(!ok && err.contains("/nonexistent/python"), "{err}");
+    let (ok, _, err) = common::feedbench(&["model", "--impl", "pytorch"]);
+    assert!(!ok && err.contains("tch") && err.contains("lerobot"), "{err}");
 }

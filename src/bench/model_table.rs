@@ -1,9 +1,12 @@
 //! What `feedbench model` measures: the `model` phase once per (batch size, dtype), each on a
 //! resident synthetic batch of the policy's shapes.
 
-use super::phase::{run_model_phase, ModelPhase};
+use std::path::Path;
+
+use super::phase::{lerobot_model_phases, run_model_phase, ModelPhase};
 use crate::loader::batch::ImageFormat;
-use crate::model::{synthetic_batch, ModelError, PolicyShapes, Precision, StepSpec};
+use crate::model::lerobot::LerobotSteps;
+use crate::model::{synthetic_batch, ModelError, ModelSpec, PolicyShapes, Precision, StepSpec};
 
 /// The rows to measure.
 #[derive(Debug, Clone)]
@@ -46,16 +49,63 @@ impl ModelTable {
                     synthetic_batch(&self.shapes, obs, horizon, size, self.images, self.seed);
                 let mut row =
                     run_model_phase(step.as_mut(), &batch, dtype, self.steps, self.warmup)?;
-                if dtype == Precision::Bf16 {
-                    row.speedup_over_f32 = rows
-                        .iter()
-                        .find(|r| r.batch == size && r.dtype == Precision::F32.name())
-                        .map(|r| r.step.median_ms / row.step.median_ms);
-                }
+                row.speedup_over_f32 = speedup_over_f32(&rows, &row);
                 on_row(&row);
                 rows.push(row);
             }
         }
         Ok(rows)
     }
+
+    /// The same rows with LeRobot's own `DiffusionPolicy` step in PyTorch, run by the LeRobot
+    /// driver with the Python at `python` and `threads` intra-op threads (None: PyTorch's
+    /// choice). Only the diffusion policy has a LeRobot counterpart.
+    pub fn run_lerobot(
+        &self,
+        python: &Path,
+        threads: Option<i32>,
+    ) -> Result<Vec<ModelPhase>, ModelError> {
+        if !matches!(self.step.model, ModelSpec::Diffusion(_)) {
+            return Err(ModelError::Config(format!(
+                "--impl lerobot runs LeRobot's DiffusionPolicy: --model diffusion, not {}",
+                self.step.model
+            )));
+        }
+        if self.step.host_seed.is_some() {
+            return Err(ModelError::Config(
+                "--random-on-host is the tch step's (not with --impl lerobot)".into(),
+            ));
+        }
+        let device = self.step.device()?;
+        let config = self.step.diffusion_config(device)?;
+        let steps = LerobotSteps {
+            config: &config,
+            shapes: &self.shapes,
+            batch_sizes: &self.batch_sizes,
+            dtypes: &self.dtypes,
+            images: self.images,
+            device,
+            steps: self.steps,
+            warmup: self.warmup,
+            seed: self.seed,
+            threads,
+        };
+        let (versions, measured) = steps.measure(python)?;
+        let mut rows: Vec<ModelPhase> = Vec::new();
+        for mut row in lerobot_model_phases(&versions, measured, device, &config)? {
+            row.speedup_over_f32 = speedup_over_f32(&rows, &row);
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+}
+
+/// For a bf16 row, its speed-up over the f32 row of the same batch size among `rows`.
+fn speedup_over_f32(rows: &[ModelPhase], row: &ModelPhase) -> Option<f64> {
+    if row.dtype != Precision::Bf16.name() {
+        return None;
+    }
+    rows.iter()
+        .find(|r| r.batch == row.batch && r.dtype == Precision::F32.name())
+        .map(|r| r.step.median_ms / row.step.median_ms)
 }

@@ -286,10 +286,11 @@ pub(super) fn run_cell(
 
     phase("train");
     let train = match &lerobot {
-        // LeRobot's loader feeds a step as long as the model phase's median step.
+        // LeRobot's loader copies each batch to the device and feeds the model phase's
+        // median compute.
         Some(lerobot) => {
-            let step_ms = models[&key].step.median_ms;
-            run_lerobot_train_phase(lerobot, step_ms, run.train_steps, run.warmup)?
+            let fed = models[&key].fed_step(step.device()?);
+            run_lerobot_train_phase(lerobot, Some(fed), run.train_steps, run.warmup)?
         }
         None => {
             tch::manual_seed(cell.repeat as i64);

@@ -16,7 +16,9 @@ use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::LoaderConfig;
-use feedbench::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend};
+use feedbench::loader::lerobot::{
+    FedStep, LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend,
+};
 use feedbench::loader::pipeline::Loader;
 use feedbench::loader::sampler::{SamplerKind, Shard};
 use feedbench::loader::spec::LoaderSpec;
@@ -289,17 +291,22 @@ fn step_spec(args: &TrainArgs) -> StepSpec {
     }
 }
 
-/// `feedbench train --loader lerobot`: LeRobot's loader feeding a step of fixed cost, the
-/// main process blocking for it as it blocks on a GPU step. The cost is `synthetic:MS`'s, or,
-/// for the diffusion policy, the median step of its `model` phase on the target device,
-/// measured first on a batch of the same dataset.
+/// `feedbench train --loader lerobot`: LeRobot's loader feeding a step of fixed cost: each
+/// batch copied to the step's device as LeRobot's training loop copies it, then the main
+/// process blocking for the step's compute as it blocks on a GPU step. The compute is
+/// `synthetic:MS`'s, or, for the diffusion policy, the median compute of its `model` phase on
+/// the target device, measured first on a batch of the same dataset.
 fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
     refuse_native_only_outputs(args.trace.as_deref(), args.out.as_deref())?;
     let spec = args.loader.spec()?;
     let loader = LerobotLoader::new(&spec, options)?;
-    let step_ms = match &args.model {
-        ModelSpec::Synthetic { cost, .. } => cost.as_secs_f64() * 1e3,
-        ModelSpec::None => 0.0,
+    let step_spec = step_spec(args);
+    let device = step_spec.device()?;
+    let fed = match &args.model {
+        ModelSpec::Synthetic { cost, .. } => {
+            Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device })
+        }
+        ModelSpec::None => None,
         ModelSpec::Diffusion(_) => {
             if let Some(threads) = args.threads {
                 tch::set_num_threads(threads);
@@ -309,26 +316,28 @@ fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
                 Some(batch) => batch?.into_batch(),
                 None => anyhow::bail!("no batch: {}", native.why_no_batch()),
             };
-            let step_spec = step_spec(args);
             let info = native.dataset().info();
             let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
             let mut step = step_spec.build(shapes.as_ref())?;
             let model = run_model_phase(step.as_mut(), &batch, args.dtype, 5, 2)?;
+            let fed = model.fed_step(device);
             eprintln!(
-                "{} on {:?}, {}: {:.1} ms a step (median of 5, the model phase); LeRobot's \
-                 loader now feeds a step that long",
+                "{} on {:?}, {}: {:.1} ms of compute a step (median of 5, the model phase); \
+                 LeRobot's loader now feeds a step that long",
                 step.name(),
                 step.device(),
                 args.dtype,
-                model.step.median_ms
+                fed.compute_ms
             );
-            model.step.median_ms
+            Some(fed)
         }
     };
-    let phase = run_lerobot_train_phase(&loader, step_ms, args.steps, args.warmup)?;
-    if !args.json {
+    let phase = run_lerobot_train_phase(&loader, fed, args.steps, args.warmup)?;
+    if let (Some(fed), false) = (fed, args.json) {
         println!(
-            "LeRobot's loader feeding a {step_ms:.1} ms step (the main process blocks for it)"
+            "LeRobot's loader feeding a {:.1} ms step on {:?} (each batch copied there, then \
+             the main process blocks for the compute)",
+            fed.compute_ms, fed.device
         );
     }
     print_json_or_text(&phase, args.json)

@@ -5,9 +5,12 @@
 use std::path::PathBuf;
 
 use feedbench::bench::model_table::ModelTable;
+use feedbench::bench::phase::ModelPhase;
 use feedbench::bench::report::phase_text;
 use feedbench::dataset::{Info, Resolution};
 use feedbench::loader::batch::ImageFormat;
+use feedbench::loader::lerobot::LerobotOptions;
+use feedbench::model::lerobot::StepImpl;
 use feedbench::model::StepSpec;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 
@@ -60,6 +63,15 @@ pub struct ModelArgs {
     /// batch. For checks, not timings (the copies wait on the host).
     #[arg(long)]
     pub random_on_host: bool,
+    /// Which step runs: `tch` (feedbench's, on libtorch) and/or `lerobot` (LeRobot's own
+    /// DiffusionPolicy in PyTorch, in the Python of --python), comma-separated; with both,
+    /// each row is measured by both and a table sets them side by side.
+    #[arg(long = "impl", value_delimiter = ',', default_value = "tch")]
+    pub implementation: Vec<StepImpl>,
+    /// The Python of the environment with LeRobot, for `--impl lerobot` (default:
+    /// $FEEDBENCH_PYTHON, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -95,15 +107,41 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         warmup: args.warmup,
         seed: args.seed,
     };
-    let rows = table.run(|row| {
+    let print_row = |row: &ModelPhase| {
         if !args.json {
             print!("{}", phase_text::model_row(row));
         }
-    })?;
+    };
+    let (mut tch_rows, mut lerobot_rows) = (Vec::new(), Vec::new());
+    for implementation in unique(&args.implementation) {
+        match implementation {
+            StepImpl::Tch => tch_rows = table.run(print_row)?,
+            StepImpl::Lerobot => {
+                let python = LerobotOptions::new(args.python.as_deref(), None).python;
+                lerobot_rows = table.run_lerobot(&python, args.threads)?;
+                lerobot_rows.iter().for_each(print_row);
+            }
+        }
+    }
+    let rows: Vec<&ModelPhase> = tch_rows.iter().chain(&lerobot_rows).collect();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if !tch_rows.is_empty() && !lerobot_rows.is_empty() {
+        print!("{}", phase_text::model_parity(&tch_rows, &lerobot_rows));
     } else if rows.len() > 1 {
-        print!("{}", phase_text::model_summary(&rows));
+        print!("{}", phase_text::model_summary(&tch_rows));
+        print!("{}", phase_text::model_summary(&lerobot_rows));
     }
     Ok(())
+}
+
+/// The implementations in the order given, each once.
+fn unique(implementations: &[StepImpl]) -> Vec<StepImpl> {
+    let mut seen = Vec::new();
+    for &i in implementations {
+        if !seen.contains(&i) {
+            seen.push(i);
+        }
+    }
+    seen
 }

@@ -6,6 +6,7 @@ mod autocast;
 pub mod config;
 pub mod diffusion;
 mod layers;
+pub mod lerobot;
 pub mod noise;
 pub mod shapes;
 pub mod spec;
@@ -38,6 +39,9 @@ pub enum ModelError {
     /// The dataset lacks what the policy reads.
     #[error(transparent)]
     Shapes(#[from] ShapesError),
+    /// LeRobot's step, run by the driver, failed (its message).
+    #[error("{0}")]
+    Lerobot(String),
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

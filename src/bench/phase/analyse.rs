@@ -275,6 +275,31 @@ mod tests {
     }
 
     #[test]
+    fn lerobots_loader_is_fed_the_median_compute_less_the_copy() {
+        // Steps of 110, 130 and 400 ms, of which 10, 50 and 20 ms the copy: compute 100, 80
+        // and 380 ms, median 100 (the whole step's median less the copy's would be 110).
+        let model = |per_step| ModelRun {
+            model: "m".into(),
+            device: tch::Device::Cpu,
+            dtype: Precision::F32,
+            batch: 8,
+            threads: 1,
+            parameters: 0,
+            peak_memory_bytes: None,
+            last_loss: None,
+            per_step,
+        };
+        let steps =
+            vec![sample(0.0, 10.0, 110.0), sample(0.0, 50.0, 130.0), sample(0.0, 20.0, 400.0)];
+        let fed = model(steps).figures().fed_step(tch::Device::Cuda(1));
+        assert_eq!((fed.compute_ms, fed.device), (100.0, tch::Device::Cuda(1)));
+        // Results written before per-step samples were kept: the medians' difference.
+        let mut old = model(vec![sample(0.0, 10.0, 110.0)]).figures();
+        old.per_step.clear();
+        assert_eq!(old.fed_step(tch::Device::Cpu).compute_ms, 100.0);
+    }
+
+    #[test]
     fn the_decode_limit_is_threads_over_the_cost_of_a_sample() {
         let mut timing = TimingTree::default();
         // 100 samples, 250 frames decoded at 2 ms of CPU each.

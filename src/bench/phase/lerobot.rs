@@ -1,15 +1,18 @@
 //! The `loader` and `train` phases of LeRobot's own loader: the driver measures in its Python
 //! process (wall per batch, CPU of the main and worker processes, their summed memory), and
 //! the figures are made as the native loader's are, in the same schema. Its `train` phase
-//! feeds a step of fixed cost: the main process blocks for it after each batch, as it blocks
-//! on a GPU step, while the workers keep prefetching.
+//! feeds a step of fixed cost ([`FedStep`]): each batch is copied to the step's device as
+//! LeRobot's training loop copies it (h2d), then the main process blocks for the step's
+//! compute, as it blocks on a GPU step, while the workers keep prefetching.
 
 use std::time::Duration;
 
-use super::analyse::{LoaderRun, TrainRun};
-use super::{LoaderPhase, StepSample, TrainPhase};
-use crate::loader::lerobot::{LerobotLoader, LerobotRun};
+use super::analyse::{LoaderRun, ModelRun, TrainRun};
+use super::{LoaderPhase, ModelPhase, StepSample, TrainPhase};
+use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotRun, LerobotVersions};
 use crate::loader::pipeline::LoaderError;
+use crate::model::lerobot::LerobotStepRow;
+use crate::model::{DiffusionConfig, ModelError, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
 
 /// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones, epoch after
@@ -19,7 +22,7 @@ pub fn run_lerobot_loader_phase(
     batches: usize,
     warmup: usize,
 ) -> Result<LoaderPhase, LoaderError> {
-    let (versions, run) = loader.load(batches, warmup, 0.0)?;
+    let (versions, run) = loader.load(batches, warmup, None)?;
     let seconds = Duration::from_secs_f64;
     let timing = process_timing(loader, &run);
     let figures = LoaderRun {
@@ -65,23 +68,27 @@ fn process_timing(loader: &LerobotLoader, run: &LerobotRun) -> TimingTree {
     timing
 }
 
-/// Runs LeRobot's loader feeding a step of `step_ms`: `warmup` steps, then `steps` measured
-/// ones, each the wait for a batch and the step.
+/// Runs LeRobot's loader feeding `step` (None: no step, as `--model none`): `warmup` steps,
+/// then `steps` measured ones, each the wait for a batch, its copy to the device and the
+/// step's compute (as `forward`).
 pub fn run_lerobot_train_phase(
     loader: &LerobotLoader,
-    step_ms: f64,
+    step: Option<FedStep>,
     steps: usize,
     warmup: usize,
 ) -> Result<TrainPhase, LoaderError> {
-    let (_, run) = loader.load(steps, warmup, step_ms)?;
+    let (_, run) = loader.load(steps, warmup, step)?;
+    // Without a step the driver copies nothing: no h2d figures.
+    let h2d = run.h2d_ms.iter().copied().chain(std::iter::repeat(0.0));
     let per_step = run
         .wait_ms
         .iter()
         .zip(&run.batch_ms)
-        .map(|(&wait_ms, &whole_ms)| StepSample {
+        .zip(h2d)
+        .map(|((&wait_ms, &whole_ms), h2d_ms)| StepSample {
             wait_ms,
-            h2d_ms: 0.0,
-            forward_ms: 0.0,
+            h2d_ms,
+            forward_ms: (whole_ms - wait_ms - h2d_ms).max(0.0),
             backward_ms: 0.0,
             optimizer_ms: 0.0,
             step_ms: (whole_ms - wait_ms).max(0.0),
@@ -98,4 +105,49 @@ pub fn run_lerobot_train_phase(
         timing: process_timing(loader, &run),
     };
     Ok(figures.figures())
+}
+
+/// LeRobot's step, as the driver measured it, in `model` phases: one per row, named for
+/// LeRobot and PyTorch.
+pub fn lerobot_model_phases(
+    versions: &LerobotVersions,
+    rows: Vec<LerobotStepRow>,
+    device: tch::Device,
+    config: &DiffusionConfig,
+) -> Result<Vec<ModelPhase>, ModelError> {
+    let model = format!(
+        "LeRobot's DiffusionPolicy (down_dims {:?}; lerobot {}, torch {})",
+        config.down_dims, versions.lerobot, versions.torch
+    );
+    rows.into_iter()
+        .map(|row| {
+            let dtype: Precision = row.dtype.parse().map_err(ModelError::Lerobot)?;
+            let per_step = row
+                .per_step
+                .iter()
+                .map(|s| StepSample {
+                    wait_ms: 0.0,
+                    h2d_ms: s.h2d_ms,
+                    forward_ms: s.forward_ms,
+                    backward_ms: s.backward_ms,
+                    optimizer_ms: s.optimizer_ms,
+                    step_ms: s.step_ms,
+                    backbone_ms: None,
+                    unet_ms: None,
+                })
+                .collect();
+            let run = ModelRun {
+                model: model.clone(),
+                device,
+                dtype,
+                batch: row.batch,
+                threads: row.threads,
+                parameters: row.parameters,
+                peak_memory_bytes: row.peak_memory_bytes,
+                last_loss: row.last_loss,
+                per_step,
+            };
+            Ok(run.figures())
+        })
+        .collect()
 }

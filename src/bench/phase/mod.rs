@@ -14,15 +14,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::Stats;
+use super::stats::{median, Stats};
 use super::verdict::Verdict;
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::LerobotVersions;
+use crate::loader::lerobot::{FedStep, LerobotVersions};
 use crate::loader::pipeline::LoaderError;
 use crate::model::{ModelError, StepTimes};
 use crate::timing::TimingTree;
 
-pub use lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase};
+pub use lerobot::{lerobot_model_phases, run_lerobot_loader_phase, run_lerobot_train_phase};
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 
 /// The figures of a `loader` phase, warm-up excluded.
@@ -182,6 +182,19 @@ pub struct ModelPhase {
     /// Every measured step. Empty in results written before.
     #[serde(default)]
     pub per_step: Vec<StepSample>,
+}
+
+impl ModelPhase {
+    /// The step LeRobot's loader is to feed on `device` in a `train` phase: this phase's
+    /// median compute (each step less its host→device copy, which LeRobot's side pays itself).
+    pub fn fed_step(&self, device: tch::Device) -> FedStep {
+        let compute_ms = if self.per_step.is_empty() {
+            (self.step.median_ms - self.h2d.median_ms).max(0.0)
+        } else {
+            median(self.per_step.iter().map(|s| (s.step_ms - s.h2d_ms).max(0.0)))
+        };
+        FedStep { compute_ms, device }
+    }
 }
 
 /// An unbounded rate (a step of no measurable time, e.g. `none`) as JSON's `null`, which has

@@ -153,6 +153,38 @@ pub fn model_summary(rows: &[ModelPhase]) -> String {
     out
 }
 
+/// feedbench's tch step beside LeRobot's PyTorch step, row by row (same batch and dtype):
+/// median step ms of each, how many times faster the tch step is, and both parameter counts.
+pub fn model_parity(tch: &[ModelPhase], lerobot: &[ModelPhase]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "tch step beside LeRobot's (PyTorch), same preset, shapes, batch, device and dtype:"
+    );
+    let _ = writeln!(
+        out,
+        "{:>6} {:>5} {:>11} {:>15} {:>9} {:>13} {:>13}",
+        "batch", "dtype", "tch ms", "LeRobot ms", "tch ×", "tch params", "LeRobot params"
+    );
+    for t in tch {
+        let Some(l) = lerobot.iter().find(|l| l.batch == t.batch && l.dtype == t.dtype) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "{:>6} {:>5} {:>11.1} {:>15.1} {:>8.2}× {:>13} {:>13}",
+            t.batch,
+            t.dtype,
+            t.step.median_ms,
+            l.step.median_ms,
+            l.step.median_ms / t.step.median_ms,
+            group_thousands(t.parameters),
+            group_thousands(l.parameters),
+        );
+    }
+    out
+}
+
 fn group_thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();

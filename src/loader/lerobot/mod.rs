@@ -1,26 +1,20 @@
 //! LeRobot's own loader as a backend (`--loader lerobot`): `LeRobotDataset` and PyTorch's
-//! `DataLoader`, run by feedbench's driver script (`python/feedbench_lerobot.py`, compiled into
-//! the binary) in a Python process of the user's choosing, so that the same knobs and the same
-//! measurement apply to the loader they train with.
-//!
-//! The driver answers one request with JSON lines on its stdout (`ready`, then `result` or
-//! `error`); whatever LeRobot prints goes to its stderr, whose last lines an error quotes.
+//! `DataLoader`, run by feedbench's driver script ([`driver`]) in a Python process of the
+//! user's choosing, so that the same knobs and the same measurement apply to the loader they
+//! train with.
 
-use std::io::{BufRead, BufReader, Write};
+pub mod driver;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
-use sha2::{Digest, Sha256};
 
+use self::driver::{parse, run_driver, torch_device};
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
 use crate::dataset::{Resolution, Window};
 use crate::loader::batch::ImageFormat;
-
-/// The driver script, as shipped in `python/`.
-pub const DRIVER: &str = include_str!("../../python/feedbench_lerobot.py");
 
 /// Which loader delivers the batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -84,6 +78,18 @@ impl LerobotOptions {
     }
 }
 
+/// The step LeRobot's loader feeds in a `train` phase: each batch goes to `device` as
+/// LeRobot's training loop sends it (uint8 cameras made float32 on the host, then `.to(device)`,
+/// from pinned memory on CUDA), timed as h2d, and then the main process blocks for
+/// `compute_ms`, the step's device time, while the workers prefetch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FedStep {
+    /// The step's device time after the copy, ms.
+    pub compute_ms: f64,
+    /// Where the step runs.
+    pub device: tch::Device,
+}
+
 /// The versions the driver ran with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LerobotVersions {
@@ -115,6 +121,9 @@ pub struct LerobotRun {
     pub batch_ms: Vec<f64>,
     /// Per batch, ms the main process waited for it.
     pub wait_ms: Vec<f64>,
+    /// Per batch, ms of its copy to the fed step's device (empty without a step).
+    #[serde(default)]
+    pub h2d_ms: Vec<f64>,
     /// CPU seconds of the main process over the measured batches.
     pub main_cpu_s: f64,
     /// CPU seconds of the worker processes over them.
@@ -196,13 +205,13 @@ impl LerobotLoader {
         })
     }
 
-    /// Runs `warmup` unmeasured batches, then measures `batches`; after each batch the main
-    /// process blocks `step_ms` (0: the loader alone).
+    /// Runs `warmup` unmeasured batches, then measures `batches`, each fed to `step` (None:
+    /// the loader alone). On CUDA the DataLoader pins memory, as LeRobot's training sets it.
     pub fn load(
         &self,
         batches: usize,
         warmup: usize,
-        step_ms: f64,
+        step: Option<FedStep>,
     ) -> Result<(LerobotVersions, LerobotRun), LoaderError> {
         if batches == 0 {
             return Err(LoaderError::Config("measure at least one batch".into()));
@@ -210,7 +219,13 @@ impl LerobotLoader {
         let mut request = self.request("load");
         request["batches"] = json!(batches);
         request["warmup"] = json!(warmup);
-        request["step_ms"] = json!(step_ms);
+        if let Some(step) = step {
+            request["step"] =
+                json!({ "compute_ms": step.compute_ms, "device": torch_device(step.device) });
+            if step.device.is_cuda() {
+                request["pin_memory"] = json!(true);
+            }
+        }
         let (ready, result) = run_driver(&self.options.python, &request)?;
         Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
@@ -234,108 +249,5 @@ impl LerobotLoader {
         let (_, result) = run_driver(&self.options.python, &self.request("sampler"))?;
         let indices = result.get("indices").cloned().unwrap_or_default();
         parse(&self.options.python, indices)
-    }
-}
-
-fn parse<T: serde::de::DeserializeOwned>(python: &Path, value: Json) -> Result<T, LoaderError> {
-    serde_json::from_value(value).map_err(|e| {
-        LoaderError::Lerobot(format!(
-            "{}: the driver's answer is not what this feedbench expects ({e})",
-            python.display()
-        ))
-    })
-}
-
-/// The driver script on disk: written once per content into the temporary directory.
-fn driver_path() -> Result<PathBuf, LoaderError> {
-    let hash: String =
-        Sha256::digest(DRIVER.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect();
-    let dir = std::env::temp_dir().join(format!("feedbench-lerobot-{hash}"));
-    let path = dir.join("feedbench_lerobot.py");
-    if std::fs::read_to_string(&path).is_ok_and(|text| text == DRIVER) {
-        return Ok(path);
-    }
-    let io = |e: std::io::Error| {
-        LoaderError::Lerobot(format!("{}: cannot write the driver ({e})", path.display()))
-    };
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    crate::dataset::files::write_whole(&path, DRIVER.as_bytes()).map_err(io)?;
-    Ok(path)
-}
-
-/// Runs the driver with `python` on `request`: its `ready` and `result` messages.
-fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderError> {
-    let driver = driver_path()?;
-    let mut child = Command::new(python)
-        .arg(&driver)
-        // Local datasets only: nothing is fetched from the Hub.
-        .env("HF_HUB_OFFLINE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            LoaderError::Lerobot(format!(
-                "--python {}: cannot run it ({e}); point --python (or FEEDBENCH_PYTHON) at the \
-                 Python of the environment with LeRobot",
-                python.display()
-            ))
-        })?;
-    let mut stdin = child.stdin.take().expect("piped");
-    // A process that is no Python may exit before reading: its status says more than EPIPE.
-    let _ = writeln!(stdin, "{request}");
-    drop(stdin);
-    let stderr = child.stderr.take().expect("piped");
-    let stderr_tail = std::thread::spawn(move || {
-        let mut tail: Vec<String> = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            tail.push(line);
-            if tail.len() > 20 {
-                tail.remove(0);
-            }
-        }
-        tail
-    });
-    let (mut ready, mut result, mut error) = (None, None, None);
-    for line in BufReader::new(child.stdout.take().expect("piped")).lines().map_while(Result::ok) {
-        let Ok(message) = serde_json::from_str::<Json>(&line) else { continue };
-        match message.get("event").and_then(Json::as_str) {
-            Some("ready") => ready = Some(message),
-            Some("result") => result = Some(message),
-            Some("error") => error = Some(message),
-            _ => {}
-        }
-    }
-    let status =
-        child.wait().map_err(|e| LoaderError::Lerobot(format!("{}: {e}", python.display())))?;
-    let tail = stderr_tail.join().unwrap_or_default();
-    if let Some(error) = error {
-        let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
-        let kind = error.get("kind").and_then(Json::as_str).unwrap_or("lerobot");
-        return Err(LoaderError::Lerobot(match kind {
-            "lerobot" => format!("LeRobot's loader failed: {}", one_paragraph(message)),
-            _ => message.to_string(),
-        }));
-    }
-    match (ready, result) {
-        (Some(ready), Some(result)) if status.success() => Ok((ready, result)),
-        _ => Err(LoaderError::Lerobot(format!(
-            "--python {}: did not answer as feedbench's LeRobot driver ({status}){}",
-            python.display(),
-            if tail.is_empty() { String::new() } else { format!(": {}", tail.join(" | ")) }
-        ))),
-    }
-}
-
-/// A multi-line message as one line: a traceback (a worker's failure, as PyTorch re-raises it)
-/// by its first line and its last, the error itself; any other message whole.
-fn one_paragraph(message: &str) -> String {
-    let lines: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    match lines.as_slice() {
-        [first, .., last] if message.contains("Traceback (most recent call last)") => {
-            format!("{first} … {last}")
-        }
-        _ => lines.join(" "),
     }
 }

@@ -1,0 +1,125 @@
+//! LeRobot's own diffusion-policy training step (`model --impl lerobot`): `DiffusionPolicy`
+//! with the same configuration and shapes, its preprocessor, the optimizer and clipping as
+//! LeRobot's training script runs them, measured in the LeRobot driver's Python process, so
+//! that the tch step can be set beside PyTorch's.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{DiffusionConfig, ModelError, PolicyShapes, Precision};
+use crate::loader::batch::ImageFormat;
+use crate::loader::lerobot::driver::{parse, run_driver, torch_device};
+use crate::loader::lerobot::LerobotVersions;
+
+/// Which implementation runs the diffusion policy's step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepImpl {
+    /// feedbench's, on libtorch through tch.
+    Tch,
+    /// LeRobot's own `DiffusionPolicy` in PyTorch, run by the LeRobot driver.
+    Lerobot,
+}
+
+named_values!(StepImpl { Tch => "tch", Lerobot => "lerobot" });
+
+/// What to measure: the rows of `feedbench model`, each a fresh policy from `seed`.
+#[derive(Debug, Clone)]
+pub struct LerobotSteps<'a> {
+    /// The policy's configuration (the tch step's, field for field).
+    pub config: &'a DiffusionConfig,
+    /// Cameras and widths.
+    pub shapes: &'a PolicyShapes,
+    /// Batch sizes, one row each (per dtype).
+    pub batch_sizes: &'a [usize],
+    /// Arithmetic, one row each (per batch size); bf16 is autocast, as accelerate's.
+    pub dtypes: &'a [Precision],
+    /// How the DataLoader hands images over (uint8 is made float32 on the host, as LeRobot's
+    /// training loop does).
+    pub images: ImageFormat,
+    /// Where the step runs.
+    pub device: tch::Device,
+    /// Measured steps per row.
+    pub steps: usize,
+    /// Steps before measuring.
+    pub warmup: usize,
+    /// Seed of the parameters and the batch.
+    pub seed: u64,
+    /// PyTorch's intra-op threads (None: PyTorch's choice).
+    pub threads: Option<i32>,
+}
+
+/// One measured step, ms of each part.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct LerobotStepMs {
+    /// The batch to the device and LeRobot's preprocessor (normalisation).
+    pub h2d_ms: f64,
+    /// `policy.forward` (the loss).
+    pub forward_ms: f64,
+    /// `loss.backward()`.
+    pub backward_ms: f64,
+    /// Clipping, `optimizer.step()`, `zero_grad()`.
+    pub optimizer_ms: f64,
+    /// The whole step.
+    pub step_ms: f64,
+}
+
+/// One row as the driver measured it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct LerobotStepRow {
+    /// Batch size.
+    pub batch: usize,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// PyTorch's intra-op threads.
+    pub threads: i32,
+    /// Trainable parameters of LeRobot's policy.
+    pub parameters: usize,
+    /// Peak RSS of the driver on CPU; None on CUDA.
+    pub peak_memory_bytes: Option<u64>,
+    /// Loss of the last step.
+    pub last_loss: Option<f64>,
+    /// Every measured step.
+    pub per_step: Vec<LerobotStepMs>,
+}
+
+impl LerobotSteps<'_> {
+    /// Runs every row with the Python at `python`: LeRobot's versions and the rows, batch
+    /// size outermost.
+    pub fn measure(
+        &self,
+        python: &Path,
+    ) -> Result<(LerobotVersions, Vec<LerobotStepRow>), ModelError> {
+        if self.steps == 0 {
+            return Err(ModelError::Config("measure at least one step (--steps ≥ 1)".into()));
+        }
+        let cameras: Vec<_> = self
+            .shapes
+            .cameras
+            .iter()
+            .map(|c| json!({"key": c.key, "channels": c.channels, "height": c.height, "width": c.width}))
+            .collect();
+        let request = json!({
+            "command": "model",
+            "config": self.config,
+            "cameras": cameras,
+            "state_dim": self.shapes.state_dim,
+            "action_dim": self.shapes.action_dim,
+            "batch_sizes": self.batch_sizes,
+            "dtypes": self.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            "images": self.images.name(),
+            "device": torch_device(self.device),
+            "steps": self.steps,
+            "warmup": self.warmup,
+            "seed": self.seed,
+            "threads": self.threads,
+        });
+        let lerobot = |e| ModelError::Lerobot(format!("{e}"));
+        let (ready, result) = run_driver(python, &request).map_err(lerobot)?;
+        let versions = parse(python, ready).map_err(lerobot)?;
+        let rows =
+            parse(python, result.get("rows").cloned().unwrap_or_default()).map_err(lerobot)?;
+        Ok((versions, rows))
+    }
+}
