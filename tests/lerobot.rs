@@ -431,8 +431,13 @@ fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
         assert_eq!(result.cell.id().ends_with("-lerobot-r0"), lerobot);
         assert!(result.train.samples_per_s > 0.0);
     }
-    // One model measurement per model key: both loaders' train phases feed the same step.
+    // One model measurement per model key: both loaders' train phases feed the same step,
+    // LeRobot's its compute (the 20 ms), paying its own copy to the device.
     assert_eq!(results[0].model.step.median_ms, results[3].model.step.median_ms);
+    for result in results.iter().filter(|r| r.cell.loader == LoaderBackend::Lerobot) {
+        let compute = result.train.compute.median_ms;
+        assert!((20.0..35.0).contains(&compute), "{}: compute {compute} ms", result.cell.id());
+    }
     let written = feedbench::bench::report::write_report(&out, &results).unwrap();
     assert!(
         written.terminal.contains("loader native") && written.terminal.contains("loader lerobot"),
@@ -444,6 +449,9 @@ fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
         "{}",
         written.terminal
     );
+    let pairs = written.report.loaders.as_ref().map(|c| c.pairs.len());
+    assert_eq!(pairs, Some(2), "both loaders side by side at 0 and 1 workers");
+    assert!(written.terminal.contains("Both loaders, cell by cell:"), "{}", written.terminal);
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains(",dtype,loader,repeats,"), "{csv}");
     assert_eq!(csv.lines().filter(|l| l.contains("lerobot")).count(), 2, "{csv}");

@@ -81,6 +81,7 @@ pub fn render(results: &[CellResult]) -> Report {
     }
 
     let plots = plot_groups(&rows);
+    let loaders = super::loaders::compare(&rows);
     Report {
         system: results.first().map(|r| r.system.clone()),
         results: results.len(),
@@ -89,6 +90,7 @@ pub fn render(results: &[CellResult]) -> Report {
         varying,
         groups,
         plots,
+        loaders,
     }
 }
 
@@ -159,7 +161,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
 
 /// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
 /// tell the parts apart (empty with a single part).
-fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
+pub(super) fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
     let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
     let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
     for (i, row) in rows.iter().enumerate() {

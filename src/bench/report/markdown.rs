@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{system_line, Report};
+use super::{loaders, system_line, Column, Report};
 use crate::bench::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
 
 /// The report as a Markdown document.
@@ -18,15 +18,7 @@ pub fn render(report: &Report) -> String {
     }
 
     let (columns, lines) = report.table();
-    let row = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-    out.push_str(&row(columns.iter().map(|c| escape(&c.header)).collect()));
-    out.push_str(&row(columns
-        .iter()
-        .map(|c| if c.numeric { "---:".into() } else { "---".into() })
-        .collect()));
-    for l in lines {
-        out.push_str(&row(l.iter().map(|cell| escape(cell)).collect()));
-    }
+    out.push_str(&table(&columns, &lines));
     let _ = writeln!(
         out,
         "\n*loader* and *model*: each phase alone (the ceilings, samples/s); *train*: the loader \
@@ -34,6 +26,18 @@ pub fn render(report: &Report) -> String {
          steps — highly input-bound from {HIGHLY_INPUT_BOUND_PCT:.0} %, moderately from \
          {MODERATELY_INPUT_BOUND_PCT:.0} %; `*` marks the recommended rows.\n"
     );
+
+    let (columns, lines) = report.loaders_table();
+    if !lines.is_empty() {
+        out.push_str("## Both loaders\n\n");
+        out.push_str(&table(&columns, &lines));
+        let _ = writeln!(out, "\n{}.\n", escape(&loaders::legend()));
+        out.push_str("Fewest workers keeping the step fed:\n\n");
+        for line in report.fed_lines() {
+            let _ = writeln!(out, "- {}", escape(&line));
+        }
+        out.push('\n');
+    }
 
     out.push_str("## Recommendation\n\n");
     let single = report.groups.len() == 1;
@@ -73,6 +77,20 @@ pub fn render(report: &Report) -> String {
             "![train samples/s against workers{label}]({})\n\n![input-bound % over workers × batch{label}]({})\n",
             plot.train_file, plot.heatmap_file
         );
+    }
+    out
+}
+
+/// A Markdown table, numeric columns aligned right.
+fn table(columns: &[Column], lines: &[Vec<String>]) -> String {
+    let row = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+    let mut out = row(columns.iter().map(|c| escape(&c.header)).collect());
+    out.push_str(&row(columns
+        .iter()
+        .map(|c| if c.numeric { "---:".into() } else { "---".into() })
+        .collect()));
+    for l in lines {
+        out.push_str(&row(l.iter().map(|cell| escape(cell)).collect()));
     }
     out
 }

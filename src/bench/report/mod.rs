@@ -12,6 +12,7 @@ mod analysis;
 pub mod comparison;
 pub mod csv;
 mod doctor;
+pub mod loaders;
 pub mod markdown;
 pub mod phase_text;
 pub mod plots;
@@ -241,6 +242,8 @@ pub struct Report {
     pub groups: Vec<Group>,
     /// Plot groups.
     pub plots: Vec<PlotGroup>,
+    /// Both loaders side by side, where cells were measured with both.
+    pub loaders: Option<loaders::LoaderComparison>,
 }
 
 /// A column of the cell table (shared by the terminal and Markdown writers).

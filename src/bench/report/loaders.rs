@@ -1,0 +1,268 @@
+//! Both loaders side by side, where a sweep measured its cells with the native loader and with
+//! LeRobot's: per cell (workers × prefetch × batch and the other knobs) each loader's
+//! throughput, CPU per sample and input-bound share with the ratios, and per group of cells
+//! the fewest workers with which each keeps the step fed.
+
+use super::{millis, rate, Column, Knob, Report, Row};
+use crate::bench::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
+use crate::loader::lerobot::LoaderBackend;
+
+/// A cell measured with both loaders: indices into [`Report::rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoaderPair {
+    /// The native loader's row.
+    pub native: usize,
+    /// LeRobot's row with the same knobs.
+    pub lerobot: usize,
+}
+
+/// One loader's fewest workers keeping the step fed in a group, or how close it came.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fed {
+    /// The fewest workers whose train phase is not input-bound (below
+    /// [`MODERATELY_INPUT_BOUND_PCT`]); None when no worker count measured is.
+    pub workers: Option<usize>,
+    /// The least input-bound row: its workers and input-bound %, median over steps.
+    pub least_input_bound: (usize, f64),
+    /// The most workers measured.
+    pub most_workers: usize,
+}
+
+/// Cells sharing every knob but workers, prefetch and the loader: both loaders' [`Fed`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FedGroup {
+    /// The knobs that tell it from the other groups (empty when it is alone).
+    pub label: String,
+    /// The native loader's.
+    pub native: Fed,
+    /// LeRobot's.
+    pub lerobot: Fed,
+}
+
+/// The two loaders side by side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoaderComparison {
+    /// Every cell measured with both, in row order.
+    pub pairs: Vec<LoaderPair>,
+    /// Per group, the fewest workers keeping the step fed.
+    pub fed: Vec<FedGroup>,
+}
+
+/// The comparison of `rows`, where some cells were measured with both loaders.
+pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
+    let pairs: Vec<LoaderPair> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, row)| row.knobs.loader == LoaderBackend::Native)
+        .filter_map(|(native, row)| {
+            let twin =
+                crate::bench::cell::Cell { loader: LoaderBackend::Lerobot, ..row.knobs.clone() };
+            let lerobot = rows.iter().position(|r| r.knobs == twin)?;
+            Some(LoaderPair { native, lerobot })
+        })
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let shared: Vec<Knob> = Knob::GROUP.into_iter().filter(|&k| k != Knob::Loader).collect();
+    let paired: Vec<usize> = pairs.iter().flat_map(|p| [p.native, p.lerobot]).collect();
+    let fed = super::analysis::partition(rows, &shared)
+        .into_iter()
+        .filter_map(|(label, members)| {
+            let of = |loader| {
+                let members: Vec<&Row> = members
+                    .iter()
+                    .filter(|&i| paired.contains(i))
+                    .map(|&i| &rows[i])
+                    .filter(|r| r.knobs.loader == loader)
+                    .collect();
+                fed(&members)
+            };
+            Some(FedGroup {
+                label,
+                native: of(LoaderBackend::Native)?,
+                lerobot: of(LoaderBackend::Lerobot)?,
+            })
+        })
+        .collect();
+    Some(LoaderComparison { pairs, fed })
+}
+
+/// The fewest workers among `rows` keeping the step fed; None without rows.
+fn fed(rows: &[&Row]) -> Option<Fed> {
+    let least = rows.iter().min_by(|a, b| {
+        a.input_bound_pct.total_cmp(&b.input_bound_pct).then(a.knobs.workers.cmp(&b.knobs.workers))
+    })?;
+    Some(Fed {
+        workers: rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::NotInputBound)
+            .map(|r| r.knobs.workers)
+            .min(),
+        least_input_bound: (least.knobs.workers, least.input_bound_pct),
+        most_workers: rows.iter().map(|r| r.knobs.workers).max().unwrap_or(0),
+    })
+}
+
+impl Fed {
+    /// `2 workers`, or `none up to 4 workers (least input-bound: 49.0 % at 4)`.
+    pub fn text(&self) -> String {
+        match self.workers {
+            Some(w) => format!("{w} worker{}", super::plural(w)),
+            None => format!(
+                "none up to {} worker{} (least input-bound: {:.1} % at {})",
+                self.most_workers,
+                super::plural(self.most_workers),
+                self.least_input_bound.1,
+                self.least_input_bound.0
+            ),
+        }
+    }
+}
+
+impl Report {
+    /// The side-by-side table of both loaders as text cells: the columns, then one line per
+    /// cell measured with both. Empty where the sweep did not.
+    pub(crate) fn loaders_table(&self) -> (Vec<Column>, Vec<Vec<String>>) {
+        let Some(comparison) = &self.loaders else { return (Vec::new(), Vec::new()) };
+        let col = |header: &str| Column { header: header.into(), numeric: true };
+        let mut columns = vec![col("workers"), col("prefetch"), col("batch")];
+        let others: Vec<Knob> =
+            self.varying.iter().copied().filter(|&k| k != Knob::Loader).collect();
+        columns.extend(others.iter().map(|k| Column { header: k.name().into(), numeric: false }));
+        for header in [
+            "native/s",
+            "LeRobot/s",
+            "native ÷ LeRobot",
+            "native CPU ms",
+            "LeRobot CPU ms",
+            "LeRobot ÷ native",
+            "native train/s",
+            "LeRobot train/s",
+            "native in-bound %",
+            "LeRobot in-bound %",
+        ] {
+            columns.push(col(header));
+        }
+        let lines = comparison
+            .pairs
+            .iter()
+            .map(|pair| {
+                let (n, l) = (&self.rows[pair.native], &self.rows[pair.lerobot]);
+                let mut line = vec![
+                    n.knobs.workers.to_string(),
+                    n.knobs.prefetch.to_string(),
+                    n.knobs.batch_size.to_string(),
+                ];
+                line.extend(others.iter().map(|k| k.value(&n.knobs)));
+                line.extend([
+                    rate(n.loader_samples_per_s),
+                    rate(l.loader_samples_per_s),
+                    times(n.loader_samples_per_s / l.loader_samples_per_s),
+                    millis(n.loader_cpu_ms_per_sample),
+                    millis(l.loader_cpu_ms_per_sample),
+                    times(l.loader_cpu_ms_per_sample / n.loader_cpu_ms_per_sample),
+                    rate(n.train_samples_per_s),
+                    rate(l.train_samples_per_s),
+                    format!("{:.1}", n.input_bound_pct),
+                    format!("{:.1}", l.input_bound_pct),
+                ]);
+                line
+            })
+            .collect();
+        (columns, lines)
+    }
+
+    /// One sentence per group: the fewest workers with which each loader keeps the step fed.
+    pub(crate) fn fed_lines(&self) -> Vec<String> {
+        let Some(comparison) = &self.loaders else { return Vec::new() };
+        comparison
+            .fed
+            .iter()
+            .map(|g| {
+                let label =
+                    if g.label.is_empty() { String::new() } else { format!("{}: ", g.label) };
+                format!("{label}native {}, LeRobot {}", g.native.text(), g.lerobot.text())
+            })
+            .collect()
+    }
+}
+
+/// The legend of the side-by-side table.
+pub(crate) fn legend() -> String {
+    format!(
+        "native/s, LeRobot/s: the loader phase alone; CPU ms: CPU per sample over every thread \
+         and process of the loader; train/s and in-bound %: the loader feeding the same step \
+         (each pays its own copy to the device); fed: input-bound below \
+         {MODERATELY_INPUT_BOUND_PCT:.0} %"
+    )
+}
+
+/// A ratio as `3.4×`; `-` where it is not finite.
+fn times(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.1}×")
+    } else {
+        "-".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::{markdown, render, terminal};
+    use crate::testdata::FakeCell;
+
+    /// A cell of `loader` at `workers` (batch 16): loader samples/s, CPU scale, input-bound %.
+    fn cell(loader: LoaderBackend, workers: usize, rate: f64, cpu: f64, bound: f64) -> FakeCell {
+        let mut c = FakeCell::new(workers, 2, 16);
+        c.cell.loader = loader;
+        c.loader_samples_per_s = rate;
+        c.stages_ms = c.stages_ms.iter().map(|&(stage, ms)| (stage, ms * cpu)).collect();
+        c.input_bound_pct = bound;
+        c
+    }
+
+    #[test]
+    fn each_cell_measured_with_both_loaders_is_set_beside_its_twin() {
+        use LoaderBackend::{Lerobot, Native};
+        let cells = [
+            cell(Native, 0, 100.0, 1.0, 40.0),
+            cell(Native, 1, 150.0, 1.0, 10.0),
+            cell(Native, 2, 300.0, 1.0, 2.0),
+            cell(Native, 3, 310.0, 1.0, 1.0), // LeRobot's was not measured at 3 workers
+            cell(Lerobot, 0, 20.0, 8.0, 80.0),
+            cell(Lerobot, 1, 30.0, 8.0, 60.0),
+            cell(Lerobot, 2, 50.0, 8.0, 45.0),
+        ];
+        let results: Vec<_> = cells.iter().map(FakeCell::result).collect();
+        let report = render(&results);
+        let comparison = report.loaders.as_ref().expect("both loaders measured");
+        assert_eq!(comparison.pairs.len(), 3, "the 3-worker cell has no twin");
+        for pair in &comparison.pairs {
+            let (n, l) = (&report.rows[pair.native], &report.rows[pair.lerobot]);
+            assert_eq!((n.knobs.loader, l.knobs.loader), (Native, Lerobot));
+            assert_eq!(n.knobs.workers, l.knobs.workers);
+        }
+        let (columns, lines) = report.loaders_table();
+        let at = |header: &str| columns.iter().position(|c| c.header == header).unwrap();
+        let two = lines.iter().find(|l| l[at("workers")] == "2").unwrap();
+        assert_eq!(two[at("native ÷ LeRobot")], "6.0×");
+        assert_eq!(two[at("LeRobot ÷ native")], "8.0×");
+        assert_eq!(
+            (two[at("native in-bound %")].as_str(), two[at("LeRobot in-bound %")].as_str()),
+            ("2.0", "45.0")
+        );
+        assert_eq!(
+            report.fed_lines(),
+            ["native 2 workers, LeRobot none up to 2 workers (least input-bound: 45.0 % at 2)"]
+        );
+        assert!(terminal::render(&report).contains("Both loaders, cell by cell:"));
+        assert!(markdown::render(&report).contains("## Both loaders"));
+
+        // A sweep of the native loader alone has no such block.
+        let native = render(&results[..4]);
+        assert!(native.loaders.is_none() && native.loaders_table().1.is_empty());
+        assert!(!terminal::render(&native).contains("Both loaders"));
+    }
+}
