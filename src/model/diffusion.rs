@@ -261,7 +261,9 @@ fn to_device(
             t.shape
         )));
     }
-    Ok(host_to_device(host_tensor(key, t)?, device))
+    // SAFETY: the tensor lives in the step's `Upload`, dropped before `step(&batch)` returns,
+    // and is only read (normalisation makes new tensors; CUDA copies it).
+    Ok(host_to_device(unsafe { host_tensor(key, t)? }, device))
 }
 
 /// Min-max normalisation to [-1, 1] with the fixed constants.
