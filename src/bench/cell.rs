@@ -126,16 +126,10 @@ impl Knob {
         Knob::Dtype,
     ];
 
-    /// The knobs a plot shares: all but workers, prefetch and batch (one line per batch).
-    pub const PLOT: [Knob; 7] = [
-        Knob::Loader,
-        Knob::Dataset,
-        Knob::Resolution,
-        Knob::Images,
-        Knob::Model,
-        Knob::Device,
-        Knob::Dtype,
-    ];
+    /// The knobs a plot shares: all but workers, prefetch, batch and the loader (one line per
+    /// batch and loader).
+    pub const PLOT: [Knob; 6] =
+        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
 
     /// Its name, as the sweep config and the report spell it.
     pub fn name(self) -> &'static str {

@@ -1,9 +1,11 @@
 //! The report's SVG plots, drawn with plotters' SVG backend (text stays `<text>` elements, so no
 //! font files are needed). Per plot group: train samples/s against workers, one line per batch
 //! size with the model ceiling dashed in the same colour, and the input-bound % as a heatmap
-//! over workers × batch. Where a cell was measured at several prefetch depths, both plots show
-//! the depth with the best train throughput, except at the recommended workers, where they show
-//! the recommended depth (the heatmap marks that cell).
+//! over workers × batch. Where a sweep measured both loaders, each batch size has a line (and a
+//! heatmap row) per loader: the native loader's solid, LeRobot's dotted. Where a cell was
+//! measured at several prefetch depths, both plots show the depth with the best train
+//! throughput, except at the recommended workers, where they show the recommended depth (the
+//! heatmap marks that cell).
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +13,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{PlotGroup, Report, ReportError, Row};
+use crate::loader::lerobot::LoaderBackend;
 
 const SIZE: (u32, u32) = (900, 560);
 const FONT: &str = "sans-serif";
@@ -43,24 +46,41 @@ pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
     Ok(files)
 }
 
-/// One batch size of a plot group: per workers, the row with the best train throughput (the
-/// recommended row at the recommended workers).
+/// One batch size and loader of a plot group: per workers, the row with the best train
+/// throughput (the recommended row at the recommended workers).
 struct Curve<'a> {
     batch: usize,
+    /// The loader, named in labels where the plot has both.
+    loader: Option<LoaderBackend>,
     points: Vec<&'a Row>,
     /// The recommended (workers, prefetch) of this batch size.
     recommended: Option<(usize, usize)>,
 }
 
+impl Curve<'_> {
+    /// `batch 16`, or `batch 16, LeRobot` where the plot has both loaders.
+    fn label(&self) -> String {
+        match self.loader {
+            None => format!("batch {}", self.batch),
+            Some(LoaderBackend::Native) => format!("batch {}, native", self.batch),
+            Some(LoaderBackend::Lerobot) => format!("batch {}, LeRobot", self.batch),
+        }
+    }
+}
+
 fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
+    let rows = || plot.rows.iter().map(|&i| &report.rows[i]);
+    let both = rows().any(|r| r.knobs.loader != rows().next().expect("a row").knobs.loader);
     let mut curves: Vec<Curve> = Vec::new();
-    for &i in &plot.rows {
-        let row = &report.rows[i];
-        let curve = match curves.iter_mut().position(|c| c.batch == row.knobs.batch_size) {
+    for row in rows() {
+        let loader = both.then_some(row.knobs.loader);
+        let key = |c: &Curve| c.batch == row.knobs.batch_size && c.loader == loader;
+        let curve = match curves.iter_mut().position(|c| key(c)) {
             Some(c) => &mut curves[c],
             None => {
                 curves.push(Curve {
                     batch: row.knobs.batch_size,
+                    loader,
                     points: Vec::new(),
                     recommended: None,
                 });
@@ -82,8 +102,16 @@ fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
     for curve in &mut curves {
         curve.points.sort_by_key(|r| r.knobs.workers);
     }
-    curves.sort_by_key(|c| c.batch);
+    curves.sort_by_key(|c| (c.batch, c.loader.map(|l| l.name())));
     curves
+}
+
+/// The colour of a batch size: one per batch size, shared by both loaders' curves.
+fn colour(curves: &[Curve], curve: &Curve) -> RGBColor {
+    let mut batches: Vec<usize> = curves.iter().map(|c| c.batch).collect();
+    batches.dedup();
+    let k = batches.iter().position(|&b| b == curve.batch).unwrap_or(0);
+    COLOURS[k % COLOURS.len()]
 }
 
 fn title(what: &str, plot: &PlotGroup) -> String {
@@ -137,20 +165,35 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
         .draw()
         .map_err(|e| e.to_string())?;
     for (k, curve) in curves.iter().enumerate() {
-        let colour = COLOURS[k % COLOURS.len()];
+        let colour = colour(curves, curve);
         let points: Vec<(i32, f64)> = curve
             .points
             .iter()
             .map(|r| (r.knobs.workers as i32, r.train_samples_per_s))
             .filter(|(_, y)| y.is_finite())
             .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-            .map_err(|e| e.to_string())?
-            .label(format!("train, batch {}", curve.batch))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(2))
-            });
+        let label = format!("train, {}", curve.label());
+        if curve.loader == Some(LoaderBackend::Lerobot) {
+            chart
+                .draw_series(DashedLineSeries::new(points.clone(), 3, 4, colour.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(label)
+                .legend(move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new(vec![(0, 0), (3, 0)], colour.stroke_width(2))
+                        + PathElement::new(vec![(7, 0), (10, 0)], colour.stroke_width(2))
+                        + PathElement::new(vec![(14, 0), (17, 0)], colour.stroke_width(2))
+                        + PathElement::new(vec![(21, 0), (24, 0)], colour.stroke_width(2))
+                });
+        } else {
+            chart
+                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(2))
+                });
+        }
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
             .map_err(|e| e.to_string())?;
@@ -163,7 +206,9 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
             Some(ErrorBar::new_vertical(x, low, r.train_samples_per_s, high, style, 8))
         });
         chart.draw_series(bars).map_err(|e| e.to_string())?;
-        if let Some(c) = ceiling(curve) {
+        // Both loaders of a batch size feed the same model: its ceiling once.
+        let drawn = curves[..k].iter().any(|c| c.batch == curve.batch);
+        if let Some(c) = ceiling(curve).filter(|_| !drawn) {
             chart
                 .draw_series(DashedLineSeries::new(
                     [(lo, c), (hi, c)],
@@ -216,8 +261,10 @@ fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String
         curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.workers)).collect();
     workers.sort();
     workers.dedup();
-    let batches: Vec<usize> = curves.iter().map(|c| c.batch).collect();
-    let (nx, ny) = (workers.len().max(1) as f64, batches.len().max(1) as f64);
+    // Rows by batch size, and loader where the plot has both (`16, LeRobot`).
+    let labels: Vec<String> =
+        curves.iter().map(|c| c.label().trim_start_matches("batch ").to_string()).collect();
+    let (nx, ny) = (workers.len().max(1) as f64, labels.len().max(1) as f64);
 
     let mut chart = ChartBuilder::on(&main)
         .caption(title("Input-bound % (median) over workers × batch", plot), (FONT, 22))
@@ -226,25 +273,30 @@ fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String
         .y_label_area_size(70)
         .build_cartesian_2d(-0.5..nx - 0.5, -0.5..ny - 0.5)
         .map_err(|e| e.to_string())?;
-    let at = |values: &[usize], x: &f64| {
+    let at = |values: &[String], x: &f64| {
         let i = x.round();
         if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < values.len() {
-            values[i as usize].to_string()
+            values[i as usize].clone()
         } else {
             String::new()
         }
     };
+    let worker_labels: Vec<String> = workers.iter().map(usize::to_string).collect();
     chart
         .configure_mesh()
         .disable_mesh()
         .x_desc("workers")
-        .y_desc("batch size")
+        .y_desc(if curves.iter().any(|c| c.loader.is_some()) {
+            "batch size, loader"
+        } else {
+            "batch size"
+        })
         .axis_desc_style((FONT, 16))
         .label_style((FONT, 13))
         .x_labels(workers.len() + 1)
-        .y_labels(batches.len() + 1)
-        .x_label_formatter(&|x| at(&workers, x))
-        .y_label_formatter(&|y| at(&batches, y))
+        .y_labels(labels.len() + 1)
+        .x_label_formatter(&|x| at(&worker_labels, x))
+        .y_label_formatter(&|y| at(&labels, y))
         .draw()
         .map_err(|e| e.to_string())?;
     for (j, curve) in curves.iter().enumerate() {
