@@ -259,6 +259,19 @@ mod tests {
         );
         assert!(terminal::render(&report).contains("Both loaders, cell by cell:"));
         assert!(markdown::render(&report).contains("## Both loaders"));
+        // One plot pair, a line and a heatmap row per loader.
+        let dir = tempfile::tempdir().unwrap();
+        let written = crate::bench::report::write_report(dir.path(), &results).unwrap();
+        let svgs: Vec<_> =
+            written.files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")).collect();
+        assert_eq!(svgs.len(), 2, "{svgs:?}");
+        let train = std::fs::read_to_string(dir.path().join("train_vs_workers.svg")).unwrap();
+        assert!(
+            train.contains("train, batch 16, native") && train.contains("train, batch 16, LeRobot")
+        );
+        assert_eq!(train.matches("model ceiling, batch 16").count(), 1, "one shared ceiling");
+        let heatmap = std::fs::read_to_string(dir.path().join("input_bound_heatmap.svg")).unwrap();
+        assert!(heatmap.contains("16, native") && heatmap.contains("16, LeRobot"));
 
         // A sweep of the native loader alone has no such block.
         let native = render(&results[..4]);
