@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use super::doctor;
 use super::{
-    plural, rate, Group, Knob, PlotGroup, Recommendation, Report, Row, HEATMAP_PLOT_STEM,
-    KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT, TRAIN_PLOT_STEM,
+    partition, plural, rate, Group, Knob, PlotGroup, Recommendation, Report, Row,
+    HEATMAP_PLOT_STEM, KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT,
+    TRAIN_PLOT_STEM,
 };
 
 /// Seed of the report's bootstrap intervals (fixed: one results file, one report).
@@ -157,36 +158,6 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         recommended: false,
         knobs,
     }
-}
-
-/// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
-/// tell the parts apart (empty with a single part).
-pub(super) fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
-    let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
-    let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let k = key(row);
-        match parts.iter_mut().find(|(pk, _)| *pk == k) {
-            Some((_, members)) => members.push(i),
-            None => parts.push((k, vec![i])),
-        }
-    }
-    let differs: Vec<bool> =
-        (0..knobs.len()).map(|j| parts.iter().any(|(k, _)| k[j] != parts[0].0[j])).collect();
-    parts
-        .into_iter()
-        .map(|(k, members)| {
-            let label = knobs
-                .iter()
-                .zip(&k)
-                .zip(&differs)
-                .filter(|(_, &d)| d)
-                .map(|((knob, value), _)| format!("{} {value}", knob.name()))
-                .collect::<Vec<_>>()
-                .join(", ");
-            (label, members)
-        })
-        .collect()
 }
 
 fn plot_groups(rows: &[Row]) -> Vec<PlotGroup> {

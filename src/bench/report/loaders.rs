@@ -66,7 +66,7 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
     }
     let shared: Vec<Knob> = Knob::GROUP.into_iter().filter(|&k| k != Knob::Loader).collect();
     let paired: Vec<usize> = pairs.iter().flat_map(|p| [p.native, p.lerobot]).collect();
-    let fed = super::analysis::partition(rows, &shared)
+    let fed = super::partition(rows, &shared)
         .into_iter()
         .filter_map(|(label, members)| {
             let of = |loader| {
