@@ -154,7 +154,8 @@ pub fn model_summary(rows: &[ModelPhase]) -> String {
 }
 
 /// feedbench's tch step beside LeRobot's PyTorch step, row by row (same batch and dtype):
-/// median step ms of each, how many times faster the tch step is, and both parameter counts.
+/// median step ms of each, how many times as fast the tch step is (`tch speed`), and both
+/// parameter counts.
 pub fn model_parity(tch: &[ModelPhase], lerobot: &[ModelPhase]) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -164,7 +165,7 @@ pub fn model_parity(tch: &[ModelPhase], lerobot: &[ModelPhase]) -> String {
     let _ = writeln!(
         out,
         "{:>6} {:>5} {:>11} {:>15} {:>9} {:>13} {:>13}",
-        "batch", "dtype", "tch ms", "LeRobot ms", "tch ×", "tch params", "LeRobot params"
+        "batch", "dtype", "tch ms", "LeRobot ms", "tch speed", "tch params", "LeRobot params"
     );
     for t in tch {
         let Some(l) = lerobot.iter().find(|l| l.batch == t.batch && l.dtype == t.dtype) else {
