@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""feedbench's driver of LeRobot's own loader (`--loader lerobot`).
+"""feedbench's driver of LeRobot's own loader (`--loader lerobot`) and of its DiffusionPolicy
+step (`model --impl lerobot`).
 
-feedbench starts this script with the user's Python (their training environment), writes one
-JSON request on its stdin and reads JSON lines from its stdout: `{"event": "ready", ...}` once
-LeRobot's dataset and DataLoader are built, then `{"event": "result", ...}` or
-`{"event": "error", "kind": ..., "message": ...}`. Everything else LeRobot prints goes to
-stderr. The dataset is `LeRobotDataset(root=...)` with the request's episodes,
+feedbench starts this script with the user's Python (their training environment) and the path
+of a file holding one JSON request, and reads JSON lines from its stdout:
+`{"event": "ready", ...}` once LeRobot's dataset and DataLoader are built, then
+`{"event": "result", ...}` or `{"event": "error", "kind": ..., "message": ...}`. Everything
+else LeRobot prints goes to stderr. The dataset is `LeRobotDataset(root=...)` with the request's episodes,
 `delta_timestamps` and video backend; the loader is `torch.utils.data.DataLoader` with the
 request's sampler, `num_workers`, `prefetch_factor`, `persistent_workers`, `pin_memory`,
 `batch_size` and `drop_last`, built as LeRobot's training script builds it.
@@ -564,7 +565,8 @@ def run_model(request, installed):
 
 
 def main():
-    request = json.loads(sys.stdin.readline())
+    with open(sys.argv[1]) as f:
+        request = json.load(f)
     try:
         try:
             import lerobot  # noqa: F401

@@ -58,6 +58,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A closed pipe on stdout (`feedbench report DIR | head`) ends the process quietly, as it
+    // ends other Unix tools, not with a panic of `println!`. Children get their input from
+    // files, so no pipe feedbench writes to can close under it otherwise.
+    // SAFETY: restoring a signal's default disposition, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // SVT-AV1 prints a banner for every encoder it opens unless its log level says errors
     // only. Set before any thread starts (nothing else reads the environment concurrently).
     if std::env::var_os("SVT_LOG").is_none() {

@@ -188,3 +188,23 @@ fn stage_copies_and_prints_the_path() {
     let (ok, _, err) = feedbench(&args);
     assert!(!ok && err.contains("already exists"), "{err}");
 }
+
+#[test]
+fn a_closed_stdout_ends_the_process_quietly_not_with_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let Some(root) = common::g1_partial() else { return };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .arg("info")
+        .arg(&root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before feedbench prints (`feedbench info … | head -c 0`).
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", output.status);
+}

@@ -3,9 +3,10 @@
 //! (`ready`, then `result` or `error`); whatever LeRobot prints goes to its stderr, whose last
 //! lines an error quotes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -52,15 +53,33 @@ fn driver_path() -> Result<PathBuf, LoaderError> {
     Ok(path)
 }
 
-/// Runs the driver with `python` on `request`: its `ready` and `result` messages.
+/// Runs the driver with `python` on `request`: its `ready` and `result` messages. The request
+/// goes in a file beside the driver, named on its command line, not down a pipe: feedbench
+/// dies by SIGPIPE where a pipe it writes to is closed (`feedbench … | head`), and a child that
+/// is no Python may exit before reading.
 pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderError> {
+    static REQUESTS: AtomicU64 = AtomicU64::new(0);
     let driver = driver_path()?;
+    let number = REQUESTS.fetch_add(1, Ordering::Relaxed);
+    let request_file =
+        driver.with_file_name(format!("request-{}-{number}.json", std::process::id()));
+    crate::dataset::files::write_whole(&request_file, request.to_string().as_bytes()).map_err(
+        |e| LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display())),
+    )?;
+    let answer = answer(python, &driver, &request_file);
+    let _ = std::fs::remove_file(&request_file);
+    answer
+}
+
+/// The driver's answer to the request in `request_file`.
+fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Json), LoaderError> {
     let mut child = Command::new(python)
-        .arg(&driver)
+        .arg(driver)
+        .arg(request_file)
         // Local datasets only: nothing is fetched from the Hub.
         .env("HF_HUB_OFFLINE", "1")
         .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::piped())
+        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -71,10 +90,6 @@ pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderE
                 python.display()
             ))
         })?;
-    let mut stdin = child.stdin.take().expect("piped");
-    // A process that is no Python may exit before reading: its status says more than EPIPE.
-    let _ = writeln!(stdin, "{request}");
-    drop(stdin);
     let stderr = child.stderr.take().expect("piped");
     let stderr_tail = std::thread::spawn(move || {
         let mut tail: Vec<String> = Vec::new();
