@@ -208,3 +208,25 @@ fn a_closed_stdout_ends_the_process_quietly_not_with_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", output.status);
 }
+
+#[test]
+fn model_rows_of_one_implementation_end_in_one_summary_table() {
+    let (ok, out, err) = common::feedbench(&[
+        "model",
+        "--model",
+        "synthetic:1ms",
+        "--batch",
+        "1,2",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+    ]);
+    assert!(ok, "{err}");
+    let header = "batch dtype  median ms";
+    assert_eq!(out.matches(header).count(), 1, "{out}");
+    let summary = out.split(header).nth(1).unwrap();
+    // The rest of the header line, then one line per row.
+    assert_eq!(summary.lines().skip(1).filter(|l| !l.trim().is_empty()).count(), 2, "{out}");
+    assert!(!out.contains("tch step beside LeRobot's"), "{out}");
+}

@@ -112,16 +112,13 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
             print!("{}", phase_text::model_row(row));
         }
     };
-    let (mut tch_rows, mut lerobot_rows) = (Vec::new(), Vec::new());
-    for implementation in unique(&args.implementation) {
-        match implementation {
-            StepImpl::Tch => tch_rows = table.run(print_row)?,
-            StepImpl::Lerobot => {
-                let python = LerobotOptions::new(args.python.as_deref(), None).python;
-                lerobot_rows = table.run_lerobot(&python, args.threads)?;
-                lerobot_rows.iter().for_each(print_row);
-            }
-        }
+    let tch_rows =
+        if args.implementation.contains(&StepImpl::Tch) { table.run(print_row)? } else { vec![] };
+    let mut lerobot_rows = Vec::new();
+    if args.implementation.contains(&StepImpl::Lerobot) {
+        let python = LerobotOptions::new(args.python.as_deref(), None).python;
+        lerobot_rows = table.run_lerobot(&python, args.threads)?;
+        lerobot_rows.iter().for_each(print_row);
     }
     let rows: Vec<&ModelPhase> = tch_rows.iter().chain(&lerobot_rows).collect();
     if args.json {
@@ -129,19 +126,9 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     } else if !tch_rows.is_empty() && !lerobot_rows.is_empty() {
         print!("{}", phase_text::model_parity(&tch_rows, &lerobot_rows));
     } else if rows.len() > 1 {
-        print!("{}", phase_text::model_summary(&tch_rows));
-        print!("{}", phase_text::model_summary(&lerobot_rows));
+        // One implementation ran: its rows in one table.
+        let rows = if tch_rows.is_empty() { &lerobot_rows } else { &tch_rows };
+        print!("{}", phase_text::model_summary(rows));
     }
     Ok(())
-}
-
-/// The implementations in the order given, each once.
-fn unique(implementations: &[StepImpl]) -> Vec<StepImpl> {
-    let mut seen = Vec::new();
-    for &i in implementations {
-        if !seen.contains(&i) {
-            seen.push(i);
-        }
-    }
-    seen
 }
