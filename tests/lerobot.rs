@@ -16,7 +16,7 @@ use feedbench::loader::lerobot::{LerobotLoader, LerobotOptions};
 use feedbench::loader::sampler::SamplerKind;
 use feedbench::loader::spec::LoaderSpec;
 use ndarray::{ArrayD, IxDyn};
-use ndarray_npy::read_npy;
+use ndarray_npy::{read_npy, ReadableElement};
 
 /// The Python of the LeRobot venv: `$FEEDBENCH_LEROBOT_PYTHON`, else `.venv-lerobot` here.
 fn lerobot_python() -> Option<PathBuf> {
@@ -116,36 +116,26 @@ fn assert_same_batches(python: &Path, root: &Path, images: ImageFormat, out: &Pa
             assert!(path.is_file(), "LeRobot's batch has no {key}");
             let what = format!("{} batch {number} {key}", root.display());
             match &tensor.data {
-                BatchData::F32(values) => {
-                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<f32>>(&path))
-                }
-                BatchData::U8(values) => {
-                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<u8>>(&path))
-                }
-                BatchData::F64(values) => {
-                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<f64>>(&path))
-                }
-                BatchData::I64(values) => {
-                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<i64>>(&path))
-                }
-                BatchData::I32(values) => {
-                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<i32>>(&path))
-                }
-                BatchData::Bool(values) => {
-                    compare(&what, &tensor.shape, values, read_npy::<_, ArrayD<bool>>(&path))
-                }
+                BatchData::F32(values) => compare(&what, &tensor.shape, values, &path),
+                BatchData::U8(values) => compare(&what, &tensor.shape, values, &path),
+                BatchData::F64(values) => compare(&what, &tensor.shape, values, &path),
+                BatchData::I64(values) => compare(&what, &tensor.shape, values, &path),
+                BatchData::I32(values) => compare(&what, &tensor.shape, values, &path),
+                BatchData::Bool(values) => compare(&what, &tensor.shape, values, &path),
             }
         }
     }
 }
 
-fn compare<T: PartialEq + std::fmt::Debug + Copy>(
+/// The native values of one key against LeRobot's `.npy` at `path`, read as the same type.
+fn compare<T: ReadableElement + PartialEq + std::fmt::Debug + Copy>(
     what: &str,
     shape: &[usize],
     native: &[T],
-    lerobot: Result<ArrayD<T>, ndarray_npy::ReadNpyError>,
+    path: &Path,
 ) {
-    let lerobot = lerobot.unwrap_or_else(|e| panic!("{what}: LeRobot's .npy: {e}"));
+    let lerobot: ArrayD<T> =
+        read_npy(path).unwrap_or_else(|e| panic!("{what}: LeRobot's .npy: {e}"));
     assert_eq!(lerobot.shape(), shape, "{what}: shape");
     let flat: Vec<T> =
         lerobot.into_shape_with_order(IxDyn(&[native.len()])).unwrap().iter().copied().collect();

@@ -170,14 +170,10 @@ pub(crate) unsafe fn host_tensor(
         )));
     }
     let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
-    // Contiguous, row-major: each dimension's stride is the product of the later ones.
-    let mut strides = vec![1i64; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
-    }
     // SAFETY: `data` points at `n` values of `kind` (a Rust bool is one byte, 0 or 1, as
     // torch's), alive as long as the caller keeps `t`, which the contract above requires.
-    Ok(unsafe { tch::Tensor::from_blob(data, &shape, &strides, kind, tch::Device::Cpu) })
+    let flat = unsafe { tch::Tensor::from_blob(data, &[n as i64], &[1], kind, tch::Device::Cpu) };
+    Ok(flat.view(&shape[..]))
 }
 
 /// Waits for the device's queued work (a no-op on CPU, where work is synchronous).

@@ -58,13 +58,18 @@ struct Curve<'a> {
 }
 
 impl Curve<'_> {
-    /// `batch 16`, or `batch 16, LeRobot` where the plot has both loaders.
-    fn label(&self) -> String {
+    /// Its heatmap row: `16`, or `16, LeRobot` where the plot has both loaders.
+    fn row_label(&self) -> String {
         match self.loader {
-            None => format!("batch {}", self.batch),
-            Some(LoaderBackend::Native) => format!("batch {}, native", self.batch),
-            Some(LoaderBackend::Lerobot) => format!("batch {}, LeRobot", self.batch),
+            None => self.batch.to_string(),
+            Some(LoaderBackend::Native) => format!("{}, native", self.batch),
+            Some(LoaderBackend::Lerobot) => format!("{}, LeRobot", self.batch),
         }
+    }
+
+    /// Its line's label: `batch 16`, or `batch 16, LeRobot`.
+    fn label(&self) -> String {
+        format!("batch {}", self.row_label())
     }
 }
 
@@ -261,9 +266,7 @@ fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String
         curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.workers)).collect();
     workers.sort();
     workers.dedup();
-    // Rows by batch size, and loader where the plot has both (`16, LeRobot`).
-    let labels: Vec<String> =
-        curves.iter().map(|c| c.label().trim_start_matches("batch ").to_string()).collect();
+    let labels: Vec<String> = curves.iter().map(Curve::row_label).collect();
     let (nx, ny) = (workers.len().max(1) as f64, labels.len().max(1) as f64);
 
     let mut chart = ChartBuilder::on(&main)
