@@ -82,6 +82,7 @@ impl FakeCell {
                 dtype: Precision::F32,
                 repeat: 0,
                 loader: Default::default(),
+                decoder_threads: 1,
             },
             loader_samples_per_s: 100.0,
             model_samples_per_s: 50.0,

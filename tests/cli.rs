@@ -84,6 +84,23 @@ fn bad_arguments_are_explained() {
     let (ok, _, err) =
         feedbench(&["sample", root, "--index", "479", "--delta", "action=0.01", "--out", out]);
     assert!(!ok && err.contains("not a multiple of 1/fps"), "{err}");
+    for threads in ["0", "17", "two"] {
+        let (ok, _, err) = feedbench(&["load", root, "--decoder-threads", threads]);
+        assert!(!ok && err.contains("--decoder-threads"), "{threads}: {err}");
+    }
+    let (ok, _, err) = feedbench(&[
+        "load",
+        root,
+        "--episodes",
+        "1",
+        "--loader",
+        "lerobot",
+        "--decoder-threads",
+        "2",
+        "--python",
+        "/nonexistent/python",
+    ]);
+    assert!(!ok && err.contains("decoder threads are the native loader's knob"), "{err}");
 }
 
 #[test]

@@ -302,12 +302,16 @@ fn camera_frames_are_decoded_into_the_batch_as_one_by_one() {
     let dataset = Arc::new(Dataset::open_with(&root, &options).unwrap());
     let window = dataset.window(&WindowSpec::diffusion()).unwrap();
     let camera = "observation.images.cam_high";
-    for (resolution, uint8) in [(None, false), (Some((96, 128)), true)] {
+    for (resolution, uint8, decoder_threads) in
+        [(None, false, 1), (Some((96, 128)), true, 1), (None, false, 2)]
+    {
         // One worker, prefetch 1: two batches in flight, so batches 3 to 5 refill the pool's.
+        // With decoder threads, libdav1d's own threads decode the worker's frames.
         let config = LoaderConfig {
             workers: 1,
             prefetch: 1,
             batch_size: 3,
+            decoder_threads,
             resolution: match resolution {
                 Some((height, width)) => Resolution::Size { height, width },
                 None => Resolution::Native,

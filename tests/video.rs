@@ -69,13 +69,16 @@ fn random_access_equals_sequential() {
     let distinct: std::collections::HashSet<u64> = reference.iter().copied().collect();
     assert!(distinct.len() >= 190, "{} distinct frames", distinct.len());
 
-    let mut random = VideoDecoder::new(DecodeOptions::default());
     let shuffled = permutation(times.len(), 0x5eed);
     // Backwards over the last 100 frames: every request restarts at its keyframe.
     let backwards: Vec<usize> = (times.len() - 100..times.len()).rev().collect();
-    for &frame in shuffled.iter().chain(&backwards) {
-        let got = hash(&decode_one(&mut random, &path, times[frame]));
-        assert_eq!(got, reference[frame], "frame {frame} differs from the sequential decode");
+    // libdav1d on the calling thread alone, and with threads of its own: the same pixels.
+    for threads in [1, 2] {
+        let mut random = VideoDecoder::new(DecodeOptions { threads, ..DecodeOptions::default() });
+        for &frame in shuffled.iter().chain(&backwards) {
+            let got = hash(&decode_one(&mut random, &path, times[frame]));
+            assert_eq!(got, reference[frame], "frame {frame}, {threads} threads: differs");
+        }
     }
 }
 
@@ -135,28 +138,37 @@ fn b_frame_videos_random_access_matches_ffmpeg_cli() {
         let distinct: std::collections::HashSet<u64> = reference.iter().map(|f| hash(f)).collect();
         assert_eq!(distinct.len(), 60, "{name}: testsrc2 frames all differ");
         let times = video.frame_times().to_vec();
-        let mut decoder = VideoDecoder::new(DecodeOptions::default());
-        let mut out = vec![0u8; 2 * frame_bytes];
-        for frame in permutation(60, 7).into_iter().chain((0..60).rev()).chain(0..60) {
-            decoder
-                .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
-                .unwrap();
-            assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");
-        }
-        // Each frame alone, by a decoder that starts at the frame's keyframe.
-        for frame in 0..60 {
-            let mut fresh = VideoDecoder::new(DecodeOptions::default());
-            fresh
-                .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
-                .unwrap();
-            assert!(same_pixels(&out[..frame_bytes], &reference[frame]), "{name}: frame {frame}");
-        }
-        for t in permutation(59, 11).into_iter().map(|f| f + 1) {
-            decoder
-                .decode_into(&path, &[times[t - 1], times[t]], FrameBuffer::U8(&mut out))
-                .unwrap();
-            assert!(same_pixels(&out[..frame_bytes], &reference[t - 1]), "{name}: pair at {t}");
-            assert!(same_pixels(&out[frame_bytes..], &reference[t]), "{name}: pair at {t}");
+        // Single-threaded, and with frame threads (which hold frames back until more packets
+        // arrive): the same pixels in any order.
+        for threads in [1, 3] {
+            let options = DecodeOptions { threads, ..DecodeOptions::default() };
+            let name = format!("{name}, {threads} decoder threads");
+            let mut decoder = VideoDecoder::new(options.clone());
+            let mut out = vec![0u8; 2 * frame_bytes];
+            for frame in permutation(60, 7).into_iter().chain((0..60).rev()).chain(0..60) {
+                decoder
+                    .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
+                    .unwrap();
+                let same = same_pixels(&out[..frame_bytes], &reference[frame]);
+                assert!(same, "{name}: frame {frame}");
+            }
+            // Each frame alone, by a decoder that starts at the frame's keyframe.
+            for frame in 0..60 {
+                let mut fresh = VideoDecoder::new(options.clone());
+                fresh
+                    .decode_into(&path, &[times[frame]], FrameBuffer::U8(&mut out[..frame_bytes]))
+                    .unwrap();
+                let same = same_pixels(&out[..frame_bytes], &reference[frame]);
+                assert!(same, "{name}: frame {frame}");
+            }
+            for t in permutation(59, 11).into_iter().map(|f| f + 1) {
+                decoder
+                    .decode_into(&path, &[times[t - 1], times[t]], FrameBuffer::U8(&mut out))
+                    .unwrap();
+                let pair = same_pixels(&out[..frame_bytes], &reference[t - 1])
+                    && same_pixels(&out[frame_bytes..], &reference[t]);
+                assert!(pair, "{name}: pair at {t}");
+            }
         }
     }
 }

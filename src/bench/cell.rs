@@ -1,12 +1,15 @@
-//! A cell of a sweep: one point of the grid, every knob typed. [`Knob`] lists the knobs once,
-//! with their names and values; the plan, the results, the report's grouping and the CSV
-//! columns all read them from here.
+//! A cell of a sweep: one point of the grid, every knob typed. [`Knob::DEFS`] defines the
+//! knobs once, with their names, values and id parts; the plan, the results, the report's
+//! grouping and the CSV columns all read them from there.
 
 use serde::{Deserialize, Serialize};
 
+pub use super::knob::{Knob, KnobSet};
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
+use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
+use crate::loader::sampler::SamplerKind;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 
 /// One point of a sweep: the dataset and every knob. In `results.jsonl` each knob is written
@@ -36,6 +39,18 @@ pub struct Cell {
     /// Which loader: absent (native) in results written before the LeRobot backend.
     #[serde(default, skip_serializing_if = "LoaderBackend::is_native")]
     pub loader: LoaderBackend,
+    /// Threads inside each worker's video decoder: absent (1) in results written before the
+    /// knob.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub decoder_threads: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(threads: &usize) -> bool {
+    *threads == 1
 }
 
 impl Cell {
@@ -44,22 +59,27 @@ impl Cell {
         knobs.iter().map(|k| k.value(self)).collect::<Vec<_>>().join(",")
     }
 
+    /// The loader's knobs in this cell, with the sweep's `sampler` and its `seed` (plus the
+    /// repeat, so that each repeat reads another order).
+    pub fn loader_config(&self, sampler: SamplerKind, seed: u64) -> LoaderConfig {
+        LoaderConfig {
+            workers: self.workers,
+            prefetch: self.prefetch,
+            batch_size: self.batch_size,
+            sampler,
+            seed: seed + self.repeat as u64,
+            resolution: self.resolution,
+            images: self.images,
+            decoder_threads: self.decoder_threads,
+            ..LoaderConfig::default()
+        }
+    }
+
     /// A stable name for the cell, derived from every knob and the repeat, usable as a file
     /// name (`g1-w2-p2-b64-native-f32-diffusion_small-cpu-f32-r0`).
     pub fn id(&self) -> String {
-        let mut parts = vec![self.dataset.clone()];
-        for knob in Knob::ALL.iter().skip(1) {
-            let value = knob.value(self);
-            parts.push(match knob {
-                Knob::Workers => format!("w{value}"),
-                Knob::Prefetch => format!("p{value}"),
-                Knob::Batch => format!("b{value}"),
-                _ => value,
-            });
-        }
-        if !self.loader.is_native() {
-            parts.push(self.loader.to_string());
-        }
+        let mut parts: Vec<String> =
+            Knob::DEFS.iter().filter_map(|d| d.knob.id_part(self)).collect();
         parts.push(format!("r{}", self.repeat));
         parts
             .join("-")
@@ -69,90 +89,18 @@ impl Cell {
     }
 }
 
-/// A knob of a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Knob {
-    /// The dataset's name.
-    Dataset,
-    /// Loader worker threads.
-    Workers,
-    /// Batches in flight per worker.
-    Prefetch,
-    /// Samples per batch.
-    Batch,
-    /// `native` or `HxW`.
-    Resolution,
-    /// `f32` or `u8` frames.
-    Images,
-    /// The step.
-    Model,
-    /// `cpu` or `cuda`.
-    Device,
-    /// `f32` or `bf16`.
-    Dtype,
-    /// `native` or `lerobot`: not in [`Knob::ALL`], so that the ids, columns and reports of
-    /// native sweeps stay as they were; shown where a sweep has both.
-    Loader,
-}
-
+/// A knob's value in a cell: the cell's to give, so that the definitions know no cell.
 impl Knob {
-    /// Every knob, in the order reports show them.
-    pub const ALL: [Knob; 9] = [
-        Knob::Dataset,
-        Knob::Workers,
-        Knob::Prefetch,
-        Knob::Batch,
-        Knob::Resolution,
-        Knob::Images,
-        Knob::Model,
-        Knob::Device,
-        Knob::Dtype,
-    ];
-
-    /// The knobs the `model` phase depends on (not the loader's workers and prefetch): cells
-    /// sharing them, and their repeat, share one model measurement.
-    pub const MODEL_PHASE: [Knob; 6] =
-        [Knob::Batch, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
-
-    /// The knobs a recommendation group shares: all but workers and prefetch.
-    pub const GROUP: [Knob; 8] = [
-        Knob::Loader,
-        Knob::Dataset,
-        Knob::Batch,
-        Knob::Resolution,
-        Knob::Images,
-        Knob::Model,
-        Knob::Device,
-        Knob::Dtype,
-    ];
-
-    /// The knobs a plot shares: all but workers, prefetch, batch and the loader (one line per
-    /// batch and loader).
-    pub const PLOT: [Knob; 6] =
-        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype];
-
-    /// Its name, as the sweep config and the report spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Knob::Dataset => "dataset",
-            Knob::Workers => "workers",
-            Knob::Prefetch => "prefetch",
-            Knob::Batch => "batch",
-            Knob::Resolution => "resolution",
-            Knob::Images => "images",
-            Knob::Model => "model",
-            Knob::Device => "device",
-            Knob::Dtype => "dtype",
-            Knob::Loader => "loader",
-        }
-    }
-
-    /// Its field in a [`Cell`] as `results.jsonl` and the CSV header spell it.
-    pub fn field(self) -> &'static str {
-        match self {
-            Knob::Batch => "batch_size",
-            other => other.name(),
-        }
+    /// The knobs of `set` that `cells` show: those always shown, and the others where a cell
+    /// differs from their default.
+    pub fn shown<'a>(set: KnobSet, cells: impl IntoIterator<Item = &'a Cell> + Clone) -> Vec<Knob> {
+        Self::set(set)
+            .into_iter()
+            .filter(|k| match k.def().unless {
+                None => true,
+                Some(default) => cells.clone().into_iter().any(|c| k.value(c) != default),
+            })
+            .collect()
     }
 
     /// Its value in `cell`, in its text form.
@@ -167,8 +115,16 @@ impl Knob {
             Knob::Model => cell.model.to_string(),
             Knob::Device => cell.device.to_string(),
             Knob::Dtype => cell.dtype.to_string(),
+            Knob::DecoderThreads => cell.decoder_threads.to_string(),
             Knob::Loader => cell.loader.to_string(),
         }
+    }
+
+    /// Its part of `cell`'s id, None where it is left out (at its default).
+    pub fn id_part(self, cell: &Cell) -> Option<String> {
+        let def = self.def();
+        let value = self.value(cell);
+        (def.unless != Some(value.as_str())).then(|| format!("{}{value}", def.id_prefix))
     }
 }
 
@@ -189,6 +145,7 @@ mod tests {
             dtype: Precision::Bf16,
             repeat: 1,
             loader: LoaderBackend::Native,
+            decoder_threads: 1,
         }
     }
 
@@ -205,12 +162,21 @@ mod tests {
         let json = serde_json::to_value(cell()).unwrap();
         assert!(json.get("loader").is_none(), "native cells are stored as before");
         assert_eq!(serde_json::to_value(&other).unwrap()["loader"], "lerobot");
+        other.decoder_threads = 2;
+        assert_eq!(
+            other.id(),
+            "pusht-v3.0-w2-p4-b64-96x96-u8-diffusion_small-cpu-bf16-t2-lerobot-r1"
+        );
+        assert!(json.get("decoder_threads").is_none(), "one decoder thread is stored as before");
+        let stored = serde_json::to_value(&other).unwrap();
+        assert_eq!(stored["decoder_threads"], 2);
+        assert_eq!(serde_json::from_value::<Cell>(stored).unwrap(), other);
     }
 
     #[test]
     fn knobs_read_back_as_results_store_them() {
         let json = serde_json::to_value(cell()).unwrap();
-        for knob in Knob::ALL {
+        for knob in Knob::shown(KnobSet::All, [&cell()]) {
             let stored = &json[knob.field()];
             let text = stored.as_str().map_or_else(|| stored.to_string(), str::to_string);
             assert_eq!(text, knob.value(&cell()), "{}", knob.name());
@@ -223,8 +189,10 @@ mod tests {
         let mut other = cell();
         other.workers = 0;
         other.prefetch = 1;
-        assert_eq!(other.key(&Knob::MODEL_PHASE), cell().key(&Knob::MODEL_PHASE));
+        other.decoder_threads = 2;
+        let model_phase = Knob::set(KnobSet::ModelPhase);
+        assert_eq!(other.key(&model_phase), cell().key(&model_phase));
         other.batch_size = 16;
-        assert_ne!(other.key(&Knob::MODEL_PHASE), cell().key(&Knob::MODEL_PHASE));
+        assert_ne!(other.key(&model_phase), cell().key(&model_phase));
     }
 }

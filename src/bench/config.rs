@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
+use crate::loader::config::{check_decoder_threads, LoaderConfig};
 use crate::loader::lerobot::{LoaderBackend, VideoBackend};
 use crate::loader::sampler::SamplerKind;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
@@ -128,6 +129,9 @@ pub struct LoaderAxes {
     pub resolution: Vec<Resolution>,
     /// How camera frames reach the model: `f32` (in [0, 1]) or `u8` (normalised on the device).
     pub images: Vec<ImageFormat>,
+    /// Threads inside each worker's video decoder (1 to 16).
+    #[serde(skip_serializing_if = "one_decoder_thread")]
+    pub decoder_threads: Vec<usize>,
     /// `episode_aware` (LeRobot's), `shuffled` or `sequential`.
     pub sampler: SamplerKind,
     /// Seed of the shuffled orders.
@@ -145,6 +149,12 @@ pub struct LoaderAxes {
     pub video_backend: Option<VideoBackend>,
 }
 
+/// Whether the decoder-threads axis is the default, one thread (left out of the config
+/// feedbench keeps beside results, so that configs written before read back the same).
+fn one_decoder_thread(threads: &[usize]) -> bool {
+    threads == [LoaderConfig::default().decoder_threads]
+}
+
 /// Whether the loader axis is the default, the native loader alone (left out of the config
 /// feedbench keeps beside results, so that configs written before read back the same).
 fn only_native(loaders: &[LoaderBackend]) -> bool {
@@ -160,6 +170,7 @@ impl Default for LoaderAxes {
             batch: vec![16, 64],
             resolution: vec![Resolution::Native],
             images: vec![ImageFormat::F32],
+            decoder_threads: vec![LoaderConfig::default().decoder_threads],
             sampler: SamplerKind::EpisodeAware,
             seed: 0,
             loader: vec![LoaderBackend::Native],
@@ -276,6 +287,7 @@ impl ConfigFile for SweepConfig {
             ("loader.resolution", l.resolution.is_empty()),
             ("loader.images", l.images.is_empty()),
             ("loader.loader", l.loader.is_empty()),
+            ("loader.decoder_threads", l.decoder_threads.is_empty()),
             ("model.model", self.model.model.is_empty()),
             ("model.dtype", self.model.dtype.is_empty()),
         ] {
@@ -285,6 +297,11 @@ impl ConfigFile for SweepConfig {
         }
         if l.prefetch.contains(&0) || l.batch.contains(&0) {
             return bad("loader.prefetch and loader.batch must be ≥ 1".into());
+        }
+        if let Err(e) =
+            l.decoder_threads.iter().try_for_each(|&t| check_decoder_threads(t).map(drop))
+        {
+            return bad(format!("loader.decoder_threads: {e}"));
         }
         if let Some(cell) = self.run.trace_cell {
             if !l.workers.contains(&cell.workers) || !l.batch.contains(&cell.batch) {
@@ -353,6 +370,8 @@ mod tests {
     fn defaults_fill_what_is_left_out() {
         let config = parse("[dataset]\nsynth = \"pusht\"\nepisodes = 4\n").unwrap();
         assert_eq!(config.loader.workers, [0, 1, 2]);
+        assert_eq!(config.loader.decoder_threads, [1]);
+        assert!(!toml::to_string(&config).unwrap().contains("decoder_threads"), "as before");
         assert_eq!(config.model.preset, DiffusionPreset::Auto);
         assert_eq!(config.dataset.episodes, Some(EpisodeChoice::Count(4)));
         assert_eq!(config.run.repeats, 1);
@@ -372,6 +391,9 @@ mod tests {
         assert!(sampler.contains("expected sequential, shuffled, episode-aware"), "{sampler}");
         let list = parse("[dataset]\npath = \"x\"\nepisodes = 3\n").unwrap_err();
         assert!(list.contains("is a list"), "{list}");
+        let decoder = parse("[dataset]\nsynth = \"pusht\"\n[loader]\ndecoder_threads = [1, 0]\n");
+        let decoder = decoder.unwrap_err();
+        assert!(decoder.contains("loader.decoder_threads: 0 is not 1 to 16"), "{decoder}");
         let threads = parse("[dataset]\nsynth = \"pusht\"\n[model]\nthreads = 0\n").unwrap_err();
         assert!(threads.contains("model.threads must be ≥ 1"), "{threads}");
         let absent = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"3,16\"\n");

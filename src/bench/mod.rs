@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod compare;
 pub mod config;
 pub mod guard;
+pub mod knob;
 pub mod layout;
 pub mod loader_run;
 pub mod model_table;

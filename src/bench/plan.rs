@@ -41,6 +41,7 @@ pub fn plan(
         dtype: crate::model::Precision::F32,
         repeat: 0,
         loader: Default::default(),
+        decoder_threads: 1,
     }];
     let repeats: Vec<usize> = (0..config.run.repeats).collect();
     let models: Vec<_> = m.model.iter().map(|model| model.on(m.preset, device)).collect();
@@ -52,6 +53,12 @@ pub fn plan(
     expand(&mut cells, &l.resolution, |c, &v| c.resolution = v);
     expand(&mut cells, &l.batch, |c, &v| c.batch_size = v);
     expand(&mut cells, &l.loader, |c, &v| c.loader = v);
+    expand(&mut cells, &l.decoder_threads, |c, &v| c.decoder_threads = v);
+    // LeRobot's loader decodes with its own backend's threading: one cell, not one per count.
+    cells.retain(|c| c.loader.is_native() || c.decoder_threads == l.decoder_threads[0]);
+    for cell in cells.iter_mut().filter(|c| !c.loader.is_native()) {
+        cell.decoder_threads = 1;
+    }
     expand(&mut cells, &l.prefetch, |c, &v| c.prefetch = v);
     expand(&mut cells, &l.workers, |c, &v| c.workers = v);
     let traced = match config.run.trace_cell {
@@ -106,6 +113,28 @@ mod tests {
         assert_eq!(plan.traced, 15, "the last cell");
         let ids: std::collections::HashSet<_> = plan.cells.iter().map(Cell::id).collect();
         assert_eq!(ids.len(), 16, "every cell has its own id");
+    }
+
+    #[test]
+    fn decoder_threads_are_an_axis_of_the_native_loader_only() {
+        let config = config(
+            "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [1, 2]\nbatch = [16]\n\
+             decoder_threads = [1, 2]\nloader = [\"native\", \"lerobot\"]\n",
+        );
+        let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
+        let cells: Vec<_> = plan
+            .cells
+            .iter()
+            .map(|c| (c.loader.to_string(), c.decoder_threads, c.workers))
+            .collect();
+        let native = |t, w| ("native".to_string(), t, w);
+        let lerobot = |w| ("lerobot".to_string(), 1, w);
+        assert_eq!(
+            cells,
+            [native(1, 1), native(1, 2), native(2, 1), native(2, 2), lerobot(1), lerobot(2)]
+        );
+        let ids: std::collections::HashSet<_> = plan.cells.iter().map(Cell::id).collect();
+        assert_eq!(ids.len(), 6, "every cell has its own id");
     }
 
     #[test]

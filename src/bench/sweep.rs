@@ -3,7 +3,7 @@
 //! finishes.
 //!
 //! The `model` phase does not depend on the loader's workers and prefetch: it runs once per
-//! [`Knob::MODEL_PHASE`] values and repeat, and its figures are copied into every cell that
+//! [`KnobSet::ModelPhase`] values and repeat, and its figures are copied into every cell that
 //! shares them (also across `--resume`).
 
 use std::collections::{HashMap, HashSet};
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::cell::{Cell, Knob};
+use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
 use super::phase::{run_lerobot_loader_phase, run_lerobot_train_phase, run_loader_phase};
 use super::phase::{run_model_phase, run_train_phase, ModelPhase, TrainError};
@@ -24,7 +24,6 @@ use crate::dataset::{CodebaseVersion, Dataset, DatasetError, EpisodeList, Window
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
-use crate::loader::sampler::Shard;
 use crate::loader::spec::LoaderSpec;
 use crate::model::{DeviceChoice, ModelError, PolicyShapes, StepSpec};
 use crate::timing::Trace;
@@ -212,7 +211,7 @@ pub fn run_sweep(
 
 /// The key of the `model` phase a cell shares with others.
 pub(super) fn model_key(cell: &Cell) -> String {
-    format!("{},r{}", cell.key(&Knob::MODEL_PHASE), cell.repeat)
+    format!("{},r{}", cell.key(&Knob::set(KnobSet::ModelPhase)), cell.repeat)
 }
 
 /// Measures one cell: the `loader` phase, the `model` phase unless `models` holds it already
@@ -226,18 +225,7 @@ pub(super) fn run_cell(
     mut phase: impl FnMut(&'static str),
 ) -> Result<CellResult, SweepError> {
     let (config, run) = (context.config, &context.config.run);
-    let loader_config = LoaderConfig {
-        workers: cell.workers,
-        prefetch: cell.prefetch,
-        batch_size: cell.batch_size,
-        drop_last: false,
-        sampler: config.loader.sampler,
-        seed: config.loader.seed + cell.repeat as u64,
-        shard: Shard::default(),
-        ordered: true,
-        resolution: cell.resolution,
-        images: cell.images,
-    };
+    let loader_config = cell.loader_config(config.loader.sampler, config.loader.seed);
     let mut loader = Loader::new(context.dataset.clone(), context.window.clone(), loader_config)?;
     let step = StepSpec {
         model: cell.model.clone(),

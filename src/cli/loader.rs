@@ -15,7 +15,7 @@ use feedbench::bench::phase::{
 use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
-use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::config::{check_decoder_threads, LoaderConfig};
 use feedbench::loader::lerobot::{
     FedStep, LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend,
 };
@@ -41,14 +41,19 @@ pub struct LoaderFlags {
     #[arg(long, default_value = "diffusion")]
     window: WindowChoice,
     /// Worker threads (0: load in the consuming thread).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = LoaderConfig::default().workers)]
     workers: usize,
     /// Batches in flight per worker.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = LoaderConfig::default().prefetch)]
     prefetch: usize,
     /// Samples per batch.
-    #[arg(long = "batch", default_value_t = 8)]
+    #[arg(long = "batch", default_value_t = LoaderConfig::default().batch_size)]
     batch_size: usize,
+    /// Threads inside each worker's video decoder (libdav1d's or libavcodec's own), 1 to 16:
+    /// fewer workers for the same decode rate, with fewer batches in flight.
+    #[arg(long, value_name = "N", default_value_t = LoaderConfig::default().decoder_threads,
+          value_parser = decoder_threads)]
+    decoder_threads: usize,
     /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
     #[arg(long, default_value = "native")]
     resolution: Resolution,
@@ -92,6 +97,12 @@ pub struct LoaderFlags {
     /// With --loader lerobot: `persistent_workers=False` (workers restarted every epoch).
     #[arg(long)]
     no_persistent_workers: bool,
+}
+
+/// `--decoder-threads`: a count the loader accepts.
+fn decoder_threads(text: &str) -> Result<usize, String> {
+    let threads = text.parse::<usize>().map_err(|e| format!("{text:?}: {e}"))?;
+    check_decoder_threads(threads).map_err(|e| e.to_string())
 }
 
 impl LoaderFlags {
@@ -154,6 +165,7 @@ impl LoaderFlags {
                 ordered: !self.unordered,
                 resolution: self.resolution,
                 images: if self.uint8 { ImageFormat::U8 } else { ImageFormat::F32 },
+                decoder_threads: self.decoder_threads,
             },
         })
     }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::ImageFormat;
 use super::sampler::{SamplerKind, Shard};
+use crate::dataset::video::DecodeOptions;
 use crate::dataset::Resolution;
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
@@ -31,6 +32,36 @@ pub struct LoaderConfig {
     /// How camera frames reach the model; in JSON `"uint8": true` for uint8.
     #[serde(rename = "uint8", with = "images_as_uint8")]
     pub images: ImageFormat,
+    /// Threads inside each worker's video decoder (libdav1d's, libavcodec's own threading);
+    /// 1 decodes on the worker's thread alone. Left out of JSON at 1, as before the knob.
+    #[serde(default = "one_decoder_thread", skip_serializing_if = "is_one_decoder_thread")]
+    pub decoder_threads: usize,
+}
+
+/// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
+pub const MAX_DECODER_THREADS: usize = 16;
+
+/// A count of decoder threads outside 1 to [`MAX_DECODER_THREADS`]; each front end names its
+/// own key for it (`--decoder-threads`, `loader.decoder_threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is not 1 to {MAX_DECODER_THREADS}")]
+pub struct DecoderThreadsOutOfRange(pub usize);
+
+/// `threads` if it is a count of decoder threads a worker may have.
+pub fn check_decoder_threads(threads: usize) -> Result<usize, DecoderThreadsOutOfRange> {
+    if (1..=MAX_DECODER_THREADS).contains(&threads) {
+        Ok(threads)
+    } else {
+        Err(DecoderThreadsOutOfRange(threads))
+    }
+}
+
+fn one_decoder_thread() -> usize {
+    LoaderConfig::default().decoder_threads
+}
+
+fn is_one_decoder_thread(threads: &usize) -> bool {
+    *threads == one_decoder_thread()
 }
 
 impl Default for LoaderConfig {
@@ -47,11 +78,23 @@ impl Default for LoaderConfig {
             ordered: true,
             resolution: Resolution::Native,
             images: ImageFormat::F32,
+            decoder_threads: 1,
         }
     }
 }
 
 impl LoaderConfig {
+    /// How each worker's video decoder reads a dataset whose timestamps match within
+    /// `tolerance_s`: at the loader's resolution, with its decoder threads.
+    pub fn decode_options(&self, tolerance_s: f64) -> DecodeOptions {
+        DecodeOptions {
+            tolerance_s,
+            resolution: self.resolution.size(),
+            threads: self.decoder_threads,
+            ..DecodeOptions::default()
+        }
+    }
+
     /// The most batches alive at once: `prefetch` per worker (one for `workers = 0`) and the
     /// one the consumer holds. The batch pool never grows past it.
     pub fn batches_in_flight(&self) -> usize {

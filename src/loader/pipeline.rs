@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
-use super::config::LoaderConfig;
+use super::config::{check_decoder_threads, LoaderConfig};
 use super::sampler::{batches, epoch_order, SamplerKind};
-use crate::dataset::video::{DecodeOptions, FrameDecoder, VideoDecoder};
+use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 use crate::timing::{available_memory_bytes, stage, TimingTree, Trace, TraceTrack};
 
@@ -257,11 +257,8 @@ struct BatchBuilder {
 impl BatchBuilder {
     /// A builder with its own video decoder, writing spans on `track` when the loader traces.
     fn new(loader: &Loader, track: &str) -> Self {
-        let decoder = Box::new(VideoDecoder::new(DecodeOptions {
-            tolerance_s: loader.dataset.tolerance_s(),
-            resolution: loader.config.resolution.size(),
-            ..DecodeOptions::default()
-        }));
+        let options = loader.config.decode_options(loader.dataset.tolerance_s());
+        let decoder = Box::new(VideoDecoder::new(options));
         Self {
             dataset: loader.dataset.clone(),
             window: loader.window.clone(),
@@ -370,6 +367,9 @@ impl Loader {
         }
         if config.workers > 0 && config.prefetch == 0 {
             return Err(LoaderError::Config("prefetch must be at least 1 with workers".into()));
+        }
+        if let Err(e) = check_decoder_threads(config.decoder_threads) {
+            return Err(LoaderError::Config(format!("decoder threads: {e}")));
         }
         let window = Arc::new(window);
         let plans = Arc::new(Plans {

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::cells::{finished_cells, CELLS_DIR};
 use super::plan_file::Plan;
 use super::ClusterError;
-use crate::bench::cell::Knob;
+use crate::bench::cell::{Knob, KnobSet};
 use crate::bench::report::{write_report, ReportFiles};
 use crate::bench::results::{result_line, CellResult, RESULTS_FILE};
 use crate::bench::system::SystemInfo;
@@ -81,7 +81,7 @@ pub fn machine(system: &SystemInfo) -> String {
 fn mixed_hardware(results: &[CellResult]) -> Vec<MixedGroup> {
     let mut groups: Vec<MixedGroup> = Vec::new();
     for result in results {
-        let key = result.cell.key(&Knob::GROUP);
+        let key = result.cell.key(&Knob::set(KnobSet::Group));
         let name = machine(&result.system);
         let index = groups.iter().position(|g| g.group == key).unwrap_or_else(|| {
             groups.push(MixedGroup { group: key, machines: Vec::new() });
@@ -146,7 +146,7 @@ mod tests {
         results[3].system.cpu = "Other CPU".into();
         let mixed = mixed_hardware(&results);
         assert_eq!(mixed.len(), 1, "only the batch-64 group");
-        assert_eq!(mixed[0].group, results[2].cell.key(&Knob::GROUP));
+        assert_eq!(mixed[0].group, results[2].cell.key(&Knob::set(KnobSet::Group)));
         assert_eq!(mixed[0].machines.len(), 2);
         assert!(mixed[0].machines[1].starts_with("Other CPU × 2 cores"), "{:?}", mixed[0].machines);
     }

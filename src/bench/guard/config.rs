@@ -11,7 +11,7 @@ use crate::bench::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice
 use crate::bench::loader_run::RunLength;
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
-use crate::loader::config::LoaderConfig;
+use crate::loader::config::{check_decoder_threads, LoaderConfig};
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 
@@ -84,6 +84,17 @@ pub struct GuardCell {
     /// Seed of the shuffled orders.
     #[serde(default)]
     pub seed: u64,
+    /// Threads inside each worker's video decoder.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub decoder_threads: usize,
+}
+
+fn one() -> usize {
+    LoaderConfig::default().decoder_threads
+}
+
+fn is_one(threads: &usize) -> bool {
+    *threads == one()
 }
 
 fn diffusion() -> WindowChoice {
@@ -116,6 +127,7 @@ impl GuardCell {
                 seed: self.seed,
                 resolution: self.resolution,
                 images: self.images,
+                decoder_threads: self.decoder_threads,
                 ..LoaderConfig::default()
             },
         }
@@ -149,6 +161,9 @@ impl ConfigFile for GuardConfig {
             }
             if cell.batch == 0 || cell.prefetch == 0 {
                 return bad(format!("cell {:?}: batch and prefetch must be ≥ 1", cell.name));
+            }
+            if let Err(e) = check_decoder_threads(cell.decoder_threads) {
+                return bad(format!("cell {:?}: decoder_threads: {e}", cell.name));
             }
         }
         let run = &self.run;
@@ -216,6 +231,10 @@ mod tests {
         assert_eq!(config.run.tolerance, Tolerance(10.0));
         let spec = cell.spec(Path::new("/data"), None);
         assert_eq!((spec.config.workers, spec.config.batch_size), (2, 16));
+        assert_eq!(spec.config.decoder_threads, 1);
+        let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 2\n";
+        let config = parse(&format!("{DATASET}{threads}")).unwrap();
+        assert_eq!(config.cells[0].spec(Path::new("/data"), None).config.decoder_threads, 2);
     }
 
     #[test]
@@ -233,6 +252,9 @@ mod tests {
         assert!(name.unwrap_err().contains("name \"a b\""));
         let typo = parse(&format!("{DATASET}[[cell]]\nname = \"a\"\nworker = 0\nbatch = 4\n"));
         assert!(typo.unwrap_err().contains("unknown field `worker`"));
+        let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 0\n";
+        let threads = parse(&format!("{DATASET}{threads}")).unwrap_err();
+        assert!(threads.contains("cell \"t\": decoder_threads: 0 is not 1 to 16"), "{threads}");
     }
 
     #[test]

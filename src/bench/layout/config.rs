@@ -14,6 +14,7 @@ use crate::dataset::video::VideoCodec;
 use crate::dataset::write::transcode::{FrameStorage, TranscodeOptions};
 use crate::dataset::write::{EncodeSettings, PixFmt};
 use crate::dataset::{Resolution, WindowChoice};
+use crate::loader::config::{check_decoder_threads, LoaderConfig};
 
 /// How a candidate stores camera frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +251,10 @@ pub struct MeasureSection {
     /// Samples per batch.
     #[serde(default = "default_batch")]
     pub batch: usize,
+    /// Threads inside each worker's video decoder (left out of the stored config at 1, so that
+    /// studies written before the knob resume as they were).
+    #[serde(default = "default_decoder_threads", skip_serializing_if = "one_decoder_thread")]
+    pub decoder_threads: usize,
     /// Batches per measured run.
     #[serde(default = "default_batches")]
     pub batches: usize,
@@ -270,6 +275,12 @@ fn default_window() -> WindowChoice {
 }
 fn default_workers() -> usize {
     2
+}
+fn default_decoder_threads() -> usize {
+    LoaderConfig::default().decoder_threads
+}
+fn one_decoder_thread(threads: &usize) -> bool {
+    *threads == default_decoder_threads()
 }
 fn default_batch() -> usize {
     16
@@ -344,6 +355,9 @@ impl LayoutConfig {
             if value == 0 {
                 return Err(error(path, format!("{key} = 0: expected at least 1")));
             }
+        }
+        if let Err(e) = check_decoder_threads(m.decoder_threads) {
+            return Err(error(path, format!("measure.decoder_threads: {e}")));
         }
         let c = &self.choose;
         if let Some(psnr) = c.min_psnr.filter(|p| !p.is_finite() || *p < 0.0) {
@@ -484,6 +498,7 @@ mod tests {
             ("[axes]\ngop = []", "axes.gop is an empty list"),
             ("[base]\ngop = 0", "[base]: gop 0"),
             ("[measure]\nrepeats = 0", "measure.repeats = 0"),
+            ("[measure]\ndecoder_threads = 0", "measure.decoder_threads: 0 is not 1 to 16"),
             ("[choose]\nmin_ssim = 2.0", "choose.min_ssim"),
         ] {
             let error = parse(text).expect_err(text);

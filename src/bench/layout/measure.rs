@@ -218,6 +218,7 @@ pub fn measure_candidate(
         config: LoaderConfig {
             workers,
             batch_size: measure.batch,
+            decoder_threads: measure.decoder_threads,
             sampler: SamplerKind::Shuffled,
             seed: measure.seed,
             ..LoaderConfig::default()

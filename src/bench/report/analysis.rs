@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::doctor;
 use super::{
-    partition, plural, rate, Group, Knob, PlotGroup, Recommendation, Report, Row,
+    partition, plural, rate, Group, Knob, KnobSet, PlotGroup, Recommendation, Report, Row,
     HEATMAP_PLOT_STEM, KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT,
     TRAIN_PLOT_STEM,
 };
@@ -47,21 +47,17 @@ pub fn render(results: &[CellResult]) -> Report {
         values
     };
     let (mut fixed, mut varying) = (Vec::new(), Vec::new());
-    for knob in
-        [Knob::Dataset, Knob::Resolution, Knob::Images, Knob::Model, Knob::Device, Knob::Dtype]
-    {
+    // A knob shown only where it differs from its default (the loader, decoder threads) is
+    // named only where it varies, so that earlier sweeps' reports stay as they were.
+    for knob in Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Batch) {
         match distinct(knob).as_slice() {
-            [one] => fixed.push((knob, one.clone())),
-            [] => {}
+            [one] if knob.def().unless.is_none() => fixed.push((knob, one.clone())),
+            [] | [_] => {}
             _ => varying.push(knob),
         }
     }
-    // Only a sweep of both loaders names them (a native sweep's report stays as it was).
-    if distinct(Knob::Loader).len() > 1 {
-        varying.push(Knob::Loader);
-    }
 
-    let mut groups: Vec<Group> = partition(&rows, &Knob::GROUP)
+    let mut groups: Vec<Group> = partition(&rows, &Knob::set(KnobSet::Group))
         .into_iter()
         .map(|(label, members)| Group {
             label,
@@ -95,20 +91,11 @@ pub fn render(results: &[CellResult]) -> Report {
     }
 }
 
-/// Rows sort by the text of their knobs (dataset, model, device, dtype, resolution, images,
-/// loader),
-/// then by batch size, workers and prefetch as numbers.
+/// Rows sort by the text of the knobs a plot shares, then the loader, then by batch size,
+/// workers and prefetch as numbers.
 fn sort_key(c: &Cell) -> impl Ord {
-    let text = [
-        Knob::Dataset,
-        Knob::Model,
-        Knob::Device,
-        Knob::Dtype,
-        Knob::Resolution,
-        Knob::Images,
-        Knob::Loader,
-    ]
-    .map(|k| k.value(c));
+    let mut text: Vec<String> = Knob::set(KnobSet::Plot).iter().map(|k| k.value(c)).collect();
+    text.push(Knob::Loader.value(c));
     (text, c.batch_size, c.workers, c.prefetch)
 }
 
@@ -161,7 +148,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
 }
 
 fn plot_groups(rows: &[Row]) -> Vec<PlotGroup> {
-    let parts = partition(rows, &Knob::PLOT);
+    let parts = partition(rows, &Knob::set(KnobSet::Plot));
     let single = parts.len() == 1;
     let mut used: Vec<String> = Vec::new();
     parts

@@ -2,15 +2,12 @@
 //! of each figure, as in the table; the raw repeats stay in `results.jsonl`), a header row and
 //! stable column names.
 
-use super::{Knob, Report, Stage};
+use super::{Knob, KnobSet, Report, Stage};
 
-/// The knob columns of `report`: every knob, and the loader where a cell ran LeRobot's.
+/// The knob columns of `report`: every knob its cells show (the loader where a cell ran
+/// LeRobot's, decoder threads where a cell had more than one).
 fn knob_columns(report: &Report) -> Vec<Knob> {
-    let mut knobs = Knob::ALL.to_vec();
-    if report.rows.iter().any(|r| !r.knobs.loader.is_native()) {
-        knobs.push(Knob::Loader);
-    }
-    knobs
+    Knob::shown(KnobSet::All, report.rows.iter().map(|r| &r.knobs))
 }
 
 /// The header, in column order, for a report whose knob columns are `knobs`.
@@ -113,7 +110,7 @@ mod tests {
 
     #[test]
     fn header_names_are_unique() {
-        let mut names = header(&Knob::ALL);
+        let mut names = header(&Knob::set(KnobSet::All));
         let n = names.len();
         names.sort();
         names.dedup();

@@ -3,7 +3,7 @@
 //! throughput, CPU per sample and input-bound share with the ratios, and per group of cells
 //! the fewest workers with which each keeps the step fed.
 
-use super::{millis, rate, Column, Knob, Report, Row};
+use super::{millis, rate, Column, Knob, KnobSet, Report, Row};
 use crate::bench::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
 use crate::loader::lerobot::LoaderBackend;
 
@@ -64,7 +64,8 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
     if pairs.is_empty() {
         return None;
     }
-    let shared: Vec<Knob> = Knob::GROUP.into_iter().filter(|&k| k != Knob::Loader).collect();
+    let shared: Vec<Knob> =
+        Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Loader).collect();
     let paired: Vec<usize> = pairs.iter().flat_map(|p| [p.native, p.lerobot]).collect();
     let fed = super::partition(rows, &shared)
         .into_iter()

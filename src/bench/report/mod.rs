@@ -21,7 +21,7 @@ pub mod terminal;
 use std::path::{Path, PathBuf};
 
 use super::cell::Cell;
-pub use super::cell::Knob;
+pub use super::cell::{Knob, KnobSet};
 use super::phase::DecodeLimit;
 pub use super::results::RESULTS_FILE;
 use super::results::{read_results, CellResult, ResultsError};

@@ -32,11 +32,15 @@ pub struct DecodeOptions {
     pub resolution: Option<(u32, u32)>,
     /// Open decoders (one per file) kept by one [`VideoDecoder`], least recently used dropped.
     pub cache_capacity: usize,
+    /// Threads inside each codec: 1 decodes on the calling thread alone; more hand libdav1d
+    /// (AV1) that many threads of its own, and libavcodec (H.264, HEVC) frame and slice
+    /// threads. The pixels are the same either way.
+    pub threads: usize,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        Self { tolerance_s: 1e-4, resolution: None, cache_capacity: 4 }
+        Self { tolerance_s: 1e-4, resolution: None, cache_capacity: 4, threads: 1 }
     }
 }
 
@@ -145,7 +149,8 @@ impl FrameDecoder for VideoDecoder {
         }
         let mut order: Vec<usize> = (0..times.len()).collect();
         order.sort_by_key(|&i| frames[i]);
-        let stream = most_recent(&mut self.streams, self.options.cache_capacity, &video)?;
+        let (capacity, threads) = (self.options.cache_capacity, self.options.threads);
+        let stream = most_recent(&mut self.streams, capacity, threads, &video)?;
         let mut previous: Option<usize> = None;
         for i in order {
             match previous {
@@ -224,17 +229,18 @@ fn since(wall: Instant, cpu: Duration) -> (Duration, Duration) {
     (wall.elapsed(), thread_cpu_time().saturating_sub(cpu))
 }
 
-/// The open decoder of `video` in `streams` (opened if absent, the least recently used one
-/// dropped beyond `capacity`), moved to the front: most recently used first.
+/// The open decoder of `video` in `streams` (opened with `threads` if absent, the least
+/// recently used one dropped beyond `capacity`), moved to the front: most recently used first.
 fn most_recent<'a>(
     streams: &'a mut Vec<StreamDecoder>,
     capacity: usize,
+    threads: usize,
     video: &Arc<VideoFile>,
 ) -> Result<&'a mut StreamDecoder> {
     if let Some(i) = streams.iter().position(|s| Arc::ptr_eq(&s.video, video)) {
         streams[..=i].rotate_right(1);
     } else {
-        let stream = StreamDecoder::open(Arc::clone(video))?;
+        let stream = StreamDecoder::open(Arc::clone(video), threads)?;
         streams.truncate(capacity.max(1) - 1);
         streams.insert(0, stream);
     }
@@ -263,9 +269,10 @@ struct StreamDecoder {
 }
 
 impl StreamDecoder {
-    /// Opens a single-threaded decoder for the file's codec: libdav1d for AV1 (FFmpeg 5.1's
-    /// own `av1` decoder needs hardware), FFmpeg's decoders for H.264 and HEVC.
-    fn open(video: Arc<VideoFile>) -> Result<Self> {
+    /// Opens a decoder for the file's codec with `threads` threads (1: single-threaded):
+    /// libdav1d for AV1 (FFmpeg 5.1's own `av1` decoder needs hardware), FFmpeg's decoders
+    /// for H.264 and HEVC.
+    fn open(video: Arc<VideoFile>, threads: usize) -> Result<Self> {
         let path = video.path();
         let (codec, name) = match video.codec() {
             VideoCodec::Av1 => (decoder::find_by_name("libdav1d"), "libdav1d (AV1)"),
@@ -276,11 +283,7 @@ impl StreamDecoder {
             DatasetError::invalid(path, format!("this FFmpeg build has no {name} decoder"))
         })?;
         let mut context = codec::Context::new_with_codec(codec);
-        context.set_threading(threading::Config {
-            kind: threading::Type::None,
-            count: 1,
-            ..Default::default()
-        });
+        context.set_threading(decoder_threading(threads));
         if video.codec() == VideoCodec::H264 {
             // x264 makes its keyframes recovery points (non-IDR I-frames) unless GOPs are long.
             // Starting there, FFmpeg marks only the keyframe itself as recovered when frames
@@ -419,6 +422,16 @@ impl StreamDecoder {
     }
 }
 
+/// FFmpeg's threading for a decoder of `threads` threads. libdav1d takes the count as its own
+/// thread pool (frame, tile and post-filter work); libavcodec's H.264 and HEVC decoders split
+/// frames (and slices, where a file has several) between them. Frame threads hold frames back
+/// until more packets arrive; the decode loop drains at a GOP's end, so random access still
+/// gets every frame.
+fn decoder_threading(threads: usize) -> threading::Config {
+    let kind = if threads > 1 { threading::Type::Frame } else { threading::Type::None };
+    threading::Config { kind, count: threads.max(1), ..Default::default() }
+}
+
 /// The error for a frame the decoder never returned.
 fn missing(path: &Path, video: &VideoFile, rank: u32) -> DatasetError {
     DatasetError::invalid(
@@ -472,5 +485,14 @@ mod tests {
         let options = DecodeOptions::default();
         assert_eq!(options.tolerance_s, 1e-4);
         assert_eq!(options.resolution, None);
+        assert_eq!(options.threads, 1);
+    }
+
+    #[test]
+    fn one_thread_is_no_threading() {
+        let one = decoder_threading(1);
+        assert_eq!((one.kind, one.count), (threading::Type::None, 1));
+        let four = decoder_threading(4);
+        assert_eq!((four.kind, four.count), (threading::Type::Frame, 4));
     }
 }

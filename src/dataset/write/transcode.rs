@@ -105,8 +105,12 @@ pub struct FrameReader<'a> {
 impl<'a> FrameReader<'a> {
     /// A reader of `source`'s selected episodes, frames resized to `resolution` (None: native).
     pub fn new(source: &'a Dataset, resolution: Option<(u32, u32)>) -> Result<Self> {
-        let options =
-            DecodeOptions { tolerance_s: source.tolerance_s(), resolution, cache_capacity: 2 };
+        let options = DecodeOptions {
+            tolerance_s: source.tolerance_s(),
+            resolution,
+            cache_capacity: 2,
+            ..DecodeOptions::default()
+        };
         Ok(Self {
             source,
             episodes: source.episodes().collect(),

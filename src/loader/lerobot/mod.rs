@@ -160,6 +160,12 @@ impl LerobotLoader {
                 "sharding across ranks is the native loader's (LeRobot's is accelerate's)",
             );
         }
+        if spec.config.decoder_threads != 1 {
+            return refuse(
+                "decoder threads are the native loader's knob (LeRobot's video backend keeps its \
+                 own threading)",
+            );
+        }
         if !spec.config.ordered {
             return refuse(
                 "DataLoader delivers batches in order (--unordered is the native loader's)",
