@@ -8,6 +8,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use common::{ffmpeg_rgb24_frames, have_ffmpeg};
 use feedbench::dataset::video::{
@@ -80,6 +81,31 @@ fn random_access_equals_sequential() {
             assert_eq!(got, reference[frame], "frame {frame}, {threads} threads: differs");
         }
     }
+}
+
+#[test]
+fn the_decode_stage_counts_the_decoders_own_threads() {
+    let Some(path) = g1_video(2) else { return };
+    let times = VideoFile::shared(&path).unwrap().frame_times().to_vec();
+    let frames = permutation(times.len(), 3);
+    let decode_cpu = |threads: usize| {
+        let mut decoder = VideoDecoder::new(DecodeOptions { threads, ..DecodeOptions::default() });
+        for &frame in &frames[..120] {
+            decode_one(&mut decoder, &path, times[frame]);
+        }
+        let timing = decoder.take_timing();
+        let decode = timing.get(stage::DECODE).unwrap();
+        // The helpers' CPU reaches the parents too, without calls of its own.
+        let parent = timing.get(stage::VIDEO).map_or(Duration::ZERO, |v| v.cpu);
+        (decode.cpu, parent)
+    };
+    let (one, one_parent) = decode_cpu(1);
+    let (two, two_parent) = decode_cpu(2);
+    assert_eq!(one_parent, Duration::ZERO, "one thread: nothing beside the caller's own");
+    // libdav1d's threads do most of the work with two: the worker's own thread alone shows
+    // a fraction of it (about a quarter here), so the stage must count theirs.
+    assert!(two > one.mul_f64(0.8), "one thread {one:?}, two {two:?}");
+    assert!(two_parent > Duration::ZERO && two_parent < two, "{two_parent:?} of {two:?}");
 }
 
 /// Whether CHW `chw` holds the same pixels as packed `rgb`.

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Change, Decision, NOISE_PCT};
 use super::loader_run::{measure_run, stage_changes, RunFigures, RunLength, StageChange};
+use super::phase::ChosenLoader;
 use crate::loader::pipeline::LoaderError;
-use crate::loader::spec::LoaderSpec;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
 const SEED: u64 = 0x5eed;
@@ -19,9 +19,9 @@ const SEED: u64 = 0x5eed;
 #[derive(Debug, Clone)]
 pub struct CompareSpec {
     /// The reference.
-    pub a: LoaderSpec,
+    pub a: ChosenLoader,
     /// The candidate.
-    pub b: LoaderSpec,
+    pub b: ChosenLoader,
     /// Runs of each.
     pub repeats: usize,
     /// Batches measured per run.

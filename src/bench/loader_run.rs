@@ -5,11 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::change::Change;
-use super::phase::run_loader_phase;
+use super::phase::ChosenLoader;
 use super::report::Stage;
 use super::stats::median;
 use crate::loader::pipeline::LoaderError;
-use crate::loader::spec::LoaderSpec;
 use crate::timing::InstructionCounter;
 
 /// What one run measured.
@@ -44,18 +43,18 @@ pub struct RunLength {
     pub warmup: Option<usize>,
 }
 
-/// Builds the loader `spec` describes and measures it for `length`; with `count_instructions`
-/// the run's instructions are counted too (silently none where the counter cannot start:
+/// Builds `loader` and measures it for `length`; with `count_instructions` this process's
+/// instructions are counted too (silently none where the counter cannot start:
 /// [`InstructionCounter::start`] says why, and callers ask it once up front).
 pub fn measure_run(
-    spec: &LoaderSpec,
+    loader: &ChosenLoader,
     length: RunLength,
     count_instructions: bool,
 ) -> Result<RunFigures, LoaderError> {
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
-    let loader = spec.build()?;
+    let loader = loader.build()?;
     let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase = run_loader_phase(&loader, length.batches, warmup, |_| {})?;
+    let phase = loader.loader_phase(length.batches, warmup, &mut |_| {})?;
     // The workers' instructions count once they have exited.
     drop(loader);
     let instructions = counter.and_then(|c| c.finish().ok());

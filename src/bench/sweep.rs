@@ -13,8 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
-use super::phase::{run_lerobot_loader_phase, run_lerobot_train_phase, run_loader_phase};
-use super::phase::{run_model_phase, run_train_phase, ModelPhase, TrainError};
+use super::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use super::system::{system_info, SystemInfo};
@@ -22,10 +21,10 @@ use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, EpisodeList, Window};
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend};
+use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::spec::LoaderSpec;
-use crate::model::{DeviceChoice, ModelError, PolicyShapes, StepSpec};
+use crate::model::{DeviceChoice, ModelError, NoneStep, PolicyShapes, StepSpec};
 use crate::timing::Trace;
 
 /// Why a sweep stopped.
@@ -226,7 +225,9 @@ pub(super) fn run_cell(
 ) -> Result<CellResult, SweepError> {
     let (config, run) = (context.config, &context.config.run);
     let loader_config = cell.loader_config(config.loader.sampler, config.loader.seed);
-    let mut loader = Loader::new(context.dataset.clone(), context.window.clone(), loader_config)?;
+    // The native pipeline, over the dataset the sweep opened once: it measures native cells,
+    // and gives every cell the batch of its model phase.
+    let mut native = Loader::new(context.dataset.clone(), context.window.clone(), loader_config)?;
     let step = StepSpec {
         model: cell.model.clone(),
         preset: config.model.preset,
@@ -246,25 +247,23 @@ pub(super) fn run_cell(
                 dataset: context.root.to_path_buf(),
                 episodes: context.episodes.clone(),
                 window: config.loader.window,
-                config: loader.config().clone(),
+                config: native.config().clone(),
             };
             let mut options = LerobotOptions::new(None, config.loader.python.as_deref());
             options.video_backend = config.loader.video_backend;
-            Some(LerobotLoader::new(&spec, options)?)
+            Some(LoaderChoice::Lerobot(options).build(&spec)?)
         }
     };
+    let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
 
     phase("loader");
     let warmup = run.warmup.max(loader.config().batches_in_flight() + 1);
-    let loader_phase = match &lerobot {
-        Some(lerobot) => run_lerobot_loader_phase(lerobot, run.loader_batches, warmup)?,
-        None => run_loader_phase(&loader, run.loader_batches, warmup, |_| {})?,
-    };
+    let loader_phase = loader.loader_phase(run.loader_batches, warmup, &mut |_| {})?;
 
     let key = model_key(cell);
     if !models.contains_key(&key) {
         phase("model");
-        let batch = loader.epoch(0).next().expect("the loader phase ran a batch")?.into_batch();
+        let batch = native.epoch(0).next().expect("the loader phase ran a batch")?.into_batch();
         tch::manual_seed(cell.repeat as i64);
         let mut model_step = step.build(shapes)?;
         let measured =
@@ -273,35 +272,28 @@ pub(super) fn run_cell(
     }
 
     phase("train");
-    let train = match &lerobot {
-        // LeRobot's loader copies each batch to the device and feeds the model phase's
-        // median compute.
-        Some(lerobot) => {
-            let fed = models[&key].fed_step(step.device()?);
-            run_lerobot_train_phase(lerobot, Some(fed), run.train_steps, run.warmup)?
-        }
-        None => {
-            tch::manual_seed(cell.repeat as i64);
-            let mut train_step = step.build(shapes)?;
-            let trace = traced.then(Trace::new);
-            loader.set_trace(trace.clone());
-            let train = run_train_phase(
-                &loader,
-                train_step.as_mut(),
-                run.train_steps,
-                run.warmup,
-                trace.as_ref(),
-                |_| {},
-            )?;
-            if let Some(trace) = trace {
-                let path = context.out.join(TRACE_FILE);
-                trace
-                    .write_chrome(&path)
-                    .map_err(|e| SweepError::Output { path, what: e.to_string() })?;
-            }
-            train
-        }
+    // The traced cell's train phase, where the native loader runs it: its workers and the
+    // trainer, each on a track.
+    let trace = (traced && lerobot.is_none()).then(Trace::new);
+    native.set_trace(trace.clone());
+    let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
+    tch::manual_seed(cell.repeat as i64);
+    let mut train_step = match loader.feeds_from_afar() {
+        true => Box::new(NoneStep),
+        false => step.build(shapes)?,
     };
+    // A loader in another process (LeRobot's) copies each batch to the device and feeds the
+    // model phase's median compute; one in this process runs the step itself.
+    let feed = Feed {
+        step: train_step.as_mut(),
+        compute: Some(models[&key].fed_step(step.device()?)),
+        trace: trace.as_ref(),
+    };
+    let train = loader.train_phase(feed, run.train_steps, run.warmup, &mut |_| {})?;
+    if let Some(trace) = trace {
+        let path = context.out.join(TRACE_FILE);
+        trace.write_chrome(&path).map_err(|e| SweepError::Output { path, what: e.to_string() })?;
+    }
     Ok(CellResult {
         cell: cell.clone(),
         loader: loader_phase,

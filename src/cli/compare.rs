@@ -4,8 +4,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser};
 
 use feedbench::bench::compare::{compare, CompareSpec};
+use feedbench::bench::phase::ChosenLoader;
 use feedbench::bench::report::comparison;
-use feedbench::loader::spec::LoaderSpec;
 
 use super::loader::LoaderFlags;
 use super::progress_bar;
@@ -42,11 +42,12 @@ struct SpecLine {
     loader: LoaderFlags,
 }
 
-/// The loader `text` describes; `flag` names it in errors.
-fn parse_spec(flag: &str, text: &str) -> Result<LoaderSpec> {
+/// The loader `text` describes (the native one, or LeRobot's with `--loader lerobot`); `flag`
+/// names it in errors.
+fn parse_spec(flag: &str, text: &str) -> Result<ChosenLoader> {
     let line = SpecLine::try_parse_from(text.split_whitespace())
         .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {}", e.render().to_string().trim()))?;
-    line.loader.native_spec("compare").with_context(|| format!("{flag} {text:?}"))
+    line.loader.chosen().with_context(|| format!("{flag} {text:?}"))
 }
 
 /// Runs `feedbench compare`.

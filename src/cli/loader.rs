@@ -8,22 +8,16 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
-use feedbench::bench::phase::{
-    run_lerobot_loader_phase, run_lerobot_train_phase, run_loader_phase, run_model_phase,
-    run_train_phase,
-};
+use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
 use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::{check_decoder_threads, LoaderConfig};
-use feedbench::loader::lerobot::{
-    FedStep, LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend,
-};
-use feedbench::loader::pipeline::Loader;
+use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBackend};
 use feedbench::loader::sampler::{SamplerKind, Shard};
 use feedbench::loader::spec::LoaderSpec;
-use feedbench::model::StepSpec;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
+use feedbench::model::{NoneStep, StepSpec, TrainStep};
 use feedbench::timing::Trace;
 
 use super::{print_json_or_text, progress_bar};
@@ -106,9 +100,9 @@ fn decoder_threads(text: &str) -> Result<usize, String> {
 }
 
 impl LoaderFlags {
-    /// With `--loader lerobot`, how LeRobot's loader runs; None for the native loader. The
-    /// LeRobot-only flags without it are refused.
-    pub fn lerobot(&self) -> Result<Option<LerobotOptions>> {
+    /// Which loader the flags choose, and how LeRobot's runs. The LeRobot-only flags
+    /// without `--loader lerobot` are refused.
+    pub fn choice(&self) -> Result<LoaderChoice> {
         if self.loader == LoaderBackend::Native {
             let given = [
                 ("--python", self.python.is_some()),
@@ -119,21 +113,18 @@ impl LoaderFlags {
             if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
                 anyhow::bail!("{flag} is a knob of LeRobot's loader: add --loader lerobot");
             }
-            return Ok(None);
+            return Ok(LoaderChoice::Native);
         }
         let mut options = LerobotOptions::new(self.python.as_deref(), None);
         options.video_backend = self.video_backend;
         options.pin_memory = self.pin_memory;
         options.persistent_workers = !self.no_persistent_workers;
-        Ok(Some(options))
+        Ok(LoaderChoice::Lerobot(options))
     }
 
-    /// The native loader the flags describe, for a `command` that runs only that one.
-    pub fn native_spec(&self, command: &str) -> Result<LoaderSpec> {
-        if self.loader == LoaderBackend::Lerobot {
-            anyhow::bail!("{command} runs the native loader only (not --loader lerobot)");
-        }
-        self.spec()
+    /// The loader the flags choose, with what it reads and how.
+    pub fn chosen(&self) -> Result<ChosenLoader> {
+        Ok(ChosenLoader { choice: self.choice()?, spec: self.spec()? })
     }
 
     /// The loader the flags describe; more workers than cores are allowed, with a warning.
@@ -199,24 +190,18 @@ pub struct LoadArgs {
 
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
-    if let Some(options) = args.loader.lerobot()? {
-        refuse_native_only_outputs(args.trace.as_deref(), args.out.as_deref())?;
-        let loader = LerobotLoader::new(&args.loader.spec()?, options)?;
-        let warmup = args.warmup.unwrap_or(loader.spec().config.batches_in_flight() + 1);
-        let phase = run_lerobot_loader_phase(&loader, args.batches, warmup)?;
-        return print_json_or_text(&phase, args.json);
-    }
-    let mut loader = args.loader.spec()?.build()?;
-    claim_rank_file(args.out.as_deref(), &loader)?;
-    let trace = start_trace(args.trace.as_deref(), &mut loader)?;
+    let choice = args.loader.choice()?;
+    refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
+    let mut loader = choice.build(&args.loader.spec()?)?;
+    claim_rank_file(args.out.as_deref(), loader.as_ref())?;
+    let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase =
-        run_loader_phase(&loader, args.batches, warmup, |n| progress.set_position(n as u64));
+    let phase = loader.loader_phase(args.batches, warmup, &mut |n| progress.set_position(n as u64));
     let phase = unless_failed(phase, args.trace.as_deref())?;
     progress.finish_and_clear();
     print_json_or_text(&phase, args.json)?;
-    write_rank(args.out.as_deref(), &loader, RankPhase::Load(phase), tch::Device::Cpu)?;
+    write_rank(args.out.as_deref(), loader.as_ref(), RankPhase::Load(phase), tch::Device::Cpu)?;
     finish_trace(args.trace.as_deref(), trace)
 }
 
@@ -262,32 +247,44 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    if let Some(options) = args.loader.lerobot()? {
-        return train_lerobot(args, options);
-    }
+    let choice = args.loader.choice()?;
+    refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
     let spec = args.loader.spec()?;
-    let mut loader = spec.build()?;
-    claim_rank_file(args.out.as_deref(), &loader)?;
-    let trace = start_trace(args.trace.as_deref(), &mut loader)?;
+    let mut loader = choice.build(&spec)?;
+    claim_rank_file(args.out.as_deref(), loader.as_ref())?;
+    let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
     if let Some(threads) = args.threads {
         tch::set_num_threads(threads);
     }
-    let step_spec = step_spec(args);
-    let shapes =
-        PolicyShapes::from_info(&spec.dataset, loader.dataset().info(), spec.config.resolution);
-    let mut step = step_spec.build(shapes.as_ref())?;
+    // A loader in this process (the native one) runs the step on each batch; one in another
+    // process (LeRobot's) feeds the step's compute.
+    let (mut step, compute) = match loader.native() {
+        Some(native) => {
+            let info = native.dataset().info();
+            let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
+            (step_spec(args).build(shapes.as_ref())?, None)
+        }
+        None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &spec)?),
+    };
     let progress = progress_bar(args.steps, args.json, "training");
+    let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref() };
     let phase =
-        run_train_phase(&loader, step.as_mut(), args.steps, args.warmup, trace.as_ref(), |n| {
-            progress.set_position(n as u64)
-        });
+        loader.train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64));
     let phase = unless_failed(phase, args.trace.as_deref())?;
     progress.finish_and_clear();
     if !args.json {
-        println!("{} on {:?}, {}", step.name(), step.device(), args.dtype);
+        match compute {
+            Some(fed) => println!(
+                "LeRobot's loader feeding a {:.1} ms step on {:?} (each batch copied there, \
+                 then the main process blocks for the compute)",
+                fed.compute_ms, fed.device
+            ),
+            None if loader.feeds_from_afar() => {}
+            None => println!("{} on {:?}, {}", step.name(), step.device(), args.dtype),
+        }
     }
     print_json_or_text(&phase, args.json)?;
-    write_rank(args.out.as_deref(), &loader, RankPhase::Train(phase), step.device())?;
+    write_rank(args.out.as_deref(), loader.as_ref(), RankPhase::Train(phase), step.device())?;
     finish_trace(args.trace.as_deref(), trace)
 }
 
@@ -303,26 +300,20 @@ fn step_spec(args: &TrainArgs) -> StepSpec {
     }
 }
 
-/// `feedbench train --loader lerobot`: LeRobot's loader feeding a step of fixed cost: each
-/// batch copied to the step's device as LeRobot's training loop copies it, then the main
-/// process blocking for the step's compute as it blocks on a GPU step. The compute is
-/// `synthetic:MS`'s, or, for the diffusion policy, the median compute of its `model` phase on
-/// the target device, measured first on a batch of the same dataset.
-fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
-    refuse_native_only_outputs(args.trace.as_deref(), args.out.as_deref())?;
-    let spec = args.loader.spec()?;
-    let loader = LerobotLoader::new(&spec, options)?;
+/// The step's compute as a loader in another process feeds it (`train --loader lerobot`):
+/// each batch copied to the step's device as LeRobot's training loop copies it, then the main
+/// process blocking for the compute as it blocks on a GPU step. It is `synthetic:MS`'s, or, for
+/// the diffusion policy, the median compute of its `model` phase on the target device,
+/// measured first on a batch of the same dataset; None for `none`.
+fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
     let step_spec = step_spec(args);
     let device = step_spec.device()?;
-    let fed = match &args.model {
+    Ok(match &args.model {
         ModelSpec::Synthetic { cost, .. } => {
             Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device })
         }
         ModelSpec::None => None,
         ModelSpec::Diffusion(_) => {
-            if let Some(threads) = args.threads {
-                tch::set_num_threads(threads);
-            }
             let native = spec.build()?;
             let batch = match native.epoch(0).next() {
                 Some(batch) => batch?.into_batch(),
@@ -343,29 +334,24 @@ fn train_lerobot(args: &TrainArgs, options: LerobotOptions) -> Result<()> {
             );
             Some(fed)
         }
-    };
-    let phase = run_lerobot_train_phase(&loader, fed, args.steps, args.warmup)?;
-    if let (Some(fed), false) = (fed, args.json) {
-        println!(
-            "LeRobot's loader feeding a {:.1} ms step on {:?} (each batch copied there, then \
-             the main process blocks for the compute)",
-            fed.compute_ms, fed.device
-        );
-    }
-    print_json_or_text(&phase, args.json)
+    })
 }
 
 /// `--trace` and `--out`, which record the native loader's workers and shard, refused with
-/// `--loader lerobot`.
-fn refuse_native_only_outputs(trace: Option<&Path>, out: Option<&Path>) -> Result<()> {
-    if trace.is_some() || out.is_some() {
+/// `--loader lerobot` before anything is built.
+fn refuse_native_only_outputs(
+    choice: &LoaderChoice,
+    trace: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<()> {
+    if !choice.backend().is_native() && (trace.is_some() || out.is_some()) {
         anyhow::bail!("--trace and --out are the native loader's (not with --loader lerobot)");
     }
     Ok(())
 }
 
 /// With `--out DIR`, refuses before any work a rank file that is there already.
-fn claim_rank_file(out: Option<&Path>, loader: &Loader) -> Result<()> {
+fn claim_rank_file(out: Option<&Path>, loader: &dyn MeasuredLoader) -> Result<()> {
     if let Some(dir) = out {
         ranks::claim_rank_file(dir, loader.config().shard.rank)?;
     }
@@ -376,11 +362,11 @@ fn claim_rank_file(out: Option<&Path>, loader: &Loader) -> Result<()> {
 /// ran (the step on `device`) to `DIR/rank-<r>.json`.
 fn write_rank(
     out: Option<&Path>,
-    loader: &Loader,
+    loader: &dyn MeasuredLoader,
     phase: RankPhase,
     device: tch::Device,
 ) -> Result<()> {
-    let Some(dir) = out else { return Ok(()) };
+    let (Some(dir), Some(loader)) = (out, loader.native()) else { return Ok(()) };
     let shard = loader.config().shard;
     let result = RankResult {
         rank: shard.rank,
@@ -397,7 +383,7 @@ fn write_rank(
 
 /// With `path`, a trace for the loader's workers. The file is created now, empty, so that a
 /// path that exists or cannot be written is refused before any work (`--trace`).
-fn start_trace(path: Option<&Path>, loader: &mut Loader) -> Result<Option<Arc<Trace>>> {
+fn start_trace(path: Option<&Path>, loader: &mut dyn MeasuredLoader) -> Result<Option<Arc<Trace>>> {
     let Some(path) = path else { return Ok(None) };
     if path.exists() {
         anyhow::bail!("--trace {}: exists; the trace goes to a new file", path.display());
@@ -405,7 +391,7 @@ fn start_trace(path: Option<&Path>, loader: &mut Loader) -> Result<Option<Arc<Tr
     std::fs::File::create_new(path)
         .with_context(|| format!("--trace {}: cannot create the file", path.display()))?;
     let trace = Trace::new();
-    loader.set_trace(Some(trace.clone()));
+    loader.set_trace(Some(trace.clone()))?;
     Ok(Some(trace))
 }
 

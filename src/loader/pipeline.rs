@@ -22,7 +22,9 @@ use super::config::{check_decoder_threads, LoaderConfig};
 use super::sampler::{batches, epoch_order, SamplerKind};
 use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
-use crate::timing::{available_memory_bytes, stage, TimingTree, Trace, TraceTrack};
+use crate::timing::{
+    available_memory_bytes, stage, starting_threads, TimingTree, Trace, TraceTrack,
+};
 
 /// Why a batch could not be delivered.
 #[derive(Debug, thiserror::Error)]
@@ -498,6 +500,8 @@ impl Loader {
         // Each worker opens its own decoders, once started on its own thread.
         let name = format!("feedbench-worker-{worker}");
         let mut builder = BatchBuilder::new(self, &name);
+        // Not while a worker's decoder starts its own threads, so that they are told apart.
+        let _starting = starting_threads();
         std::thread::Builder::new()
             .name(name)
             .spawn(move || {

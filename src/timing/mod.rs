@@ -3,6 +3,7 @@
 //! record into it; it imports nothing of feedbench.
 
 pub mod clock;
+pub mod helpers;
 pub mod instructions;
 pub mod stage;
 pub mod trace;
@@ -10,6 +11,7 @@ pub mod tree;
 
 pub use clock::thread_cpu_time;
 pub use clock::{available_memory_bytes, peak_rss_bytes, process_cpu_time, reset_peak_rss};
+pub use helpers::{starting_threads, HelperThreads};
 pub use instructions::InstructionCounter;
 pub use trace::{Trace, TraceTrack};
 pub use tree::{StageTotals, TimingTree};

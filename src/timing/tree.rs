@@ -100,6 +100,20 @@ impl TimingTree {
         mine.cpu += totals.cpu;
     }
 
+    /// Adds `cpu` used by other threads on behalf of stage `path` (threads a library starts
+    /// for itself) to the stage and every stage it runs inside, as their calls' own CPU is.
+    pub fn add_helper_cpu(&mut self, path: &str, cpu: Duration) {
+        let cpu_only = StageTotals { calls: 0, wall: Duration::ZERO, cpu };
+        let mut at = path;
+        loop {
+            self.add(at, cpu_only);
+            match at.rsplit_once('/') {
+                Some((parent, _)) => at = parent,
+                None => return,
+            }
+        }
+    }
+
     /// Runs `work` as stage `path` and records its wall and CPU time.
     pub fn time<T>(&mut self, path: &str, work: impl FnOnce() -> T) -> T {
         let (wall0, cpu0) = (Instant::now(), thread_cpu_time());
@@ -188,6 +202,18 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1].starts_with("sample ") && lines[2].starts_with("  frames.read"), "{text}");
         assert!(lines[1].ends_with("7.000"), "28 ms CPU over 4 samples: {text}");
+    }
+
+    #[test]
+    fn helper_cpu_counts_in_the_stage_and_its_parents_but_not_as_calls() {
+        let mut tree = TimingTree::default();
+        tree.record("batch/video/decode", Duration::from_millis(5), Duration::from_millis(1));
+        tree.add_helper_cpu("batch/video/decode", Duration::from_millis(3));
+        let ms = |path: &str| tree.get(path).map(|s| (s.calls, s.cpu.as_millis()));
+        assert_eq!(ms("batch/video/decode"), Some((1, 4)));
+        assert_eq!(ms("batch/video"), Some((0, 3)));
+        assert_eq!(ms("batch"), Some((0, 3)));
+        assert_eq!(tree.get("batch").unwrap().wall, Duration::ZERO);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::bench::loader_run::RunLength;
+use crate::bench::phase::ChosenLoader;
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::{check_decoder_threads, LoaderConfig};
@@ -110,7 +111,13 @@ fn shuffled() -> SamplerKind {
 }
 
 impl GuardCell {
-    /// The loader of this cell over the dataset at `root` (its `episodes` when given).
+    /// The loader of this cell over the dataset at `root` (its `episodes` when given): the
+    /// native one.
+    pub fn loader(&self, root: &Path, episodes: Option<&EpisodeChoice>) -> ChosenLoader {
+        ChosenLoader::native(self.spec(root, episodes))
+    }
+
+    /// What this cell's loader reads and how.
     pub fn spec(&self, root: &Path, episodes: Option<&EpisodeChoice>) -> LoaderSpec {
         LoaderSpec {
             dataset: root.to_path_buf(),

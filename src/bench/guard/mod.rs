@@ -41,8 +41,11 @@ pub fn measure(
     mut on_run: impl FnMut(&str, usize),
 ) -> Result<GuardRecord, LoaderError> {
     let root = &setup.root;
-    let specs: Vec<_> =
-        config.cells.iter().map(|cell| cell.spec(root, config.dataset.episodes.as_ref())).collect();
+    let specs: Vec<_> = config
+        .cells
+        .iter()
+        .map(|cell| cell.loader(root, config.dataset.episodes.as_ref()))
+        .collect();
     let mut cells: Vec<CellRuns> = config
         .cells
         .iter()

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::config::{Candidate, MeasureSection, Storage};
 use crate::bench::change::{interval, Change};
 use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
-use crate::bench::phase::run_loader_phase;
+use crate::bench::phase::{run_loader_phase, ChosenLoader};
 use crate::bench::stats::median;
 use crate::dataset::episodes::files_under;
 use crate::dataset::video::convert::pack_planes;
@@ -256,21 +256,29 @@ pub fn measure_candidate(
     for repeat in 0..measure.repeats {
         let base_run = |runs: &mut Vec<RunFigures>| -> Result<(), MeasureError> {
             if let Some(base) = base {
-                runs.push(measure_run(&spec_of(base, measure.workers), length, false)?);
+                runs.push(measure_run(
+                    &ChosenLoader::native(spec_of(base, measure.workers)),
+                    length,
+                    false,
+                )?);
             }
             Ok(())
         };
         if repeat % 2 == 0 {
             base_run(&mut base_runs)?;
         }
-        warm.push(measure_run(&spec(measure.workers), length, false)?);
+        warm.push(measure_run(&ChosenLoader::native(spec(measure.workers)), length, false)?);
         if repeat % 2 == 1 {
             base_run(&mut base_runs)?;
         }
         if evictable {
             evict_from_page_cache(root)?;
             let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
-            cold.push(measure_run(&spec(measure.workers), cold_length, false)?);
+            cold.push(measure_run(
+                &ChosenLoader::native(spec(measure.workers)),
+                cold_length,
+                false,
+            )?);
         }
     }
 

@@ -47,7 +47,7 @@ impl LoaderRun {
         let per_sample = |cpu: Duration| cpu.as_secs_f64() * 1e3 / samples.max(1) as f64;
         let loader_cpu = stage::LOADER.iter().filter_map(|s| self.timing.get(s)).map(|t| t.cpu);
         LoaderPhase {
-            decode_limit: decode_limit(&self.timing, samples, self.config.workers, self.cores)
+            decode_limit: decode_limit(&self.timing, samples, self.decoding_threads(), self.cores)
                 .map(|limit| limit.reached(samples_per_s)),
             config: self.config,
             batches,
@@ -68,17 +68,26 @@ impl LoaderRun {
     }
 }
 
-/// The decode-only limit of a run of `workers` on `cores` that delivered `samples`, from its
-/// timing ([`stage::DECODE`]); None when it decoded no video. Its `fraction` is left at 0
-/// until [`DecodeLimit::reached`] says what the loader reached.
+impl LoaderRun {
+    /// Threads that decode at once: each worker's decoder threads (the consumer's without
+    /// workers).
+    fn decoding_threads(&self) -> usize {
+        self.config.workers.max(1) * self.config.decoder_threads.max(1)
+    }
+}
+
+/// The decode-only limit of a run with `decoding` threads decoding at once on `cores` that
+/// delivered `samples`, from its timing ([`stage::DECODE`], its CPU the decoders' own threads'
+/// too); None when it decoded no video. Its `fraction` is left at 0 until
+/// [`DecodeLimit::reached`] says what the loader reached.
 fn decode_limit(
     timing: &TimingTree,
     samples: usize,
-    workers: usize,
+    decoding: usize,
     cores: usize,
 ) -> Option<DecodeLimit> {
     let decode = timing.get(stage::DECODE).filter(|d| d.calls > 0 && samples > 0)?;
-    let threads = workers.clamp(1, cores.max(1));
+    let threads = decoding.clamp(1, cores.max(1));
     let frames_per_sample = decode.calls as f64 / samples as f64;
     let cpu_us_per_frame = decode.cpu.as_secs_f64() * 1e6 / decode.calls as f64;
     Some(DecodeLimit {

@@ -7,6 +7,7 @@
 //! [`crate::bench::report::phase_text`] lays them out.
 
 mod analyse;
+mod backend;
 mod lerobot;
 mod measure;
 
@@ -22,7 +23,8 @@ use crate::loader::pipeline::LoaderError;
 use crate::model::{ModelError, StepTimes};
 use crate::timing::TimingTree;
 
-pub use lerobot::{lerobot_model_phases, run_lerobot_loader_phase, run_lerobot_train_phase};
+pub use backend::{ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
+pub use lerobot::lerobot_model_phases;
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 
 /// The figures of a `loader` phase, warm-up excluded.
@@ -80,9 +82,10 @@ pub struct DecodeLimit {
     /// Frames out of the codec per sample, those decoded only to reach a wanted frame (after a
     /// keyframe) included.
     pub frames_per_sample: f64,
-    /// CPU µs per decoded frame.
+    /// CPU µs per decoded frame (the decoder's own threads' included).
     pub cpu_us_per_frame: f64,
-    /// Threads decoding at once: the workers (1 without), at most the CPU cores.
+    /// Threads decoding at once: the workers (1 without) times each one's decoder threads, at
+    /// most the CPU cores.
     pub threads: usize,
     /// `threads × 10⁶ / (frames_per_sample × cpu_us_per_frame)`.
     pub samples_per_s: f64,

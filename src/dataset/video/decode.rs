@@ -20,7 +20,7 @@ use super::probe::init_ffmpeg;
 use super::raw::{self, RawFrames};
 use super::table::{VideoCodec, VideoFile};
 use crate::dataset::{DatasetError, Result};
-use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
+use crate::timing::{stage, thread_cpu_time, HelperThreads, StageTotals, TimingTree};
 
 /// How a [`VideoDecoder`] matches query times and shapes its output.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +161,8 @@ impl FrameDecoder for VideoDecoder {
                     let frames_out = stream.decoded - clock.2;
                     let (wall, cpu) = since(clock.0, clock.1);
                     self.timing.add(stage::DECODE, StageTotals { calls: frames_out, wall, cpu });
+                    // The codec's own threads' work is the decode's, and its parents', too.
+                    self.timing.add_helper_cpu(stage::DECODE, stream.helper_cpu_since_last());
                     let clock = (Instant::now(), thread_cpu_time());
                     decoded?;
                     self.converter.convert(file, &stream.frame, size, &mut out.frame(i, values))?;
@@ -266,6 +268,10 @@ struct StreamDecoder {
     frame: frame::Video,
     /// Frames the codec has returned since it was opened.
     decoded: u64,
+    /// The codec's own threads (with more than one decoder thread).
+    helpers: HelperThreads,
+    /// Their CPU time when last read.
+    helpers_seen: Duration,
 }
 
 impl StreamDecoder {
@@ -293,7 +299,13 @@ impl StreamDecoder {
             context.set_flags(codec::Flags::OUTPUT_CORRUPT);
         }
         set_extradata(path, &mut context, video.extradata())?;
-        let decoder = context.decoder().open_as(codec).and_then(|d| d.video()).map_err(|e| {
+        let open = || context.decoder().open_as(codec).and_then(|d| d.video());
+        // libdav1d names its threads; libavcodec's inherit the worker's name.
+        let (decoder, helpers) = match threads {
+            1 => (open(), HelperThreads::default()),
+            _ => HelperThreads::started_by("dav1d-worker", open),
+        };
+        let decoder = decoder.map_err(|e| {
             DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}"))
         })?;
         Ok(Self {
@@ -306,7 +318,20 @@ impl StreamDecoder {
             restart_rank: 0,
             frame: frame::Video::empty(),
             decoded: 0,
+            helpers,
+            helpers_seen: Duration::ZERO,
         })
+    }
+
+    /// The CPU time the codec's own threads used since the last call (none without them).
+    fn helper_cpu_since_last(&mut self) -> Duration {
+        if self.helpers.is_empty() {
+            return Duration::ZERO;
+        }
+        let now = self.helpers.cpu();
+        let used = now.saturating_sub(self.helpers_seen);
+        self.helpers_seen = now;
+        used
     }
 
     /// Decodes the frame of presentation rank `rank`. After an error the next request

@@ -1,0 +1,205 @@
+//! Both loaders behind one trait, [`MeasuredLoader`]: feedbench's own pipeline and LeRobot's
+//! loader (run by its Python driver) are measured through the same `loader` and `train`
+//! phases, so that the command line, the sweep and the studies above them never choose
+//! between parallel functions.
+
+use std::sync::Arc;
+
+use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase};
+use super::measure::{run_loader_phase, run_train_phase};
+use super::{LoaderPhase, TrainError, TrainPhase};
+use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotOptions, LoaderBackend};
+use crate::loader::pipeline::{Loader, LoaderError};
+use crate::loader::spec::LoaderSpec;
+use crate::model::TrainStep;
+use crate::timing::Trace;
+
+/// What a `train` phase feeds.
+pub struct Feed<'a> {
+    /// The step, built on its device: a loader in this process runs it on each batch.
+    pub step: &'a mut dyn TrainStep,
+    /// The step's device time after the copy, for a loader whose batches stay in another
+    /// process ([`MeasuredLoader::feeds_from_afar`]): it copies each batch to the step's
+    /// device and blocks that long. None: no step (`none`).
+    pub compute: Option<FedStep>,
+    /// Records the trainer's `wait` and `step` phases on its own track (the loader's workers
+    /// record theirs where it was given the same trace, [`MeasuredLoader::set_trace`]).
+    pub trace: Option<&'a Arc<Trace>>,
+}
+
+/// A loader feedbench measures: its knobs, its `loader` phase and its `train` phase.
+pub trait MeasuredLoader {
+    /// Which loader it is.
+    fn backend(&self) -> LoaderBackend;
+
+    /// Its knobs.
+    fn config(&self) -> &LoaderConfig;
+
+    /// Whether its batches stay in another process, so that a `train` phase feeds it the
+    /// step's compute ([`Feed::compute`]) rather than the step itself.
+    fn feeds_from_afar(&self) -> bool;
+
+    /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones, epoch
+    /// after epoch with the same workers; `on_batch` hears each measured batch (progress).
+    fn loader_phase(
+        &self,
+        batches: usize,
+        warmup: usize,
+        on_batch: &mut dyn FnMut(usize),
+    ) -> Result<LoaderPhase, LoaderError>;
+
+    /// The loader feeding `feed`: `warmup` unmeasured steps, then `steps` measured ones;
+    /// `on_step` hears each measured step.
+    fn train_phase(
+        &self,
+        feed: Feed<'_>,
+        steps: usize,
+        warmup: usize,
+        on_step: &mut dyn FnMut(usize),
+    ) -> Result<TrainPhase, TrainError>;
+
+    /// Has the workers record their batch stages on `trace`; a loader that cannot is an error.
+    fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError>;
+
+    /// The native pipeline, where it is one (its shard's plan, its batches).
+    fn native(&self) -> Option<&Loader>;
+}
+
+impl MeasuredLoader for Loader {
+    fn backend(&self) -> LoaderBackend {
+        LoaderBackend::Native
+    }
+
+    fn config(&self) -> &LoaderConfig {
+        Loader::config(self)
+    }
+
+    fn feeds_from_afar(&self) -> bool {
+        false
+    }
+
+    fn loader_phase(
+        &self,
+        batches: usize,
+        warmup: usize,
+        on_batch: &mut dyn FnMut(usize),
+    ) -> Result<LoaderPhase, LoaderError> {
+        run_loader_phase(self, batches, warmup, on_batch)
+    }
+
+    fn train_phase(
+        &self,
+        feed: Feed<'_>,
+        steps: usize,
+        warmup: usize,
+        on_step: &mut dyn FnMut(usize),
+    ) -> Result<TrainPhase, TrainError> {
+        run_train_phase(self, feed.step, steps, warmup, feed.trace, on_step)
+    }
+
+    fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError> {
+        Loader::set_trace(self, trace);
+        Ok(())
+    }
+
+    fn native(&self) -> Option<&Loader> {
+        Some(self)
+    }
+}
+
+impl MeasuredLoader for LerobotLoader {
+    fn backend(&self) -> LoaderBackend {
+        LoaderBackend::Lerobot
+    }
+
+    fn config(&self) -> &LoaderConfig {
+        &self.spec().config
+    }
+
+    fn feeds_from_afar(&self) -> bool {
+        true
+    }
+
+    fn loader_phase(
+        &self,
+        batches: usize,
+        warmup: usize,
+        _on_batch: &mut dyn FnMut(usize),
+    ) -> Result<LoaderPhase, LoaderError> {
+        run_lerobot_loader_phase(self, batches, warmup)
+    }
+
+    fn train_phase(
+        &self,
+        feed: Feed<'_>,
+        steps: usize,
+        warmup: usize,
+        _on_step: &mut dyn FnMut(usize),
+    ) -> Result<TrainPhase, TrainError> {
+        Ok(run_lerobot_train_phase(self, feed.compute, steps, warmup)?)
+    }
+
+    fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError> {
+        match trace {
+            None => Ok(()),
+            Some(_) => Err(LoaderError::Config(
+                "LeRobot's loader has no trace of its workers (the native loader's has)".into(),
+            )),
+        }
+    }
+
+    fn native(&self) -> Option<&Loader> {
+        None
+    }
+}
+
+/// A loader spec and which loader reads it: what `compare`, the guard and the layout study
+/// build their runs from.
+#[derive(Debug, Clone)]
+pub struct ChosenLoader {
+    /// Which loader.
+    pub choice: LoaderChoice,
+    /// What it reads and how.
+    pub spec: LoaderSpec,
+}
+
+impl ChosenLoader {
+    /// The native loader of `spec`.
+    pub fn native(spec: LoaderSpec) -> Self {
+        Self { choice: LoaderChoice::Native, spec }
+    }
+
+    /// The loader, built.
+    pub fn build(&self) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
+        self.choice.build(&self.spec)
+    }
+}
+
+/// Which loader reads a [`LoaderSpec`]: feedbench's, or LeRobot's with how it runs.
+#[derive(Debug, Clone, Default)]
+pub enum LoaderChoice {
+    /// feedbench's own pipeline.
+    #[default]
+    Native,
+    /// LeRobot's loader in the given Python.
+    Lerobot(LerobotOptions),
+}
+
+impl LoaderChoice {
+    /// Which loader it is.
+    pub fn backend(&self) -> LoaderBackend {
+        match self {
+            LoaderChoice::Native => LoaderBackend::Native,
+            LoaderChoice::Lerobot(_) => LoaderBackend::Lerobot,
+        }
+    }
+
+    /// The loader of `spec`.
+    pub fn build(&self, spec: &LoaderSpec) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
+        Ok(match self {
+            LoaderChoice::Native => Box::new(spec.build()?),
+            LoaderChoice::Lerobot(options) => Box::new(LerobotLoader::new(spec, options.clone())?),
+        })
+    }
+}
