@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::change::Change;
 use super::phase::ChosenLoader;
-use super::report::Stage;
 use super::stats::median;
 use crate::loader::pipeline::LoaderError;
+use crate::timing::stage::Stage;
 use crate::timing::InstructionCounter;
 
 /// What one run measured.

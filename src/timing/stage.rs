@@ -1,6 +1,7 @@
 //! The stages feedbench records, by path: one definition for the code that records them (the
 //! loader's workers, the video decoder, the trainer) and the code that reads them (phases,
-//! the doctor, tests). A path's parent is the stage it runs inside.
+//! the doctor, tests). A path's parent is the stage it runs inside. [`Stage`] names the parts
+//! of the loader's CPU time that measurements compare and reports show.
 
 /// An epoch's sample order, made by the first thread that needs it.
 pub const SAMPLER: &str = "sampler";
@@ -33,3 +34,80 @@ pub const STEP_OPTIMIZER: &str = "step/optimizer";
 
 /// The stages whose CPU is the loader's: the batches, the sampler and the consumer's wait.
 pub const LOADER: [&str; 3] = [BATCH, SAMPLER, WAIT];
+
+/// A part of the loader's CPU time, from its timing tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// `batch/video/decode`: the video codec.
+    Decode,
+    /// `batch/video/convert`: frames to RGB (and resizing).
+    Convert,
+    /// The rest of `batch/video`: opening, seeking, demuxing.
+    VideoOther,
+    /// `batch/image`: PNG/JPEG image features.
+    Image,
+    /// `batch/parquet`: rows and windows.
+    Parquet,
+    /// `batch/collate`: parquet values into the batch.
+    Collate,
+    /// The rest of `batch`.
+    BatchOther,
+    /// `sampler`: the epoch's order.
+    Sampler,
+    /// `wait`: the consumer blocked on the queues.
+    Wait,
+}
+
+impl Stage {
+    /// This stage's CPU ms per sample in one loader phase's tree; a rest stage
+    /// ([`Stage::VideoOther`], [`Stage::BatchOther`]) is its parent less its children.
+    pub fn cpu_ms_per_sample(self, tree: &crate::timing::TimingTree, samples: usize) -> f64 {
+        let ms = |path: &str| {
+            tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
+        };
+        let (decode, convert) = (ms(DECODE), ms(CONVERT));
+        let video = ms(VIDEO).max(decode + convert);
+        match self {
+            Stage::Decode => decode,
+            Stage::Convert => convert,
+            Stage::VideoOther => video - decode - convert,
+            Stage::Image => ms(IMAGE),
+            Stage::Parquet => ms(PARQUET),
+            Stage::Collate => ms(COLLATE),
+            Stage::BatchOther => {
+                let children = video + ms(IMAGE) + ms(PARQUET) + ms(COLLATE);
+                (ms(BATCH) - children).max(0.0)
+            }
+            Stage::Sampler => ms(SAMPLER),
+            Stage::Wait => ms(WAIT),
+        }
+    }
+
+    /// Every stage, in timing-tree order.
+    pub const ALL: [Stage; 9] = [
+        Stage::Decode,
+        Stage::Convert,
+        Stage::VideoOther,
+        Stage::Image,
+        Stage::Parquet,
+        Stage::Collate,
+        Stage::BatchOther,
+        Stage::Sampler,
+        Stage::Wait,
+    ];
+
+    /// A short name (also the CSV column suffix).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Decode => "decode",
+            Stage::Convert => "convert",
+            Stage::VideoOther => "video_other",
+            Stage::Image => "image",
+            Stage::Parquet => "parquet",
+            Stage::Collate => "collate",
+            Stage::BatchOther => "batch_other",
+            Stage::Sampler => "sampler",
+            Stage::Wait => "wait",
+        }
+    }
+}

@@ -10,7 +10,6 @@ use crate::bench::verdict::Verdict;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
 use crate::model::DeviceChoice;
-use crate::timing::{stage, TimingTree};
 
 /// A second stage gets its own advice from this share of the loader's CPU, percent.
 const SECOND_STAGE_PCT: f64 = 25.0;
@@ -18,32 +17,6 @@ const SECOND_STAGE_PCT: f64 = 25.0;
 const AT_DECODE_LIMIT: f64 = 0.9;
 /// Under this fraction, most of the loader's time goes outside the codec.
 const FAR_FROM_DECODE_LIMIT: f64 = 0.5;
-
-impl Stage {
-    /// This stage's CPU ms per sample in one loader phase's tree; a rest stage
-    /// ([`Stage::VideoOther`], [`Stage::BatchOther`]) is its parent less its children.
-    pub fn cpu_ms_per_sample(self, tree: &TimingTree, samples: usize) -> f64 {
-        let ms = |path: &str| {
-            tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
-        };
-        let (decode, convert) = (ms(stage::DECODE), ms(stage::CONVERT));
-        let video = ms(stage::VIDEO).max(decode + convert);
-        match self {
-            Stage::Decode => decode,
-            Stage::Convert => convert,
-            Stage::VideoOther => video - decode - convert,
-            Stage::Image => ms(stage::IMAGE),
-            Stage::Parquet => ms(stage::PARQUET),
-            Stage::Collate => ms(stage::COLLATE),
-            Stage::BatchOther => {
-                let children = video + ms(stage::IMAGE) + ms(stage::PARQUET) + ms(stage::COLLATE);
-                (ms(stage::BATCH) - children).max(0.0)
-            }
-            Stage::Sampler => ms(stage::SAMPLER),
-            Stage::Wait => ms(stage::WAIT),
-        }
-    }
-}
 
 /// The loader's stages over a cell's repeats (median CPU per sample each), largest first.
 pub(super) fn stage_costs(runs: &[&CellResult]) -> Vec<StageCost> {

@@ -27,6 +27,9 @@ pub use super::results::RESULTS_FILE;
 use super::results::{read_results, CellResult, ResultsError};
 use super::system::SystemInfo;
 use super::verdict::Verdict;
+/// The parts of the loader's CPU a report shows: the timing floor's, below both the
+/// measurement and the report.
+pub use crate::timing::stage::Stage;
 
 pub use analysis::render;
 
@@ -48,59 +51,6 @@ pub const CSV_FILE: &str = "results.csv";
 pub const TRAIN_PLOT_STEM: &str = "train_vs_workers";
 /// Input-bound % over workers × batch (stem, as [`TRAIN_PLOT_STEM`]).
 pub const HEATMAP_PLOT_STEM: &str = "input_bound_heatmap";
-
-/// A part of the loader's CPU time, from its timing tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stage {
-    /// `batch/video/decode`: the video codec.
-    Decode,
-    /// `batch/video/convert`: frames to RGB (and resizing).
-    Convert,
-    /// The rest of `batch/video`: opening, seeking, demuxing.
-    VideoOther,
-    /// `batch/image`: PNG/JPEG image features.
-    Image,
-    /// `batch/parquet`: rows and windows.
-    Parquet,
-    /// `batch/collate`: parquet values into the batch.
-    Collate,
-    /// The rest of `batch`.
-    BatchOther,
-    /// `sampler`: the epoch's order.
-    Sampler,
-    /// `wait`: the consumer blocked on the queues.
-    Wait,
-}
-
-impl Stage {
-    /// Every stage, in timing-tree order.
-    pub const ALL: [Stage; 9] = [
-        Stage::Decode,
-        Stage::Convert,
-        Stage::VideoOther,
-        Stage::Image,
-        Stage::Parquet,
-        Stage::Collate,
-        Stage::BatchOther,
-        Stage::Sampler,
-        Stage::Wait,
-    ];
-
-    /// A short name (also the CSV column suffix).
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Decode => "decode",
-            Stage::Convert => "convert",
-            Stage::VideoOther => "video_other",
-            Stage::Image => "image",
-            Stage::Parquet => "parquet",
-            Stage::Collate => "collate",
-            Stage::BatchOther => "batch_other",
-            Stage::Sampler => "sampler",
-            Stage::Wait => "wait",
-        }
-    }
-}
 
 /// One stage's CPU per sample and its share of the loader's.
 #[derive(Debug, Clone, Copy, PartialEq)]
