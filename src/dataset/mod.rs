@@ -8,6 +8,7 @@ pub mod columns;
 pub mod episodes;
 pub mod error;
 pub mod export;
+pub mod feature;
 pub mod files;
 pub mod frames;
 pub mod image;
