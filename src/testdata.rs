@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::bench::cell::Cell;
 use crate::bench::phase::{
     DecodeLimit, InputBound, LoaderPhase, ModelPhase, StepSample, TrainPhase,
 };
-use crate::bench::results::CellResult;
 use crate::bench::stats::Stats;
+use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::results::CellResult;
 use crate::bench::system::SystemInfo;
 use crate::bench::verdict::Verdict;
 use crate::dataset::Resolution;

@@ -180,6 +180,7 @@ fn nonsense_numbers_are_refused_by_name() {
     for (flag, value, expected) in [
         ("--crf", "999", "crf 999 (--crf): libsvtav1 takes 0 to 63"),
         ("--encoder-preset", "warpspeed", "encoder preset \"warpspeed\" (--encoder-preset)"),
+        ("--pix-fmt", "yuv444p", "pix_fmt yuv444p (--pix-fmt): libsvtav1 encodes yuv420p only"),
     ] {
         let (ok, _, err) =
             feedbench(&[&synth[..], &[flag, value, "--out", synth_out.to_str().unwrap()]].concat());

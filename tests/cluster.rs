@@ -107,7 +107,8 @@ fn the_tasks_shares_together_measure_the_plan_and_merge_into_one_report() {
     assert!(task.status.success(), "{}", text(&task.stderr));
     let merged = run(&["merge", out_arg], &[]);
     assert!(merged.status.success(), "{}", text(&merged.stderr));
-    let results = feedbench::bench::results::read_results(&out.join("results.jsonl")).unwrap();
+    let results =
+        feedbench::bench::sweep::results::read_results(&out.join("results.jsonl")).unwrap();
     let ids: Vec<String> = results.iter().map(|r| r.cell.id()).collect();
     let planned: Vec<String> = plan.cells.iter().map(|c| c.id.clone()).collect();
     assert_eq!(ids, planned);

@@ -2,7 +2,7 @@
 //! baselines saved and read back, refusals of a missing, corrupt, foreign or mismatched
 //! baseline, the machine and dataset checks, and the Markdown, JSON and github-action-benchmark
 //! outputs. Real measurements are noisy, so the verdicts are forced by baselines shifted
-//! tenfold; the statistics themselves are tested on constructed runs (`bench::guard::judge`).
+//! tenfold; the statistics themselves are tested on constructed runs (`bench::compare::guard::judge`).
 
 mod common;
 
@@ -261,7 +261,7 @@ fn bad_flags_and_configs_exit_2() {
 
 #[test]
 fn a_dataset_generated_again_has_the_same_fingerprint() {
-    use feedbench::bench::guard::record::DatasetFingerprint;
+    use feedbench::bench::compare::guard::record::DatasetFingerprint;
     let dir = tempfile::tempdir().unwrap();
     let fingerprint = |name: &str| {
         let out = dir.path().join(name);

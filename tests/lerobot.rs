@@ -394,8 +394,8 @@ fn lerobots_loader_feeding_a_step_gets_the_verdict_of_its_own_numbers() {
 
 #[test]
 fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
-    use feedbench::bench::config::{ConfigFile, SweepConfig};
-    use feedbench::bench::results::Resume;
+    use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
+    use feedbench::bench::sweep::results::Resume;
     use feedbench::bench::sweep::run_sweep;
     use feedbench::loader::lerobot::LoaderBackend;
 

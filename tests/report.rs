@@ -7,7 +7,7 @@ use std::path::Path;
 
 use common::feedbench;
 use feedbench::bench::report::{self, Stage};
-use feedbench::bench::results::{append_result, CellResult};
+use feedbench::bench::sweep::results::{append_result, CellResult};
 use feedbench::bench::verdict::Verdict;
 use feedbench::dataset::Resolution;
 use feedbench::loader::batch::ImageFormat;
@@ -349,7 +349,7 @@ fn writes_markdown_csv_and_svgs_with_labelled_axes() {
     assert_eq!(lines.len(), 1 + 5, "a header and one row per cell, repeats aggregated: {csv}");
     let header: Vec<&str> = lines[0].split(',').collect();
     // A native sweep with one decoder thread shows the knobs every cell shows, and no other.
-    use feedbench::bench::cell::{Knob, KnobSet};
+    use feedbench::bench::sweep::cell::{Knob, KnobSet};
     let always: Vec<Knob> =
         Knob::set(KnobSet::All).into_iter().filter(|k| k.def().unless.is_none()).collect();
     assert_eq!(header, report::csv::header(&always));

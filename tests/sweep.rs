@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use feedbench::bench::config::{ConfigFile, SweepConfig};
-use feedbench::bench::results::{read_results, ResultsError, Resume};
+use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
+use feedbench::bench::sweep::results::{read_results, ResultsError, Resume};
 use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
 use feedbench::bench::verdict::Verdict;
 use feedbench::dataset::write::{write_tabular, TabularSpec};

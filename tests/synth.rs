@@ -17,8 +17,8 @@ use feedbench::dataset::video::{
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::scene::{Camera, Motion};
 use feedbench::dataset::write::synth::{synth, SynthOptions, SynthStorage};
-use feedbench::dataset::write::{PixFmt, Preset};
-use feedbench::dataset::{CodebaseVersion, Dataset, FeatureKind, Values, WindowSpec};
+use feedbench::dataset::write::{EncodeSetting, PixFmt, Preset};
+use feedbench::dataset::{CodebaseVersion, Dataset, DatasetError, FeatureKind, Values, WindowSpec};
 use serde_json::Value as Json;
 
 const SEED: u64 = 11;
@@ -226,10 +226,12 @@ fn svt_av1_fast_decode_reaches_the_encoder_and_yuv444p_is_refused_by_name() {
     let mut preset = tiny(VideoCodec::Av1, &[("observation.image", 64, 64)]);
     preset.pix_fmt = PixFmt::Yuv444p;
     let error = synth(&dir.path().join("444"), &preset, &SynthOptions::default()).unwrap_err();
-    assert!(
-        error.to_string().contains("pix_fmt yuv444p (--pix-fmt): libsvtav1 encodes yuv420p only"),
-        "{error}"
-    );
+    // The library names the setting, not a flag: `synth` says --pix-fmt, a config its key.
+    let DatasetError::Encode { problem, .. } = &error else { panic!("{error}") };
+    assert_eq!(problem.setting, EncodeSetting::PixFmt);
+    let text = error.to_string();
+    assert!(text.contains("pix_fmt yuv444p: libsvtav1 encodes yuv420p only"), "{error}");
+    assert!(!text.contains("--"), "{error}");
 }
 
 #[test]

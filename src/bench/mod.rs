@@ -1,20 +1,16 @@
 //! Measurement: timing trees, phases, sweeps and reports. The only module that knows about
-//! the dataset, the loader and the model together.
+//! the dataset, the loader and the model together. Each study has its folder: `sweep` (and
+//! `cluster`, a sweep beyond one machine), `compare` (A against B, and the CI guard) and
+//! `layout_study`; `phase` measures for all of them, `report` shows a sweep.
 
-pub mod cell;
 pub mod change;
 pub mod cluster;
 pub mod compare;
-pub mod config;
-pub mod guard;
-pub mod knob;
-pub mod layout;
+pub mod layout_study;
 pub mod loader_run;
 pub mod model_table;
 pub mod phase;
-pub mod plan;
 pub mod report;
-pub mod results;
 pub mod stats;
 pub mod sweep;
 pub mod system;

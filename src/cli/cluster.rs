@@ -15,7 +15,7 @@ use feedbench::bench::cluster::plan_file::{Plan, TaskShare, PLAN_FILE};
 use feedbench::bench::cluster::ranks::{has_ranks, read_ranks};
 use feedbench::bench::cluster::task::run_task;
 use feedbench::bench::cluster::CpuBudget;
-use feedbench::bench::config::{ConfigFile, SweepConfig};
+use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::{dataset_name, prepare_dataset};
 use feedbench::model::DeviceChoice;
 

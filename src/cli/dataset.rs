@@ -9,8 +9,10 @@ use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
 use feedbench::dataset::write::synth::{synth_with_progress, SynthStorage};
-use feedbench::dataset::write::{PixFmt, Preset, PresetOverrides, SynthOptions};
-use feedbench::dataset::{export, CodebaseVersion, Dataset, DatasetOptions, EpisodeList};
+use feedbench::dataset::write::{EncodeSetting, PixFmt, Preset, PresetOverrides, SynthOptions};
+use feedbench::dataset::{
+    export, CodebaseVersion, Dataset, DatasetError, DatasetOptions, EpisodeList,
+};
 use feedbench::dataset::{Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
 
 use super::{print_json_or_text, progress_bar};
@@ -187,6 +189,22 @@ pub struct SynthArgs {
     json: bool,
 }
 
+/// A library error worded for `synth`'s user: an encoder setting named by its flag.
+fn with_synth_flags(error: DatasetError) -> anyhow::Error {
+    match error {
+        DatasetError::Encode { path, problem } => {
+            let flag = match problem.setting {
+                EncodeSetting::PixFmt => "--pix-fmt",
+                EncodeSetting::Gop => "--gop",
+                EncodeSetting::Crf => "--crf",
+                EncodeSetting::Speed => "--encoder-preset",
+            };
+            anyhow::anyhow!("{}: {}", path.display(), problem.from_source(flag))
+        }
+        other => other.into(),
+    }
+}
+
 /// Runs `feedbench synth`.
 pub fn synth(args: &SynthArgs) -> Result<()> {
     let preset = Preset::load(&args.preset)?.with(&PresetOverrides {
@@ -210,7 +228,8 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
     let report = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
         progress.set_length(total);
         progress.set_position(done);
-    })?;
+    })
+    .map_err(with_synth_flags)?;
     progress.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use feedbench::bench::layout::config::LayoutConfig;
-use feedbench::bench::layout::report::write_layout_report;
-use feedbench::bench::layout::{run_layout, LayoutStudy, RESULTS_FILE};
+use feedbench::bench::layout_study::config::LayoutConfig;
+use feedbench::bench::layout_study::report::write_layout_report;
+use feedbench::bench::layout_study::{run_layout, LayoutStudy, RESULTS_FILE};
 use feedbench::dataset::EpisodeList;
 
 /// Arguments of `feedbench layout`.

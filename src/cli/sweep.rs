@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use feedbench::bench::config::{ConfigFile, SweepConfig};
-use feedbench::bench::layout;
+use feedbench::bench::layout_study;
 use feedbench::bench::report::{self, ReportFiles};
-use feedbench::bench::results::Resume;
+use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
+use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep};
 
 use super::{cluster, default_out, show_progress, sweep_progress_bar};
@@ -83,8 +83,8 @@ pub struct ReportArgs {
 
 /// Runs `feedbench report`.
 pub fn report(args: &ReportArgs) -> Result<()> {
-    if args.dir.join(layout::RESULTS_FILE).is_file() {
-        let written = layout::report::report_layout_dir(&args.dir)?;
+    if args.dir.join(layout_study::RESULTS_FILE).is_file() {
+        let written = layout_study::report::report_layout_dir(&args.dir)?;
         print!("{}", written.terminal);
         let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
         eprintln!("wrote {}", files.join(", "));

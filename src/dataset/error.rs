@@ -70,6 +70,15 @@ pub enum DatasetError {
         /// What was expected and what was found.
         what: String,
     },
+    /// Encoder settings the encoder would refuse; `path` is where they came from (a preset, or
+    /// the directory being written).
+    #[error("{}: {problem}", path.display())]
+    Encode {
+        /// The preset or output directory.
+        path: PathBuf,
+        /// Which setting and why.
+        problem: crate::dataset::write::EncodeProblem,
+    },
     /// A request that does not fit the dataset (an index, a key, a delta).
     #[error("{}: {what}", root.display())]
     Request {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::ClusterError;
-use crate::bench::results::CellResult;
+use crate::bench::sweep::results::CellResult;
 use crate::dataset::files::write_whole;
 
 /// The directory of cell files in a sweep's output directory.

@@ -8,9 +8,9 @@ use std::path::Path;
 use super::cells::{finished_cells, CELLS_DIR};
 use super::plan_file::Plan;
 use super::ClusterError;
-use crate::bench::cell::{Knob, KnobSet};
 use crate::bench::report::{write_report, ReportFiles};
-use crate::bench::results::{result_line, CellResult, RESULTS_FILE};
+use crate::bench::sweep::cell::{Knob, KnobSet};
+use crate::bench::sweep::results::{result_line, CellResult, RESULTS_FILE};
 use crate::bench::system::SystemInfo;
 use crate::dataset::files::write_whole;
 

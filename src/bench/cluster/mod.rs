@@ -18,8 +18,8 @@ use std::path::PathBuf;
 
 pub use budget::CpuBudget;
 
-use super::config::ConfigError;
 use super::report::ReportError;
+use super::sweep::config::ConfigError;
 use super::sweep::SweepError;
 
 /// Why planning, running a share, or merging failed.

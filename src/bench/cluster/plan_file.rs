@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::ClusterError;
-use crate::bench::cell::Cell;
-use crate::bench::config::{ConfigFile, SweepConfig};
-use crate::bench::plan::plan;
-use crate::bench::results::CONFIG_FILE;
+use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::config::{ConfigFile, SweepConfig};
+use crate::bench::sweep::plan::plan;
+use crate::bench::sweep::results::CONFIG_FILE;
 use crate::bench::sweep::{config_text, model_key, SweepError};
 use crate::dataset::files::write_whole;
 

@@ -19,11 +19,11 @@ fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
         1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
     }
 }
-use crate::bench::cell::Cell;
 use crate::bench::change::{interval, Change, Decision};
 use crate::bench::phase::DecodeLimit;
-use crate::bench::results::CellResult;
 use crate::bench::stats::median;
+use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::results::CellResult;
 use crate::bench::verdict::Verdict;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation

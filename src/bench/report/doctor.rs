@@ -4,8 +4,8 @@
 use super::{
     millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
 };
-use crate::bench::results::CellResult;
 use crate::bench::stats::median;
+use crate::bench::sweep::results::CellResult;
 use crate::bench::verdict::Verdict;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;

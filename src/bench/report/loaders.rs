@@ -55,8 +55,10 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
         .enumerate()
         .filter(|(_, row)| row.knobs.loader == LoaderBackend::Native)
         .filter_map(|(native, row)| {
-            let twin =
-                crate::bench::cell::Cell { loader: LoaderBackend::Lerobot, ..row.knobs.clone() };
+            let twin = crate::bench::sweep::cell::Cell {
+                loader: LoaderBackend::Lerobot,
+                ..row.knobs.clone()
+            };
             let lerobot = rows.iter().position(|r| r.knobs == twin)?;
             Some(LoaderPair { native, lerobot })
         })

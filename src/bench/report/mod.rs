@@ -20,11 +20,11 @@ pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
-use super::cell::Cell;
-pub use super::cell::{Knob, KnobSet};
 use super::phase::DecodeLimit;
-pub use super::results::RESULTS_FILE;
-use super::results::{read_results, CellResult, ResultsError};
+use super::sweep::cell::Cell;
+pub use super::sweep::cell::{Knob, KnobSet};
+pub use super::sweep::results::RESULTS_FILE;
+use super::sweep::results::{read_results, CellResult, ResultsError};
 use super::system::SystemInfo;
 use super::verdict::Verdict;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the

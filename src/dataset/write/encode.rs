@@ -93,10 +93,10 @@ impl EncodeSettings {
         self.speed.as_deref().unwrap_or(Self::default_speed(self.codec))
     }
 
-    /// What the encoder would refuse, named by its flag, before anything is encoded: a crf
-    /// beyond its scale (libsvtav1 0 to 63, x264/x265 0 to 51), a speed preset it does not
-    /// know (libsvtav1 -2 to 13, x264/x265 `ultrafast` … `placebo`).
-    pub fn problem(&self) -> Option<String> {
+    /// What the encoder would refuse, before anything is encoded: a pixel format it does not
+    /// encode, a GOP of 0, a crf beyond its scale (libsvtav1 0 to 63, x264/x265 0 to 51), a
+    /// speed preset it does not know (libsvtav1 -2 to 13, x264/x265 `ultrafast` … `placebo`).
+    pub fn problem(&self) -> Option<EncodeProblem> {
         const X26X_SPEEDS: [&str; 10] = [
             "ultrafast",
             "superfast",
@@ -110,18 +110,21 @@ impl EncodeSettings {
             "placebo",
         ];
         let encoder = self.encoder_name();
+        let problem = |setting, value: String, expected: String| {
+            Some(EncodeProblem { setting, value, expected })
+        };
         if self.codec == VideoCodec::Av1 && self.pix_fmt != PixFmt::Yuv420p {
-            return Some(format!(
-                "pix_fmt {} (--pix-fmt): {encoder} encodes yuv420p only",
-                self.pix_fmt
-            ));
+            let expected = format!("{encoder} encodes yuv420p only");
+            return problem(EncodeSetting::PixFmt, self.pix_fmt.to_string(), expected);
         }
         if self.gop == 0 {
-            return Some("gop 0 (--gop): expected a keyframe interval ≥ 1".into());
+            let expected = "expected a keyframe interval ≥ 1".to_string();
+            return problem(EncodeSetting::Gop, "0".into(), expected);
         }
         let max_crf = if self.codec == VideoCodec::Av1 { 63 } else { 51 };
         if self.crf > max_crf {
-            return Some(format!("crf {} (--crf): {encoder} takes 0 to {max_crf}", self.crf));
+            let expected = format!("{encoder} takes 0 to {max_crf}");
+            return problem(EncodeSetting::Crf, self.crf.to_string(), expected);
         }
         let speed = self.speed();
         let known = match self.codec {
@@ -133,7 +136,11 @@ impl EncodeSettings {
                 VideoCodec::Av1 => "a number from -2 (slowest) to 13 (fastest)".to_string(),
                 _ => X26X_SPEEDS.join(", "),
             };
-            format!("encoder preset {speed:?} (--encoder-preset): {encoder} takes {expected}")
+            EncodeProblem {
+                setting: EncodeSetting::Speed,
+                value: format!("{speed:?}"),
+                expected: format!("{encoder} takes {expected}"),
+            }
         })
     }
 
@@ -444,5 +451,49 @@ impl Mp4Writer {
             return Err(DatasetError::invalid(&self.path, "no frame was encoded"));
         }
         self.output.write_trailer().map_err(|e| self.error("cannot complete the mp4 file", e))
+    }
+}
+/// An encoder setting [`EncodeSettings::problem`] can refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncodeSetting {
+    /// The pixel format.
+    PixFmt,
+    /// The keyframe interval.
+    Gop,
+    /// The constant rate factor.
+    Crf,
+    /// The encoder's speed preset.
+    Speed,
+}
+
+impl EncodeSetting {
+    /// How a message names it: `pix_fmt`, `gop`, `crf`, `encoder preset`.
+    pub fn label(self) -> &'static str {
+        match self {
+            EncodeSetting::PixFmt => "pix_fmt",
+            EncodeSetting::Gop => "gop",
+            EncodeSetting::Crf => "crf",
+            EncodeSetting::Speed => "encoder preset",
+        }
+    }
+}
+
+/// A value the encoder would refuse, naming no flag or key: each front end says where it came
+/// from ([`EncodeProblem::from_source`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} {value}: {expected}", setting.label())]
+pub struct EncodeProblem {
+    /// Which setting.
+    pub setting: EncodeSetting,
+    /// Its value, as written.
+    pub value: String,
+    /// What the encoder takes.
+    pub expected: String,
+}
+
+impl EncodeProblem {
+    /// The message with where the value came from: `crf 99 (--crf): libsvtav1 takes 0 to 63`.
+    pub fn from_source(&self, source: &str) -> String {
+        format!("{} {} ({source}): {}", self.setting.label(), self.value, self.expected)
     }
 }

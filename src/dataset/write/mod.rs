@@ -33,7 +33,7 @@ use super::meta::CodebaseVersion;
 use super::stats::ImageStats;
 use super::{DatasetError, Result};
 
-pub use self::encode::{EncodeSettings, PixFmt};
+pub use self::encode::{EncodeProblem, EncodeSetting, EncodeSettings, PixFmt};
 pub use self::preset::{Preset, PresetOverrides};
 pub use self::synth::{cached_synth, synth, SynthOptions, SynthReport};
 pub use super::files::write_parquet;

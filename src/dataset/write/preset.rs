@@ -217,7 +217,7 @@ impl Preset {
             return bad("gop must be at least 1".into());
         }
         if let Some(problem) = self.encode_settings().problem() {
-            return bad(problem);
+            return Err(DatasetError::Encode { path: source.to_path_buf(), problem });
         }
         Ok(())
     }

@@ -173,7 +173,7 @@ pub fn transcode(
     }
     if let FrameStorage::Video(settings) = &options.storage {
         if let Some(problem) = settings.problem() {
-            return Err(DatasetError::invalid(out, problem));
+            return Err(DatasetError::Encode { path: out.to_path_buf(), problem });
         }
     }
     let info = source.info();

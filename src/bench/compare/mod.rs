@@ -5,6 +5,8 @@
 //! in CPU ms per sample (the stable figure) and in samples/s comes with its bootstrap interval
 //! ([`Change`]), and the loader's stages with theirs.
 
+pub mod guard;
+
 use serde::{Deserialize, Serialize};
 
 use super::change::{Change, Decision, NOISE_PCT};

@@ -13,8 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use self::config::GuardConfig;
 use self::record::{CellRuns, DatasetFingerprint, GuardRecord, BASELINE_FORMAT};
 use self::reference::ReferenceClip;
-use super::loader_run::measure_run;
-use super::system::SystemInfo;
+use crate::bench::loader_run::measure_run;
+use crate::bench::system::SystemInfo;
 use crate::loader::pipeline::LoaderError;
 
 /// What a guard run measures on, besides its config.

@@ -7,9 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::bench::loader_run::RunLength;
 use crate::bench::phase::ChosenLoader;
+use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::{check_decoder_threads, LoaderConfig};

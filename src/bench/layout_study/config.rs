@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::super::config::ConfigError;
+use super::super::sweep::config::ConfigError;
 use crate::dataset::meta::CodebaseVersion;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::write::transcode::{FrameStorage, TranscodeOptions};
-use crate::dataset::write::{EncodeSettings, PixFmt};
+use crate::dataset::write::{EncodeSetting, EncodeSettings, PixFmt};
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::config::{check_decoder_threads, LoaderConfig};
 
@@ -169,16 +169,12 @@ impl Candidate {
             return Some("episodes_per_file 0: expected at least 1".into());
         }
         if self.storage == Storage::Video {
-            if let Some(problem) = self.encode_settings().problem() {
-                // The settings name synth's flags; here the keys are the config's.
-                return Some(
-                    problem
-                        .replace(" (--gop)", "")
-                        .replace(" (--crf)", "")
-                        .replace(" (--pix-fmt)", "")
-                        .replace(" (--encoder-preset)", "")
-                        .replace("encoder preset", "preset"),
-                );
+            if let Some(p) = self.encode_settings().problem() {
+                // Named by the candidate's keys (the speed preset is `preset` here).
+                return Some(match p.setting {
+                    EncodeSetting::Speed => format!("preset {}: {}", p.value, p.expected),
+                    _ => p.to_string(),
+                });
             }
         }
         None

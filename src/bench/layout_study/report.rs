@@ -438,8 +438,8 @@ pub fn report_layout_dir(dir: &Path) -> Result<LayoutReportFiles, LayoutError> {
 mod tests {
     use super::*;
     use crate::bench::change::Change;
-    use crate::bench::layout::config::Candidate;
-    use crate::bench::layout::measure::{DecodeCost, LoaderFigures, VsBase};
+    use crate::bench::layout_study::config::Candidate;
+    use crate::bench::layout_study::measure::{DecodeCost, LoaderFigures, VsBase};
 
     /// A result `label` of `bytes` per frame, `psnr` dB, `speed`× the base (None: the base).
     fn result(label: &str, bytes: f64, psnr: f64, speed: Option<f64>) -> CandidateResult {

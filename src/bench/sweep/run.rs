@@ -13,10 +13,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
-use super::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
-use super::system::{system_info, SystemInfo};
+use crate::bench::phase::{
+    run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError,
+};
+use crate::bench::system::{system_info, SystemInfo};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, EpisodeList, Window};
@@ -121,7 +123,7 @@ pub fn results_path(out: &Path) -> PathBuf {
 
 /// What every cell of a sweep shares: the config, the open dataset and its window, where
 /// results go and the machine.
-pub(super) struct SweepContext<'a> {
+pub(crate) struct SweepContext<'a> {
     config: &'a SweepConfig,
     root: &'a Path,
     episodes: Option<EpisodeList>,
@@ -134,7 +136,7 @@ pub(super) struct SweepContext<'a> {
 impl<'a> SweepContext<'a> {
     /// Opens the dataset at `root` as `config` reads it, for cells with the step on `device`
     /// (which must be there), writing into `out`. Returns the concrete device too.
-    pub(super) fn open(
+    pub(crate) fn open(
         config: &'a SweepConfig,
         root: &'a Path,
         out: &'a Path,
@@ -209,14 +211,14 @@ pub fn run_sweep(
 }
 
 /// The key of the `model` phase a cell shares with others.
-pub(super) fn model_key(cell: &Cell) -> String {
+pub(crate) fn model_key(cell: &Cell) -> String {
     format!("{},r{}", cell.key(&Knob::set(KnobSet::ModelPhase)), cell.repeat)
 }
 
 /// Measures one cell: the `loader` phase, the `model` phase unless `models` holds it already
 /// (it is added there), and the `train` phase, traced into `trace.json` when `traced`.
 /// `phase` hears each phase as it starts.
-pub(super) fn run_cell(
+pub(crate) fn run_cell(
     context: &SweepContext<'_>,
     cell: &Cell,
     traced: bool,

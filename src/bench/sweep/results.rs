@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
-use super::phase::{LoaderPhase, ModelPhase, TrainPhase};
-use super::system::{Placement, SystemInfo};
+use crate::bench::phase::{LoaderPhase, ModelPhase, TrainPhase};
+use crate::bench::system::{Placement, SystemInfo};
 
 /// What a sweep appends to in its output directory, one line per measured cell.
 pub const RESULTS_FILE: &str = "results.jsonl";

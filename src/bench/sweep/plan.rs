@@ -91,7 +91,7 @@ mod tests {
 
     fn config(text: &str) -> SweepConfig {
         let config: SweepConfig = toml::from_str(text).unwrap();
-        crate::bench::config::ConfigFile::check(&config, std::path::Path::new("sweep.toml"))
+        crate::bench::sweep::config::ConfigFile::check(&config, std::path::Path::new("sweep.toml"))
             .unwrap();
         config
     }

@@ -259,8 +259,8 @@ fn judge_cell(baseline: &CellRuns, now: &CellRuns, tolerance: Tolerance) -> Cell
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::guard::config::GuardCell;
-    use crate::bench::guard::record::BASELINE_FORMAT;
+    use crate::bench::compare::guard::config::GuardCell;
+    use crate::bench::compare::guard::record::BASELINE_FORMAT;
 
     /// A record of one cell whose runs cost `cpu` ms per sample each.
     fn record(cpu: &[f64]) -> GuardRecord {

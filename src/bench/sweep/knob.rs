@@ -2,7 +2,7 @@
 //! its CSV column, its part of a cell id, whether it is shown only where it differs from its
 //! default, and the sets it belongs to. Ids, the CSV, the model-phase key, the recommendation
 //! groups, the plots and the report's order all read the one table, [`Knob::DEFS`]; a knob's
-//! value in a cell is the cell's to give (`bench::cell`).
+//! value in a cell is the cell's to give (`bench::sweep::cell`).
 
 /// A knob of a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,0 +1,14 @@
+//! The sweep: its config, the cells of its grid and their knobs (each defined once), the plan
+//! that orders them, the run that measures each in three phases, and the results file.
+
+pub mod cell;
+pub mod config;
+pub mod knob;
+pub mod plan;
+pub mod results;
+mod run;
+
+pub use run::{
+    config_text, dataset_name, prepare_dataset, results_path, run_sweep, SweepError, SweepProgress,
+};
+pub(crate) use run::{model_key, run_cell, SweepContext};
