@@ -6,6 +6,7 @@
 pub mod change;
 pub mod cluster;
 pub mod compare;
+pub mod jsonl;
 pub mod layout_study;
 pub mod loader_run;
 pub mod model_table;

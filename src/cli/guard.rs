@@ -17,6 +17,7 @@ use feedbench::bench::compare::guard::{measure, GuardSetup};
 use feedbench::bench::sweep::config::ConfigFile;
 use feedbench::bench::sweep::prepare_dataset;
 use feedbench::bench::system::system_info;
+use feedbench::dataset::files::write_whole;
 use feedbench::timing::InstructionCounter;
 
 use super::progress_bar;
@@ -139,8 +140,8 @@ fn write_action_benchmark(dir: &Path, record: &GuardRecord) -> Result<()> {
     for (name, entries) in [("smaller-is-better.json", smaller), ("bigger-is-better.json", bigger)]
     {
         let path = dir.join(name);
-        std::fs::write(&path, serde_json::to_string_pretty(&entries)? + "\n")
-            .with_context(|| format!("{}", path.display()))?;
+        let text = serde_json::to_string_pretty(&entries)? + "\n";
+        write_whole(&path, text.as_bytes()).with_context(|| format!("{}", path.display()))?;
     }
     Ok(())
 }

@@ -14,7 +14,6 @@ pub mod measure;
 pub mod pareto;
 pub mod report;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
+use crate::bench::jsonl::{JsonlError, JsonlStore};
 use crate::dataset::files::write_whole;
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
@@ -125,13 +125,14 @@ pub fn run_layout(
     }
     std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
     let results_path = out.join(RESULTS_FILE);
-    let mut results = read_results(&results_path)?;
-    if !study.resume && (!results.is_empty() || out.join("candidates").exists()) {
+    let earlier = read_results(&results_path)?;
+    if !study.resume && (!earlier.is_empty() || out.join("candidates").exists()) {
         return Err(refused(
             &out,
             "holds an earlier study; pass --resume to go on with it, or choose another --out",
         ));
     }
+    let (store, mut results) = JsonlStore::open::<CandidateResult>(&results_path)?;
     std::fs::copy(&study.config_path, out.join(CONFIG_FILE))
         .map_err(|e| DatasetError::io(&study.config_path, e))?;
 
@@ -180,7 +181,7 @@ pub fn run_layout(
         let result =
             measure_candidate(&source, candidate, label, (&root, against), &encoded, measure)
                 .map_err(|error| LayoutError::Measure { candidate: name.clone(), error })?;
-        append_result(&results_path, &result)?;
+        store.append(&result)?;
         results.push(result);
     }
     Ok(results)
@@ -203,39 +204,23 @@ fn resolved(path: &Path) -> Result<PathBuf, LayoutError> {
     Ok(resolved)
 }
 
-/// The results in `path` (none when it does not exist); a line that is not a result (a
-/// torn last line of an interrupted run) is refused, naming the line.
+/// The results in `path` (none when it does not exist); a torn last line of an interrupted
+/// run is left out, any other line that is not a result is refused, naming it ([`jsonl`]'s
+/// rule, as for a sweep).
 pub fn read_results(path: &Path) -> Result<Vec<CandidateResult>, LayoutError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-        Err(e) => return Err(DatasetError::io(path, e).into()),
-    };
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|e| {
-                refused(
-                    path,
-                    format!("line {}: not a layout result ({e}); remove it to resume", n + 1),
-                )
-            })
-        })
-        .collect()
+    Ok(JsonlStore::open_read_only(path)?)
 }
 
-/// Appends `result` as one line and flushes it to disk.
-fn append_result(path: &Path, result: &CandidateResult) -> Result<(), LayoutError> {
-    let line = serde_json::to_string(result).expect("results serialise") + "\n";
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| DatasetError::io(path, e))?;
-    file.write_all(line.as_bytes()).map_err(|e| DatasetError::io(path, e))?;
-    file.sync_data().map_err(|e| DatasetError::io(path, e))?;
-    Ok(())
+impl From<JsonlError> for LayoutError {
+    fn from(e: JsonlError) -> Self {
+        match e {
+            JsonlError::Io { path, source } => DatasetError::io(path, source).into(),
+            JsonlError::Line { path, line, what } => refused(
+                &path,
+                format!("line {line}: not a layout result ({what}); remove it to resume"),
+            ),
+        }
+    }
 }
 
 fn write_json_atomically(path: &Path, value: &impl Serialize) -> Result<(), LayoutError> {

@@ -10,6 +10,7 @@ use super::config::{ChooseSection, LayoutConfig};
 use super::measure::CandidateResult;
 use super::pareto::{self, ParetoPoint};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
+use crate::dataset::files::write_whole;
 use crate::dataset::video::quality::Quality;
 use crate::dataset::DatasetError;
 
@@ -395,7 +396,7 @@ pub fn write_layout_report(
     let report = LayoutReport::new(results, choose);
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| DatasetError::io(&path, e))?;
+        write_whole(&path, text.as_bytes()).map_err(|e| DatasetError::io(&path, e))?;
         Ok::<_, LayoutError>(path)
     };
     let mut files = vec![write(MARKDOWN_FILE, render_markdown(&report))?];

@@ -27,6 +27,7 @@ pub use super::sweep::results::RESULTS_FILE;
 use super::sweep::results::{read_results, CellResult, ResultsError};
 use super::system::SystemInfo;
 use super::verdict::Verdict;
+use crate::dataset::files::write_whole;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
 /// measurement and the report.
 pub use crate::timing::stage::Stage;
@@ -423,7 +424,8 @@ pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, R
     let report = render(results);
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        std::fs::write(&path, text)
+        // Whole or not at all: a report cut short never replaces the one before.
+        write_whole(&path, text.as_bytes())
             .map_err(|source| ReportError::Write { path: path.clone(), source })?;
         Ok::<_, ReportError>(path)
     };

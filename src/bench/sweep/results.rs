@@ -1,13 +1,12 @@
 //! What a sweep stores: one JSON line per measured cell in `results.jsonl`, appended as each cell
 //! finishes, and read back by `--resume` and by the report (which never measures).
 
-use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
+use crate::bench::jsonl::{self, JsonlError, JsonlStore};
 use crate::bench::phase::{LoaderPhase, ModelPhase, TrainPhase};
 use crate::bench::system::{Placement, SystemInfo};
 
@@ -90,40 +89,25 @@ pub fn result_line(result: &CellResult) -> String {
     serde_json::to_string(result).expect("results serialise") + "\n"
 }
 
-/// Appends `result` as one line to `path` (created if absent) and flushes it, so an
+/// Appends `result` as one line to `path` (created if absent) and syncs it, so an
 /// interrupted sweep keeps every finished cell.
 pub fn append_result(path: &Path, result: &CellResult) -> Result<(), ResultsError> {
-    let io = |source| ResultsError::Io { path: path.to_path_buf(), source };
-    let line = result_line(result);
-    let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
-    file.write_all(line.as_bytes()).map_err(io)?;
-    file.sync_data().map_err(io)
+    Ok(jsonl::append(path, result)?)
 }
 
 /// Every result in `path`, in file order. A last line cut short (the sweep was killed while
-/// writing it) is skipped; any other bad line is an error naming it.
+/// writing it) is skipped; any other bad line is an error naming it ([`jsonl`]'s rule).
 pub fn read_results(path: &Path) -> Result<Vec<CellResult>, ResultsError> {
-    let io = |source| ResultsError::Io { path: path.to_path_buf(), source };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let lines: Vec<String> = BufReader::new(file).lines().collect::<Result<_, _>>().map_err(io)?;
-    let mut results = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str(line) {
-            Ok(result) => results.push(result),
-            Err(e) if i + 1 == lines.len() && e.is_eof() => break,
-            Err(e) => {
-                return Err(ResultsError::Line {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    what: e.to_string(),
-                })
-            }
+    Ok(jsonl::read(path)?)
+}
+
+impl From<JsonlError> for ResultsError {
+    fn from(e: JsonlError) -> Self {
+        match e {
+            JsonlError::Io { path, source } => ResultsError::Io { path, source },
+            JsonlError::Line { path, line, what } => ResultsError::Line { path, line, what },
         }
     }
-    Ok(results)
 }
 
 /// Whether a sweep may add to the results already in its output directory.
@@ -141,7 +125,7 @@ pub enum Resume {
 /// already holds (when resuming) and each new one appended as it comes.
 #[derive(Debug)]
 pub struct ResultsSink {
-    path: PathBuf,
+    store: JsonlStore,
     results: Vec<CellResult>,
 }
 
@@ -164,7 +148,10 @@ impl ResultsSink {
         let config_file = out.join(CONFIG_FILE);
         if !path.exists() {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
-            return Ok(Self { path, results: Vec::new() });
+            return Ok(Self {
+                store: JsonlStore::open::<CellResult>(&path)?.0,
+                results: Vec::new(),
+            });
         }
         if resume == Resume::No {
             return Err(ResultsError::Exists { path });
@@ -176,17 +163,8 @@ impl ResultsSink {
         if stored.is_none() {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
         }
-        let mut handle =
-            OpenOptions::new().read(true).write(true).open(&path).map_err(io(&path))?;
-        let mut text = Vec::new();
-        handle.read_to_end(&mut text).map_err(io(&path))?;
-        if !text.is_empty() && text.last() != Some(&b'\n') {
-            let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-            handle.set_len(keep as u64).map_err(io(&path))?;
-            handle.seek(SeekFrom::End(0)).map_err(io(&path))?;
-        }
-        let results = read_results(&path)?;
-        Ok(Self { path, results })
+        let (store, results) = JsonlStore::open(&path)?;
+        Ok(Self { store, results })
     }
 
     /// Every result so far, in file order.
@@ -196,7 +174,7 @@ impl ResultsSink {
 
     /// Appends `result` to the file (flushed: an interrupted sweep keeps it) and to the list.
     pub fn append(&mut self, result: CellResult) -> Result<(), ResultsError> {
-        append_result(&self.path, &result)?;
+        self.store.append(&result)?;
         self.results.push(result);
         Ok(())
     }
