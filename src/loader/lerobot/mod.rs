@@ -132,6 +132,10 @@ pub struct LerobotRun {
     pub peak_memory_bytes: u64,
     /// `pss` (proportional set size: shared pages counted once) or `rss`.
     pub memory: String,
+    /// CPU seconds the driver spent measuring memory (its cost to the loader it measures);
+    /// 0 from drivers before it said.
+    #[serde(default)]
+    pub observer_cpu_s: f64,
     /// Seconds from starting the iterator to the first batch (workers' start-up included).
     pub first_batch_s: f64,
 }
