@@ -3,6 +3,7 @@
 mod common;
 
 use common::feedbench;
+use std::path::Path;
 
 use ndarray::ArrayD;
 use ndarray_npy::read_npy;
@@ -224,6 +225,44 @@ fn a_closed_stdout_ends_the_process_quietly_not_with_a_panic() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", output.status);
+}
+
+#[test]
+fn a_full_stdout_is_one_error_line_not_a_panic() {
+    use std::process::{Command, Stdio};
+    let Some(root) = common::g1_partial() else { return };
+    if !Path::new("/dev/full").exists() {
+        eprintln!("note: no /dev/full here; the full-stdout test is skipped");
+        return;
+    }
+    let root = root.to_str().unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-v1/results.jsonl");
+    let reports = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture, reports.path().join("results.jsonl")).unwrap();
+    let report = reports.path().to_str().unwrap();
+    let load =
+        ["load", root, "--episodes", "1", "--workers", "0", "--batch", "2", "--batches", "2"];
+    let runs: [&[&str]; 5] = [
+        &["info", root],
+        &["info", root, "--json"],
+        &load,
+        &[&load[..], &["--json"]].concat(),
+        &["report", report],
+    ];
+    for args in runs {
+        let output = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+            .args(args)
+            .stdout(Stdio::from(std::fs::File::create("/dev/full").unwrap()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            "error: cannot write to standard output: No space left on device (os error 28)",
+            "{args:?}"
+        );
+    }
 }
 
 #[test]

@@ -59,20 +59,18 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     let groups = plan.groups();
     let running = args.max_running.map_or(groups.min(4), |k| (k as usize).min(groups));
     let dir = out.display();
-    println!(
+    outln!(
         "planned {} cells in {groups} groups (cells sharing a model measurement run in one \
          task) into {dir}/{PLAN_FILE}",
         plan.cells.len()
-    );
-    println!("on Slurm, one task per group, {running} at once, then the merge:");
-    println!(
+    )?;
+    outln!("on Slurm, one task per group, {running} at once, then the merge:")?;
+    outln!(
         "  jid=$(sbatch --parsable --array=0-{}%{running} configs/slurm/sweep.sbatch {dir})",
         groups - 1
-    );
-    println!(
-        "  sbatch --dependency=afterany:${{jid%%;*}} configs/slurm/sweep.sbatch --merge {dir}"
-    );
-    println!("here: feedbench sweep run --out {dir} && feedbench merge {dir}");
+    )?;
+    outln!("  sbatch --dependency=afterany:${{jid%%;*}} configs/slurm/sweep.sbatch --merge {dir}")?;
+    outln!("here: feedbench sweep run --out {dir} && feedbench merge {dir}")?;
     Ok(())
 }
 
@@ -107,7 +105,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         |progress| show_progress(&bar, progress),
     )?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "task {} of {}: {} cells, {} finished before, {} measured now, in {}",
         share.task,
         share.tasks,
@@ -115,7 +113,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         outcome.skipped,
         outcome.ran,
         args.out.join(CELLS_DIR).display()
-    );
+    )?;
     Ok(())
 }
 
@@ -133,7 +131,7 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode> {
     let dir = &args.dir;
     if dir.join(PLAN_FILE).is_file() {
         let outcome = merge_sweep(dir)?;
-        print!("{}", outcome.report.terminal);
+        out!("{}", outcome.report.terminal)?;
         eprint!("{outcome}");
         let files: Vec<String> =
             outcome.report.files.iter().map(|f| f.display().to_string()).collect();
@@ -142,7 +140,7 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode> {
     }
     if has_ranks(dir) {
         let run = read_ranks(dir)?;
-        print!("{run}");
+        out!("{run}")?;
         return Ok(exit_unless(run.missing.is_empty()));
     }
     anyhow::bail!(

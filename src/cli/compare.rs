@@ -63,9 +63,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     let comparison = compare(&spec, |_, _| progress.inc(1))?;
     progress.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&comparison)?);
+        outln!("{}", serde_json::to_string_pretty(&comparison)?)?;
     } else {
-        print!("{}", comparison::render(&comparison, &args.a, &args.b));
+        out!("{}", comparison::render(&comparison, &args.a, &args.b))?;
     }
     Ok(())
 }

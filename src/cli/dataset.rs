@@ -84,14 +84,14 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
     sample.decode_pixels(&mut decoder, args.uint8)?;
     let written = export::write_sample(&sample, &args.out)
         .with_context(|| format!("writing sample {} to {}", args.index, args.out.display()))?;
-    println!("index {} (episode {}, task {:?})", sample.index, sample.episode, sample.task);
+    outln!("index {} (episode {}, task {:?})", sample.index, sample.episode, sample.task)?;
     for (key, array) in &sample.arrays {
-        println!("  {key:32} {:8} {:?}", array.values.type_name(), array.shape);
+        outln!("  {key:32} {:8} {:?}", array.values.type_name(), array.shape)?;
     }
     for (key, reason) in &written.skipped {
-        println!("  {key:32} skipped: {reason}");
+        outln!("  {key:32} skipped: {reason}")?;
     }
-    println!("wrote {} files to {}", written.files.len(), args.out.display());
+    outln!("wrote {} files to {}", written.files.len(), args.out.display())?;
     Ok(())
 }
 
@@ -128,7 +128,7 @@ pub fn stage(args: &StageArgs) -> Result<()> {
     if let Some(episodes) = &args.episodes {
         eprintln!("only episodes {episodes} were copied: pass --episodes {episodes} to the other commands");
     }
-    println!("{}", staged.display());
+    outln!("{}", staged.display())?;
     Ok(())
 }
 
@@ -232,9 +232,9 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
     .map_err(with_synth_flags)?;
     progress.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        outln!(
             "wrote {} ({} {}, {}): {} episodes, {} frames, {} video file{} ({}) in {:.1} s",
             report.root.display(),
             preset.name,
@@ -249,7 +249,7 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
             if report.video_files == 1 { "" } else { "s" },
             human_bytes(report.video_bytes),
             report.seconds
-        );
+        )?;
     }
     Ok(())
 }

@@ -90,14 +90,14 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
             write_action_benchmark(dir, &record)?;
         }
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&record)?);
+            outln!("{}", serde_json::to_string_pretty(&record)?)?;
         } else {
-            println!(
+            outln!(
                 "saved the baseline {}: {} cells × {} runs",
                 path.display(),
                 record.cells.len(),
                 config.run.repeats
-            );
+            )?;
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -111,9 +111,9 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     );
     let update = UpdateCommand { config: &config_path, baseline: &baseline_path };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&verdict)?);
+        outln!("{}", serde_json::to_string_pretty(&verdict)?)?;
     } else {
-        print!("{}", render::text(&verdict, &update));
+        out!("{}", render::text(&verdict, &update))?;
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
         append(Path::new(&summary), &render::markdown(&verdict, &update))

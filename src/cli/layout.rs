@@ -43,7 +43,7 @@ pub fn run(args: &LayoutArgs) -> Result<()> {
     };
     let results = run_layout(&study, |message| eprintln!("{message}"))?;
     let written = write_layout_report(&args.out, results, &study.config.choose)?;
-    print!("{}", written.terminal);
+    out!("{}", written.terminal)?;
     let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
     eprintln!("wrote {} and {}", args.out.join(RESULTS_FILE).display(), files.join(", "));
     Ok(())

@@ -274,13 +274,14 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     progress.finish_and_clear();
     if !args.json {
         match compute {
-            Some(fed) => println!(
+            Some(fed) => outln!(
                 "LeRobot's loader feeding a {:.1} ms step on {:?} (each batch copied there, \
                  then the main process blocks for the compute)",
-                fed.compute_ms, fed.device
-            ),
+                fed.compute_ms,
+                fed.device
+            )?,
             None if loader.feeds_from_afar() => {}
-            None => println!("{} on {:?}, {}", step.name(), step.device(), args.dtype),
+            None => outln!("{} on {:?}, {}", step.name(), step.device(), args.dtype)?,
         }
     }
     print_json_or_text(&phase, args.json)?;

@@ -1,6 +1,24 @@
 //! The command line's side of each command: its flags as clap parses them, handed to the
 //! library as typed knobs, and what the library returns printed.
 
+/// `println!` to standard output, but a failed write (a full disk, `> /dev/full`) is an
+/// error naming standard output, not a panic; evaluates to `anyhow::Result<()>`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::cli::stdout_error)
+    }};
+}
+
+/// `print!` to standard output, flushed, with write errors as [`outln!`] has them.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*).and_then(|()| stdout.flush()).map_err($crate::cli::stdout_error)
+    }};
+}
+
 pub mod cluster;
 pub mod compare;
 pub mod dataset;
@@ -65,11 +83,16 @@ where
     T: serde::Serialize + std::fmt::Display,
 {
     if json {
-        println!("{}", serde_json::to_string_pretty(value)?);
+        outln!("{}", serde_json::to_string_pretty(value)?)?;
     } else {
-        print!("{value}");
+        out!("{value}")?;
     }
     Ok(())
+}
+
+/// A failed write to standard output, as the one line `main` prints.
+pub fn stdout_error(error: std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!("cannot write to standard output: {error}")
 }
 
 /// An error and its causes as one line: each cause once, and none whose text the message

@@ -107,28 +107,33 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         warmup: args.warmup,
         seed: args.seed,
     };
-    let print_row = |row: &ModelPhase| {
-        if !args.json {
-            print!("{}", phase_text::model_row(row));
+    // Rows print as they are measured; the first failed print ends the command after it.
+    let mut printed = Ok(());
+    let mut print_row = |row: &ModelPhase| {
+        if !args.json && printed.is_ok() {
+            printed = out!("{}", phase_text::model_row(row));
         }
     };
-    let tch_rows =
-        if args.implementation.contains(&StepImpl::Tch) { table.run(print_row)? } else { vec![] };
+    let tch_rows = match args.implementation.contains(&StepImpl::Tch) {
+        true => table.run(&mut print_row)?,
+        false => vec![],
+    };
     let mut lerobot_rows = Vec::new();
     if args.implementation.contains(&StepImpl::Lerobot) {
         let python = LerobotOptions::new(args.python.as_deref(), None).python;
         lerobot_rows = table.run_lerobot(&python, args.threads)?;
-        lerobot_rows.iter().for_each(print_row);
+        lerobot_rows.iter().for_each(&mut print_row);
     }
+    printed?;
     let rows: Vec<&ModelPhase> = tch_rows.iter().chain(&lerobot_rows).collect();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
     } else if !tch_rows.is_empty() && !lerobot_rows.is_empty() {
-        print!("{}", phase_text::model_parity(&tch_rows, &lerobot_rows));
+        out!("{}", phase_text::model_parity(&tch_rows, &lerobot_rows))?;
     } else if rows.len() > 1 {
         // One implementation ran: its rows in one table.
         let rows = if tch_rows.is_empty() { &lerobot_rows } else { &tch_rows };
-        print!("{}", phase_text::model_summary(rows));
+        out!("{}", phase_text::model_summary(rows))?;
     }
     Ok(())
 }

@@ -68,7 +68,7 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
         run_sweep(&config, &root, &out, resume, |progress| show_progress(&bar, progress))?;
     bar.finish_and_clear();
     let written = report::write_report(&out, &results)?;
-    print!("{}", written.terminal);
+    out!("{}", written.terminal)?;
     eprintln!("wrote {} and {}", results_path(&out).display(), file_list(&written));
     Ok(())
 }
@@ -85,13 +85,13 @@ pub struct ReportArgs {
 pub fn report(args: &ReportArgs) -> Result<()> {
     if args.dir.join(layout_study::RESULTS_FILE).is_file() {
         let written = layout_study::report::report_layout_dir(&args.dir)?;
-        print!("{}", written.terminal);
+        out!("{}", written.terminal)?;
         let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
         eprintln!("wrote {}", files.join(", "));
         return Ok(());
     }
     let written = report::report_dir(&args.dir)?;
-    print!("{}", written.terminal);
+    out!("{}", written.terminal)?;
     eprintln!("wrote {}", file_list(&written));
     Ok(())
 }
