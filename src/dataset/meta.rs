@@ -131,7 +131,7 @@ impl Info {
         let codebase_version = CodebaseVersion::parse(version, path)?;
         let raw: RawInfo = serde_path_to_error::deserialize(value)
             .map_err(|e| DatasetError::invalid(path, format!("`{}`: {}", e.path(), e.inner())))?;
-        if raw.fps.is_nan() || raw.fps <= 0.0 {
+        if !raw.fps.is_finite() || raw.fps <= 0.0 {
             return Err(DatasetError::invalid(
                 path,
                 format!("expected fps > 0, found {}", raw.fps),

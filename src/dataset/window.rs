@@ -46,11 +46,16 @@ impl WindowSpec {
             let seconds = list
                 .split(',')
                 .map(|s| {
-                    s.trim().parse::<f64>().map_err(|e| DeltaError::Seconds {
+                    let seconds = |what: String| DeltaError::Seconds {
                         arg: arg.to_string(),
                         value: s.to_string(),
-                        what: e.to_string(),
-                    })
+                        what,
+                    };
+                    match s.trim().parse::<f64>() {
+                        Ok(d) if d.is_finite() => Ok(d),
+                        Ok(_) => Err(seconds("expected a finite number of seconds".into())),
+                        Err(e) => Err(seconds(e.to_string())),
+                    }
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             deltas.insert(key.to_string(), seconds);
@@ -137,6 +142,11 @@ impl Window {
                     let frames = seconds
                         .iter()
                         .map(|&d| {
+                            if !d.is_finite() {
+                                return Err(request(format!(
+                                    "delta {d} s for `{key}`: expected a finite number of seconds"
+                                )));
+                            }
                             let exact = d * info.fps;
                             let rounded = exact.round();
                             if (exact - rounded).abs() / info.fps > tolerance_s {
@@ -201,5 +211,10 @@ mod tests {
         let form = WindowSpec::parse_deltas(&["action"]).unwrap_err();
         assert!(form.to_string().contains("expected KEY=S,S"), "{form}");
         assert!(WindowSpec::parse_deltas(&["action=x"]).is_err());
+        // Rust parses these as numbers; LeRobot fails on them; read as offset 0 they were not.
+        for bad in ["action=NaN", "action=0,inf", "action=-Infinity"] {
+            let error = WindowSpec::parse_deltas(&[bad]).unwrap_err().to_string();
+            assert!(error.contains("expected a finite number of seconds"), "{bad}: {error}");
+        }
     }
 }
