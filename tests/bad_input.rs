@@ -488,3 +488,44 @@ fn a_sample_that_cannot_be_written_whole_leaves_nothing() {
     ]);
     assert!(ok, "{err}");
 }
+
+#[test]
+fn nothing_is_written_into_a_dataset_that_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let before = walk(&root);
+    let ds = root.to_str().unwrap();
+    let inside = |name: &str| root.join(name).to_str().unwrap().to_string();
+    let config = dir.path().join("sweep.toml");
+    let toml = format!("[dataset]\npath = {ds:?}\n[loader]\nworkers = [0]\nbatch = [2]\n");
+    std::fs::write(&config, toml + "[model]\nmodel = [\"none\"]\n").unwrap();
+    let config = config.to_str().unwrap();
+    let window = ["--window", "none", "--workers", "0", "--batch", "2", "--batches", "1"];
+    let cases: Vec<Vec<String>> = vec![
+        vec!["stage".into(), ds.into(), "--to".into(), inside("staged")],
+        vec!["sample".into(), ds.into(), "--index".into(), "0".into(), "--out".into(), inside("x")],
+        vec!["sweep".into(), "--config".into(), config.into(), "--out".into(), ds.into()],
+        vec!["sweep".into(), "--config".into(), config.into(), "--out".into(), inside("out")],
+        // An output that holds the dataset.
+        vec!["sweep".into(), "--config".into(), config.into(), "--out".into(), {
+            dir.path().to_str().unwrap().into()
+        }],
+        [
+            &["load".to_string(), ds.into(), "--out".into(), inside("ranks")][..],
+            &window.map(String::from),
+        ]
+        .concat(),
+        [
+            &["load".to_string(), ds.into(), "--trace".into(), inside("t.json")][..],
+            &window.map(String::from),
+        ]
+        .concat(),
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, _, err) = feedbench(&args);
+        clear_error(ok, &err);
+        assert!(err.contains("which feedbench never writes into"), "{args:?}: {err}");
+        assert_eq!(walk(&root), before, "{args:?} wrote into the dataset");
+    }
+}

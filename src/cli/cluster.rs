@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::cells::CELLS_DIR;
@@ -17,6 +17,7 @@ use feedbench::bench::cluster::task::run_task;
 use feedbench::bench::cluster::CpuBudget;
 use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::{dataset_name, prepare_dataset};
+use feedbench::dataset::files::output_apart_from;
 use feedbench::model::DeviceChoice;
 
 use super::{default_out, show_progress, sweep_progress_bar};
@@ -54,6 +55,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
              they run (set device = \"cuda\" in the config for GPU nodes)"
         );
     }
+    output_apart_from(&out, &root).context("--out")?;
     let plan = Plan::new(&config, &dataset_name(&root), device)?;
     plan.write(&out, &config)?;
     let groups = plan.groups();

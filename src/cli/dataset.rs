@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use feedbench::dataset::files::output_apart_from;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::{human_bytes, Summary};
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
@@ -66,6 +67,7 @@ pub struct SampleArgs {
 
 /// Runs `feedbench sample`.
 pub fn sample(args: &SampleArgs) -> Result<()> {
+    output_apart_from(&args.out, &args.dataset).context("--out")?;
     let episodes = args.episodes.as_ref().map(|e| e.indices().to_vec());
     let options = DatasetOptions { episodes, tolerance_s: args.tolerance_s };
     let dataset = Dataset::open_with(&args.dataset, &options)?;

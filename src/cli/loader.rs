@@ -10,6 +10,7 @@ use clap::Args;
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
 use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
 use feedbench::bench::system::{system_info, Placement};
+use feedbench::dataset::files::output_apart_from;
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::{check_decoder_threads, LoaderConfig};
@@ -122,6 +123,16 @@ impl LoaderFlags {
         Ok(LoaderChoice::Lerobot(options))
     }
 
+    /// Refuses a `--trace` or `--out` inside the dataset (or holding it).
+    fn outputs_apart(&self, outputs: [&Option<PathBuf>; 2]) -> Result<()> {
+        for (flag, path) in ["--trace", "--out"].into_iter().zip(outputs) {
+            if let Some(path) = path {
+                output_apart_from(path, &self.dataset).with_context(|| flag.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
     /// The loader the flags choose, with what it reads and how.
     pub fn chosen(&self) -> Result<ChosenLoader> {
         Ok(ChosenLoader { choice: self.choice()?, spec: self.spec()? })
@@ -192,6 +203,7 @@ pub struct LoadArgs {
 pub fn load(args: &LoadArgs) -> Result<()> {
     let choice = args.loader.choice()?;
     refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
+    args.loader.outputs_apart([&args.trace, &args.out])?;
     let mut loader = choice.build(&args.loader.spec()?)?;
     claim_rank_file(args.out.as_deref(), loader.as_ref())?;
     let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
@@ -249,6 +261,7 @@ pub struct TrainArgs {
 pub fn train(args: &TrainArgs) -> Result<()> {
     let choice = args.loader.choice()?;
     refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
+    args.loader.outputs_apart([&args.trace, &args.out])?;
     let spec = args.loader.spec()?;
     let mut loader = choice.build(&spec)?;
     claim_rank_file(args.out.as_deref(), loader.as_ref())?;

@@ -4,7 +4,7 @@
 //! or not at all.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -188,4 +188,36 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&partial);
     }
     renamed
+}
+
+/// `path` made absolute with its symbolic links resolved, whether or not it exists yet: its
+/// nearest existing ancestor resolved, and the rest appended.
+pub fn resolved(path: &Path) -> Result<PathBuf> {
+    let absolute = std::path::absolute(path).map_err(|e| DatasetError::io(path, e))?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else { break };
+        rest.push(name.to_owned());
+        existing = parent;
+    }
+    let mut resolved =
+        std::fs::canonicalize(existing).map_err(|e| DatasetError::io(existing, e))?;
+    resolved.extend(rest.iter().rev());
+    Ok(resolved)
+}
+
+/// Refuses an output `out` (a directory or file a command would write) inside the dataset at
+/// `dataset`, or holding it: nothing is ever written into a dataset that is read. Checked
+/// before anything is created, with links resolved.
+pub fn output_apart_from(out: &Path, dataset: &Path) -> Result<()> {
+    let (out_at, dataset_at) = (resolved(out)?, resolved(dataset)?);
+    let what = if out_at.starts_with(&dataset_at) {
+        format!("is inside the dataset {}, which feedbench never writes into", dataset.display())
+    } else if dataset_at.starts_with(&out_at) {
+        format!("holds the dataset {}, which feedbench never writes into", dataset.display())
+    } else {
+        return Ok(());
+    };
+    Err(DatasetError::Request { root: out.to_path_buf(), what })
 }

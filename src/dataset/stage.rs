@@ -135,6 +135,7 @@ pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
 /// Copies the files of `plan` from `root` to the new directory `to`, checking free space
 /// first and each copy's size after; returns `to`.
 pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<PathBuf> {
+    super::files::output_apart_from(to, root)?;
     check_destination(to, plan)?;
     write_atomically(to, false, |staging| {
         for relative in &plan.files {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
 use crate::bench::jsonl::{JsonlError, JsonlStore};
-use crate::dataset::files::write_whole;
+use crate::dataset::files::{resolved, write_whole};
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
@@ -117,10 +117,10 @@ pub fn run_layout(
     let source_root =
         std::fs::canonicalize(&study.dataset).map_err(|e| DatasetError::io(&study.dataset, e))?;
     let out = resolved(&study.out)?;
-    if out.starts_with(&source_root) {
+    if out.starts_with(&source_root) || source_root.starts_with(&out) {
         return Err(refused(
             &study.out,
-            "is inside the source dataset, which a study never writes",
+            "is inside the source dataset or holds it; a study never writes into its source",
         ));
     }
     std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
@@ -185,23 +185,6 @@ pub fn run_layout(
         results.push(result);
     }
     Ok(results)
-}
-
-/// `path` made absolute with its symbolic links resolved, whether or not it exists yet: its
-/// nearest existing ancestor resolved, and the rest appended.
-fn resolved(path: &Path) -> Result<PathBuf, LayoutError> {
-    let absolute = std::path::absolute(path).map_err(|e| DatasetError::io(path, e))?;
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else { break };
-        rest.push(name.to_owned());
-        existing = parent;
-    }
-    let mut resolved =
-        std::fs::canonicalize(existing).map_err(|e| DatasetError::io(existing, e))?;
-    resolved.extend(rest.iter().rev());
-    Ok(resolved)
 }
 
 /// The results in `path` (none when it does not exist); a torn last line of an interrupted

@@ -185,6 +185,7 @@ pub fn run_sweep(
     resume: Resume,
     mut progress: impl FnMut(SweepProgress<'_>),
 ) -> Result<Vec<CellResult>, SweepError> {
+    crate::dataset::files::output_apart_from(out, root)?;
     let (context, device) = SweepContext::open(config, root, out, config.model.device)?;
     let plan = plan(config, &dataset_name(root), device)?;
     // The output directory is made only once the dataset opened and the plan stands.
