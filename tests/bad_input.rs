@@ -529,3 +529,24 @@ fn nothing_is_written_into_a_dataset_that_is_read() {
         assert_eq!(walk(&root), before, "{args:?} wrote into the dataset");
     }
 }
+
+#[test]
+fn a_camera_too_large_for_memory_is_refused_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let pusht =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/datasets/pusht.toml"))
+            .unwrap();
+    let huge = pusht.replace("height = 96\nwidth = 96", "height = 100000\nwidth = 100000");
+    assert_ne!(huge, pusht, "the preset's camera");
+    let preset = dir.path().join("huge.toml");
+    std::fs::write(&preset, huge).unwrap();
+    let out = dir.path().join("out");
+    let args = ["synth", "--preset", preset.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let (in_time, ok, err) = feedbench_within(&args, Duration::from_secs(60));
+    assert!(in_time, "{err}");
+    clear_error(ok, &err);
+    assert!(err.contains("huge.toml") && err.contains("100000×100000 needs about"), "{err}");
+    let left: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, ["huge.toml"], "nothing written");
+}

@@ -178,6 +178,9 @@ impl Preset {
     /// Checks the values; the error names `source` (the preset's file, or the dataset made
     /// of it) and says what is wrong.
     pub fn check(&self, source: &Path) -> Result<()> {
+        /// Frames of a camera's size alive at once while it is written, about: the rendered
+        /// frame, its converted copies and the encoders' lookahead (SVT-AV1 and x264 keep tens).
+        const FRAMES_HELD: u64 = 32;
         let bad = |what: String| Err(DatasetError::invalid(source, what));
         if self.fps == 0 || self.episodes == 0 || self.frames_per_episode == 0 {
             return bad("fps, episodes and frames_per_episode must be at least 1".into());
@@ -211,6 +214,22 @@ impl Preset {
                     "camera {}: {}×{} (sizes must be even and non-zero for yuv420p)",
                     camera.key, camera.height, camera.width
                 ));
+            }
+            // Checked before anything is allocated: an allocation that fails aborts.
+            let needed = FRAMES_HELD * 3 * u64::from(camera.height) * u64::from(camera.width);
+            if let Some(available) = crate::timing::available_memory_bytes() {
+                if needed > available {
+                    return bad(format!(
+                        "camera {}: {}×{} needs about {:.1} GB to render and encode ({FRAMES_HELD} \
+                         RGB frames: the frame, its copies and the encoder's lookahead); {:.1} GB \
+                         of memory is available",
+                        camera.key,
+                        camera.height,
+                        camera.width,
+                        needed as f64 / 1e9,
+                        available as f64 / 1e9
+                    ));
+                }
             }
         }
         if self.gop == 0 {
