@@ -98,6 +98,19 @@ fn zero_threads_and_zero_steps_are_refused_by_name() {
     let (ok, _, err) = feedbench(&["model", "--model", "none", "--steps", "0"]);
     clear_error(ok, &err);
     assert!(err.contains("at least one step"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let root = root.to_str().unwrap();
+    for args in [
+        &["load", root, "--batches", "0"][..],
+        &["train", root, "--model", "none", "--steps", "0"],
+        &["compare", "--a", root, "--b", root, "--batches", "0"],
+    ] {
+        let (ok, _, err) = feedbench(args);
+        clear_error(ok, &err);
+        let flag = args[args.len() - 2];
+        assert!(err.contains(flag) && err.contains("expected at least 1"), "{args:?}: {err}");
+    }
 }
 
 #[test]

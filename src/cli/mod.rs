@@ -90,6 +90,16 @@ where
     Ok(())
 }
 
+/// A count flag's value (`--batches`, `--steps`): a whole number of at least one, so that the
+/// refusal names the flag.
+pub fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("expected at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
 /// A failed write to standard output, as the one line `main` prints.
 pub fn stdout_error(error: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("cannot write to standard output: {error}")
