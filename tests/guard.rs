@@ -257,6 +257,13 @@ fn bad_flags_and_configs_exit_2() {
         assert_eq!(code, 2, "{out}{err}");
         assert!(err.contains(expected) && err.starts_with("error: "), "{err}");
     }
+    // So is an --action-benchmark that is a file, and nothing is measured or saved.
+    let saved = dir.path().join("never.json");
+    let args =
+        ["--config", config, "--save-baseline", saved.to_str().unwrap(), "--action-benchmark"];
+    let (code, _, err) = guard(&[&args[..], &[config]].concat(), &[]);
+    assert!(code == 2 && err.contains("exists and is not a directory"), "{err}");
+    assert!(!saved.exists(), "refused before measuring, so nothing saved: {err}");
 }
 
 #[test]

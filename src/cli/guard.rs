@@ -60,6 +60,11 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     if let Some(path) = &args.save_baseline {
         GuardRecord::check_save_path(path)?;
     }
+    // Checked before measuring, as the baseline's path is.
+    if let Some(dir) = args.action_benchmark.as_deref().filter(|dir| dir.exists() && !dir.is_dir())
+    {
+        anyhow::bail!("--action-benchmark {}: exists and is not a directory", dir.display());
+    }
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
     let machine = system_info(tch::Device::Cpu);
     let dataset = DatasetFingerprint::of(&root)?;
