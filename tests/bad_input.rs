@@ -563,3 +563,15 @@ fn a_camera_too_large_for_memory_is_refused_before_allocating() {
         std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(left, ["huge.toml"], "nothing written");
 }
+
+#[test]
+fn an_empty_episode_list_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    std::fs::write(root.join("meta/episodes.jsonl"), "").unwrap();
+    for command in ["info", "load"] {
+        let (ok, _, err) = feedbench(&[command, root.to_str().unwrap()]);
+        clear_error(ok, &err);
+        assert!(err.contains("meta/episodes.jsonl: lists no episode"), "{command}: {err}");
+    }
+}

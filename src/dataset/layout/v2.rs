@@ -72,7 +72,11 @@ fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
 /// lengths of the episodes before it) and its files.
 pub(super) fn load_episodes(root: &Path, info: &Info) -> Result<Vec<Episode>> {
     let info_path = root.join("meta/info.json");
-    let mut lines: Vec<EpisodeLine> = read_jsonl(&root.join(EPISODES_FILE))?;
+    let episodes_file = root.join(EPISODES_FILE);
+    let mut lines: Vec<EpisodeLine> = read_jsonl(&episodes_file)?;
+    if lines.is_empty() {
+        return Err(DatasetError::invalid(&episodes_file, "lists no episode"));
+    }
     lines.sort_by_key(|l| l.episode_index);
     let chunks_size = info.chunks_size.max(1);
     let mut next_index = 0;
