@@ -575,3 +575,62 @@ fn an_empty_episode_list_is_named() {
         assert!(err.contains("meta/episodes.jsonl: lists no episode"), "{command}: {err}");
     }
 }
+
+#[test]
+fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, ArrayRef, Float32Array, Float64Array, RecordBatch};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
+    let (ok, _, err) =
+        feedbench(&[&synth[..], &["--format", "v2.1", "--out", root.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let data = root.join("data/chunk-000/episode_000000.parquet");
+    for bad in [f64::NAN, -1.0] {
+        let file = std::fs::File::open(&data).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+        let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+        let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+        let column = batch.schema().index_of("timestamp").unwrap();
+        let old = batch.column(column);
+        let mut times: Vec<f64> = match old.as_any().downcast_ref::<Float32Array>() {
+            Some(f) => f.values().iter().map(|&t| f64::from(t)).collect(),
+            None => old.as_any().downcast_ref::<Float64Array>().unwrap().values().to_vec(),
+        };
+        times[3] = bad;
+        let new: ArrayRef = match old.data_type() {
+            arrow::datatypes::DataType::Float32 => {
+                Arc::new(Float32Array::from(times.iter().map(|&t| t as f32).collect::<Vec<_>>()))
+            }
+            _ => Arc::new(Float64Array::from(times)),
+        };
+        let mut columns = batch.columns().to_vec();
+        columns[column] = new;
+        let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&data).unwrap(), batch.schema(), None)
+                .unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let out = dir.path().join(format!("sample-{bad}"));
+        let (ok, _, err) = feedbench(&[
+            "sample",
+            root.to_str().unwrap(),
+            "--index",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        clear_error(ok, &err);
+        assert!(
+            err.contains("episode_000000.parquet: row 3: column `timestamp`")
+                && err.contains("is not a time ≥ 0"),
+            "{bad}: {err}"
+        );
+    }
+}

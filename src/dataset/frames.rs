@@ -200,6 +200,12 @@ impl FrameTable {
         Ok(row)
     }
 
+    /// The parquet file holding global `index`, and its row there; None where not selected.
+    pub fn location(&self, index: usize) -> Option<(&Path, usize)> {
+        let (file_id, row) = self.locate(index)?;
+        Some((self.files[file_id].path.as_path(), row))
+    }
+
     /// The encoded image (PNG/JPEG bytes) of column `name` at global `index`.
     pub fn image(&self, index: usize, name: &str) -> Result<Vec<u8>> {
         let (file_id, row) = self.locate(index).ok_or_else(|| self.not_selected(index))?;

@@ -1,7 +1,7 @@
 //! One sample, as LeRobot's `LeRobotDataset[index]` returns it.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::frames::{FrameTable, Row};
 use super::image::{decode_image_into, image_size};
@@ -248,6 +248,16 @@ impl Sample {
 }
 
 /// Rows already fetched for the sample being built (a window reads a few rows many times);
+/// A `timestamp` that is no time to look a frame up at (NaN, negative), named by its parquet
+/// file and row rather than blamed on the video.
+fn bad_timestamp(frames: &FrameTable, root: &Path, index: usize, time: f64) -> DatasetError {
+    let what = format!("column `timestamp`: {time} is not a time ≥ 0 in seconds");
+    match frames.location(index) {
+        Some((path, row)) => DatasetError::invalid(path, format!("row {row}: {what}")),
+        None => DatasetError::invalid(root, format!("index {index}: {what}")),
+    }
+}
+
 /// kept in the [`Sample`] so that its allocation is reused, and emptied after each sample.
 #[derive(Default)]
 struct RowCache(Vec<(usize, Row)>);
@@ -409,7 +419,11 @@ impl Dataset {
             frames_of_key.timestamps.clear();
             for (row, _) in rows.clone() {
                 let (values, range) = sample.rows.get(frames, row)?.values(timestamp, 1);
-                frames_of_key.timestamps.push(video.from_timestamp + values.get_f64(range.start));
+                let time = values.get_f64(range.start);
+                if !(time.is_finite() && time >= 0.0) {
+                    return Err(bad_timestamp(frames, &self.root, row, time));
+                }
+                frames_of_key.timestamps.push(video.from_timestamp + time);
             }
             if windowed {
                 set_mask(&mut sample.pad_masks, key, rows);
