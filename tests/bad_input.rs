@@ -109,7 +109,7 @@ fn zero_threads_and_zero_steps_are_refused_by_name() {
         let (ok, _, err) = feedbench(args);
         clear_error(ok, &err);
         let flag = args[args.len() - 2];
-        assert!(err.contains(flag) && err.contains("expected at least 1"), "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains("expected at least one"), "{args:?}: {err}");
     }
 }
 
@@ -633,4 +633,34 @@ fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
             "{bad}: {err}"
         );
     }
+}
+
+#[test]
+fn what_stands_where_a_video_or_the_dataset_should_be_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
+    let (ok, _, err) =
+        feedbench(&[&synth[..], &["--format", "v2.1", "--out", root.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let video = root.join("videos/chunk-000/observation.image/episode_000000.mp4");
+    std::fs::remove_file(&video).unwrap();
+    std::fs::create_dir(&video).unwrap();
+    let out = dir.path().join("s");
+    let args = ["sample", root.to_str().unwrap(), "--index", "3", "--out", out.to_str().unwrap()];
+    let (ok, _, err) = feedbench(&args);
+    clear_error(ok, &err);
+    assert!(err.contains("episode_000000.mp4: is a directory, expected a regular file"), "{err}");
+    assert!(!err.contains("partial download"), "{err}");
+    // A dataset path that is a symlink loop, or a file, is said to be one.
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let (ok, _, err) = feedbench(&["info", a.to_str().unwrap()]);
+    clear_error(ok, &err);
+    assert!(err.contains("symbolic links") && !err.contains("no such dataset"), "{err}");
+    let file = root.join("meta/info.json");
+    let (ok, _, err) = feedbench(&["info", file.to_str().unwrap()]);
+    clear_error(ok, &err);
+    assert!(err.contains("is not a directory: expected a dataset"), "{err}");
 }

@@ -24,7 +24,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Batches measured per run.
-    #[arg(long, default_value_t = 20, value_parser = super::at_least_one)]
+    #[arg(long, default_value_t = 20, value_parser = super::batches)]
     batches: usize,
     /// Batches per run before measuring [default: the batches in flight plus one].
     #[arg(long)]

@@ -179,7 +179,7 @@ pub struct LoadArgs {
     #[command(flatten)]
     loader: LoaderFlags,
     /// Batches to measure.
-    #[arg(long, default_value_t = 50, value_parser = super::at_least_one)]
+    #[arg(long, default_value_t = 50, value_parser = super::batches)]
     batches: usize,
     /// Batches to run first without measuring [default: the batches in flight plus one, so
     /// that every measured batch reuses pooled buffers].
@@ -238,7 +238,7 @@ pub struct TrainArgs {
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
     threads: Option<i32>,
     /// Steps to measure.
-    #[arg(long, default_value_t = 20, value_parser = super::at_least_one)]
+    #[arg(long, default_value_t = 20, value_parser = super::steps)]
     steps: usize,
     /// Steps to run first without measuring.
     #[arg(long, default_value_t = 3)]

@@ -90,11 +90,20 @@ where
     Ok(())
 }
 
-/// A count flag's value (`--batches`, `--steps`): a whole number of at least one, so that the
-/// refusal names the flag.
-pub fn at_least_one(text: &str) -> Result<usize, String> {
+/// A count of batches (`--batches`): at least one, refused by clap naming the flag.
+pub fn batches(text: &str) -> Result<usize, String> {
+    at_least_one(text, "batch")
+}
+
+/// A count of steps (`--steps`): at least one, refused by clap naming the flag.
+pub fn steps(text: &str) -> Result<usize, String> {
+    at_least_one(text, "step")
+}
+
+/// A whole number of at least one `what`.
+fn at_least_one(text: &str, what: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(0) => Err("expected at least 1".into()),
+        Ok(0) => Err(format!("expected at least one {what}")),
         Ok(n) => Ok(n),
         Err(e) => Err(format!("{text:?}: {e}")),
     }

@@ -103,17 +103,29 @@ impl Info {
                  directory or reach it through a link with a UTF-8 name",
             ));
         }
-        if !root.is_dir() {
-            return Err(DatasetError::io(
-                root,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such dataset directory"),
-            ));
+        // What is there, said as it is: absent, a symlink loop, no permission, not a directory.
+        match std::fs::metadata(root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DatasetError::io(
+                    root,
+                    std::io::Error::new(e.kind(), "no such dataset directory"),
+                ));
+            }
+            Err(e) => return Err(DatasetError::io(root, e)),
+            Ok(m) if !m.is_dir() => {
+                return Err(DatasetError::invalid(root, "is not a directory: expected a dataset"))
+            }
+            Ok(_) => {}
         }
-        if path.symlink_metadata().is_err() {
-            return Err(DatasetError::invalid(
-                &path,
-                "missing: a LeRobot dataset has meta/info.json (is this the dataset root?)",
-            ));
+        match path.symlink_metadata() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DatasetError::invalid(
+                    &path,
+                    "missing: a LeRobot dataset has meta/info.json (is this the dataset root?)",
+                ));
+            }
+            Err(e) => return Err(DatasetError::io(&path, e)),
+            Ok(_) => {}
         }
         let text = super::files::read_regular_text(&path)?;
         Self::parse(&text, &path)

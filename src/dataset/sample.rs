@@ -397,7 +397,12 @@ impl Dataset {
 
         let timestamp = frames.column_position("timestamp").expect("info.json checked");
         if !self.has_videos_on_disk(episode) {
-            let path = self.missing_files(episode).into_iter().next().unwrap_or_default();
+            // Said as what is there: absent (a partial download), a directory, a loop, a FIFO.
+            let missing = self.missing_files(episode);
+            for path in &missing {
+                super::files::expect_episode_file(path, episode.index.0)?;
+            }
+            let path = missing.into_iter().next().unwrap_or_default();
             return Err(DatasetError::MissingFile { path, episode: episode.index.0 });
         }
         for (key, video) in &episode.videos {
