@@ -25,6 +25,31 @@ fn dataset(dir: &Path) -> PathBuf {
     root
 }
 
+/// A v2.1 dataset of one 8-frame episode with PushT's 96×96 AV1 camera, at `dir/ds`.
+fn video_dataset(dir: &Path) -> PathBuf {
+    let root = dir.join("ds");
+    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
+    let (ok, _, err) =
+        feedbench(&[&synth[..], &["--format", "v2.1", "--out", root.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    root
+}
+
+/// The error of `sample` of `index` from the dataset at `root` once its file `path` is
+/// replaced by a directory.
+fn sample_with_a_directory_at(path: &Path, root: &Path, index: &str) -> String {
+    std::fs::remove_file(path).unwrap();
+    std::fs::create_dir(path).unwrap();
+    let (ok, _, err) = sample(root, index, &root.with_file_name("s"));
+    clear_error(ok, &err);
+    err
+}
+
+/// `feedbench sample` of `index` from `root` into `out`: (success, stdout, stderr).
+fn sample(root: &Path, index: &str, out: &Path) -> (bool, String, String) {
+    feedbench(&["sample", root.to_str().unwrap(), "--index", index, "--out", out.to_str().unwrap()])
+}
+
 /// Runs `feedbench args`, killing it after `limit`: (exited in time, success, stderr).
 fn feedbench_within(args: &[&str], limit: Duration) -> (bool, bool, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
@@ -134,13 +159,10 @@ fn metadata_that_is_not_a_regular_file_is_refused_without_blocking() {
     }
     // A directory where a data file should be is said to be one, not a missing download.
     let data = root.join("data/chunk-000/episode_000001.parquet");
-    std::fs::remove_file(&data).unwrap();
-    std::fs::create_dir(&data).unwrap();
+    let err = sample_with_a_directory_at(&data, &root, "8");
+    assert!(err.contains("is a directory, expected a regular file"), "{err}");
     let out = dir.path().join("s");
     let args = ["sample", root.to_str().unwrap(), "--index", "8", "--out", out.to_str().unwrap()];
-    let (ok, _, err) = feedbench(&args);
-    clear_error(ok, &err);
-    assert!(err.contains("is a directory, expected a regular file"), "{err}");
     // A symlink loop there is said to be one.
     std::fs::remove_dir(&data).unwrap();
     let twin = data.with_extension("loop");
@@ -491,14 +513,7 @@ fn a_sample_that_cannot_be_written_whole_leaves_nothing() {
     let left: Vec<_> = out.read_dir().unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "nothing half-written is left: {left:?}");
     // The re-run (with room) is not refused by leftovers.
-    let (ok, _, err) = feedbench(&[
-        "sample",
-        root.to_str().unwrap(),
-        "--index",
-        "3",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (ok, _, err) = sample(&root, "3", &out);
     assert!(ok, "{err}");
 }
 
@@ -585,11 +600,7 @@ fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
     use parquet::arrow::ArrowWriter;
 
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ds");
-    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
-    let (ok, _, err) =
-        feedbench(&[&synth[..], &["--format", "v2.1", "--out", root.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
+    let root = video_dataset(dir.path());
     let data = root.join("data/chunk-000/episode_000000.parquet");
     for bad in [f64::NAN, -1.0] {
         let file = std::fs::File::open(&data).unwrap();
@@ -618,14 +629,7 @@ fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         let out = dir.path().join(format!("sample-{bad}"));
-        let (ok, _, err) = feedbench(&[
-            "sample",
-            root.to_str().unwrap(),
-            "--index",
-            "3",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let (ok, _, err) = sample(&root, "3", &out);
         clear_error(ok, &err);
         assert!(
             err.contains("episode_000000.parquet: row 3: column `timestamp`")
@@ -638,18 +642,9 @@ fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
 #[test]
 fn what_stands_where_a_video_or_the_dataset_should_be_is_said() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ds");
-    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
-    let (ok, _, err) =
-        feedbench(&[&synth[..], &["--format", "v2.1", "--out", root.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
+    let root = video_dataset(dir.path());
     let video = root.join("videos/chunk-000/observation.image/episode_000000.mp4");
-    std::fs::remove_file(&video).unwrap();
-    std::fs::create_dir(&video).unwrap();
-    let out = dir.path().join("s");
-    let args = ["sample", root.to_str().unwrap(), "--index", "3", "--out", out.to_str().unwrap()];
-    let (ok, _, err) = feedbench(&args);
-    clear_error(ok, &err);
+    let err = sample_with_a_directory_at(&video, &root, "3");
     assert!(err.contains("episode_000000.mp4: is a directory, expected a regular file"), "{err}");
     assert!(!err.contains("partial download"), "{err}");
     // A dataset path that is a symlink loop, or a file, is said to be one.

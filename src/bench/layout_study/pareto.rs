@@ -6,8 +6,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::bench::report::plots::{finish, FONT};
+
+/// Larger than the sweep's plots: a label beside each point.
 const SIZE: (u32, u32) = (960, 620);
-const FONT: &str = "sans-serif";
 
 /// The colour of a PSNR: red at 25 dB and below, through yellow at 35 dB, to green at 45 dB
 /// and above (identical frames included).
@@ -122,15 +124,7 @@ pub fn write(path: &Path, candidates: &[ParetoPoint], relative: bool) -> Result<
             .draw_series([EmptyElement::at(point) + Text::new(label, offset, (FONT, 12))])
             .map_err(|e| e.to_string())?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+    finish(chart, &root)
 }
 
 #[cfg(test)]

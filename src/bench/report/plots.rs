@@ -15,8 +15,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::{PlotGroup, Report, ReportError, Row};
 use crate::loader::lerobot::LoaderBackend;
 
-const SIZE: (u32, u32) = (900, 560);
-const FONT: &str = "sans-serif";
+/// Every plot's size, pixels.
+pub(crate) const SIZE: (u32, u32) = (900, 560);
+/// Every plot's font family (the SVG names it; the viewer draws it).
+pub(crate) const FONT: &str = "sans-serif";
 /// Line colours, one per batch size (Tableau 10).
 const COLOURS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -230,6 +232,18 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
                 });
         }
     }
+    finish(chart, &root)
+}
+
+/// Draws the legend as every plot has it (lower right, on white) and writes the file.
+pub(crate) fn finish<'a, X, Y>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+) -> Result<(), String>
+where
+    X: Ranged,
+    Y: Ranged,
+{
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
