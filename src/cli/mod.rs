@@ -1,22 +1,21 @@
 //! The command line's side of each command: its flags as clap parses them, handed to the
 //! library as typed knobs, and what the library returns printed.
 
-/// `println!` to standard output, but a failed write (a full disk, `> /dev/full`) is an
-/// error naming standard output, not a panic; evaluates to `anyhow::Result<()>`.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::cli::stdout_error)
-    }};
+/// `print!` to standard output, but a failed write (a full disk, `> /dev/full`) is an error
+/// naming standard output, not a panic; evaluates to `anyhow::Result<()>`. The text is made
+/// first and written at once, flushed: a reader that stops early (`| head -3`) sees whole
+/// lines, and a short text goes out in one write.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(&format!($($arg)*))
+    };
 }
 
-/// `print!` to standard output, flushed, with write errors as [`outln!`] has them.
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        write!(stdout, $($arg)*).and_then(|()| stdout.flush()).map_err($crate::cli::stdout_error)
-    }};
+/// `println!` as [`out!`] writes.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(&(format!($($arg)*) + "\n"))
+    };
 }
 
 pub mod cluster;
@@ -109,9 +108,15 @@ fn at_least_one(text: &str, what: &str) -> Result<usize, String> {
     }
 }
 
-/// A failed write to standard output, as the one line `main` prints.
-pub fn stdout_error(error: std::io::Error) -> anyhow::Error {
-    anyhow::anyhow!("cannot write to standard output: {error}")
+/// Writes `text` to standard output and flushes it; a failed write is an error naming
+/// standard output.
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
 /// An error and its causes as one line: each cause once, and none whose text the message
