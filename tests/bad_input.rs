@@ -659,3 +659,42 @@ fn what_stands_where_a_video_or_the_dataset_should_be_is_said() {
     clear_error(ok, &err);
     assert!(err.contains("is not a directory: expected a dataset"), "{err}");
 }
+
+#[test]
+fn a_second_writer_of_an_output_directory_is_refused_while_the_first_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let config = dir.path().join("sweep.toml");
+    // A sweep that runs a while: a 300 ms step, 3 cells.
+    let text = format!(
+        "[dataset]\npath = \"{}\"\n[loader]\nwindow = \"none\"\nworkers = [0, 1, 2]\n\
+         batch = [2]\n[model]\nmodel = [\"synthetic:300ms\"]\n[run]\nloader_batches = 1\n\
+         model_steps = 2\ntrain_steps = 4\nwarmup = 0\n",
+        root.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = dir.path().join("out");
+    let args = ["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let mut first = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !out.join("results.jsonl").exists() && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(first.try_wait().unwrap().is_none(), "the first sweep still runs");
+    let (ok, _, err) = feedbench(&[&args[..], &["--resume"]].concat());
+    clear_error(ok, &err);
+    let holder = format!("another feedbench (pid {}) is writing here", first.id());
+    assert!(err.contains(&holder) && err.contains("out"), "{err}");
+    // Killed, the first holds nothing: a resume goes on where it stopped.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (ok, _, err) = feedbench(&[&args[..], &["--resume"]].concat());
+    assert!(ok, "{err}");
+    let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    assert_eq!(results.lines().count(), 3, "each cell once: {results}");
+}

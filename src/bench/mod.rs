@@ -9,6 +9,7 @@ pub mod compare;
 pub mod jsonl;
 pub mod layout_study;
 pub mod loader_run;
+pub mod lock;
 pub mod model_table;
 pub mod phase;
 pub mod report;

@@ -25,6 +25,9 @@ use super::sweep::SweepError;
 /// Why planning, running a share, or merging failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
+    /// Another process writes the output directory.
+    #[error(transparent)]
+    Locked(#[from] crate::bench::lock::LockError),
     /// A file or directory could not be read or written.
     #[error("{path}: {source}")]
     Io {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::ClusterError;
+use crate::bench::lock::OutputLock;
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::config::{ConfigFile, SweepConfig};
 use crate::bench::sweep::plan::plan;
@@ -92,6 +93,7 @@ impl Plan {
             return Err(ClusterError::file(out, "exists and is not a directory (--out)"));
         }
         std::fs::create_dir_all(out).map_err(|e| ClusterError::io(out, e))?;
+        let _alone = OutputLock::exclusive(out)?;
         let lines: String = self
             .cells
             .iter()

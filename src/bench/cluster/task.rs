@@ -8,6 +8,7 @@ use std::path::Path;
 use super::cells::{finished_cells, write_cell};
 use super::plan_file::{Plan, PlannedCell, TaskShare};
 use super::{ClusterError, CpuBudget};
+use crate::bench::lock::OutputLock;
 use crate::bench::phase::ModelPhase;
 use crate::bench::sweep::{
     dataset_name, model_key, prepare_dataset, run_cell, SweepContext, SweepProgress,
@@ -37,6 +38,8 @@ pub fn run_task(
     mut progress: impl FnMut(SweepProgress<'_>),
 ) -> Result<TaskOutcome, ClusterError> {
     let (config, plan) = Plan::read(out)?;
+    // Shared with the plan's other tasks; no lone sweep writes here meanwhile.
+    let _shared = OutputLock::shared(out)?;
     let mine = plan.share(share);
     budget.check(mine.iter().map(|c| c.cell.workers))?;
     let finished = finished_cells(out)?;

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
 use crate::bench::jsonl::{JsonlError, JsonlStore};
+use crate::bench::lock::OutputLock;
 use crate::dataset::files::{resolved, write_whole};
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
@@ -67,6 +68,9 @@ pub enum LayoutError {
         /// What failed.
         error: MeasureError,
     },
+    /// Another process writes the output directory.
+    #[error(transparent)]
+    Locked(#[from] crate::bench::lock::LockError),
     /// A request that cannot be met.
     #[error("{path}: {what}")]
     Refused {
@@ -124,6 +128,7 @@ pub fn run_layout(
         ));
     }
     std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
+    let _alone = OutputLock::exclusive(&out)?;
     let results_path = out.join(RESULTS_FILE);
     let earlier = read_results(&results_path)?;
     if !study.resume && (!earlier.is_empty() || out.join("candidates").exists()) {

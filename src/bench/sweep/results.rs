@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
 use crate::bench::jsonl::{self, JsonlError, JsonlStore};
+use crate::bench::lock::{LockError, OutputLock};
 use crate::bench::phase::{LoaderPhase, ModelPhase, TrainPhase};
 use crate::bench::system::{Placement, SystemInfo};
 
@@ -72,6 +73,9 @@ pub enum ResultsError {
         /// The config the results were measured with.
         path: PathBuf,
     },
+    /// Another process writes the output directory.
+    #[error(transparent)]
+    Locked(#[from] LockError),
     /// A line is not a cell result.
     #[error("{path}, line {line}: not a feedbench cell result ({what})")]
     Line {
@@ -127,6 +131,8 @@ pub enum Resume {
 pub struct ResultsSink {
     store: JsonlStore,
     results: Vec<CellResult>,
+    /// This sweep alone writes the directory while the sink lives.
+    _alone: OutputLock,
 }
 
 impl ResultsSink {
@@ -144,14 +150,13 @@ impl ResultsSink {
             return Err(ResultsError::NotADirectory { path: out.to_path_buf() });
         }
         std::fs::create_dir_all(out).map_err(io(out))?;
+        let alone = OutputLock::exclusive(out)?;
         let path = out.join(RESULTS_FILE);
         let config_file = out.join(CONFIG_FILE);
         if !path.exists() {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
-            return Ok(Self {
-                store: JsonlStore::open::<CellResult>(&path)?.0,
-                results: Vec::new(),
-            });
+            let store = JsonlStore::open::<CellResult>(&path)?.0;
+            return Ok(Self { store, results: Vec::new(), _alone: alone });
         }
         if resume == Resume::No {
             return Err(ResultsError::Exists { path });
@@ -164,7 +169,7 @@ impl ResultsSink {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
         }
         let (store, results) = JsonlStore::open(&path)?;
-        Ok(Self { store, results })
+        Ok(Self { store, results, _alone: alone })
     }
 
     /// Every result so far, in file order.

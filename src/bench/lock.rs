@@ -1,0 +1,110 @@
+//! One writer of an output directory at a time: an advisory lock (`flock`) on `DIR/.lock`,
+//! held for as long as the process writes there and released by the kernel on any exit, a crash
+//! included, so that a resumed run is never refused by a lock its killed predecessor held.
+//! A sweep or a layout study holds it alone; the tasks of one sweep plan share it, and keep a
+//! lone writer out.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// The lock file of an output directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Another process writes the directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The lock is held.
+    #[error(
+        "{}: another feedbench{} is writing here; wait for it to end, or choose another --out",
+        dir.display(),
+        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    Held {
+        /// The output directory.
+        dir: PathBuf,
+        /// The holder's process id, where it wrote it.
+        holder: Option<u32>,
+    },
+    /// The lock file could not be made or locked.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A held lock on an output directory; dropping it (or exiting) releases it.
+#[derive(Debug)]
+pub struct OutputLock {
+    _file: File,
+}
+
+impl OutputLock {
+    /// The directory `dir` (which must exist) for this process alone; its id is written in the
+    /// lock file, for the message another process gets.
+    pub fn exclusive(dir: &Path) -> Result<Self, LockError> {
+        let mut file = Self::take(dir, libc::LOCK_EX)?;
+        let io = |source| LockError::Io { path: dir.join(LOCK_FILE), source };
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        write!(file, "{}", std::process::id()).map_err(io)?;
+        Ok(Self { _file: file })
+    }
+
+    /// The directory `dir` shared with other holders of a shared lock (the tasks of a plan),
+    /// and kept from an exclusive holder.
+    pub fn shared(dir: &Path) -> Result<Self, LockError> {
+        Ok(Self { _file: Self::take(dir, libc::LOCK_SH)? })
+    }
+
+    fn take(dir: &Path, operation: libc::c_int) -> Result<File, LockError> {
+        let path = dir.join(LOCK_FILE);
+        let io = |source| LockError::Io { path: path.clone(), source };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        // SAFETY: flock takes the descriptor of a file this function owns, open meanwhile.
+        if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } == 0 {
+            return Ok(file);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(io(error));
+        }
+        let mut text = String::new();
+        let holder = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
+        Err(LockError::Held { dir: dir.to_path_buf(), holder })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_writer_at_a_time_and_the_lock_goes_with_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = OutputLock::exclusive(dir.path()).unwrap();
+        // flock locks belong to the open file: a second open is a second holder, as another
+        // process would be.
+        let second = OutputLock::exclusive(dir.path()).unwrap_err().to_string();
+        let pid = std::process::id();
+        assert!(second.contains(&format!("another feedbench (pid {pid})")), "{second}");
+        assert!(OutputLock::shared(dir.path()).is_err(), "no task while a sweep writes");
+        drop(first);
+        let tasks = [OutputLock::shared(dir.path()), OutputLock::shared(dir.path())];
+        assert!(tasks.iter().all(Result::is_ok), "the tasks of a plan share it");
+        assert!(OutputLock::exclusive(dir.path()).is_err(), "no sweep while tasks write");
+        drop(tasks);
+        OutputLock::exclusive(dir.path()).unwrap();
+    }
+}
