@@ -698,3 +698,25 @@ fn a_second_writer_of_an_output_directory_is_refused_while_the_first_runs() {
     let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
     assert_eq!(results.lines().count(), 3, "each cell once: {results}");
 }
+
+#[test]
+fn a_trace_cut_short_by_sigterm_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let trace = dir.path().join("t.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(["load", root.to_str().unwrap(), "--window", "none", "--workers", "1"])
+        .args(["--batch", "2", "--batches", "100000000", "--trace", trace.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "still loading");
+    // SAFETY: kill sends a signal to the child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    child.wait().unwrap();
+    let left: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, ["ds"], "no trace, empty or half-written, is left");
+}

@@ -10,7 +10,7 @@ use clap::Args;
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
 use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
 use feedbench::bench::system::{system_info, Placement};
-use feedbench::dataset::files::output_apart_from;
+use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::{check_decoder_threads, LoaderConfig};
@@ -210,7 +210,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase = loader.loader_phase(args.batches, warmup, &mut |n| progress.set_position(n as u64));
-    let phase = unless_failed(phase, args.trace.as_deref())?;
+    let phase = phase?;
     progress.finish_and_clear();
     print_json_or_text(&phase, args.json)?;
     write_rank(args.out.as_deref(), loader.as_ref(), RankPhase::Load(phase), tch::Device::Cpu)?;
@@ -283,7 +283,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref() };
     let phase =
         loader.train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64));
-    let phase = unless_failed(phase, args.trace.as_deref())?;
+    let phase = phase?;
     progress.finish_and_clear();
     if !args.json {
         match compute {
@@ -395,35 +395,34 @@ fn write_rank(
     Ok(())
 }
 
-/// With `path`, a trace for the loader's workers. The file is created now, empty, so that a
-/// path that exists or cannot be written is refused before any work (`--trace`).
+/// With `path`, a trace for the loader's workers. A path that exists or cannot be created is
+/// refused before any work (`--trace`): the file is created and removed again, and written
+/// whole at the end, so that a run that fails or is killed leaves no file behind.
 fn start_trace(path: Option<&Path>, loader: &mut dyn MeasuredLoader) -> Result<Option<Arc<Trace>>> {
     let Some(path) = path else { return Ok(None) };
     if path.exists() {
         anyhow::bail!("--trace {}: exists; the trace goes to a new file", path.display());
     }
     std::fs::File::create_new(path)
+        .and_then(|_| std::fs::remove_file(path))
         .with_context(|| format!("--trace {}: cannot create the file", path.display()))?;
     let trace = Trace::new();
     loader.set_trace(Some(trace.clone()))?;
     Ok(Some(trace))
 }
 
-/// The phase's figures; when it failed, the empty trace file made for it is removed.
-fn unless_failed<T, E>(phase: Result<T, E>, trace: Option<&Path>) -> Result<T, E> {
-    if let (Err(_), Some(path)) = (&phase, trace) {
-        let _ = std::fs::remove_file(path);
-    }
-    phase
-}
-
-/// Writes the trace to `path`, and says where it went. Called once the phase has returned (its
-/// batch stream, dropped there, has joined the workers, so every span is recorded) and its
-/// figures are printed, so that they are never lost to a failing side file.
+/// Writes the trace to `path`, whole, and says where it went. Called once the phase has
+/// returned (its batch stream, dropped there, has joined the workers, so every span is
+/// recorded) and its figures are printed, so that they are never lost to a failing side file.
 fn finish_trace(path: Option<&Path>, trace: Option<Arc<Trace>>) -> Result<()> {
     if let (Some(path), Some(trace)) = (path, trace) {
-        trace
-            .write_chrome(path)
+        if path.exists() {
+            anyhow::bail!(
+                "--trace {}: appeared while measuring; the trace is not written over it",
+                path.display()
+            );
+        }
+        write_whole(path, &trace.chrome_json())
             .with_context(|| format!("writing the trace {}", path.display()))?;
         eprintln!("wrote the trace to {}", path.display());
     }

@@ -50,9 +50,14 @@ impl Trace {
         self.spans.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Writes the spans as a Chrome trace (`traceEvents` of complete events, one thread per
-    /// track, named).
+    /// Writes the spans to `path` as a Chrome trace ([`Trace::chrome_json`]).
     pub fn write_chrome(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.chrome_json())
+    }
+
+    /// The spans as a Chrome trace (`traceEvents` of complete events, one thread per track,
+    /// named), JSON bytes.
+    pub fn chrome_json(&self) -> Vec<u8> {
         let spans = self.spans();
         let mut tracks: Vec<&str> = Vec::new();
         for span in &spans {
@@ -78,7 +83,7 @@ impl Trace {
             })
         }));
         let json = serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" });
-        std::fs::write(path, serde_json::to_vec(&json).expect("a trace serialises"))
+        serde_json::to_vec(&json).expect("a trace serialises")
     }
 }
 
