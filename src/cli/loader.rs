@@ -209,8 +209,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase = loader.loader_phase(args.batches, warmup, &mut |n| progress.set_position(n as u64));
-    let phase = phase?;
+    let phase =
+        loader.loader_phase(args.batches, warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     print_json_or_text(&phase, args.json)?;
     write_rank(args.out.as_deref(), loader.as_ref(), RankPhase::Load(phase), tch::Device::Cpu)?;
@@ -281,9 +281,8 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     };
     let progress = progress_bar(args.steps, args.json, "training");
     let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref() };
-    let phase =
-        loader.train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64));
-    let phase = phase?;
+    let phase = loader
+        .train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     if !args.json {
         match compute {

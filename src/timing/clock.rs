@@ -5,12 +5,19 @@ use std::time::Duration;
 
 /// The CPU time the calling thread has used so far.
 pub fn thread_cpu_time() -> Duration {
+    let now = clock_time(libc::CLOCK_THREAD_CPUTIME_ID);
+    debug_assert!(now.is_some(), "CLOCK_THREAD_CPUTIME_ID is always available on Linux");
+    now.unwrap_or_default()
+}
+
+/// The time of `clock`; None where the kernel refuses it (another thread's clock once that
+/// thread is gone).
+pub(super) fn clock_time(clock: libc::clockid_t) -> Option<Duration> {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer; the clock id is a
-    // constant every Linux kernel supports.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    debug_assert_eq!(status, 0, "CLOCK_THREAD_CPUTIME_ID is always available on Linux");
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    // SAFETY: clock_gettime writes one timespec through a valid pointer; an invalid clock id
+    // is an error return, not undefined behaviour.
+    let status = unsafe { libc::clock_gettime(clock, &mut now) };
+    (status == 0).then(|| Duration::new(now.tv_sec as u64, now.tv_nsec as u32))
 }
 
 /// User + system CPU time of the whole process (every thread) so far.

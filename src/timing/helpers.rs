@@ -11,6 +11,8 @@ use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::clock::clock_time;
+
 /// Held while threads are started by a call whose new threads are looked for.
 static STARTING: Mutex<()> = Mutex::new(());
 
@@ -80,15 +82,6 @@ fn thread_name(path: &str) -> Option<String> {
 fn thread_cpu_clock(tid: libc::pid_t) -> libc::clockid_t {
     const CPUCLOCK_PERTHREAD_SCHED: libc::clockid_t = 6;
     (!tid << 3) | CPUCLOCK_PERTHREAD_SCHED
-}
-
-/// The time of `clock`; None once its thread is gone.
-fn clock_time(clock: libc::clockid_t) -> Option<Duration> {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer; an invalid clock id
-    // (a thread that has exited) is an error return, not undefined behaviour.
-    let status = unsafe { libc::clock_gettime(clock, &mut now) };
-    (status == 0).then(|| Duration::new(now.tv_sec as u64, now.tv_nsec as u32))
 }
 
 #[cfg(test)]

@@ -103,6 +103,9 @@ impl TimingTree {
     /// Adds `cpu` used by other threads on behalf of stage `path` (threads a library starts
     /// for itself) to the stage and every stage it runs inside, as their calls' own CPU is.
     pub fn add_helper_cpu(&mut self, path: &str, cpu: Duration) {
+        if cpu.is_zero() {
+            return;
+        }
         let cpu_only = StageTotals { calls: 0, wall: Duration::ZERO, cpu };
         let mut at = path;
         loop {

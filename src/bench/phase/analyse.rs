@@ -66,9 +66,7 @@ impl LoaderRun {
             lerobot: self.lerobot,
         }
     }
-}
 
-impl LoaderRun {
     /// Threads that decode at once: each worker's decoder threads (the consumer's without
     /// workers).
     fn decoding_threads(&self) -> usize {

@@ -30,15 +30,14 @@ pub struct Feed<'a> {
 
 /// A loader feedbench measures: its knobs, its `loader` phase and its `train` phase.
 pub trait MeasuredLoader {
-    /// Which loader it is.
-    fn backend(&self) -> LoaderBackend;
-
     /// Its knobs.
     fn config(&self) -> &LoaderConfig;
 
-    /// Whether its batches stay in another process, so that a `train` phase feeds it the
-    /// step's compute ([`Feed::compute`]) rather than the step itself.
-    fn feeds_from_afar(&self) -> bool;
+    /// Whether its batches stay in another process (it is not the native pipeline), so that a
+    /// `train` phase feeds it the step's compute ([`Feed::compute`]) rather than the step.
+    fn feeds_from_afar(&self) -> bool {
+        self.native().is_none()
+    }
 
     /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones, epoch
     /// after epoch with the same workers; `on_batch` hears each measured batch (progress).
@@ -67,16 +66,8 @@ pub trait MeasuredLoader {
 }
 
 impl MeasuredLoader for Loader {
-    fn backend(&self) -> LoaderBackend {
-        LoaderBackend::Native
-    }
-
     fn config(&self) -> &LoaderConfig {
         Loader::config(self)
-    }
-
-    fn feeds_from_afar(&self) -> bool {
-        false
     }
 
     fn loader_phase(
@@ -109,16 +100,8 @@ impl MeasuredLoader for Loader {
 }
 
 impl MeasuredLoader for LerobotLoader {
-    fn backend(&self) -> LoaderBackend {
-        LoaderBackend::Lerobot
-    }
-
     fn config(&self) -> &LoaderConfig {
         &self.spec().config
-    }
-
-    fn feeds_from_afar(&self) -> bool {
-        true
     }
 
     fn loader_phase(

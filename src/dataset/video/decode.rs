@@ -301,9 +301,9 @@ impl StreamDecoder {
         set_extradata(path, &mut context, video.extradata())?;
         let open = || context.decoder().open_as(codec).and_then(|d| d.video());
         // libdav1d names its threads; libavcodec's inherit the worker's name.
-        let (decoder, helpers) = match threads {
-            1 => (open(), HelperThreads::default()),
-            _ => HelperThreads::started_by("dav1d-worker", open),
+        let (decoder, helpers) = match threads > 1 {
+            true => HelperThreads::started_by("dav1d-worker", open),
+            false => (open(), HelperThreads::default()),
         };
         let decoder = decoder.map_err(|e| {
             DatasetError::invalid(path, format!("cannot open the {name} decoder: {e}"))
