@@ -74,7 +74,7 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
     let spec = if args.delta.is_empty() {
         args.window.spec()
     } else {
-        WindowSpec::parse_deltas(&args.delta)?
+        WindowSpec::parse_deltas(&args.delta).map_err(|e| anyhow::anyhow!("--{e}"))?
     };
     let window = dataset.window(&spec)?;
     let mut sample = dataset.sample(args.index, &window)?;
@@ -170,7 +170,7 @@ pub struct SynthArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// v3.0: at most this many episodes per data and video file (default: LeRobot's sizes).
-    #[arg(long)]
+    #[arg(long, value_parser = super::episodes)]
     episodes_per_file: Option<usize>,
     /// How camera frames are stored: `video` (mp4, the preset's codec), `png` (images in the
     /// parquet files) or `raw` (feedbench's uncompressed frame files)

@@ -99,10 +99,15 @@ pub fn steps(text: &str) -> Result<usize, String> {
     at_least_one(text, "step")
 }
 
+/// A count of episodes (`--episodes-per-file`): at least one, refused by clap naming the flag.
+pub fn episodes(text: &str) -> Result<usize, String> {
+    at_least_one(text, "episode")
+}
+
 /// A whole number of at least one `what`.
 fn at_least_one(text: &str, what: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(0) => Err(format!("expected at least one {what}")),
+        Ok(0) => Err(format!("expected at least one {what} (≥ 1)")),
         Ok(n) => Ok(n),
         Err(e) => Err(format!("{text:?}: {e}")),
     }

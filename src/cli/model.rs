@@ -46,7 +46,7 @@ pub struct ModelArgs {
     #[arg(long, default_value = "u8")]
     pub images: ImageFormat,
     /// Measured steps per row.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::steps)]
     pub steps: usize,
     /// Steps run before measuring.
     #[arg(long, default_value_t = 3)]

@@ -55,7 +55,7 @@ pub enum DatasetError {
         source: arrow::error::ArrowError,
     },
     /// A file of a selected episode is missing (a partial download).
-    #[error("{}: missing file of episode {episode} (partial download? select present episodes with --episodes)", path.display())]
+    #[error("{}: missing file of episode {episode} (partial download? select the episodes that are present)", path.display())]
     MissingFile {
         /// The expected file.
         path: PathBuf,

@@ -68,13 +68,13 @@ impl WindowSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeltaError {
     /// No `=` between the key and the seconds.
-    #[error("--delta {arg:?}: expected KEY=S,S,…")]
+    #[error("delta {arg:?}: expected KEY=S,S,…")]
     Form {
         /// The argument.
         arg: String,
     },
     /// A value that is not a number of seconds.
-    #[error("--delta {arg:?}: {value:?}: {what}")]
+    #[error("delta {arg:?}: {value:?}: {what}")]
     Seconds {
         /// The argument.
         arg: String,

@@ -92,7 +92,7 @@ impl LerobotSteps<'_> {
         python: &Path,
     ) -> Result<(LerobotVersions, Vec<LerobotStepRow>), ModelError> {
         if self.steps == 0 {
-            return Err(ModelError::Config("measure at least one step (--steps ≥ 1)".into()));
+            return Err(ModelError::Config("measure at least one step".into()));
         }
         let cameras: Vec<_> = self
             .shapes

@@ -124,7 +124,7 @@ pub fn run_model_phase(
     warmup: usize,
 ) -> Result<ModelPhase, ModelError> {
     if steps == 0 {
-        return Err(ModelError::Config("measure at least one step (--steps ≥ 1)".into()));
+        return Err(ModelError::Config("measure at least one step".into()));
     }
     let mut per_step = Vec::with_capacity(steps);
     for iteration in schedule(warmup, steps) {

@@ -153,10 +153,7 @@ pub fn synth_with_progress(
     let started = Instant::now();
     preset.check(out)?;
     if options.episodes_per_file == Some(0) {
-        return Err(DatasetError::invalid(
-            out,
-            "episodes per file (--episodes-per-file) must be ≥ 1",
-        ));
+        return Err(DatasetError::invalid(out, "episodes per file must be ≥ 1"));
     }
     let lengths = preset.episode_lengths(options.seed);
     let data_files = data_file_groups(&lengths, options.episodes_per_file, row_bytes(preset));
