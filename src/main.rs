@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use cli::{cluster, compare, dataset, guard, layout, loader, model, sweep};
+use cli::{cluster, compare, dataset, guard, layout, loader, model, sweep, tune};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -29,6 +29,10 @@ enum Command {
     /// Feed a training step from the loader (the `train` phase): wait, h2d and compute per
     /// step, the input-bound share and the verdict.
     Train(loader::TrainArgs),
+    /// Which num_workers (and prefetch) does my step need? The step and one worker measured,
+    /// the answer predicted and verified around it within --cpus and --memory, printed with
+    /// the flags to paste (feedbench's, or lerobot-train's with --loader lerobot).
+    Tune(tune::TuneArgs),
     /// Sweep the loader's knobs feeding a training step: every cell in the loader, model and
     /// train phases, appended to DIR/results.jsonl; then the report.
     Sweep(sweep::SweepArgs),
@@ -92,6 +96,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Sample(args) => dataset::sample(&args),
         Command::Load(args) => loader::load(&args),
         Command::Train(args) => loader::train(&args),
+        Command::Tune(args) => tune::run(&args),
         Command::Sweep(args) => sweep::sweep(&args),
         Command::Stage(args) => dataset::stage(&args),
         Command::Model(args) => model::run(&args),

@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::lerobot_python;
+
 use std::path::{Path, PathBuf};
 
 use feedbench::dataset::{EpisodeList, WindowChoice};
@@ -17,19 +19,6 @@ use feedbench::loader::sampler::SamplerKind;
 use feedbench::loader::spec::LoaderSpec;
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::{read_npy, ReadableElement};
-
-/// The Python of the LeRobot venv: `$FEEDBENCH_LEROBOT_PYTHON`, else `.venv-lerobot` here.
-fn lerobot_python() -> Option<PathBuf> {
-    let path = std::env::var_os("FEEDBENCH_LEROBOT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-lerobot/bin/python"));
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!("SKIPPED: no LeRobot venv at {} (make test creates it)", path.display());
-        None
-    }
-}
 
 /// Whether the LeRobot of `python` returns uint8 frames (`return_uint8`, from 0.6 on).
 fn has_uint8_frames(python: &Path) -> bool {

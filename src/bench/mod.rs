@@ -16,4 +16,5 @@ pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod system;
+pub mod tune;
 pub mod verdict;

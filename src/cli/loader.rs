@@ -35,12 +35,12 @@ pub struct LoaderFlags {
     /// or `none` (every key is the row's own value).
     #[arg(long, default_value = "diffusion")]
     window: WindowChoice,
-    /// Worker threads (0: load in the consuming thread).
-    #[arg(long, default_value_t = LoaderConfig::default().workers)]
-    workers: usize,
-    /// Batches in flight per worker.
-    #[arg(long, default_value_t = LoaderConfig::default().prefetch)]
-    prefetch: usize,
+    /// Worker threads (0: load in the consuming thread) [default: 4, LeRobot's].
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Batches in flight per worker [default: 2, DataLoader's].
+    #[arg(long)]
+    prefetch: Option<usize>,
     /// Samples per batch.
     #[arg(long = "batch", default_value_t = LoaderConfig::default().batch_size)]
     batch_size: usize,
@@ -140,14 +140,42 @@ impl LoaderFlags {
 
     /// The loader the flags describe; more workers than cores are allowed, with a warning.
     pub fn spec(&self) -> Result<LoaderSpec> {
+        let defaults = LoaderConfig::default();
+        let workers = self.workers.unwrap_or(defaults.workers);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if self.workers > cores {
+        if workers > cores {
             eprintln!(
-                "warning: {} workers on {cores} cores: they take turns on the cores, each with \
-                 its batches in flight and its decoders; more than the cores rarely helps",
-                self.workers
+                "warning: {workers} workers on {cores} cores: they take turns on the cores, each \
+                 with its batches in flight and its decoders; more than the cores rarely helps"
             );
         }
+        self.spec_with(workers, self.prefetch.unwrap_or(defaults.prefetch))
+    }
+
+    /// The knobs `tune` keeps fixed while it searches the workers and the prefetch: the flags
+    /// it searches, and those of one training process it has no use for, are refused.
+    pub fn fixed_knobs(&self, command: &str) -> Result<LoaderSpec> {
+        let given = [
+            ("--workers", self.workers.is_some()),
+            ("--prefetch", self.prefetch.is_some()),
+            ("--drop-last", self.drop_last),
+            ("--unordered", self.unordered),
+            ("--rank", self.rank.is_some()),
+            ("--pin-memory", self.pin_memory),
+            ("--no-persistent-workers", self.no_persistent_workers),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            anyhow::bail!(
+                "{flag} is not a flag of {command}: it searches the workers and prefetch itself, \
+                 for one training process"
+            );
+        }
+        let defaults = LoaderConfig::default();
+        self.spec_with(defaults.workers, defaults.prefetch)
+    }
+
+    /// The loader the flags describe, with `workers` and `prefetch`.
+    fn spec_with(&self, workers: usize, prefetch: usize) -> Result<LoaderSpec> {
         let shard = match (self.rank, self.world_size) {
             (Some(rank), Some(world)) => Shard::new(rank, world),
             _ => Shard::from_env(),
@@ -157,8 +185,8 @@ impl LoaderFlags {
             episodes: self.episodes.clone(),
             window: self.window,
             config: LoaderConfig {
-                workers: self.workers,
-                prefetch: self.prefetch,
+                workers,
+                prefetch,
                 batch_size: self.batch_size,
                 drop_last: self.drop_last,
                 sampler: self.sampler,
@@ -217,26 +245,33 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     finish_trace(args.trace.as_deref(), trace)
 }
 
+/// The training step's flags, shared by `train` and `tune`.
+#[derive(Args)]
+pub struct StepFlags {
+    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`) or `none`.
+    #[arg(long, default_value = "diffusion")]
+    pub model: ModelSpec,
+    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
+    #[arg(long, default_value = "auto")]
+    pub preset: DiffusionPreset,
+    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceChoice,
+    /// Arithmetic: `f32` or `bf16` (autocast).
+    #[arg(long, default_value = "f32")]
+    pub dtype: Precision,
+    /// libtorch intra-op threads, at least 1 (default: libtorch's choice, one per core).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+    pub threads: Option<i32>,
+}
+
 /// Arguments of `feedbench train`.
 #[derive(Args)]
 pub struct TrainArgs {
     #[command(flatten)]
     loader: LoaderFlags,
-    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`) or `none`.
-    #[arg(long, default_value = "diffusion")]
-    model: ModelSpec,
-    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
-    #[arg(long, default_value = "auto")]
-    preset: DiffusionPreset,
-    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
-    #[arg(long, default_value = "auto")]
-    device: DeviceChoice,
-    /// Arithmetic: `f32` or `bf16` (autocast).
-    #[arg(long, default_value = "f32")]
-    dtype: Precision,
-    /// libtorch intra-op threads, at least 1 (default: libtorch's choice, one per core).
-    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
-    threads: Option<i32>,
+    #[command(flatten)]
+    step: StepFlags,
     /// Steps to measure.
     #[arg(long, default_value_t = 20, value_parser = super::steps)]
     steps: usize,
@@ -266,7 +301,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let mut loader = choice.build(&spec)?;
     claim_rank_file(args.out.as_deref(), loader.as_ref())?;
     let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
-    if let Some(threads) = args.threads {
+    if let Some(threads) = args.step.threads {
         tch::set_num_threads(threads);
     }
     // A loader in this process (the native one) runs the step on each batch; one in another
@@ -293,7 +328,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
                 fed.device
             )?,
             None if loader.feeds_from_afar() => {}
-            None => outln!("{} on {:?}, {}", step.name(), step.device(), args.dtype)?,
+            None => outln!("{} on {:?}, {}", step.name(), step.device(), args.step.dtype)?,
         }
     }
     print_json_or_text(&phase, args.json)?;
@@ -303,12 +338,13 @@ pub fn train(args: &TrainArgs) -> Result<()> {
 
 /// The step `train`'s flags describe.
 fn step_spec(args: &TrainArgs) -> StepSpec {
+    let step = &args.step;
     StepSpec {
-        model: args.model.clone(),
-        preset: args.preset,
+        model: step.model.clone(),
+        preset: step.preset,
         config_file: None,
-        device: args.device,
-        dtype: args.dtype,
+        device: step.device,
+        dtype: step.dtype,
         host_seed: None,
     }
 }
@@ -321,7 +357,7 @@ fn step_spec(args: &TrainArgs) -> StepSpec {
 fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
     let step_spec = step_spec(args);
     let device = step_spec.device()?;
-    Ok(match &args.model {
+    Ok(match &args.step.model {
         ModelSpec::Synthetic { cost, .. } => {
             Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device })
         }
@@ -335,14 +371,14 @@ fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
             let info = native.dataset().info();
             let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
             let mut step = step_spec.build(shapes.as_ref())?;
-            let model = run_model_phase(step.as_mut(), &batch, args.dtype, 5, 2)?;
+            let model = run_model_phase(step.as_mut(), &batch, args.step.dtype, 5, 2)?;
             let fed = model.fed_step(device);
             eprintln!(
                 "{} on {:?}, {}: {:.1} ms of compute a step (median of 5, the model phase); \
                  LeRobot's loader now feeds a step that long",
                 step.name(),
                 step.device(),
-                args.dtype,
+                args.step.dtype,
                 fed.compute_ms
             );
             Some(fed)

@@ -26,6 +26,7 @@ pub mod layout;
 pub mod loader;
 pub mod model;
 pub mod sweep;
+pub mod tune;
 
 use std::path::{Path, PathBuf};
 

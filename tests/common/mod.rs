@@ -66,3 +66,16 @@ pub fn file_tree(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     }
     files
 }
+
+/// The Python of the LeRobot venv: `$FEEDBENCH_LEROBOT_PYTHON`, else `.venv-lerobot` here.
+pub fn lerobot_python() -> Option<PathBuf> {
+    let path = std::env::var_os("FEEDBENCH_LEROBOT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-lerobot/bin/python"));
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("SKIPPED: no LeRobot venv at {} (make test creates it)", path.display());
+        None
+    }
+}

@@ -199,45 +199,79 @@ fn knee_change(rows: &[Row], best: usize, i: usize) -> Option<Change> {
     Change::of_by(&b.train_iteration_ms, &r.train_iteration_ms, INTERVAL_SEED, rate)
 }
 
-/// Whether row `i` trains slower than row `best` beyond the knee's noise band: the whole
-/// interval of the `change` below it where there is one, else its median.
-fn worse_than_best(rows: &[Row], best: usize, i: usize, change: Option<Change>) -> bool {
+/// Whether row `i` trains slower than row `best` beyond `tolerance_pct`: the whole interval of
+/// the `change` below it where there is one, else its median.
+fn worse_than_best(
+    rows: &[Row],
+    best: usize,
+    i: usize,
+    change: Option<Change>,
+    tolerance_pct: f64,
+) -> bool {
     match change {
-        Some(change) => change.decision(KNEE_TOLERANCE_PCT) == Decision::Lower,
-        None => {
-            !within(rows[i].train_samples_per_s, rows[best].train_samples_per_s, KNEE_TOLERANCE_PCT)
-        }
+        Some(change) => change.decision(tolerance_pct) == Decision::Lower,
+        None => !within(rows[i].train_samples_per_s, rows[best].train_samples_per_s, tolerance_pct),
     }
 }
 
-/// The knee of workers and the prefetch depth past which nothing improves, among `members`.
-fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
+/// The knee of workers among some rows: the best train throughput, and the fewest workers not
+/// worse than it beyond a tolerance.
+#[derive(Debug, Clone)]
+pub struct Knee {
+    /// The row with the best train throughput (on a tie the fewest workers, then the
+    /// shallowest prefetch).
+    pub best: usize,
+    /// The fewest workers not worse than the best.
+    pub workers: usize,
+    /// Each row with a finite throughput and its change against the best (None where a side
+    /// kept too few steps for an interval).
+    pub judged: Vec<(usize, Option<Change>)>,
+}
+
+/// The knee among `members` of `rows`, with changes within `tolerance_pct` counted as no loss;
+/// None when no row has a finite train throughput. The sweep's recommendation uses
+/// [`KNEE_TOLERANCE_PCT`]; `tune` its target.
+pub fn knee(rows: &[Row], members: &[usize], tolerance_pct: f64) -> Option<Knee> {
     let finite: Vec<usize> =
         members.iter().copied().filter(|&i| rows[i].train_samples_per_s.is_finite()).collect();
     let train = |i: usize| rows[i].train_samples_per_s;
     let (workers, prefetch) = (|i: usize| rows[i].knobs.workers, |i: usize| rows[i].knobs.prefetch);
-    // The best; on a tie, the fewest workers, then the shallowest prefetch.
     let best = finite.iter().copied().min_by(|&a, &b| {
         train(b)
             .total_cmp(&train(a))
             .then(workers(a).cmp(&workers(b)))
             .then(prefetch(a).cmp(&prefetch(b)))
     })?;
-    // Each row against the best: its change, and whether it is worse beyond noise.
     let judged: Vec<(usize, Option<Change>)> =
         finite.iter().map(|&i| (i, knee_change(rows, best, i))).collect();
     let knee = judged
         .iter()
-        .filter(|&&(i, change)| !worse_than_best(rows, best, i, change))
+        .filter(|&&(i, change)| !worse_than_best(rows, best, i, change, tolerance_pct))
         .map(|&(i, _)| workers(i))
         .min()?;
-    let at_knee: Vec<usize> = finite.iter().copied().filter(|&i| workers(i) == knee).collect();
+    Some(Knee { best, workers: knee, judged })
+}
+
+/// Among rows of the same workers (`at_knee`), the shallowest prefetch within
+/// [`PREFETCH_TOLERANCE_PCT`] of the best of them.
+pub fn shallowest_prefetch(rows: &[Row], at_knee: &[usize]) -> Option<usize> {
+    let train = |i: usize| rows[i].train_samples_per_s;
     let best_at_knee = at_knee.iter().map(|&i| train(i)).fold(f64::NEG_INFINITY, f64::max);
-    let row = at_knee
+    at_knee
         .iter()
         .copied()
         .filter(|&i| within(train(i), best_at_knee, PREFETCH_TOLERANCE_PCT))
-        .min_by_key(|&i| prefetch(i))?;
+        .min_by_key(|&i| rows[i].knobs.prefetch)
+}
+
+/// The knee of workers and the prefetch depth past which nothing improves, among `members`.
+fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
+    let train = |i: usize| rows[i].train_samples_per_s;
+    let (workers, prefetch) = (|i: usize| rows[i].knobs.workers, |i: usize| rows[i].knobs.prefetch);
+    let Knee { best, workers: knee, judged } = knee(rows, members, KNEE_TOLERANCE_PCT)?;
+    let finite: Vec<usize> = judged.iter().map(|&(i, _)| i).collect();
+    let at_knee: Vec<usize> = finite.iter().copied().filter(|&i| workers(i) == knee).collect();
+    let row = shallowest_prefetch(rows, &at_knee)?;
     let depths: Vec<usize> = {
         let mut d: Vec<usize> = at_knee.iter().map(|&i| prefetch(i)).collect();
         d.sort();

@@ -162,6 +162,19 @@ impl<'a> SweepContext<'a> {
     }
 }
 
+impl SweepContext<'_> {
+    /// The bytes of one batch of `cell`'s knobs, loaded in this thread (nothing is measured).
+    pub(crate) fn batch_bytes(&self, cell: &Cell) -> Result<u64, SweepError> {
+        let mut config = cell.loader_config(self.config.loader.sampler, self.config.loader.seed);
+        config.workers = 0;
+        let loader = Loader::new(self.dataset.clone(), self.window.clone(), config)?;
+        let batch = loader.epoch(0).next().ok_or_else(|| {
+            LoaderError::Config(format!("no batch to measure: {}", loader.why_no_batch()))
+        })??;
+        Ok(batch.into_batch().bytes() as u64)
+    }
+}
+
 /// The config as feedbench keeps it beside results (`sweep.toml`) and a plan hashes it: TOML,
 /// as feedbench writes it.
 pub fn config_text(config: &SweepConfig) -> String {

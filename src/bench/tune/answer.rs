@@ -1,0 +1,389 @@
+//! Tune's answer as plain data ([`Answer`], made from the measured rows by [`answer`]) and its
+//! text: one paragraph, the flags to paste into the user's own training (feedbench's or
+//! LeRobot's), what bounds it when nothing within the budgets keeps the step fed, and what a
+//! faster step would need.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::search::{Budgets, Demand, RateModel, SearchState};
+use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
+use crate::dataset::Resolution;
+use crate::loader::batch::ImageFormat;
+use crate::loader::lerobot::LoaderBackend;
+use crate::timing::stage::Stage;
+
+/// LeRobot's training defaults (`lerobot-train`, 0.6): the flags the answer leaves out when
+/// it agrees with them.
+const LEROBOT_PREFETCH_FACTOR: usize = 4;
+
+/// The step speed-ups the answer predicts workers for.
+const SPEEDUPS: [f64; 4] = [1.0, 2.0, 4.0, 8.0];
+
+/// What keeps the answer from feeding the step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "bound")]
+pub enum Bound {
+    /// Nothing: the step is fed, it dominates.
+    Step,
+    /// The cores: the step needs more workers than `--cpus` allows.
+    Cpus {
+        /// Workers predicted to feed the step (None: no count does).
+        workers_needed: Option<usize>,
+    },
+    /// The memory budget: more workers' batches would not fit.
+    Memory {
+        /// The most workers within it.
+        most_workers: usize,
+    },
+    /// More workers were measured and did not help (they share the cores with the step).
+    Loader,
+}
+
+/// What a step `speedup` times faster would need.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Beyond {
+    /// How much faster than the measured step.
+    pub speedup: f64,
+    /// Its step, ms.
+    pub step_ms: f64,
+    /// Samples/s it consumes.
+    pub demand_samples_per_s: f64,
+    /// Workers predicted to feed it (None: no count does).
+    pub workers: Option<usize>,
+}
+
+/// The knobs the answer's flags carry besides workers and prefetch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AnswerKnobs {
+    /// Which loader the flags are for.
+    pub loader: LoaderBackend,
+    /// Samples per batch.
+    pub batch: usize,
+    /// Camera frames at native size or resized.
+    pub resolution: Resolution,
+    /// f32 or u8 frames.
+    pub images: ImageFormat,
+}
+
+/// Tune's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// Loader workers.
+    pub workers: usize,
+    /// Batches in flight per worker.
+    pub prefetch: usize,
+    /// The knobs of the flags.
+    pub knobs: AnswerKnobs,
+    /// Its train samples/s.
+    pub train_samples_per_s: f64,
+    /// The 95 % interval of it, where enough steps were kept.
+    pub train_interval: Option<(f64, f64)>,
+    /// Its input-bound share (median, p95), percent.
+    pub input_bound_pct: (f64, f64),
+    /// One fewer worker's change against the best, percent, where measured.
+    pub one_fewer_pct: Option<f64>,
+    /// The step's demand.
+    pub demand: Demand,
+    /// The loader's rates as measured.
+    pub rates: RateModel,
+    /// The loader's CPU per sample, ms.
+    pub cpu_ms_per_sample: f64,
+    /// The stage taking most of it and its share, percent (the native loader's).
+    pub dominant_stage: Option<(String, f64)>,
+    /// What bounds it.
+    pub bound: Bound,
+    /// The budgets it respected.
+    pub budgets: Budgets,
+    /// The search's tolerance, percent.
+    pub target_pct: f64,
+    /// What faster steps would need.
+    pub beyond: Vec<Beyond>,
+}
+
+/// The answer the measured `rows` give, or None where no row has a finite throughput.
+pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<Answer> {
+    let target = state.settings.target_pct;
+    let members: Vec<usize> = (0..rows.len()).collect();
+    let k = knee(rows, &members, target)?;
+    let at_knee: Vec<usize> =
+        members.iter().copied().filter(|&i| rows[i].knobs.workers == k.workers).collect();
+    let row = &rows[shallowest_prefetch(rows, &at_knee)?];
+    let rates = state.rates(rows).unwrap_or(RateModel::of(row.loader_samples_per_s, None));
+    let needed = rates.workers_needed(&state.demand, target);
+    let most = state.most_workers(rows, row.knobs.prefetch);
+    let bound = if row.input_bound_pct <= target {
+        Bound::Step
+    } else if needed.is_none_or(|n| n > state.budgets.cpus) {
+        Bound::Cpus { workers_needed: needed }
+    } else if needed.is_some_and(|n| n > most) {
+        Bound::Memory { most_workers: most }
+    } else {
+        Bound::Loader
+    };
+    let one_fewer_pct = k.judged.iter().find(|(i, _)| rows[*i].knobs.workers + 1 == k.workers).map(
+        |&(i, change)| {
+            change.map_or_else(
+                || 100.0 * (rows[i].train_samples_per_s / rows[k.best].train_samples_per_s - 1.0),
+                |c| c.percent,
+            )
+        },
+    );
+    let dominant_stage = (knobs.loader.is_native())
+        .then(|| row.dominant_stage())
+        .flatten()
+        .map(|s| (s.stage.name().to_string(), s.percent));
+    let beyond = SPEEDUPS
+        .iter()
+        .map(|&speedup| {
+            let demand = state.demand.faster(speedup);
+            Beyond {
+                speedup,
+                step_ms: demand.step_ms,
+                demand_samples_per_s: demand.samples_per_s(),
+                workers: rates.workers_needed(&demand, target),
+            }
+        })
+        .collect();
+    Some(Answer {
+        workers: row.knobs.workers,
+        prefetch: row.knobs.prefetch,
+        knobs,
+        train_samples_per_s: row.train_samples_per_s,
+        train_interval: row.train_interval,
+        input_bound_pct: (row.input_bound_pct, row.input_bound_p95_pct),
+        one_fewer_pct,
+        demand: state.demand,
+        rates,
+        cpu_ms_per_sample: row.loader_cpu_ms_per_sample,
+        dominant_stage,
+        bound,
+        budgets: state.budgets,
+        target_pct: target,
+        beyond,
+    })
+}
+
+impl Answer {
+    /// The flags to paste: feedbench's loader flags, or `lerobot-train`'s.
+    pub fn flags(&self) -> String {
+        let k = &self.knobs;
+        if k.loader.is_native() {
+            let mut flags = format!(
+                "--workers {} --prefetch {} --batch {}",
+                self.workers, self.prefetch, k.batch
+            );
+            if k.resolution != Resolution::Native {
+                flags.push_str(&format!(" --resolution {}", k.resolution));
+            }
+            if k.images == ImageFormat::U8 {
+                flags.push_str(" --uint8");
+            }
+            flags
+        } else {
+            let mut flags = format!("--num_workers={} --batch_size={}", self.workers, k.batch);
+            if self.workers > 0 && self.prefetch != LEROBOT_PREFETCH_FACTOR {
+                flags.push_str(&format!(" --prefetch_factor={}", self.prefetch));
+            }
+            flags
+        }
+    }
+
+    /// The one paragraph: the answer, its figures, and what bounds it.
+    pub fn paragraph(&self) -> String {
+        let d = &self.demand;
+        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
+        let mut text = format!(
+            "{} (prefetch {}) with batch {}: {} train samples/s",
+            capitalised(&workers(self.workers)),
+            self.prefetch,
+            self.knobs.batch,
+            rate(self.train_samples_per_s)
+        );
+        if let Some((low, high)) = self.train_interval {
+            text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
+        }
+        text.push_str(&format!(
+            ", {:.1} % of the step waiting for input (p95 {:.1} %). The step takes {} ms and \
+             asks for {} samples/s; one worker loads {} samples/s ({} CPU ms/sample",
+            self.input_bound_pct.0,
+            self.input_bound_pct.1,
+            millis(d.step_ms),
+            rate(d.samples_per_s()),
+            rate(self.rates.per_worker),
+            millis(self.cpu_ms_per_sample),
+        ));
+        if let Some(m) = self.rates.marginal {
+            text.push_str(&format!(", a second adds {:.0} % of one", 100.0 * m));
+        }
+        text.push_str("). ");
+        if let Some(pct) = self.one_fewer_pct {
+            if self.workers > 0 {
+                text.push_str(&format!("One worker fewer trains {pct:+.1} % against the best. "));
+            }
+        }
+        text.push_str(&match &self.bound {
+            Bound::Step => format!(
+                "The step dominates: more workers would not train faster (within {:.0} %).",
+                self.target_pct
+            ),
+            Bound::Cpus { workers_needed: Some(n) } => format!(
+                "Bound by the cores: no configuration within {} keeps the step fed. It needs {} \
+                 ({} CPU ms/sample × {} samples/s ≈ {:.1} cores of loading), so about {} cores \
+                 with the training process.{}",
+                cores(self.budgets.cpus),
+                workers(*n),
+                millis(self.cpu_ms_per_sample),
+                rate(d.samples_per_s()),
+                self.cpu_ms_per_sample * d.samples_per_s() / 1e3,
+                n + 1,
+                self.stage_advice()
+            ),
+            Bound::Cpus { workers_needed: None } => format!(
+                "Bound by the loader: a second worker adds too little for any count to feed this \
+                 step within {}.{}",
+                cores(self.budgets.cpus),
+                self.stage_advice()
+            ),
+            Bound::Memory { most_workers } => format!(
+                "Bound by the memory budget ({:.1} GB): more than {} with these batches would \
+                 not fit. A smaller prefetch, --uint8 frames or a lower resolution hold less.",
+                self.budgets.memory_bytes as f64 / 1e9,
+                workers(*most_workers)
+            ),
+            Bound::Loader => format!(
+                "Still input-bound, and more workers did not help: they share the {} with the \
+                 step.{}",
+                cores(self.budgets.cpus),
+                self.stage_advice()
+            ),
+        });
+        text
+    }
+
+    /// What the loader's dominant stage points to, as a sentence with a leading space.
+    fn stage_advice(&self) -> String {
+        let Some((name, pct)) = &self.dominant_stage else {
+            return String::new();
+        };
+        let to = match name.as_str() {
+            n if n == Stage::Decode.name() => {
+                "a layout that decodes cheaper (smaller frames, another codec or GOP: \
+                 `feedbench layout` measures candidates on these frames)"
+            }
+            n if n == Stage::Convert.name() => {
+                "videos stored at the resolution the policy trains at, or --uint8 frames \
+                 (normalised on the device)"
+            }
+            _ => "the stage itself (see `feedbench load` for the timing tree)",
+        };
+        format!(" The loader spends {pct:.0} % of its CPU in {name}: {to}.")
+    }
+}
+
+fn cores(n: usize) -> String {
+    format!("{n} core{}", if n == 1 { "" } else { "s" })
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |c| c.to_uppercase().collect::<String>() + chars.as_str())
+}
+
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.paragraph())?;
+        writeln!(f)?;
+        let whose = if self.knobs.loader.is_native() { "feedbench" } else { "lerobot-train" };
+        writeln!(f, "Flags ({whose}): {}", self.flags())?;
+        writeln!(f)?;
+        writeln!(f, "A faster step (same loader, {:.0} % target):", self.target_pct)?;
+        writeln!(
+            f,
+            "  {:>8}  {:>9}  {:>10}  {:>7}  {:>5}",
+            "speed", "step ms", "samples/s", "workers", "cores"
+        )?;
+        for b in &self.beyond {
+            let (w, c) = match b.workers {
+                Some(w) => (w.to_string(), (w + 1).to_string()),
+                None => ("-".into(), "-".into()),
+            };
+            writeln!(
+                f,
+                "  {:>7}×  {:>9}  {:>10}  {w:>7}  {c:>5}",
+                b.speedup,
+                millis(b.step_ms),
+                rate(b.demand_samples_per_s)
+            )?;
+        }
+        writeln!(
+            f,
+            "  (cores: the workers and the training process, at one worker's measured rate)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::render;
+    use crate::bench::tune::search::SearchSettings;
+    use crate::testdata::FakeCell;
+
+    fn state(step_ms: f64, cpus: usize) -> SearchState {
+        SearchState {
+            demand: Demand { step_ms, batch: 16 },
+            budgets: Budgets { cpus, memory_bytes: 64_000_000_000 },
+            settings: SearchSettings { target_pct: 5.0, prefetch: 2, max_repeats: 3 },
+            batch_bytes: 100_000_000,
+        }
+    }
+
+    fn knobs(loader: LoaderBackend) -> AnswerKnobs {
+        AnswerKnobs { loader, batch: 16, resolution: Resolution::Native, images: ImageFormat::F32 }
+    }
+
+    /// Cells of 1 and 2 workers at 100 samples/s each feeding a step that needs `need`/s.
+    fn rows(need: f64) -> Vec<Row> {
+        let cell = |w: usize| {
+            let mut c = FakeCell::new(w, 2, 16);
+            c.loader_samples_per_s = 100.0 * w as f64;
+            c.train_samples_per_s = c.loader_samples_per_s.min(need);
+            c.input_bound_pct = 100.0 * (1.0 - c.train_samples_per_s / need);
+            c.result()
+        };
+        render(&[cell(1), cell(2)]).rows
+    }
+
+    #[test]
+    fn a_fed_step_gets_the_knee_and_the_flags_to_paste() {
+        let s = state(200.0, 2);
+        let a = answer(&rows(80.0), &s, knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!((a.workers, a.prefetch, a.bound.clone()), (1, 2, Bound::Step));
+        assert_eq!(a.flags(), "--workers 1 --prefetch 2 --batch 16");
+        assert!(a.paragraph().contains("The step dominates"), "{}", a.paragraph());
+        let lerobot = answer(&rows(80.0), &s, knobs(LoaderBackend::Lerobot)).unwrap();
+        assert_eq!(lerobot.flags(), "--num_workers=1 --batch_size=16 --prefetch_factor=2");
+        // The beyond table: 2× needs 160/s, two workers; 8× needs 640/s, seven.
+        let workers: Vec<Option<usize>> = a.beyond.iter().map(|b| b.workers).collect();
+        assert_eq!(workers, [Some(1), Some(2), Some(4), Some(7)]);
+    }
+
+    #[test]
+    fn no_feasible_answer_says_what_bounds_it_and_how_many_cores_would_do() {
+        // The step needs 400/s; two cores give 200.
+        let s = state(40.0, 2);
+        let a = answer(&rows(400.0), &s, knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.workers, 2);
+        assert_eq!(a.bound, Bound::Cpus { workers_needed: Some(4) });
+        let text = a.paragraph();
+        assert!(text.contains("Bound by the cores: no configuration within 2 cores"), "{text}");
+        assert!(text.contains("It needs 4 workers") && text.contains("about 5 cores"), "{text}");
+        assert!(text.contains("% of its CPU in decode"), "the dominant stage: {text}");
+        let mut tight = state(40.0, 8);
+        tight.budgets.memory_bytes = 1_000_000_000;
+        let a = answer(&rows(400.0), &tight, knobs(LoaderBackend::Native)).unwrap();
+        assert!(matches!(a.bound, Bound::Memory { .. }), "{:?}", a.bound);
+    }
+}

@@ -1,0 +1,260 @@
+//! `feedbench tune`: the workers (and prefetch) a training step needs, measured and predicted
+//! rather than swept. It measures the step and one worker's cost per sample, predicts the
+//! workers that feed the step within the budgets ([`search`]), and verifies the prediction with
+//! train-phase cells around it until the bootstrap interval decides. Every measurement is a
+//! sweep cell in `DIR/results.jsonl` (so `feedbench report DIR` re-renders a tune, and a killed
+//! tune resumes without measuring anything twice); the search's steps and the answer go to
+//! `DIR/tune.json`.
+
+pub mod answer;
+pub mod budget;
+pub mod search;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use self::answer::{answer, Answer, AnswerKnobs};
+use self::search::{next_step, Budgets, Demand, Next, SearchSettings, SearchState};
+use super::report::{render, Row};
+use super::sweep::cell::Cell;
+use super::sweep::config::SweepConfig;
+use super::sweep::plan::plan;
+use super::sweep::results::{CellResult, ResultsSink, Resume};
+use super::sweep::{config_text, dataset_name, model_key, run_cell, SweepContext, SweepError};
+use crate::dataset::files::write_whole;
+use crate::model::ModelSpec;
+
+/// The file of a tune's output directory holding its search and its answer.
+pub const TUNE_FILE: &str = "tune.json";
+
+/// The most configurations one tune measures (repeats counted): a search that has not
+/// decided by then answers with what it has.
+const MOST_MEASUREMENTS: usize = 24;
+
+/// Why a tune could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// Measuring failed.
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+    /// The memory budget does not hold one worker's batches.
+    #[error(
+        "the memory budget ({budget_gb:.2} GB) is below one worker's batches in flight: a batch \
+         takes {batch_gb:.2} GB and one worker holds {in_flight} at once; allow more memory, or \
+         make batches smaller (batch size, resolution, uint8 frames)"
+    )]
+    MemoryBelowOneBatch {
+        /// The budget, GB.
+        budget_gb: f64,
+        /// One batch, GB.
+        batch_gb: f64,
+        /// Batches one worker holds with prefetch 1 (and the consumer's).
+        in_flight: u64,
+    },
+    /// The step costs nothing to feed.
+    #[error("the step `none` asks for no batches: tune needs a step (a model, or a step time)")]
+    NoStep,
+    /// No measured configuration trained at all.
+    #[error("no configuration trained: nothing to answer from")]
+    NoAnswer,
+    /// tune.json could not be written.
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a tune measures and how it decides: the sweep config of its one group of knobs (its
+/// `workers` and `prefetch` axes are the configurations it may choose from), the budgets and
+/// the search's settings.
+#[derive(Debug, Clone)]
+pub struct TuneRequest<'a> {
+    /// The knobs, as a sweep config.
+    pub config: &'a SweepConfig,
+    /// The dataset root.
+    pub root: &'a Path,
+    /// The output directory.
+    pub out: &'a Path,
+    /// The budgets.
+    pub budgets: Budgets,
+    /// How to decide.
+    pub settings: SearchSettings,
+    /// Whether to go on with the results already in `out`.
+    pub resume: Resume,
+}
+
+/// One step of the search: what was measured, why, and what it gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneStep {
+    /// Loader workers.
+    pub workers: usize,
+    /// Batches in flight per worker.
+    pub prefetch: usize,
+    /// Which measurement of the configuration, from 0.
+    pub repeat: usize,
+    /// Why it was measured.
+    pub why: String,
+    /// The loader alone, samples/s.
+    pub loader_samples_per_s: f64,
+    /// The loader feeding the step, samples/s (over its repeats so far).
+    pub train_samples_per_s: f64,
+    /// Input-bound share of the step, median, percent.
+    pub input_bound_pct: f64,
+    /// Wall seconds it took; None for a configuration found measured (resumed).
+    pub seconds: Option<f64>,
+}
+
+/// What a tune did and found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tuned {
+    /// The answer.
+    pub answer: Answer,
+    /// The search's steps, in order.
+    pub steps: Vec<TuneStep>,
+    /// Wall seconds of the measurements made by this run.
+    pub measuring_s: f64,
+}
+
+/// What a tune is doing, for a progress line.
+#[derive(Debug, Clone, Copy)]
+pub enum TuneProgress<'a> {
+    /// A configuration is about to be measured.
+    Measuring {
+        /// Loader workers.
+        workers: usize,
+        /// Batches in flight per worker.
+        prefetch: usize,
+        /// Why.
+        why: &'a str,
+    },
+    /// A configuration was measured (or found measured), with the step's demand.
+    Measured {
+        /// The step.
+        step: &'a TuneStep,
+        /// What the step asks for.
+        demand: Demand,
+    },
+}
+
+/// Runs a tune: measures what the search asks for until it decides, appending each cell to
+/// `out/results.jsonl`, then writes `out/tune.json` and returns the answer.
+pub fn run_tune(
+    request: &TuneRequest<'_>,
+    mut progress: impl FnMut(TuneProgress<'_>),
+) -> Result<Tuned, TuneError> {
+    let (config, root, out) = (request.config, request.root, request.out);
+    if config.model.model.contains(&ModelSpec::None) {
+        return Err(TuneError::NoStep);
+    }
+    crate::dataset::files::output_apart_from(out, root).map_err(SweepError::from)?;
+    let (context, device) = SweepContext::open(config, root, out, config.model.device)?;
+    let base =
+        plan(config, &dataset_name(root), device).map_err(SweepError::from)?.cells[0].clone();
+    let batch_bytes = context.batch_bytes(&base)?;
+    let in_flight = search::MemoryModel::batches_in_flight(1, 1);
+    if batch_bytes * in_flight > request.budgets.memory_bytes {
+        return Err(TuneError::MemoryBelowOneBatch {
+            budget_gb: request.budgets.memory_bytes as f64 / 1e9,
+            batch_gb: batch_bytes as f64 / 1e9,
+            in_flight,
+        });
+    }
+    let mut sink =
+        ResultsSink::open(out, request.resume, &config_text(config)).map_err(SweepError::from)?;
+    let mut models: HashMap<String, _> =
+        sink.results().iter().map(|r| (model_key(&r.cell), r.model.clone())).collect();
+
+    let mut steps: Vec<TuneStep> = Vec::new();
+    let mut measuring_s = 0.0;
+    let state_of = |rows: &[Row]| -> Option<SearchState> {
+        let first = rows.first()?;
+        Some(SearchState {
+            demand: Demand { step_ms: first.model_step_ms, batch: base.batch_size },
+            budgets: request.budgets,
+            settings: request.settings,
+            batch_bytes,
+        })
+    };
+    // What an earlier, interrupted tune measured comes first, as it was measured.
+    let found: Vec<Cell> = sink.results().iter().map(|r| r.cell.clone()).collect();
+    for (n, cell) in found.iter().enumerate() {
+        let rows = rows_of(&sink.results()[..=n]);
+        let step = tune_step(&rows, cell, "measured before".into(), None);
+        let demand = state_of(&rows).expect("a row").demand;
+        steps.push(step);
+        progress(TuneProgress::Measured { step: steps.last().expect("pushed"), demand });
+    }
+    for _ in 0..MOST_MEASUREMENTS {
+        let rows = rows_of(sink.results());
+        let next = match state_of(&rows) {
+            Some(state) => next_step(&rows, &state),
+            None => Next::Measure {
+                workers: 1,
+                prefetch: request.settings.prefetch,
+                repeat: 0,
+                why: "the step and one worker's cost per sample".into(),
+            },
+        };
+        let Next::Measure { workers, prefetch, repeat, why } = next else { break };
+        let cell = Cell { workers, prefetch, repeat, ..base.clone() };
+        progress(TuneProgress::Measuring { workers, prefetch, why: &why });
+        let start = Instant::now();
+        let result = run_cell(&context, &cell, false, &mut models, |_| {})?;
+        sink.append(result).map_err(SweepError::from)?;
+        let seconds = start.elapsed().as_secs_f64();
+        measuring_s += seconds;
+        let rows = rows_of(sink.results());
+        steps.push(tune_step(&rows, &cell, why, Some(seconds)));
+        let demand = state_of(&rows).expect("a row was measured").demand;
+        progress(TuneProgress::Measured { step: steps.last().expect("pushed"), demand });
+    }
+
+    let rows = rows_of(sink.results());
+    let state = state_of(&rows).ok_or(TuneError::NoAnswer)?;
+    let knobs = AnswerKnobs {
+        loader: base.loader,
+        batch: base.batch_size,
+        resolution: base.resolution,
+        images: base.images,
+    };
+    let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
+    let tuned = Tuned { answer, steps, measuring_s };
+    let path = out.join(TUNE_FILE);
+    let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");
+    write_whole(&path, &json).map_err(|source| TuneError::Write { path, source })?;
+    Ok(tuned)
+}
+
+/// The step that measured `cell`, with its row's figures so far (its repeats aggregated).
+fn tune_step(rows: &[Row], cell: &Cell, why: String, seconds: Option<f64>) -> TuneStep {
+    let row = rows
+        .iter()
+        .find(|r| r.knobs.workers == cell.workers && r.knobs.prefetch == cell.prefetch)
+        .expect("the configuration is measured");
+    TuneStep {
+        workers: cell.workers,
+        prefetch: cell.prefetch,
+        repeat: cell.repeat,
+        why,
+        loader_samples_per_s: row.loader_samples_per_s,
+        train_samples_per_s: row.train_samples_per_s,
+        input_bound_pct: row.input_bound_pct,
+        seconds,
+    }
+}
+
+/// The rows of a tune's results (one group: the knobs but workers and prefetch are fixed).
+fn rows_of(results: &[CellResult]) -> Vec<Row> {
+    if results.is_empty() {
+        Vec::new()
+    } else {
+        render(results).rows
+    }
+}

@@ -1,0 +1,468 @@
+//! Tune's search, as pure functions of what was measured: the model that predicts the workers a
+//! step needs from the step's demand and one worker's rate ([`RateModel`]), the memory each
+//! configuration would hold ([`MemoryModel`]), and the next configuration to measure or the
+//! end of the search ([`next_step`]). The knee is the sweep's (`report::knee`), with the
+//! user's target as its tolerance, so that `report` re-renders a tune's cells to its answer.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::change::Decision;
+use crate::bench::report::{knee, Row, MIN_STEPS_FOR_INTERVAL};
+
+/// The most workers a prediction names (a step no loader can feed asks for more).
+const MOST_WORKERS: usize = 4096;
+
+/// What the step asks of the loader: a batch every step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Demand {
+    /// The step alone (the model phase's median, host→device copy included), ms.
+    pub step_ms: f64,
+    /// Samples per batch.
+    pub batch: usize,
+}
+
+impl Demand {
+    /// Samples per second the step consumes when it never waits.
+    pub fn samples_per_s(&self) -> f64 {
+        self.batch as f64 * 1e3 / self.step_ms
+    }
+
+    /// The same step `speedup` times faster.
+    pub fn faster(&self, speedup: f64) -> Self {
+        Self { step_ms: self.step_ms / speedup, batch: self.batch }
+    }
+}
+
+/// The budgets a tune respects: the cores its workers may use and the memory their batches may
+/// hold.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    /// CPU cores: at most this many workers.
+    pub cpus: usize,
+    /// Bytes the loader may hold.
+    pub memory_bytes: u64,
+}
+
+/// How the search decides.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SearchSettings {
+    /// The share of the step's throughput the answer may lose to input, percent: the knee's
+    /// tolerance (the sweep's is 5 %).
+    pub target_pct: f64,
+    /// The prefetch depth searched first (DataLoader's default, 2).
+    pub prefetch: usize,
+    /// The most times one configuration is measured while an interval cannot decide.
+    pub max_repeats: usize,
+}
+
+/// Loader rates and their prediction for more workers: one worker's samples/s, and what each
+/// further worker adds, as a share of one (measured from the second worker; 1 where it was
+/// not).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateModel {
+    /// The loader alone with one worker, samples/s.
+    pub per_worker: f64,
+    /// What the second worker added, as a share of the first's rate (0 to 1); None where two
+    /// workers were not measured (then taken as 1: linear).
+    pub marginal: Option<f64>,
+}
+
+impl RateModel {
+    /// The model from the loader phases of one and (if measured) two workers.
+    pub fn of(one: f64, two: Option<f64>) -> Self {
+        let marginal = two.map(|two| ((two - one) / one).clamp(0.0, 1.0));
+        Self { per_worker: one, marginal }
+    }
+
+    /// Predicted loader samples/s with `workers` (≥ 1) workers.
+    pub fn loader_rate(&self, workers: usize) -> f64 {
+        let extra = self.marginal.unwrap_or(1.0);
+        self.per_worker * (1.0 + extra * workers.saturating_sub(1) as f64)
+    }
+
+    /// Predicted train samples/s feeding `demand` with `workers`: with none, loading and the
+    /// step take turns in one thread; with some, the slower of the two.
+    pub fn train_rate(&self, workers: usize, demand: &Demand) -> f64 {
+        let need = demand.samples_per_s();
+        if workers == 0 {
+            1.0 / (1.0 / need + 1.0 / self.per_worker)
+        } else {
+            self.loader_rate(workers).min(need)
+        }
+    }
+
+    /// The fewest workers predicted to train within `target_pct` of the step's own rate; None
+    /// when no count up to [`MOST_WORKERS`] does (the loader does not scale).
+    pub fn workers_needed(&self, demand: &Demand, target_pct: f64) -> Option<usize> {
+        let enough = demand.samples_per_s() * (1.0 - target_pct / 100.0);
+        (0..=MOST_WORKERS).find(|&w| self.train_rate(w, demand) >= enough)
+    }
+}
+
+/// The memory a configuration holds: a base, what each worker adds, and its batches in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MemoryModel {
+    /// One batch's tensors, bytes.
+    pub batch_bytes: u64,
+    /// The process without batches (the one-worker loader's peak less its batches), bytes.
+    pub base_bytes: u64,
+    /// What a worker adds beside its batches (its decoders; a process for LeRobot's), bytes.
+    pub per_worker_bytes: u64,
+}
+
+impl MemoryModel {
+    /// Batches alive at once: `prefetch` per worker (one for none) and the consumer's.
+    pub fn batches_in_flight(workers: usize, prefetch: usize) -> u64 {
+        (workers.max(1) * prefetch.max(1) + 1) as u64
+    }
+
+    /// Predicted peak bytes of `workers` × `prefetch`.
+    pub fn bytes(&self, workers: usize, prefetch: usize) -> u64 {
+        self.base_bytes
+            + self.per_worker_bytes * workers as u64
+            + self.batch_bytes * Self::batches_in_flight(workers, prefetch)
+    }
+
+    /// The model from the loader phases' peaks at one and (if measured) two workers, each at
+    /// `prefetch`; batches alone where no peak is known.
+    pub fn of(batch_bytes: u64, prefetch: usize, one: Option<u64>, two: Option<u64>) -> Self {
+        let batches = |w| batch_bytes * Self::batches_in_flight(w, prefetch);
+        let base_one = one.map(|peak| peak.saturating_sub(batches(1)));
+        let per_worker = match (one, two) {
+            (Some(one), Some(two)) => {
+                two.saturating_sub(one).saturating_sub(batches(2) - batches(1))
+            }
+            _ => 0,
+        };
+        Self {
+            batch_bytes,
+            base_bytes: base_one.map_or(0, |b| b.saturating_sub(per_worker)),
+            per_worker_bytes: per_worker,
+        }
+    }
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Next {
+    /// Measure `workers` × `prefetch` (its `repeat`-th time, from 0), for the reason given.
+    Measure {
+        /// Loader workers.
+        workers: usize,
+        /// Batches in flight per worker.
+        prefetch: usize,
+        /// Which measurement of this configuration, from 0.
+        repeat: usize,
+        /// Why, in a few words.
+        why: String,
+    },
+    /// The measurements decide.
+    Done,
+}
+
+/// Everything the next step depends on besides the measured rows.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchState {
+    /// The step's demand.
+    pub demand: Demand,
+    /// The budgets.
+    pub budgets: Budgets,
+    /// How to decide.
+    pub settings: SearchSettings,
+    /// One batch's bytes (before any peak is measured).
+    pub batch_bytes: u64,
+}
+
+impl SearchState {
+    /// The row of `workers` × `prefetch`, if measured.
+    fn row(rows: &[Row], workers: usize, prefetch: usize) -> Option<&Row> {
+        rows.iter().find(|r| r.knobs.workers == workers && r.knobs.prefetch == prefetch)
+    }
+
+    /// The memory model from what was measured at the first prefetch depth.
+    pub fn memory(&self, rows: &[Row]) -> MemoryModel {
+        let p = self.settings.prefetch;
+        let peak = |w| Self::row(rows, w, p).and_then(|r| r.loader_peak_rss_bytes);
+        MemoryModel::of(self.batch_bytes, p, peak(1), peak(2))
+    }
+
+    /// The rate model from the loader phases of one and two workers at the first depth.
+    pub fn rates(&self, rows: &[Row]) -> Option<RateModel> {
+        let p = self.settings.prefetch;
+        let one = Self::row(rows, 1, p)?.loader_samples_per_s;
+        let two = Self::row(rows, 2, p).map(|r| r.loader_samples_per_s);
+        Some(RateModel::of(one, two))
+    }
+
+    /// Whether `workers` × `prefetch` fits the memory budget, as far as the measured rows tell.
+    pub fn fits(&self, rows: &[Row], workers: usize, prefetch: usize) -> bool {
+        self.memory(rows).bytes(workers, prefetch) <= self.budgets.memory_bytes
+    }
+
+    /// The most workers within both budgets at `prefetch`.
+    pub fn most_workers(&self, rows: &[Row], prefetch: usize) -> usize {
+        (1..=self.budgets.cpus).take_while(|&w| self.fits(rows, w, prefetch)).last().unwrap_or(0)
+    }
+}
+
+/// The next configuration to measure, or [`Next::Done`]: one worker first (the loader's cost per
+/// sample; the step's cost comes with it), a second where the prediction needs more (its
+/// scaling), then the predicted count and one fewer; then up while the best is still starved
+/// and the budgets allow, down while one fewer is not worse, a repeat where an interval cannot
+/// decide, and a deeper prefetch only where the step's spread makes batches late.
+pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
+    let s = &state.settings;
+    let p = s.prefetch;
+    let measure = |workers: usize, prefetch: usize, why: &str| Next::Measure {
+        workers,
+        prefetch,
+        repeat: SearchState::row(rows, workers, prefetch).map_or(0, |r| r.repeats),
+        why: why.to_string(),
+    };
+    let missing = |w: usize, prefetch: usize| SearchState::row(rows, w, prefetch).is_none();
+    if missing(1, p) {
+        return measure(1, p, "one worker's cost per sample");
+    }
+    let cap = state.most_workers(rows, p);
+    let rates = state.rates(rows).expect("one worker is measured");
+    let needed = rates.workers_needed(&state.demand, s.target_pct);
+    if needed.is_none_or(|n| n >= 2) && cap >= 2 && missing(2, p) {
+        return measure(2, p, "what a second worker adds");
+    }
+    let predicted = needed.unwrap_or(usize::MAX).min(cap);
+    for w in [predicted, predicted.saturating_sub(1)] {
+        if missing(w, p) {
+            let why = if w == predicted { "the prediction" } else { "one fewer than predicted" };
+            return measure(w, p, why);
+        }
+    }
+
+    let members: Vec<usize> = (0..rows.len()).collect();
+    let Some(k) = knee(rows, &members, s.target_pct) else {
+        return Next::Done;
+    };
+    let best = &rows[k.best];
+    let most_measured = rows.iter().map(|r| r.knobs.workers).max().unwrap_or(0);
+    if best.knobs.workers == most_measured
+        && best.input_bound_pct > s.target_pct
+        && most_measured < cap
+        && missing(most_measured + 1, p)
+    {
+        return measure(most_measured + 1, p, "the best is still input-bound: one more");
+    }
+    if k.workers >= 1 && missing(k.workers - 1, p) {
+        return measure(k.workers - 1, p, "one fewer than the knee");
+    }
+    // An interval that cannot decide, next to the knee: measure both sides again.
+    for &(i, change) in &k.judged {
+        let row = &rows[i];
+        let beside = row.knobs.workers + 1 == k.workers || row.knobs.workers == k.workers;
+        let undecided = change.is_some_and(|c| c.decision(s.target_pct) == Decision::Undecided);
+        if beside && undecided && i != k.best {
+            let (a, b) = (row, best);
+            let fewer = if a.repeats <= b.repeats { a } else { b };
+            if fewer.repeats < s.max_repeats {
+                return measure(fewer.knobs.workers, fewer.knobs.prefetch, "too close to call");
+            }
+        }
+    }
+    // Prefetch only where batches arrive late now and then although the loader keeps up.
+    if k.workers >= 1 {
+        let at_knee = SearchState::row(rows, k.workers, p).unwrap_or(best);
+        let late = at_knee.input_bound_p95_pct > s.target_pct
+            && at_knee.input_bound_pct <= s.target_pct
+            && at_knee.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL;
+        let deeper = p * 2;
+        if late && missing(k.workers, deeper) && state.fits(rows, k.workers, deeper) {
+            return measure(k.workers, deeper, "late batches: a deeper prefetch");
+        }
+    }
+    Next::Done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::render;
+    use crate::testdata::FakeCell;
+
+    const GB: u64 = 1_000_000_000;
+
+    fn demand(step_ms: f64) -> Demand {
+        Demand { step_ms, batch: 16 }
+    }
+
+    fn state(step_ms: f64, cpus: usize) -> SearchState {
+        SearchState {
+            demand: demand(step_ms),
+            budgets: Budgets { cpus, memory_bytes: 64 * GB },
+            settings: SearchSettings { target_pct: 5.0, prefetch: 2, max_repeats: 3 },
+            batch_bytes: 100_000_000,
+        }
+    }
+
+    /// A loader whose workers give `per_worker` samples/s each (up to `cores`), feeding a step
+    /// of `step_ms` over batches of 16, as a measured cell with 20 steps.
+    fn measured(workers: usize, per_worker: f64, cores: usize, step_ms: f64) -> FakeCell {
+        let mut c = FakeCell::new(workers, 2, 16);
+        let loader = per_worker * workers.clamp(1, cores) as f64;
+        let need = 16e3 / step_ms;
+        let train = if workers == 0 { 1.0 / (1.0 / need + 1.0 / loader) } else { loader.min(need) };
+        c.loader_samples_per_s = loader;
+        c.train_samples_per_s = train;
+        c.input_bound_pct = 100.0 * (1.0 - train / need);
+        let iteration = 16e3 / train;
+        c.train_iteration_ms =
+            (0..20).map(|i| iteration * (1.0 + 0.002 * (i % 3) as f64)).collect();
+        c
+    }
+
+    /// Runs the search against a simulated loader until it is done: the configurations it
+    /// measured, in order.
+    fn simulate(per_worker: f64, cores: usize, step_ms: f64, state: &SearchState) -> Vec<usize> {
+        let mut cells: Vec<FakeCell> = Vec::new();
+        let mut order = Vec::new();
+        for _ in 0..20 {
+            let results: Vec<_> = cells.iter().map(FakeCell::result).collect();
+            let rows = if results.is_empty() { Vec::new() } else { render(&results).rows };
+            match next_step(&rows, state) {
+                Next::Done => return order,
+                Next::Measure { workers, repeat, .. } => {
+                    assert_eq!(repeat, 0, "clear-cut rates need no repeat");
+                    order.push(workers);
+                    cells.push(measured(workers, per_worker, cores, step_ms));
+                }
+            }
+        }
+        panic!("the search did not end: {order:?}");
+    }
+
+    #[test]
+    fn the_prediction_is_the_fewest_workers_that_feed_the_step() {
+        // 100 samples/s per worker, linear; a step of 16 samples every 50 ms needs 320/s.
+        let rates = RateModel::of(100.0, Some(200.0));
+        assert_eq!(rates.workers_needed(&demand(50.0), 5.0), Some(4), "3 give 300 < 304");
+        // A step of 400 ms needs 40/s: one worker; with none, 40 and 100 take turns (28.6/s).
+        assert_eq!(rates.workers_needed(&demand(400.0), 5.0), Some(1));
+        // A step of 4 s needs 4/s: in-thread loading loses 3.8 %, within 5 %.
+        assert_eq!(rates.workers_needed(&demand(4000.0), 5.0), Some(0));
+        // A second worker that adds nothing: no count feeds a step that one cannot.
+        let flat = RateModel::of(100.0, Some(100.0));
+        assert_eq!(flat.workers_needed(&demand(50.0), 5.0), None);
+        assert_eq!(flat.marginal, Some(0.0));
+        // Half a worker more each: 100, 150, 200, 250, 300, 350.
+        let sub = RateModel::of(100.0, Some(150.0));
+        assert_eq!(sub.workers_needed(&demand(50.0), 5.0), Some(6));
+    }
+
+    #[test]
+    fn memory_is_a_base_a_share_per_worker_and_the_batches_in_flight() {
+        // Batches of 100 MB; peaks of 1.0 GB at one worker (3 in flight) and 1.35 GB at two
+        // (5 in flight): base 0.7 GB less a worker's 0.15 GB.
+        let m = MemoryModel::of(100_000_000, 2, Some(GB), Some(1_350_000_000));
+        assert_eq!(m.per_worker_bytes, 150_000_000);
+        assert_eq!(m.bytes(1, 2), GB);
+        assert_eq!(m.bytes(2, 2), 1_350_000_000);
+        assert_eq!(m.bytes(4, 2), 550_000_000 + 600_000_000 + 900_000_000);
+        assert_eq!(MemoryModel::of(100, 2, None, None).bytes(3, 4), 1300);
+    }
+
+    #[test]
+    fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
+        // 100 samples/s per worker on 8 cores. 200 ms steps need 80/s: one worker (none loses
+        // 44 %). 40 ms steps need 400/s: four (three give 300).
+        let long = simulate(100.0, 8, 200.0, &state(200.0, 8));
+        assert_eq!(long, [1, 0], "one worker, verified against none");
+        let short = simulate(100.0, 8, 40.0, &state(40.0, 8));
+        assert_eq!(short, [1, 2, 4, 3], "one, the second's scaling, the prediction and one fewer");
+    }
+
+    #[test]
+    fn the_cpu_budget_bounds_the_search() {
+        // 40 ms steps need 400/s but only two cores may be used: two workers and one fewer.
+        let order = simulate(100.0, 8, 40.0, &state(40.0, 2));
+        assert_eq!(order, [1, 2]);
+        let order = simulate(100.0, 8, 40.0, &state(40.0, 1));
+        assert_eq!(order, [1, 0]);
+    }
+
+    #[test]
+    fn a_wrong_prediction_is_corrected_by_measuring() {
+        // The loader phase says 100/s per worker, but each worker only gives 60/s while the
+        // step runs: the search climbs past the prediction until the best is fed.
+        let state = state(40.0, 8);
+        let mut cells: Vec<FakeCell> = Vec::new();
+        let mut order = Vec::new();
+        loop {
+            let results: Vec<_> = cells.iter().map(FakeCell::result).collect();
+            let rows = if results.is_empty() { Vec::new() } else { render(&results).rows };
+            match next_step(&rows, &state) {
+                Next::Done => break,
+                Next::Measure { workers, .. } => {
+                    order.push(workers);
+                    let mut c = measured(workers, 60.0, 8, 40.0);
+                    c.loader_samples_per_s = 100.0 * workers.max(1) as f64;
+                    cells.push(c);
+                }
+            }
+            assert!(order.len() < 12, "{order:?}");
+        }
+        assert_eq!(order, [1, 2, 4, 3, 5, 6, 7], "up to 7 × 60 = 420 ≥ 400");
+    }
+
+    #[test]
+    fn the_memory_budget_removes_configurations() {
+        // Batches of 100 MB; 1 GB allows (w × 2 + 1) × 0.1 GB ≤ 1 GB: four workers, before
+        // anything is measured. One worker's peak then shows a base of 0.3 GB beside its three
+        // batches: three workers at most, and the search stops there.
+        let mut s = state(40.0, 8);
+        s.budgets.memory_bytes = GB;
+        assert_eq!(s.most_workers(&[], 2), 4);
+        let order = simulate(100.0, 8, 40.0, &s);
+        assert_eq!(order, [1, 2, 3]);
+        s.budgets.memory_bytes = 450_000_000;
+        assert_eq!(s.most_workers(&[], 2), 1);
+        assert_eq!(simulate(100.0, 8, 40.0, &s), [1, 0]);
+    }
+
+    #[test]
+    fn an_undecided_interval_is_measured_again() {
+        let s = state(100.0, 2);
+        let spread = |workers: usize, ms: f64| {
+            let mut c = FakeCell::new(workers, 2, 16);
+            c.train_samples_per_s = 16e3 / ms;
+            c.loader_samples_per_s = 200.0;
+            c.train_iteration_ms =
+                (0..10).map(|i| ms * (1.0 + 0.3 * [-1.0, 1.0, 0.0, 0.5, -0.5][i % 5])).collect();
+            c
+        };
+        let cells = [spread(0, 200.0), spread(1, 106.0), spread(2, 100.0)];
+        let rows = render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows;
+        match next_step(&rows, &s) {
+            Next::Measure { workers, repeat, why, .. } => {
+                assert_eq!((workers, repeat), (1, 1), "{why}");
+                assert!(why.contains("too close"), "{why}");
+            }
+            Next::Done => panic!("a 6 % change spread ±30 % cannot decide"),
+        }
+    }
+
+    #[test]
+    fn prefetch_is_searched_only_where_batches_are_late() {
+        let s = state(200.0, 8);
+        let fed = |workers: usize, p95: f64| {
+            let mut c = measured(workers, 100.0, 8, 200.0);
+            // FakeCell makes the p95 1.5 × the median.
+            c.input_bound_pct = p95 / 1.5;
+            c
+        };
+        let rows = |cells: &[FakeCell]| {
+            render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows
+        };
+        assert_eq!(next_step(&rows(&[fed(1, 3.0), measured(0, 100.0, 8, 200.0)]), &s), Next::Done);
+        match next_step(&rows(&[fed(1, 7.0), measured(0, 100.0, 8, 200.0)]), &s) {
+            Next::Measure { workers, prefetch, .. } => assert_eq!((workers, prefetch), (1, 4)),
+            Next::Done => panic!("late batches at the knee: try a deeper prefetch"),
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! `feedbench tune`: the loader's flags and the step's, turned into the sweep config of one
+//! group of knobs, the budgets, a progress line per measurement, and the answer printed.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use feedbench::bench::phase::LoaderChoice;
+use feedbench::bench::report::{millis, rate};
+use feedbench::bench::sweep::config::{
+    DatasetSource, EpisodeChoice, LoaderAxes, ModelSection, RunSection, SweepConfig,
+};
+use feedbench::bench::sweep::results::Resume;
+use feedbench::bench::tune::budget::{default_cpus, default_memory, ByteSize, Source};
+use feedbench::bench::tune::search::{Budgets, SearchSettings};
+use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
+use feedbench::model::{DeviceChoice, ModelSpec};
+
+use super::loader::{LoaderFlags, StepFlags};
+
+/// Arguments of `feedbench tune`.
+#[derive(Args)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    loader: LoaderFlags,
+    #[command(flatten)]
+    step: StepFlags,
+    /// The step's time in ms, for any policy, instead of --model: e.g. LeRobot's training log's
+    /// `updt_s` (the step without data time) × 1000. Fed on the CPU as a sleep (a GPU step
+    /// leaves the cores to the loader).
+    #[arg(long, value_name = "MS", conflicts_with = "model")]
+    step_ms: Option<f64>,
+    /// Cores the loader may use [default: $SLURM_CPUS_PER_TASK, else this process's CPUs].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    cpus: Option<u16>,
+    /// Memory the loader's batches and workers may hold, e.g. 8GiB [default: half of the
+    /// memory available].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<ByteSize>,
+    /// The share of the step's throughput the answer may lose to input, e.g. 5% (the sweep's
+    /// knee).
+    #[arg(long, value_name = "PCT", default_value = "5%", value_parser = percent)]
+    target: f64,
+    /// Output directory: every measured configuration as a sweep cell (results.jsonl, so
+    /// `feedbench report DIR` re-renders it) and tune.json [default: results/tune-<dataset>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Go on with the tune whose results are in the output directory (a killed tune measures
+    /// nothing twice).
+    #[arg(long)]
+    resume: bool,
+    /// Batches of each configuration's `loader` phase.
+    #[arg(long, default_value_t = 20, value_parser = super::batches)]
+    loader_batches: usize,
+    /// Steps of each configuration's `train` phase.
+    #[arg(long, default_value_t = 20, value_parser = super::steps)]
+    train_steps: usize,
+    /// Unmeasured batches or steps before each phase.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Print the answer as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `5%` or `5`: a percentage from 0 to 50.
+fn percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(p) if (0.0..=50.0).contains(&p) => Ok(p),
+        _ => Err(format!("{text:?}: expected a percentage from 0 to 50, e.g. 5%")),
+    }
+}
+
+/// Runs `feedbench tune`.
+pub fn run(args: &TuneArgs) -> Result<()> {
+    let spec = args.loader.fixed_knobs("tune")?;
+    let choice = args.loader.choice()?;
+    let (model, device) = match args.step_ms {
+        Some(ms) if !(ms.is_finite() && ms > 0.0) => {
+            anyhow::bail!("--step-ms {ms}: expected a step time in ms above 0")
+        }
+        Some(ms) => (
+            format!("synthetic:{ms}ms").parse::<ModelSpec>().map_err(anyhow::Error::msg)?,
+            DeviceChoice::Cpu,
+        ),
+        None => (args.step.model.clone(), args.step.device),
+    };
+    let (python, video_backend) = match &choice {
+        LoaderChoice::Native => (None, None),
+        LoaderChoice::Lerobot(options) => (Some(options.python.clone()), options.video_backend),
+    };
+    let (cpus, cpus_from) = match args.cpus {
+        Some(n) => (n as usize, Source::Flag),
+        None => default_cpus(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?,
+    };
+    let memory = match args.memory {
+        Some(size) => size.0,
+        None => default_memory().context("the memory available is unknown here: give --memory")?,
+    };
+    let settings = SearchSettings { target_pct: args.target, prefetch: 2, max_repeats: 3 };
+    let c = &spec.config;
+    // Absolute, so that the sweep config kept beside the results reads the same dataset.
+    let root = std::fs::canonicalize(&spec.dataset).unwrap_or_else(|_| spec.dataset.clone());
+    let config = SweepConfig {
+        dataset: DatasetSource {
+            path: Some(root.clone()),
+            synth: None,
+            episodes: spec.episodes.clone().map(EpisodeChoice::List),
+            frames_per_episode: None,
+            codec: None,
+            gop: None,
+            crf: None,
+            format: None,
+            cache: None,
+        },
+        loader: LoaderAxes {
+            window: spec.window,
+            // The configurations tune chooses from: as a sweep config, the exhaustive sweep.
+            workers: (0..=cpus).collect(),
+            prefetch: vec![1, settings.prefetch, settings.prefetch * 2],
+            batch: vec![c.batch_size],
+            resolution: vec![c.resolution],
+            images: vec![c.images],
+            decoder_threads: vec![c.decoder_threads],
+            sampler: c.sampler,
+            seed: c.seed,
+            loader: vec![choice.backend()],
+            python,
+            video_backend,
+        },
+        model: ModelSection {
+            model: vec![model],
+            preset: args.step.preset,
+            device,
+            dtype: vec![args.step.dtype],
+            threads: args.step.threads,
+        },
+        run: RunSection {
+            loader_batches: args.loader_batches,
+            model_steps: 5,
+            train_steps: args.train_steps,
+            warmup: args.warmup,
+            repeats: 1,
+            trace_cell: None,
+        },
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = root.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        PathBuf::from("results").join(format!("tune-{name}"))
+    });
+    let request = TuneRequest {
+        config: &config,
+        root: &root,
+        out: &out,
+        budgets: Budgets { cpus, memory_bytes: memory },
+        settings,
+        resume: if args.resume { Resume::Yes } else { Resume::No },
+    };
+    let from = match cpus_from {
+        Source::Flag => "--cpus".to_string(),
+        Source::Variable(name) => format!("${name}"),
+        Source::Machine => "this process's CPUs".to_string(),
+    };
+    eprintln!(
+        "tune: up to {cpus} core{} ({from}), {} for batches; results in {}",
+        if cpus == 1 { "" } else { "s" },
+        ByteSize(memory),
+        out.display()
+    );
+    let mut said_step = false;
+    let tuned = run_tune(&request, |progress| match progress {
+        TuneProgress::Measuring { workers, prefetch, why } => {
+            eprintln!("tune: measuring {workers} × prefetch {prefetch} ({why}) …")
+        }
+        TuneProgress::Measured { step, demand } => {
+            if !said_step {
+                said_step = true;
+                eprintln!(
+                    "tune: the step takes {} ms: it asks for {} samples/s",
+                    millis(demand.step_ms),
+                    rate(demand.samples_per_s())
+                );
+            }
+            let when = step.seconds.map_or("measured before".into(), |s| format!("{s:.0} s"));
+            eprintln!(
+                "tune:   {} × prefetch {}: loader {} samples/s, train {} samples/s, {:.1} % \
+                 input-bound ({when})",
+                step.workers,
+                step.prefetch,
+                rate(step.loader_samples_per_s),
+                rate(step.train_samples_per_s),
+                step.input_bound_pct
+            );
+        }
+    })?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&tuned)?)?;
+    } else {
+        out!("{}", tuned.answer)?;
+        outln!(
+            "\nMeasured {} configuration{} in {:.0} s; `feedbench report {}` shows them.",
+            tuned.steps.len(),
+            if tuned.steps.len() == 1 { "" } else { "s" },
+            tuned.measuring_s,
+            out.display()
+        )?;
+    }
+    Ok(())
+}

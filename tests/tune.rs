@@ -1,0 +1,190 @@
+//! `feedbench tune` end to end on a generated video dataset with synthetic steps of very
+//! different lengths: a long step is fed by fewer workers than a short one (which the cores
+//! bound), budgets and flags it cannot take are refused before measuring, a killed tune resumes
+//! without measuring anything twice and `report` re-renders it, and with `--loader lerobot` it
+//! prints LeRobot's training flags.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use feedbench::bench::sweep::results::read_results;
+
+/// A small PushT-shaped dataset (AV1, 96×96) under `dir`.
+fn dataset(dir: &Path) -> PathBuf {
+    let root = dir.join("pusht");
+    let (ok, _, err) = common::feedbench(&[
+        "synth",
+        "--preset",
+        "pusht",
+        "--episodes",
+        "3",
+        "--frames-per-episode",
+        "80",
+        "--out",
+        root.to_str().unwrap(),
+    ]);
+    assert!(ok, "synth: {err}");
+    root
+}
+
+/// `tune` on `root` with a step of `step_ms`, short phases, two cores, into `out`.
+fn tune_args<'a>(root: &'a Path, out: &'a Path, step_ms: &'a str) -> Vec<&'a str> {
+    vec![
+        "tune",
+        root.to_str().unwrap(),
+        "--batch",
+        "16",
+        "--step-ms",
+        step_ms,
+        "--cpus",
+        "2",
+        "--memory",
+        "4GB",
+        "--loader-batches",
+        "8",
+        "--train-steps",
+        "10",
+        "--warmup",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+}
+
+fn answer(stdout: &str) -> serde_json::Value {
+    serde_json::from_str::<serde_json::Value>(stdout).expect("tune --json prints JSON")["answer"]
+        .clone()
+}
+
+#[test]
+fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let (long_out, short_out) = (dir.path().join("long"), dir.path().join("short"));
+    let mut long = tune_args(&root, &long_out, "400");
+    long.push("--json");
+    let (ok, stdout, err) = common::feedbench(&long);
+    assert!(ok, "{err}");
+    let long = answer(&stdout);
+    assert_eq!(long["bound"]["bound"], "step", "a 400 ms step is fed: {long}");
+    assert!(err.contains("tune: measuring 1 × prefetch 2"), "a line per measurement: {err}");
+
+    let mut short = tune_args(&root, &short_out, "1");
+    short.push("--json");
+    let (ok, stdout, err) = common::feedbench(&short);
+    assert!(ok, "{err}");
+    let short = answer(&stdout);
+    assert_eq!(short["bound"]["bound"], "cpus", "a 1 ms step outruns two cores: {short}");
+    let workers = |a: &serde_json::Value| a["workers"].as_u64().unwrap();
+    assert!(workers(&long) < workers(&short), "long {long}\nshort {short}");
+    assert!(workers(&short) <= 2, "within --cpus 2: {short}");
+    // Every measurement is a cell of the sweep's schema, each once.
+    let results = read_results(&short_out.join("results.jsonl")).unwrap();
+    let ids: HashSet<String> = results.iter().map(|r| r.cell.id()).collect();
+    assert_eq!(ids.len(), results.len(), "no configuration measured twice");
+    assert!(results.iter().all(|r| r.cell.workers <= 2 && r.cell.batch_size == 16));
+}
+
+#[test]
+fn what_tune_cannot_do_is_refused_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("out");
+    let mut args = tune_args(&root, &out, "100");
+    args[9] = "1KB";
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok);
+    assert!(err.contains("memory budget (0.00 GB) is below one worker's batches"), "{err}");
+    assert!(!out.exists(), "nothing written: {err}");
+
+    let mut args = tune_args(&root, &out, "100");
+    args.extend(["--workers", "2"]);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok && err.contains("--workers is not a flag of tune"), "{err}");
+    let (ok, _, err) = common::feedbench(&[
+        "tune",
+        root.to_str().unwrap(),
+        "--step-ms",
+        "10",
+        "--model",
+        "diffusion",
+    ]);
+    assert!(!ok && err.contains("--step-ms") && err.contains("--model"), "{err}");
+    let mut args = tune_args(&root, &out, "-3");
+    args[4] = "--step-ms=-3";
+    args.remove(5);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok && err.contains("expected a step time in ms above 0"), "{err}");
+    let mut args = tune_args(&root, &out, "10");
+    args.extend(["--target", "80%"]);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok && err.contains("percentage from 0 to 50"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_killed_tune_resumes_without_measuring_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("tune");
+    let results = out.join("results.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(tune_args(&root, &out, "300"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let first_cell = || std::fs::read_to_string(&results).is_ok_and(|t| t.lines().count() >= 1);
+    while !first_cell() {
+        assert!(start.elapsed() < Duration::from_secs(300), "no cell within 5 minutes");
+        assert!(child.try_wait().unwrap().is_none(), "tune ended before its first cell");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    let before = read_results(&results).unwrap();
+    assert!(!before.is_empty());
+
+    let (ok, _, err) = common::feedbench(&tune_args(&root, &out, "300"));
+    assert!(!ok && err.contains("--resume"), "results there are not measured over: {err}");
+    let mut resume = tune_args(&root, &out, "300");
+    resume.push("--resume");
+    let (ok, stdout, err) = common::feedbench(&resume);
+    assert!(ok, "{err}");
+    assert!(err.contains("(measured before)"), "the first cell is read back: {err}");
+    assert!(stdout.contains("Flags (feedbench): --workers"), "{stdout}");
+    let after = read_results(&results).unwrap();
+    let ids: HashSet<String> = after.iter().map(|r| r.cell.id()).collect();
+    assert_eq!(ids.len(), after.len(), "nothing measured twice");
+    assert_eq!(after[..before.len()].len(), before.len());
+    for (a, b) in before.iter().zip(&after) {
+        assert_eq!(a.cell, b.cell, "finished cells kept as they were");
+    }
+    assert!(out.join("tune.json").is_file());
+
+    // `report` re-renders the tune from its cells.
+    let (ok, report, err) = common::feedbench(&["report", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(report.contains("workers"), "{report}");
+}
+
+#[test]
+fn with_lerobots_loader_the_answer_is_lerobots_training_flags() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let out = dir.path().join("tune");
+    let mut args = tune_args(&root, &out, "200");
+    args.extend(["--loader", "lerobot", "--python", python.to_str().unwrap()]);
+    let (ok, stdout, err) = common::feedbench(&args);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("Flags (lerobot-train): --num_workers="), "{stdout}");
+    assert!(stdout.contains("--batch_size=16 --prefetch_factor=2"), "{stdout}");
+    assert!(!stdout.contains("--workers "), "no feedbench flag: {stdout}");
+}
