@@ -253,12 +253,14 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     if k.workers >= 1 && missing(k.workers - 1, p) {
         return measure(k.workers - 1, p, "one fewer than the knee");
     }
-    // An interval that cannot decide, next to the knee: measure both sides again.
+    // The knee taken below the best's workers only because the interval cannot decide:
+    // measure both sides again. (One fewer than the knee was judged worse, and rows with the
+    // best's workers do not move the knee.)
     for &(i, change) in &k.judged {
         let row = &rows[i];
-        let beside = row.knobs.workers + 1 == k.workers || row.knobs.workers == k.workers;
+        let at_knee = row.knobs.workers == k.workers && best.knobs.workers != k.workers;
         let undecided = change.is_some_and(|c| c.decision(s.target_pct) == Decision::Undecided);
-        if beside && undecided && i != k.best {
+        if at_knee && undecided {
             let (a, b) = (row, best);
             let fewer = if a.repeats <= b.repeats { a } else { b };
             if fewer.repeats < s.max_repeats {
@@ -445,6 +447,13 @@ mod tests {
             }
             Next::Done => panic!("a 6 % change spread ±30 % cannot decide"),
         }
+        // A prefetch depth at the best's workers too close to call does not move the knee:
+        // nothing to measure again.
+        let mut deeper = spread(2, 104.0);
+        deeper.cell.prefetch = 4;
+        let cells = [spread(0, 200.0), spread(1, 130.0), spread(2, 100.0), deeper];
+        let rows = render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows;
+        assert_eq!(next_step(&rows, &s), Next::Done);
     }
 
     #[test]
