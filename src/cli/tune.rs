@@ -99,7 +99,10 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         Some(size) => size.0,
         None => default_memory().context("the memory available is unknown here: give --memory")?,
     };
-    let settings = SearchSettings { target_pct: args.target, prefetch: 2, max_repeats: 3 };
+    // Tune chooses among workers 0…cpus × prefetch 1, 2 and 4: the exhaustive sweep's grid.
+    let depths = |p: usize| vec![1, p, p * 2];
+    let grid = (cpus + 1) * depths(2).len();
+    let settings = SearchSettings::new(args.target, grid);
     let c = &spec.config;
     // Absolute, so that the sweep config kept beside the results reads the same dataset.
     let root = std::fs::canonicalize(&spec.dataset).unwrap_or_else(|_| spec.dataset.clone());
@@ -119,7 +122,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             window: spec.window,
             // The configurations tune chooses from: as a sweep config, the exhaustive sweep.
             workers: (0..=cpus).collect(),
-            prefetch: vec![1, settings.prefetch, settings.prefetch * 2],
+            prefetch: depths(settings.prefetch),
             batch: vec![c.batch_size],
             resolution: vec![c.resolution],
             images: vec![c.images],

@@ -8,6 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::search::{Budgets, Demand, RateModel, SearchState};
+use crate::bench::change::{Change, Decision};
 use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
@@ -67,6 +68,20 @@ pub struct AnswerKnobs {
     pub images: ImageFormat,
 }
 
+/// A configuration that trained faster than the answer by a change its interval could not tell
+/// from the target: the answer is the fewer workers, perhaps as good.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TooClose {
+    /// Its workers.
+    pub workers: usize,
+    /// Its prefetch depth.
+    pub prefetch: usize,
+    /// Its train samples/s.
+    pub train_samples_per_s: f64,
+    /// The answer's change against it.
+    pub change: Change,
+}
+
 /// Tune's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
@@ -84,6 +99,8 @@ pub struct Answer {
     pub input_bound_pct: (f64, f64),
     /// One fewer worker's change against the best, percent, where measured.
     pub one_fewer_pct: Option<f64>,
+    /// The best measured, where the answer is only perhaps as good as it.
+    pub too_close: Option<TooClose>,
     /// The step's demand.
     pub demand: Demand,
     /// The loader's rates as measured.
@@ -109,7 +126,8 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     let k = knee(rows, &members, target)?;
     let at_knee: Vec<usize> =
         members.iter().copied().filter(|&i| rows[i].knobs.workers == k.workers).collect();
-    let row = &rows[shallowest_prefetch(rows, &at_knee)?];
+    let index = shallowest_prefetch(rows, &at_knee)?;
+    let row = &rows[index];
     let rates = state.rates(rows).unwrap_or(RateModel::of(row.loader_samples_per_s, None));
     let needed = rates.workers_needed(&state.demand, target);
     let most = state.most_workers(rows, row.knobs.prefetch);
@@ -130,6 +148,21 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
             )
         },
     );
+    let best = &rows[k.best];
+    let too_close = k
+        .judged
+        .iter()
+        .find(|&&(i, _)| i == index)
+        .and_then(|&(_, change)| change)
+        .filter(|c| {
+            c.decision(target) == Decision::Undecided && best.knobs.workers != row.knobs.workers
+        })
+        .map(|change| TooClose {
+            workers: best.knobs.workers,
+            prefetch: best.knobs.prefetch,
+            train_samples_per_s: best.train_samples_per_s,
+            change,
+        });
     let dominant_stage = (knobs.loader.is_native())
         .then(|| row.dominant_stage())
         .flatten()
@@ -154,6 +187,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         train_interval: row.train_interval,
         input_bound_pct: (row.input_bound_pct, row.input_bound_p95_pct),
         one_fewer_pct,
+        too_close,
         demand: state.demand,
         rates,
         cpu_ms_per_sample: row.loader_cpu_ms_per_sample,
@@ -220,8 +254,22 @@ impl Answer {
         text.push_str("). ");
         if let Some(pct) = self.one_fewer_pct {
             if self.workers > 0 {
-                text.push_str(&format!("One worker fewer trains {pct:+.1} % against the best. "));
+                text.push_str(&format!("One worker fewer: {pct:+.1} % train samples/s. "));
             }
+        }
+        if let Some(t) = &self.too_close {
+            text.push_str(&format!(
+                "Perhaps as good as the best measured ({}, prefetch {}: {} samples/s): the \
+                 difference ({:+.1} %, 95 % CI {:+.1} to {:+.1} %) straddles the {:.0} % target, \
+                 too close to call; more --train-steps decide. ",
+                workers(t.workers),
+                t.prefetch,
+                rate(t.train_samples_per_s),
+                t.change.percent,
+                t.change.low,
+                t.change.high,
+                self.target_pct
+            ));
         }
         text.push_str(&match &self.bound {
             Bound::Step => format!(
@@ -251,6 +299,11 @@ impl Answer {
                  not fit. A smaller prefetch, --uint8 frames or a lower resolution hold less.",
                 self.budgets.memory_bytes as f64 / 1e9,
                 workers(*most_workers)
+            ),
+            Bound::Loader if self.too_close.is_some() => format!(
+                "Input-bound at this count: more workers share the {} with the step.{}",
+                cores(self.budgets.cpus),
+                self.stage_advice()
             ),
             Bound::Loader => format!(
                 "Still input-bound, and more workers did not help: they share the {} with the \
@@ -335,7 +388,7 @@ mod tests {
         SearchState {
             demand: Demand { step_ms, batch: 16 },
             budgets: Budgets { cpus, memory_bytes: 64_000_000_000 },
-            settings: SearchSettings { target_pct: 5.0, prefetch: 2, max_repeats: 3 },
+            settings: SearchSettings::new(5.0, 9),
             batch_bytes: 100_000_000,
         }
     }
@@ -385,5 +438,32 @@ mod tests {
         tight.budgets.memory_bytes = 1_000_000_000;
         let a = answer(&rows(400.0), &tight, knobs(LoaderBackend::Native)).unwrap();
         assert!(matches!(a.bound, Bound::Memory { .. }), "{:?}", a.bound);
+    }
+
+    #[test]
+    fn an_answer_the_interval_cannot_separate_from_the_best_says_so() {
+        // No workers: 6 % slower than one worker, with steps spread ±30 %.
+        let spread = |workers: usize, ms: f64| {
+            let mut c = FakeCell::new(workers, 2, 16);
+            c.train_samples_per_s = 16e3 / ms;
+            c.loader_samples_per_s = 200.0;
+            c.input_bound_pct = if workers == 0 { 8.0 } else { 0.0 };
+            c.train_iteration_ms =
+                (0..10).map(|i| ms * (1.0 + 0.3 * [-1.0, 1.0, 0.0, 0.5, -0.5][i % 5])).collect();
+            c.result()
+        };
+        let rows = render(&[spread(0, 106.0), spread(1, 100.0)]).rows;
+        let a = answer(&rows, &state(100.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.workers, 0, "the fewer workers, perhaps as good");
+        let close = a.too_close.expect("the best is named");
+        assert_eq!((close.workers, close.prefetch), (1, 2));
+        let text = a.paragraph();
+        assert!(text.contains("Perhaps as good as the best measured (1 worker"), "{text}");
+        assert!(text.contains("too close to call; more --train-steps decide"), "{text}");
+        assert!(!text.contains("did not help"), "{text}");
+        // Clear-cut rows name nothing.
+        let clear =
+            answer(&super::tests::rows(80.0), &state(200.0, 2), knobs(LoaderBackend::Native));
+        assert_eq!(clear.unwrap().too_close, None);
     }
 }

@@ -53,6 +53,17 @@ pub struct SearchSettings {
     pub prefetch: usize,
     /// The most times one configuration is measured while an interval cannot decide.
     pub max_repeats: usize,
+    /// Measurements (repeats counted) after which nothing is measured again: a quarter of the
+    /// exhaustive sweep's configurations, so that an interval that cannot decide never costs
+    /// more than the sweep would. The answer then says the comparison is too close to call.
+    pub repeats_until: usize,
+}
+
+impl SearchSettings {
+    /// The settings for a tune choosing among `configurations` (the exhaustive sweep's).
+    pub fn new(target_pct: f64, configurations: usize) -> Self {
+        Self { target_pct, prefetch: 2, max_repeats: 3, repeats_until: configurations / 4 }
+    }
 }
 
 /// Loader rates and their prediction for more workers: one worker's samples/s, and what each
@@ -254,9 +265,11 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
         return measure(k.workers - 1, p, "one fewer than the knee");
     }
     // The knee taken below the best's workers only because the interval cannot decide:
-    // measure both sides again. (One fewer than the knee was judged worse, and rows with the
-    // best's workers do not move the knee.)
-    for &(i, change) in &k.judged {
+    // measure both sides again, while the budget for repeats lasts. (One fewer than the knee
+    // was judged worse, and rows with the best's workers do not move the knee.)
+    let measurements: usize = rows.iter().map(|r| r.repeats).sum();
+    let repeats_left = measurements < s.repeats_until;
+    for &(i, change) in k.judged.iter().filter(|_| repeats_left) {
         let row = &rows[i];
         let at_knee = row.knobs.workers == k.workers && best.knobs.workers != k.workers;
         let undecided = change.is_some_and(|c| c.decision(s.target_pct) == Decision::Undecided);
@@ -298,7 +311,7 @@ mod tests {
         SearchState {
             demand: demand(step_ms),
             budgets: Budgets { cpus, memory_bytes: 64 * GB },
-            settings: SearchSettings { target_pct: 5.0, prefetch: 2, max_repeats: 3 },
+            settings: SearchSettings::new(5.0, 36),
             batch_bytes: 100_000_000,
         }
     }
@@ -447,6 +460,10 @@ mod tests {
             }
             Next::Done => panic!("a 6 % change spread ±30 % cannot decide"),
         }
+        // Not once the measurements reach a quarter of the sweep's (3 workers × 3 depths).
+        let small = SearchState { settings: SearchSettings::new(5.0, 9), ..s };
+        assert_eq!(small.settings.repeats_until, 2);
+        assert_eq!(next_step(&rows, &small), Next::Done, "3 measured: no repeat");
         // A prefetch depth at the best's workers too close to call does not move the knee:
         // nothing to measure again.
         let mut deeper = spread(2, 104.0);
