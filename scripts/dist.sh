@@ -9,7 +9,7 @@
 #                          libtorch (FFmpeg's and the codecs'), each with RPATH $ORIGIN, and
 #                          stand-ins for those FFmpeg names but feedbench never calls
 #                          (lib/STUBS lists them)
-#     configs/ datasets/ README.md
+#     configs/ datasets/ README.md docs/ (the README's linked pages)
 #     scripts/gpu-check.sh the CUDA path's check (it runs bin/feedbench)
 #
 # Usage: scripts/dist.sh [BINARY]   (default: target/release/feedbench, built if missing)
@@ -98,7 +98,7 @@ LD_LIBRARY_PATH="$libtorch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here
 LAUNCHER
 chmod +x "$stage/bin/feedbench"
 
-cp -r configs datasets "$stage/"
+cp -r configs datasets docs "$stage/"
 mkdir -p "$stage/scripts"
 cp scripts/gpu-check.sh "$stage/scripts/"
 cp README.md "$stage/"
