@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch lerobot build run test dist dist-check fmt clippy clean
+.PHONY: all setup system-packages torch lerobot build run test dist dist-check wheel wheel-check fmt clippy clean
 
 all: build
 
@@ -65,11 +65,13 @@ test: setup lerobot
 	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
-	$(MAKE) dist-check
+	$(MAKE) dist-check wheel-check
 
 # A relocatable bundle for a machine with PyTorch 2.11 and nothing else of ours:
 # dist/feedbench-<version>-x86_64-linux.tar.xz (scripts/dist.sh says what is in it).
-DIST_TARBALL = dist/feedbench-$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)-x86_64-linux.tar.xz
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+DIST_BUNDLE = dist/feedbench-$(VERSION)-x86_64-linux
+DIST_TARBALL = $(DIST_BUNDLE).tar.xz
 dist: build
 	scripts/dist.sh target/release/feedbench
 
@@ -77,3 +79,14 @@ dist: build
 # (scripts/dist-check.sh), including its GPU check (CPU parts only where there is no GPU).
 dist-check: dist
 	scripts/dist-check.sh $(DIST_TARBALL) $(VENV)/libtorch
+
+# The same bundle as a wheel for `pip install` into an environment with torch 2.11:
+# dist/feedbench-<version>-py3-none-manylinux_<glibc>_x86_64.whl (scripts/wheel.py says what is in it).
+wheel: dist
+	$(PYTHON) scripts/wheel.py $(DIST_BUNDLE) $(VENV)/libtorch dist
+
+# The wheel installed as a user would install it, beside LeRobot, and run from a shell that knows
+# neither this repository nor .venv (tests/wheel/run.sh).
+wheel-check: wheel lerobot
+	tests/wheel/run.sh "$$(ls dist/feedbench-$(VERSION)-py3-none-manylinux_*_x86_64.whl)" \
+		$(TORCH_VERSION) $(LEROBOT_VENV)/bin/python $(VENV)/bin/python

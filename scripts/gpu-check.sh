@@ -16,18 +16,22 @@
 # small, so that CI runs it too; it then exits 0. A failed check exits 1, after the summary.
 #
 # Usage: scripts/gpu-check.sh [OUT_DIR]     (default: gpu-check-<date>)
-# The feedbench it runs: $FEEDBENCH, else bin/feedbench of the bundle it is in, else
-# target/release/feedbench of the source tree it is in.
+#        feedbench-gpu-check [OUT_DIR]        (the same, installed with the wheel)
+# The feedbench it runs: $FEEDBENCH, else the `feedbench` beside it (the wheel installs both
+# into one bin/), else bin/feedbench of the bundle it is in, else target/release/feedbench of
+# the source tree it is in.
 set -euo pipefail
 here=$(CDPATH= cd -- "${0%/*}" && pwd)
 if [ -n "${FEEDBENCH:-}" ]; then
     feedbench=$FEEDBENCH
+elif [ -x "$here/feedbench" ]; then
+    feedbench=$here/feedbench
 elif [ -x "$here/../bin/feedbench" ]; then
     feedbench=$here/../bin/feedbench
 elif [ -x "$here/../target/release/feedbench" ]; then
     feedbench=$here/../target/release/feedbench
 else
-    echo "gpu-check: no feedbench found: set FEEDBENCH, or run the copy in a bundle" >&2
+    echo "gpu-check: no feedbench found: set FEEDBENCH, or run the copy in a bundle or a wheel" >&2
     exit 2
 fi
 out=${1:-gpu-check-$(date +%Y%m%d-%H%M%S)}

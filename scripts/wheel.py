@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""`make wheel`: dist/feedbench-<version>-py3-none-manylinux_<glibc>_x86_64.whl, built from the
+bundle `make dist` assembled (scripts/dist.sh), for `pip install` into an environment with torch.
+
+    feedbench/__init__.py, __main__.py   the launcher (python/feedbench/): finds this
+                                         environment's torch, checks its series, execs the binary
+    feedbench/_release.py                this feedbench's version and the torch series it is
+                                         built against
+    feedbench/bin/feedbench.bin          the bundle's binary (RPATH $ORIGIN/../lib)
+    feedbench/lib/                       the bundle's libraries and stand-ins (lib/STUBS)
+    feedbench-<version>.data/scripts/feedbench-gpu-check
+                                         scripts/gpu-check.sh, installed beside the console script
+                                         `feedbench`, which it runs
+    feedbench-<version>.dist-info/       METADATA (requires the torch series, nothing else),
+                                         WHEEL, entry_points.txt (the `feedbench` script), RECORD
+
+The platform tag follows auditwheel's rule for glibc: manylinux_2_N where GLIBC_2.N is the
+highest glibc symbol version that the binary or a bundled library needs. A plain zip writer, not
+a build backend: the binary is built already, so there is nothing to compile and nothing to fetch.
+
+Usage: scripts/wheel.py BUNDLE_DIR LIBTORCH_DIR OUT_DIR
+"""
+
+import base64
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Zip entries get one fixed date, so that one bundle always gives the same wheel.
+DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def fail(message):
+    sys.exit(f"wheel: {message}")
+
+
+def torch_series(libtorch):
+    """'2.11' from the __version__ ('2.11.0+cu130') of the libtorch the binary is linked against."""
+    path = os.path.join(libtorch, "version.py")
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as error:
+        fail(f"{path}: cannot read ({error}); LIBTORCH_DIR is the torch package the binary is built against")
+    found = re.search(r"^__version__\s*=\s*['\"](\d+)\.(\d+)", text, re.MULTILINE)
+    if not found:
+        fail(f"{path}: no __version__ of the form 'MAJOR.MINOR…'")
+    return f"{found[1]}.{found[2]}"
+
+
+def cargo_package():
+    """The version, description and license in Cargo.toml's [package] table."""
+    table = open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8").read().partition("[package]")[2]
+    table = re.split(r"^\[", table, maxsplit=1, flags=re.MULTILINE)[0]
+    return {key: re.search(rf'^{key} = "(.*)"', table, re.MULTILINE)[1]
+            for key in ("version", "description", "license")}
+
+
+def glibc_needed(paths):
+    """The highest GLIBC_2.N version that any of these ELF files needs, as (2, N)."""
+    highest = (2, 0)
+    for path in paths:
+        needs = subprocess.run(["readelf", "--version-info", "--wide", path], check=True,
+                               capture_output=True, text=True).stdout
+        # Only the "Version needs" section: what the file imports, not what it defines.
+        needs = needs.partition("Version needs section")[2]
+        for major, minor in re.findall(r"Name: GLIBC_(\d+)\.(\d+)", needs):
+            highest = max(highest, (int(major), int(minor)))
+    return highest
+
+
+def is_elf(path):
+    with open(path, "rb") as file:
+        return file.read(4) == b"\x7fELF"
+
+
+def record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__.split("Usage: ")[1].strip())
+    bundle, libtorch, out = sys.argv[1:]
+    package = cargo_package()
+    version = package["version"]
+    if os.path.basename(os.path.normpath(bundle)) != f"feedbench-{version}-x86_64-linux":
+        fail(f"{bundle} is not the bundle of feedbench {version} (make dist writes dist/feedbench-{version}-x86_64-linux)")
+    binary = os.path.join(bundle, "bin", "feedbench.bin")
+    if not os.path.isfile(binary):
+        fail(f"{bundle} holds no bin/feedbench.bin: run make dist")
+    series = torch_series(libtorch)
+    major, minor = series.split(".")
+    requirement = f"torch>={series},<{major}.{int(minor) + 1}"
+
+    # (name in the wheel, bytes, executable), in the wheel's order.
+    entries = []
+
+    def add(name, data, executable=False):
+        entries.append((name, data, executable))
+
+    def add_file(name, path):
+        add(name, open(path, "rb").read(), os.access(path, os.X_OK))
+
+    for source in sorted(os.listdir(os.path.join(ROOT, "python", "feedbench"))):
+        if source.endswith(".py"):
+            add_file(f"feedbench/{source}", os.path.join(ROOT, "python", "feedbench", source))
+    add("feedbench/_release.py",
+        f'"""This build: its version and the torch series its binary is linked against."""\n\n'
+        f'__version__ = "{version}"\nTORCH_SERIES = "{series}"\n'.encode())
+    add_file("feedbench/bin/feedbench.bin", binary)
+    elf_files = [binary]
+    lib = os.path.join(bundle, "lib")
+    for name in sorted(os.listdir(lib)):
+        path = os.path.join(lib, name)
+        add_file(f"feedbench/lib/{name}", path)
+        if is_elf(path):
+            elf_files.append(path)
+    data = f"feedbench-{version}.data"
+    add_file(f"{data}/scripts/feedbench-gpu-check", os.path.join(bundle, "scripts", "gpu-check.sh"))
+
+    glibc = glibc_needed(elf_files)
+    tag = f"py3-none-manylinux_{glibc[0]}_{glibc[1]}_x86_64"
+    info = f"feedbench-{version}.dist-info"
+    add(f"{info}/METADATA", (
+        "Metadata-Version: 2.1\n"
+        "Name: feedbench\n"
+        f"Version: {version}\n"
+        f"Summary: {package['description']}\n"
+        f"License: {package['license']}\n"
+        "Requires-Python: >=3.10\n"
+        f"Requires-Dist: {requirement}\n"
+        "\n"
+        "The feedbench command, with the torch of the environment it is installed in: "
+        "`feedbench --help`.\n").encode())
+    add(f"{info}/WHEEL", (
+        "Wheel-Version: 1.0\n"
+        "Generator: feedbench scripts/wheel.py\n"
+        "Root-Is-Purelib: false\n"
+        f"Tag: {tag}\n").encode())
+    add(f"{info}/entry_points.txt", b"[console_scripts]\nfeedbench = feedbench:main\n")
+    record = [record_line(name, data) for name, data, _ in entries] + [f"{info}/RECORD,,"]
+    add(f"{info}/RECORD", ("\n".join(record) + "\n").encode())
+
+    os.makedirs(out, exist_ok=True)
+    for stale in os.listdir(out):  # this version's wheel of an earlier build, whatever its tag
+        if stale.startswith(f"feedbench-{version}-py3-none-") and stale.endswith(".whl"):
+            os.remove(os.path.join(out, stale))
+    wheel = os.path.join(out, f"feedbench-{version}-{tag}.whl")
+    partial = wheel + ".partial"
+    try:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, data, executable in entries:
+                entry = zipfile.ZipInfo(name, DATE)
+                entry.external_attr = (0o100755 if executable else 0o100644) << 16
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(entry, data)
+        os.replace(partial, wheel)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    print(f"{wheel}: {os.path.getsize(wheel) / 1e6:.0f} MB ({len(entries)} files; "
+          f"needs glibc {glibc[0]}.{glibc[1]}, {requirement})")
+
+
+if __name__ == "__main__":
+    main()
