@@ -25,21 +25,8 @@ root=$(echo "$work"/feedbench-*-x86_64-linux)
 echo "dist-check: $(basename "$tarball") unpacked in $root"
 
 # 1. Where every library resolves.
-base_system='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libutil|libresolv|libstdc\+\+|libgcc_s)\.so'
-unresolved=0
-for file in "$root/bin/feedbench.bin" "$root"/lib/*.so*; do
-    while read -r soname arrow path _; do
-        [ "$arrow" = "=>" ] || continue  # the loader itself and the vDSO
-        [ "$path" = "not" ] || path=$(realpath -m "$path")
-        case "$path" in
-            "$root"/lib/* | "$libtorch"/* | "$(dirname "$libtorch")"/*) continue ;;
-        esac
-        if [ "$path" != "not" ] && [[ $soname =~ $base_system ]]; then continue; fi
-        echo "dist-check: $(basename "$file") needs $soname, resolved to '$path' (outside the bundle)" >&2
-        unresolved=1
-    done < <(env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$libtorch/lib" ldd "$file")
-done
-[ $unresolved = 0 ] || exit 1
+"$(dirname "$0")/resolve-check.sh" dist-check "$libtorch/lib" "$root/lib" "$libtorch" \
+    "$(dirname "$libtorch")" -- "$root/bin/feedbench.bin" "$root"/lib/*.so*
 echo "dist-check: ldd: every library resolves inside the bundle, to libtorch or to the base system"
 
 # 2. No libtorch: a clear refusal, not a loader error.

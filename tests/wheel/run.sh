@@ -26,6 +26,7 @@
 set -euo pipefail
 [ $# -eq 4 ] || { echo "usage: $0 WHEEL TORCH_VERSION LEROBOT_PYTHON TORCH_PYTHON" >&2; exit 2; }
 wheel=$(realpath "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 series=$(echo "$2" | cut -d. -f1,2)
 # Absolute, links kept (a venv's python is a link to the base interpreter): the checks run
 # from a scratch directory.
@@ -123,21 +124,9 @@ glibc=$(for file in "$package/bin/feedbench.bin" "$package"/lib/*.so*; do objdum
 echo "wheel-check: the tag's glibc, $glibc, is the highest GLIBC_ version the ELF files need"
 
 # Where every library resolves under the installed layout, with the launcher's LD_LIBRARY_PATH.
-base_system='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libutil|libresolv|libstdc\+\+|libgcc_s)\.so'
-unresolved=0
-for file in "$package/bin/feedbench.bin" "$package"/lib/*.so*; do
-    while read -r soname arrow path _; do
-        [ "$arrow" = "=>" ] || continue  # the loader itself and the vDSO
-        [ "$path" = "not" ] || path=$(realpath -m "$path")
-        case "$path" in
-            "$package"/lib/* | "$torch_site"/torch/* | "$torch_site"/nvidia/*) continue ;;
-        esac
-        if [ "$path" != "not" ] && [[ $soname =~ $base_system ]]; then continue; fi
-        echo "wheel-check: $(basename "$file") needs $soname, resolved to '$path'" >&2
-        unresolved=1
-    done < <(env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$torch_dir/lib" ldd "$file")
-done
-[ $unresolved = 0 ] || fail "libraries resolve outside the package, torch and the base system"
+"$repo/scripts/resolve-check.sh" wheel-check "$torch_dir/lib" "$package/lib" \
+    "$torch_site/torch" "$torch_site/nvidia" -- "$package/bin/feedbench.bin" "$package"/lib/*.so* \
+    || fail "libraries resolve outside the package, torch and the base system"
 echo "wheel-check: ldd: every library resolves inside the package, to the environment's torch or to the base system"
 
 # 3. The commands, from a shell that knows only the scratch venv's bin/ and the system's.
