@@ -60,24 +60,25 @@ fn answer(stdout: &str) -> serde_json::Value {
         .clone()
 }
 
+/// Tune with a `step_ms` step into `out`, `--json`: the answer and stderr (the progress lines).
+fn tune_json(root: &Path, out: &Path, step_ms: &str) -> (serde_json::Value, String) {
+    let mut args = tune_args(root, out, step_ms);
+    args.push("--json");
+    let (ok, stdout, err) = common::feedbench(&args);
+    assert!(ok, "{err}");
+    (answer(&stdout), err)
+}
+
 #[test]
 fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     let dir = tempfile::tempdir().unwrap();
     let root = dataset(dir.path());
     let (long_out, short_out) = (dir.path().join("long"), dir.path().join("short"));
-    let mut long = tune_args(&root, &long_out, "400");
-    long.push("--json");
-    let (ok, stdout, err) = common::feedbench(&long);
-    assert!(ok, "{err}");
-    let long = answer(&stdout);
+    let (long, err) = tune_json(&root, &long_out, "400");
     assert_eq!(long["bound"]["bound"], "step", "a 400 ms step is fed: {long}");
     assert!(err.contains("tune: measuring 1 × prefetch 2"), "a line per measurement: {err}");
 
-    let mut short = tune_args(&root, &short_out, "1");
-    short.push("--json");
-    let (ok, stdout, err) = common::feedbench(&short);
-    assert!(ok, "{err}");
-    let short = answer(&stdout);
+    let (short, _) = tune_json(&root, &short_out, "1");
     assert_eq!(short["bound"]["bound"], "cpus", "a 1 ms step outruns two cores: {short}");
     let workers = |a: &serde_json::Value| a["workers"].as_u64().unwrap();
     assert!(workers(&long) < workers(&short), "long {long}\nshort {short}");

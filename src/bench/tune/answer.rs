@@ -68,8 +68,9 @@ pub struct AnswerKnobs {
     pub images: ImageFormat,
 }
 
-/// A configuration that trained faster than the answer by a change its interval could not tell
-/// from the target: the answer is the fewer workers, perhaps as good.
+/// The other side of a comparison its interval could not decide: the best measured, where the
+/// answer is fewer workers whose point estimate lies within the target (perhaps as good), or
+/// the fewer workers, where the answer is the best (their point estimate lies beyond it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TooClose {
     /// Its workers.
@@ -78,7 +79,7 @@ pub struct TooClose {
     pub prefetch: usize,
     /// Its train samples/s.
     pub train_samples_per_s: f64,
-    /// The answer's change against it.
+    /// The fewer workers' change against the best.
     pub change: Change,
 }
 
@@ -99,7 +100,7 @@ pub struct Answer {
     pub input_bound_pct: (f64, f64),
     /// One fewer worker's change against the best, percent, where measured.
     pub one_fewer_pct: Option<f64>,
-    /// The best measured, where the answer is only perhaps as good as it.
+    /// The other configuration, where an interval could not decide between the two.
     pub too_close: Option<TooClose>,
     /// The step's demand.
     pub demand: Demand,
@@ -124,9 +125,38 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     let target = state.settings.target_pct;
     let members: Vec<usize> = (0..rows.len()).collect();
     let k = knee(rows, &members, target)?;
-    let at_knee: Vec<usize> =
-        members.iter().copied().filter(|&i| rows[i].knobs.workers == k.workers).collect();
-    let index = shallowest_prefetch(rows, &at_knee)?;
+    let at = |workers: usize| -> Option<usize> {
+        let with: Vec<usize> =
+            members.iter().copied().filter(|&i| rows[i].knobs.workers == workers).collect();
+        shallowest_prefetch(rows, &with)
+    };
+    let (knee_index, best_index) = (at(k.workers)?, at(rows[k.best].knobs.workers)?);
+    let undecided = k
+        .judged
+        .iter()
+        .find(|&&(i, _)| i == knee_index)
+        .and_then(|&(_, change)| change)
+        .filter(|c| c.decision(target) == Decision::Undecided && knee_index != best_index);
+    // Too close to call: the fewer workers where their point estimate lies within the target,
+    // else the best; the other is named.
+    let (index, too_close) = match undecided {
+        None => (knee_index, None),
+        Some(change) => {
+            let (index, other) = if change.percent >= -target {
+                (knee_index, best_index)
+            } else {
+                (best_index, knee_index)
+            };
+            let other = &rows[other];
+            let close = TooClose {
+                workers: other.knobs.workers,
+                prefetch: other.knobs.prefetch,
+                train_samples_per_s: other.train_samples_per_s,
+                change,
+            };
+            (index, Some(close))
+        }
+    };
     let row = &rows[index];
     let rates = state.rates(rows).unwrap_or(RateModel::of(row.loader_samples_per_s, None));
     let needed = rates.workers_needed(&state.demand, target);
@@ -140,28 +170,15 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     } else {
         Bound::Loader
     };
-    let one_fewer_pct = k.judged.iter().find(|(i, _)| rows[*i].knobs.workers + 1 == k.workers).map(
-        |&(i, change)| {
+    let one_fewer_pct = k
+        .judged
+        .iter()
+        .find(|(i, _)| rows[*i].knobs.workers + 1 == row.knobs.workers)
+        .map(|&(i, change)| {
             change.map_or_else(
                 || 100.0 * (rows[i].train_samples_per_s / rows[k.best].train_samples_per_s - 1.0),
                 |c| c.percent,
             )
-        },
-    );
-    let best = &rows[k.best];
-    let too_close = k
-        .judged
-        .iter()
-        .find(|&&(i, _)| i == index)
-        .and_then(|&(_, change)| change)
-        .filter(|c| {
-            c.decision(target) == Decision::Undecided && best.knobs.workers != row.knobs.workers
-        })
-        .map(|change| TooClose {
-            workers: best.knobs.workers,
-            prefetch: best.knobs.prefetch,
-            train_samples_per_s: best.train_samples_per_s,
-            change,
         });
     let dominant_stage = (knobs.loader.is_native())
         .then(|| row.dominant_stage())
@@ -258,17 +275,21 @@ impl Answer {
             }
         }
         if let Some(t) = &self.too_close {
-            text.push_str(&format!(
-                "Perhaps as good as the best measured ({}, prefetch {}: {} samples/s): the \
-                 difference ({:+.1} %, 95 % CI {:+.1} to {:+.1} %) straddles the {:.0} % target, \
-                 too close to call; more --train-steps decide. ",
+            let other = format!(
+                "{}, prefetch {}: {} samples/s",
                 workers(t.workers),
                 t.prefetch,
-                rate(t.train_samples_per_s),
-                t.change.percent,
-                t.change.low,
-                t.change.high,
-                self.target_pct
+                rate(t.train_samples_per_s)
+            );
+            text.push_str(&if t.workers > self.workers {
+                format!("Perhaps as good as the best measured ({other})")
+            } else {
+                format!("Fewer might do as well ({other})")
+            });
+            text.push_str(&format!(
+                ": the difference ({:+.1} %, 95 % CI {:+.1} to {:+.1} %) straddles the {:.0} % \
+                 target, too close to call; more --train-steps decide. ",
+                t.change.percent, t.change.low, t.change.high, self.target_pct
             ));
         }
         text.push_str(&match &self.bound {
@@ -300,7 +321,7 @@ impl Answer {
                 self.budgets.memory_bytes as f64 / 1e9,
                 workers(*most_workers)
             ),
-            Bound::Loader if self.too_close.is_some() => format!(
+            Bound::Loader if self.too_close.is_some_and(|t| t.workers > self.workers) => format!(
                 "Input-bound at this count: more workers share the {} with the step.{}",
                 cores(self.budgets.cpus),
                 self.stage_advice()
@@ -452,7 +473,7 @@ mod tests {
                 (0..10).map(|i| ms * (1.0 + 0.3 * [-1.0, 1.0, 0.0, 0.5, -0.5][i % 5])).collect();
             c.result()
         };
-        let rows = render(&[spread(0, 106.0), spread(1, 100.0)]).rows;
+        let rows = render(&[spread(0, 104.0), spread(1, 100.0)]).rows;
         let a = answer(&rows, &state(100.0, 2), knobs(LoaderBackend::Native)).unwrap();
         assert_eq!(a.workers, 0, "the fewer workers, perhaps as good");
         let close = a.too_close.expect("the best is named");
@@ -461,6 +482,13 @@ mod tests {
         assert!(text.contains("Perhaps as good as the best measured (1 worker"), "{text}");
         assert!(text.contains("too close to call; more --train-steps decide"), "{text}");
         assert!(!text.contains("did not help"), "{text}");
+        // 12 % slower on the point estimate: beyond the target, so the best is the answer and
+        // the fewer workers are named as perhaps enough.
+        let rows = render(&[spread(0, 112.0), spread(1, 100.0)]).rows;
+        let a = answer(&rows, &state(100.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.workers, 1, "the best, the fewer being beyond the target");
+        assert_eq!(a.too_close.map(|c| c.workers), Some(0));
+        assert!(a.paragraph().contains("Fewer might do as well (0 workers"), "{}", a.paragraph());
         // Clear-cut rows name nothing.
         let clear =
             answer(&super::tests::rows(80.0), &state(200.0, 2), knobs(LoaderBackend::Native));
