@@ -106,16 +106,30 @@ fn parse<T: DeserializeOwned>(path: &Path, text: &[u8]) -> Result<(Vec<T>, bool)
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice(line) {
+        match value_of(line) {
             Ok(value) => values.push(value),
             Err(_) if i + 1 == lines.len() && !ends_whole => return Ok((values, true)),
-            Err(e) => {
-                let what = e.to_string();
+            Err(what) => {
                 return Err(JsonlError::Line { path: path.to_path_buf(), line: i + 1, what });
             }
         }
     }
     Ok((values, false))
+}
+
+/// One line's value, or what is wrong with it, naming the field (`cell.workers`) where the
+/// line is JSON but a field is not what `T` expects.
+fn value_of<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    let mut json = serde_json::Deserializer::from_slice(line);
+    let value = serde_path_to_error::deserialize(&mut json).map_err(|e| {
+        let field = e.path().to_string();
+        match field.as_str() {
+            "." => e.into_inner().to_string(),
+            _ => format!("`{field}`: {}", e.into_inner()),
+        }
+    })?;
+    json.end().map_err(|e| e.to_string())?;
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -151,5 +165,27 @@ mod tests {
             assert!(JsonlStore::open::<u32>(&path).is_err());
             assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "left as it was");
         }
+        // JSON, but a field of the wrong type: the field is named.
+        #[derive(Debug, serde::Deserialize)]
+        struct Cell {
+            #[allow(dead_code)]
+            workers: u32,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Result {
+            #[allow(dead_code)]
+            cell: Cell,
+        }
+        std::fs::write(&path, "{\"cell\": {\"workers\": \"two\"}}\n").unwrap();
+        let error = read::<Result>(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("line 1") && error.contains("`cell.workers`: invalid type"),
+            "{error}"
+        );
+        std::fs::write(&path, "1 2\n").unwrap();
+        assert!(
+            read::<u32>(&path).unwrap_err().to_string().contains("trailing"),
+            "one value a line"
+        );
     }
 }

@@ -24,6 +24,7 @@ use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, So
 use crate::bench::jsonl::{JsonlError, JsonlStore};
 use crate::bench::lock::OutputLock;
 use crate::dataset::files::{resolved, write_whole};
+use crate::dataset::summary::human_bytes;
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
@@ -356,19 +357,21 @@ fn check_free_space(dataset: &Dataset, out: &Path, todo: &[&Candidate]) -> Resul
         }
         let free = free_bytes(&path)?;
         if need[slot] > free as f64 {
-            return Err(refused(
-                &path,
-                format!(
-                    "the candidates need about {:.1} GB (estimated from episode {}), {:.1} GB is \
-                     free; free space, choose fewer candidates or pass --episodes",
-                    need[slot] / 1e9,
-                    first.index,
-                    free as f64 / 1e9
-                ),
-            ));
+            return Err(refused(&path, shortfall(need[slot] as u64, free, first.index)));
         }
     }
     Ok(())
+}
+
+/// What the free-space check says when `need` bytes (estimated from episode `episode`) exceed
+/// the `free` ones: each in a unit that shows it (a full /dev/shm has kB, not 0.0 GB, free).
+fn shortfall(need: u64, free: u64, episode: impl std::fmt::Display) -> String {
+    format!(
+        "the candidates need about {} (estimated from episode {episode}), {} is free; free \
+         space, choose fewer candidates or pass --episodes",
+        human_bytes(need),
+        human_bytes(free)
+    )
 }
 
 fn frame_size(dataset: &Dataset, key: &str, resolution: Option<(u32, u32)>) -> (u32, u32) {
@@ -391,4 +394,22 @@ fn free_bytes(path: &Path) -> Result<u64, LayoutError> {
         return Err(DatasetError::io(path, std::io::Error::last_os_error()).into());
     }
     Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shortfall;
+
+    #[test]
+    fn a_shortfall_shows_both_figures_in_units_that_tell_them_apart() {
+        // A full /dev/shm: 40 kB free against 3.2 MB needed (it said "0.0 GB … 0.0 GB").
+        let text = shortfall(3_200_000, 40_000, 1);
+        assert!(
+            text.contains("need about 3.2 MB (estimated from episode 1), 40.0 kB is free"),
+            "{text}"
+        );
+        assert!(
+            shortfall(12_000_000_000, 999, 0).contains("12.0 GB (estimated from episode 0), 999 B")
+        );
+    }
 }

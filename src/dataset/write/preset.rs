@@ -204,7 +204,14 @@ impl Preset {
                 self.state_dim
             ));
         }
-        for camera in &self.cameras {
+        for (i, camera) in self.cameras.iter().enumerate() {
+            if self.cameras[..i].iter().any(|c| c.key == camera.key) {
+                return bad(format!(
+                    "camera {} is named twice: each camera needs a key of its own (its \
+                     feature and its video files are named by it)",
+                    camera.key
+                ));
+            }
             if camera.height == 0
                 || camera.width == 0
                 || !camera.height.is_multiple_of(2)
@@ -334,5 +341,11 @@ mod tests {
         let text = include_str!("../../../datasets/pusht.toml").replace("width = 96", "width = 95");
         let err = Preset::parse(&text, Path::new("my.toml")).unwrap_err().to_string();
         assert!(err.contains("even"), "{err}");
+        let pusht = include_str!("../../../datasets/pusht.toml");
+        let camera = &pusht[pusht.find("[[cameras]]").unwrap()..];
+        let camera = &camera[..camera.find("width = 96").unwrap() + "width = 96".len()];
+        let text = format!("{pusht}\n{camera}\n");
+        let err = Preset::parse(&text, Path::new("my.toml")).unwrap_err().to_string();
+        assert!(err.contains("my.toml: camera observation.image is named twice"), "{err}");
     }
 }
