@@ -5,7 +5,9 @@ step (`model --impl lerobot`).
 feedbench starts this script with the user's Python (their training environment) and the path
 of a file holding one JSON request, and reads JSON lines from its stdout:
 `{"event": "ready", ...}` once LeRobot's dataset and DataLoader are built, then
-`{"event": "result", ...}` or `{"event": "error", "kind": ..., "message": ...}`. Everything
+`{"event": "result", ...}` or `{"event": "error", "kind": ..., "message": ...}`; between them,
+`{"event": "alive"}` at least every 30 s while it loads or steps (feedbench stops a silent one).
+Everything
 else LeRobot prints goes to stderr. The dataset is `LeRobotDataset(root=...)` with the request's episodes,
 `delta_timestamps` and video backend; the loader is `torch.utils.data.DataLoader` with the
 request's sampler, `num_workers`, `prefetch_factor`, `persistent_workers`, `pin_memory`,
@@ -41,9 +43,23 @@ import traceback
 SUPPORTED = ((0, 4), (0, 6))  # LeRobot 0.4.x to 0.6.x: v3.0 datasets, lerobot.datasets.*
 
 
+ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by default)
+_said_at = time.monotonic()
+
+
 def emit(message):
+    global _said_at
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+    _said_at = time.monotonic()
+
+
+def alive():
+    """Says `{"event": "alive"}` when nothing was said for ALIVE_EVERY_S: called between batches
+    and steps, so that a driver whose loader hangs goes silent and is stopped, while one that
+    loads for long does not; it costs a clock read per call."""
+    if time.monotonic() - _said_at >= ALIVE_EVERY_S:
+        emit({"event": "alive"})
 
 
 class Refused(Exception):
@@ -308,6 +324,7 @@ def run_load(request, dataset, installed):
 
     def next_batch():
         nonlocal stream
+        alive()
         try:
             return next(stream)
         except StopIteration:
@@ -390,6 +407,7 @@ def run_batches(request, dataset, installed):
     emit({"event": "ready", "video_backend": video_backend(dataset), **installed})
     out = request["out"]
     for number, batch in enumerate(loader):
+        alive()
         directory = os.path.join(out, f"batch-{number}")
         os.makedirs(directory, exist_ok=True)
         strings = {}
@@ -522,6 +540,7 @@ def measure_step(request, device, size, dtype):
 
     per_step, loss = [], None
     for number in range(request["warmup"] + request["steps"]):
+        alive()
         started = time.perf_counter()
         batch = preprocessor(to_device(host_batch, cameras, device))
         synchronize()

@@ -61,6 +61,50 @@ enum Command {
     Report(sweep::ReportArgs),
 }
 
+/// Ends the process with one line where the working directory cannot be read (removed under
+/// the shell, or out of reach): libtorch's oneMKL aborts there while the libraries load
+/// ("Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so"), before `main`. An executable's
+/// `.preinit_array` runs before any library's initialisers, so this check runs first.
+/// glibc hands it the command line, as it hands `main`: `guard` ends with 2 (an error, not a
+/// regression), every other command with 1.
+extern "C" fn refuse_unreadable_working_directory(
+    argc: libc::c_int,
+    argv: *const *const libc::c_char,
+    _env: *const *const libc::c_char,
+) {
+    let mut buffer = [0u8; libc::PATH_MAX as usize];
+    // SAFETY: getcwd writes at most the buffer's length into it.
+    if !unsafe { libc::getcwd(buffer.as_mut_ptr().cast(), buffer.len()) }.is_null() {
+        return;
+    }
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    // A directory too deep for PATH_MAX is readable; only a lost one is refused.
+    if errno == Some(libc::ERANGE) {
+        return;
+    }
+    let line: &[u8] = b"error: the working directory cannot be read (removed, or out of reach): \
+                        run feedbench from a directory that exists\n";
+    // SAFETY: argv holds argc C strings, as glibc passes them to main.
+    let command = (1..argc.max(0) as usize)
+        .map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) }.to_bytes())
+        .find(|arg| !arg.starts_with(b"-"));
+    let code = if command == Some(b"guard".as_slice()) { 2 } else { 1 };
+    // SAFETY: writes a static buffer to stderr, then ends the process without running
+    // anything of the libraries not yet initialised.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), line.len());
+        libc::_exit(code);
+    }
+}
+
+#[used]
+#[link_section = ".preinit_array"]
+static WORKING_DIRECTORY_CHECK: extern "C" fn(
+    libc::c_int,
+    *const *const libc::c_char,
+    *const *const libc::c_char,
+) = refuse_unreadable_working_directory;
+
 fn main() -> ExitCode {
     // A closed pipe on stdout (`feedbench report DIR | head`) ends the process quietly, as it
     // ends other Unix tools, not with a panic of `println!`. Children get their input from
@@ -100,7 +144,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Sweep(args) => sweep::sweep(&args),
         Command::Stage(args) => dataset::stage(&args),
         Command::Model(args) => model::run(&args),
-        Command::Synth(args) => dataset::synth(&args),
+        Command::Synth(args) => return dataset::synth(&args),
         Command::Report(args) => sweep::report(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Layout(args) => layout::run(&args),

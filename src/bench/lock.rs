@@ -6,8 +6,9 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+
+use crate::dataset::files::try_flock;
 
 /// The lock file of an output directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -48,7 +49,7 @@ impl OutputLock {
     /// The directory `dir` (which must exist) for this process alone; its id is written in the
     /// lock file, for the message another process gets.
     pub fn exclusive(dir: &Path) -> Result<Self, LockError> {
-        let mut file = Self::take(dir, libc::LOCK_EX)?;
+        let mut file = Self::take(dir, true)?;
         let io = |source| LockError::Io { path: dir.join(LOCK_FILE), source };
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
@@ -59,10 +60,10 @@ impl OutputLock {
     /// The directory `dir` shared with other holders of a shared lock (the tasks of a plan),
     /// and kept from an exclusive holder.
     pub fn shared(dir: &Path) -> Result<Self, LockError> {
-        Ok(Self { _file: Self::take(dir, libc::LOCK_SH)? })
+        Ok(Self { _file: Self::take(dir, false)? })
     }
 
-    fn take(dir: &Path, operation: libc::c_int) -> Result<File, LockError> {
+    fn take(dir: &Path, exclusive: bool) -> Result<File, LockError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| LockError::Io { path: path.clone(), source };
         let mut file = OpenOptions::new()
@@ -72,13 +73,8 @@ impl OutputLock {
             .truncate(false)
             .open(&path)
             .map_err(io)?;
-        // SAFETY: flock takes the descriptor of a file this function owns, open meanwhile.
-        if unsafe { libc::flock(file.as_raw_fd(), operation | libc::LOCK_NB) } == 0 {
+        if try_flock(&file, exclusive).map_err(io)? {
             return Ok(file);
-        }
-        let error = std::io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(io(error));
         }
         let mut text = String::new();
         let holder = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());

@@ -1,6 +1,9 @@
 //! The dataset commands: `info`, `sample`, `stage` and `synth`.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -207,8 +210,28 @@ fn with_synth_flags(error: DatasetError) -> anyhow::Error {
     }
 }
 
-/// Runs `feedbench synth`.
-pub fn synth(args: &SynthArgs) -> Result<()> {
+/// The signal (SIGINT or SIGTERM) that asked `synth` to stop, or 0.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// From now on SIGINT and SIGTERM ask `synth` to stop at the next frame: it removes what it
+/// wrote and exits with 128 + the signal. A second signal ends the process at once.
+fn stop_on_signal() {
+    extern "C" fn stop(signal: libc::c_int) {
+        STOP_SIGNAL.store(signal, Ordering::Relaxed);
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction filled in here; the handler only stores to an atomic.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Runs `feedbench synth`: exit status 128 + the signal when SIGINT or SIGTERM stopped it.
+pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
     let preset = Preset::load(&args.preset)?.with(&PresetOverrides {
         codec: args.codec,
         gop: args.gop,
@@ -227,11 +250,23 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
         storage: args.storage,
     };
     let progress = progress_bar(0, args.json, "encoding");
-    let report = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
+    stop_on_signal();
+    let written = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
         progress.set_length(total);
         progress.set_position(done);
-    })
-    .map_err(with_synth_flags)?;
+        match STOP_SIGNAL.load(Ordering::Relaxed) {
+            0 => ControlFlow::Continue(()),
+            _ => ControlFlow::Break(()),
+        }
+    });
+    let report = match written {
+        Err(stopped @ DatasetError::Stopped { .. }) => {
+            progress.finish_and_clear();
+            eprintln!("feedbench: {stopped}");
+            return Ok(ExitCode::from(128 + STOP_SIGNAL.load(Ordering::Relaxed) as u8));
+        }
+        written => written.map_err(with_synth_flags)?,
+    };
     progress.finish_and_clear();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
@@ -253,5 +288,5 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
             report.seconds
         )?;
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

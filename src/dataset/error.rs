@@ -79,6 +79,12 @@ pub enum DatasetError {
         /// Which setting and why.
         problem: crate::dataset::write::EncodeProblem,
     },
+    /// Writing was stopped (by a signal) before the dataset was complete; nothing is left.
+    #[error("{}: stopped before it was complete; nothing was written", path.display())]
+    Stopped {
+        /// The dataset that was being written.
+        path: PathBuf,
+    },
     /// A request that does not fit the dataset (an index, a key, a delta).
     #[error("{}: {what}", root.display())]
     Request {

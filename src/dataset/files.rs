@@ -190,6 +190,113 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     renamed
 }
 
+/// Takes an advisory lock (`flock`) on `file` without waiting: shared or exclusive. Ok(false)
+/// when another open file holds a lock that excludes it; the kernel drops the lock when the
+/// file is closed, a crash included.
+pub fn try_flock(file: &File, exclusive: bool) -> std::io::Result<bool> {
+    flock(file, exclusive, false)
+}
+
+/// `flock` on `file`, shared or exclusive, waiting for it unless `!wait`: Ok(false) where it
+/// did not wait and another open file holds a lock that excludes it.
+fn flock(file: &File, exclusive: bool, wait: bool) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+    let operation = if wait { operation } else { operation | libc::LOCK_NB };
+    loop {
+        // SAFETY: flock takes the descriptor of a file that is open for the whole call.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(true);
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EWOULDBLOCK) if !wait => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(error),
+        }
+    }
+}
+
+/// The lock of one writer of `target` (a dataset being written), on a file beside it
+/// (`.<name>.lock`, holding the writer's pid): taken without waiting, removed when dropped.
+#[derive(Debug)]
+pub struct WriterLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl WriterLock {
+    /// Takes the lock of `target`, whose parent directory is made if absent; another writer
+    /// holding it is an error naming its pid.
+    pub fn beside(target: &Path) -> Result<Self> {
+        Self::take(target, "lock", None)
+    }
+
+    /// Takes the lock of generating `target` (another lock than [`WriterLock::beside`]'s, which
+    /// the generating writer then takes), waiting while another process holds it; `waiting`
+    /// hears the holder's pid (where known) before the wait.
+    pub fn generating(target: &Path, waiting: &mut dyn FnMut(Option<u32>)) -> Result<Self> {
+        Self::take(target, "generating.lock", Some(waiting))
+    }
+
+    /// Locks `.<target's name>.<suffix>` beside `target`: refused where another process holds
+    /// it, unless `waiting`, which hears the holder before the wait.
+    fn take(
+        target: &Path,
+        suffix: &str,
+        mut waiting: Option<&mut dyn FnMut(Option<u32>)>,
+    ) -> Result<Self> {
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::fs::MetadataExt;
+        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+            return Err(DatasetError::invalid(target, "expected a directory name"));
+        };
+        let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+        std::fs::create_dir_all(parent).map_err(|e| DatasetError::io(parent, e))?;
+        let path = parent.join(format!(".{}.{suffix}", name.to_string_lossy()));
+        let io = |e| DatasetError::io(&path, e);
+        loop {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io)?;
+            if !try_flock(&file, true).map_err(io)? {
+                let mut text = String::new();
+                let holder =
+                    file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
+                let Some(waiting) = waiting.as_mut() else {
+                    let what = format!(
+                        "another feedbench{} is writing it; wait for it to end",
+                        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+                    );
+                    return Err(DatasetError::Request { root: target.to_path_buf(), what });
+                };
+                waiting(holder);
+                flock(&file, true, true).map_err(io)?;
+            }
+            // The holder before removed the file as it let go: lock the one at the path now.
+            let inode = file.metadata().map_or(0, |f| f.ino());
+            if !std::fs::metadata(&path).is_ok_and(|m| m.ino() == inode) {
+                continue;
+            }
+            file.set_len(0).map_err(io)?;
+            file.rewind().map_err(io)?;
+            write!(file, "{}", std::process::id()).map_err(io)?;
+            return Ok(Self { path, _file: file });
+        }
+    }
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        // Removed while still held, so that no one locks a file about to vanish unawares.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// `path` made absolute with its symbolic links resolved, whether or not it exists yet: its
 /// nearest existing ancestor resolved, and the rest appended.
 pub fn resolved(path: &Path) -> Result<PathBuf> {

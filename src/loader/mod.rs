@@ -5,5 +5,6 @@ pub mod batch;
 pub mod config;
 pub mod lerobot;
 pub mod pipeline;
+mod pool;
 pub mod sampler;
 pub mod spec;

@@ -10,8 +10,6 @@
 //! the next epoch's batches while the consumer finishes this one's: the pipeline never drains
 //! at an epoch boundary, and decoders stay open.
 
-use std::fmt;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, Weak};
@@ -19,6 +17,8 @@ use std::thread::JoinHandle;
 
 use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
 use super::config::{check_decoder_threads, LoaderConfig};
+use super::pool::BatchPool;
+pub use super::pool::LoadedBatch;
 use super::sampler::{batches, epoch_order, SamplerKind};
 use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
@@ -65,9 +65,16 @@ pub enum LoaderError {
     /// LeRobot's loader (the `lerobot` backend) could not run or failed, with its message.
     #[error("{0}")]
     Lerobot(String),
-    /// A worker thread panicked (a bug: please report it).
-    #[error("loader worker {0} panicked")]
-    WorkerPanicked(usize),
+    /// A loader thread panicked (a bug: please report it), with the panic's message.
+    #[error(
+        "the loader's thread {thread} panicked: {message} (a bug in feedbench: please report it)"
+    )]
+    Panicked {
+        /// The thread: `feedbench-worker-<n>`, or `trainer` when loading in the consuming thread.
+        thread: String,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 /// `bytes` as gigabytes (10⁹), for messages.
@@ -106,6 +113,9 @@ struct Plans {
     window: Arc<Window>,
     config: LoaderConfig,
     recent: Mutex<Vec<(u64, Plan)>>,
+    /// Test builds: the stream's batch whose building panics ([`Loader::panic_at`]).
+    #[cfg(any(test, feature = "testdata"))]
+    panic_at: AtomicUsize,
 }
 
 impl Plans {
@@ -169,69 +179,6 @@ impl Span {
     }
 }
 
-/// Batches handed back by the consumer (see [`LoadedBatch`]), for the workers to fill again:
-/// buffers are allocated for the batches in flight only, never per sample.
-#[derive(Default)]
-struct BatchPool {
-    free: Mutex<Vec<Batch>>,
-}
-
-impl BatchPool {
-    /// A batch to fill: a returned one when there is one.
-    fn take(&self) -> Batch {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default()
-    }
-
-    fn give(&self, batch: Batch) {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(batch);
-    }
-}
-
-/// A batch the loader delivered; it reads as a [`Batch`]. Dropping it hands its buffers back
-/// to the loader, which fills them again: keep [`LoadedBatch::into_batch`] for a batch to
-/// outlive the next ones.
-pub struct LoadedBatch {
-    batch: Batch,
-    pool: Weak<BatchPool>,
-}
-
-impl LoadedBatch {
-    /// The batch itself, kept out of the loader's reuse.
-    pub fn into_batch(mut self) -> Batch {
-        std::mem::take(&mut self.batch)
-    }
-}
-
-impl Deref for LoadedBatch {
-    type Target = Batch;
-
-    fn deref(&self) -> &Batch {
-        &self.batch
-    }
-}
-
-impl DerefMut for LoadedBatch {
-    fn deref_mut(&mut self) -> &mut Batch {
-        &mut self.batch
-    }
-}
-
-impl fmt::Debug for LoadedBatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.batch.fmt(f)
-    }
-}
-
-impl Drop for LoadedBatch {
-    fn drop(&mut self) {
-        if let Some(pool) = self.pool.upgrade() {
-            if !self.batch.tensors.is_empty() {
-                pool.give(std::mem::take(&mut self.batch));
-            }
-        }
-    }
-}
-
 type BatchResult = Result<LoadedBatch, LoaderError>;
 
 /// A batch as a worker built it, and the time its stages took.
@@ -277,7 +224,27 @@ impl BatchBuilder {
     }
 
     /// Builds the stream's batch `i`; the epoch's plan is made first if no thread made it yet.
+    /// A panic while building is caught, and is the batch's error: it ends the stream with its
+    /// message, in whichever thread and delivery order it happens.
     fn build_at(&mut self, span: &Span, i: usize) -> Built {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.build_at_unguarded(span, i)))
+            .unwrap_or_else(|payload| {
+                let message =
+                    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+                        (Some(text), _) => text.to_string(),
+                        (_, Some(text)) => text.clone(),
+                        _ => "no message".into(),
+                    };
+                let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+                (Err(LoaderError::Panicked { thread, message }), TimingTree::default())
+            })
+    }
+
+    fn build_at_unguarded(&mut self, span: &Span, i: usize) -> Built {
+        #[cfg(any(test, feature = "testdata"))]
+        if self.plans.panic_at.load(Ordering::Relaxed) == i {
+            panic!("a fault injected at batch {i}");
+        }
         let (epoch, position) = span.locate(i);
         let mut timing = TimingTree::default();
         let plan = self.plans.get(epoch, &mut timing);
@@ -379,8 +346,17 @@ impl Loader {
             window: window.clone(),
             config: config.clone(),
             recent: Mutex::default(),
+            #[cfg(any(test, feature = "testdata"))]
+            panic_at: AtomicUsize::new(usize::MAX),
         });
         Ok(Self { dataset, window, config, pool: Arc::default(), plans, trace: None })
+    }
+
+    /// Test builds: building the stream's batch `batch` panics, in whichever thread builds it,
+    /// to check that a panic ends the stream with its error.
+    #[cfg(any(test, feature = "testdata"))]
+    pub fn panic_at(&self, batch: usize) {
+        self.plans.panic_at.store(batch, Ordering::Relaxed);
     }
 
     /// Records the stages of the batches of later epochs as spans of `trace`, one track per
@@ -568,16 +544,24 @@ impl Iterator for Batches {
             Source::InThread(builder) => builder.build_at(&self.span, position),
             Source::Workers { receivers, .. } => {
                 let worker = position % receivers.len();
-                // A worker that ended without sending has panicked (errors are sent).
-                let panicked = || (Err(LoaderError::WorkerPanicked(worker)), TimingTree::default());
+                // Workers send their errors, panics included, before they end.
+                let ordered = receivers.len() > 1;
+                let gone = || {
+                    let thread = match ordered {
+                        true => format!("feedbench-worker-{worker}"),
+                        false => "feedbench-worker-*".to_string(),
+                    };
+                    let message = "it ended without a word".to_string();
+                    (Err(LoaderError::Panicked { thread, message }), TimingTree::default())
+                };
                 self.timing
-                    .time(stage::WAIT, || receivers[worker].recv().unwrap_or_else(|_| panicked()))
+                    .time(stage::WAIT, || receivers[worker].recv().unwrap_or_else(|_| gone()))
             }
         };
         self.timing.merge(&timing);
         self.delivered += 1;
         self.failed = built.is_err();
-        Some(built.map(|batch| LoadedBatch { batch, pool: self.pool.clone() }))
+        Some(built.map(|batch| LoadedBatch::new(batch, self.pool.clone())))
     }
 }
 

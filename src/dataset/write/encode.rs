@@ -453,6 +453,20 @@ impl Mp4Writer {
         self.output.write_trailer().map_err(|e| self.error("cannot complete the mp4 file", e))
     }
 }
+impl Drop for Mp4Writer {
+    /// An encoder left mid-episode (writing failed or was stopped) is flushed before it is
+    /// closed, its packets dropped: SVT-AV1 waits forever in its deinit for an end of stream
+    /// it was never sent.
+    fn drop(&mut self) {
+        if let Some(mut encoder) = self.encoder.take() {
+            if encoder.send_eof().is_ok() {
+                let mut packet = Packet::empty();
+                while encoder.receive_packet(&mut packet).is_ok() {}
+            }
+        }
+    }
+}
+
 /// An encoder setting [`EncodeSettings::problem`] can refuse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EncodeSetting {

@@ -29,6 +29,7 @@ use self::dataset::{
     dataset_info, groups_of, round_robin_tasks, write_dataset, Contents, ImageFeature, Layout,
     VectorFeature,
 };
+use super::files::WriterLock;
 use super::meta::CodebaseVersion;
 use super::stats::ImageStats;
 use super::{DatasetError, Result};
@@ -133,7 +134,9 @@ pub fn png_bytes(rgb: &[u8], height: u32, width: u32) -> Vec<u8> {
 /// Creates `out` through a temporary sibling renamed into place once `fill` succeeded.
 /// Refuses an existing non-empty `out` unless `force`; even then it replaces only a directory
 /// holding a LeRobot dataset (`meta/info.json`), and only at the end, once the new one is
-/// complete.
+/// complete. One writer of `out` at a time ([`WriterLock`]); what an earlier writer killed
+/// meanwhile left is cleared first: its temporary sibling removed, a dataset it had moved
+/// aside to replace moved back.
 pub fn write_atomically(
     out: &Path,
     force: bool,
@@ -142,6 +145,13 @@ pub fn write_atomically(
     if out.exists() && !out.is_dir() {
         return Err(DatasetError::invalid(out, "exists and is not a directory"));
     }
+    let name =
+        out.file_name().ok_or_else(|| DatasetError::invalid(out, "expected a directory name"))?;
+    let _alone = WriterLock::beside(out)?;
+    let sibling = |what: &str| {
+        out.with_file_name(format!(".{}.{what}-{}", name.to_string_lossy(), std::process::id()))
+    };
+    clear_leftovers(out)?;
     let occupied =
         out.exists() && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true);
     if occupied && !force {
@@ -157,15 +167,7 @@ pub fn write_atomically(
              not replacing it, even with --force",
         ));
     }
-    let name =
-        out.file_name().ok_or_else(|| DatasetError::invalid(out, "expected a directory name"))?;
-    let sibling = |what: &str| {
-        out.with_file_name(format!(".{}.{what}-{}", name.to_string_lossy(), std::process::id()))
-    };
     let staging = sibling("partial");
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    }
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;
     if let Err(e) = fill(&staging) {
         let _ = std::fs::remove_dir_all(&staging);
@@ -180,6 +182,28 @@ pub fn write_atomically(
         return std::fs::remove_dir_all(&old).map_err(|e| DatasetError::io(&old, e));
     }
     std::fs::rename(&staging, out).map_err(|e| DatasetError::io(out, e))
+}
+
+/// Clears what writers of `out` killed before they finished left beside it (the caller holds
+/// its lock, so no writer is at work): their temporary siblings `.<name>.partial-<pid>`, and a
+/// dataset moved aside as `.<name>.replaced-<pid>`, moved back where `out` is missing (the
+/// writer was killed between its two renames) and removed otherwise.
+fn clear_leftovers(out: &Path) -> Result<()> {
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name()) else { return Ok(()) };
+    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+    let name = name.to_string_lossy();
+    let (partial, replaced) = (format!(".{name}.partial-"), format!(".{name}.replaced-"));
+    let entries = std::fs::read_dir(parent).map_err(|e| DatasetError::io(parent, e))?;
+    for entry in entries.flatten() {
+        let (file_name, path) = (entry.file_name(), entry.path());
+        let file_name = file_name.to_string_lossy();
+        if file_name.starts_with(&replaced) && !out.exists() {
+            std::fs::rename(&path, out).map_err(|e| DatasetError::io(&path, e))?;
+        } else if file_name.starts_with(&partial) || file_name.starts_with(&replaced) {
+            std::fs::remove_dir_all(&path).map_err(|e| DatasetError::io(&path, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a dataset of state/action frames (no cameras) at `out`.

@@ -4,6 +4,7 @@
 //! ([`super::dataset`]). Everything is fixed by the seed, except the encoders' bytes.
 
 use std::cell::{Cell, RefCell};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -19,6 +20,7 @@ use super::png_bytes;
 use super::preset::Preset;
 use super::scene::{Camera, Motion};
 use super::{write_atomically, ListLayout};
+use crate::dataset::files::WriterLock;
 use crate::dataset::meta::{CodebaseVersion, Info};
 use crate::dataset::stats::ImageStats;
 use crate::dataset::{DatasetError, Result};
@@ -90,7 +92,7 @@ fn row_bytes(preset: &Preset) -> usize {
 
 /// Writes the dataset `preset` describes at `out`.
 pub fn synth(out: &Path, preset: &Preset, options: &SynthOptions) -> Result<SynthReport> {
-    synth_with_progress(out, preset, options, &mut |_, _| {})
+    synth_with_progress(out, preset, options, &mut |_, _| ControlFlow::Continue(()))
 }
 
 /// The dataset `synth` makes of `preset` in `version` (default options), kept in `cache`
@@ -132,23 +134,34 @@ pub fn cached_synth(
         say(&format!("using the generated dataset {}", root.display()));
         return Ok(root);
     }
+    // Tasks of one plan may ask for the same dataset at once: one generates it, the others
+    // wait for it and use it.
+    std::fs::create_dir_all(cache).map_err(|e| DatasetError::io(cache, e))?;
+    let _generating = WriterLock::generating(&root, &mut |holder| {
+        let by = holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default();
+        say(&format!("waiting for another feedbench{by} generating {}", root.display()));
+    })?;
+    if root.join("meta/info.json").is_file() {
+        say(&format!("using the generated dataset {}", root.display()));
+        return Ok(root);
+    }
     say(&format!(
         "generating {} ({} episodes) into {}",
         preset.name,
         preset.episodes,
         root.display()
     ));
-    std::fs::create_dir_all(cache).map_err(|e| DatasetError::io(cache, e))?;
     synth(&root, preset, &SynthOptions { version, ..SynthOptions::default() })?;
     Ok(root)
 }
 
-/// [`synth`], calling `progress(done, total)` with camera frames encoded so far.
+/// [`synth`], calling `progress(done, total)` with camera frames encoded so far; where it
+/// breaks, writing stops with [`DatasetError::Stopped`] and what was written is removed.
 pub fn synth_with_progress(
     out: &Path,
     preset: &Preset,
     options: &SynthOptions,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
 ) -> Result<SynthReport> {
     let started = Instant::now();
     preset.check(out)?;
@@ -209,8 +222,19 @@ pub fn synth_with_progress(
     ];
     let Some(coding) = coding else {
         write_atomically(out, options.force, |root| {
-            report.video_bytes =
-                write_png_images(root, &info, &layout, preset, options.seed, &motions, vectors)?;
+            let progress = (RefCell::new(progress), total);
+            report.video_bytes = write_png_images(
+                root,
+                (&info, &layout, preset),
+                options.seed,
+                &motions,
+                vectors,
+                progress,
+            )
+            .map_err(|e| match e {
+                DatasetError::Stopped { .. } => DatasetError::Stopped { path: out.into() },
+                e => e,
+            })?;
             Ok(())
         })?;
         report.seconds = started.elapsed().as_secs_f64();
@@ -236,8 +260,10 @@ pub fn synth_with_progress(
                 let view = view.as_ref().expect("frame 0 comes first");
                 view.render(i as f64 / f64::from(preset.fps), i, rgb);
                 done += 1;
-                progress(done, total);
-                Ok(())
+                match progress(done, total) {
+                    ControlFlow::Continue(()) => Ok(()),
+                    ControlFlow::Break(()) => Err(DatasetError::Stopped { path: out.into() }),
+                }
             })?;
             report.video_files += encoded.files;
             report.video_bytes += encoded.bytes;
@@ -250,19 +276,21 @@ pub fn synth_with_progress(
     Ok(report)
 }
 
+/// The progress of [`synth_with_progress`] and the frames in all.
+type Progress<'a> = (RefCell<&'a mut dyn FnMut(u64, u64) -> ControlFlow<()>>, u64);
+
 /// Writes the dataset with every camera's rendered frames as PNG images in parquet; returns
 /// the bytes of PNG written.
 fn write_png_images(
     root: &Path,
-    info: &Info,
-    layout: &Layout,
-    preset: &Preset,
+    (info, layout, preset): (&Info, &Layout, &Preset),
     seed: u64,
     motions: &[Motion],
     vectors: Vec<VectorFeature>,
+    (progress, total): Progress<'_>,
 ) -> Result<u64> {
     let ranges = layout.ranges();
-    let bytes = Cell::new(0u64);
+    let (bytes, done) = (Cell::new(0u64), Cell::new(0u64));
     let cameras: Vec<Camera> = (0..preset.cameras.len())
         .map(|i| Camera::new(seed, i, preset.cameras[i].height, preset.cameras[i].width))
         .collect();
@@ -281,14 +309,19 @@ fn write_png_images(
         .iter()
         .enumerate()
         .map(|(c, spec)| {
-            let (render, ranges, bytes) = (&render, &ranges, &bytes);
+            let (render, ranges, bytes, done, progress) =
+                (&render, &ranges, &bytes, &done, &progress);
             move |index: usize| {
                 let e = ranges.partition_point(|&(_, to)| to <= index);
                 let mut rgb = vec![0u8; 3 * spec.height as usize * spec.width as usize];
                 render(c, e, index - ranges[e].0, &mut rgb);
                 let png = png_bytes(&rgb, spec.height, spec.width);
                 bytes.set(bytes.get() + png.len() as u64);
-                Ok(png)
+                done.set(done.get() + 1);
+                match (progress.borrow_mut())(done.get(), total) {
+                    ControlFlow::Continue(()) => Ok(png),
+                    ControlFlow::Break(()) => Err(DatasetError::Stopped { path: root.into() }),
+                }
             }
         })
         .collect();

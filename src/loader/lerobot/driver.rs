@@ -4,9 +4,12 @@
 //! lines an error quotes.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
@@ -71,8 +74,58 @@ pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderE
     answer
 }
 
-/// The driver's answer to the request in `request_file`.
+/// How long the driver may go without a line on its stdout or stderr before it is taken for
+/// hung and stopped: `$FEEDBENCH_DRIVER_TIMEOUT_S` seconds, else 600. The driver says it is
+/// alive at least every 30 s while it loads or steps, so only a driver that stopped (a hung
+/// DataLoader, an interpreter that never starts the script) is ever this quiet.
+pub fn silence_bound() -> Result<Duration, LoaderError> {
+    const VAR: &str = "FEEDBENCH_DRIVER_TIMEOUT_S";
+    let Some(text) = std::env::var_os(VAR) else { return Ok(Duration::from_secs(600)) };
+    text.to_str()
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            LoaderError::Lerobot(format!(
+                "${VAR} is {text:?}: expected seconds, a positive number (default 600)"
+            ))
+        })
+}
+
+/// What the driver's reader threads hear.
+enum Heard {
+    /// A line of its stdout.
+    Out(String),
+    /// A line of its stderr.
+    Err(String),
+    /// Its stdout closed (it exited, or closed it).
+    OutClosed,
+    /// Its stderr closed.
+    ErrClosed,
+}
+
+/// Reads `stream` line by line into `to`, then says it closed.
+fn listen(
+    stream: impl std::io::Read + Send + 'static,
+    to: mpsc::Sender<Heard>,
+    line: fn(String) -> Heard,
+    closed: Heard,
+) {
+    std::thread::spawn(move || {
+        for text in BufReader::new(stream).lines().map_while(Result::ok) {
+            if to.send(line(text)).is_err() {
+                return;
+            }
+        }
+        let _ = to.send(closed);
+    });
+}
+
+/// The driver's answer to the request in `request_file`. The driver runs in a process group
+/// of its own (with its DataLoader's worker processes), stopped whole when it goes silent
+/// for longer than [`silence_bound`].
 fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Json), LoaderError> {
+    let silence = silence_bound()?;
     let mut child = Command::new(python)
         .arg(driver)
         .arg(request_file)
@@ -82,6 +135,7 @@ fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Js
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| {
             LoaderError::Lerobot(format!(
@@ -90,30 +144,57 @@ fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Js
                 python.display()
             ))
         })?;
-    let stderr = child.stderr.take().expect("piped");
-    let stderr_tail = std::thread::spawn(move || {
-        let mut tail: Vec<String> = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            tail.push(line);
-            if tail.len() > 20 {
-                tail.remove(0);
+    let (to, heard) = mpsc::channel();
+    listen(child.stdout.take().expect("piped"), to.clone(), Heard::Out, Heard::OutClosed);
+    listen(child.stderr.take().expect("piped"), to, Heard::Err, Heard::ErrClosed);
+    let (mut ready, mut result, mut error) = (None, None, None);
+    let mut tail: Vec<String> = Vec::new();
+    let (mut open, mut heard_at) = (2, Instant::now());
+    while open > 0 {
+        let next = heard.recv_timeout(silence.min(Duration::from_millis(500)));
+        if next.is_ok() {
+            heard_at = Instant::now();
+        }
+        match next {
+            Ok(Heard::Out(line)) => {
+                let Ok(message) = serde_json::from_str::<Json>(&line) else { continue };
+                match message.get("event").and_then(Json::as_str) {
+                    Some("ready") => ready = Some(message),
+                    Some("result") => result = Some(message),
+                    Some("error") => error = Some(message),
+                    _ => {}
+                }
+            }
+            Ok(Heard::Err(line)) => {
+                tail.push(line);
+                if tail.len() > 20 {
+                    tail.remove(0);
+                }
+            }
+            Ok(Heard::OutClosed | Heard::ErrClosed) => open -= 1,
+            // The driver is gone and only its orphaned workers keep a stream open.
+            Err(_) if child.try_wait().is_ok_and(|status| status.is_some()) => {
+                // SAFETY: signals the group of the driver this process started; its workers
+                // keep the group (and so its id) alive.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+                break;
+            }
+            Err(_) if heard_at.elapsed() < silence => {}
+            Err(_) => {
+                stop_group(&mut child);
+                return Err(LoaderError::Lerobot(format!(
+                    "the LeRobot driver ({}) said nothing for {} s {}, and was stopped (with its \
+                     workers); the bound is $FEEDBENCH_DRIVER_TIMEOUT_S{}",
+                    python.display(),
+                    silence.as_secs_f64(),
+                    if ready.is_some() { "while it loaded" } else { "before it was ready" },
+                    quoted(&tail)
+                )));
             }
         }
-        tail
-    });
-    let (mut ready, mut result, mut error) = (None, None, None);
-    for line in BufReader::new(child.stdout.take().expect("piped")).lines().map_while(Result::ok) {
-        let Ok(message) = serde_json::from_str::<Json>(&line) else { continue };
-        match message.get("event").and_then(Json::as_str) {
-            Some("ready") => ready = Some(message),
-            Some("result") => result = Some(message),
-            Some("error") => error = Some(message),
-            _ => {}
-        }
     }
-    let status =
-        child.wait().map_err(|e| LoaderError::Lerobot(format!("{}: {e}", python.display())))?;
-    let tail = stderr_tail.join().unwrap_or_default();
+    let status = wait_within(&mut child, silence)
+        .map_err(|e| LoaderError::Lerobot(format!("{}: {e}", python.display())))?;
     if let Some(error) = error {
         let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
         let kind = error.get("kind").and_then(Json::as_str).unwrap_or("lerobot");
@@ -122,13 +203,68 @@ fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Js
             _ => message.to_string(),
         }));
     }
+    if let Some(signal) = status.signal() {
+        return Err(LoaderError::Lerobot(format!(
+            "the LeRobot driver ({}) was killed by signal {signal} ({}) {}{}{}",
+            python.display(),
+            signal_name(signal),
+            if ready.is_some() { "while it loaded" } else { "before it was ready" },
+            if signal == libc::SIGKILL { " (out of memory? see dmesg)" } else { "" },
+            quoted(&tail)
+        )));
+    }
     match (ready, result) {
         (Some(ready), Some(result)) if status.success() => Ok((ready, result)),
         _ => Err(LoaderError::Lerobot(format!(
             "--python {}: did not answer as feedbench's LeRobot driver ({status}){}",
             python.display(),
-            if tail.is_empty() { String::new() } else { format!(": {}", tail.join(" | ")) }
+            quoted(&tail)
         ))),
+    }
+}
+
+/// The last lines of the driver's stderr, after a colon, or nothing.
+fn quoted(tail: &[String]) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", tail.join(" | "))
+    }
+}
+
+/// The usual name of `signal`.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        _ => "a signal",
+    }
+}
+
+/// Kills the driver's process group (the driver and its workers) and reaps the driver.
+fn stop_group(child: &mut Child) {
+    // SAFETY: signals the process group this process made for its own child, not yet reaped.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// The driver's exit status, once its output closed: it is stopped if it has not exited
+/// within `bound`.
+fn wait_within(child: &mut Child, bound: Duration) -> std::io::Result<ExitStatus> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if started.elapsed() > bound {
+            stop_group(child);
+            return child.wait();
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
