@@ -341,7 +341,7 @@ fn stage_refuses_a_destination_it_cannot_write_before_copying() {
     };
     let (ok, _, err) = feedbench(&["stage", root.to_str().unwrap(), "--to", to.to_str().unwrap()]);
     clear_error(ok, &err);
-    assert!(err.contains("cannot be written"), "{err}");
+    assert!(err.contains("not writable") && err.contains("takes no new directory"), "{err}");
     assert!(!err.contains("copying"), "said before refusing: {err}");
 }
 
@@ -510,11 +510,15 @@ fn a_sample_that_cannot_be_written_whole_leaves_nothing() {
     let err = String::from_utf8_lossy(&output.stderr);
     clear_error(output.status.success(), &err);
     assert!(err.contains("observation.image"), "{err}");
-    let left: Vec<_> = out.read_dir().unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(left.is_empty(), "nothing half-written is left: {left:?}");
+    assert!(!out.exists(), "nothing half-written is left, nor the directory it made");
     // The re-run (with room) is not refused by leftovers.
     let (ok, _, err) = sample(&root, "3", &out);
     assert!(ok, "{err}");
+    // An --out that is a file is named once, as what it is.
+    let (ok, _, err) = sample(&root, "3", &out.join("sample.json"));
+    clear_error(ok, &err);
+    assert_eq!(err.matches("sample.json").count(), 1, "{err}");
+    assert!(err.contains("exists and is not a directory"), "{err}");
 }
 
 #[test]

@@ -88,7 +88,7 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
     });
     sample.decode_pixels(&mut decoder, args.uint8)?;
     let written = export::write_sample(&sample, &args.out)
-        .with_context(|| format!("writing sample {} to {}", args.index, args.out.display()))?;
+        .with_context(|| format!("writing sample {}", args.index))?;
     outln!("index {} (episode {}, task {:?})", sample.index, sample.episode, sample.task)?;
     for (key, array) in &sample.arrays {
         outln!("  {key:32} {:8} {:?}", array.values.type_name(), array.shape)?;

@@ -26,14 +26,30 @@ pub struct Written {
 /// All or nothing: the files are written into a hidden directory in `out` and moved into
 /// place only once every one is complete and none exists in `out` (never overwritten); after
 /// a failure (a full disk) `out` holds nothing new.
+/// Directories it made for `out` are removed again after a failure.
 pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
-    std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
-    let staging = out.join(format!(".feedbench-sample-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-    let moved = write_into(sample, &staging).and_then(|written| move_into(written, out));
-    let _ = std::fs::remove_dir_all(&staging);
-    moved
+    if out.exists() && !out.is_dir() {
+        return Err(DatasetError::invalid(
+            out,
+            "exists and is not a directory: --out takes a directory (made where absent)",
+        ));
+    }
+    // The outermost directory this call makes, removed (with what it holds) if it fails.
+    let made = out.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).last();
+    let made = made.map(Path::to_path_buf);
+    let written = (|| {
+        std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
+        let staging = out.join(format!(".feedbench-sample-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
+        let moved = write_into(sample, &staging).and_then(|written| move_into(written, out));
+        let _ = std::fs::remove_dir_all(&staging);
+        moved
+    })();
+    if let (Err(_), Some(made)) = (&written, made) {
+        let _ = std::fs::remove_dir_all(made);
+    }
+    written
 }
 
 /// Moves every file written into `out`, once none of them is there already.

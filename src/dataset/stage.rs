@@ -119,7 +119,13 @@ pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
     let ancestor = to.ancestors().skip(1).find(|a| a.is_dir()).unwrap_or(Path::new("."));
     let probe = ancestor.join(format!(".feedbench-probe-{}", std::process::id()));
     std::fs::create_dir(&probe).map_err(|e| {
-        DatasetError::invalid(to, format!("cannot be written: {}: {e}", ancestor.display()))
+        DatasetError::invalid(
+            to,
+            format!(
+                "not writable: {} takes no new directory ({e}); choose a writable --to",
+                ancestor.display()
+            ),
+        )
     })?;
     let _ = std::fs::remove_dir(&probe);
     let available = available_bytes(to)?;
