@@ -74,6 +74,7 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
     let episodes = args.episodes.as_ref().map(|e| e.indices().to_vec());
     let options = DatasetOptions { episodes, tolerance_s: args.tolerance_s };
     let dataset = Dataset::open_with(&args.dataset, &options)?;
+    super::warn_of_rates(&dataset)?;
     let spec = if args.delta.is_empty() {
         args.window.spec()
     } else {

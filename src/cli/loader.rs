@@ -232,7 +232,9 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     let choice = args.loader.choice()?;
     refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
     args.loader.outputs_apart([&args.trace, &args.out])?;
-    let mut loader = choice.build(&args.loader.spec()?)?;
+    let spec = args.loader.spec()?;
+    super::warn_of_rates(&spec.open()?.0)?;
+    let mut loader = choice.build(&spec)?;
     claim_rank_file(args.out.as_deref(), loader.as_ref())?;
     let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
     let progress = progress_bar(args.batches, args.json, "loading");
@@ -298,6 +300,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
     args.loader.outputs_apart([&args.trace, &args.out])?;
     let spec = args.loader.spec()?;
+    super::warn_of_rates(&spec.open()?.0)?;
     let mut loader = choice.build(&spec)?;
     claim_rank_file(args.out.as_deref(), loader.as_ref())?;
     let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;

@@ -141,3 +141,17 @@ pub fn one_message(error: &anyhow::Error) -> String {
     }
     message
 }
+
+/// Says on stderr, a line each (three at most), which episodes of `dataset` have timestamps
+/// that advance at another rate than info.json's fps: its windows are then read at the wrong
+/// rows, as LeRobot reads them, and the user should know.
+pub fn warn_of_rates(dataset: &feedbench::dataset::Dataset) -> anyhow::Result<()> {
+    let mismatches = dataset.rate_mismatches()?;
+    for mismatch in mismatches.iter().take(3) {
+        eprintln!("warning: {}: {mismatch}", dataset.root().display());
+    }
+    if mismatches.len() > 3 {
+        eprintln!("warning: … and {} more episodes", mismatches.len() - 3);
+    }
+    Ok(())
+}

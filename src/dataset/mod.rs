@@ -15,6 +15,7 @@ pub mod image;
 pub mod knobs;
 pub mod layout;
 pub mod meta;
+pub mod rate;
 pub mod sample;
 pub mod stage;
 pub mod stats;

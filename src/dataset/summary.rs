@@ -7,9 +7,10 @@ use serde::Serialize;
 
 use super::layout::{load_episodes, load_tasks};
 use super::meta::{CodebaseVersion, Info};
+use super::rate::RateMismatch;
 use super::video::raw::{self, RawFrames};
 use super::video::{probe, VideoStreamInfo};
-use super::{DatasetError, Result};
+use super::{Dataset, DatasetError, DatasetOptions, Result, DEFAULT_TOLERANCE_S};
 
 /// One feature as info.json declares it.
 #[derive(Debug, Clone, Serialize)]
@@ -64,6 +65,8 @@ pub struct Summary {
     pub data_bytes: u64,
     /// Bytes of the mp4 files on disk.
     pub video_bytes: u64,
+    /// Present episodes whose timestamps advance at another rate than `fps`.
+    pub rate_mismatches: Vec<RateMismatch>,
 }
 
 fn file_size(path: &Path) -> Option<u64> {
@@ -122,8 +125,21 @@ impl Summary {
                 stream,
             });
         }
+        // Read from the present episodes' timestamps; a dataset that does not open for that
+        // (a damaged data file) is summarised all the same, as its files are.
+        let options = DatasetOptions {
+            episodes: Some(episodes_present.clone()),
+            tolerance_s: DEFAULT_TOLERANCE_S,
+        };
+        let rate_mismatches = match episodes_present.is_empty() {
+            true => Vec::new(),
+            false => Dataset::open_with(root, &options)
+                .and_then(|d| d.rate_mismatches())
+                .unwrap_or_default(),
+        };
         Ok(Summary {
             root: root.to_path_buf(),
+            rate_mismatches,
             codebase_version: info.codebase_version,
             robot_type: info.robot_type.clone(),
             fps: info.fps,
@@ -210,6 +226,12 @@ impl std::fmt::Display for Summary {
             "frames    {} listed, {} in present episodes",
             self.frames, self.frames_present
         )?;
+        for mismatch in self.rate_mismatches.iter().take(3) {
+            writeln!(f, "warning   {mismatch}")?;
+        }
+        if self.rate_mismatches.len() > 3 {
+            writeln!(f, "warning   … and {} more episodes", self.rate_mismatches.len() - 3)?;
+        }
         writeln!(f, "tasks     {}", self.tasks.len())?;
         for task in self.tasks.iter().take(5) {
             writeln!(f, "          {task:?}")?;

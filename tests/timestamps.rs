@@ -1,0 +1,60 @@
+//! Timestamps that advance at another rate than info.json's `fps` (data recorded at 10 Hz
+//! declared at 20, or at 1e308): windows are then read at the wrong rows, as LeRobot reads
+//! them, and feedbench says so: a line per episode in `info` (and its JSON), a warning where
+//! `sample` and `load` open the dataset. A dataset whose rates agree gets no word.
+
+mod common;
+
+use std::path::Path;
+
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+
+/// Sets info.json's `fps` of `root` to `fps`.
+fn declare_fps(root: &Path, fps: &str) {
+    let path = root.join("meta/info.json");
+    let mut info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    info["fps"] = serde_json::from_str(fps).unwrap();
+    std::fs::write(&path, serde_json::to_string_pretty(&info).unwrap()).unwrap();
+}
+
+#[test]
+fn timestamps_at_another_rate_than_fps_are_said_per_episode() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let spec = TabularSpec { episode_lengths: vec![30, 40], ..TabularSpec::default() };
+    write_tabular(&root, &spec).unwrap();
+    let ds = root.to_str().unwrap();
+    let recorded = f64::from(spec.fps);
+
+    let (ok, text, err) = common::feedbench(&["info", ds]);
+    assert!(ok && !text.contains("warning") && !err.contains("warning"), "{text}{err}");
+
+    declare_fps(&root, &format!("{}", recorded * 2.0));
+    let (ok, text, _) = common::feedbench(&["info", ds]);
+    assert!(ok, "a warning, not an error");
+    for episode in [0, 1] {
+        let line = format!(
+            "episode {episode}: its timestamps advance at {recorded:.4} frames/s, but \
+             meta/info.json says fps {}",
+            recorded * 2.0
+        );
+        assert!(text.contains(&line), "{text}");
+    }
+    let (ok, json, _) = common::feedbench(&["info", ds, "--json"]);
+    assert!(ok);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["rate_mismatches"].as_array().unwrap().len(), 2, "{json}");
+    assert_eq!(json["rate_mismatches"][1]["episode"], 1);
+
+    declare_fps(&root, "1e308");
+    for args in [
+        vec!["sample", ds, "--index", "0", "--out", dir.path().join("s").to_str().unwrap()],
+        vec!["load", ds, "--window", "none", "--batches", "1", "--workers", "0"],
+    ] {
+        let (ok, _, err) = common::feedbench(&args);
+        assert!(ok, "{args:?}: {err}");
+        let warning = format!("warning: {ds}: episode 0: its timestamps advance at {recorded:.4}");
+        assert!(err.contains(&warning) && err.contains("fps 1e308"), "{args:?}: {err}");
+    }
+}
