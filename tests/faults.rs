@@ -50,20 +50,12 @@ fn wait_for_name(dir: &Path, prefix: &str, child: &mut Child) {
     }
 }
 
-/// `synth` of a PushT-shaped dataset at `out`, long enough to be caught in the middle.
-fn long_synth(out: &Path) -> Child {
+/// `synth` of a PushT-shaped dataset of `episodes` episodes at `out`, long enough to be
+/// caught in the middle (40 take about 10 s on two idle cores).
+fn long_synth(out: &Path, episodes: &str) -> Child {
     let out = out.to_str().unwrap();
-    spawn(&[
-        "synth",
-        "--preset",
-        "pusht",
-        "--episodes",
-        "40",
-        "--frames-per-episode",
-        "200",
-        "--out",
-        out,
-    ])
+    let pusht = ["synth", "--preset", "pusht", "--frames-per-episode", "200"];
+    spawn(&[&pusht[..], &["--episodes", episodes, "--out", out]].concat())
 }
 
 /// Sends `signal` to `child`.
@@ -76,7 +68,7 @@ fn signal(child: &Child, signal: libc::c_int) {
 fn a_synth_stopped_by_sigint_removes_what_it_wrote_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
-    let mut child = long_synth(&out);
+    let mut child = long_synth(&out, "40");
     wait_for_name(dir.path(), ".ds.partial-", &mut child);
     std::thread::sleep(Duration::from_millis(300));
     signal(&child, libc::SIGINT);
@@ -92,7 +84,8 @@ fn a_second_synth_of_one_dataset_is_refused_and_what_a_killed_one_left_is_cleare
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("ds");
     let out_s = out.to_str().unwrap();
-    let mut first = long_synth(&out);
+    // Far longer than the second needs to start, even on busy cores: it is killed.
+    let mut first = long_synth(&out, "2000");
     wait_for_name(dir.path(), ".ds.partial-", &mut first);
     let short = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "10"];
     let (ok, _, err) = common::feedbench(&[&short[..], &["--out", out_s]].concat());

@@ -4,11 +4,11 @@
 //! A sweep or a layout study holds it alone; the tasks of one sweep plan share it, and keep a
 //! lone writer out.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::fs::File;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
-use crate::dataset::files::try_flock;
+use crate::dataset::files::{try_lock_file, LockFile};
 
 /// The lock file of an output directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -66,19 +66,12 @@ impl OutputLock {
     fn take(dir: &Path, exclusive: bool) -> Result<File, LockError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| LockError::Io { path: path.clone(), source };
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
-        if try_flock(&file, exclusive).map_err(io)? {
-            return Ok(file);
+        match try_lock_file(&path, exclusive).map_err(io)? {
+            LockFile::Taken(file) => Ok(file),
+            LockFile::Held { holder, .. } => {
+                Err(LockError::Held { dir: dir.to_path_buf(), holder })
+            }
         }
-        let mut text = String::new();
-        let holder = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
-        Err(LockError::Held { dir: dir.to_path_buf(), holder })
     }
 }
 

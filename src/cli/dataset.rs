@@ -215,24 +215,33 @@ fn with_synth_flags(error: DatasetError) -> anyhow::Error {
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// From now on SIGINT and SIGTERM ask `synth` to stop at the next frame: it removes what it
-/// wrote and exits with 128 + the signal. A second signal ends the process at once.
+/// wrote and exits with 128 + the signal. A second signal ends the process at once. The
+/// signals are blocked in every thread and taken by one of their own (`sigwait`): a handler
+/// would interrupt the encoders' threads in `sem_wait`, which SVT-AV1 does not retry, and its
+/// flush then waits forever. Called before any other thread starts, so all inherit the mask.
 fn stop_on_signal() {
-    extern "C" fn stop(signal: libc::c_int) {
-        STOP_SIGNAL.store(signal, Ordering::Relaxed);
-    }
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction filled in here; the handler only stores to an atomic.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-            libc::sigaction(signal, &action, std::ptr::null_mut());
-        }
+    // SAFETY: a signal set built by sigemptyset/sigaddset; pthread_sigmask and sigwait take it.
+    unsafe {
+        let mut signals: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut signals);
+        libc::sigaddset(&mut signals, libc::SIGINT);
+        libc::sigaddset(&mut signals, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut());
+        std::thread::spawn(move || loop {
+            let mut signal = 0;
+            if libc::sigwait(&signals, &mut signal) != 0 {
+                return;
+            }
+            if STOP_SIGNAL.swap(signal, Ordering::Relaxed) != 0 {
+                libc::_exit(128 + signal);
+            }
+        });
     }
 }
 
 /// Runs `feedbench synth`: exit status 128 + the signal when SIGINT or SIGTERM stopped it.
 pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
+    stop_on_signal();
     let preset = Preset::load(&args.preset)?.with(&PresetOverrides {
         codec: args.codec,
         gop: args.gop,
@@ -251,7 +260,6 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
         storage: args.storage,
     };
     let progress = progress_bar(0, args.json, "encoding");
-    stop_on_signal();
     let written = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
         progress.set_length(total);
         progress.set_position(done);

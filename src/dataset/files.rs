@@ -190,11 +190,37 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     renamed
 }
 
-/// Takes an advisory lock (`flock`) on `file` without waiting: shared or exclusive. Ok(false)
-/// when another open file holds a lock that excludes it; the kernel drops the lock when the
-/// file is closed, a crash included.
-pub fn try_flock(file: &File, exclusive: bool) -> std::io::Result<bool> {
-    flock(file, exclusive, false)
+/// A lock file, opened (made where absent) and locked, or held by another process.
+#[derive(Debug)]
+pub enum LockFile {
+    /// Locked by this process: the kernel drops the lock when the file is closed, a crash
+    /// included.
+    Taken(File),
+    /// Another open file holds a lock that excludes this one.
+    Held {
+        /// The file, open, not locked.
+        file: File,
+        /// The pid the holder wrote into it, where it reads as one.
+        holder: Option<u32>,
+    },
+}
+
+/// Opens the lock file `path` (made where absent, never truncated) and takes an advisory
+/// lock (`flock`) on it without waiting: shared or exclusive.
+pub fn try_lock_file(path: &Path, exclusive: bool) -> std::io::Result<LockFile> {
+    use std::io::Read;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    if flock(&file, exclusive, false)? {
+        return Ok(LockFile::Taken(file));
+    }
+    let mut text = String::new();
+    let holder = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
+    Ok(LockFile::Held { file, holder })
 }
 
 /// `flock` on `file`, shared or exclusive, waiting for it unless `!wait`: Ok(false) where it
@@ -246,7 +272,7 @@ impl WriterLock {
         suffix: &str,
         mut waiting: Option<&mut dyn FnMut(Option<u32>)>,
     ) -> Result<Self> {
-        use std::io::{Read, Seek, Write};
+        use std::io::{Seek, Write};
         use std::os::unix::fs::MetadataExt;
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
             return Err(DatasetError::invalid(target, "expected a directory name"));
@@ -256,27 +282,21 @@ impl WriterLock {
         let path = parent.join(format!(".{}.{suffix}", name.to_string_lossy()));
         let io = |e| DatasetError::io(&path, e);
         loop {
-            let mut file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(io)?;
-            if !try_flock(&file, true).map_err(io)? {
-                let mut text = String::new();
-                let holder =
-                    file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
-                let Some(waiting) = waiting.as_mut() else {
-                    let what = format!(
-                        "another feedbench{} is writing it; wait for it to end",
-                        holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
-                    );
-                    return Err(DatasetError::Request { root: target.to_path_buf(), what });
-                };
-                waiting(holder);
-                flock(&file, true, true).map_err(io)?;
-            }
+            let mut file = match try_lock_file(&path, true).map_err(io)? {
+                LockFile::Taken(file) => file,
+                LockFile::Held { file, holder } => {
+                    let Some(waiting) = waiting.as_mut() else {
+                        let what = format!(
+                            "another feedbench{} is writing it; wait for it to end",
+                            holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+                        );
+                        return Err(DatasetError::Request { root: target.to_path_buf(), what });
+                    };
+                    waiting(holder);
+                    flock(&file, true, true).map_err(io)?;
+                    file
+                }
+            };
             // The holder before removed the file as it let go: lock the one at the path now.
             let inode = file.metadata().map_or(0, |f| f.ino());
             if !std::fs::metadata(&path).is_ok_and(|m| m.ino() == inode) {

@@ -459,6 +459,11 @@ impl Drop for Mp4Writer {
     /// it was never sent.
     fn drop(&mut self) {
         if let Some(mut encoder) = self.encoder.take() {
+            // SVT-AV1 also waits forever for the packets of a stream of no frames: one is sent.
+            if self.episode_frames == 0 {
+                self.yuv.set_pts(Some(0));
+                let _ = encoder.send_frame(&self.yuv);
+            }
             if encoder.send_eof().is_ok() {
                 let mut packet = Packet::empty();
                 while encoder.receive_packet(&mut packet).is_ok() {}
