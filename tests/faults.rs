@@ -240,3 +240,36 @@ fn a_removed_working_directory_is_said_before_libtorch_loads() {
     assert!(err.contains("the working directory cannot be read"), "{err}");
     assert!(!err.contains("oneMKL"), "{err}");
 }
+
+#[test]
+fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = video_dataset(dir.path());
+    let base = format!(
+        "[dataset]\npath = \"{}\"\n[model]\nmodel = [\"none\"]\n[run]\nloader_batches = 1\n\
+         model_steps = 1\ntrain_steps = 1\nwarmup = 0\n[loader]\nworkers = [0]\nbatch = [2]\n",
+        root.display()
+    );
+    let cases = [
+        ("a batch too large for memory", "resolution = [\"20000x20000\"]\n", "needs"),
+        (
+            "no LeRobot interpreter",
+            "loader = [\"lerobot\"]\npython = \"/no/python\"\n",
+            "/no/python",
+        ),
+    ];
+    for (case, loader, said) in cases {
+        let config = dir.path().join("sweep.toml");
+        std::fs::write(&config, format!("{base}{loader}")).unwrap();
+        let out = dir.path().join("made/for/it");
+        let (ok, _, err) = common::feedbench(&[
+            "sweep",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!ok && err.contains(said), "{case}: {err}");
+        assert!(!dir.path().join("made").exists(), "{case}: the directories it made are removed");
+    }
+}

@@ -35,8 +35,7 @@ pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
         ));
     }
     // The outermost directory this call makes, removed (with what it holds) if it fails.
-    let made = out.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists()).last();
-    let made = made.map(Path::to_path_buf);
+    let made = super::files::outermost_missing(out);
     let written = (|| {
         std::fs::create_dir_all(out).map_err(|e| DatasetError::io(out, e))?;
         let staging = out.join(format!(".feedbench-sample-{}", std::process::id()));

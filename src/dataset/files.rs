@@ -190,6 +190,13 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     renamed
 }
 
+/// The outermost directory that making `path` (`create_dir_all`) would create: the last of
+/// its ancestors, `path` included, that does not exist; None where `path` exists.
+pub fn outermost_missing(path: &Path) -> Option<PathBuf> {
+    let missing = path.ancestors().take_while(|a| !a.as_os_str().is_empty() && !a.exists());
+    missing.last().map(Path::to_path_buf)
+}
+
 /// A lock file, opened (made where absent) and locked, or held by another process.
 #[derive(Debug)]
 pub enum LockFile {

@@ -133,6 +133,17 @@ pub struct ResultsSink {
     results: Vec<CellResult>,
     /// This sweep alone writes the directory while the sink lives.
     _alone: OutputLock,
+    /// The outermost directory this sink made for the output, removed (with what a failed
+    /// set-up left in it) where no result is in it when the sink is dropped.
+    made: Option<PathBuf>,
+}
+
+impl Drop for ResultsSink {
+    fn drop(&mut self) {
+        if let (Some(made), true) = (&self.made, self.results.is_empty()) {
+            let _ = std::fs::remove_dir_all(made);
+        }
+    }
 }
 
 impl ResultsSink {
@@ -149,14 +160,34 @@ impl ResultsSink {
         if out.exists() && !out.is_dir() {
             return Err(ResultsError::NotADirectory { path: out.to_path_buf() });
         }
+        let made = crate::dataset::files::outermost_missing(out);
         std::fs::create_dir_all(out).map_err(io(out))?;
+        Self::open_made(out, resume, config, made.clone()).inspect_err(|_| {
+            if let Some(made) = &made {
+                let _ = std::fs::remove_dir_all(made);
+            }
+        })
+    }
+
+    /// [`ResultsSink::open`] once `out` is a directory, `made` (the outermost directory made
+    /// for it) or not.
+    fn open_made(
+        out: &Path,
+        resume: Resume,
+        config: &str,
+        made: Option<PathBuf>,
+    ) -> Result<Self, ResultsError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ResultsError::Io { path, source }
+        };
         let alone = OutputLock::exclusive(out)?;
         let path = out.join(RESULTS_FILE);
         let config_file = out.join(CONFIG_FILE);
         if !path.exists() {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
             let store = JsonlStore::open::<CellResult>(&path)?.0;
-            return Ok(Self { store, results: Vec::new(), _alone: alone });
+            return Ok(Self { store, results: Vec::new(), _alone: alone, made });
         }
         if resume == Resume::No {
             return Err(ResultsError::Exists { path });
@@ -169,7 +200,7 @@ impl ResultsSink {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
         }
         let (store, results) = JsonlStore::open(&path)?;
-        Ok(Self { store, results, _alone: alone })
+        Ok(Self { store, results, _alone: alone, made })
     }
 
     /// Every result so far, in file order.
@@ -185,7 +216,8 @@ impl ResultsSink {
     }
 
     /// Every result, old and new.
-    pub fn into_results(self) -> Vec<CellResult> {
-        self.results
+    pub fn into_results(mut self) -> Vec<CellResult> {
+        self.made = None;
+        std::mem::take(&mut self.results)
     }
 }
