@@ -115,7 +115,29 @@ fn a_partial_download_is_refused_naming_the_complete_episodes() {
     let (ok, _, stderr) = feedbench(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
     assert!(!ok);
     assert!(stderr.contains("--episodes") && stderr.contains("1,2,4,29,30"), "{stderr}");
-    assert!(!out.join("candidates").exists());
+    assert!(!out.exists(), "a refused source leaves no --out");
+}
+
+#[test]
+fn a_source_that_does_not_stand_leaves_no_output_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = source(dir.path());
+    let c = config(dir.path(), "gop = [10]");
+    let out = dir.path().join("made/study");
+    let study = |episodes: &str| {
+        let args = ["layout", root.to_str().unwrap(), "--config", c.to_str().unwrap()];
+        let more = ["--episodes", episodes, "--out", out.to_str().unwrap()];
+        feedbench(&[&args[..], &more].concat())
+    };
+    let (ok, _, stderr) = study("7");
+    assert!(!ok && stderr.contains("episode 7 is not in the dataset"), "{stderr}");
+    assert!(!dir.path().join("made").exists(), "absent episodes: nothing made");
+    let video = root.join("videos/observation.image/chunk-000/file-000.mp4");
+    let bytes = std::fs::read(&video).unwrap();
+    std::fs::write(&video, &bytes[..bytes.len() / 2]).unwrap();
+    let (ok, _, stderr) = study("0-2");
+    assert!(!ok && stderr.contains("file-000.mp4"), "{stderr}");
+    assert!(!dir.path().join("made").exists(), "a damaged source: nothing made");
 }
 
 #[test]

@@ -128,6 +128,14 @@ pub fn run_layout(
             "is inside the source dataset or holds it; a study never writes into its source",
         ));
     }
+    // The source must stand before anything is made: its episodes, files and frames.
+    let options = DatasetOptions {
+        episodes: study.episodes.as_ref().map(|e| e.indices().to_vec()),
+        ..DatasetOptions::default()
+    };
+    let dataset = Dataset::open_with(&study.dataset, &options)?;
+    check_files_present(&dataset)?;
+    let source = Source { bytes_per_frame: source_bytes_per_frame(&dataset)?, dataset: &dataset };
     std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
     let _alone = OutputLock::exclusive(&out)?;
     let results_path = out.join(RESULTS_FILE);
@@ -142,13 +150,6 @@ pub fn run_layout(
     std::fs::copy(&study.config_path, out.join(CONFIG_FILE))
         .map_err(|e| DatasetError::io(&study.config_path, e))?;
 
-    let options = DatasetOptions {
-        episodes: study.episodes.as_ref().map(|e| e.indices().to_vec()),
-        ..DatasetOptions::default()
-    };
-    let dataset = Dataset::open_with(&study.dataset, &options)?;
-    check_files_present(&dataset)?;
-    let source = Source { bytes_per_frame: source_bytes_per_frame(&dataset)?, dataset: &dataset };
     let todo: Vec<&Candidate> =
         candidates.iter().filter(|c| !results.iter().any(|r| r.name == c.name())).collect();
     if !todo.is_empty() {
