@@ -41,6 +41,7 @@ pub struct LoaderPhase {
     /// Wall time of the measured batches, seconds.
     pub wall_s: f64,
     /// Samples per second (wall).
+    #[serde(deserialize_with = "rate::deserialize")]
     pub samples_per_s: f64,
     /// Batches per second (wall).
     pub batches_per_s: f64,
@@ -88,6 +89,7 @@ pub struct DecodeLimit {
     /// most the CPU cores.
     pub threads: usize,
     /// `threads × 10⁶ / (frames_per_sample × cpu_us_per_frame)`.
+    #[serde(deserialize_with = "rate::deserialize")]
     pub samples_per_s: f64,
     /// The loader's samples/s over the limit (1 = nothing but decoding).
     pub fraction: f64,
@@ -214,7 +216,27 @@ mod infinite_as_null {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-        Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
+        match Option::<f64>::deserialize(deserializer)? {
+            None => Ok(f64::INFINITY),
+            Some(rate) => super::rate::refuse_negative(rate),
+        }
+    }
+}
+
+/// A rate read back from stored results: refused where it is negative (no measurement gives
+/// one: the file was edited or damaged), so that no report renders it as if measured.
+mod rate {
+    use serde::{de::Error, Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+        refuse_negative(f64::deserialize(deserializer)?)
+    }
+
+    pub fn refuse_negative<E: Error>(rate: f64) -> Result<f64, E> {
+        match rate >= 0.0 {
+            true => Ok(rate),
+            false => Err(E::custom(format!("{rate} is no rate: expected samples/s ≥ 0"))),
+        }
     }
 }
 
@@ -252,6 +274,7 @@ pub struct TrainPhase {
     /// Wall time of the measured steps, seconds.
     pub wall_s: f64,
     /// Samples per second (wall): the training throughput.
+    #[serde(deserialize_with = "rate::deserialize")]
     pub samples_per_s: f64,
     /// The whole iteration (wait + step), ms.
     pub step: Stats,
