@@ -1,9 +1,12 @@
-//! Faults around feedbench's own processes and threads: a synth stopped by a signal leaves
-//! nothing; a second synth of one dataset is refused while the first runs, and what a killed
-//! one left is cleared by the next; tasks asking for one cached dataset at once generate it
-//! once; a LeRobot driver that hangs is stopped and one that dies is reported; a loader
-//! thread that panics ends the stream with its message; a removed working directory is said
-//! before libtorch's oneMKL aborts on it.
+//! Faults around feedbench's own processes, threads and disks: a synth stopped by a signal
+//! leaves nothing; a second synth of one dataset is refused while the first runs, and what a
+//! killed one left is cleared by the next; tasks asking for one cached dataset at once
+//! generate it once; a LeRobot driver that hangs is stopped and one that dies is reported; a
+//! loader thread that panics ends the stream with its message; a removed working directory is
+//! said before libtorch's oneMKL aborts on it; a sweep whose set-up fails leaves no output
+//! directory; a disk that fills under a sweep or a guard baseline (a small tmpfs, where root
+//! may mount one) is one clear error naming the path, with finished results kept and a resume
+//! finishing once there is room.
 
 mod common;
 
@@ -272,4 +275,121 @@ fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
         assert!(!ok && err.contains(said), "{case}: {err}");
         assert!(!dir.path().join("made").exists(), "{case}: the directories it made are removed");
     }
+}
+
+/// A tmpfs of `kib` KiB mounted at `at` (made), unmounted when dropped; None (with a note)
+/// where this process may not mount one (not root, or no CAP_SYS_ADMIN in a container).
+struct SmallDisk {
+    at: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(at: &Path, kib: u64) -> Option<Self> {
+        std::fs::create_dir_all(at).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(at)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !mounted {
+            eprintln!(
+                "SKIPPED: cannot mount a tmpfs here (needs root); the full-disk test is skipped"
+            );
+            return None;
+        }
+        Some(Self { at: at.to_path_buf() })
+    }
+
+    /// Fills the disk but `free_kib` KiB with a file, which is returned.
+    fn fill_but(&self, free_kib: u64) -> PathBuf {
+        let filler = self.at.join("filler");
+        let stats = nix_free_bytes(&self.at);
+        std::fs::write(&filler, vec![1u8; (stats - free_kib * 1024) as usize]).unwrap();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.at).status();
+    }
+}
+
+/// Bytes free on the file system of `path`.
+fn nix_free_bytes(path: &Path) -> u64 {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: statvfs reads a NUL-terminated path and fills the struct it is given.
+    assert_eq!(unsafe { libc::statvfs(c_path.as_ptr(), stats.as_mut_ptr()) }, 0);
+    // SAFETY: statvfs returned 0, so it filled the struct.
+    let stats = unsafe { stats.assume_init() };
+    stats.f_bavail * stats.f_frsize
+}
+
+#[test]
+fn a_sweep_on_a_disk_that_fills_stops_naming_the_path_keeps_its_results_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 128) else { return };
+    let root = video_dataset(dir.path());
+    let config = dir.path().join("sweep.toml");
+    let text = format!(
+        "[dataset]\npath = \"{}\"\n[loader]\nwindow = \"none\"\nworkers = [0, 1, 2, 3]\n\
+         batch = [2]\n[model]\nmodel = [\"synthetic:1ms\"]\n[run]\nloader_batches = 2\n\
+         model_steps = 2\ntrain_steps = 2\nwarmup = 0\n",
+        root.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = disk.at.join("out");
+    let args = ["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    // Room for the config, the lock, the trace and a cell or two (a line is about 4.3 kB).
+    let filler = disk.fill_but(28);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok, "the disk filled: {err}");
+    assert!(err.contains(out.to_str().unwrap()) && err.contains("No space left"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let kept = feedbench::bench::sweep::results::read_results(&out.join("results.jsonl")).unwrap();
+    assert!((1..4).contains(&kept.len()), "the finished cells are kept: {}", kept.len());
+
+    std::fs::remove_file(filler).unwrap();
+    let (ok, _, err) = common::feedbench(&[&args[..], &["--resume"]].concat());
+    assert!(ok, "{err}");
+    let all = feedbench::bench::sweep::results::read_results(&out.join("results.jsonl")).unwrap();
+    let ids: std::collections::HashSet<String> = all.iter().map(|r| r.cell.id()).collect();
+    assert_eq!((all.len(), ids.len()), (4, 4), "each cell once");
+    assert!(
+        kept.iter().all(|k| all
+            .iter()
+            .any(|r| r.cell == k.cell && r.finished_unix_s == k.finished_unix_s)),
+        "the kept cells are not measured again"
+    );
+}
+
+#[test]
+fn a_guard_baseline_on_a_full_disk_is_refused_naming_it_and_the_old_one_stays_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 128) else { return };
+    let root = dir.path().join("ds");
+    write_tabular(&root, &TabularSpec::default()).unwrap();
+    let config = dir.path().join("guard.toml");
+    let text = "[dataset]\npath = \"ds\"\n[run]\nrepeats = 3\nbatches = 2\ntolerance = \"10%\"\n\
+                [[cell]]\nname = \"inline\"\nwindow = \"none\"\nworkers = 0\nbatch = 2\n";
+    std::fs::write(&config, text).unwrap();
+    let baseline = disk.at.join("baseline.json");
+    let save = ["guard", "--config", config.to_str().unwrap(), "--save-baseline"];
+    let save = [&save[..], &[baseline.to_str().unwrap()]].concat();
+    let (ok, _, err) = common::feedbench(&save);
+    assert!(ok, "{err}");
+    let before = std::fs::read(&baseline).unwrap();
+
+    let filler = disk.fill_but(0);
+    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(&save).output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "an error, not a regression: {err}");
+    assert!(err.contains(baseline.to_str().unwrap()) && err.contains("No space left"), "{err}");
+    assert_eq!(std::fs::read(&baseline).unwrap(), before, "the old baseline stays whole");
+    assert_eq!(names(&disk.at), ["baseline.json", "filler"], "no half-written file left");
+
+    std::fs::remove_file(filler).unwrap();
+    let (ok, _, err) = common::feedbench(&save);
+    assert!(ok, "saved once there is room: {err}");
 }
