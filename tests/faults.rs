@@ -6,7 +6,7 @@
 //! said before libtorch's oneMKL aborts on it; a sweep whose set-up fails leaves no output
 //! directory; a disk that fills under a sweep or a guard baseline (a small tmpfs, where root
 //! may mount one) is one clear error naming the path, with finished results kept and a resume
-//! finishing once there is room.
+//! finishing once there is room, and a layout study without room is refused making nothing.
 
 mod common;
 
@@ -392,4 +392,34 @@ fn a_guard_baseline_on_a_full_disk_is_refused_naming_it_and_the_old_one_stays_wh
     std::fs::remove_file(filler).unwrap();
     let (ok, _, err) = common::feedbench(&save);
     assert!(ok, "saved once there is room: {err}");
+}
+
+#[test]
+fn a_layout_study_without_room_is_refused_before_it_makes_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 1024) else { return };
+    let source = dir.path().join("source");
+    let (ok, _, err) = common::feedbench(&[
+        "synth",
+        "--preset",
+        "pusht",
+        "--episodes",
+        "2",
+        "--frames-per-episode",
+        "16",
+        "--out",
+        source.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let config = dir.path().join("layout.toml");
+    let text = "[axes]\ngop = [2, 4, 8, 16]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\n\
+                repeats = 2\nquality_frames = 4\n[choose]\nmin_psnr = 10\n";
+    std::fs::write(&config, text).unwrap();
+    let out = disk.at.join("study");
+    let args = ["layout", source.to_str().unwrap(), "--config", config.to_str().unwrap()];
+    let args = [&args[..], &["--out", out.to_str().unwrap()]].concat();
+    let _filler = disk.fill_but(100);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok && err.contains("the candidates need about"), "{err}");
+    assert!(!out.exists(), "a refused study makes no directory (it left .lock and layout.toml)");
 }

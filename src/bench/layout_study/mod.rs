@@ -136,8 +136,7 @@ pub fn run_layout(
     let dataset = Dataset::open_with(&study.dataset, &options)?;
     check_files_present(&dataset)?;
     let source = Source { bytes_per_frame: source_bytes_per_frame(&dataset)?, dataset: &dataset };
-    std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
-    let _alone = OutputLock::exclusive(&out)?;
+    // And the output: no earlier study unless resuming, room for what is left to write.
     let results_path = out.join(RESULTS_FILE);
     let earlier = read_results(&results_path)?;
     if !study.resume && (!earlier.is_empty() || out.join("candidates").exists()) {
@@ -146,15 +145,18 @@ pub fn run_layout(
             "holds an earlier study; pass --resume to go on with it, or choose another --out",
         ));
     }
+    let left = |done: &[CandidateResult]| -> Vec<&Candidate> {
+        candidates.iter().filter(|c| !done.iter().any(|r| r.name == c.name())).collect()
+    };
+    if !left(&earlier).is_empty() {
+        check_free_space(&dataset, &out, &left(&earlier))?;
+    }
+    std::fs::create_dir_all(&out).map_err(|e| DatasetError::io(&out, e))?;
+    let _alone = OutputLock::exclusive(&out)?;
     let (store, mut results) = JsonlStore::open::<CandidateResult>(&results_path)?;
     std::fs::copy(&study.config_path, out.join(CONFIG_FILE))
         .map_err(|e| DatasetError::io(&study.config_path, e))?;
-
-    let todo: Vec<&Candidate> =
-        candidates.iter().filter(|c| !results.iter().any(|r| r.name == c.name())).collect();
-    if !todo.is_empty() {
-        check_free_space(&dataset, &out, &todo)?;
-    }
+    let todo = left(&results);
     let base = &study.config.base;
     let base_root = candidate_root(&out, base);
     for (n, candidate) in todo.iter().enumerate() {
@@ -356,7 +358,7 @@ fn check_free_space(dataset: &Dataset, out: &Path, todo: &[&Candidate]) -> Resul
         if need[slot] == 0.0 {
             continue;
         }
-        let free = free_bytes(&path)?;
+        let free = crate::dataset::stage::available_bytes(&path)?;
         if need[slot] > free as f64 {
             return Err(refused(&path, shortfall(need[slot] as u64, free, first.index)));
         }
@@ -381,20 +383,6 @@ fn frame_size(dataset: &Dataset, key: &str, resolution: Option<(u32, u32)>) -> (
         let shape = feature.image.as_ref().expect("a picture");
         (shape.height, shape.width)
     })
-}
-
-/// Free bytes of the filesystem holding `path` (for an unprivileged user).
-fn free_bytes(path: &Path) -> Result<u64, LayoutError> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| refused(path, "a path with a NUL byte"))?;
-    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } != 0 {
-        return Err(DatasetError::io(path, std::io::Error::last_os_error()).into());
-    }
-    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
 }
 
 #[cfg(test)]
