@@ -303,7 +303,7 @@ impl SmallDisk {
     /// Fills the disk but `free_kib` KiB with a file, which is returned.
     fn fill_but(&self, free_kib: u64) -> PathBuf {
         let filler = self.at.join("filler");
-        let stats = nix_free_bytes(&self.at);
+        let stats = feedbench::dataset::stage::available_bytes(&self.at).unwrap();
         std::fs::write(&filler, vec![1u8; (stats - free_kib * 1024) as usize]).unwrap();
         filler
     }
@@ -313,17 +313,6 @@ impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.at).status();
     }
-}
-
-/// Bytes free on the file system of `path`.
-fn nix_free_bytes(path: &Path) -> u64 {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    let mut stats = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: statvfs reads a NUL-terminated path and fills the struct it is given.
-    assert_eq!(unsafe { libc::statvfs(c_path.as_ptr(), stats.as_mut_ptr()) }, 0);
-    // SAFETY: statvfs returned 0, so it filled the struct.
-    let stats = unsafe { stats.assume_init() };
-    stats.f_bavail * stats.f_frsize
 }
 
 #[test]
