@@ -125,10 +125,18 @@ fn main() -> ExitCode {
     let command = Cli::parse().command;
     // The guard tells an error (2) from a regression (1), as CI needs.
     let error_code = if matches!(command, Command::Guard(_)) { 2 } else { 1 };
+    // Where a command's loader settings come from: a config file's section, else flags.
+    let section = match &command {
+        Command::Sweep(_) => Some("loader"),
+        Command::Guard(_) => Some("cell"),
+        Command::Layout(_) => Some("measure"),
+        _ => None,
+    };
     match run(command) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {}", cli::one_message(&error));
+            let name = |setting| cli::setting_name(section, setting);
+            eprintln!("error: {}", cli::one_message(&error, &name));
             ExitCode::from(error_code)
         }
     }

@@ -109,6 +109,7 @@ fn an_epoch_without_a_batch_says_why() {
     let (ok, _, err) = feedbench(&["load", root, "--workers", "0", "--batch", "2"]);
     clear_error(ok, &err);
     assert!(err.contains("drops the last 7 frames of each episode"), "{err}");
+    assert!(err.contains("select longer episodes, or --sampler shuffled"), "{err}");
     let short = ["load", root, "--window", "none", "--workers", "0", "--batch", "100"];
     let (ok, _, err) = feedbench(&[&short[..], &["--drop-last"]].concat());
     clear_error(ok, &err);

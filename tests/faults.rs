@@ -254,14 +254,21 @@ fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
         root.display()
     );
     let cases = [
-        ("a batch too large for memory", "resolution = [\"20000x20000\"]\n", "needs"),
+        // The settings named as the config spells them, not as flags.
+        (
+            "a batch too large for memory",
+            "resolution = [\"20000x20000\"]\n",
+            "needs",
+            "lower loader.batch, loader.resolution, loader.workers or loader.prefetch",
+        ),
         (
             "no LeRobot interpreter",
             "loader = [\"lerobot\"]\npython = \"/no/python\"\n",
             "/no/python",
+            "loader.python /no/python: cannot run it",
         ),
     ];
-    for (case, loader, said) in cases {
+    for (case, loader, said, named) in cases {
         let config = dir.path().join("sweep.toml");
         std::fs::write(&config, format!("{base}{loader}")).unwrap();
         let out = dir.path().join("made/for/it");
@@ -273,6 +280,7 @@ fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
             out.to_str().unwrap(),
         ]);
         assert!(!ok && err.contains(said), "{case}: {err}");
+        assert!(err.contains(named) && !err.contains("--"), "{case}: {err}");
         assert!(!dir.path().join("made").exists(), "{case}: the directories it made are removed");
     }
 }

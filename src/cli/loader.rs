@@ -15,6 +15,7 @@ use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::config::{check_decoder_threads, LoaderConfig};
 use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBackend};
+use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::sampler::{SamplerKind, Shard};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
@@ -229,14 +230,7 @@ pub struct LoadArgs {
 
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
-    let choice = args.loader.choice()?;
-    refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
-    args.loader.outputs_apart([&args.trace, &args.out])?;
-    let spec = args.loader.spec()?;
-    super::warn_of_rates(&spec.open()?.0)?;
-    let mut loader = choice.build(&spec)?;
-    claim_rank_file(args.out.as_deref(), loader.as_ref())?;
-    let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
+    let (_, loader, trace) = start_loader(&args.loader, &args.trace, &args.out)?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase =
@@ -296,14 +290,7 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    let choice = args.loader.choice()?;
-    refuse_native_only_outputs(&choice, args.trace.as_deref(), args.out.as_deref())?;
-    args.loader.outputs_apart([&args.trace, &args.out])?;
-    let spec = args.loader.spec()?;
-    super::warn_of_rates(&spec.open()?.0)?;
-    let mut loader = choice.build(&spec)?;
-    claim_rank_file(args.out.as_deref(), loader.as_ref())?;
-    let trace = start_trace(args.trace.as_deref(), loader.as_mut())?;
+    let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out)?;
     if let Some(threads) = args.step.threads {
         tch::set_num_threads(threads);
     }
@@ -369,7 +356,7 @@ fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
             let native = spec.build()?;
             let batch = match native.epoch(0).next() {
                 Some(batch) => batch?.into_batch(),
-                None => anyhow::bail!("no batch: {}", native.why_no_batch()),
+                None => return Err(LoaderError::NoBatch(native.why_no_batch()).into()),
             };
             let info = native.dataset().info();
             let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
@@ -391,6 +378,28 @@ fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
 
 /// `--trace` and `--out`, which record the native loader's workers and shard, refused with
 /// `--loader lerobot` before anything is built.
+/// A loader as `load` and `train` start it: its spec, the loader, its trace.
+type StartedLoader = (LoaderSpec, Box<dyn MeasuredLoader>, Option<Arc<Trace>>);
+
+/// What `load` and `train` do first: the loader the flags choose, built (its outputs checked
+/// apart from the dataset, the dataset's rates warned of, its rank file claimed, its trace
+/// started), with its spec and its trace.
+fn start_loader(
+    flags: &LoaderFlags,
+    trace: &Option<PathBuf>,
+    out: &Option<PathBuf>,
+) -> Result<StartedLoader> {
+    let choice = flags.choice()?;
+    refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
+    flags.outputs_apart([trace, out])?;
+    let spec = flags.spec()?;
+    super::warn_of_rates(&spec.open()?.0)?;
+    let mut loader = choice.build(&spec)?;
+    claim_rank_file(out.as_deref(), loader.as_ref())?;
+    let trace = start_trace(trace.as_deref(), loader.as_mut())?;
+    Ok((spec, loader, trace))
+}
+
 fn refuse_native_only_outputs(
     choice: &LoaderChoice,
     trace: Option<&Path>,

@@ -30,7 +30,13 @@ pub mod tune;
 
 use std::path::{Path, PathBuf};
 
-use feedbench::bench::sweep::SweepProgress;
+use feedbench::bench::layout_study::LayoutError;
+use feedbench::bench::phase::TrainError;
+use feedbench::bench::sweep::{SweepError, SweepProgress};
+use feedbench::bench::tune::TuneError;
+use feedbench::dataset::setting::{Naming, Setting};
+use feedbench::dataset::DatasetError;
+use feedbench::loader::pipeline::LoaderError;
 
 /// The output directory of a config's sweep when `--out` is not given: `results/<name>`.
 pub fn default_out(config: &Path) -> PathBuf {
@@ -126,12 +132,16 @@ pub fn write_stdout(text: &str) -> anyhow::Result<()> {
 }
 
 /// An error and its causes as one line: each cause once, and none whose text the message
-/// already holds (thiserror's `transparent` and `{source}` messages repeat their cause). No
+/// already holds (thiserror's `transparent` and `{source}` messages repeat their cause), the
+/// settings a refusal names named by `name` (the command's flags, or its config's keys). No
 /// backtrace, whatever `RUST_BACKTRACE` says: the message names the file or flag.
-pub fn one_message(error: &anyhow::Error) -> String {
+pub fn one_message(error: &anyhow::Error, name: Naming) -> String {
     let mut message = String::new();
     for cause in error.chain() {
-        let text = cause.to_string();
+        let raw = cause.to_string();
+        let text = worded(cause, name).unwrap_or_else(|| raw.clone());
+        // A cause's raw text held by an outer one is worded there too.
+        message = message.replace(&raw, &text);
         if !message.contains(&text) {
             if !message.is_empty() {
                 message.push_str(": ");
@@ -140,6 +150,34 @@ pub fn one_message(error: &anyhow::Error) -> String {
         }
     }
     message
+}
+
+/// `cause` in the front end's words, where it is one of the library's errors that name settings.
+fn worded(cause: &(dyn std::error::Error + 'static), name: Naming) -> Option<String> {
+    if let Some(e) = cause.downcast_ref::<DatasetError>() {
+        Some(e.worded(name))
+    } else if let Some(e) = cause.downcast_ref::<LoaderError>() {
+        Some(e.worded(name))
+    } else if let Some(e) = cause.downcast_ref::<TrainError>() {
+        Some(e.worded(name))
+    } else if let Some(e) = cause.downcast_ref::<SweepError>() {
+        Some(e.worded(name))
+    } else if let Some(e) = cause.downcast_ref::<TuneError>() {
+        Some(e.worded(name))
+    } else {
+        cause.downcast_ref::<LayoutError>().map(|e| e.worded(name))
+    }
+}
+
+/// How a command names a setting: by its key in `section` of its config file (a sweep's
+/// `loader.python`), else by its flag (`--python`). Output settings are always flags.
+pub fn setting_name(section: Option<&str>, setting: Setting) -> String {
+    match (section, setting) {
+        (_, Setting::Out | Setting::To | Setting::Force) | (None, _) => {
+            format!("--{}", setting.key().replace('_', "-"))
+        }
+        (Some(section), _) => format!("{section}.{}", setting.key()),
+    }
 }
 
 /// Says on stderr, a line each (three at most), which episodes of `dataset` have timestamps

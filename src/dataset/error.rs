@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::setting::Refusal;
+
 /// Result of dataset operations.
 pub type Result<T, E = DatasetError> = std::result::Result<T, E>;
 
@@ -85,6 +87,15 @@ pub enum DatasetError {
         /// The dataset that was being written.
         path: PathBuf,
     },
+    /// A setting of the user's that cannot be served for `path`; the front end names it
+    /// ([`Refusal::worded`]).
+    #[error("{}: {refusal}", path.display())]
+    Refused {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why, naming the setting.
+        refusal: Refusal,
+    },
     /// A request that does not fit the dataset (an index, a key, a delta).
     #[error("{}: {what}", root.display())]
     Request {
@@ -104,6 +115,24 @@ impl DatasetError {
     /// Content of `path` that disagrees with what was expected.
     pub fn invalid(path: impl AsRef<Path>, what: impl Into<String>) -> Self {
         Self::Invalid { path: path.as_ref().to_path_buf(), what: what.into() }
+    }
+
+    /// A setting that cannot be served for `path`, in `text` made from the setting's name.
+    pub fn refused(
+        path: impl AsRef<Path>,
+        text: impl Fn(super::setting::Naming) -> String + Send + Sync + 'static,
+    ) -> Self {
+        Self::Refused { path: path.as_ref().to_path_buf(), refusal: Refusal::new(text) }
+    }
+
+    /// Its text with the settings it names named by `name` (a front end's flags or keys).
+    pub fn worded(&self, name: super::setting::Naming) -> String {
+        match self {
+            Self::Refused { path, refusal } => {
+                format!("{}: {}", path.display(), refusal.worded(name))
+            }
+            other => other.to_string(),
+        }
     }
 
     /// A parquet error while reading `path`.

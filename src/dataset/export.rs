@@ -8,6 +8,7 @@ use ndarray_npy::WritableElement;
 use serde_json::{json, Map, Value as Json};
 
 use super::sample::Sample;
+use super::setting::Setting;
 use super::values::{Array, Values};
 use super::{DatasetError, Result};
 
@@ -29,10 +30,12 @@ pub struct Written {
 /// Directories it made for `out` are removed again after a failure.
 pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
     if out.exists() && !out.is_dir() {
-        return Err(DatasetError::invalid(
-            out,
-            "exists and is not a directory: --out takes a directory (made where absent)",
-        ));
+        return Err(DatasetError::refused(out, |name| {
+            format!(
+                "exists and is not a directory: {} takes a directory (made where absent)",
+                name(Setting::Out)
+            )
+        }));
     }
     // The outermost directory this call makes, removed (with what it holds) if it fails.
     let made = super::files::outermost_missing(out);
@@ -59,10 +62,9 @@ fn move_into(mut written: Written, out: &Path) -> Result<Written> {
         .map(|f| out.join(f.file_name().expect("written files have names")))
         .collect();
     if let Some(taken) = targets.iter().find(|t| t.exists()) {
-        return Err(DatasetError::invalid(
-            taken,
-            "already exists: choose an empty --out directory",
-        ));
+        return Err(DatasetError::refused(taken, |name| {
+            format!("already exists: choose an empty {} directory", name(Setting::Out))
+        }));
     }
     for (file, target) in written.files.iter().zip(&targets) {
         std::fs::rename(file, target).map_err(|e| DatasetError::io(target, e))?;

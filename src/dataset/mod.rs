@@ -17,6 +17,7 @@ pub mod layout;
 pub mod meta;
 pub mod rate;
 pub mod sample;
+pub mod setting;
 pub mod stage;
 pub mod stats;
 pub mod summary;

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::episodes::parquet_files_under;
 use super::layout::load_episodes;
 use super::meta::Info;
+use super::setting::Setting;
 use super::write::write_atomically;
 use super::{DatasetError, Result};
 
@@ -111,21 +112,23 @@ pub fn available_bytes(path: &Path) -> Result<u64> {
 /// overwrites), a directory can be made where it goes, and its file system has room.
 pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
     if to.exists() {
-        return Err(DatasetError::invalid(
-            to,
-            "already exists: staging never overwrites; choose another --to",
-        ));
+        return Err(DatasetError::refused(to, |name| {
+            format!(
+                "already exists: staging never overwrites; choose another {}",
+                name(Setting::To)
+            )
+        }));
     }
     let ancestor = to.ancestors().skip(1).find(|a| a.is_dir()).unwrap_or(Path::new("."));
     let probe = ancestor.join(format!(".feedbench-probe-{}", std::process::id()));
     std::fs::create_dir(&probe).map_err(|e| {
-        DatasetError::invalid(
-            to,
+        let ancestor = ancestor.display().to_string();
+        DatasetError::refused(to, move |name| {
             format!(
-                "not writable: {} takes no new directory ({e}); choose a writable --to",
-                ancestor.display()
-            ),
-        )
+                "not writable: {ancestor} takes no new directory ({e}); choose a writable {}",
+                name(Setting::To)
+            )
+        })
     })?;
     let _ = std::fs::remove_dir(&probe);
     let available = available_bytes(to)?;

@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod error;
 pub mod lerobot;
 pub mod pipeline;
 mod pool;

@@ -17,70 +17,16 @@ use std::thread::JoinHandle;
 
 use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
 use super::config::{check_decoder_threads, LoaderConfig};
+pub use super::error::LoaderError;
 use super::pool::BatchPool;
 pub use super::pool::LoadedBatch;
 use super::sampler::{batches, epoch_order, SamplerKind};
+use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 use crate::timing::{
     available_memory_bytes, stage, starting_threads, TimingTree, Trace, TraceTrack,
 };
-
-/// Why a batch could not be delivered.
-#[derive(Debug, thiserror::Error)]
-pub enum LoaderError {
-    /// A sample failed to load.
-    #[error("sample index {index}: {source}")]
-    Sample {
-        /// The global index of the sample.
-        index: usize,
-        /// What went wrong, naming the file.
-        #[source]
-        source: DatasetError,
-    },
-    /// The dataset could not be opened, or the window does not fit it.
-    #[error(transparent)]
-    Dataset(DatasetError),
-    /// The configuration cannot run.
-    #[error("loader configuration: {0}")]
-    Config(String),
-    /// The batches in flight would not fit in memory.
-    #[error(
-        "a batch of {batch} samples needs {} ({} for the {in_flight} batches in flight); {} of \
-         memory is available: lower --batch, --resolution, --workers or --prefetch",
-        gigabytes(*needed),
-        gigabytes(*needed * *in_flight as u128),
-        gigabytes(*available as u128)
-    )]
-    Memory {
-        /// Samples per batch.
-        batch: usize,
-        /// Bytes of one batch.
-        needed: u128,
-        /// Batches alive at once.
-        in_flight: usize,
-        /// Bytes the kernel says are available.
-        available: u64,
-    },
-    /// LeRobot's loader (the `lerobot` backend) could not run or failed, with its message.
-    #[error("{0}")]
-    Lerobot(String),
-    /// A loader thread panicked (a bug: please report it), with the panic's message.
-    #[error(
-        "the loader's thread {thread} panicked: {message} (a bug in feedbench: please report it)"
-    )]
-    Panicked {
-        /// The thread: `feedbench-worker-<n>`, or `trainer` when loading in the consuming thread.
-        thread: String,
-        /// The panic's message.
-        message: String,
-    },
-}
-
-/// `bytes` as gigabytes (10⁹), for messages.
-fn gigabytes(bytes: u128) -> String {
-    format!("{:.1} GB", bytes as f64 / 1e9)
-}
 
 /// Checks that `in_flight` batches of `batch` samples of `layout` fit in the memory available.
 fn check_memory(layout: &BatchLayout, batch: usize, in_flight: usize) -> Result<(), LoaderError> {
@@ -382,29 +328,38 @@ impl Loader {
 
     /// Why an epoch has no batch, in words a user can act on: no episode, episodes too short
     /// for the window, a rank with no share, or `drop_last` with fewer samples than a batch.
-    pub fn why_no_batch(&self) -> String {
+    pub fn why_no_batch(&self) -> Refusal {
         let c = &self.config;
         let episodes = self.dataset.episodes().count();
         let frames: usize = self.dataset.episodes().map(|e| e.to - e.from).sum();
         let candidates = self.plans.candidates();
         let shard = c.shard.split(candidates.clone(), c.drop_last).len();
         let candidates = candidates.len();
+        let (drop_n_last, (rank, world), batch) =
+            (self.window.drop_n_last_frames, (c.shard.rank, c.shard.world), c.batch_size);
         if episodes == 0 {
-            "no episode is selected".into()
+            Refusal::new(|_| "no episode is selected".into())
         } else if candidates == 0 {
-            format!(
-                "the episode-aware sampler drops the last {} frames of each episode (the \
-                 window's look-ahead), and none of the {episodes} selected episodes is longer \
-                 ({frames} frames in all): select longer episodes, or --sampler shuffled",
-                self.window.drop_n_last_frames
-            )
+            Refusal::new(move |name| {
+                format!(
+                    "the episode-aware sampler drops the last {drop_n_last} frames of each \
+                     episode (the window's look-ahead), and none of the {episodes} selected \
+                     episodes is longer ({frames} frames in all): select longer episodes, or {} \
+                     shuffled",
+                    name(Setting::Sampler)
+                )
+            })
         } else if shard == 0 {
-            format!(
-                "rank {} of {} gets none of the {candidates} samples",
-                c.shard.rank, c.shard.world
-            )
+            Refusal::new(move |_| {
+                format!("rank {rank} of {world} gets none of the {candidates} samples")
+            })
         } else {
-            format!("--drop-last with {shard} samples, fewer than a batch of {}", c.batch_size)
+            Refusal::new(move |name| {
+                format!(
+                    "{} with {shard} samples, fewer than a batch of {batch}",
+                    name(Setting::DropLast)
+                )
+            })
         }
     }
 

@@ -15,6 +15,7 @@ use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
 use crate::bench::phase::{run_loader_phase, ChosenLoader};
 use crate::bench::stats::median;
 use crate::dataset::episodes::files_under;
+use crate::dataset::setting::Naming;
 use crate::dataset::video::convert::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use crate::dataset::video::FrameBuffer;
@@ -189,6 +190,17 @@ pub enum MeasureError {
     /// The metrics.
     #[error("{0}")]
     Quality(String),
+}
+
+impl MeasureError {
+    /// Its text with the settings it names named by `name` (a front end's flags or keys).
+    pub fn worded(&self, name: Naming) -> String {
+        match self {
+            MeasureError::Dataset(e) => e.worded(name),
+            MeasureError::Loader(e) => e.worded(name),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// The study's source: the dataset (its selected episodes), as the candidates are made from.

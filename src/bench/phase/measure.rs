@@ -54,7 +54,7 @@ fn start_epochs(loader: &Loader) -> Result<Batches, LoaderError> {
     reset_peak_rss();
     let stream = loader.epochs(0);
     if stream.per_epoch() == 0 {
-        return Err(LoaderError::Config(format!("no batch: {}", loader.why_no_batch())));
+        return Err(LoaderError::NoBatch(loader.why_no_batch()));
     }
     Ok(stream)
 }

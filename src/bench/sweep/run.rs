@@ -19,6 +19,7 @@ use crate::bench::phase::{
     run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError,
 };
 use crate::bench::system::{system_info, SystemInfo};
+use crate::dataset::setting::Naming;
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, EpisodeList, Window};
@@ -62,6 +63,17 @@ impl From<TrainError> for SweepError {
         match e {
             TrainError::Loader(e) => e.into(),
             TrainError::Model(e) => e.into(),
+        }
+    }
+}
+
+impl SweepError {
+    /// Its text with the settings it names named by `name` (a front end's flags or keys).
+    pub fn worded(&self, name: Naming) -> String {
+        match self {
+            SweepError::Dataset(e) => e.worded(name),
+            SweepError::Loader(e) => e.worded(name),
+            other => other.to_string(),
         }
     }
 }
@@ -168,9 +180,8 @@ impl SweepContext<'_> {
         let mut config = cell.loader_config(self.config.loader.sampler, self.config.loader.seed);
         config.workers = 0;
         let loader = Loader::new(self.dataset.clone(), self.window.clone(), config)?;
-        let batch = loader.epoch(0).next().ok_or_else(|| {
-            LoaderError::Config(format!("no batch to measure: {}", loader.why_no_batch()))
-        })??;
+        let batch =
+            loader.epoch(0).next().ok_or_else(|| LoaderError::NoBatch(loader.why_no_batch()))??;
         Ok(batch.into_batch().bytes() as u64)
     }
 }

@@ -31,6 +31,7 @@ use self::dataset::{
 };
 use super::files::WriterLock;
 use super::meta::CodebaseVersion;
+use super::setting::Setting;
 use super::stats::ImageStats;
 use super::{DatasetError, Result};
 
@@ -155,17 +156,18 @@ pub fn write_atomically(
     let occupied =
         out.exists() && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true);
     if occupied && !force {
-        return Err(DatasetError::invalid(
-            out,
-            "exists and is not empty (pass --force to replace it)",
-        ));
+        return Err(DatasetError::refused(out, |name| {
+            format!("exists and is not empty (pass {} to replace it)", name(Setting::Force))
+        }));
     }
     if occupied && !out.join("meta/info.json").is_file() {
-        return Err(DatasetError::invalid(
-            out,
-            "exists, is not empty and holds no LeRobot dataset (no meta/info.json): \
-             not replacing it, even with --force",
-        ));
+        return Err(DatasetError::refused(out, |name| {
+            format!(
+                "exists, is not empty and holds no LeRobot dataset (no meta/info.json): not \
+                 replacing it, even with {}",
+                name(Setting::Force)
+            )
+        }));
     }
     let staging = sibling("partial");
     std::fs::create_dir_all(&staging).map_err(|e| DatasetError::io(&staging, e))?;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
+use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
 
 /// The driver script, as shipped in `python/`.
@@ -138,11 +139,14 @@ fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Js
         .process_group(0)
         .spawn()
         .map_err(|e| {
-            LoaderError::Lerobot(format!(
-                "--python {}: cannot run it ({e}); point --python (or FEEDBENCH_PYTHON) at the \
-                 Python of the environment with LeRobot",
-                python.display()
-            ))
+            let python = python.display().to_string();
+            LoaderError::Refused(Refusal::new(move |name| {
+                let setting = name(Setting::Python);
+                format!(
+                    "{setting} {python}: cannot run it ({e}); point {setting} (or \
+                     FEEDBENCH_PYTHON) at the Python of the environment with LeRobot"
+                )
+            }))
         })?;
     let (to, heard) = mpsc::channel();
     listen(child.stdout.take().expect("piped"), to.clone(), Heard::Out, Heard::OutClosed);
@@ -215,11 +219,15 @@ fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Js
     }
     match (ready, result) {
         (Some(ready), Some(result)) if status.success() => Ok((ready, result)),
-        _ => Err(LoaderError::Lerobot(format!(
-            "--python {}: did not answer as feedbench's LeRobot driver ({status}){}",
-            python.display(),
-            quoted(&tail)
-        ))),
+        _ => {
+            let (python, tail) = (python.display().to_string(), quoted(&tail));
+            Err(LoaderError::Refused(Refusal::new(move |name| {
+                format!(
+                    "{} {python}: did not answer as feedbench's LeRobot driver ({status}){tail}",
+                    name(Setting::Python)
+                )
+            })))
+        }
     }
 }
 

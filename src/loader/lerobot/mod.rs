@@ -13,6 +13,7 @@ use serde_json::{json, Value as Json};
 use self::driver::{parse, run_driver, torch_device};
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
+use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::{Resolution, Window};
 use crate::loader::batch::ImageFormat;
 
@@ -153,27 +154,33 @@ impl LerobotLoader {
     /// Checks the spec against the dataset (natively: the window, the episodes) and against
     /// what LeRobot's loader has: no resizing, one process.
     pub fn new(spec: &LoaderSpec, options: LerobotOptions) -> Result<Self, LoaderError> {
-        let refuse = |what: &str| Err(LoaderError::Config(format!("--loader lerobot: {what}")));
-        if spec.config.resolution != Resolution::Native {
-            return refuse(
-                "LeRobot's loader has no resizing (--resolution): frames come at their stored size",
+        // Which setting is the native loader's alone, and why LeRobot's has none.
+        let native_only = |setting: Setting, why: &'static str| {
+            Err(LoaderError::Refused(Refusal::new(move |name| {
+                format!("{} is the native loader's: {why}", name(setting))
+            })))
+        };
+        let config = &spec.config;
+        if config.resolution != Resolution::Native {
+            return native_only(
+                Setting::Resolution,
+                "LeRobot's loader has no resizing; frames come at their stored size",
             );
         }
-        if spec.config.shard.world > 1 {
-            return refuse(
-                "sharding across ranks is the native loader's (LeRobot's is accelerate's)",
-            );
+        if config.shard.world > 1 {
+            return Err(LoaderError::Config(
+                "sharding across ranks is the native loader's (LeRobot's is accelerate's)".into(),
+            ));
         }
-        if spec.config.decoder_threads != 1 {
-            return refuse(
+        if config.decoder_threads != 1 {
+            return Err(LoaderError::Config(
                 "decoder threads are the native loader's knob (LeRobot's video backend keeps its \
-                 own threading)",
-            );
+                 own threading)"
+                    .into(),
+            ));
         }
-        if !spec.config.ordered {
-            return refuse(
-                "DataLoader delivers batches in order (--unordered is the native loader's)",
-            );
+        if !config.ordered {
+            return native_only(Setting::Unordered, "DataLoader delivers batches in order");
         }
         let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
         Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options })
