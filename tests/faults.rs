@@ -6,7 +6,9 @@
 //! said before libtorch's oneMKL aborts on it; a sweep whose set-up fails leaves no output
 //! directory; a disk that fills under a sweep or a guard baseline (a small tmpfs, where root
 //! may mount one) is one clear error naming the path, with finished results kept and a resume
-//! finishing once there is room, and a layout study without room is refused making nothing.
+//! finishing once there is room, likewise for a layout study (and one without room from the
+//! start is refused making nothing); an encoder whose file cannot start on a full disk is an
+//! error, not SVT-AV1 waiting forever for its end of stream.
 
 mod common;
 
@@ -315,11 +317,24 @@ impl SmallDisk {
         std::fs::write(&filler, vec![1u8; (stats - free_kib * 1024) as usize]).unwrap();
         filler
     }
+
+    /// Fills the disk to its last byte while others write to it, with a file that is
+    /// returned.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let filler = self.at.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![1u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        // The last bytes of a page.
+        while file.write_all(&[1]).is_ok() {}
+        filler
+    }
 }
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.at).status();
+        let _ = Command::new("umount").arg("--lazy").arg(&self.at).status();
     }
 }
 
@@ -395,23 +410,7 @@ fn a_guard_baseline_on_a_full_disk_is_refused_naming_it_and_the_old_one_stays_wh
 fn a_layout_study_without_room_is_refused_before_it_makes_anything() {
     let dir = tempfile::tempdir().unwrap();
     let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 1024) else { return };
-    let source = dir.path().join("source");
-    let (ok, _, err) = common::feedbench(&[
-        "synth",
-        "--preset",
-        "pusht",
-        "--episodes",
-        "2",
-        "--frames-per-episode",
-        "16",
-        "--out",
-        source.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
-    let config = dir.path().join("layout.toml");
-    let text = "[axes]\ngop = [2, 4, 8, 16]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\n\
-                repeats = 2\nquality_frames = 4\n[choose]\nmin_psnr = 10\n";
-    std::fs::write(&config, text).unwrap();
+    let (source, config) = small_layout_study(dir.path());
     let out = disk.at.join("study");
     let args = ["layout", source.to_str().unwrap(), "--config", config.to_str().unwrap()];
     let args = [&args[..], &["--out", out.to_str().unwrap()]].concat();
@@ -419,4 +418,112 @@ fn a_layout_study_without_room_is_refused_before_it_makes_anything() {
     let (ok, _, err) = common::feedbench(&args);
     assert!(!ok && err.contains("the candidates need about"), "{err}");
     assert!(!out.exists(), "a refused study makes no directory (it left .lock and layout.toml)");
+}
+
+/// A PushT-shaped source of 2 episodes of 16 frames at `dir/source`, and a layout config of
+/// four GOP candidates at `dir/layout.toml`.
+fn small_layout_study(dir: &Path) -> (PathBuf, PathBuf) {
+    let source = dir.join("source");
+    let pusht = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "16"];
+    let (ok, _, err) =
+        common::feedbench(&[&pusht[..], &["--out", source.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let config = dir.join("layout.toml");
+    let text = "[axes]\ngop = [2, 4, 8, 16]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\n\
+                repeats = 2\nquality_frames = 4\n[choose]\nmin_psnr = 10\n";
+    std::fs::write(&config, text).unwrap();
+    (source, config)
+}
+
+/// Waits for `child` up to `limit`; a child still running then is killed and the test fails
+/// (a study that hangs on a full disk is the fault looked for).
+fn wait_within(child: &mut Child, limit: Duration) -> (bool, String) {
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("still running after {limit:?} on a full disk");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.success(), err)
+}
+
+#[test]
+fn a_layout_study_on_a_disk_that_fills_stops_naming_the_path_keeps_its_results_and_resumes() {
+    use feedbench::bench::layout_study::read_results;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 8192) else { return };
+    let (source, config) = small_layout_study(dir.path());
+    let out = disk.at.join("study");
+    let args = ["layout", source.to_str().unwrap(), "--config", config.to_str().unwrap()];
+    let args = [&args[..], &["--out", out.to_str().unwrap()]].concat();
+    let results = out.join("layout.jsonl");
+    let mut child = spawn(&args);
+    // The disk fills once the first candidate is measured.
+    let started = Instant::now();
+    while !std::fs::read_to_string(&results).is_ok_and(|t| t.ends_with('\n')) {
+        assert!(child.try_wait().unwrap().is_none(), "it ended before its first result");
+        assert!(started.elapsed() < Duration::from_secs(120), "no result in two minutes");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let filler = disk.fill();
+    let (ok, err) = wait_within(&mut child, Duration::from_secs(120));
+    assert!(!ok, "the disk filled: {err}");
+    // Progress lines, then one error naming the path.
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error: {err}");
+    assert!(
+        errors[0].contains(out.to_str().unwrap()) && errors[0].contains("No space left"),
+        "{err}"
+    );
+    let kept = read_results(&results).unwrap();
+    assert!((1..4).contains(&kept.len()), "the finished candidates are kept: {}", kept.len());
+
+    std::fs::remove_file(filler).unwrap();
+    let mut child = spawn(&[&args[..], &["--resume"]].concat());
+    let (ok, err) = wait_within(&mut child, Duration::from_secs(300));
+    assert!(ok, "{err}");
+    let all = read_results(&results).unwrap();
+    let mut names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!((all.len(), names.len()), (4, 4), "each candidate once");
+    for k in &kept {
+        let again = all.iter().find(|r| r.name == k.name).unwrap();
+        assert_eq!(
+            serde_json::to_string(again).unwrap(),
+            serde_json::to_string(k).unwrap(),
+            "a kept candidate is not measured again"
+        );
+    }
+}
+
+#[test]
+fn an_encoder_whose_file_cannot_start_on_a_full_disk_is_an_error_not_a_hang() {
+    use feedbench::dataset::video::VideoCodec;
+    use feedbench::dataset::write::encode::Mp4Writer;
+    use feedbench::dataset::write::EncodeSettings;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 256) else { return };
+    let _filler = disk.fill();
+    let path = disk.at.join("episode_000000.mp4");
+    let (to, from) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let written = (|| {
+            let settings = EncodeSettings::lerobot(VideoCodec::Av1);
+            let mut writer = Mp4Writer::create(&path, 64, 64, 10, &settings)?;
+            writer.push_rgb(&[128u8; 64 * 64 * 3])?;
+            writer.finish()
+        })();
+        let _ = to.send(written.map_err(|e| e.to_string()));
+    });
+    let written = from.recv_timeout(Duration::from_secs(60)).expect("an error, not a hang");
+    let err = written.unwrap_err();
+    assert!(err.contains("episode_000000.mp4") && err.contains("No space left"), "{err}");
 }

@@ -340,6 +340,21 @@ impl Mp4Writer {
         let encoder = context
             .open_with(self.settings.options())
             .map_err(|e| self.error(&format!("cannot open {name} with {:?}", self.settings), e))?;
+        if let Err(e) = self.start_stream(&encoder, codec) {
+            discard(encoder, &mut self.yuv, 0);
+            return Err(e);
+        }
+        self.encoder = Some(encoder);
+        Ok(())
+    }
+
+    /// Writes the file's header with the stream of the first episode's `encoder`; a later
+    /// episode's must have the same codec headers, since they share the stream.
+    fn start_stream(
+        &mut self,
+        encoder: &encoder::video::Encoder,
+        codec: ffmpeg_next::Codec,
+    ) -> Result<()> {
         // SAFETY: the encoder is open; extradata is extradata_size bytes or null.
         let extradata = unsafe {
             let context = encoder.as_ptr();
@@ -356,7 +371,7 @@ impl Mp4Writer {
                 let mut stream = self.output.add_stream(codec).map_err(|e| {
                     DatasetError::invalid(path, format!("cannot add the video stream: {e}"))
                 })?;
-                stream.set_parameters(&encoder);
+                stream.set_parameters(encoder);
                 stream.set_time_base(Rational(1, self.fps));
                 stream.set_avg_frame_rate(Rational(self.fps, 1));
                 self.output.write_header().map_err(|e| self.error("cannot write the header", e))?;
@@ -372,7 +387,6 @@ impl Mp4Writer {
             }
             Some(_) => {}
         }
-        self.encoder = Some(encoder);
         Ok(())
     }
 
@@ -454,21 +468,26 @@ impl Mp4Writer {
     }
 }
 impl Drop for Mp4Writer {
-    /// An encoder left mid-episode (writing failed or was stopped) is flushed before it is
-    /// closed, its packets dropped: SVT-AV1 waits forever in its deinit for an end of stream
-    /// it was never sent.
+    /// An encoder left mid-episode (writing failed or was stopped) is discarded.
     fn drop(&mut self) {
-        if let Some(mut encoder) = self.encoder.take() {
-            // SVT-AV1 also waits forever for the packets of a stream of no frames: one is sent.
-            if self.episode_frames == 0 {
-                self.yuv.set_pts(Some(0));
-                let _ = encoder.send_frame(&self.yuv);
-            }
-            if encoder.send_eof().is_ok() {
-                let mut packet = Packet::empty();
-                while encoder.receive_packet(&mut packet).is_ok() {}
-            }
+        if let Some(encoder) = self.encoder.take() {
+            discard(encoder, &mut self.yuv, self.episode_frames);
         }
+    }
+}
+
+/// Closes an open encoder whose packets are not wanted (writing failed or was stopped), after
+/// `frames_sent` frames: it is flushed first, since SVT-AV1 waits forever in its deinit for an
+/// end of stream it was never sent, and for the packets of a stream of no frames, so one frame
+/// (`yuv`) is sent where none was.
+fn discard(mut encoder: encoder::video::Encoder, yuv: &mut frame::Video, frames_sent: i64) {
+    if frames_sent == 0 {
+        yuv.set_pts(Some(0));
+        let _ = encoder.send_frame(yuv);
+    }
+    if encoder.send_eof().is_ok() {
+        let mut packet = Packet::empty();
+        while encoder.receive_packet(&mut packet).is_ok() {}
     }
 }
 
