@@ -90,24 +90,11 @@ impl DiffusionPolicy {
             cfg.beta_end,
             device,
         )?;
-        let (beta1, beta2) = cfg.optimizer_betas;
+        let ((beta1, beta2), wd) = (cfg.optimizer_betas, cfg.optimizer_weight_decay);
+        let (eps, lr) = (cfg.optimizer_eps, cfg.optimizer_lr);
         let opt = match cfg.optimizer.as_str() {
-            "adam" => nn::Adam {
-                beta1,
-                beta2,
-                wd: cfg.optimizer_weight_decay,
-                eps: cfg.optimizer_eps,
-                amsgrad: false,
-            }
-            .build(&vs, cfg.optimizer_lr)?,
-            _ => nn::AdamW {
-                beta1,
-                beta2,
-                wd: cfg.optimizer_weight_decay,
-                eps: cfg.optimizer_eps,
-                amsgrad: false,
-            }
-            .build(&vs, cfg.optimizer_lr)?,
+            "adam" => nn::Adam { eps, ..nn::adam(beta1, beta2, wd) }.build(&vs, lr)?,
+            _ => nn::AdamW { eps, ..nn::adamw(beta1, beta2, wd) }.build(&vs, lr)?,
         };
         Ok(DiffusionPolicy {
             cfg: cfg.clone(),
