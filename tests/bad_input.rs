@@ -5,33 +5,17 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use common::feedbench;
+use common::{clear_error, feedbench, feedbench_within, png_dataset, sample_into, walk};
 use feedbench::dataset::write::{write_tabular, TabularSpec};
 use feedbench::dataset::CodebaseVersion;
-
-/// A v2.1 dataset of 3 short episodes with an 8×8 PNG image feature, at `dir/ds`.
-fn dataset(dir: &Path) -> PathBuf {
-    let root = dir.join("ds");
-    let spec = TabularSpec {
-        version: CodebaseVersion::V21,
-        episode_lengths: vec![6, 7, 5],
-        image_size: Some((8, 8)),
-        ..TabularSpec::default()
-    };
-    write_tabular(&root, &spec).unwrap();
-    root
-}
 
 /// A v2.1 dataset of one 8-frame episode with PushT's 96×96 AV1 camera, at `dir/ds`.
 fn video_dataset(dir: &Path) -> PathBuf {
     let root = dir.join("ds");
-    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
-    let (ok, _, err) =
-        feedbench(&[&synth[..], &["--format", "v2.1", "--out", root.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
+    common::synth_pusht(&root, 1, 8, &["--format", "v2.1"]);
     root
 }
 
@@ -40,50 +24,15 @@ fn video_dataset(dir: &Path) -> PathBuf {
 fn sample_with_a_directory_at(path: &Path, root: &Path, index: &str) -> String {
     std::fs::remove_file(path).unwrap();
     std::fs::create_dir(path).unwrap();
-    let (ok, _, err) = sample(root, index, &root.with_file_name("s"));
+    let (ok, _, err) = sample_into(root, index, &root.with_file_name("s"));
     clear_error(ok, &err);
     err
-}
-
-/// `feedbench sample` of `index` from `root` into `out`: (success, stdout, stderr).
-fn sample(root: &Path, index: &str, out: &Path) -> (bool, String, String) {
-    feedbench(&["sample", root.to_str().unwrap(), "--index", index, "--out", out.to_str().unwrap()])
-}
-
-/// Runs `feedbench args`, killing it after `limit`: (exited in time, success, stderr).
-fn feedbench_within(args: &[&str], limit: Duration) -> (bool, bool, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let output = child.wait_with_output().unwrap();
-            let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-            return (true, status.success(), stderr);
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return (false, false, String::new());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// An error message, not a crash: no panic, no abort.
-fn clear_error(ok: bool, stderr: &str) {
-    assert!(!ok, "expected a refusal");
-    assert!(!stderr.contains("panicked") && !stderr.contains("memory allocation"), "{stderr}");
 }
 
 #[test]
 fn a_resolution_too_large_for_memory_is_refused_before_allocating() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     let root = root.to_str().unwrap();
     let huge = ["--resolution", "100000x100000"];
     let load = ["load", root, "--window", "none", "--workers", "0", "--batch", "2"];
@@ -103,7 +52,7 @@ fn a_resolution_too_large_for_memory_is_refused_before_allocating() {
 #[test]
 fn an_epoch_without_a_batch_says_why() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     let root = root.to_str().unwrap();
     // Episodes of 5 to 7 frames, and the diffusion window drops the last 7 of each.
     let (ok, _, err) = feedbench(&["load", root, "--workers", "0", "--batch", "2"]);
@@ -125,7 +74,7 @@ fn zero_threads_and_zero_steps_are_refused_by_name() {
     clear_error(ok, &err);
     assert!(err.contains("at least one step"), "{err}");
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     let root = root.to_str().unwrap();
     for args in [
         &["load", root, "--batches", "0"][..],
@@ -142,7 +91,7 @@ fn zero_threads_and_zero_steps_are_refused_by_name() {
 #[test]
 fn metadata_that_is_not_a_regular_file_is_refused_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     for file in ["meta/info.json", "meta/episodes.jsonl"] {
         let path = root.join(file);
         let saved = std::fs::read(&path).unwrap();
@@ -177,7 +126,7 @@ fn metadata_that_is_not_a_regular_file_is_refused_without_blocking() {
 #[test]
 fn nonsense_numbers_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     let out = dir.path().join("s");
     for tolerance in ["-1", "NaN"] {
         let args = [
@@ -244,10 +193,7 @@ fn an_error_is_one_message_whatever_rust_backtrace_says() {
 
     // A damaged mp4: the error names it, and FFmpeg's own log lines do not come before it.
     let root = dir.path().join("video");
-    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "8"];
-    let (ok, _, err) =
-        feedbench(&[&synth[..], &["--codec", "h264", "--out", root.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
+    common::synth_pusht(&root, 1, 8, &["--codec", "h264"]);
     let mp4 = std::fs::read_dir(root.join("videos"))
         .unwrap()
         .flat_map(|camera| walk(&camera.unwrap().path()))
@@ -263,127 +209,13 @@ fn an_error_is_one_message_whatever_rust_backtrace_says() {
     assert!(err.starts_with("error: ") && err.contains(".mp4"), "{err}");
 }
 
-/// Every file under `dir`, recursively.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    if dir.is_file() {
-        return vec![dir.to_path_buf()];
-    }
-    std::fs::read_dir(dir).unwrap().flat_map(|e| walk(&e.unwrap().path())).collect()
-}
-
-#[test]
-fn a_trace_that_cannot_be_written_is_refused_before_measuring() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let trace = dir.path().join("no/such/dir/trace.json");
-    let args = ["load", root.to_str().unwrap(), "--window", "none", "--workers", "0"];
-    let (ok, out, err) = feedbench(&[&args[..], &["--trace", trace.to_str().unwrap()]].concat());
-    clear_error(ok, &err);
-    assert!(err.contains("--trace") && err.contains("cannot create"), "{err}");
-    assert!(out.is_empty(), "nothing measured: {out}");
-    // A trace that can be written is, after the figures.
-    let trace = dir.path().join("trace.json");
-    let (ok, out, err) = feedbench(&[&args[..], &["--trace", trace.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
-    assert!(out.contains("samples/s"), "{out}");
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
-    assert!(!json["traceEvents"].as_array().unwrap().is_empty());
-}
-
-#[test]
-fn sweep_set_up_errors_name_the_config_and_leave_no_output_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let config = dir.path().join("sweep.toml");
-    let out = dir.path().join("out");
-    let write = |text: &str| std::fs::write(&config, text).unwrap();
-    let sweep = |out: &Path| {
-        feedbench(&["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()])
-    };
-    let base = format!(
-        "[dataset]\npath = \"{}\"\n[loader]\nwindow = \"none\"\nworkers = [0]\nbatch = [2]\n\
-         [model]\nmodel = [\"none\"]\n[run]\nloader_batches = 1\nmodel_steps = 1\n\
-         train_steps = 1\nwarmup = 0\n",
-        root.display()
-    );
-    write(&format!("{base}trace_cell = \"1,2\"\n"));
-    let (ok, _, err) = sweep(&out);
-    clear_error(ok, &err);
-    assert!(err.contains("sweep.toml") && err.contains("run.trace_cell \"1,2\""), "{err}");
-    assert!(!out.exists(), "no output directory after a refused config");
-
-    write(&base.replace(&root.display().to_string(), "/no/such/dataset"));
-    let (ok, _, err) = sweep(&out);
-    clear_error(ok, &err);
-    assert!(err.contains("/no/such/dataset"), "{err}");
-    assert!(!out.exists(), "no output directory after a dataset that does not open");
-
-    write(&base);
-    let file = dir.path().join("a-file");
-    std::fs::write(&file, "mine").unwrap();
-    let (ok, _, err) = sweep(&file);
-    clear_error(ok, &err);
-    assert!(err.contains("exists and is not a directory"), "{err}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine", "the user's file is kept");
-}
-
-#[test]
-fn stage_refuses_a_destination_it_cannot_write_before_copying() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let read_only = dir.path().join("read-only");
-    std::fs::create_dir(&read_only).unwrap();
-    let to = if nix_is_root() {
-        PathBuf::from("/proc/feedbench-stage")
-    } else {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&read_only, std::fs::Permissions::from_mode(0o555)).unwrap();
-        read_only.join("copy")
-    };
-    let (ok, _, err) = feedbench(&["stage", root.to_str().unwrap(), "--to", to.to_str().unwrap()]);
-    clear_error(ok, &err);
-    assert!(err.contains("not writable") && err.contains("takes no new directory"), "{err}");
-    assert!(!err.contains("copying"), "said before refusing: {err}");
-}
-
-/// Root ignores permission bits; /proc refuses new directories to everyone.
-fn nix_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-#[test]
-fn a_sample_is_written_whole_or_not_at_all() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let out = dir.path().join("s");
-    std::fs::create_dir(&out).unwrap();
-    std::fs::write(out.join("sample.json"), "mine").unwrap();
-    let args = ["sample", root.to_str().unwrap(), "--index", "3", "--out", out.to_str().unwrap()];
-    let (ok, _, err) = feedbench(&args);
-    clear_error(ok, &err);
-    assert!(err.contains("sample.json") && err.contains("already exists"), "{err}");
-    let left: Vec<_> = out.read_dir().unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(left, ["sample.json"], "nothing else written, no staging left");
-    assert_eq!(std::fs::read_to_string(out.join("sample.json")).unwrap(), "mine");
-    std::fs::remove_file(out.join("sample.json")).unwrap();
-    let (ok, _, err) = feedbench(&args);
-    assert!(ok, "{err}");
-    assert!(out.join("observation.image.npy").is_file() && out.join("sample.json").is_file());
-    // 8 arrays (state, action, the image and the 5 bookkeeping columns) and sample.json.
-    assert_eq!(out.read_dir().unwrap().count(), 9, "no staging directory left");
-}
-
 #[test]
 fn an_mp4_that_shrinks_under_a_reader_is_an_error_not_a_signal() {
     use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder};
     use feedbench::dataset::video::{VideoDecoder, VideoFile};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("video");
-    let synth = ["synth", "--preset", "pusht", "--episodes", "1", "--frames-per-episode", "40"];
-    let args = [&synth[..], &["--codec", "h264", "--gop", "4", "--out", root.to_str().unwrap()]];
-    let (ok, _, err) = feedbench(&args.concat());
-    assert!(ok, "{err}");
+    common::synth_pusht(&root, 1, 40, &["--codec", "h264", "--gop", "4"]);
     let mp4 =
         walk(&root.join("videos")).into_iter().find(|p| p.extension().is_some_and(|e| e == "mp4"));
     let mp4 = mp4.unwrap();
@@ -407,9 +239,7 @@ fn an_mp4_that_shrinks_under_a_reader_is_an_error_not_a_signal() {
 fn an_mp4_whose_frames_differ_from_info_json_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("video");
-    let synth = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "24"];
-    let (ok, _, err) = feedbench(&[&synth[..], &["--out", root.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
+    common::synth_pusht(&root, 2, 24, &[]);
     // info.json now claims 64×64 frames; the files hold 96×96.
     let info = root.join("meta/info.json");
     let mut json: serde_json::Value =
@@ -449,7 +279,7 @@ fn a_dataset_path_that_is_not_utf8_is_refused_before_any_output() {
 #[test]
 fn more_workers_than_cores_run_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     let cores = std::thread::available_parallelism().unwrap().get();
     let workers = (cores + 1).to_string();
     let args = ["load", root.to_str().unwrap(), "--window", "none", "--batch", "2"];
@@ -487,83 +317,6 @@ fn a_parquet_file_that_shrinks_under_a_reader_is_an_error_not_a_signal() {
 }
 
 #[test]
-fn a_sample_that_cannot_be_written_whole_leaves_nothing() {
-    use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("ds");
-    let spec = TabularSpec { image_size: Some((64, 64)), ..TabularSpec::default() };
-    write_tabular(&root, &spec).unwrap();
-    let out = dir.path().join("s");
-    // A full disk, as far as this process can tell: files may not grow past 16 KiB, so the
-    // small arrays are written and the 48 KiB image is not (EFBIG, the signal ignored).
-    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
-    command.args(["sample", root.to_str().unwrap(), "--index", "3", "--out"]).arg(&out);
-    // SAFETY: between fork and exec only async-signal-safe calls: setrlimit and signal.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit { rlim_cur: 16 << 10, rlim_max: 16 << 10 };
-            libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            Ok(())
-        });
-    }
-    let output = command.output().unwrap();
-    let err = String::from_utf8_lossy(&output.stderr);
-    clear_error(output.status.success(), &err);
-    assert!(err.contains("observation.image"), "{err}");
-    assert!(!out.exists(), "nothing half-written is left, nor the directory it made");
-    // The re-run (with room) is not refused by leftovers.
-    let (ok, _, err) = sample(&root, "3", &out);
-    assert!(ok, "{err}");
-    // An --out that is a file is named once, as what it is.
-    let (ok, _, err) = sample(&root, "3", &out.join("sample.json"));
-    clear_error(ok, &err);
-    assert_eq!(err.matches("sample.json").count(), 1, "{err}");
-    assert!(err.contains("exists and is not a directory"), "{err}");
-}
-
-#[test]
-fn nothing_is_written_into_a_dataset_that_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let before = walk(&root);
-    let ds = root.to_str().unwrap();
-    let inside = |name: &str| root.join(name).to_str().unwrap().to_string();
-    let config = dir.path().join("sweep.toml");
-    let toml = format!("[dataset]\npath = {ds:?}\n[loader]\nworkers = [0]\nbatch = [2]\n");
-    std::fs::write(&config, toml + "[model]\nmodel = [\"none\"]\n").unwrap();
-    let config = config.to_str().unwrap();
-    let window = ["--window", "none", "--workers", "0", "--batch", "2", "--batches", "1"];
-    let cases: Vec<Vec<String>> = vec![
-        vec!["stage".into(), ds.into(), "--to".into(), inside("staged")],
-        vec!["sample".into(), ds.into(), "--index".into(), "0".into(), "--out".into(), inside("x")],
-        vec!["sweep".into(), "--config".into(), config.into(), "--out".into(), ds.into()],
-        vec!["sweep".into(), "--config".into(), config.into(), "--out".into(), inside("out")],
-        // An output that holds the dataset.
-        vec!["sweep".into(), "--config".into(), config.into(), "--out".into(), {
-            dir.path().to_str().unwrap().into()
-        }],
-        [
-            &["load".to_string(), ds.into(), "--out".into(), inside("ranks")][..],
-            &window.map(String::from),
-        ]
-        .concat(),
-        [
-            &["load".to_string(), ds.into(), "--trace".into(), inside("t.json")][..],
-            &window.map(String::from),
-        ]
-        .concat(),
-    ];
-    for args in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (ok, _, err) = feedbench(&args);
-        clear_error(ok, &err);
-        assert!(err.contains("which feedbench never writes into"), "{args:?}: {err}");
-        assert_eq!(walk(&root), before, "{args:?} wrote into the dataset");
-    }
-}
-
-#[test]
 fn a_camera_too_large_for_memory_is_refused_before_allocating() {
     let dir = tempfile::tempdir().unwrap();
     let pusht =
@@ -587,7 +340,7 @@ fn a_camera_too_large_for_memory_is_refused_before_allocating() {
 #[test]
 fn an_empty_episode_list_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
+    let root = png_dataset(dir.path());
     std::fs::write(root.join("meta/episodes.jsonl"), "").unwrap();
     for command in ["info", "load"] {
         let (ok, _, err) = feedbench(&[command, root.to_str().unwrap()]);
@@ -634,7 +387,7 @@ fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         let out = dir.path().join(format!("sample-{bad}"));
-        let (ok, _, err) = sample(&root, "3", &out);
+        let (ok, _, err) = sample_into(&root, "3", &out);
         clear_error(ok, &err);
         assert!(
             err.contains("episode_000000.parquet: row 3: column `timestamp`")
@@ -666,62 +419,17 @@ fn what_stands_where_a_video_or_the_dataset_should_be_is_said() {
 }
 
 #[test]
-fn a_second_writer_of_an_output_directory_is_refused_while_the_first_runs() {
+fn a_shard_from_the_environment_is_named_by_its_variables() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let config = dir.path().join("sweep.toml");
-    // A sweep that runs a while: a 300 ms step, 3 cells.
-    let text = format!(
-        "[dataset]\npath = \"{}\"\n[loader]\nwindow = \"none\"\nworkers = [0, 1, 2]\n\
-         batch = [2]\n[model]\nmodel = [\"synthetic:300ms\"]\n[run]\nloader_batches = 1\n\
-         model_steps = 2\ntrain_steps = 4\nwarmup = 0\n",
-        root.display()
-    );
-    std::fs::write(&config, text).unwrap();
-    let out = dir.path().join("out");
-    let args = ["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()];
-    let mut first = Command::new(env!("CARGO_BIN_EXE_feedbench"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let root = png_dataset(dir.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(["load", root.to_str().unwrap(), "--window", "none", "--workers", "0"])
+        .args(["--batches", "1"])
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "0")
+        .output()
         .unwrap();
-    let started = Instant::now();
-    while !out.join("results.jsonl").exists() && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(first.try_wait().unwrap().is_none(), "the first sweep still runs");
-    let (ok, _, err) = feedbench(&[&args[..], &["--resume"]].concat());
-    clear_error(ok, &err);
-    let holder = format!("another feedbench (pid {}) is writing here", first.id());
-    assert!(err.contains(&holder) && err.contains("out"), "{err}");
-    // Killed, the first holds nothing: a resume goes on where it stopped.
-    first.kill().unwrap();
-    first.wait().unwrap();
-    let (ok, _, err) = feedbench(&[&args[..], &["--resume"]].concat());
-    assert!(ok, "{err}");
-    let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
-    assert_eq!(results.lines().count(), 3, "each cell once: {results}");
-}
-
-#[test]
-fn a_trace_cut_short_by_sigterm_leaves_no_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path());
-    let trace = dir.path().join("t.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
-        .args(["load", root.to_str().unwrap(), "--window", "none", "--workers", "1"])
-        .args(["--batch", "2", "--batches", "100000000", "--trace", trace.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(child.try_wait().unwrap().is_none(), "still loading");
-    // SAFETY: kill sends a signal to the child this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
-    child.wait().unwrap();
-    let left: Vec<_> =
-        std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
-    assert_eq!(left, ["ds"], "no trace, empty or half-written, is left");
+    let err = String::from_utf8_lossy(&output.stderr);
+    clear_error(output.status.success(), &err);
+    assert!(err.contains("$RANK=0 and $WORLD_SIZE=0: expected 0 ≤ RANK < WORLD_SIZE"), "{err}");
 }

@@ -144,19 +144,7 @@ fn tasks_asking_for_one_cached_dataset_at_once_generate_it_once() {
 /// A generated v3.0 dataset with a camera, for LeRobot's loader.
 fn video_dataset(dir: &Path) -> PathBuf {
     let root = dir.join("pusht");
-    let root_s = root.to_str().unwrap();
-    let (ok, _, err) = common::feedbench(&[
-        "synth",
-        "--preset",
-        "pusht",
-        "--episodes",
-        "1",
-        "--frames-per-episode",
-        "10",
-        "--out",
-        root_s,
-    ]);
-    assert!(ok, "{err}");
+    common::synth_pusht(&root, 1, 10, &[]);
     root
 }
 
@@ -424,10 +412,7 @@ fn a_layout_study_without_room_is_refused_before_it_makes_anything() {
 /// four GOP candidates at `dir/layout.toml`.
 fn small_layout_study(dir: &Path) -> (PathBuf, PathBuf) {
     let source = dir.join("source");
-    let pusht = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "16"];
-    let (ok, _, err) =
-        common::feedbench(&[&pusht[..], &["--out", source.to_str().unwrap()]].concat());
-    assert!(ok, "{err}");
+    common::synth_pusht(&source, 2, 16, &[]);
     let config = dir.join("layout.toml");
     let text = "[axes]\ngop = [2, 4, 8, 16]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\n\
                 repeats = 2\nquality_frames = 4\n[choose]\nmin_psnr = 10\n";

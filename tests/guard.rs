@@ -272,10 +272,7 @@ fn a_dataset_generated_again_has_the_same_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
     let fingerprint = |name: &str| {
         let out = dir.path().join(name);
-        let args = ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "12"];
-        let (ok, _, err) =
-            common::feedbench(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
-        assert!(ok, "{err}");
+        common::synth_pusht(&out, 2, 12, &[]);
         DatasetFingerprint::of(&out).unwrap()
     };
     let (first, again) = (fingerprint("a"), fingerprint("b"));

@@ -9,7 +9,6 @@ mod common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use feedbench::bench::cluster::cells::finished_cells;
@@ -38,21 +37,7 @@ fn whole(args: &[&str]) -> f64 {
 
 /// Starts `feedbench args` and kills it (SIGKILL) after `after`, unless it ended before.
 fn kill_after(args: &[&str], after: Duration) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() >= after {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::feedbench_within(args, after);
 }
 
 /// Kills `args` (which resume) at `KILLS` moments within `seconds`, checking after each that
@@ -225,18 +210,7 @@ fn a_tune_killed_anywhere_loses_nothing() {
 fn a_layout_study_killed_anywhere_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
-    let (ok, _, err) = common::feedbench(&[
-        "synth",
-        "--preset",
-        "pusht",
-        "--episodes",
-        "2",
-        "--frames-per-episode",
-        "16",
-        "--out",
-        source.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    common::synth_pusht(&source, 2, 16, &[]);
     let config = dir.path().join("layout.toml");
     let text =
         "[axes]\ngop = [2, 10]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\nrepeats = 2\n\

@@ -495,19 +495,10 @@ fn command_synth_info_sample() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("pusht");
     let out_s = out.to_str().unwrap();
-    let synth_args = [
-        "synth",
-        "--preset",
-        "pusht",
-        "--episodes",
-        "2",
-        "--frames-per-episode",
-        "10",
-        "--out",
-        out_s,
-    ];
-    let (ok, text, err) =
-        feedbench(&[&synth_args[..], &["--format", "v2.1", "--codec", "h264"]].concat());
+    let synth_args =
+        ["synth", "--preset", "pusht", "--episodes", "2", "--frames-per-episode", "10"];
+    let flags = ["--format", "v2.1", "--codec", "h264", "--out", out_s];
+    let (ok, text, err) = feedbench(&[&synth_args[..], &flags].concat());
     assert!(ok, "{err}");
     assert!(text.contains("2 episodes, 20 frames"), "{text}");
     let (ok, text, err) = feedbench(&["info", out_s]);
@@ -549,7 +540,7 @@ fn command_synth_info_sample() {
     );
 
     // An existing dataset: refused, then replaced with --force.
-    let (ok, _, err) = feedbench(&synth_args);
+    let (ok, _, err) = feedbench(&[&synth_args[..], &["--out", out_s]].concat());
     assert!(!ok && err.contains("--force"), "{err}");
     let replace =
         ["synth", "--preset", "pusht", "--episodes", "3", "--out", out_s, "--force", "--json"];

@@ -1,7 +1,8 @@
 //! Timestamps that advance at another rate than info.json's `fps` (data recorded at 10 Hz
 //! declared at 20, or at 1e308): windows are then read at the wrong rows, as LeRobot reads
 //! them, and feedbench says so: a line per episode in `info` (and its JSON), a warning where
-//! `sample` and `load` open the dataset. A dataset whose rates agree gets no word.
+//! `sample` and `load` open the dataset. A dataset whose rates agree gets no word; an fps that
+//! is no rate (0, negative) is refused naming info.json.
 
 mod common;
 
@@ -56,5 +57,24 @@ fn timestamps_at_another_rate_than_fps_are_said_per_episode() {
         assert!(ok, "{args:?}: {err}");
         let warning = format!("warning: {ds}: episode 0: its timestamps advance at {recorded:.4}");
         assert!(err.contains(&warning) && err.contains("fps 1e308"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_fps_that_is_no_rate_is_refused_naming_info_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    write_tabular(&root, &TabularSpec::default()).unwrap();
+    let ds = root.to_str().unwrap();
+    for fps in ["0", "-10", "0.0"] {
+        declare_fps(&root, fps);
+        for args in [vec!["info", ds], vec!["load", ds, "--window", "none"]] {
+            let (ok, _, err) = common::feedbench(&args);
+            assert!(!ok, "{args:?} with fps {fps}: {err}");
+            assert!(
+                err.contains("meta/info.json") && err.contains("expected fps > 0, found"),
+                "{args:?} with fps {fps}: {err}"
+            );
+        }
     }
 }

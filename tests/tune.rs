@@ -16,18 +16,7 @@ use feedbench::bench::sweep::results::read_results;
 /// A small PushT-shaped dataset (AV1, 96×96) under `dir`.
 fn dataset(dir: &Path) -> PathBuf {
     let root = dir.join("pusht");
-    let (ok, _, err) = common::feedbench(&[
-        "synth",
-        "--preset",
-        "pusht",
-        "--episodes",
-        "3",
-        "--frames-per-episode",
-        "80",
-        "--out",
-        root.to_str().unwrap(),
-    ]);
-    assert!(ok, "synth: {err}");
+    common::synth_pusht(&root, 3, 80, &[]);
     root
 }
 

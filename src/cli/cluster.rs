@@ -41,6 +41,7 @@ pub struct PlanArgs {
 /// Runs `feedbench sweep plan`: writes the plan and prints how to submit it.
 pub fn plan(args: &PlanArgs) -> Result<()> {
     let mut config = SweepConfig::load(&args.config)?;
+    config.dataset.check_present(&args.config)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(&args.config));
     // Paths that every task reads from wherever it starts.
     for path in [&mut config.dataset.path, &mut config.dataset.cache].into_iter().flatten() {

@@ -53,6 +53,7 @@ pub struct GuardArgs {
 /// Runs `feedbench guard`: the exit code on a verdict; an error (exit 2) otherwise.
 pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     let mut config = GuardConfig::load(&args.config)?;
+    config.dataset.check_present(&args.config)?;
     if let Some(tolerance) = args.tolerance {
         config.run.tolerance = tolerance;
     }

@@ -56,6 +56,7 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
     }
     let config_path = args.config.as_deref().expect("clap requires --config without an action");
     let config = SweepConfig::load(config_path)?;
+    config.dataset.check_present(config_path)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(config_path));
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
     let bar = sweep_progress_bar();

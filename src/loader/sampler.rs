@@ -41,6 +41,20 @@ pub enum ShardError {
         /// The world size asked for.
         world: usize,
     },
+    /// The environment's rank and world size do not make a shard.
+    #[error(
+        "${rank_name}={rank} and ${world_name}={world}: expected 0 ≤ {rank_name} < {world_name}"
+    )]
+    Environment {
+        /// The rank's variable (`RANK`, `SLURM_PROCID`).
+        rank_name: &'static str,
+        /// Its value.
+        rank: usize,
+        /// The world size's variable (`WORLD_SIZE`, `SLURM_NTASKS`).
+        world_name: &'static str,
+        /// Its value.
+        world: usize,
+    },
     /// An environment variable that should hold a count does not.
     #[error("${name}={value:?}: {what}")]
     Variable {
@@ -77,9 +91,14 @@ impl Shard {
                 })
                 .transpose()
         };
-        for (rank, world) in [("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")] {
-            if let (Some(rank), Some(world)) = (read(rank)?, read(world)?) {
-                return Self::new(rank, world);
+        for (rank_name, world_name) in [("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")] {
+            if let (Some(rank), Some(world)) = (read(rank_name)?, read(world_name)?) {
+                return Self::new(rank, world).map_err(|_| ShardError::Environment {
+                    rank_name,
+                    rank,
+                    world_name,
+                    world,
+                });
             }
         }
         Ok(Self::default())
@@ -248,7 +267,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("$RANK"));
-        assert!(Shard::from_vars(vars(&[("RANK", "2"), ("WORLD_SIZE", "2")])).is_err());
+        let error =
+            |pairs: &'static [(&str, &str)]| Shard::from_vars(vars(pairs)).unwrap_err().to_string();
+        assert_eq!(
+            error(&[("RANK", "2"), ("WORLD_SIZE", "2")]),
+            "$RANK=2 and $WORLD_SIZE=2: expected 0 ≤ RANK < WORLD_SIZE"
+        );
+        assert_eq!(
+            error(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "0")]),
+            "$SLURM_PROCID=0 and $SLURM_NTASKS=0: expected 0 ≤ SLURM_PROCID < SLURM_NTASKS"
+        );
     }
 
     #[test]

@@ -2,7 +2,11 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use feedbench::dataset::write::{write_tabular, TabularSpec};
+use feedbench::dataset::CodebaseVersion;
 
 /// The real, partially downloaded g1 dataset, or None (with a visible note) where it is absent.
 pub fn g1_partial() -> Option<PathBuf> {
@@ -26,6 +30,42 @@ pub fn feedbench(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Generates a PushT-shaped dataset (one 96×96 AV1 camera, v3.0 unless `flags` say otherwise)
+/// of `episodes` episodes of `frames` frames at `out` with `feedbench synth`, given `flags`
+/// too; a synth that fails fails the test with its error.
+pub fn synth_pusht(out: &Path, episodes: usize, frames: usize, flags: &[&str]) {
+    let (episodes, frames) = (episodes.to_string(), frames.to_string());
+    let pusht = ["synth", "--preset", "pusht", "--episodes", &episodes];
+    let size = ["--frames-per-episode", &frames, "--out", out.to_str().unwrap()];
+    let (ok, _, err) = feedbench(&[&pusht[..], &size, flags].concat());
+    assert!(ok, "synth of {}: {err}", out.display());
+}
+
+/// Runs `feedbench args`, killing it (SIGKILL) after `limit` unless it ended before:
+/// (ended in time, success, stderr).
+pub fn feedbench_within(args: &[&str], limit: Duration) -> (bool, bool, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let output = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+            return (true, status.success(), stderr);
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return (false, false, String::new());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Whether the `ffmpeg` CLI runs; where it does not, says that comparisons with it are skipped.
@@ -78,4 +118,36 @@ pub fn lerobot_python() -> Option<PathBuf> {
         eprintln!("SKIPPED: no LeRobot venv at {} (make test creates it)", path.display());
         None
     }
+}
+
+/// A v2.1 dataset of 3 short episodes with an 8×8 PNG image feature, at `dir/ds`.
+pub fn png_dataset(dir: &Path) -> PathBuf {
+    let root = dir.join("ds");
+    let spec = TabularSpec {
+        version: CodebaseVersion::V21,
+        episode_lengths: vec![6, 7, 5],
+        image_size: Some((8, 8)),
+        ..TabularSpec::default()
+    };
+    write_tabular(&root, &spec).unwrap();
+    root
+}
+
+/// `feedbench sample` of `index` from `root` into `out`: (success, stdout, stderr).
+pub fn sample_into(root: &Path, index: &str, out: &Path) -> (bool, String, String) {
+    feedbench(&["sample", root.to_str().unwrap(), "--index", index, "--out", out.to_str().unwrap()])
+}
+
+/// An error message, not a crash: no panic, no abort.
+pub fn clear_error(ok: bool, stderr: &str) {
+    assert!(!ok, "expected a refusal");
+    assert!(!stderr.contains("panicked") && !stderr.contains("memory allocation"), "{stderr}");
+}
+
+/// Every file under `dir`, recursively.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    if dir.is_file() {
+        return vec![dir.to_path_buf()];
+    }
+    std::fs::read_dir(dir).unwrap().flat_map(|e| walk(&e.unwrap().path())).collect()
 }

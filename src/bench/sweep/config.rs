@@ -92,6 +92,18 @@ impl DatasetSource {
         Ok(())
     }
 
+    /// Checks that a dataset `path` is there; where it is not, the error names the config
+    /// file `config` and the key.
+    pub fn check_present(&self, config: &Path) -> Result<(), ConfigError> {
+        match &self.path {
+            Some(path) if std::fs::symlink_metadata(path).is_err() => Err(ConfigError {
+                path: config.to_path_buf(),
+                what: format!("dataset.path {}: no such dataset directory", path.display()),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Makes a relative dataset `path` relative to the directory of the config file at
     /// `config`.
     pub fn resolve_relative_to(&mut self, config: &Path) {
