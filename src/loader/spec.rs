@@ -37,6 +37,13 @@ impl LoaderSpec {
     /// Opens the dataset and makes the loader.
     pub fn build(&self) -> Result<Loader, LoaderError> {
         let (dataset, window) = self.open().map_err(LoaderError::Dataset)?;
-        Loader::new(dataset, window, self.config.clone())
+        self.build_on(&dataset, &window)
+    }
+
+    /// Makes the loader over `dataset` and `window`: this spec's dataset as
+    /// [`LoaderSpec::open`] opened it once, shared by the loaders of many specs that differ
+    /// only in their knobs (a sweep's cells).
+    pub fn build_on(&self, dataset: &Arc<Dataset>, window: &Window) -> Result<Loader, LoaderError> {
+        Loader::new(dataset.clone(), window.clone(), self.config.clone())
     }
 }

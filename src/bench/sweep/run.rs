@@ -22,10 +22,10 @@ use crate::bench::system::{system_info, SystemInfo};
 use crate::dataset::setting::Naming;
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
-use crate::dataset::{CodebaseVersion, Dataset, DatasetError, EpisodeList, Window};
+use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
-use crate::loader::pipeline::{Loader, LoaderError};
+use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::model::{DeviceChoice, ModelError, NoneStep, PolicyShapes, StepSpec};
 use crate::timing::Trace;
@@ -138,7 +138,9 @@ pub fn results_path(out: &Path) -> PathBuf {
 pub(crate) struct SweepContext<'a> {
     config: &'a SweepConfig,
     root: &'a Path,
-    episodes: Option<EpisodeList>,
+    /// What every cell reads, with the default knobs ([`SweepContext::spec_of`] sets a
+    /// cell's).
+    spec: LoaderSpec,
     out: &'a Path,
     dataset: Arc<Dataset>,
     window: Window,
@@ -169,17 +171,22 @@ impl<'a> SweepContext<'a> {
         };
         let (dataset, window) = spec.open()?;
         let system = system_info(device);
-        let episodes = spec.episodes;
-        Ok((Self { config, root, episodes, out, dataset, window, system }, device))
+        Ok((Self { config, root, spec, out, dataset, window, system }, device))
     }
 }
 
 impl SweepContext<'_> {
+    /// The loader spec of `cell`: the sweep's dataset, episodes and window with its knobs.
+    fn spec_of(&self, cell: &Cell) -> LoaderSpec {
+        let config = cell.loader_config(self.config.loader.sampler, self.config.loader.seed);
+        LoaderSpec { config, ..self.spec.clone() }
+    }
+
     /// The bytes of one batch of `cell`'s knobs, loaded in this thread (nothing is measured).
     pub(crate) fn batch_bytes(&self, cell: &Cell) -> Result<u64, SweepError> {
-        let mut config = cell.loader_config(self.config.loader.sampler, self.config.loader.seed);
-        config.workers = 0;
-        let loader = Loader::new(self.dataset.clone(), self.window.clone(), config)?;
+        let mut spec = self.spec_of(cell);
+        spec.config.workers = 0;
+        let loader = spec.build_on(&self.dataset, &self.window)?;
         let batch =
             loader.epoch(0).next().ok_or_else(|| LoaderError::NoBatch(loader.why_no_batch()))??;
         Ok(batch.into_batch().bytes() as u64)
@@ -251,10 +258,10 @@ pub(crate) fn run_cell(
     mut phase: impl FnMut(&'static str),
 ) -> Result<CellResult, SweepError> {
     let (config, run) = (context.config, &context.config.run);
-    let loader_config = cell.loader_config(config.loader.sampler, config.loader.seed);
+    let spec = context.spec_of(cell);
     // The native pipeline, over the dataset the sweep opened once: it measures native cells,
     // and gives every cell the batch of its model phase.
-    let mut native = Loader::new(context.dataset.clone(), context.window.clone(), loader_config)?;
+    let mut native = spec.build_on(&context.dataset, &context.window)?;
     let step = StepSpec {
         model: cell.model.clone(),
         preset: config.model.preset,
@@ -270,12 +277,6 @@ pub(crate) fn run_cell(
     let lerobot = match cell.loader {
         LoaderBackend::Native => None,
         LoaderBackend::Lerobot => {
-            let spec = LoaderSpec {
-                dataset: context.root.to_path_buf(),
-                episodes: context.episodes.clone(),
-                window: config.loader.window,
-                config: native.config().clone(),
-            };
             let mut options = LerobotOptions::new(None, config.loader.python.as_deref());
             options.video_backend = config.loader.video_backend;
             Some(LoaderChoice::Lerobot(options).build(&spec)?)
