@@ -17,8 +17,15 @@ use sha2::{Digest, Sha256};
 use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
 
-/// The driver script, as shipped in `python/`.
-pub const DRIVER: &str = include_str!("../../../python/feedbench_lerobot.py");
+/// The driver script and the modules it imports, as shipped in `python/`: (file name, text).
+pub const DRIVER: [(&str, &str); 3] = [
+    ("feedbench_lerobot.py", include_str!("../../../python/feedbench_lerobot.py")),
+    (
+        "feedbench_lerobot_protocol.py",
+        include_str!("../../../python/feedbench_lerobot_protocol.py"),
+    ),
+    ("feedbench_lerobot_step.py", include_str!("../../../python/feedbench_lerobot_step.py")),
+];
 
 /// A libtorch device as PyTorch names it.
 pub fn torch_device(device: tch::Device) -> String {
@@ -40,21 +47,28 @@ pub fn parse<T: serde::de::DeserializeOwned>(python: &Path, value: Json) -> Resu
     })
 }
 
-/// The driver script on disk: written once per content into the temporary directory.
+/// The driver script on disk, its modules beside it: written once per content into the
+/// temporary directory.
 fn driver_path() -> Result<PathBuf, LoaderError> {
-    let hash: String =
-        Sha256::digest(DRIVER.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect();
-    let dir = std::env::temp_dir().join(format!("feedbench-lerobot-{hash}"));
-    let path = dir.join("feedbench_lerobot.py");
-    if std::fs::read_to_string(&path).is_ok_and(|text| text == DRIVER) {
-        return Ok(path);
+    let mut digest = Sha256::new();
+    for (name, text) in DRIVER {
+        digest.update(name.as_bytes());
+        digest.update(text.as_bytes());
     }
-    let io = |e: std::io::Error| {
-        LoaderError::Lerobot(format!("{}: cannot write the driver ({e})", path.display()))
-    };
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    crate::dataset::files::write_whole(&path, DRIVER.as_bytes()).map_err(io)?;
-    Ok(path)
+    let hash: String = digest.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let dir = std::env::temp_dir().join(format!("feedbench-lerobot-{hash}"));
+    for (name, text) in DRIVER {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).is_ok_and(|found| found == text) {
+            continue;
+        }
+        let io = |e: std::io::Error| {
+            LoaderError::Lerobot(format!("{}: cannot write the driver ({e})", path.display()))
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        crate::dataset::files::write_whole(&path, text.as_bytes()).map_err(io)?;
+    }
+    Ok(dir.join(DRIVER[0].0))
 }
 
 /// Runs the driver with `python` on `request`: its `ready` and `result` messages. The request

@@ -1,0 +1,33 @@
+"""How feedbench's LeRobot driver speaks to feedbench: one JSON object a line on stdout
+(`ready`, `result`, `error`, and `alive` at least every ALIVE_EVERY_S while it works), and the
+refusal of a request this LeRobot cannot serve."""
+
+import json
+import sys
+import time
+
+ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by default)
+_said_at = time.monotonic()
+
+
+def emit(message):
+    global _said_at
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+    _said_at = time.monotonic()
+
+
+def alive():
+    """Says `{"event": "alive"}` when nothing was said for ALIVE_EVERY_S: called between batches
+    and steps, so that a driver whose loader hangs goes silent and is stopped, while one that
+    loads for long does not; it costs a clock read per call."""
+    if time.monotonic() - _said_at >= ALIVE_EVERY_S:
+        emit({"event": "alive"})
+
+
+class Refused(Exception):
+    """A request this LeRobot cannot serve; `kind` says whose fault."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
