@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # An hour under load (a benchmark, not a test): `feedbench load` on g1-partial for SECONDS
 # (default 3600) at 2 workers, shuffled, batch 64, then a sweep of 36 cells (a 12-cell grid run
-# three times over) back to back. Every 10 s (the sweep's: 2 s) each process's RSS, open file
+# three times over) back to back. Every 10 s (the sweep's: 1 s) each process's RSS, open file
 # descriptors and bytes read (/proc/PID/io rchar) are sampled into OUT/{load,sweep}.samples. Prints load's samples/s;
 # its rate per tenth of the run (bytes read per second: a sample reads the same bytes on
 # average) against the median tenth; RSS and descriptors (range, slope per hour); the sweep's
-# exit status, its descriptors and its peak RSS in each pass over the grid (its RSS follows the
-# cell's batch, so passes are compared, not samples).
+# exit status, its descriptors and its peak and lowest RSS in each pass over the grid (its RSS
+# follows the cell's batch, so passes are compared, not samples; a pass of 12 cells takes about
+# 25 s here, so a sample a second is needed to catch each pass's peak).
 #
 #   scripts/soak.sh OUT [SECONDS]
 #   FEEDBENCH=target/release/feedbench FEEDBENCH_G1_PARTIAL=DIR scripts/soak.sh /tmp/soak 3600
@@ -69,7 +70,7 @@ EOF
 sweep_status=0
 "$FEEDBENCH" sweep --config "$out/sweep.toml" --out "$out/sweep" > "$out/sweep.txt" 2>&1 &
 sweep=$!
-sample "$sweep" "$out/sweep.samples" 2 "$out/sweep/results.jsonl"
+sample "$sweep" "$out/sweep.samples" 1 "$out/sweep/results.jsonl"
 wait "$sweep" || sweep_status=$?
 
 python3 - "$out" "$load_status" "$sweep_status" <<'EOF'
@@ -105,9 +106,12 @@ else:
     print("load rate per tenth: the run is too short for tenths of two samples each")
 # RSS after the first minute (the pools fill while the first batches are built).
 warm = [(x, y) for x, y in zip(t, rss) if x >= 60]
-print(f"load RSS: {min(y for _, y in warm):.0f}-{max(y for _, y in warm):.0f} MiB, slope "
-      f"{slope([x for x, _ in warm], [y for _, y in warm]) * 3600:+.1f} MiB/h; "
-      f"fds: {min(fds):.0f}-{max(fds):.0f}, slope {slope(t, fds) * 3600:+.2f}/h")
+warm_fds = [f for x, f in zip(t, fds) if x >= 60]
+print(f"load RSS after the first minute: {min(y for _, y in warm):.0f}-"
+      f"{max(y for _, y in warm):.0f} MiB, slope "
+      f"{slope([x for x, _ in warm], [y for _, y in warm]) * 3600:+.1f} MiB/h; open fds: "
+      f"{min(warm_fds):.0f}-{max(warm_fds):.0f}, slope "
+      f"{slope([x for x in t if x >= 60], warm_fds) * 3600:+.2f}/h")
 
 sweep = rows("sweep")
 cells = sum(1 for _ in open(f"{out}/sweep/results.jsonl"))
@@ -117,5 +121,6 @@ print(f"sweep: exit {sweep_status}, {cells} cells in {sweep[-1][0] / 60:.0f} min
 for p in range(3):
     part = [r[1] / 1024 for r in sweep if p * grid <= r[4] < (p + 1) * grid]
     if part:
-        print(f"sweep pass {p + 1}: peak RSS {max(part):.0f} MiB over {len(part)} samples")
+        print(f"sweep pass {p + 1}: RSS {min(part):.0f}-{max(part):.0f} MiB over {len(part)} "
+              "samples")
 EOF
