@@ -398,26 +398,28 @@ fn a_guard_baseline_on_a_full_disk_is_refused_naming_it_and_the_old_one_stays_wh
 fn a_layout_study_without_room_is_refused_before_it_makes_anything() {
     let dir = tempfile::tempdir().unwrap();
     let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 1024) else { return };
-    let (source, config) = small_layout_study(dir.path());
     let out = disk.at.join("study");
-    let args = ["layout", source.to_str().unwrap(), "--config", config.to_str().unwrap()];
-    let args = [&args[..], &["--out", out.to_str().unwrap()]].concat();
+    let args = small_layout_study(dir.path(), &out);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let _filler = disk.fill_but(100);
     let (ok, _, err) = common::feedbench(&args);
     assert!(!ok && err.contains("the candidates need about"), "{err}");
     assert!(!out.exists(), "a refused study makes no directory (it left .lock and layout.toml)");
 }
 
-/// A PushT-shaped source of 2 episodes of 16 frames at `dir/source`, and a layout config of
-/// four GOP candidates at `dir/layout.toml`.
-fn small_layout_study(dir: &Path) -> (PathBuf, PathBuf) {
+/// The arguments of a layout study into `out`: a PushT-shaped source of 2 episodes of 16
+/// frames at `dir/source`, and a config of four GOP candidates at `dir/layout.toml`.
+fn small_layout_study(dir: &Path, out: &Path) -> Vec<String> {
     let source = dir.join("source");
     common::synth_pusht(&source, 2, 16, &[]);
     let config = dir.join("layout.toml");
     let text = "[axes]\ngop = [2, 4, 8, 16]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\n\
                 repeats = 2\nquality_frames = 4\n[choose]\nmin_psnr = 10\n";
     std::fs::write(&config, text).unwrap();
-    (source, config)
+    [Path::new("layout"), &source, Path::new("--config"), &config, Path::new("--out"), out]
+        .iter()
+        .map(|p| p.to_str().unwrap().to_string())
+        .collect()
 }
 
 /// Waits for `child` up to `limit`; a child still running then is killed and the test fails
@@ -444,10 +446,9 @@ fn a_layout_study_on_a_disk_that_fills_stops_naming_the_path_keeps_its_results_a
     use feedbench::bench::layout_study::read_results;
     let dir = tempfile::tempdir().unwrap();
     let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 8192) else { return };
-    let (source, config) = small_layout_study(dir.path());
     let out = disk.at.join("study");
-    let args = ["layout", source.to_str().unwrap(), "--config", config.to_str().unwrap()];
-    let args = [&args[..], &["--out", out.to_str().unwrap()]].concat();
+    let args = small_layout_study(dir.path(), &out);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let results = out.join("layout.jsonl");
     let mut child = spawn(&args);
     // The disk fills once the first candidate is measured.
