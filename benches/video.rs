@@ -81,6 +81,7 @@ fn cpu_summary() {
     for (name, requests) in workloads(&times) {
         let mut decoder = VideoDecoder::new(DecodeOptions::default());
         run(&mut decoder, &path, &requests, &mut out); // warm-up
+        decoder.take_timing();
         let rounds = if name == "sequential" { 3 } else { 30 };
         let frames = rounds * requests.iter().map(Vec::len).sum::<usize>();
         let (wall, cpu) = (Instant::now(), thread_cpu_ns());
@@ -94,6 +95,17 @@ fn cpu_summary() {
             "  {name:16} {frames:5} frames  wall {wall_us:7.0} µs/frame ({:6.1} frames/s)  CPU {cpu_text:>6} µs/frame",
             1e6 / wall_us
         );
+        // The codec alone (no conversion to RGB and float32), per frame it decoded, wanted or
+        // not: what `ffmpeg -threads 1 -c:v libdav1d -i FILE -f null -` measures in order.
+        let timing = decoder.take_timing();
+        if let Some(decode) = timing.get(feedbench::timing::stage::DECODE) {
+            println!(
+                "  {:16} {:5} decoded  codec alone {:6.0} µs CPU per decoded frame",
+                "",
+                decode.calls,
+                decode.cpu.as_secs_f64() * 1e6 / decode.calls.max(1) as f64
+            );
+        }
         cpu_per_frame.push((name, cpu_us.unwrap_or(wall_us)));
     }
     let sequential = cpu_per_frame[2].1;
