@@ -376,8 +376,6 @@ fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
     })
 }
 
-/// `--trace` and `--out`, which record the native loader's workers and shard, refused with
-/// `--loader lerobot` before anything is built.
 /// A loader as `load` and `train` start it: its spec, the loader, its trace.
 type StartedLoader = (LoaderSpec, Box<dyn MeasuredLoader>, Option<Arc<Trace>>);
 
@@ -400,6 +398,8 @@ fn start_loader(
     Ok((spec, loader, trace))
 }
 
+/// `--trace` and `--out`, which record the native loader's workers and shard, refused with
+/// `--loader lerobot` before anything is built.
 fn refuse_native_only_outputs(
     choice: &LoaderChoice,
     trace: Option<&Path>,

@@ -91,6 +91,7 @@ mod tests {
     fn a_refusal_names_its_setting_as_each_front_end_does() {
         let refusal = Refusal::new(|name| format!("{} with 3 samples", name(Setting::DropLast)));
         assert_eq!(refusal.to_string(), "drop_last with 3 samples");
-        assert_eq!(refusal.worded(&|_| "--drop-last".into()), "--drop-last with 3 samples");
+        let upper = refusal.worded(&|s| s.key().to_uppercase());
+        assert_eq!(upper, "DROP_LAST with 3 samples");
     }
 }

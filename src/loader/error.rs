@@ -95,7 +95,7 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains("lower batch, resolution, workers or prefetch"), "{text}");
         assert!(text.contains("needs 2.0 GB (6.0 GB for the 3 batches in flight)"), "{text}");
-        let flags = error.worded(&|s| format!("--{}", s.key()));
-        assert!(flags.ends_with("lower --batch, --resolution, --workers or --prefetch"), "{flags}");
+        let upper = error.worded(&|s| s.key().to_uppercase());
+        assert!(upper.ends_with("lower BATCH, RESOLUTION, WORKERS or PREFETCH"), "{upper}");
     }
 }
