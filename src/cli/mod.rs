@@ -30,10 +30,7 @@ pub mod tune;
 
 use std::path::{Path, PathBuf};
 
-use feedbench::bench::layout_study::LayoutError;
-use feedbench::bench::phase::TrainError;
-use feedbench::bench::sweep::{SweepError, SweepProgress};
-use feedbench::bench::tune::TuneError;
+use feedbench::bench::sweep::SweepProgress;
 use feedbench::dataset::setting::{Naming, Setting};
 use feedbench::dataset::DatasetError;
 use feedbench::loader::pipeline::LoaderError;
@@ -152,20 +149,12 @@ pub fn one_message(error: &anyhow::Error, name: Naming) -> String {
     message
 }
 
-/// `cause` in the front end's words, where it is one of the library's errors that name settings.
+/// `cause` in the front end's words, where it is one of the library's errors that name settings
+/// (the errors that carry one keep it in the chain, as their source).
 fn worded(cause: &(dyn std::error::Error + 'static), name: Naming) -> Option<String> {
-    if let Some(e) = cause.downcast_ref::<DatasetError>() {
-        Some(e.worded(name))
-    } else if let Some(e) = cause.downcast_ref::<LoaderError>() {
-        Some(e.worded(name))
-    } else if let Some(e) = cause.downcast_ref::<TrainError>() {
-        Some(e.worded(name))
-    } else if let Some(e) = cause.downcast_ref::<SweepError>() {
-        Some(e.worded(name))
-    } else if let Some(e) = cause.downcast_ref::<TuneError>() {
-        Some(e.worded(name))
-    } else {
-        cause.downcast_ref::<LayoutError>().map(|e| e.worded(name))
+    match cause.downcast_ref::<DatasetError>() {
+        Some(e) => Some(e.worded(name)),
+        None => cause.downcast_ref::<LoaderError>().map(|e| e.worded(name)),
     }
 }
 

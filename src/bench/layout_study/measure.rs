@@ -15,7 +15,6 @@ use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
 use crate::bench::phase::{run_loader_phase, ChosenLoader};
 use crate::bench::stats::median;
 use crate::dataset::episodes::files_under;
-use crate::dataset::setting::Naming;
 use crate::dataset::video::convert::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use crate::dataset::video::FrameBuffer;
@@ -182,25 +181,14 @@ impl CandidateResult {
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
     /// Reading a dataset.
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     /// Running the loader.
-    #[error(transparent)]
+    #[error("{0}")]
     Loader(#[from] LoaderError),
     /// The metrics.
     #[error("{0}")]
     Quality(String),
-}
-
-impl MeasureError {
-    /// Its text with the settings it names named by `name` (a front end's flags or keys).
-    pub fn worded(&self, name: Naming) -> String {
-        match self {
-            MeasureError::Dataset(e) => e.worded(name),
-            MeasureError::Loader(e) => e.worded(name),
-            other => other.to_string(),
-        }
-    }
 }
 
 /// The study's source: the dataset (its selected episodes), as the candidates are made from.

@@ -24,7 +24,6 @@ use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, So
 use crate::bench::jsonl::{JsonlError, JsonlStore};
 use crate::bench::lock::OutputLock;
 use crate::dataset::files::{resolved, write_whole};
-use crate::dataset::setting::Naming;
 use crate::dataset::summary::human_bytes;
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
@@ -60,7 +59,7 @@ pub struct LayoutStudy {
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
     /// Reading or writing a dataset.
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     /// Measuring a candidate.
     #[error("{candidate}: {error}")]
@@ -68,6 +67,7 @@ pub enum LayoutError {
         /// The candidate's name.
         candidate: String,
         /// What failed.
+        #[source]
         error: MeasureError,
     },
     /// Another process writes the output directory.
@@ -81,19 +81,6 @@ pub enum LayoutError {
         /// What is wrong and what to do.
         what: String,
     },
-}
-
-impl LayoutError {
-    /// Its text with the settings it names named by `name` (a front end's flags or keys).
-    pub fn worded(&self, name: Naming) -> String {
-        match self {
-            LayoutError::Dataset(e) => e.worded(name),
-            LayoutError::Measure { candidate, error } => {
-                format!("{candidate}: {}", error.worded(name))
-            }
-            other => other.to_string(),
-        }
-    }
 }
 
 fn refused(path: &Path, what: impl Into<String>) -> LayoutError {

@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::{median, Stats};
 use super::verdict::Verdict;
-use crate::dataset::setting::Naming;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotVersions};
 use crate::loader::pipeline::LoaderError;
@@ -244,22 +243,12 @@ mod rate {
 /// Why a `train` phase stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
-    /// The loader failed.
-    #[error(transparent)]
+    /// The loader failed (its own error next in the chain, for the front end to word).
+    #[error("{0}")]
     Loader(#[from] LoaderError),
     /// The step failed.
     #[error(transparent)]
     Model(#[from] ModelError),
-}
-
-impl TrainError {
-    /// Its text with the settings it names named by `name` (a front end's flags or keys).
-    pub fn worded(&self, name: Naming) -> String {
-        match self {
-            TrainError::Loader(e) => e.worded(name),
-            other => other.to_string(),
-        }
-    }
 }
 
 /// The share of a step spent waiting for input and copying it to the device, percent.

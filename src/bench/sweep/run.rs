@@ -19,7 +19,6 @@ use crate::bench::phase::{
     run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError,
 };
 use crate::bench::system::{system_info, SystemInfo};
-use crate::dataset::setting::Naming;
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
@@ -34,10 +33,10 @@ use crate::timing::Trace;
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// The dataset could not be opened or generated.
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     /// A loader failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Loader(#[from] LoaderError),
     /// The model could not be built or failed.
     #[error(transparent)]
@@ -63,17 +62,6 @@ impl From<TrainError> for SweepError {
         match e {
             TrainError::Loader(e) => e.into(),
             TrainError::Model(e) => e.into(),
-        }
-    }
-}
-
-impl SweepError {
-    /// Its text with the settings it names named by `name` (a front end's flags or keys).
-    pub fn worded(&self, name: Naming) -> String {
-        match self {
-            SweepError::Dataset(e) => e.worded(name),
-            SweepError::Loader(e) => e.worded(name),
-            other => other.to_string(),
         }
     }
 }

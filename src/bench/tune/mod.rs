@@ -25,7 +25,6 @@ use super::sweep::plan::plan;
 use super::sweep::results::{CellResult, ResultsSink, Resume};
 use super::sweep::{config_text, dataset_name, model_key, run_cell, SweepContext, SweepError};
 use crate::dataset::files::write_whole;
-use crate::dataset::setting::Naming;
 use crate::model::ModelSpec;
 
 /// The file of a tune's output directory holding its search and its answer.
@@ -39,7 +38,7 @@ const MOST_MEASUREMENTS: usize = 24;
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
     /// Measuring failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Sweep(#[from] SweepError),
     /// The memory budget does not hold one worker's batches.
     #[error(
@@ -70,16 +69,6 @@ pub enum TuneError {
         #[source]
         source: std::io::Error,
     },
-}
-
-impl TuneError {
-    /// Its text with the settings it names named by `name` (a front end's flags or keys).
-    pub fn worded(&self, name: Naming) -> String {
-        match self {
-            TuneError::Sweep(e) => e.worded(name),
-            other => other.to_string(),
-        }
-    }
 }
 
 /// What a tune measures and how it decides: the sweep config of its one group of knobs (its
