@@ -61,9 +61,15 @@ pub struct FakeCell {
     pub cores: usize,
     /// The loader's share of the decode-only limit, when it decoded video.
     pub decode_fraction: Option<f64>,
-    /// Each measured train step's whole iteration, ms (none: results without per-step
-    /// samples, judged by medians).
+    /// Each measured train step's whole iteration, ms, of which the input-bound share waits
+    /// for the batch and copies it (the wait every tenth step 1.5 times as long); none:
+    /// results without per-step samples, judged by medians.
     pub train_iteration_ms: Vec<f64>,
+    /// Of the input-bound share, the part each step spends copying its batch to the device
+    /// (the rest waits), percent.
+    pub copy_pct: f64,
+    /// Whether the loader alone was measured (true; false as a tune's verifying cells).
+    pub loader_alone: bool,
 }
 
 impl FakeCell {
@@ -98,6 +104,8 @@ impl FakeCell {
             cores: 2,
             decode_fraction: Some(0.5),
             train_iteration_ms: Vec::new(),
+            copy_pct: 0.0,
+            loader_alone: true,
         }
     }
 
@@ -157,7 +165,7 @@ impl FakeCell {
         let p95 = (self.input_bound_pct * 1.5).min(100.0);
         CellResult {
             cell: c.clone(),
-            loader: LoaderPhase {
+            loader: self.loader_alone.then(|| LoaderPhase {
                 config: LoaderConfig {
                     workers: c.workers,
                     prefetch: c.prefetch,
@@ -179,7 +187,7 @@ impl FakeCell {
                 batch_ms: Vec::new(),
                 first_batch_s: None,
                 lerobot: None,
-            },
+            }),
             model: ModelPhase {
                 model: c.model.to_string(),
                 device: c.device.to_string(),
@@ -221,15 +229,23 @@ impl FakeCell {
                 per_step: self
                     .train_iteration_ms
                     .iter()
-                    .map(|&ms| StepSample {
-                        wait_ms: 0.0,
-                        h2d_ms: 0.0,
-                        forward_ms: ms * 0.3,
-                        backward_ms: ms * 0.6,
-                        optimizer_ms: ms * 0.1,
-                        step_ms: ms,
-                        backbone_ms: None,
-                        unet_ms: None,
+                    .enumerate()
+                    .map(|(i, &ms)| {
+                        // Every tenth step waits 1.5 times as long: the p95 above.
+                        let late = if i % 10 == 9 { 1.5 } else { 1.0 };
+                        let waiting = (self.input_bound_pct - self.copy_pct).max(0.0) * late;
+                        let wait_ms = ms * (waiting / 100.0).min(1.0);
+                        let step_ms = ms - wait_ms;
+                        StepSample {
+                            wait_ms,
+                            h2d_ms: ms * self.copy_pct / 100.0,
+                            forward_ms: step_ms * 0.3,
+                            backward_ms: step_ms * 0.6,
+                            optimizer_ms: step_ms * 0.1,
+                            step_ms,
+                            backbone_ms: None,
+                            unet_ms: None,
+                        }
                     })
                     .collect(),
             },

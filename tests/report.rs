@@ -150,6 +150,37 @@ fn recommends_the_knee_and_the_prefetch_past_which_nothing_improves() {
 }
 
 #[test]
+fn a_row_without_its_loader_alone_is_diagnosed_with_the_nearest_one_measured() {
+    // A tune's cells: one worker measured alone and with the step, none with the step only
+    // (and recommended: a 4 s step that in-thread loading keeps fed within 5 %).
+    let mut one = cell(1, 2, 16, 4.0, 0.0);
+    one.model_samples_per_s = 4.0;
+    let mut none = cell(0, 2, 16, 3.9, 3.0);
+    none.model_samples_per_s = 4.0;
+    none.loader_alone = false;
+    let report = rendered(&[one, none]);
+    let row = report.rows.iter().find(|r| r.knobs.workers == 0).unwrap();
+    assert!(row.recommended && row.loader_samples_per_s.is_none());
+    let d = report.groups[0].diagnosis.as_ref().unwrap();
+    assert!(!d.headline.contains("loader ceiling"), "{}", d.headline);
+    assert!(
+        d.breakdown.contains("(alone at workers 1, prefetch 2): decode 76 %"),
+        "{}",
+        d.breakdown
+    );
+    // The table shows "-" for its loader ceiling, the CSV nothing.
+    let text = report::terminal::render(&report);
+    let line = text.lines().find(|l| l.starts_with('*')).expect("the recommended row");
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(columns[1..5], ["0", "2", "16", "-"], "workers, prefetch, batch, loader/s: {line}");
+    let csv = report::csv::render(&report);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let column = header.iter().position(|&h| h == "loader_samples_per_s").unwrap();
+    let row = csv.lines().find(|l| l.starts_with("g1,0,")).expect("the row of no workers");
+    assert_eq!(row.split(',').nth(column), Some(""), "{row}");
+}
+
+#[test]
 fn the_doctor_advises_on_the_dominant_stage() {
     // Input-bound at every setting; decoding takes 3 of 3.95 ms per sample.
     let decoding = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];

@@ -86,6 +86,12 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     let ids: HashSet<String> = results.iter().map(|r| r.cell.id()).collect();
     assert_eq!(ids.len(), results.len(), "no configuration measured twice");
     assert!(results.iter().all(|r| r.cell.workers <= 2 && r.cell.batch_size == 16));
+    // The loader alone is measured where the prediction reads it (one and two workers at
+    // prefetch 2), and nowhere else: the other configurations are verified by training.
+    for r in results.iter().chain(&read_results(&long_out.join("results.jsonl")).unwrap()) {
+        let read = r.cell.prefetch == 2 && (r.cell.workers == 1 || r.cell.workers == 2);
+        assert_eq!(r.loader.is_some(), read, "{}", r.cell.id());
+    }
 }
 
 #[test]

@@ -187,12 +187,14 @@ pub fn run(args: &TuneArgs) -> Result<()> {
                 );
             }
             let when = step.seconds.map_or("measured before".into(), |s| format!("{s:.0} s"));
+            let loader = step
+                .loader_samples_per_s
+                .map_or(String::new(), |r| format!("loader {} samples/s, ", rate(r)));
             eprintln!(
-                "tune:   {} × prefetch {}: loader {} samples/s, train {} samples/s, {:.1} % \
-                 input-bound ({when})",
+                "tune:   {} × prefetch {}: {loader}train {} samples/s, {:.1} % input-bound \
+                 ({when})",
                 step.workers,
                 step.prefetch,
-                rate(step.loader_samples_per_s),
                 rate(step.train_samples_per_s),
                 step.input_bound_pct
             );

@@ -11,7 +11,7 @@ use super::{ClusterError, CpuBudget};
 use crate::bench::lock::OutputLock;
 use crate::bench::phase::ModelPhase;
 use crate::bench::sweep::{
-    dataset_name, model_key, prepare_dataset, run_cell, SweepContext, SweepProgress,
+    dataset_name, model_key, prepare_dataset, run_cell, CellPhases, SweepContext, SweepProgress,
 };
 use crate::bench::system::Placement;
 
@@ -65,7 +65,8 @@ pub fn run_task(
     progress(SweepProgress::CellDone { done: outcome.skipped, total });
     for (index, planned) in todo.into_iter().enumerate() {
         let cell = &planned.cell;
-        let mut result = run_cell(&context, cell, planned.traced, &mut models, |phase| {
+        let phases = CellPhases::all(planned.traced);
+        let mut result = run_cell(&context, cell, phases, &mut models, |phase| {
             progress(SweepProgress::Phase { cell, index, total, phase })
         })?;
         result.placement = Some(placement.clone());

@@ -20,8 +20,8 @@ fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
     }
 }
 use crate::bench::change::{interval, Change, Decision};
-use crate::bench::phase::DecodeLimit;
-use crate::bench::stats::median;
+use crate::bench::phase::{DecodeLimit, LoaderPhase};
+use crate::bench::stats::{median, median_and_p95};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
 use crate::bench::verdict::Verdict;
@@ -102,10 +102,14 @@ fn sort_key(c: &Cell) -> impl Ord {
 /// The median of every figure over a cell's repeats.
 fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
     let med = |f: &dyn Fn(&CellResult) -> f64| median(runs.iter().map(|r| f(r)));
+    let loaders: Vec<&LoaderPhase> = runs.iter().filter_map(|r| r.loader.as_ref()).collect();
+    let loader_med = |f: fn(&LoaderPhase) -> f64| {
+        (!loaders.is_empty()).then(|| median(loaders.iter().map(|l| f(l))))
+    };
     let peaks: Vec<f64> =
-        runs.iter().filter_map(|r| r.loader.peak_rss_bytes).map(|b| b as f64).collect();
+        loaders.iter().filter_map(|l| l.peak_rss_bytes).map(|b| b as f64).collect();
     let limits: Vec<&DecodeLimit> =
-        runs.iter().filter_map(|r| r.loader.decode_limit.as_ref()).collect();
+        loaders.iter().filter_map(|l| l.decode_limit.as_ref()).collect();
     let decode_limit = limits.first().map(|first| {
         let med = |f: fn(&DecodeLimit) -> f64| median(limits.iter().map(|l| f(l)));
         DecodeLimit {
@@ -117,6 +121,16 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         }
     });
     let input_bound_pct = med(&|r| r.train.input_bound.median_pct);
+    let input_bound_p95_pct = med(&|r| r.train.input_bound.p95_pct);
+    let wait_shares: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.train.per_step.iter())
+        .map(|s| 100.0 * s.wait_ms / (s.wait_ms + s.step_ms).max(f64::MIN_POSITIVE))
+        .collect();
+    let wait_pct = match wait_shares.is_empty() {
+        true => (input_bound_pct, input_bound_p95_pct),
+        false => median_and_p95(wait_shares),
+    };
     let train_iteration_ms: Vec<f64> =
         runs.iter().flat_map(|r| r.train.per_step.iter().map(|s| s.wait_ms + s.step_ms)).collect();
     let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
@@ -124,11 +138,11 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         .flatten();
     Row {
         repeats: runs.len(),
-        loader_samples_per_s: med(&|r| r.loader.samples_per_s),
-        loader_cpu_ms_per_sample: med(&|r| r.loader.cpu_ms_per_sample),
+        loader_samples_per_s: loader_med(|l| l.samples_per_s),
+        loader_cpu_ms_per_sample: loader_med(|l| l.cpu_ms_per_sample),
         loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
         decode_limit,
-        stages: doctor::stage_costs(runs),
+        stages: doctor::stage_costs(&loaders),
         model_samples_per_s: med(&|r| r.model.samples_per_s),
         model_step_ms: med(&|r| r.model.step.median_ms),
         train_samples_per_s: med(&|r| r.train.samples_per_s),
@@ -138,7 +152,8 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         train_h2d_ms: med(&|r| r.train.h2d.median_ms),
         train_compute_ms: med(&|r| r.train.compute.median_ms),
         input_bound_pct,
-        input_bound_p95_pct: med(&|r| r.train.input_bound.p95_pct),
+        input_bound_p95_pct,
+        wait_pct,
         verdict: Verdict::of(input_bound_pct),
         cores: runs[0].system.cores,
         group: 0,

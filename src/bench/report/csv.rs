@@ -55,8 +55,8 @@ pub fn render(report: &Report) -> String {
         let mut cells: Vec<String> = knobs.iter().map(|k| k.value(&r.knobs)).collect();
         cells.extend([
             r.repeats.to_string(),
-            number(r.loader_samples_per_s),
-            number(r.loader_cpu_ms_per_sample),
+            r.loader_samples_per_s.map_or(String::new(), number),
+            r.loader_cpu_ms_per_sample.map_or(String::new(), number),
             r.loader_peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
             r.decode_limit.as_ref().map_or(String::new(), |l| number(l.samples_per_s)),
             r.decode_limit.as_ref().map_or(String::new(), |l| number(l.fraction)),

@@ -4,8 +4,8 @@
 use super::{
     millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
 };
+use crate::bench::phase::{DecodeLimit, LoaderPhase};
 use crate::bench::stats::median;
-use crate::bench::sweep::results::CellResult;
 use crate::bench::verdict::Verdict;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
@@ -18,13 +18,16 @@ const AT_DECODE_LIMIT: f64 = 0.9;
 /// Under this fraction, most of the loader's time goes outside the codec.
 const FAR_FROM_DECODE_LIMIT: f64 = 0.5;
 
-/// The loader's stages over a cell's repeats (median CPU per sample each), largest first.
-pub(super) fn stage_costs(runs: &[&CellResult]) -> Vec<StageCost> {
+/// The loader's stages over a cell's repeats' loader phases (median CPU per sample each),
+/// largest first; none without a loader phase.
+pub(super) fn stage_costs(loaders: &[&LoaderPhase]) -> Vec<StageCost> {
+    if loaders.is_empty() {
+        return Vec::new();
+    }
     let ms: Vec<(Stage, f64)> = Stage::ALL
         .iter()
         .map(|&stage| {
-            let each =
-                runs.iter().map(|r| stage.cpu_ms_per_sample(&r.loader.timing, r.loader.samples));
+            let each = loaders.iter().map(|l| stage.cpu_ms_per_sample(&l.timing, l.samples));
             (stage, median(each))
         })
         .collect();
@@ -46,44 +49,56 @@ pub(super) fn stage_costs(runs: &[&CellResult]) -> Vec<StageCost> {
 pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) -> Diagnosis {
     let row = &rows[rec.row];
     let (w, p) = (row.knobs.workers, row.knobs.prefetch);
+    let ceilings = match row.loader_samples_per_s {
+        Some(loader) => format!("loader ceiling {}, ", rate(loader)),
+        None => String::new(),
+    };
     let headline = format!(
         "{} at workers {w}, prefetch {p}: {:.1} % of the step waits for input (p95 {:.1} %); \
-         train {}, loader ceiling {}, model ceiling {} samples/s.",
+         train {}, {ceilings}model ceiling {} samples/s.",
         capitalised(&row.verdict.to_string()),
         row.input_bound_pct,
         row.input_bound_p95_pct,
         rate(row.train_samples_per_s),
-        rate(row.loader_samples_per_s),
         rate(row.model_samples_per_s),
     );
     let lerobot = !row.knobs.loader.is_native();
-    let mut breakdown = if row.stages.is_empty() {
+    // The loader's cost per sample: this row's, or where it was not measured alone (a tune's
+    // verifying configurations) the nearest row's of the group that was.
+    let loader = loader_row(rows, members, row);
+    let cpu_ms = loader.and_then(|l| l.loader_cpu_ms_per_sample).unwrap_or(0.0);
+    let measured_at = match loader {
+        Some(l) if l.knobs.workers != w || l.knobs.prefetch != p => {
+            format!(" (alone at workers {}, prefetch {})", l.knobs.workers, l.knobs.prefetch)
+        }
+        _ => String::new(),
+    };
+    let stages = loader.map_or(&[][..], |l| &l.stages[..]);
+    let mut breakdown = if loader.is_none() {
+        "The loader alone was not measured.".to_string()
+    } else if stages.is_empty() {
         "The loader phase recorded no stage timing.".to_string()
     } else if lerobot {
         // LeRobot's loader is timed by process, not by stage.
         let share =
-            |stage: Stage| row.stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.percent);
+            |stage: Stage| stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.percent);
         format!(
-            "Loader CPU {} ms/sample (LeRobot's, by process): worker processes {:.0} %, main \
-             process {:.0} %",
-            millis(row.loader_cpu_ms_per_sample),
+            "Loader CPU {} ms/sample{measured_at} (LeRobot's, by process): worker processes \
+             {:.0} %, main process {:.0} %",
+            millis(cpu_ms),
             share(Stage::BatchOther),
             share(Stage::Wait)
         )
     } else {
-        let shares: Vec<String> = row
-            .stages
+        let shares: Vec<String> = stages
             .iter()
             .filter(|s| s.percent >= 0.5)
             .map(|s| format!("{} {:.0} %", s.stage.name(), s.percent))
             .collect();
-        format!(
-            "Loader CPU {} ms/sample: {}",
-            millis(row.loader_cpu_ms_per_sample),
-            shares.join(", ")
-        )
+        format!("Loader CPU {} ms/sample{measured_at}: {}", millis(cpu_ms), shares.join(", "))
     };
-    if let Some(limit) = &row.decode_limit {
+    let decode_limit = loader.and_then(|l| l.decode_limit.as_ref());
+    if let Some(limit) = decode_limit {
         breakdown.push_str(&format!(
             "; {:.0} % of the decode-only limit ({} samples/s with {} decoding thread{})",
             limit.fraction * 100.0,
@@ -95,7 +110,7 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
     breakdown.push('.');
 
     // Stage advice is the native loader's: LeRobot's has no stages to act on.
-    let dominant = if lerobot { None } else { row.dominant_stage().copied() };
+    let dominant = if lerobot { None } else { loader.and_then(Row::dominant_stage).copied() };
     let mut advice = Vec::new();
     if row.verdict == Verdict::NotInputBound {
         let enough = members
@@ -123,14 +138,16 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
         }
     } else {
         if let Some(top) = dominant {
-            advice.push(stage_advice(&top, row));
+            advice.push(stage_advice(&top, row, decode_limit));
         }
-        if let Some(second) = row.stages.get(1).filter(|s| s.percent >= SECOND_STAGE_PCT) {
-            advice.push(stage_advice(second, row));
+        if let Some(second) = stages.get(1).filter(|s| s.percent >= SECOND_STAGE_PCT) {
+            advice.push(stage_advice(second, row, decode_limit));
         }
-        advice.push(workers_advice(rows, members, row));
-        advice.push(ceilings_advice(row));
-        if let Some(limit) = &row.decode_limit {
+        advice.push(workers_advice(rows, members, row, cpu_ms));
+        if let Some(loader) = row.loader_samples_per_s {
+            advice.push(ceilings_advice(row, loader));
+        }
+        if let Some(limit) = decode_limit {
             if limit.fraction >= AT_DECODE_LIMIT {
                 advice.push(format!(
                     "The loader runs at {:.0} % of the decode-only limit ({} samples/s with {} \
@@ -157,8 +174,19 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
     Diagnosis { row: rec.row, headline, breakdown, dominant: dominant.map(|d| d.stage), advice }
 }
 
-/// What to try against the stage taking `cost`'s share.
-fn stage_advice(cost: &StageCost, row: &Row) -> String {
+/// The row whose loader phase tells `row`'s loader cost per sample: its own, else the
+/// group's row measured alone at the nearest worker count (the same prefetch first).
+fn loader_row<'a>(rows: &'a [Row], members: &[usize], row: &'a Row) -> Option<&'a Row> {
+    if row.loader_cpu_ms_per_sample.is_some() {
+        return Some(row);
+    }
+    members.iter().map(|&i| &rows[i]).filter(|r| r.loader_cpu_ms_per_sample.is_some()).min_by_key(
+        |r| (r.knobs.workers.abs_diff(row.knobs.workers), r.knobs.prefetch != row.knobs.prefetch),
+    )
+}
+
+/// What to try against the stage taking `cost`'s share (`decode_limit`: the loader's).
+fn stage_advice(cost: &StageCost, row: &Row, decode_limit: Option<&DecodeLimit>) -> String {
     let share = format!(
         "{:.0} % of the loader's CPU ({} ms/sample)",
         cost.percent,
@@ -167,7 +195,7 @@ fn stage_advice(cost: &StageCost, row: &Row) -> String {
     let knobs = &row.knobs;
     match cost.stage {
         Stage::Decode => {
-            let frames = row.decode_limit.as_ref().map_or(String::new(), |l| {
+            let frames = decode_limit.map_or(String::new(), |l| {
                 format!(
                     ", {:.1} frames decoded per sample at {:.0} µs each",
                     l.frames_per_sample, l.cpu_us_per_frame
@@ -224,7 +252,7 @@ fn stage_advice(cost: &StageCost, row: &Row) -> String {
 }
 
 /// Whether more workers can help, from the cores and the throughput of the group's rows.
-fn workers_advice(rows: &[Row], members: &[usize], row: &Row) -> String {
+fn workers_advice(rows: &[Row], members: &[usize], row: &Row, cpu_ms: f64) -> String {
     let (w, cores) = (row.knobs.workers, row.cores);
     let most = members.iter().map(|&i| rows[i].knobs.workers).max().unwrap_or(w);
     if w >= cores {
@@ -238,7 +266,7 @@ fn workers_advice(rows: &[Row], members: &[usize], row: &Row) -> String {
             } else {
                 ""
             },
-            millis(row.loader_cpu_ms_per_sample)
+            millis(cpu_ms)
         )
     } else if w == most {
         format!(
@@ -253,9 +281,9 @@ fn workers_advice(rows: &[Row], members: &[usize], row: &Row) -> String {
     }
 }
 
-/// The loader's ceiling against the model's.
-fn ceilings_advice(row: &Row) -> String {
-    let (l, m) = (row.loader_samples_per_s, row.model_samples_per_s);
+/// The loader's ceiling `l` against the model's.
+fn ceilings_advice(row: &Row, l: f64) -> String {
+    let m = row.model_samples_per_s;
     if l < m {
         format!(
             "Even alone the loader delivers {} samples/s, under the model's {}: it must get \

@@ -158,13 +158,20 @@ impl Report {
                     n.knobs.batch_size.to_string(),
                 ];
                 line.extend(others.iter().map(|k| k.value(&n.knobs)));
+                // A sweep measures every cell's loader alone; "-" where a row was not.
+                let alone = |x: Option<f64>| x.unwrap_or(f64::NAN);
+                let (n_rate, l_rate) =
+                    (alone(n.loader_samples_per_s), alone(l.loader_samples_per_s));
+                let (n_cpu, l_cpu) =
+                    (alone(n.loader_cpu_ms_per_sample), alone(l.loader_cpu_ms_per_sample));
+                let cpu = |x: f64| if x.is_finite() { millis(x) } else { "-".into() };
                 line.extend([
-                    rate(n.loader_samples_per_s),
-                    rate(l.loader_samples_per_s),
-                    times(n.loader_samples_per_s / l.loader_samples_per_s),
-                    millis(n.loader_cpu_ms_per_sample),
-                    millis(l.loader_cpu_ms_per_sample),
-                    times(l.loader_cpu_ms_per_sample / n.loader_cpu_ms_per_sample),
+                    rate(n_rate),
+                    rate(l_rate),
+                    times(n_rate / l_rate),
+                    cpu(n_cpu),
+                    cpu(l_cpu),
+                    times(l_cpu / n_cpu),
                     rate(n.train_samples_per_s),
                     rate(l.train_samples_per_s),
                     format!("{:.1}", n.input_bound_pct),

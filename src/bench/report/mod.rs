@@ -71,10 +71,11 @@ pub struct Row {
     pub knobs: Cell,
     /// Repeats aggregated.
     pub repeats: usize,
-    /// The loader alone: its ceiling, samples/s.
-    pub loader_samples_per_s: f64,
-    /// The loader's CPU per sample, ms.
-    pub loader_cpu_ms_per_sample: f64,
+    /// The loader alone: its ceiling, samples/s; None where no repeat measured the loader
+    /// alone (a tune's verifying configurations).
+    pub loader_samples_per_s: Option<f64>,
+    /// The loader's CPU per sample, ms; None where the loader alone was not measured.
+    pub loader_cpu_ms_per_sample: Option<f64>,
     /// The loader phase's peak resident memory, bytes.
     pub loader_peak_rss_bytes: Option<u64>,
     /// The decode-only limit (medians of its figures).
@@ -103,6 +104,11 @@ pub struct Row {
     pub input_bound_pct: f64,
     /// Its 95th percentile over steps, percent.
     pub input_bound_p95_pct: f64,
+    /// The share of each iteration spent waiting for the batch alone (the host→device copy
+    /// left out: more workers or a deeper prefetch shorten the wait, never the copy), median
+    /// and 95th percentile over every repeat's steps, percent; the input-bound share where
+    /// the results kept no steps.
+    pub wait_pct: (f64, f64),
     /// The verdict on [`Row::input_bound_pct`].
     pub verdict: Verdict,
     /// CPU cores the run could use.
@@ -234,7 +240,7 @@ impl Report {
                     line.push(r.repeats.to_string());
                 }
                 line.extend([
-                    rate(r.loader_samples_per_s),
+                    r.loader_samples_per_s.map_or("-".into(), rate),
                     rate(r.model_samples_per_s),
                     rate(r.train_samples_per_s),
                     format!("{:.1}", r.input_bound_pct),

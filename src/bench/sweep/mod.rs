@@ -11,4 +11,4 @@ mod run;
 pub use run::{
     config_text, dataset_name, prepare_dataset, results_path, run_sweep, SweepError, SweepProgress,
 };
-pub(crate) use run::{model_key, run_cell, SweepContext};
+pub(crate) use run::{model_key, run_cell, CellPhases, SweepContext};

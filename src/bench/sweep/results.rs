@@ -24,8 +24,10 @@ pub const TRACE_FILE: &str = "trace.json";
 pub struct CellResult {
     /// The knobs.
     pub cell: Cell,
-    /// The loader alone: the loader ceiling.
-    pub loader: LoaderPhase,
+    /// The loader alone: the loader ceiling. None where it was not measured: a tune measures
+    /// it only for the configurations its prediction reads (one and two workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader: Option<LoaderPhase>,
     /// The model alone on a resident batch: the model ceiling.
     pub model: ModelPhase,
     /// The loader feeding the model.

@@ -220,7 +220,8 @@ pub fn run_sweep(
         if done.contains(cell) {
             continue;
         }
-        let result = run_cell(&context, cell, index == plan.traced, &mut models, |phase| {
+        let phases = CellPhases::all(index == plan.traced);
+        let result = run_cell(&context, cell, phases, &mut models, |phase| {
             progress(SweepProgress::Phase { cell, index, total, phase })
         })?;
         sink.append(result)?;
@@ -235,13 +236,29 @@ pub(crate) fn model_key(cell: &Cell) -> String {
     format!("{},r{}", cell.key(&Knob::set(KnobSet::ModelPhase)), cell.repeat)
 }
 
-/// Measures one cell: the `loader` phase, the `model` phase unless `models` holds it already
-/// (it is added there), and the `train` phase, traced into `trace.json` when `traced`.
-/// `phase` hears each phase as it starts.
+/// Which of a cell's phases to run beside the `train` phase (and the `model` phase it needs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CellPhases {
+    /// The `loader` phase (a sweep measures it in every cell; a tune where its models read it).
+    pub loader: bool,
+    /// Whether the `train` phase is traced into `trace.json`.
+    pub traced: bool,
+}
+
+impl CellPhases {
+    /// A sweep's cell: every phase, traced where `traced`.
+    pub(crate) fn all(traced: bool) -> Self {
+        Self { loader: true, traced }
+    }
+}
+
+/// Measures one cell: the `loader` phase where `phases` asks for it, the `model` phase unless
+/// `models` holds it already (it is added there), and the `train` phase, traced into
+/// `trace.json` where asked. `phase` hears each phase as it starts.
 pub(crate) fn run_cell(
     context: &SweepContext<'_>,
     cell: &Cell,
-    traced: bool,
+    phases: CellPhases,
     models: &mut HashMap<String, ModelPhase>,
     mut phase: impl FnMut(&'static str),
 ) -> Result<CellResult, SweepError> {
@@ -272,14 +289,22 @@ pub(crate) fn run_cell(
     };
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
 
-    phase("loader");
-    let warmup = run.warmup.max(loader.config().batches_in_flight() + 1);
-    let loader_phase = loader.loader_phase(run.loader_batches, warmup, &mut |_| {})?;
+    let loader_phase = if phases.loader {
+        phase("loader");
+        let warmup = run.warmup.max(loader.config().batches_in_flight() + 1);
+        Some(loader.loader_phase(run.loader_batches, warmup, &mut |_| {})?)
+    } else {
+        None
+    };
 
     let key = model_key(cell);
     if !models.contains_key(&key) {
         phase("model");
-        let batch = native.epoch(0).next().expect("the loader phase ran a batch")?.into_batch();
+        let batch = native
+            .epoch(0)
+            .next()
+            .ok_or_else(|| LoaderError::NoBatch(native.why_no_batch()))??
+            .into_batch();
         tch::manual_seed(cell.repeat as i64);
         let mut model_step = step.build(shapes)?;
         let measured =
@@ -290,7 +315,7 @@ pub(crate) fn run_cell(
     phase("train");
     // The traced cell's train phase, where the native loader runs it: its workers and the
     // trainer, each on a track.
-    let trace = (traced && lerobot.is_none()).then(Trace::new);
+    let trace = (phases.traced && lerobot.is_none()).then(Trace::new);
     native.set_trace(trace.clone());
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
     tch::manual_seed(cell.repeat as i64);

@@ -96,8 +96,11 @@ pub struct Answer {
     pub train_samples_per_s: f64,
     /// The 95 % interval of it, where enough steps were kept.
     pub train_interval: Option<(f64, f64)>,
-    /// Its input-bound share (median, p95), percent.
+    /// Its input-bound share (median, p95), percent: waiting for batches and copying them.
     pub input_bound_pct: (f64, f64),
+    /// The wait for batches alone (median, p95), percent: what more workers could shorten.
+    #[serde(default)]
+    pub wait_pct: (f64, f64),
     /// One fewer worker's change against the best, percent, where measured.
     pub one_fewer_pct: Option<f64>,
     /// The other configuration, where an interval could not decide between the two.
@@ -158,10 +161,12 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         }
     };
     let row = &rows[index];
-    let rates = state.rates(rows).unwrap_or(RateModel::of(row.loader_samples_per_s, None));
+    let loader = state.loader_row(rows, row);
+    let rates =
+        state.rates(rows).or(loader.loader_samples_per_s.map(|r| RateModel::of(r, None)))?;
     let needed = rates.workers_needed(&state.demand, target);
     let most = state.most_workers(rows, row.knobs.prefetch);
-    let bound = if row.input_bound_pct <= target {
+    let bound = if row.wait_pct.0 <= target {
         Bound::Step
     } else if needed.is_none_or(|n| n > state.budgets.cpus) {
         Bound::Cpus { workers_needed: needed }
@@ -181,7 +186,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
             )
         });
     let dominant_stage = (knobs.loader.is_native())
-        .then(|| row.dominant_stage())
+        .then(|| loader.dominant_stage())
         .flatten()
         .map(|s| (s.stage.name().to_string(), s.percent));
     let beyond = SPEEDUPS
@@ -203,11 +208,12 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         train_samples_per_s: row.train_samples_per_s,
         train_interval: row.train_interval,
         input_bound_pct: (row.input_bound_pct, row.input_bound_p95_pct),
+        wait_pct: row.wait_pct,
         one_fewer_pct,
         too_close,
         demand: state.demand,
         rates,
-        cpu_ms_per_sample: row.loader_cpu_ms_per_sample,
+        cpu_ms_per_sample: loader.loader_cpu_ms_per_sample.unwrap_or(0.0),
         dominant_stage,
         bound,
         budgets: state.budgets,
@@ -256,8 +262,9 @@ impl Answer {
             text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
         }
         text.push_str(&format!(
-            ", {:.1} % of the step waiting for input (p95 {:.1} %). The step takes {} ms and \
-             asks for {} samples/s; one worker loads {} samples/s ({} CPU ms/sample",
+            ", {:.1} % of the step waiting for batches and copying them (p95 {:.1} %). The step \
+             takes {} ms and asks for {} samples/s; one worker loads {} samples/s ({} CPU \
+             ms/sample",
             self.input_bound_pct.0,
             self.input_bound_pct.1,
             millis(d.step_ms),
@@ -293,6 +300,11 @@ impl Answer {
             ));
         }
         text.push_str(&match &self.bound {
+            Bound::Step if self.input_bound_pct.0 > self.target_pct => format!(
+                "The loader keeps up (the wait is {:.1} % of the step): the rest is the batch's \
+                 copy to the device, which no worker count or prefetch shortens.",
+                self.wait_pct.0
+            ),
             Bound::Step => format!(
                 "The step dominates: more workers would not train faster (within {:.0} %).",
                 self.target_pct
@@ -493,5 +505,45 @@ mod tests {
         let clear =
             answer(&super::tests::rows(80.0), &state(200.0, 2), knobs(LoaderBackend::Native));
         assert_eq!(clear.unwrap().too_close, None);
+    }
+
+    #[test]
+    fn a_copy_no_worker_shortens_is_not_the_loaders_bound() {
+        // One worker keeps up (1 % of each step waits) but copying the batch takes 6 %: input-
+        // bound beyond the target, yet more workers would not help.
+        let mut c = FakeCell::new(1, 2, 16);
+        c.loader_samples_per_s = 100.0;
+        c.train_samples_per_s = 75.0;
+        c.input_bound_pct = 7.0;
+        c.copy_pct = 6.0;
+        c.train_iteration_ms = vec![16e3 / 75.0; 20];
+        let rows = render(&[c.result()]).rows;
+        assert!((rows[0].wait_pct.0 - 1.0).abs() < 1e-9, "{:?}", rows[0].wait_pct);
+        let a = answer(&rows, &state(200.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.bound, Bound::Step);
+        let text = a.paragraph();
+        assert!(text.contains("7.0 % of the step waiting for batches and copying them"), "{text}");
+        assert!(text.contains("the rest is the batch's copy to the device"), "{text}");
+    }
+
+    #[test]
+    fn a_configuration_verified_by_its_train_phase_borrows_one_workers_loader_figures() {
+        // A step of 4 s needs 4 samples/s: none (3.85/s) is within 5 %. Only one worker's
+        // loader was measured alone; the answer's CPU per sample and stage come from it.
+        let cell = |w: usize, train: f64, alone: bool| {
+            let mut c = FakeCell::new(w, 2, 16);
+            (c.loader_samples_per_s, c.train_samples_per_s) = (100.0, train);
+            c.loader_alone = alone;
+            c.result()
+        };
+        let rows = render(&[cell(1, 4.0, true), cell(0, 3.85, false)]).rows;
+        let none = rows.iter().find(|r| r.knobs.workers == 0).unwrap();
+        assert_eq!((none.loader_samples_per_s, none.loader_cpu_ms_per_sample), (None, None));
+        let a = answer(&rows, &state(4000.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.workers, 0);
+        let one = rows.iter().find(|r| r.knobs.workers == 1).unwrap();
+        assert_eq!(Some(a.cpu_ms_per_sample), one.loader_cpu_ms_per_sample);
+        assert_eq!(a.rates.per_worker, 100.0);
+        assert_eq!(a.dominant_stage.map(|(s, _)| s), Some("decode".to_string()));
     }
 }

@@ -23,7 +23,9 @@ use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
 use super::sweep::plan::plan;
 use super::sweep::results::{CellResult, ResultsSink, Resume};
-use super::sweep::{config_text, dataset_name, model_key, run_cell, SweepContext, SweepError};
+use super::sweep::{
+    config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
+};
 use crate::dataset::files::write_whole;
 use crate::model::ModelSpec;
 
@@ -101,8 +103,8 @@ pub struct TuneStep {
     pub repeat: usize,
     /// Why it was measured.
     pub why: String,
-    /// The loader alone, samples/s.
-    pub loader_samples_per_s: f64,
+    /// The loader alone, samples/s; None where the search did not need it measured.
+    pub loader_samples_per_s: Option<f64>,
     /// The loader feeding the step, samples/s (over its repeats so far).
     pub train_samples_per_s: f64,
     /// Input-bound share of the step, median, percent.
@@ -206,7 +208,11 @@ pub fn run_tune(
         let cell = Cell { workers, prefetch, repeat, ..base.clone() };
         progress(TuneProgress::Measuring { workers, prefetch, why: &why });
         let start = Instant::now();
-        let result = run_cell(&context, &cell, false, &mut models, |_| {})?;
+        let phases = CellPhases {
+            loader: request.settings.reads_loader_phase(workers, prefetch),
+            traced: false,
+        };
+        let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;
         let seconds = start.elapsed().as_secs_f64();
         measuring_s += seconds;

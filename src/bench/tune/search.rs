@@ -64,6 +64,13 @@ impl SearchSettings {
     pub fn new(target_pct: f64, configurations: usize) -> Self {
         Self { target_pct, prefetch: 2, max_repeats: 3, repeats_until: configurations / 4 }
     }
+
+    /// Whether the search reads the loader phase of `workers` × `prefetch`: one and two workers
+    /// at the first depth (the rate and memory models); elsewhere the train phase alone
+    /// verifies, and the loader alone is not measured.
+    pub fn reads_loader_phase(&self, workers: usize, prefetch: usize) -> bool {
+        prefetch == self.prefetch && (workers == 1 || workers == 2)
+    }
 }
 
 /// Loader rates and their prediction for more workers: one worker's samples/s, and what each
@@ -186,7 +193,7 @@ pub struct SearchState {
 
 impl SearchState {
     /// The row of `workers` × `prefetch`, if measured.
-    fn row(rows: &[Row], workers: usize, prefetch: usize) -> Option<&Row> {
+    pub(super) fn row(rows: &[Row], workers: usize, prefetch: usize) -> Option<&Row> {
         rows.iter().find(|r| r.knobs.workers == workers && r.knobs.prefetch == prefetch)
     }
 
@@ -200,9 +207,19 @@ impl SearchState {
     /// The rate model from the loader phases of one and two workers at the first depth.
     pub fn rates(&self, rows: &[Row]) -> Option<RateModel> {
         let p = self.settings.prefetch;
-        let one = Self::row(rows, 1, p)?.loader_samples_per_s;
-        let two = Self::row(rows, 2, p).map(|r| r.loader_samples_per_s);
+        let one = Self::row(rows, 1, p)?.loader_samples_per_s?;
+        let two = Self::row(rows, 2, p).and_then(|r| r.loader_samples_per_s);
         Some(RateModel::of(one, two))
+    }
+
+    /// The row whose loader phase gives `row`'s cost per sample: its own where the loader
+    /// alone was measured there, else one worker's at the first depth (the search measures
+    /// the loader alone only where its models read it).
+    pub fn loader_row<'a>(&self, rows: &'a [Row], row: &'a Row) -> &'a Row {
+        match row.loader_cpu_ms_per_sample {
+            Some(_) => row,
+            None => Self::row(rows, 1, self.settings.prefetch).unwrap_or(row),
+        }
     }
 
     /// Whether `workers` × `prefetch` fits the memory budget, as far as the measured rows tell.
@@ -254,8 +271,10 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     };
     let best = &rows[k.best];
     let most_measured = rows.iter().map(|r| r.knobs.workers).max().unwrap_or(0);
+    // More workers and a deeper prefetch shorten the wait for a batch, never its copy to the
+    // device: the rules below judge the wait alone.
     if best.knobs.workers == most_measured
-        && best.input_bound_pct > s.target_pct
+        && best.wait_pct.0 > s.target_pct
         && most_measured < cap
         && missing(most_measured + 1, p)
     {
@@ -284,8 +303,9 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     // Prefetch only where batches arrive late now and then although the loader keeps up.
     if k.workers >= 1 {
         let at_knee = SearchState::row(rows, k.workers, p).unwrap_or(best);
-        let late = at_knee.input_bound_p95_pct > s.target_pct
-            && at_knee.input_bound_pct <= s.target_pct
+        let (wait, wait_p95) = at_knee.wait_pct;
+        let late = wait_p95 > s.target_pct
+            && wait <= s.target_pct
             && at_knee.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL;
         let deeper = p * 2;
         if late && missing(k.workers, deeper) && state.fits(rows, k.workers, deeper) {
@@ -342,10 +362,12 @@ mod tests {
             let rows = if results.is_empty() { Vec::new() } else { render(&results).rows };
             match next_step(&rows, state) {
                 Next::Done => return order,
-                Next::Measure { workers, repeat, .. } => {
+                Next::Measure { workers, prefetch, repeat, .. } => {
                     assert_eq!(repeat, 0, "clear-cut rates need no repeat");
                     order.push(workers);
-                    cells.push(measured(workers, per_worker, cores, step_ms));
+                    let mut cell = measured(workers, per_worker, cores, step_ms);
+                    cell.loader_alone = state.settings.reads_loader_phase(workers, prefetch);
+                    cells.push(cell);
                 }
             }
         }
@@ -390,6 +412,34 @@ mod tests {
         assert_eq!(long, [1, 0], "one worker, verified against none");
         let short = simulate(100.0, 8, 40.0, &state(40.0, 8));
         assert_eq!(short, [1, 2, 4, 3], "one, the second's scaling, the prediction and one fewer");
+    }
+
+    #[test]
+    fn the_loader_alone_is_measured_only_where_the_models_read_it() {
+        let s = SearchSettings::new(5.0, 9);
+        let read: Vec<(usize, usize)> = [(0, 2), (1, 2), (2, 2), (3, 2), (1, 1), (2, 4)]
+            .into_iter()
+            .filter(|&(w, p)| s.reads_loader_phase(w, p))
+            .collect();
+        assert_eq!(read, [(1, 2), (2, 2)], "one and two workers at the first depth");
+    }
+
+    #[test]
+    fn a_copy_to_the_device_is_not_a_reason_for_more_workers_or_depth() {
+        // One worker feeds a 200 ms step with 1 % of each step waiting, but the copy takes
+        // 6 % (input-bound 7 %, p95 higher): neither one more worker nor a deeper prefetch.
+        let s = state(200.0, 4);
+        let mut one = measured(1, 100.0, 4, 200.0);
+        (one.input_bound_pct, one.copy_pct) = (7.0, 6.0);
+        let cells = [one, measured(0, 100.0, 4, 200.0)];
+        let rows = render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows;
+        assert_eq!(next_step(&rows, &s), Next::Done);
+        // Where the wait itself is 7 %, one more worker is measured.
+        let mut waiting = measured(1, 100.0, 4, 200.0);
+        waiting.input_bound_pct = 7.0;
+        let cells = [waiting, measured(0, 100.0, 4, 200.0)];
+        let rows = render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows;
+        assert!(matches!(next_step(&rows, &s), Next::Measure { workers: 2, .. }));
     }
 
     #[test]
