@@ -62,12 +62,15 @@ pub struct FakeCell {
     /// The loader's share of the decode-only limit, when it decoded video.
     pub decode_fraction: Option<f64>,
     /// Each measured train step's whole iteration, ms, of which the input-bound share waits
-    /// for the batch and copies it (the wait every tenth step 1.5 times as long); none:
+    /// for the batch and copies it (the wait every tenth step [`FakeCell::late_factor`] times
+    /// as long); none:
     /// results without per-step samples, judged by medians.
     pub train_iteration_ms: Vec<f64>,
     /// Of the input-bound share, the part each step spends copying its batch to the device
     /// (the rest waits), percent.
     pub copy_pct: f64,
+    /// The input-bound share's p95 over its median (1.5).
+    pub late_factor: f64,
     /// Whether the loader alone was measured (true; false as a tune's verifying cells).
     pub loader_alone: bool,
 }
@@ -105,6 +108,7 @@ impl FakeCell {
             decode_fraction: Some(0.5),
             train_iteration_ms: Vec::new(),
             copy_pct: 0.0,
+            late_factor: 1.5,
             loader_alone: true,
         }
     }
@@ -162,7 +166,7 @@ impl FakeCell {
         let model_step = c.batch_size as f64 * 1e3 / self.model_samples_per_s;
         let train_step = c.batch_size as f64 * 1e3 / self.train_samples_per_s;
         let wait = train_step * self.input_bound_pct / 100.0;
-        let p95 = (self.input_bound_pct * 1.5).min(100.0);
+        let p95 = (self.input_bound_pct * self.late_factor).min(100.0);
         CellResult {
             cell: c.clone(),
             loader: self.loader_alone.then(|| LoaderPhase {
@@ -231,8 +235,8 @@ impl FakeCell {
                     .iter()
                     .enumerate()
                     .map(|(i, &ms)| {
-                        // Every tenth step waits 1.5 times as long: the p95 above.
-                        let late = if i % 10 == 9 { 1.5 } else { 1.0 };
+                        // Every tenth step waits longer: the p95 above.
+                        let late = if i % 10 == 9 { self.late_factor } else { 1.0 };
                         let waiting = (self.input_bound_pct - self.copy_pct).max(0.0) * late;
                         let wait_ms = ms * (waiting / 100.0).min(1.0);
                         let step_ms = ms - wait_ms;

@@ -305,7 +305,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &spec)?),
     };
     let progress = progress_bar(args.steps, args.json, "training");
-    let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref() };
+    let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref(), until: None };
     let phase = loader
         .train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();

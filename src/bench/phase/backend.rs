@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase};
 use super::measure::{run_loader_phase, run_train_phase};
-use super::{LoaderPhase, TrainError, TrainPhase};
+use super::{LoaderPhase, TrainError, TrainPhase, Until};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
@@ -26,6 +26,10 @@ pub struct Feed<'a> {
     /// Records the trainer's `wait` and `step` phases on its own track (the loader's workers
     /// record theirs where it was given the same trace, [`MeasuredLoader::set_trace`]).
     pub trace: Option<&'a Arc<Trace>>,
+    /// Ends the phase before its steps once this holds of the steps measured so far (a tune's
+    /// verifying measurement, once its interval decides). The native loader stops there;
+    /// LeRobot's driver runs every step it was given.
+    pub until: Option<Until<'a>>,
 }
 
 /// A loader feedbench measures: its knobs, its `loader` phase and its `train` phase.
@@ -86,7 +90,7 @@ impl MeasuredLoader for Loader {
         warmup: usize,
         on_step: &mut dyn FnMut(usize),
     ) -> Result<TrainPhase, TrainError> {
-        run_train_phase(self, feed.step, steps, warmup, feed.trace, on_step)
+        run_train_phase(self, feed.step, steps, warmup, feed.trace, feed.until, on_step)
     }
 
     fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError> {

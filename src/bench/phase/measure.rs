@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::{LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase};
+use super::{LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until};
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, Loader, LoaderError};
 use crate::model::{ModelError, Precision, StepTimes, TrainStep};
@@ -149,16 +149,17 @@ pub fn run_model_phase(
 }
 
 /// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
-/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_step` is
-/// called after each measured step (progress). With `trace`, the trainer's `wait` and `step`
-/// phases are spans on its `trainer` track (give the loader the same trace for its workers'
-/// tracks).
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]), or fewer where
+/// `until` holds of the steps measured so far. `on_step` is called after each measured step
+/// (progress). With `trace`, the trainer's `wait` and `step` phases are spans on its
+/// `trainer` track (give the loader the same trace for its workers' tracks).
 pub fn run_train_phase(
     loader: &Loader,
     step: &mut dyn TrainStep,
     steps: usize,
     warmup: usize,
     trace: Option<&Arc<Trace>>,
+    until: Option<Until<'_>>,
     mut on_step: impl FnMut(usize),
 ) -> Result<TrainPhase, TrainError> {
     let trainer = trace.map(|trace| trace.track("trainer"));
@@ -190,6 +191,9 @@ pub fn run_train_phase(
                 per_step.push(StepSample::of(wait, &times));
                 record_step(&mut timing, &times);
                 on_step(per_step.len());
+                if until.is_some_and(|until| until(&per_step)) {
+                    break;
+                }
             }
         }
     }

@@ -136,6 +136,9 @@ impl StepSample {
     }
 }
 
+/// Whether a `train` phase may end before its steps, asked of the steps measured so far.
+pub type Until<'a> = &'a dyn Fn(&[StepSample]) -> bool;
+
 /// One part of the step: mean milliseconds and share of the mean step.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Part {

@@ -205,13 +205,19 @@ fn within(x: f64, best: f64, tolerance_pct: f64) -> bool {
 /// kept enough steps.
 fn knee_change(rows: &[Row], best: usize, i: usize) -> Option<Change> {
     let (b, r) = (&rows[best], &rows[i]);
-    let enough = |row: &Row| row.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL;
-    if !enough(b) || !enough(r) {
+    train_change(&b.train_iteration_ms, &r.train_iteration_ms, b.knobs.batch_size)
+}
+
+/// The change of train throughput of steps whose iterations took `other` ms against steps of
+/// `best` ms, batches of `batch`, with its interval, where both sides kept
+/// [`MIN_STEPS_FOR_INTERVAL`] steps: the knee's comparison.
+pub fn train_change(best: &[f64], other: &[f64], batch: usize) -> Option<Change> {
+    let enough = |steps: &[f64]| steps.len() >= MIN_STEPS_FOR_INTERVAL;
+    if !enough(best) || !enough(other) {
         return None;
     }
     // Rows of a group share their batch size: the change of samples/s is that of steps/s.
-    let rate = train_rate(b.knobs.batch_size);
-    Change::of_by(&b.train_iteration_ms, &r.train_iteration_ms, INTERVAL_SEED, rate)
+    Change::of_by(best, other, INTERVAL_SEED, train_rate(batch))
 }
 
 /// Whether row `i` trains slower than row `best` beyond `tolerance_pct`: the whole interval of

@@ -32,7 +32,7 @@ use crate::dataset::files::write_whole;
 /// measurement and the report.
 pub use crate::timing::stage::Stage;
 
-pub use analysis::{knee, render, shallowest_prefetch, Knee};
+pub use analysis::{knee, render, shallowest_prefetch, train_change, Knee};
 
 /// The knee: the fewest workers whose train throughput is not worse than the group's best
 /// beyond this noise band, percent (by the interval of the change where steps were kept, else

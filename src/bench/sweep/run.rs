@@ -16,7 +16,7 @@ use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use crate::bench::phase::{
-    run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError,
+    run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError, Until,
 };
 use crate::bench::system::{system_info, SystemInfo};
 use crate::dataset::stage::scratch_dir;
@@ -236,19 +236,23 @@ pub(crate) fn model_key(cell: &Cell) -> String {
     format!("{},r{}", cell.key(&Knob::set(KnobSet::ModelPhase)), cell.repeat)
 }
 
-/// Which of a cell's phases to run beside the `train` phase (and the `model` phase it needs).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CellPhases {
+/// Which of a cell's phases to run beside the `train` phase (and the `model` phase it needs),
+/// and how the `train` phase ends.
+#[derive(Clone, Copy)]
+pub(crate) struct CellPhases<'a> {
     /// The `loader` phase (a sweep measures it in every cell; a tune where its models read it).
     pub loader: bool,
     /// Whether the `train` phase is traced into `trace.json`.
     pub traced: bool,
+    /// Ends the `train` phase before its steps once this holds of the steps measured so far
+    /// ([`Feed::until`]); None: every step.
+    pub until: Option<Until<'a>>,
 }
 
-impl CellPhases {
-    /// A sweep's cell: every phase, traced where `traced`.
+impl CellPhases<'_> {
+    /// A sweep's cell: every phase and step, traced where `traced`.
     pub(crate) fn all(traced: bool) -> Self {
-        Self { loader: true, traced }
+        Self { loader: true, traced, until: None }
     }
 }
 
@@ -258,7 +262,7 @@ impl CellPhases {
 pub(crate) fn run_cell(
     context: &SweepContext<'_>,
     cell: &Cell,
-    phases: CellPhases,
+    phases: CellPhases<'_>,
     models: &mut HashMap<String, ModelPhase>,
     mut phase: impl FnMut(&'static str),
 ) -> Result<CellResult, SweepError> {
@@ -329,6 +333,7 @@ pub(crate) fn run_cell(
         step: train_step.as_mut(),
         compute: Some(models[&key].fed_step(step.device()?)),
         trace: trace.as_ref(),
+        until: phases.until,
     };
     let train = loader.train_phase(feed, run.train_steps, run.warmup, &mut |_| {})?;
     if let Some(trace) = trace {

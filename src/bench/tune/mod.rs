@@ -17,8 +17,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use self::answer::{answer, Answer, AnswerKnobs};
-use self::search::{next_step, Budgets, Demand, Next, SearchSettings, SearchState};
-use super::report::{render, Row};
+use self::search::{
+    best_row, decided, next_step, Budgets, Demand, Next, SearchSettings, SearchState,
+};
+use super::phase::{StepSample, Until};
+use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
 use super::sweep::plan::plan;
@@ -208,9 +211,19 @@ pub fn run_tune(
         let cell = Cell { workers, prefetch, repeat, ..base.clone() };
         progress(TuneProgress::Measuring { workers, prefetch, why: &why });
         let start = Instant::now();
+        // A verifying measurement (not the first, not a repeat) ends once its interval against
+        // the best decides, after half its steps at least.
+        let target = request.settings.target_pct;
+        let best = best_row(&rows, target).filter(|_| repeat == 0);
+        let least = (config.run.train_steps / 2).max(MIN_STEPS_FOR_INTERVAL);
+        let until = |steps: &[StepSample]| {
+            let iterations: Vec<f64> = steps.iter().map(|s| s.wait_ms + s.step_ms).collect();
+            best.is_some_and(|best| decided(best, &iterations, least, target))
+        };
         let phases = CellPhases {
             loader: request.settings.reads_loader_phase(workers, prefetch),
             traced: false,
+            until: best.is_some().then_some(&until as Until<'_>),
         };
         let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;

@@ -7,10 +7,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::change::Decision;
-use crate::bench::report::{knee, Row, MIN_STEPS_FOR_INTERVAL};
+use crate::bench::report::{knee, train_change, Row, MIN_STEPS_FOR_INTERVAL};
 
 /// The most workers a prediction names (a step no loader can feed asks for more).
 const MOST_WORKERS: usize = 4096;
+/// Late batches make a tail: the p95 wait at least this many times the median wait.
+const TAIL_RATIO: f64 = 2.0;
 
 /// What the step asks of the loader: a batch every step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -160,6 +162,22 @@ impl MemoryModel {
     }
 }
 
+/// The row a verifying measurement is judged against: the best measured (the knee's).
+pub fn best_row(rows: &[Row], target_pct: f64) -> Option<&Row> {
+    let members: Vec<usize> = (0..rows.len()).collect();
+    knee(rows, &members, target_pct).map(|k| &rows[k.best])
+}
+
+/// Whether a verifying measurement whose steps so far took `iterations` ms (wait and step) has
+/// decided against `best`: it kept `least` steps or more, and its change of train samples/s
+/// against the best, with its interval, lies wholly beyond `target_pct` or wholly within it
+/// (the knee's rule), so that more steps would not change the search's next step.
+pub fn decided(best: &Row, iterations: &[f64], least: usize, target_pct: f64) -> bool {
+    iterations.len() >= least
+        && train_change(&best.train_iteration_ms, iterations, best.knobs.batch_size)
+            .is_some_and(|c| c.decision(target_pct) != Decision::Undecided)
+}
+
 /// What to do next.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Next {
@@ -300,12 +318,15 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
             }
         }
     }
-    // Prefetch only where batches arrive late now and then although the loader keeps up.
+    // Prefetch only where batches arrive late now and then although the loader keeps up: a
+    // tail of waits (the slow steps wait TAIL_RATIO times the typical one), which batches
+    // queued ahead hide, not a wait every batch pays (its hand-over), which they do not.
     if k.workers >= 1 {
         let at_knee = SearchState::row(rows, k.workers, p).unwrap_or(best);
         let (wait, wait_p95) = at_knee.wait_pct;
         let late = wait_p95 > s.target_pct
             && wait <= s.target_pct
+            && wait_p95 >= TAIL_RATIO * wait
             && at_knee.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL;
         let deeper = p * 2;
         if late && missing(k.workers, deeper) && state.fits(rows, k.workers, deeper) {
@@ -412,6 +433,23 @@ mod tests {
         assert_eq!(long, [1, 0], "one worker, verified against none");
         let short = simulate(100.0, 8, 40.0, &state(40.0, 8));
         assert_eq!(short, [1, 2, 4, 3], "one, the second's scaling, the prediction and one fewer");
+    }
+
+    #[test]
+    fn a_verifying_measurement_ends_once_its_interval_decides() {
+        // The best: 20 steps of 100 ms (±0.2 %). Steps of 120 ms are 17 % slower: decided
+        // after the least steps, not before. Steps of 104 ms spread ±30 % straddle 5 %.
+        let mut best = measured(1, 100.0, 8, 100.0);
+        best.train_iteration_ms = (0..20).map(|i| 100.0 * (1.0 + 0.002 * (i % 3) as f64)).collect();
+        let rows = render(&[best.result()]).rows;
+        let best = best_row(&rows, 5.0).expect("one row");
+        let slower = [120.0; 20];
+        assert!(!decided(best, &slower[..9], 10, 5.0), "fewer than the least steps");
+        assert!(decided(best, &slower[..10], 10, 5.0));
+        assert!(decided(best, &[100.5; 10], 10, 5.0), "within the target: decided too");
+        let spread: Vec<f64> =
+            (0..20).map(|i| 104.0 * (1.0 + 0.3 * [-1.0, 1.0, 0.0, 0.5, -0.5][i % 5])).collect();
+        assert!(!decided(best, &spread, 10, 5.0), "too close to call: every step is measured");
     }
 
     #[test]
@@ -526,19 +564,22 @@ mod tests {
     #[test]
     fn prefetch_is_searched_only_where_batches_are_late() {
         let s = state(200.0, 8);
-        let fed = |workers: usize, p95: f64| {
-            let mut c = measured(workers, 100.0, 8, 200.0);
-            // FakeCell makes the p95 1.5 × the median.
-            c.input_bound_pct = p95 / 1.5;
+        // One worker's steps wait `median` % of the step, the slow ones `late` times that.
+        let fed = |median: f64, late: f64| {
+            let mut c = measured(1, 100.0, 8, 200.0);
+            (c.input_bound_pct, c.late_factor) = (median, late);
             c
         };
-        let rows = |cells: &[FakeCell]| {
-            render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows
+        let next = |one: FakeCell| {
+            let cells = [one, measured(0, 100.0, 8, 200.0)];
+            next_step(&render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows, &s)
         };
-        assert_eq!(next_step(&rows(&[fed(1, 3.0), measured(0, 100.0, 8, 200.0)]), &s), Next::Done);
-        match next_step(&rows(&[fed(1, 7.0), measured(0, 100.0, 8, 200.0)]), &s) {
+        assert_eq!(next(fed(1.0, 3.0)), Next::Done, "a p95 of 3 % is within the target");
+        match next(fed(2.0, 3.5)) {
             Next::Measure { workers, prefetch, .. } => assert_eq!((workers, prefetch), (1, 4)),
-            Next::Done => panic!("late batches at the knee: try a deeper prefetch"),
+            Next::Done => panic!("late batches at the knee (p95 7 %): try a deeper prefetch"),
         }
+        // A wait every batch pays (4 %, its hand-over) with a p95 of 6 %: no tail to hide.
+        assert_eq!(next(fed(4.0, 1.5)), Next::Done);
     }
 }
