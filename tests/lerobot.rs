@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
 use feedbench::loader::config::LoaderConfig;
-use feedbench::loader::lerobot::{LerobotLoader, LerobotOptions};
+use feedbench::loader::lerobot::{DriverStep, LerobotLoader, LerobotOptions};
 use feedbench::loader::sampler::SamplerKind;
 use feedbench::loader::spec::LoaderSpec;
 use ndarray::{ArrayD, IxDyn};
@@ -236,7 +236,7 @@ fn measuring_lerobots_loader_costs_it_next_to_nothing() {
     let loader = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
     // Enough batches that the fixed cost of measuring is weighed against a real run (20 took
     // 0.6 s of loading CPU on a quiet machine, where 38 ms was 6 %).
-    let (_, run) = loader.load(80, 2, None).unwrap();
+    let (_, run) = loader.load(80, 2, None, None).unwrap();
     let loader_cpu_s = run.main_cpu_s + run.workers_cpu_s;
     // The memory figure comes from the kernel's high-water marks and one PSS read at the end,
     // a fixed cost of some 20 ms, not from sampling PSS every 100 ms while the loader runs
@@ -250,6 +250,26 @@ fn measuring_lerobots_loader_costs_it_next_to_nothing() {
         loader_cpu_s
     );
     assert!(run.peak_memory_bytes > 50_000_000 && run.memory == "pss", "{run:?}");
+}
+
+#[test]
+fn a_measurement_of_lerobots_loader_ends_when_told() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "av1", &[]);
+    let spec = spec(&root, SamplerKind::Shuffled, ImageFormat::F32, None);
+    let loader = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
+    // Told to stop once 5 batches were heard, of 60 asked for: it ends a batch or two later.
+    let heard = std::cell::Cell::new(0);
+    let stop = |steps: &[DriverStep]| {
+        assert!(steps.iter().all(|s| s.whole_ms >= s.wait_ms && s.wait_ms >= 0.0), "{steps:?}");
+        heard.set(steps.len());
+        steps.len() >= 5
+    };
+    let (_, run) = loader.load(60, 1, None, Some(&stop)).unwrap();
+    assert!((5..=8).contains(&run.batches), "{} batches measured", run.batches);
+    assert_eq!((run.batch_ms.len(), run.wait_ms.len()), (run.batches, run.batches));
+    assert_eq!(heard.get(), 5, "batches are heard as they end, until the stop");
 }
 
 #[test]

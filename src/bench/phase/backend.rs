@@ -27,8 +27,8 @@ pub struct Feed<'a> {
     /// record theirs where it was given the same trace, [`MeasuredLoader::set_trace`]).
     pub trace: Option<&'a Arc<Trace>>,
     /// Ends the phase before its steps once this holds of the steps measured so far (a tune's
-    /// verifying measurement, once its interval decides). The native loader stops there;
-    /// LeRobot's driver runs every step it was given.
+    /// verifying measurement, once its interval decides): the native loader stops there,
+    /// LeRobot's driver a step or two later.
     pub until: Option<Until<'a>>,
 }
 
@@ -124,7 +124,7 @@ impl MeasuredLoader for LerobotLoader {
         warmup: usize,
         _on_step: &mut dyn FnMut(usize),
     ) -> Result<TrainPhase, TrainError> {
-        Ok(run_lerobot_train_phase(self, feed.compute, steps, warmup)?)
+        Ok(run_lerobot_train_phase(self, feed.compute, steps, warmup, feed.until)?)
     }
 
     fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError> {

@@ -8,8 +8,10 @@
 use std::time::Duration;
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::{LoaderPhase, ModelPhase, StepSample, TrainPhase};
-use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotRun, LerobotVersions};
+use super::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
+use crate::loader::lerobot::{
+    DriverStep, FedStep, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
+};
 use crate::loader::pipeline::LoaderError;
 use crate::model::lerobot::LerobotStepRow;
 use crate::model::{DiffusionConfig, ModelError, Precision};
@@ -22,7 +24,7 @@ pub fn run_lerobot_loader_phase(
     batches: usize,
     warmup: usize,
 ) -> Result<LoaderPhase, LoaderError> {
-    let (versions, run) = loader.load(batches, warmup, None)?;
+    let (versions, run) = loader.load(batches, warmup, None, None)?;
     let seconds = Duration::from_secs_f64;
     let timing = process_timing(loader, &run);
     let figures = LoaderRun {
@@ -69,15 +71,24 @@ fn process_timing(loader: &LerobotLoader, run: &LerobotRun) -> TimingTree {
 }
 
 /// Runs LeRobot's loader feeding `step` (None: no step, as `--model none`): `warmup` steps,
-/// then `steps` measured ones, each the wait for a batch, its copy to the device and the
-/// step's compute (as `forward`).
+/// then `steps` measured ones (fewer where `until` says so of those measured so far), each the
+/// wait for a batch, its copy to the device and the step's compute (as `forward`).
 pub fn run_lerobot_train_phase(
     loader: &LerobotLoader,
     step: Option<FedStep>,
     steps: usize,
     warmup: usize,
+    until: Option<Until<'_>>,
 ) -> Result<TrainPhase, LoaderError> {
-    let (_, run) = loader.load(steps, warmup, step)?;
+    let stop = until.map(|until| {
+        move |heard: &[DriverStep]| {
+            let samples: Vec<StepSample> =
+                heard.iter().map(|s| step_sample(s.wait_ms, s.h2d_ms, s.whole_ms)).collect();
+            until(&samples)
+        }
+    });
+    let stop = stop.as_ref().map(|stop| stop as StopWhen<'_>);
+    let (_, run) = loader.load(steps, warmup, step, stop)?;
     // Without a step the driver copies nothing: no h2d figures.
     let h2d = run.h2d_ms.iter().copied().chain(std::iter::repeat(0.0));
     let per_step = run
@@ -85,16 +96,7 @@ pub fn run_lerobot_train_phase(
         .iter()
         .zip(&run.batch_ms)
         .zip(h2d)
-        .map(|((&wait_ms, &whole_ms), h2d_ms)| StepSample {
-            wait_ms,
-            h2d_ms,
-            forward_ms: (whole_ms - wait_ms - h2d_ms).max(0.0),
-            backward_ms: 0.0,
-            optimizer_ms: 0.0,
-            step_ms: (whole_ms - wait_ms).max(0.0),
-            backbone_ms: None,
-            unet_ms: None,
-        })
+        .map(|((&wait_ms, &whole_ms), h2d_ms)| step_sample(wait_ms, h2d_ms, whole_ms))
         .collect();
     let figures = TrainRun {
         per_step,
@@ -105,6 +107,21 @@ pub fn run_lerobot_train_phase(
         timing: process_timing(loader, &run),
     };
     Ok(figures.figures())
+}
+
+/// One step of LeRobot's loader feeding a fed step: the wait, the copy, and the rest of the
+/// whole iteration as the step's compute (`forward`).
+fn step_sample(wait_ms: f64, h2d_ms: f64, whole_ms: f64) -> StepSample {
+    StepSample {
+        wait_ms,
+        h2d_ms,
+        forward_ms: (whole_ms - wait_ms - h2d_ms).max(0.0),
+        backward_ms: 0.0,
+        optimizer_ms: 0.0,
+        step_ms: (whole_ms - wait_ms).max(0.0),
+        backbone_ms: None,
+        unet_ms: None,
+    }
 }
 
 /// LeRobot's step, as the driver measured it, in `model` phases: one per row, named for

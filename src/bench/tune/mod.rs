@@ -205,9 +205,10 @@ pub fn run_tune(
                 prefetch: request.settings.prefetch,
                 repeat: 0,
                 why: "the step and one worker's cost per sample".into(),
+                loader_alone: true,
             },
         };
-        let Next::Measure { workers, prefetch, repeat, why } = next else { break };
+        let Next::Measure { workers, prefetch, repeat, why, loader_alone } = next else { break };
         let cell = Cell { workers, prefetch, repeat, ..base.clone() };
         progress(TuneProgress::Measuring { workers, prefetch, why: &why });
         let start = Instant::now();
@@ -221,7 +222,7 @@ pub fn run_tune(
             best.is_some_and(|best| decided(best, &iterations, least, target))
         };
         let phases = CellPhases {
-            loader: request.settings.reads_loader_phase(workers, prefetch),
+            loader: loader_alone,
             traced: false,
             until: best.is_some().then_some(&until as Until<'_>),
         };

@@ -66,13 +66,6 @@ impl SearchSettings {
     pub fn new(target_pct: f64, configurations: usize) -> Self {
         Self { target_pct, prefetch: 2, max_repeats: 3, repeats_until: configurations / 4 }
     }
-
-    /// Whether the search reads the loader phase of `workers` × `prefetch`: one and two workers
-    /// at the first depth (the rate and memory models); elsewhere the train phase alone
-    /// verifies, and the loader alone is not measured.
-    pub fn reads_loader_phase(&self, workers: usize, prefetch: usize) -> bool {
-        prefetch == self.prefetch && (workers == 1 || workers == 2)
-    }
 }
 
 /// Loader rates and their prediction for more workers: one worker's samples/s, and what each
@@ -191,6 +184,9 @@ pub enum Next {
         repeat: usize,
         /// Why, in a few words.
         why: String,
+        /// Whether the loader alone is measured too: where the rate model reads it (one
+        /// worker's rate, the second's share); elsewhere the train phase verifies.
+        loader_alone: bool,
     },
     /// The measurements decide.
     Done,
@@ -259,21 +255,27 @@ impl SearchState {
 pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     let s = &state.settings;
     let p = s.prefetch;
-    let measure = |workers: usize, prefetch: usize, why: &str| Next::Measure {
-        workers,
-        prefetch,
-        repeat: SearchState::row(rows, workers, prefetch).map_or(0, |r| r.repeats),
-        why: why.to_string(),
-    };
+    // The rate model's measurements (one worker, the second's share) need the loader alone;
+    // the others verify with the step.
+    let measure_with =
+        |workers: usize, prefetch: usize, why: &str, loader_alone: bool| Next::Measure {
+            workers,
+            prefetch,
+            repeat: SearchState::row(rows, workers, prefetch).map_or(0, |r| r.repeats),
+            why: why.to_string(),
+            loader_alone,
+        };
+    let measure =
+        |workers: usize, prefetch: usize, why: &str| measure_with(workers, prefetch, why, false);
     let missing = |w: usize, prefetch: usize| SearchState::row(rows, w, prefetch).is_none();
     if missing(1, p) {
-        return measure(1, p, "one worker's cost per sample");
+        return measure_with(1, p, "one worker's cost per sample", true);
     }
     let cap = state.most_workers(rows, p);
     let rates = state.rates(rows).expect("one worker is measured");
     let needed = rates.workers_needed(&state.demand, s.target_pct);
     if needed.is_none_or(|n| n >= 2) && cap >= 2 && missing(2, p) {
-        return measure(2, p, "what a second worker adds");
+        return measure_with(2, p, "what a second worker adds", true);
     }
     let predicted = needed.unwrap_or(usize::MAX).min(cap);
     for w in [predicted, predicted.saturating_sub(1)] {
@@ -383,11 +385,11 @@ mod tests {
             let rows = if results.is_empty() { Vec::new() } else { render(&results).rows };
             match next_step(&rows, state) {
                 Next::Done => return order,
-                Next::Measure { workers, prefetch, repeat, .. } => {
+                Next::Measure { workers, repeat, loader_alone, .. } => {
                     assert_eq!(repeat, 0, "clear-cut rates need no repeat");
                     order.push(workers);
                     let mut cell = measured(workers, per_worker, cores, step_ms);
-                    cell.loader_alone = state.settings.reads_loader_phase(workers, prefetch);
+                    cell.loader_alone = loader_alone;
                     cells.push(cell);
                 }
             }
@@ -453,13 +455,24 @@ mod tests {
     }
 
     #[test]
-    fn the_loader_alone_is_measured_only_where_the_models_read_it() {
-        let s = SearchSettings::new(5.0, 9);
-        let read: Vec<(usize, usize)> = [(0, 2), (1, 2), (2, 2), (3, 2), (1, 1), (2, 4)]
-            .into_iter()
-            .filter(|&(w, p)| s.reads_loader_phase(w, p))
-            .collect();
-        assert_eq!(read, [(1, 2), (2, 2)], "one and two workers at the first depth");
+    fn the_loader_alone_is_measured_only_where_the_rate_model_reads_it() {
+        // 40 ms steps on 8 cores: one worker and the second (the rate model), then the
+        // prediction (4) and one fewer, verified by training alone.
+        let s = state(40.0, 8);
+        let mut cells: Vec<FakeCell> = Vec::new();
+        let mut alone = Vec::new();
+        let rows = |cells: &[FakeCell]| match cells.is_empty() {
+            true => Vec::new(),
+            false => render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows,
+        };
+        while let Next::Measure { workers, loader_alone, .. } = next_step(&rows(&cells), &s) {
+            alone.push((workers, loader_alone));
+            let mut cell = measured(workers, 100.0, 8, 40.0);
+            cell.loader_alone = loader_alone;
+            cells.push(cell);
+            assert!(alone.len() < 10, "{alone:?}");
+        }
+        assert_eq!(alone, [(1, true), (2, true), (4, false), (3, false)]);
     }
 
     #[test]

@@ -76,17 +76,52 @@ fn driver_path() -> Result<PathBuf, LoaderError> {
 /// dies by SIGPIPE where a pipe it writes to is closed (`feedbench … | head`), and a child that
 /// is no Python may exit before reading.
 pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderError> {
+    run_driver_until(python, request, None)
+}
+
+/// [`run_driver`], where `stop` (if any) hears each measured batch of a `load` as the driver
+/// reports it (its `step` event) and ends the measurement once it says so: a stop file is
+/// written, which the driver looks for before each batch.
+pub fn run_driver_until(
+    python: &Path,
+    request: &Json,
+    stop: Option<&mut dyn FnMut(&Json) -> bool>,
+) -> Result<(Json, Json), LoaderError> {
     static REQUESTS: AtomicU64 = AtomicU64::new(0);
     let driver = driver_path()?;
     let number = REQUESTS.fetch_add(1, Ordering::Relaxed);
-    let request_file =
-        driver.with_file_name(format!("request-{}-{number}.json", std::process::id()));
+    let name = format!("request-{}-{number}", std::process::id());
+    let request_file = driver.with_file_name(format!("{name}.json"));
+    let stop_file = driver.with_file_name(format!("{name}.stop"));
+    let mut request = request.clone();
+    if stop.is_some() {
+        request["stop_file"] = serde_json::json!(stop_file);
+    }
     crate::dataset::files::write_whole(&request_file, request.to_string().as_bytes()).map_err(
         |e| LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display())),
     )?;
-    let answer = answer(python, &driver, &request_file);
+    let stopping = stop.map(|hear| Stopping { hear, file: &stop_file, written: false });
+    let answer = answer(python, &driver, &request_file, stopping);
     let _ = std::fs::remove_file(&request_file);
+    let _ = std::fs::remove_file(&stop_file);
     answer
+}
+
+/// What ends a driver's measurement early: who hears its steps, and the file it looks for.
+struct Stopping<'a> {
+    hear: &'a mut dyn FnMut(&Json) -> bool,
+    file: &'a Path,
+    written: bool,
+}
+
+impl Stopping<'_> {
+    /// Hears a `step` event; writes the stop file the first time `hear` says to stop.
+    fn step(&mut self, message: &Json) {
+        if !self.written && (self.hear)(message) {
+            // A file that cannot be written only lets the driver run every step.
+            self.written = std::fs::write(self.file, b"").is_ok();
+        }
+    }
 }
 
 /// How long the driver may go without a line on its stdout or stderr before it is taken for
@@ -136,10 +171,16 @@ fn listen(
     });
 }
 
-/// The driver's answer to the request in `request_file`. The driver runs in a process group
+/// The driver's answer to the request in `request_file`, its steps heard by `stopping`. The
+/// driver runs in a process group
 /// of its own (with its DataLoader's worker processes), stopped whole when it goes silent
 /// for longer than [`silence_bound`].
-fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Json), LoaderError> {
+fn answer(
+    python: &Path,
+    driver: &Path,
+    request_file: &Path,
+    mut stopping: Option<Stopping<'_>>,
+) -> Result<(Json, Json), LoaderError> {
     let silence = silence_bound()?;
     let mut child = Command::new(python)
         .arg(driver)
@@ -180,6 +221,11 @@ fn answer(python: &Path, driver: &Path, request_file: &Path) -> Result<(Json, Js
                     Some("ready") => ready = Some(message),
                     Some("result") => result = Some(message),
                     Some("error") => error = Some(message),
+                    Some("step") => {
+                        if let Some(stopping) = stopping.as_mut() {
+                            stopping.step(&message);
+                        }
+                    }
                     _ => {}
                 }
             }

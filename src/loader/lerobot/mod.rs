@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
-use self::driver::{parse, run_driver, torch_device};
+use self::driver::{parse, run_driver, run_driver_until, torch_device};
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
 use crate::dataset::setting::{Refusal, Setting};
@@ -141,6 +141,20 @@ pub struct LerobotRun {
     pub first_batch_s: f64,
 }
 
+/// Whether a driver's measurement may end, asked of the batches it reported so far.
+pub type StopWhen<'a> = &'a dyn Fn(&[DriverStep]) -> bool;
+
+/// One measured batch of a `load` as the driver reports it while it runs, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct DriverStep {
+    /// Waiting for the batch.
+    pub wait_ms: f64,
+    /// Its copy to the fed step's device (0 without a step).
+    pub h2d_ms: f64,
+    /// The whole iteration: the wait, the copy and the step's compute.
+    pub whole_ms: f64,
+}
+
 /// LeRobot's loader over a dataset, with the knobs of a [`LoaderSpec`].
 #[derive(Debug, Clone)]
 pub struct LerobotLoader {
@@ -223,12 +237,15 @@ impl LerobotLoader {
     }
 
     /// Runs `warmup` unmeasured batches, then measures `batches`, each fed to `step` (None:
-    /// the loader alone). On CUDA the DataLoader pins memory, as LeRobot's training sets it.
+    /// the loader alone), or fewer where `stop` says so of the batches measured so far (a
+    /// batch or two after it does). On CUDA the DataLoader pins memory, as LeRobot's training
+    /// sets it.
     pub fn load(
         &self,
         batches: usize,
         warmup: usize,
         step: Option<FedStep>,
+        stop: Option<StopWhen<'_>>,
     ) -> Result<(LerobotVersions, LerobotRun), LoaderError> {
         if batches == 0 {
             return Err(LoaderError::Config("measure at least one batch".into()));
@@ -243,7 +260,13 @@ impl LerobotLoader {
                 request["pin_memory"] = json!(true);
             }
         }
-        let (ready, result) = run_driver(&self.options.python, &request)?;
+        let mut heard: Vec<DriverStep> = Vec::new();
+        let mut hear = |message: &Json| {
+            heard.extend(serde_json::from_value::<DriverStep>(message.clone()));
+            stop.is_some_and(|stop| stop(&heard))
+        };
+        let hear = stop.is_some().then_some(&mut hear as &mut dyn FnMut(&Json) -> bool);
+        let (ready, result) = run_driver_until(&self.options.python, &request, hear)?;
         Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
 
