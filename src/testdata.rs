@@ -191,6 +191,7 @@ impl FakeCell {
                 batch_ms: Vec::new(),
                 first_batch_s: None,
                 lerobot: None,
+                cache: None,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),

@@ -10,6 +10,7 @@ use clap::Args;
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
 use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
 use feedbench::bench::system::{system_info, Placement};
+use feedbench::bench::tune::budget::ByteSize;
 use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;
@@ -50,6 +51,10 @@ pub struct LoaderFlags {
     #[arg(long, value_name = "N", default_value_t = LoaderConfig::default().decoder_threads,
           value_parser = decoder_threads)]
     decoder_threads: usize,
+    /// Keep up to this many bytes of decoded frames (e.g. 4GiB), shared by the workers, so that
+    /// the epochs after the first copy them instead of decoding them again; none by default.
+    #[arg(long, value_name = "SIZE")]
+    cache: Option<ByteSize>,
     /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
     #[arg(long, default_value = "native")]
     resolution: Resolution,
@@ -197,6 +202,7 @@ impl LoaderFlags {
                 resolution: self.resolution,
                 images: if self.uint8 { ImageFormat::U8 } else { ImageFormat::F32 },
                 decoder_threads: self.decoder_threads,
+                cache_bytes: self.cache.map_or(0, |size| size.0),
             },
         })
     }

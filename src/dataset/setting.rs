@@ -30,6 +30,8 @@ pub enum Setting {
     Unordered,
     /// The Python that runs LeRobot's loader.
     Python,
+    /// The decoded-frame cache's budget.
+    Cache,
 }
 
 impl Setting {
@@ -47,6 +49,7 @@ impl Setting {
             Setting::Sampler => "sampler",
             Setting::Unordered => "unordered",
             Setting::Python => "python",
+            Setting::Cache => "cache",
         }
     }
 }

@@ -36,6 +36,14 @@ pub struct LoaderConfig {
     /// 1 decodes on the worker's thread alone. Left out of JSON at 1, as before the knob.
     #[serde(default = "one_decoder_thread", skip_serializing_if = "is_one_decoder_thread")]
     pub decoder_threads: usize,
+    /// Bytes of decoded frames kept for later epochs, shared by the workers ([`super::cache`]);
+    /// 0 keeps none. Left out of JSON at 0, as before the knob.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_bytes: u64,
+}
+
+fn is_zero(bytes: &u64) -> bool {
+    *bytes == 0
 }
 
 /// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
@@ -79,6 +87,7 @@ impl Default for LoaderConfig {
             resolution: Resolution::Native,
             images: ImageFormat::F32,
             decoder_threads: 1,
+            cache_bytes: 0,
         }
     }
 }

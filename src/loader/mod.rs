@@ -1,7 +1,8 @@
-//! The loader pipeline: samplers, workers and batches, and the builder of a loader from its
-//! knobs.
+//! The loader pipeline: samplers, workers and batches, the decoded-frame cache, and the builder
+//! of a loader from its knobs.
 
 pub mod batch;
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod lerobot;

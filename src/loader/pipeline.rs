@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
+use super::cache::{CachedDecoder, FrameCache};
 use super::config::{check_decoder_threads, LoaderConfig};
 pub use super::error::LoaderError;
 use super::pool::BatchPool;
@@ -39,6 +40,24 @@ fn check_memory(layout: &BatchLayout, batch: usize, in_flight: usize) -> Result<
     }
 }
 
+/// `budget` bytes for the decoded-frame cache, if the memory available holds them.
+fn check_cache(budget: u64) -> Result<u64, LoaderError> {
+    match available_memory_bytes() {
+        Some(available) if budget > available => {
+            Err(LoaderError::Refused(Refusal::new(move |name| {
+                format!(
+                    "a frame cache of {:.2} GB does not fit in the {:.2} GB of memory available: \
+                     lower {}",
+                    budget as f64 / 1e9,
+                    available as f64 / 1e9,
+                    name(Setting::Cache)
+                )
+            })))
+        }
+        _ => Ok(budget),
+    }
+}
+
 /// A dataset, a window and the knobs: yields epochs of batches.
 pub struct Loader {
     dataset: Arc<Dataset>,
@@ -47,6 +66,8 @@ pub struct Loader {
     pool: Arc<BatchPool>,
     plans: Arc<Plans>,
     trace: Option<Arc<Trace>>,
+    /// The decoded frames kept across epochs, where the config gives them a budget.
+    cache: Option<Arc<FrameCache>>,
 }
 
 /// The batches of an epoch, as lists of global indices, in delivery order.
@@ -153,7 +174,11 @@ impl BatchBuilder {
     /// A builder with its own video decoder, writing spans on `track` when the loader traces.
     fn new(loader: &Loader, track: &str) -> Self {
         let options = loader.config.decode_options(loader.dataset.tolerance_s());
-        let decoder = Box::new(VideoDecoder::new(options));
+        let decoder: Box<dyn FrameDecoder> = Box::new(VideoDecoder::new(options));
+        let decoder = match &loader.cache {
+            Some(cache) => Box::new(CachedDecoder::new(decoder, cache.clone())),
+            None => decoder,
+        };
         Self {
             dataset: loader.dataset.clone(),
             window: loader.window.clone(),
@@ -286,6 +311,10 @@ impl Loader {
         if let Err(e) = check_decoder_threads(config.decoder_threads) {
             return Err(LoaderError::Config(format!("decoder threads: {e}")));
         }
+        let cache = match config.cache_bytes {
+            0 => None,
+            budget => Some(Arc::new(FrameCache::new(check_cache(budget)?))),
+        };
         let window = Arc::new(window);
         let plans = Arc::new(Plans {
             dataset: dataset.clone(),
@@ -295,7 +324,7 @@ impl Loader {
             #[cfg(any(test, feature = "testdata"))]
             panic_at: AtomicUsize::new(usize::MAX),
         });
-        Ok(Self { dataset, window, config, pool: Arc::default(), plans, trace: None })
+        Ok(Self { dataset, window, config, pool: Arc::default(), plans, trace: None, cache })
     }
 
     /// Test builds: building the stream's batch `batch` panics, in whichever thread builds it,
@@ -319,6 +348,11 @@ impl Loader {
     /// The configuration.
     pub fn config(&self) -> &LoaderConfig {
         &self.config
+    }
+
+    /// The decoded-frame cache, where the config gives it a budget.
+    pub fn cache(&self) -> Option<&FrameCache> {
+        self.cache.as_deref()
     }
 
     /// The batches of epoch `epoch`, as lists of global indices, in delivery order.

@@ -17,6 +17,8 @@ pub const VIDEO: &str = "batch/video";
 pub const DECODE: &str = "batch/video/decode";
 /// Decoded frames to RGB (and resizing); one call per frame written.
 pub const CONVERT: &str = "batch/video/convert";
+/// Frames copied from the decoded-frame cache (the loader's `cache`); one call per frame.
+pub const CACHE: &str = "batch/video/cache";
 /// Image features (PNG/JPEG in parquet).
 pub const IMAGE: &str = "batch/image";
 /// Parquet values into the batch.
@@ -65,12 +67,13 @@ impl Stage {
         let ms = |path: &str| {
             tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
         };
-        let (decode, convert) = (ms(DECODE), ms(CONVERT));
-        let video = ms(VIDEO).max(decode + convert);
+        let (decode, convert, cache) = (ms(DECODE), ms(CONVERT), ms(CACHE));
+        let video = ms(VIDEO).max(decode + convert + cache);
         match self {
             Stage::Decode => decode,
             Stage::Convert => convert,
-            Stage::VideoOther => video - decode - convert,
+            // The cache's copies are left out of the rest (they are neither seeks nor demuxing).
+            Stage::VideoOther => video - decode - convert - cache,
             Stage::Image => ms(IMAGE),
             Stage::Parquet => ms(PARQUET),
             Stage::Collate => ms(COLLATE),

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{DecodeLimit, InputBound, LoaderPhase, ModelPhase, Part, StepSample, TrainPhase};
+use super::{
+    CacheFigures, DecodeLimit, InputBound, LoaderPhase, ModelPhase, Part, StepSample, TrainPhase,
+};
 use crate::bench::stats::{median_and_p95, Stats};
 use crate::bench::verdict::Verdict;
 use crate::loader::config::LoaderConfig;
@@ -36,6 +38,8 @@ pub(super) struct LoaderRun {
     pub first_batch_s: Option<f64>,
     /// LeRobot's versions, when its loader ran.
     pub lerobot: Option<LerobotVersions>,
+    /// The decoded-frame cache's figures, where the loader had one.
+    pub cache: Option<CacheFigures>,
 }
 
 impl LoaderRun {
@@ -47,7 +51,9 @@ impl LoaderRun {
         let per_sample = |cpu: Duration| cpu.as_secs_f64() * 1e3 / samples.max(1) as f64;
         let loader_cpu = stage::LOADER.iter().filter_map(|s| self.timing.get(s)).map(|t| t.cpu);
         LoaderPhase {
+            // The decode-only limit is that of decoding every frame; a cache copies some.
             decode_limit: decode_limit(&self.timing, samples, self.decoding_threads(), self.cores)
+                .filter(|_| self.cache.is_none())
                 .map(|limit| limit.reached(samples_per_s)),
             config: self.config,
             batches,
@@ -64,6 +70,7 @@ impl LoaderRun {
             batch_ms: self.batch_ms,
             first_batch_s: self.first_batch_s,
             lerobot: self.lerobot,
+            cache: self.cache,
         }
     }
 

@@ -39,6 +39,7 @@ pub fn run_lerobot_loader_phase(
         timing,
         first_batch_s: Some(run.first_batch_s),
         lerobot: Some(versions),
+        cache: None,
     };
     Ok(figures.figures())
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::{LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until};
+use super::{CacheFigures, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until};
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, Loader, LoaderError};
 use crate::model::{ModelError, Precision, StepTimes, TrainStep};
@@ -74,6 +74,9 @@ pub fn run_loader_phase(
     }
     let started = Instant::now();
     let mut stream = start_epochs(loader)?;
+    let per_epoch = stream.per_epoch();
+    // Samples and wall ms of the measured batches of the first epoch, and of the later ones.
+    let mut epochs = [(0usize, 0.0f64); 2];
     let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
     let mut last = clock.wall;
     let mut first_batch_s = None;
@@ -89,7 +92,11 @@ pub fn run_loader_phase(
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
                 let now = Instant::now();
-                batch_ms.push(now.duration_since(last).as_secs_f64() * 1e3);
+                let ms = now.duration_since(last).as_secs_f64() * 1e3;
+                let later = usize::from(warmup + batch_ms.len() >= per_epoch);
+                epochs[later].0 += batch.size;
+                epochs[later].1 += ms;
+                batch_ms.push(ms);
                 last = now;
                 samples += batch.size;
                 bytes += batch.bytes() as u64;
@@ -108,11 +115,35 @@ pub fn run_loader_phase(
         wall,
         process_cpu,
         peak_rss_bytes: peak_rss_bytes(),
-        timing,
         first_batch_s,
         lerobot: None,
+        cache: loader.cache().map(|cache| {
+            let rate =
+                |(samples, ms): (usize, f64)| (samples > 0).then(|| samples as f64 * 1e3 / ms);
+            CacheFigures {
+                budget_bytes: cache.budget_bytes(),
+                held_bytes: cache.held_bytes(),
+                frames: cache.frames(),
+                hit_pct: hit_pct(&timing),
+                first_epoch_samples_per_s: rate(epochs[0]),
+                later_epochs_samples_per_s: rate(epochs[1]),
+            }
+        }),
+        timing,
     };
     Ok(run.figures())
+}
+
+/// The share of the frames written that came from the cache, percent: its copies against
+/// those and the frames converted after decoding.
+fn hit_pct(timing: &TimingTree) -> f64 {
+    let calls = |path| timing.get(path).map_or(0, |t| t.calls);
+    let (hits, decoded) = (calls(stage::CACHE), calls(stage::CONVERT));
+    if hits + decoded == 0 {
+        0.0
+    } else {
+        100.0 * hits as f64 / (hits + decoded) as f64
+    }
 }
 
 /// Runs `step` on `batch` (`warmup` unmeasured steps, then `steps`): the `model` phase.

@@ -69,11 +69,33 @@ pub struct LoaderPhase {
     /// None in results written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_batch_s: Option<f64>,
+    /// With a decoded-frame cache (the loader's `cache`): what it held and gave. None without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheFigures>,
     /// With LeRobot's loader: the versions it ran with (its CPU and memory figures cover the
     /// main process and every worker process; memory is their summed PSS where available).
     /// None for the native loader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot: Option<LerobotVersions>,
+}
+
+/// What a decoded-frame cache did over a `loader` phase's measured batches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheFigures {
+    /// Its budget, bytes.
+    pub budget_bytes: u64,
+    /// Bytes of frames it held at the end (never above the budget).
+    pub held_bytes: u64,
+    /// Frames it held at the end.
+    pub frames: usize,
+    /// Frames copied from it, percent of the frames the measured batches wrote.
+    pub hit_pct: f64,
+    /// Samples/s of the measured batches of the first epoch (decoding, filling the cache);
+    /// None where none was measured.
+    pub first_epoch_samples_per_s: Option<f64>,
+    /// Samples/s of the measured batches of the later epochs (copying what it kept); None
+    /// where none was measured.
+    pub later_epochs_samples_per_s: Option<f64>,
 }
 
 /// The decode-only limit: the samples/s of a loader that did nothing but run the video codec,

@@ -52,6 +52,31 @@ impl fmt::Display for LoaderPhase {
                 limit.fraction * 100.0
             )?;
         }
+        if let Some(cache) = &self.cache {
+            let gb = |bytes: u64| bytes as f64 / 1e9;
+            write!(
+                f,
+                "frame cache: {:.2} of {:.2} GB held ({} frames); {:.0} % of the frames written \
+                 were copied from it",
+                gb(cache.held_bytes),
+                gb(cache.budget_bytes),
+                cache.frames,
+                cache.hit_pct
+            )?;
+            let rate = |r: Option<f64>| r.map_or("none measured".into(), |r| format!("{r:.1}"));
+            write!(
+                f,
+                "; samples/s in epoch 1 {}, later epochs {}",
+                rate(cache.first_epoch_samples_per_s),
+                rate(cache.later_epochs_samples_per_s)
+            )?;
+            if let (Some(first), Some(later)) =
+                (cache.first_epoch_samples_per_s, cache.later_epochs_samples_per_s)
+            {
+                write!(f, " ({:.2}×)", later / first)?;
+            }
+            writeln!(f)?;
+        }
         write!(f, "{}", self.timing.render(self.samples))
     }
 }

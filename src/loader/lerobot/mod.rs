@@ -196,6 +196,12 @@ impl LerobotLoader {
         if !config.ordered {
             return native_only(Setting::Unordered, "DataLoader delivers batches in order");
         }
+        if config.cache_bytes > 0 {
+            return native_only(
+                Setting::Cache,
+                "LeRobot's loader keeps no decoded frames; every epoch decodes them again",
+            );
+        }
         let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
         Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options })
     }
