@@ -127,9 +127,12 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         .flat_map(|r| r.train.per_step.iter())
         .map(|s| 100.0 * s.wait_ms / (s.wait_ms + s.step_ms).max(f64::MIN_POSITIVE))
         .collect();
-    let wait_pct = match wait_shares.is_empty() {
-        true => (input_bound_pct, input_bound_p95_pct),
-        false => median_and_p95(wait_shares),
+    let (wait_pct, wait_mean_pct) = match wait_shares.is_empty() {
+        true => ((input_bound_pct, input_bound_p95_pct), input_bound_pct),
+        false => {
+            let mean = wait_shares.iter().sum::<f64>() / wait_shares.len() as f64;
+            (median_and_p95(wait_shares), mean)
+        }
     };
     let train_iteration_ms: Vec<f64> =
         runs.iter().flat_map(|r| r.train.per_step.iter().map(|s| s.wait_ms + s.step_ms)).collect();
@@ -154,6 +157,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         input_bound_pct,
         input_bound_p95_pct,
         wait_pct,
+        wait_mean_pct,
         verdict: Verdict::of(input_bound_pct),
         cores: runs[0].system.cores,
         group: 0,

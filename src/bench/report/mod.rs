@@ -109,6 +109,8 @@ pub struct Row {
     /// and 95th percentile over every repeat's steps, percent; the input-bound share where
     /// the results kept no steps.
     pub wait_pct: (f64, f64),
+    /// The mean of that share over the steps, percent: what hiding every wait could gain.
+    pub wait_mean_pct: f64,
     /// The verdict on [`Row::input_bound_pct`].
     pub verdict: Verdict,
     /// CPU cores the run could use.
