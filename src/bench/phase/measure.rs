@@ -159,9 +159,11 @@ pub fn run_model_phase(
     }
     let mut per_step = Vec::with_capacity(steps);
     for iteration in schedule(warmup, steps) {
+        let called = Instant::now();
         let times = step.step(batch)?;
+        let whole = called.elapsed();
         if iteration == Iteration::Measured {
-            per_step.push(StepSample::of(Duration::ZERO, &times));
+            per_step.push(StepSample::of(Duration::ZERO, &times, whole));
         }
     }
     let device = step.device();
@@ -208,6 +210,7 @@ pub fn run_train_phase(
         let batch = batch?;
         let stepped = Instant::now();
         let times = step.step(&batch)?;
+        let whole = stepped.elapsed();
         if let Some(track) = &trainer {
             trace_step(track, asked, wait, stepped, &times);
         }
@@ -219,7 +222,7 @@ pub fn run_train_phase(
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
                 samples += batch.size;
-                per_step.push(StepSample::of(wait, &times));
+                per_step.push(StepSample::of(wait, &times, whole));
                 record_step(&mut timing, &times);
                 on_step(per_step.len());
                 if until.is_some_and(|until| until(&per_step)) {

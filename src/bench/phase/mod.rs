@@ -142,8 +142,10 @@ pub struct StepSample {
 }
 
 impl StepSample {
-    /// The sample of a step that waited `wait` for its batch and took `t`.
-    pub fn of(wait: Duration, t: &StepTimes) -> Self {
+    /// The sample of a step that waited `wait` for its batch, took `t` and returned after
+    /// `whole`: its parts as it timed them, and as its whole the call, which includes releasing
+    /// the step's tensors after its last part (the training loop pays it every step).
+    pub fn of(wait: Duration, t: &StepTimes, whole: Duration) -> Self {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         Self {
             wait_ms: ms(wait),
@@ -151,7 +153,7 @@ impl StepSample {
             forward_ms: ms(t.forward),
             backward_ms: ms(t.backward),
             optimizer_ms: ms(t.optimizer),
-            step_ms: ms(t.total),
+            step_ms: ms(whole.max(t.total)),
             backbone_ms: t.components.map(|c| ms(c.backbone_forward + c.backbone_backward)),
             unet_ms: t.components.map(|c| ms(c.unet_forward + c.unet_backward)),
         }
@@ -329,6 +331,24 @@ pub struct TrainPhase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_steps_whole_includes_what_it_releases_after_its_last_part() {
+        let ms = Duration::from_millis;
+        let t = StepTimes {
+            h2d: ms(1),
+            forward: ms(3),
+            backward: ms(5),
+            optimizer: ms(1),
+            total: ms(10),
+            components: None,
+        };
+        // The call returned 11 ms after it began: its tensors took 1 ms to release.
+        let s = StepSample::of(ms(2), &t, ms(11));
+        assert_eq!((s.wait_ms, s.step_ms, s.optimizer_ms), (2.0, 11.0, 1.0));
+        // A call timed shorter than the step's own total keeps the total.
+        assert_eq!(StepSample::of(ms(0), &t, ms(9)).step_ms, 10.0);
+    }
 
     #[test]
     fn an_unbounded_rate_survives_results_jsonl() {
