@@ -7,7 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::search::{Budgets, Demand, RateModel, SearchState};
+use super::predict::{Demand, RateModel};
+use super::search::{Budgets, SearchState};
 use crate::bench::change::{Change, Decision};
 use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
 use crate::dataset::Resolution;

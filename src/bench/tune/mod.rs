@@ -8,6 +8,7 @@
 
 pub mod answer;
 pub mod budget;
+pub mod predict;
 pub mod search;
 
 use std::collections::HashMap;
@@ -17,9 +18,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use self::answer::{answer, Answer, AnswerKnobs};
-use self::search::{
-    best_row, decided, next_step, Budgets, Demand, Next, SearchSettings, SearchState,
-};
+use self::predict::Demand;
+use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
 use super::phase::{StepSample, Until};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
@@ -163,7 +163,7 @@ pub fn run_tune(
     let base =
         plan(config, &dataset_name(root), device).map_err(SweepError::from)?.cells[0].clone();
     let batch_bytes = context.batch_bytes(&base)?;
-    let in_flight = search::MemoryModel::batches_in_flight(1, 1);
+    let in_flight = predict::MemoryModel::batches_in_flight(1, 1);
     if batch_bytes * in_flight > request.budgets.memory_bytes {
         return Err(TuneError::MemoryBelowOneBatch {
             budget_gb: request.budgets.memory_bytes as f64 / 1e9,
