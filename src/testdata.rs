@@ -92,6 +92,7 @@ impl FakeCell {
                 repeat: 0,
                 loader: Default::default(),
                 decoder_threads: 1,
+                cache_bytes: 0,
             },
             loader_samples_per_s: 100.0,
             model_samples_per_s: 50.0,

@@ -9,8 +9,8 @@ use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
 use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
+use feedbench::bench::size::ByteSize;
 use feedbench::bench::system::{system_info, Placement};
-use feedbench::bench::tune::budget::ByteSize;
 use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
 use feedbench::loader::batch::ImageFormat;

@@ -8,11 +8,12 @@ use clap::Args;
 
 use feedbench::bench::phase::LoaderChoice;
 use feedbench::bench::report::{millis, rate};
+use feedbench::bench::size::{ByteSize, CacheSize};
 use feedbench::bench::sweep::config::{
     DatasetSource, EpisodeChoice, LoaderAxes, ModelSection, RunSection, SweepConfig,
 };
 use feedbench::bench::sweep::results::Resume;
-use feedbench::bench::tune::budget::{default_cpus, default_memory, ByteSize, Source};
+use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
 use feedbench::model::{DeviceChoice, ModelSpec};
@@ -127,6 +128,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             resolution: vec![c.resolution],
             images: vec![c.images],
             decoder_threads: vec![c.decoder_threads],
+            cache: vec![CacheSize(c.cache_bytes)],
             sampler: c.sampler,
             seed: c.seed,
             loader: vec![choice.backend()],

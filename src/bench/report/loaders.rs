@@ -55,8 +55,11 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
         .enumerate()
         .filter(|(_, row)| row.knobs.loader == LoaderBackend::Native)
         .filter_map(|(native, row)| {
+            // LeRobot's loader keeps no frames: a native cell with a cache is set beside the
+            // LeRobot cell without one, which decodes every epoch.
             let twin = crate::bench::sweep::cell::Cell {
                 loader: LoaderBackend::Lerobot,
+                cache_bytes: 0,
                 ..row.knobs.clone()
             };
             let lerobot = rows.iter().position(|r| r.knobs == twin)?;

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use super::knob::{Knob, KnobSet};
+use crate::bench::size::ByteSize;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
@@ -43,10 +44,18 @@ pub struct Cell {
     /// knob.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub decoder_threads: usize,
+    /// Bytes of the decoded-frame cache (0: none): absent (0) in results written before the
+    /// knob.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_bytes: u64,
 }
 
 fn one() -> usize {
     1
+}
+
+fn is_zero(bytes: &u64) -> bool {
+    *bytes == 0
 }
 
 fn is_one(threads: &usize) -> bool {
@@ -71,6 +80,7 @@ impl Cell {
             resolution: self.resolution,
             images: self.images,
             decoder_threads: self.decoder_threads,
+            cache_bytes: self.cache_bytes,
             ..LoaderConfig::default()
         }
     }
@@ -116,6 +126,7 @@ impl Knob {
             Knob::Device => cell.device.to_string(),
             Knob::Dtype => cell.dtype.to_string(),
             Knob::DecoderThreads => cell.decoder_threads.to_string(),
+            Knob::Cache => ByteSize::compact(cell.cache_bytes),
             Knob::Loader => cell.loader.to_string(),
         }
     }
@@ -146,6 +157,7 @@ mod tests {
             repeat: 1,
             loader: LoaderBackend::Native,
             decoder_threads: 1,
+            cache_bytes: 0,
         }
     }
 

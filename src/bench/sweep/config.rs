@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::size::CacheSize;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
@@ -144,6 +145,9 @@ pub struct LoaderAxes {
     /// Threads inside each worker's video decoder (1 to 16).
     #[serde(skip_serializing_if = "one_decoder_thread")]
     pub decoder_threads: Vec<usize>,
+    /// The decoded-frame cache's budgets (`"4GiB"`; `"0"`: none) of the native loader's cells.
+    #[serde(skip_serializing_if = "no_cache")]
+    pub cache: Vec<CacheSize>,
     /// `episode_aware` (LeRobot's), `shuffled` or `sequential`.
     pub sampler: SamplerKind,
     /// Seed of the shuffled orders.
@@ -167,6 +171,12 @@ fn one_decoder_thread(threads: &[usize]) -> bool {
     threads == [LoaderConfig::default().decoder_threads]
 }
 
+/// Whether the cache axis is the default, no cache (left out of the config feedbench keeps
+/// beside results, so that configs written before read back the same).
+fn no_cache(budgets: &[CacheSize]) -> bool {
+    budgets == [CacheSize::default()]
+}
+
 /// Whether the loader axis is the default, the native loader alone (left out of the config
 /// feedbench keeps beside results, so that configs written before read back the same).
 fn only_native(loaders: &[LoaderBackend]) -> bool {
@@ -183,6 +193,7 @@ impl Default for LoaderAxes {
             resolution: vec![Resolution::Native],
             images: vec![ImageFormat::F32],
             decoder_threads: vec![LoaderConfig::default().decoder_threads],
+            cache: vec![CacheSize::default()],
             sampler: SamplerKind::EpisodeAware,
             seed: 0,
             loader: vec![LoaderBackend::Native],
@@ -300,6 +311,7 @@ impl ConfigFile for SweepConfig {
             ("loader.images", l.images.is_empty()),
             ("loader.loader", l.loader.is_empty()),
             ("loader.decoder_threads", l.decoder_threads.is_empty()),
+            ("loader.cache", l.cache.is_empty()),
             ("model.model", self.model.model.is_empty()),
             ("model.dtype", self.model.dtype.is_empty()),
         ] {
@@ -384,6 +396,17 @@ mod tests {
         assert_eq!(config.loader.workers, [0, 1, 2]);
         assert_eq!(config.loader.decoder_threads, [1]);
         assert!(!toml::to_string(&config).unwrap().contains("decoder_threads"), "as before");
+        assert_eq!(config.loader.cache, [CacheSize(0)]);
+        assert!(!toml::to_string(&config).unwrap().contains("cache ="), "as before");
+        let cached =
+            parse("[dataset]\nsynth = \"pusht\"\n[loader]\ncache = [\"none\", \"1.5GB\"]\n");
+        let cached = cached.unwrap();
+        assert_eq!(cached.loader.cache, [CacheSize(0), CacheSize(1_500_000_000)]);
+        let text = toml::to_string(&cached).unwrap();
+        assert!(text.contains("cache = [\"0\", \"1.5GB\"]"), "{text}");
+        let bad = parse("[dataset]\nsynth = \"pusht\"\n[loader]\ncache = [\"lots\"]\n");
+        let bad = bad.unwrap_err();
+        assert!(bad.contains("cache") && bad.contains("expected a size"), "{bad}");
         assert_eq!(config.model.preset, DiffusionPreset::Auto);
         assert_eq!(config.dataset.episodes, Some(EpisodeChoice::Count(4)));
         assert_eq!(config.run.repeats, 1);

@@ -27,6 +27,8 @@ pub enum Knob {
     Dtype,
     /// Threads inside each worker's video decoder.
     DecoderThreads,
+    /// The decoded-frame cache's budget (`0`: none).
+    Cache,
     /// `native` or `lerobot`.
     Loader,
 }
@@ -128,7 +130,7 @@ impl KnobDef {
 
 impl Knob {
     /// Every knob's definition, in the order ids, columns and reports show them.
-    pub const DEFS: [KnobDef; 11] = [
+    pub const DEFS: [KnobDef; 12] = [
         KnobDef::new(Knob::Dataset, "dataset"),
         KnobDef::new(Knob::Workers, "workers").id_prefix("w").varied(),
         KnobDef::new(Knob::Prefetch, "prefetch").id_prefix("p").varied(),
@@ -143,6 +145,7 @@ impl Knob {
         KnobDef::new(Knob::Device, "device").model_phase(),
         KnobDef::new(Knob::Dtype, "dtype").model_phase(),
         KnobDef::new(Knob::DecoderThreads, "decoder_threads").id_prefix("t").unless("1"),
+        KnobDef::new(Knob::Cache, "cache").field("cache_bytes").id_prefix("c").unless("0"),
         KnobDef::new(Knob::Loader, "loader").unless("native").a_line(),
     ];
 
@@ -180,11 +183,22 @@ mod tests {
         );
         assert_eq!(
             Knob::set(KnobSet::Group),
-            [Dataset, Batch, Resolution, Images, Model, Device, Dtype, DecoderThreads, Loader]
+            [
+                Dataset,
+                Batch,
+                Resolution,
+                Images,
+                Model,
+                Device,
+                Dtype,
+                DecoderThreads,
+                Cache,
+                Loader
+            ]
         );
         assert_eq!(
             Knob::set(KnobSet::Plot),
-            [Dataset, Resolution, Images, Model, Device, Dtype, DecoderThreads]
+            [Dataset, Resolution, Images, Model, Device, Dtype, DecoderThreads, Cache]
         );
         assert_eq!(Knob::DEFS.len(), Knob::set(KnobSet::All).len());
     }

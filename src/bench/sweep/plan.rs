@@ -42,6 +42,7 @@ pub fn plan(
         repeat: 0,
         loader: Default::default(),
         decoder_threads: 1,
+        cache_bytes: 0,
     }];
     let repeats: Vec<usize> = (0..config.run.repeats).collect();
     let models: Vec<_> = m.model.iter().map(|model| model.on(m.preset, device)).collect();
@@ -54,10 +55,15 @@ pub fn plan(
     expand(&mut cells, &l.batch, |c, &v| c.batch_size = v);
     expand(&mut cells, &l.loader, |c, &v| c.loader = v);
     expand(&mut cells, &l.decoder_threads, |c, &v| c.decoder_threads = v);
-    // LeRobot's loader decodes with its own backend's threading: one cell, not one per count.
-    cells.retain(|c| c.loader.is_native() || c.decoder_threads == l.decoder_threads[0]);
+    expand(&mut cells, &l.cache, |c, &v| c.cache_bytes = v.0);
+    // LeRobot's loader decodes with its own backend's threading and keeps no frames: one cell,
+    // not one per count or budget.
+    cells.retain(|c| {
+        c.loader.is_native()
+            || (c.decoder_threads == l.decoder_threads[0] && c.cache_bytes == l.cache[0].0)
+    });
     for cell in cells.iter_mut().filter(|c| !c.loader.is_native()) {
-        cell.decoder_threads = 1;
+        (cell.decoder_threads, cell.cache_bytes) = (1, 0);
     }
     expand(&mut cells, &l.prefetch, |c, &v| c.prefetch = v);
     expand(&mut cells, &l.workers, |c, &v| c.workers = v);
@@ -88,6 +94,7 @@ fn expand<T>(cells: &mut Vec<Cell>, values: &[T], set: impl Fn(&mut Cell, &T)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loader::sampler::SamplerKind;
 
     fn config(text: &str) -> SweepConfig {
         let config: SweepConfig = toml::from_str(text).unwrap();
@@ -113,6 +120,22 @@ mod tests {
         assert_eq!(plan.traced, 15, "the last cell");
         let ids: std::collections::HashSet<_> = plan.cells.iter().map(Cell::id).collect();
         assert_eq!(ids.len(), 16, "every cell has its own id");
+    }
+
+    #[test]
+    fn the_frame_cache_is_an_axis_of_the_native_loader_only() {
+        let config = config(
+            "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [2]\nbatch = [16]\n\
+             cache = [\"0\", \"4GiB\"]\nloader = [\"native\", \"lerobot\"]\n",
+        );
+        let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
+        let cells: Vec<_> =
+            plan.cells.iter().map(|c| (c.loader.to_string(), c.cache_bytes)).collect();
+        let native = |bytes| ("native".to_string(), bytes);
+        assert_eq!(cells, [native(0), native(4 << 30), ("lerobot".to_string(), 0)]);
+        assert_eq!(plan.cells[1].loader_config(SamplerKind::Shuffled, 0).cache_bytes, 4 << 30);
+        assert!(plan.cells[1].id().contains("-c4GiB-"), "{}", plan.cells[1].id());
+        assert!(!plan.cells[0].id().contains("-c0"), "no cache: ids as before");
     }
 
     #[test]

@@ -1,48 +1,5 @@
-//! Tune's budgets as a user gives them and as the machine suggests them: a byte size in its
-//! text form (`8GiB`, `500MB`), the cores this process may use (its scheduler's share), and
-//! half the memory available (tf.data's AUTOTUNE takes as much).
-
-use std::fmt;
-use std::str::FromStr;
-
-/// A number of bytes, written `8GiB`, `8GB`, `500MiB`, `123456` (bytes) and so on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ByteSize(pub u64);
-
-impl FromStr for ByteSize {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let bad = || format!("{text:?}: expected a size such as 8GiB, 500MB or 1.5GB");
-        let t = text.trim();
-        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-        let (number, unit) = t.split_at(split);
-        let number: f64 = number.parse().map_err(|_| bad())?;
-        let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1.0,
-            "k" | "kb" => 1e3,
-            "m" | "mb" => 1e6,
-            "g" | "gb" => 1e9,
-            "t" | "tb" => 1e12,
-            "kib" => 1024.0,
-            "mib" => 1024.0 * 1024.0,
-            "gib" => 1024.0 * 1024.0 * 1024.0,
-            "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-            _ => return Err(bad()),
-        };
-        let bytes = number * scale;
-        if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
-            return Err(bad());
-        }
-        Ok(Self(bytes as u64))
-    }
-}
-
-impl fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.2} GB", self.0 as f64 / 1e9)
-    }
-}
+//! Tune's budgets as the machine suggests them: the cores this process may use (its scheduler's
+//! share), and half the memory available (tf.data's AUTOTUNE takes as much).
 
 /// Where a budget came from, for the answer and its messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,19 +35,6 @@ pub fn default_memory() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_read_in_decimal_and_binary_units() {
-        assert_eq!("8GiB".parse::<ByteSize>(), Ok(ByteSize(8 << 30)));
-        assert_eq!("8 GB".parse::<ByteSize>(), Ok(ByteSize(8_000_000_000)));
-        assert_eq!("1.5gb".parse::<ByteSize>(), Ok(ByteSize(1_500_000_000)));
-        assert_eq!("500MiB".parse::<ByteSize>(), Ok(ByteSize(500 << 20)));
-        assert_eq!("4096".parse::<ByteSize>(), Ok(ByteSize(4096)));
-        for bad in ["", "GB", "8 parsecs", "-1GB", "0", "1e400"] {
-            let e = bad.parse::<ByteSize>().unwrap_err();
-            assert!(e.contains("expected a size"), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn slurm_names_the_cores_of_its_job() {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::loader_run::RunLength;
 use crate::bench::phase::ChosenLoader;
+use crate::bench::size::CacheSize;
 use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
@@ -88,6 +89,13 @@ pub struct GuardCell {
     /// Threads inside each worker's video decoder.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub decoder_threads: usize,
+    /// The decoded-frame cache's budget (`"4GiB"`; none by default).
+    #[serde(default, skip_serializing_if = "is_no_cache")]
+    pub cache: CacheSize,
+}
+
+fn is_no_cache(cache: &CacheSize) -> bool {
+    cache.0 == 0
 }
 
 fn one() -> usize {
@@ -135,6 +143,7 @@ impl GuardCell {
                 resolution: self.resolution,
                 images: self.images,
                 decoder_threads: self.decoder_threads,
+                cache_bytes: self.cache.0,
                 ..LoaderConfig::default()
             },
         }
@@ -238,7 +247,10 @@ mod tests {
         assert_eq!(config.run.tolerance, Tolerance(10.0));
         let spec = cell.spec(Path::new("/data"), None);
         assert_eq!((spec.config.workers, spec.config.batch_size), (2, 16));
-        assert_eq!(spec.config.decoder_threads, 1);
+        assert_eq!((spec.config.decoder_threads, spec.config.cache_bytes), (1, 0));
+        let cached = "[[cell]]\nname = \"c\"\nworkers = 1\nbatch = 4\ncache = \"1GiB\"\n";
+        let cached = parse(&format!("{DATASET}{cached}")).unwrap();
+        assert_eq!(cached.cells[0].spec(Path::new("/data"), None).config.cache_bytes, 1 << 30);
         let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 2\n";
         let config = parse(&format!("{DATASET}{threads}")).unwrap();
         assert_eq!(config.cells[0].spec(Path::new("/data"), None).config.decoder_threads, 2);
