@@ -25,7 +25,7 @@ pub struct CellResult {
     /// The knobs.
     pub cell: Cell,
     /// The loader alone: the loader ceiling. None where it was not measured: a tune measures
-    /// it only for the configurations its prediction reads (one and two workers).
+    /// it only where its rate model reads it (one worker's cost, the second worker's share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loader: Option<LoaderPhase>,
     /// The model alone on a resident batch: the model ceiling.
