@@ -15,7 +15,7 @@ use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
 use crate::bench::phase::{run_loader_phase, ChosenLoader};
 use crate::bench::stats::median;
 use crate::dataset::episodes::files_under;
-use crate::dataset::video::convert::pack_planes;
+use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use crate::dataset::video::FrameBuffer;
 use crate::dataset::write::png_bytes;

@@ -16,6 +16,7 @@ use ffmpeg_next::ffi;
 use ffmpeg_next::frame;
 use ffmpeg_next::software::scaling::Flags;
 
+use super::planes;
 use crate::dataset::{DatasetError, Result};
 
 /// Where the values of one or more frames go: `frames × 3 × height × width`, CHW, RGB.
@@ -58,54 +59,13 @@ impl FrameBuffer<'_> {
         }
     }
 
-    /// Writes one CHW frame from packed RGB (`rgb.len() == self.len()`).
-    pub(crate) fn fill_from_rgb(&mut self, rgb: &[u8]) {
+    /// Writes one CHW frame from packed RGB24 (`rgb.len() == self.len()`): the bytes as they
+    /// are, or float32 `v / 255` as LeRobot's `frames.type(torch.float32) / 255`.
+    pub fn fill_from_rgb(&mut self, rgb: &[u8]) {
         match self {
-            FrameBuffer::U8(out) => split_planes(rgb, out, |v| v),
-            // `v / 255` as float32: a division, as LeRobot's `frames.type(torch.float32) / 255`.
-            FrameBuffer::F32(out) => split_planes(rgb, out, |v| f32::from(v) / 255.0),
+            FrameBuffer::U8(out) => planes::split_u8(rgb, out),
+            FrameBuffer::F32(out) => planes::split_f32(rgb, out),
         }
-    }
-}
-
-/// RGB planes (`3 × height × width`, as [`FrameBuffer::U8`] holds a frame) back to packed
-/// RGB24 in `rgb` (of the same length): what encoders and PNG files take.
-pub fn pack_planes(chw: &[u8], rgb: &mut [u8]) {
-    let plane = chw.len() / 3;
-    for (p, pixel) in rgb.chunks_exact_mut(3).enumerate() {
-        pixel.copy_from_slice(&[chw[p], chw[plane + p], chw[2 * plane + p]]);
-    }
-}
-
-/// Splits packed RGB into the three planes of `out`, each value mapped by `map`. With AVX2 the
-/// same loop is compiled for it (about 4× faster on float32: eight divisions at a time, same
-/// results); this runs once per frame, over 0.9 M values at 640×480.
-fn split_planes<T>(rgb: &[u8], out: &mut [T], map: impl Fn(u8) -> T) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { split_planes_avx2(rgb, out, map) };
-    }
-    split_planes_portable(rgb, out, map)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn split_planes_avx2<T>(rgb: &[u8], out: &mut [T], map: impl Fn(u8) -> T) {
-    split_planes_portable(rgb, out, map)
-}
-
-#[inline(always)]
-fn split_planes_portable<T>(rgb: &[u8], out: &mut [T], map: impl Fn(u8) -> T) {
-    let plane = rgb.len() / 3;
-    let (r, rest) = out.split_at_mut(plane);
-    let (g, b) = rest.split_at_mut(plane);
-    // Equal lengths, stated so that the loop has no bounds checks and vectorises.
-    let (r, g, b, rgb) = (&mut r[..plane], &mut g[..plane], &mut b[..plane], &rgb[..3 * plane]);
-    for i in 0..plane {
-        r[i] = map(rgb[3 * i]);
-        g[i] = map(rgb[3 * i + 1]);
-        b[i] = map(rgb[3 * i + 2]);
     }
 }
 
@@ -253,39 +213,5 @@ impl Converter {
         }
         out.fill_from_rgb(&self.rgb);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rgb_is_split_into_planes() {
-        let rgb = [1u8, 2, 3, 4, 5, 6];
-        let mut u8s = [0u8; 6];
-        FrameBuffer::U8(&mut u8s).fill_from_rgb(&rgb);
-        assert_eq!(u8s, [1, 4, 2, 5, 3, 6]);
-        let mut f32s = [0f32; 6];
-        FrameBuffer::F32(&mut f32s).fill_from_rgb(&rgb);
-        assert_eq!(
-            f32s,
-            [1.0 / 255.0, 4.0 / 255.0, 2.0 / 255.0, 5.0 / 255.0, 3.0 / 255.0, 6.0 / 255.0]
-        );
-    }
-
-    #[test]
-    fn float_values_are_divisions_by_255() {
-        // Every byte value, at a length that exercises the vector loop and its tail.
-        let rgb: Vec<u8> = (0..=255u8).cycle().take(3 * 1001).collect();
-        let mut f32s = vec![0f32; rgb.len()];
-        FrameBuffer::F32(&mut f32s).fill_from_rgb(&rgb);
-        for (i, px) in rgb.chunks_exact(3).enumerate() {
-            for channel in 0..3 {
-                let value = f32s[channel * 1001 + i];
-                assert_eq!(value.to_bits(), (px[channel] as f32 / 255f32).to_bits(), "{px:?}");
-            }
-        }
-        assert!(f32s.contains(&0.0) && f32s.contains(&1.0));
     }
 }

@@ -7,6 +7,7 @@ use crate::dataset::{DatasetError, Result};
 
 pub mod convert;
 pub mod decode;
+pub mod planes;
 pub mod probe;
 pub mod quality;
 pub mod raw;

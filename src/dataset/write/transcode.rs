@@ -19,7 +19,7 @@ use super::encode::EncodeSettings;
 use super::{png_bytes, write_atomically, ListLayout};
 use crate::dataset::meta::{CodebaseVersion, FeatureKind, ScalarType};
 use crate::dataset::stats::ImageStats;
-use crate::dataset::video::convert::pack_planes;
+use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Episode, Result, Sample, Values, Window, WindowSpec};
 use crate::timing::{process_cpu_time, thread_cpu_time};
