@@ -118,7 +118,11 @@ fn load_reports_throughput_and_the_timing_tree_as_json() {
     assert_eq!(phase["config"]["workers"], 2);
     assert!(phase["samples_per_s"].as_f64().unwrap() > 0.0);
     assert!(phase["cpu_ms_per_sample"].as_f64().unwrap() > 0.0);
-    assert_eq!(phase["timing"]["stages"]["batch/parquet"]["calls"], 24);
+    let stages = &phase["timing"]["stages"];
+    assert_eq!(stages["batch/parquet"]["calls"], 24);
+    let converted = stages["batch/video/convert"]["calls"].as_u64().unwrap();
+    assert!(converted >= 24, "a frame of each sample at least: {converted}");
+    assert_eq!(stages["batch/video/convert/split"]["calls"], converted, "each split timed");
     let limit = &phase["decode_limit"];
     assert_eq!(limit["threads"], 2.min(std::thread::available_parallelism().unwrap().get()));
     let frames = limit["frames_per_sample"].as_f64().unwrap();
@@ -126,6 +130,28 @@ fn load_reports_throughput_and_the_timing_tree_as_json() {
     assert!(limit["fraction"].as_f64().unwrap() > 0.0);
     let (ok, _, err) = feedbench(&[&args[..], &["--batches", "0"]].concat());
     assert!(!ok && err.contains("at least one batch"), "{err}");
+}
+
+#[test]
+fn load_prints_the_frames_and_each_steps_cpu_per_sample() {
+    let Some(root) = common::g1_partial() else { return };
+    let args = ["load", root.to_str().unwrap(), "--episodes", "1", "--batch", "4"];
+    let (ok, text, err) = feedbench(&[&args[..], &["--batches", "3", "--warmup", "0"]].concat());
+    assert!(ok, "{err}");
+    let line = text.lines().find(|l| l.starts_with("per sample: ")).expect(&text);
+    let number = |after: &str| -> f64 {
+        let rest =
+            &line[line.find(after).unwrap_or_else(|| panic!("{after}: {line}")) + after.len()..];
+        rest.split([' ', ',', ';']).next().unwrap().parse().unwrap()
+    };
+    // Diffusion pairs: two frames written per sample (one where a pair repeats a frame at an
+    // episode's start), their keyframes decoded too.
+    let (decoded, converted) = (number("per sample: "), number("decoded, "));
+    assert!((1.0..=2.0).contains(&converted) && decoded >= converted, "{line}");
+    for step in ["demux ", "decode ", "to RGB ", "split/scale ", "parquet ", "collate "] {
+        assert!(number(step) >= 0.0, "{line}");
+    }
+    assert!(text.contains("      split "), "the split inside convert in the tree: {text}");
 }
 
 #[test]

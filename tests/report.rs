@@ -181,6 +181,32 @@ fn a_row_without_its_loader_alone_is_diagnosed_with_the_nearest_one_measured() {
 }
 
 #[test]
+fn the_doctor_cites_each_step_per_sample_where_the_split_was_timed() {
+    let mut cells = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];
+    let d = rendered(&cells).groups[0].diagnosis.clone().unwrap();
+    assert!(!d.breakdown.contains("per sample"), "results without the split: {}", d.breakdown);
+    for c in &mut cells {
+        c.stages_ms = vec![
+            (stage::VIDEO, 3.6),
+            (stage::DECODE, 3.0),
+            (stage::CONVERT, 0.5),
+            (stage::SPLIT, 0.2),
+            (stage::PARQUET, 0.3),
+            (stage::COLLATE, 0.1),
+        ];
+    }
+    let d = rendered(&cells).groups[0].diagnosis.clone().unwrap();
+    assert!(
+        d.breakdown.contains(
+            "per sample 1.00 frames decoded, 1.00 converted; CPU ms: demux 0.100, decode 3.000, \
+             to RGB 0.300, split/scale 0.200, parquet 0.300, collate 0.100."
+        ),
+        "{}",
+        d.breakdown
+    );
+}
+
+#[test]
 fn the_doctor_advises_on_the_dominant_stage() {
     // Input-bound at every setting; decoding takes 3 of 3.95 ms per sample.
     let decoding = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];

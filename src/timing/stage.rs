@@ -17,6 +17,9 @@ pub const VIDEO: &str = "batch/video";
 pub const DECODE: &str = "batch/video/decode";
 /// Decoded frames to RGB (and resizing); one call per frame written.
 pub const CONVERT: &str = "batch/video/convert";
+/// Inside [`CONVERT`]: the RGB rows split into the batch's CHW planes (and scaled to float32);
+/// one call per frame written. The rest of `convert` is swscale's (YUV to RGB, resizing).
+pub const SPLIT: &str = "batch/video/convert/split";
 /// Frames copied from the decoded-frame cache (the loader's `cache`); one call per frame.
 pub const CACHE: &str = "batch/video/cache";
 /// Image features (PNG/JPEG in parquet).

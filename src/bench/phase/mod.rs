@@ -10,6 +10,7 @@ mod analyse;
 mod backend;
 mod lerobot;
 mod measure;
+mod steps;
 
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use crate::timing::TimingTree;
 pub use backend::{ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
 pub use lerobot::lerobot_model_phases;
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
+pub use steps::{SampleStep, SampleSteps};
 
 /// The figures of a `loader` phase, warm-up excluded.
 #[derive(Debug, Clone, Serialize, Deserialize)]

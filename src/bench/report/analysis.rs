@@ -20,7 +20,7 @@ fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
     }
 }
 use crate::bench::change::{interval, Change, Decision};
-use crate::bench::phase::{DecodeLimit, LoaderPhase};
+use crate::bench::phase::{DecodeLimit, LoaderPhase, SampleSteps};
 use crate::bench::stats::{median, median_and_p95};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
@@ -146,6 +146,12 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
         decode_limit,
         stages: doctor::stage_costs(&loaders),
+        steps: SampleSteps::median(
+            &loaders
+                .iter()
+                .filter_map(|l| SampleSteps::of(&l.timing, l.samples))
+                .collect::<Vec<_>>(),
+        ),
         model_samples_per_s: med(&|r| r.model.samples_per_s),
         model_step_ms: med(&|r| r.model.step.median_ms),
         train_samples_per_s: med(&|r| r.train.samples_per_s),

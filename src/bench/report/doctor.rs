@@ -1,6 +1,7 @@
 //! The loader doctor (after FFCV's "bottleneck doctor"): where the loader's CPU goes, from its
 //! timing tree, and what to change, from the verdict, the cores and the decode-only limit.
 
+use super::phase_text::sample_steps;
 use super::{
     millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
 };
@@ -106,6 +107,9 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
             limit.threads,
             plural(limit.threads)
         ));
+    }
+    if let Some(steps) = loader.and_then(|l| l.steps.as_ref()) {
+        breakdown.push_str(&format!("; per sample {}", sample_steps(steps)));
     }
     breakdown.push('.');
 

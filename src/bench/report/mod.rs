@@ -20,7 +20,7 @@ pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
-use super::phase::DecodeLimit;
+use super::phase::{DecodeLimit, SampleSteps};
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
@@ -82,6 +82,10 @@ pub struct Row {
     pub decode_limit: Option<DecodeLimit>,
     /// The loader's stages, largest first.
     pub stages: Vec<StageCost>,
+    /// Frames and the CPU of each step from packet to batch, per sample (medians); None
+    /// without cameras, for LeRobot's loader and in results written before the split was
+    /// timed on its own.
+    pub steps: Option<SampleSteps>,
     /// The model alone: its ceiling, samples/s.
     pub model_samples_per_s: f64,
     /// The model's median step, ms.

@@ -164,15 +164,14 @@ pub(crate) struct Converter {
 }
 
 impl Converter {
-    /// Converts `frame` to RGB at `(height, width)` and writes it, CHW, into `out` (which holds
-    /// exactly `3 × height × width` values).
-    pub(crate) fn convert(
+    /// Converts `frame` to packed RGB24 at `(height, width)` (swscale); the rows it returns
+    /// are then split into a [`FrameBuffer`] by [`FrameBuffer::fill_from_rgb`].
+    pub(crate) fn rgb(
         &mut self,
         path: &Path,
         frame: &frame::Video,
         (height, width): (u32, u32),
-        out: &mut FrameBuffer<'_>,
-    ) -> Result<()> {
+    ) -> Result<&[u8]> {
         let key = ScaleKey {
             src_width: frame.width(),
             src_height: frame.height(),
@@ -211,7 +210,6 @@ impl Converter {
                 format!("swscale wrote {rows} rows of RGB, expected {height}"),
             ));
         }
-        out.fill_from_rgb(&self.rgb);
-        Ok(())
+        Ok(&self.rgb)
     }
 }

@@ -63,7 +63,8 @@ pub trait FrameDecoder: Send {
     /// Hands over the time spent since the last call: [`stage::DECODE`] (the codec; one call
     /// per frame it returned, so `cpu / calls` is the cost of a decoded frame and `calls`
     /// counts the frames decoded only to reach a wanted one) and [`stage::CONVERT`] (to RGB,
-    /// one call per frame written).
+    /// one call per frame written), with [`stage::SPLIT`] inside it where a decoder times the
+    /// split into planes on its own.
     fn take_timing(&mut self) -> TimingTree;
 }
 
@@ -109,7 +110,7 @@ impl FrameDecoder for VideoDecoder {
     /// Hands over the time spent since the last call: `decode` (the codec; one call per frame
     /// it returned, so `cpu / calls` is the cost of a decoded frame and `calls` counts the
     /// frames decoded only to reach a wanted one) and `convert` (to RGB, one call per frame
-    /// written).
+    /// written), its `split` into planes inside it.
     fn take_timing(&mut self) -> TimingTree {
         std::mem::take(&mut self.timing)
     }
@@ -165,7 +166,11 @@ impl FrameDecoder for VideoDecoder {
                     self.timing.add_helper_cpu(stage::DECODE, stream.helper_cpu_since_last());
                     let clock = (Instant::now(), thread_cpu_time());
                     decoded?;
-                    self.converter.convert(file, &stream.frame, size, &mut out.frame(i, values))?;
+                    let rgb = self.converter.rgb(file, &stream.frame, size)?;
+                    let split = (Instant::now(), thread_cpu_time());
+                    out.frame(i, values).fill_from_rgb(rgb);
+                    let (wall, cpu) = since(split.0, split.1);
+                    self.timing.add(stage::SPLIT, StageTotals { calls: 1, wall, cpu });
                     let (wall, cpu) = since(clock.0, clock.1);
                     self.timing.add(stage::CONVERT, StageTotals { calls: 1, wall, cpu });
                 }
