@@ -14,7 +14,8 @@
 #      torch or to the base system;
 #   3. from a shell with neither the repository nor .venv on any path (env -i, cwd outside):
 #      --version, info and load on g1-partial, load --loader lerobot without --python (it must
-#      run the scratch venv's interpreter), train --model synthetic:10ms, model on CPU,
+#      run the scratch venv's interpreter), a sample of a generated G1-shaped dataset equal to
+#      LeRobot's dataset[index] value for value (tests/wheel/frames_equal.py), train --model synthetic:10ms, model on CPU,
 #      `python -m feedbench`, and the installed feedbench-gpu-check (its CPU parts without a GPU);
 #   4. beside a torch of another series (a fake torch package) pip refuses the wheel and, when
 #      installed anyway, the launcher refuses to start naming both versions; so it does without
@@ -153,6 +154,13 @@ if [ $lerobot = yes ]; then
     echo "$lerobot_load" | tail -3
     [[ $lerobot_load == *"$env_dir/bin/python"* ]] \
         || fail "load --loader lerobot did not run the scratch venv's Python ($env_dir/bin/python)"
+    # The optimised binary's frames (the tests' own builds are unoptimised and take the
+    # value-by-value split into planes) equal LeRobot's, at 640x480 as G1's cameras.
+    g1=$work/g1
+    run feedbench synth --preset g1 --episodes 2 --frames-per-episode 12 --out "$g1" > /dev/null
+    run feedbench sample "$g1" --index 13 --window diffusion --out "$work/sample-13" > /dev/null
+    run env HF_HUB_OFFLINE=1 python "$repo/tests/wheel/frames_equal.py" "$g1" 13 "$work/sample-13" \
+        || fail "feedbench sample differs from LeRobot's dataset[13]"
 fi
 run feedbench train "$dataset" --episodes 1 --workers 1 --batch 4 --steps 3 --warmup 1 \
     --model synthetic:10ms | tail -2
