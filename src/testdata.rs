@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bench::phase::{
-    DecodeLimit, InputBound, LoaderPhase, ModelPhase, StepSample, TrainPhase,
+    DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, StepSample, TrainPhase,
 };
 use crate::bench::stats::Stats;
 use crate::bench::sweep::cell::Cell;
@@ -73,6 +73,8 @@ pub struct FakeCell {
     pub late_factor: f64,
     /// Whether the loader alone was measured (true; false as a tune's verifying cells).
     pub loader_alone: bool,
+    /// What a cache of every frame would take (None).
+    pub frames: Option<FramesSize>,
 }
 
 impl FakeCell {
@@ -111,6 +113,7 @@ impl FakeCell {
             copy_pct: 0.0,
             late_factor: 1.5,
             loader_alone: true,
+            frames: None,
         }
     }
 
@@ -125,23 +128,25 @@ impl FakeCell {
             let d = per_sample(ms);
             timing.add(path, StageTotals { calls: samples as u64, wall: d, cpu: d });
         };
-        let sum = |prefix: &str, nested: bool| -> f64 {
+        // The stages right under `prefix`.
+        let sum = |prefix: &str| -> f64 {
             self.stages_ms
                 .iter()
                 .filter_map(|(p, ms)| {
-                    let rest = p.strip_prefix(prefix)?;
-                    (nested || !rest.contains('/')).then_some(*ms)
+                    p.strip_prefix(prefix).filter(|r| !r.contains('/')).and(Some(*ms))
                 })
                 .sum()
         };
         for (path, ms) in &self.stages_ms {
             add(&mut timing, path, *ms);
         }
-        let video = sum("batch/video/", true);
-        if video > 0.0 && timing.get(stage::VIDEO).is_none() {
+        // `batch/video` and `batch`, where not given, are their children's sum.
+        let video = sum("batch/video/");
+        let given_video = timing.get(stage::VIDEO).is_some();
+        if video > 0.0 && !given_video {
             add(&mut timing, stage::VIDEO, video);
         }
-        let batch = sum("batch/", false) + video;
+        let batch = sum("batch/") + if given_video { 0.0 } else { video };
         if batch > 0.0 && timing.get(stage::BATCH).is_none() {
             add(&mut timing, stage::BATCH, batch);
         }
@@ -193,6 +198,7 @@ impl FakeCell {
                 first_batch_s: None,
                 lerobot: None,
                 cache: None,
+                frames: self.frames,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),

@@ -86,6 +86,15 @@ fn cached_epochs_equal_decoded_ones_and_copy_what_the_cache_holds() {
         assert_eq!(copied, calls(&timings[2], stage::CACHE), "{images:?}");
         let first = calls(&timings[0], stage::CACHE) + calls(&timings[0], stage::CONVERT);
         assert!(first > 0 && first <= copied, "{images:?}: {first} then {copied}");
+        // Each frame converted in epoch 0 is kept (a frame a window holds twice, twice), and
+        // that is timed; nothing is kept later.
+        let (kept, converted) =
+            (calls(&timings[0], stage::CACHE_FILL), calls(&timings[0], stage::CONVERT));
+        assert!(
+            kept >= converted && kept <= first,
+            "{images:?}: {kept} kept, {converted} converted"
+        );
+        assert_eq!(calls(&timings[1], stage::CACHE_FILL), 0, "{images:?}");
         let cache = cached.cache().expect("a budget: a cache");
         assert!(cache.frames() > 0 && cache.held_bytes() <= cache.budget_bytes());
     }

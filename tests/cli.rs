@@ -128,6 +128,9 @@ fn load_reports_throughput_and_the_timing_tree_as_json() {
     let frames = limit["frames_per_sample"].as_f64().unwrap();
     assert!((2.0..=4.0).contains(&frames), "two frames per sample, and their keyframes: {frames}");
     assert!(limit["fraction"].as_f64().unwrap() > 0.0);
+    // A cache of every frame: episodes 1 and 2 (393 and 343 frames) of one 640×480 camera, as
+    // float32 RGB.
+    assert_eq!(phase["frames"]["bytes"], (393 + 343) * 3 * 480 * 640 * 4_u64);
     let (ok, _, err) = feedbench(&[&args[..], &["--batches", "0"]].concat());
     assert!(!ok && err.contains("at least one batch"), "{err}");
 }

@@ -6,6 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::feedbench;
+use feedbench::bench::phase::FramesSize;
 use feedbench::bench::report::{self, Stage};
 use feedbench::bench::sweep::results::{append_result, CellResult};
 use feedbench::bench::verdict::Verdict;
@@ -204,6 +205,61 @@ fn the_doctor_cites_each_step_per_sample_where_the_split_was_timed() {
         "{}",
         d.breakdown
     );
+}
+
+/// Input-bound cells whose loader timed each step, with every frame taking `frames_gb` GB
+/// and 8 GB free.
+fn cells_with_frames(frames_gb: f64) -> Vec<FakeCell> {
+    let mut cells = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];
+    for c in &mut cells {
+        c.stages_ms = vec![
+            (stage::VIDEO, 3.6),
+            (stage::DECODE, 3.0),
+            (stage::CONVERT, 0.5),
+            (stage::SPLIT, 0.2),
+            (stage::PARQUET, 0.3),
+            (stage::COLLATE, 0.1),
+        ];
+        c.frames =
+            Some(FramesSize { bytes: (frames_gb * 1e9) as u64, available_bytes: Some(8e9 as u64) });
+    }
+    cells
+}
+
+#[test]
+fn the_doctor_offers_the_cache_where_input_bound_and_every_frame_fits() {
+    let d = rendered(&cells_with_frames(2.5)).groups[0].diagnosis.clone().unwrap();
+    let advice = d.advice.join("\n");
+    // 4 CPU ms a sample less demuxing (0.1), decoding (3.0) and the conversion to RGB (0.3),
+    // plus the split (0.2) again for the copy: 0.8 ms, one thread at the recommended worker.
+    assert!(
+        advice.contains(
+            "Every frame at this size and format takes 2.50 GB, which fits in the 8.00 GB that \
+             were free: a decoded-frame cache (`--cache 3GiB`; in a sweep, `loader.cache = \
+             [\"3GiB\"]`)"
+        ),
+        "{advice}"
+    );
+    assert!(
+        advice.contains("about 1250 samples/s with 1 thread loading (0.800 CPU ms/sample"),
+        "{advice}"
+    );
+    assert!(
+        advice.contains(
+            "beyond the model's 50.0 samples/s: from the second epoch the step would be fed"
+        ),
+        "{advice}"
+    );
+
+    // Frames beyond the memory there was: no such advice; nor where the cells had a cache.
+    let d = rendered(&cells_with_frames(9.0)).groups[0].diagnosis.clone().unwrap();
+    assert!(!d.advice.iter().any(|a| a.contains("--cache")), "{:?}", d.advice);
+    let mut cached = cells_with_frames(2.5);
+    for c in &mut cached {
+        c.cell.cache_bytes = 4 << 30;
+    }
+    let d = rendered(&cached).groups[0].diagnosis.clone().unwrap();
+    assert!(!d.advice.iter().any(|a| a.contains("--cache")), "{:?}", d.advice);
 }
 
 #[test]

@@ -22,6 +22,9 @@ pub const CONVERT: &str = "batch/video/convert";
 pub const SPLIT: &str = "batch/video/convert/split";
 /// Frames copied from the decoded-frame cache (the loader's `cache`); one call per frame.
 pub const CACHE: &str = "batch/video/cache";
+/// Frames kept in the decoded-frame cache after decoding (its memory taken, the frame copied
+/// in); one call per frame kept.
+pub const CACHE_FILL: &str = "batch/video/cache_fill";
 /// Image features (PNG/JPEG in parquet).
 pub const IMAGE: &str = "batch/image";
 /// Parquet values into the batch.
@@ -70,12 +73,13 @@ impl Stage {
         let ms = |path: &str| {
             tree.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / samples.max(1) as f64
         };
-        let (decode, convert, cache) = (ms(DECODE), ms(CONVERT), ms(CACHE));
+        let (decode, convert, cache) = (ms(DECODE), ms(CONVERT), ms(CACHE) + ms(CACHE_FILL));
         let video = ms(VIDEO).max(decode + convert + cache);
         match self {
             Stage::Decode => decode,
             Stage::Convert => convert,
-            // The cache's copies are left out of the rest (they are neither seeks nor demuxing).
+            // The cache's copies and fills are left out of the rest (they are neither seeks nor
+            // demuxing).
             Stage::VideoOther => video - decode - convert - cache,
             Stage::Image => ms(IMAGE),
             Stage::Parquet => ms(PARQUET),

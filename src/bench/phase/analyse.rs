@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use super::{
-    CacheFigures, DecodeLimit, InputBound, LoaderPhase, ModelPhase, Part, StepSample, TrainPhase,
+    CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, StepSample,
+    TrainPhase,
 };
 use crate::bench::stats::{median_and_p95, Stats};
 use crate::bench::verdict::Verdict;
@@ -40,6 +41,8 @@ pub(super) struct LoaderRun {
     pub lerobot: Option<LerobotVersions>,
     /// The decoded-frame cache's figures, where the loader had one.
     pub cache: Option<CacheFigures>,
+    /// What a cache of every camera frame would take, where the loader knows.
+    pub frames: Option<FramesSize>,
 }
 
 impl LoaderRun {
@@ -71,6 +74,7 @@ impl LoaderRun {
             first_batch_s: self.first_batch_s,
             lerobot: self.lerobot,
             cache: self.cache,
+            frames: self.frames,
         }
     }
 

@@ -40,6 +40,7 @@ pub fn run_lerobot_loader_phase(
         first_batch_s: Some(run.first_batch_s),
         lerobot: Some(versions),
         cache: None,
+        frames: None,
     };
     Ok(figures.figures())
 }

@@ -5,11 +5,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::{CacheFigures, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until};
+use super::{
+    CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until,
+};
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, Loader, LoaderError};
 use crate::model::{ModelError, Precision, StepTimes, TrainStep};
-use crate::timing::{peak_rss_bytes, process_cpu_time, reset_peak_rss, stage};
+use crate::timing::{
+    available_memory_bytes, peak_rss_bytes, process_cpu_time, reset_peak_rss, stage,
+};
 use crate::timing::{TimingTree, Trace, TraceTrack};
 
 /// Where an iteration of a phase stands.
@@ -79,10 +83,13 @@ pub fn run_loader_phase(
     let mut epochs = [(0usize, 0.0f64); 2];
     let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
     let mut last = clock.wall;
-    let mut first_batch_s = None;
+    let (mut first_batch_s, mut frames) = (None, None);
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
-        first_batch_s.get_or_insert_with(|| started.elapsed().as_secs_f64());
+        if first_batch_s.is_none() {
+            first_batch_s = Some(started.elapsed().as_secs_f64());
+            frames = frames_size(loader, &batch);
+        }
         match iteration {
             Iteration::Warmup { last: true } => {
                 stream.take_timing();
@@ -130,8 +137,26 @@ pub fn run_loader_phase(
             }
         }),
         timing,
+        frames,
     };
     Ok(run.figures())
+}
+
+/// What every camera frame of `loader`'s episodes takes at its output size and format: each
+/// video key's frame in `batch` (its last three dimensions, channels × height × width) times
+/// the frames; None without cameras.
+fn frames_size(loader: &Loader, batch: &Batch) -> Option<FramesSize> {
+    let per_frame: u64 = (loader.dataset().info().video_keys())
+        .filter_map(|feature| batch.tensors.get(&feature.name))
+        .map(|t| {
+            let frame = &t.shape[t.shape.len().saturating_sub(3)..];
+            frame.iter().product::<usize>() as u64 * t.data.element().size() as u64
+        })
+        .sum();
+    (per_frame > 0).then(|| FramesSize {
+        bytes: per_frame * loader.dataset().num_frames() as u64,
+        available_bytes: available_memory_bytes(),
+    })
 }
 
 /// The share of the frames written that came from the cache, percent: its copies against

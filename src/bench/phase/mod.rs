@@ -74,11 +74,25 @@ pub struct LoaderPhase {
     /// With a decoded-frame cache (the loader's `cache`): what it held and gave. None without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheFigures>,
+    /// What a decoded-frame cache of every camera frame would take. None without cameras,
+    /// for LeRobot's loader and in results written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<FramesSize>,
     /// With LeRobot's loader: the versions it ran with (its CPU and memory figures cover the
     /// main process and every worker process; memory is their summed PSS where available).
     /// None for the native loader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot: Option<LerobotVersions>,
+}
+
+/// Every camera frame of a loader's episodes at its output size and format, against the memory
+/// there was: what a decoded-frame cache holding them all would take.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FramesSize {
+    /// Bytes of the frames.
+    pub bytes: u64,
+    /// Memory available when the phase ran, bytes; None where the system does not say.
+    pub available_bytes: Option<u64>,
 }
 
 /// What a decoded-frame cache did over a `loader` phase's measured batches.

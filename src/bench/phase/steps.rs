@@ -18,6 +18,8 @@ pub enum SampleStep {
     Split,
     /// Frames copied from the decoded-frame cache.
     Cache,
+    /// Frames kept in the cache after decoding.
+    CacheFill,
     /// PNG/JPEG image features.
     Image,
     /// Parquet rows and windows.
@@ -28,12 +30,13 @@ pub enum SampleStep {
 
 impl SampleStep {
     /// Every step, in the order a sample passes them.
-    pub const ALL: [SampleStep; 8] = [
+    pub const ALL: [SampleStep; 9] = [
         SampleStep::Demux,
         SampleStep::Decode,
         SampleStep::ToRgb,
         SampleStep::Split,
         SampleStep::Cache,
+        SampleStep::CacheFill,
         SampleStep::Image,
         SampleStep::Parquet,
         SampleStep::Collate,
@@ -47,6 +50,7 @@ impl SampleStep {
             SampleStep::ToRgb => "to RGB",
             SampleStep::Split => "split/scale",
             SampleStep::Cache => "cache copies",
+            SampleStep::CacheFill => "cache fills",
             SampleStep::Image => "images",
             SampleStep::Parquet => "parquet",
             SampleStep::Collate => "collate",
@@ -75,14 +79,15 @@ impl SampleSteps {
         let per_sample = samples.max(1) as f64;
         let calls = |path| timing.get(path).map_or(0, |t| t.calls) as f64 / per_sample;
         let ms = |path| timing.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / per_sample;
-        let (decode, convert, split, cache) =
-            (ms(stage::DECODE), ms(stage::CONVERT), ms(stage::SPLIT), ms(stage::CACHE));
+        let (decode, convert, split) = (ms(stage::DECODE), ms(stage::CONVERT), ms(stage::SPLIT));
+        let (cache, fill) = (ms(stage::CACHE), ms(stage::CACHE_FILL));
         let cpu_ms = SampleStep::ALL.map(|step| match step {
-            SampleStep::Demux => (ms(stage::VIDEO) - decode - convert - cache).max(0.0),
+            SampleStep::Demux => (ms(stage::VIDEO) - decode - convert - cache - fill).max(0.0),
             SampleStep::Decode => decode,
             SampleStep::ToRgb => (convert - split).max(0.0),
             SampleStep::Split => split,
             SampleStep::Cache => cache,
+            SampleStep::CacheFill => fill,
             SampleStep::Image => ms(stage::IMAGE),
             SampleStep::Parquet => ms(stage::PARQUET),
             SampleStep::Collate => ms(stage::COLLATE),
@@ -133,6 +138,7 @@ mod tests {
         add(&mut tree, stage::CONVERT, 16, 150);
         add(&mut tree, stage::SPLIT, 16, 60);
         add(&mut tree, stage::CACHE, 4, 10);
+        add(&mut tree, stage::CACHE_FILL, 2, 20);
         add(&mut tree, stage::PARQUET, 10, 20);
         add(&mut tree, stage::COLLATE, 10, 5);
         let steps = SampleSteps::of(&tree, 10).unwrap();
@@ -140,7 +146,7 @@ mod tests {
             (steps.frames_decoded, steps.frames_converted, steps.frames_cached),
             (2.4, 1.6, 0.4)
         );
-        let want = [4.0, 80.0, 9.0, 6.0, 1.0, 0.0, 2.0, 0.5];
+        let want = [2.0, 80.0, 9.0, 6.0, 1.0, 2.0, 0.0, 2.0, 0.5];
         for (step, want) in SampleStep::ALL.into_iter().zip(want) {
             assert!((steps.ms(step) - want).abs() < 1e-9, "{step:?}: {}", steps.ms(step));
         }

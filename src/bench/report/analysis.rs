@@ -146,6 +146,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
         decode_limit,
         stages: doctor::stage_costs(&loaders),
+        frames: loaders.iter().find_map(|l| l.frames),
         steps: SampleSteps::median(
             &loaders
                 .iter()

@@ -1,6 +1,7 @@
 //! The loader doctor (after FFCV's "bottleneck doctor"): where the loader's CPU goes, from its
 //! timing tree, and what to change, from the verdict, the cores and the decode-only limit.
 
+use super::cache_fit::CacheFit;
 use super::phase_text::sample_steps;
 use super::{
     millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
@@ -148,6 +149,9 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
             advice.push(stage_advice(second, row, decode_limit));
         }
         advice.push(workers_advice(rows, members, row, cpu_ms));
+        if let Some(fit) = loader.and_then(|l| CacheFit::of(row, l)) {
+            advice.push(fit.sentence(row.model_samples_per_s));
+        }
         if let Some(loader) = row.loader_samples_per_s {
             advice.push(ceilings_advice(row, loader));
         }

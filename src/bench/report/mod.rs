@@ -9,6 +9,7 @@
 //! directory from its `results.jsonl`.
 
 mod analysis;
+pub mod cache_fit;
 pub mod comparison;
 pub mod csv;
 mod doctor;
@@ -20,7 +21,7 @@ pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
-use super::phase::{DecodeLimit, SampleSteps};
+use super::phase::{DecodeLimit, FramesSize, SampleSteps};
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
@@ -86,6 +87,8 @@ pub struct Row {
     /// without cameras, for LeRobot's loader and in results written before the split was
     /// timed on its own.
     pub steps: Option<SampleSteps>,
+    /// What a decoded-frame cache of every frame would take (the first repeat's figure).
+    pub frames: Option<FramesSize>,
     /// The model alone: its ceiling, samples/s.
     pub model_samples_per_s: f64,
     /// The model's median step, ms.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::predict::{Demand, RateModel};
 use super::search::{Budgets, SearchState};
 use crate::bench::change::{Change, Decision};
+use crate::bench::report::cache_fit::CacheFit;
 use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
@@ -122,6 +123,10 @@ pub struct Answer {
     pub target_pct: f64,
     /// What faster steps would need.
     pub beyond: Vec<Beyond>,
+    /// Where the answer stays input-bound: a decoded-frame cache that would hold every frame
+    /// within the memory budget, and the rate it predicts for the later epochs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheFit>,
 }
 
 /// The answer the measured `rows` give, or None where no row has a finite throughput.
@@ -202,6 +207,10 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
             }
         })
         .collect();
+    let cache = (bound != Bound::Step)
+        .then(|| CacheFit::of(row, loader))
+        .flatten()
+        .filter(|fit| fit.frames_bytes <= state.budgets.memory_bytes);
     Some(Answer {
         workers: row.knobs.workers,
         prefetch: row.knobs.prefetch,
@@ -220,6 +229,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         budgets: state.budgets,
         target_pct: target,
         beyond,
+        cache,
     })
 }
 
@@ -346,6 +356,10 @@ impl Answer {
                 self.stage_advice()
             ),
         });
+        if let Some(fit) = &self.cache {
+            text.push(' ');
+            text.push_str(&fit.sentence(d.samples_per_s()));
+        }
         text
     }
 
@@ -472,6 +486,51 @@ mod tests {
         tight.budgets.memory_bytes = 1_000_000_000;
         let a = answer(&rows(400.0), &tight, knobs(LoaderBackend::Native)).unwrap();
         assert!(matches!(a.bound, Bound::Memory { .. }), "{:?}", a.bound);
+    }
+
+    #[test]
+    fn an_input_bound_answer_offers_the_cache_where_every_frame_fits_the_memory_budget() {
+        use crate::bench::phase::FramesSize;
+        use crate::timing::stage;
+        // The step needs 400/s, two cores give 200; every frame takes 3 GB of 8 free.
+        let rows = |frames_gb: f64, need: f64| {
+            let cell = |w: usize| {
+                let mut c = FakeCell::new(w, 2, 16);
+                c.loader_samples_per_s = 100.0 * w as f64;
+                c.train_samples_per_s = c.loader_samples_per_s.min(need);
+                c.input_bound_pct = 100.0 * (1.0 - c.train_samples_per_s / need);
+                c.stages_ms = vec![
+                    (stage::VIDEO, 3.6),
+                    (stage::DECODE, 3.0),
+                    (stage::CONVERT, 0.5),
+                    (stage::SPLIT, 0.2),
+                    (stage::PARQUET, 0.3),
+                    (stage::COLLATE, 0.1),
+                ];
+                let bytes = (frames_gb * 1e9) as u64;
+                c.frames = Some(FramesSize { bytes, available_bytes: Some(8_000_000_000) });
+                c.result()
+            };
+            render(&[cell(1), cell(2)]).rows
+        };
+        let a = answer(&rows(3.0, 400.0), &state(40.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert!(matches!(a.bound, Bound::Cpus { .. }), "{:?}", a.bound);
+        let fit = a.cache.expect("the frames fit");
+        assert_eq!(fit.budget_bytes, 3 << 30);
+        assert!((fit.cpu_ms_per_sample - 0.8).abs() < 1e-9, "{fit:?}");
+        let text = a.paragraph();
+        assert!(text.contains("`--cache 3GiB`"), "{text}");
+        assert!(text.contains("about 2500 samples/s with 2 threads loading"), "{text}");
+        assert!(text.contains("beyond the model's 400 samples/s"), "{text}");
+        // Beyond the memory budget, beyond the memory there was, or a step that is fed: none.
+        let mut tight = state(40.0, 2);
+        tight.budgets.memory_bytes = 2_000_000_000;
+        let a = answer(&rows(3.0, 400.0), &tight, knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.cache, None);
+        let a = answer(&rows(9.0, 400.0), &state(40.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(a.cache, None);
+        let a = answer(&rows(3.0, 80.0), &state(200.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!((a.bound, a.cache), (Bound::Step, None));
     }
 
     #[test]
