@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bench::phase::{
-    DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, StepSample, TrainPhase,
+    CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, StepSample,
+    TrainPhase,
 };
 use crate::bench::stats::Stats;
 use crate::bench::sweep::cell::Cell;
@@ -75,6 +76,8 @@ pub struct FakeCell {
     pub loader_alone: bool,
     /// What a cache of every frame would take (None).
     pub frames: Option<FramesSize>,
+    /// What the loader's decoded-frame cache did (None: no cache).
+    pub cache: Option<CacheFigures>,
 }
 
 impl FakeCell {
@@ -114,6 +117,7 @@ impl FakeCell {
             late_factor: 1.5,
             loader_alone: true,
             frames: None,
+            cache: None,
         }
     }
 
@@ -197,7 +201,7 @@ impl FakeCell {
                 batch_ms: Vec::new(),
                 first_batch_s: None,
                 lerobot: None,
-                cache: None,
+                cache: self.cache.clone(),
                 frames: self.frames,
             }),
             model: ModelPhase {

@@ -147,6 +147,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         decode_limit,
         stages: doctor::stage_costs(&loaders),
         frames: loaders.iter().find_map(|l| l.frames),
+        cache: loaders.iter().find_map(|l| l.cache.clone()),
         steps: SampleSteps::median(
             &loaders
                 .iter()

@@ -237,6 +237,45 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_cell_says_what_each_epoch_gave_beside_lerobots_which_decodes_every_epoch() {
+        use crate::bench::phase::CacheFigures;
+        use LoaderBackend::{Lerobot, Native};
+        let figures = |later: Option<f64>| CacheFigures {
+            budget_bytes: 4 << 30,
+            held_bytes: 1 << 30,
+            frames: 100,
+            hit_pct: 80.0,
+            first_epoch_samples_per_s: Some(200.0),
+            later_epochs_samples_per_s: later,
+        };
+        let mut cached = cell(Native, 2, 300.0, 1.0, 2.0);
+        cached.cell.cache_bytes = 4 << 30;
+        cached.cache = Some(figures(Some(2000.0)));
+        let mut short = cell(Native, 1, 150.0, 1.0, 10.0);
+        short.cell.cache_bytes = 4 << 30;
+        short.cache = Some(figures(None));
+        let cells = [cached, short, cell(Lerobot, 2, 30.0, 8.0, 45.0)];
+        let results: Vec<_> = cells.iter().map(FakeCell::result).collect();
+        let report = render(&results);
+        let lines = report.epoch_lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let two = lines.iter().find(|l| l.starts_with("2 workers")).unwrap();
+        assert!(
+            two.starts_with(
+                "2 workers, prefetch 2, batch 16, cache 4GiB: epoch 1 200 samples/s, later \
+                 epochs 2000 (10.0×); 80 % of the frames written were copied from the cache; \
+                 LeRobot's loader decodes every epoch: 30.0 samples/s"
+            ),
+            "{two}"
+        );
+        let one = lines.iter().find(|l| l.starts_with("1 worker,")).unwrap();
+        assert!(one.contains("later epochs not reached by the loader phase"), "{one}");
+        assert!(!one.contains("LeRobot"), "no twin measured: {one}");
+        assert!(terminal::render(&report).contains("Frame cache, epoch by epoch:"));
+        assert!(markdown::render(&report).contains("## Frame cache, epoch by epoch"));
+    }
+
+    #[test]
     fn each_cell_measured_with_both_loaders_is_set_beside_its_twin() {
         use LoaderBackend::{Lerobot, Native};
         let cells = [
@@ -285,6 +324,10 @@ mod tests {
         assert_eq!(train.matches("model ceiling, batch 16").count(), 1, "one shared ceiling");
         let heatmap = std::fs::read_to_string(dir.path().join("input_bound_heatmap.svg")).unwrap();
         assert!(heatmap.contains("16, native") && heatmap.contains("16, LeRobot"));
+
+        // No cell had a cache: no epoch lines.
+        assert!(report.epoch_lines().is_empty());
+        assert!(!terminal::render(&report).contains("Frame cache"));
 
         // A sweep of the native loader alone has no such block.
         let native = render(&results[..4]);

@@ -38,6 +38,14 @@ pub fn render(report: &Report) -> String {
         }
         out.push('\n');
     }
+    let epochs = report.epoch_lines();
+    if !epochs.is_empty() {
+        out.push_str("## Frame cache, epoch by epoch\n\n");
+        for line in epochs {
+            let _ = writeln!(out, "- {}", escape(&line));
+        }
+        out.push('\n');
+    }
 
     out.push_str("## Recommendation\n\n");
     let single = report.groups.len() == 1;

@@ -13,6 +13,7 @@ pub mod cache_fit;
 pub mod comparison;
 pub mod csv;
 mod doctor;
+mod epochs;
 pub mod loaders;
 pub mod markdown;
 pub mod phase_text;
@@ -21,7 +22,7 @@ pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
-use super::phase::{DecodeLimit, FramesSize, SampleSteps};
+use super::phase::{CacheFigures, DecodeLimit, FramesSize, SampleSteps};
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
@@ -89,6 +90,8 @@ pub struct Row {
     pub steps: Option<SampleSteps>,
     /// What a decoded-frame cache of every frame would take (the first repeat's figure).
     pub frames: Option<FramesSize>,
+    /// What the row's decoded-frame cache did (the first repeat's figures); None without one.
+    pub cache: Option<CacheFigures>,
     /// The model alone: its ceiling, samples/s.
     pub model_samples_per_s: f64,
     /// The model's median step, ms.

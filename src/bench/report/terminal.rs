@@ -38,6 +38,13 @@ pub fn render(report: &Report) -> String {
             out.push_str(&wrap(&line, "  ", "    "));
         }
     }
+    let epochs = report.epoch_lines();
+    if !epochs.is_empty() {
+        out.push_str("\nFrame cache, epoch by epoch:\n");
+        for line in epochs {
+            out.push_str(&wrap(&line, "  ", "    "));
+        }
+    }
 
     out.push('\n');
     let recommendations: Vec<_> = report.recommendations().collect();

@@ -1,0 +1,68 @@
+//! The decoded-frame cache epoch by epoch: per row whose loader had a cache, the first epoch's
+//! and the later epochs' samples/s and the share of frames copied; beside it, where the sweep
+//! measured LeRobot's loader with the same knobs, that loader's rate (it decodes every epoch).
+
+use super::{rate, Knob, Report, Row};
+use crate::bench::size::ByteSize;
+
+impl Report {
+    /// One line per row with a cache; empty where no row had one.
+    pub(crate) fn epoch_lines(&self) -> Vec<String> {
+        let pairs = self.loaders.as_ref().map_or(&[][..], |c| &c.pairs[..]);
+        (self.rows.iter().enumerate())
+            .filter_map(|(i, row)| {
+                let cache = row.cache.as_ref()?;
+                let rate_of = |r: Option<f64>| r.map(rate);
+                let first = rate_of(cache.first_epoch_samples_per_s)
+                    .map_or("none measured".into(), |r| format!("{r} samples/s"));
+                let mut line = format!("{}: epoch 1 {first}", self.label(row));
+                match (cache.first_epoch_samples_per_s, cache.later_epochs_samples_per_s) {
+                    (Some(one), Some(later)) => line.push_str(&format!(
+                        ", later epochs {} ({:.1}×)",
+                        rate(later),
+                        later / one
+                    )),
+                    (_, Some(later)) => line.push_str(&format!(", later epochs {}", rate(later))),
+                    (_, None) => line.push_str(
+                        ", later epochs not reached by the loader phase (more `loader_batches` \
+                         measure them)",
+                    ),
+                }
+                line.push_str(&format!(
+                    "; {:.0} % of the frames written were copied from the cache",
+                    cache.hit_pct
+                ));
+                let twin = pairs.iter().find(|p| p.native == i).map(|p| &self.rows[p.lerobot]);
+                if let Some(rate_alone) = twin.and_then(|t| t.loader_samples_per_s) {
+                    line.push_str(&format!(
+                        "; LeRobot's loader decodes every epoch: {} samples/s",
+                        rate(rate_alone)
+                    ));
+                }
+                Some(line)
+            })
+            .collect()
+    }
+
+    /// A (native) row's knobs as `2 workers, prefetch 2, batch 64, cache 4GiB` and the other
+    /// knobs the sweep varied.
+    fn label(&self, row: &Row) -> String {
+        let k = &row.knobs;
+        let mut parts = vec![
+            format!("{} worker{}", k.workers, super::plural(k.workers)),
+            format!("prefetch {}", k.prefetch),
+            format!("batch {}", k.batch_size),
+            format!("cache {}", ByteSize::compact(k.cache_bytes)),
+        ];
+        parts.extend(
+            (self.varying.iter())
+                .filter(|knob| {
+                    let shown = [Knob::Workers, Knob::Prefetch, Knob::Batch, Knob::Cache];
+                    // Only the native loader has a cache.
+                    !shown.contains(knob) && **knob != Knob::Loader
+                })
+                .map(|knob| format!("{} {}", knob.name(), knob.value(k))),
+        );
+        parts.join(", ")
+    }
+}
