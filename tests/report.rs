@@ -187,14 +187,7 @@ fn the_doctor_cites_each_step_per_sample_where_the_split_was_timed() {
     let d = rendered(&cells).groups[0].diagnosis.clone().unwrap();
     assert!(!d.breakdown.contains("per sample"), "results without the split: {}", d.breakdown);
     for c in &mut cells {
-        c.stages_ms = vec![
-            (stage::VIDEO, 3.6),
-            (stage::DECODE, 3.0),
-            (stage::CONVERT, 0.5),
-            (stage::SPLIT, 0.2),
-            (stage::PARQUET, 0.3),
-            (stage::COLLATE, 0.1),
-        ];
+        c.time_each_step();
     }
     let d = rendered(&cells).groups[0].diagnosis.clone().unwrap();
     assert!(
@@ -212,14 +205,7 @@ fn the_doctor_cites_each_step_per_sample_where_the_split_was_timed() {
 fn cells_with_frames(frames_gb: f64) -> Vec<FakeCell> {
     let mut cells = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];
     for c in &mut cells {
-        c.stages_ms = vec![
-            (stage::VIDEO, 3.6),
-            (stage::DECODE, 3.0),
-            (stage::CONVERT, 0.5),
-            (stage::SPLIT, 0.2),
-            (stage::PARQUET, 0.3),
-            (stage::COLLATE, 0.1),
-        ];
+        c.time_each_step();
         c.frames =
             Some(FramesSize { bytes: (frames_gb * 1e9) as u64, available_bytes: Some(8e9 as u64) });
     }

@@ -447,11 +447,17 @@ mod tests {
 
     /// Cells of 1 and 2 workers at 100 samples/s each feeding a step that needs `need`/s.
     fn rows(need: f64) -> Vec<Row> {
+        rows_with(need, |_| {})
+    }
+
+    /// [`rows`], each cell edited by `edit` first.
+    fn rows_with(need: f64, edit: impl Fn(&mut FakeCell)) -> Vec<Row> {
         let cell = |w: usize| {
             let mut c = FakeCell::new(w, 2, 16);
             c.loader_samples_per_s = 100.0 * w as f64;
             c.train_samples_per_s = c.loader_samples_per_s.min(need);
             c.input_bound_pct = 100.0 * (1.0 - c.train_samples_per_s / need);
+            edit(&mut c);
             c.result()
         };
         render(&[cell(1), cell(2)]).rows
@@ -490,34 +496,20 @@ mod tests {
 
     #[test]
     fn an_input_bound_answer_offers_the_cache_where_every_frame_fits_the_memory_budget() {
-        use crate::bench::phase::FramesSize;
-        use crate::timing::stage;
         // The step needs 400/s, two cores give 200; every frame takes 3 GB of 8 free.
         let rows = |frames_gb: f64, need: f64| {
-            let cell = |w: usize| {
-                let mut c = FakeCell::new(w, 2, 16);
-                c.loader_samples_per_s = 100.0 * w as f64;
-                c.train_samples_per_s = c.loader_samples_per_s.min(need);
-                c.input_bound_pct = 100.0 * (1.0 - c.train_samples_per_s / need);
-                c.stages_ms = vec![
-                    (stage::VIDEO, 3.6),
-                    (stage::DECODE, 3.0),
-                    (stage::CONVERT, 0.5),
-                    (stage::SPLIT, 0.2),
-                    (stage::PARQUET, 0.3),
-                    (stage::COLLATE, 0.1),
-                ];
+            rows_with(need, |c| {
+                c.time_each_step();
                 let bytes = (frames_gb * 1e9) as u64;
-                c.frames = Some(FramesSize { bytes, available_bytes: Some(8_000_000_000) });
-                c.result()
-            };
-            render(&[cell(1), cell(2)]).rows
+                let available_bytes = Some(8_000_000_000);
+                c.frames = Some(crate::bench::phase::FramesSize { bytes, available_bytes });
+            })
         };
-        let a = answer(&rows(3.0, 400.0), &state(40.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        let native = knobs(LoaderBackend::Native);
+        let a = answer(&rows(3.0, 400.0), &state(40.0, 2), native).unwrap();
         assert!(matches!(a.bound, Bound::Cpus { .. }), "{:?}", a.bound);
         let fit = a.cache.expect("the frames fit");
-        assert_eq!(fit.budget_bytes, 3 << 30);
-        assert!((fit.cpu_ms_per_sample - 0.8).abs() < 1e-9, "{fit:?}");
+        assert!(fit.budget_bytes == 3 << 30 && (fit.cpu_ms_per_sample - 0.8).abs() < 1e-9);
         let text = a.paragraph();
         assert!(text.contains("`--cache 3GiB`"), "{text}");
         assert!(text.contains("about 2500 samples/s with 2 threads loading"), "{text}");
@@ -525,11 +517,9 @@ mod tests {
         // Beyond the memory budget, beyond the memory there was, or a step that is fed: none.
         let mut tight = state(40.0, 2);
         tight.budgets.memory_bytes = 2_000_000_000;
-        let a = answer(&rows(3.0, 400.0), &tight, knobs(LoaderBackend::Native)).unwrap();
-        assert_eq!(a.cache, None);
-        let a = answer(&rows(9.0, 400.0), &state(40.0, 2), knobs(LoaderBackend::Native)).unwrap();
-        assert_eq!(a.cache, None);
-        let a = answer(&rows(3.0, 80.0), &state(200.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(answer(&rows(3.0, 400.0), &tight, native).unwrap().cache, None);
+        assert_eq!(answer(&rows(9.0, 400.0), &state(40.0, 2), native).unwrap().cache, None);
+        let a = answer(&rows(3.0, 80.0), &state(200.0, 2), native).unwrap();
         assert_eq!((a.bound, a.cache), (Bound::Step, None));
     }
 
