@@ -249,6 +249,28 @@ fn the_doctor_offers_the_cache_where_input_bound_and_every_frame_fits() {
 }
 
 #[test]
+fn a_cached_cells_copies_and_fills_are_a_stage_of_their_own() {
+    let mut cells = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];
+    for c in &mut cells {
+        c.cell.cache_bytes = 4 << 30;
+        c.stages_ms = vec![
+            (stage::DECODE, 1.0),
+            (stage::CONVERT, 0.2),
+            (stage::CACHE, 0.3),
+            (stage::CACHE_FILL, 0.5),
+        ];
+    }
+    let report = rendered(&cells);
+    let d = report.groups[0].diagnosis.as_ref().unwrap();
+    assert!(d.breakdown.contains("decode 50 %, cache 40 %, convert 10 %"), "{}", d.breakdown);
+    let csv = report::csv::render(&report);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let column = header.iter().position(|&h| h == "cpu_ms_per_sample_cache").expect("a column");
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(row[column].parse::<f64>().unwrap(), 0.8);
+}
+
+#[test]
 fn the_doctor_advises_on_the_dominant_stage() {
     // Input-bound at every setting; decoding takes 3 of 3.95 ms per sample.
     let decoding = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];
@@ -451,7 +473,9 @@ fn writes_markdown_csv_and_svgs_with_labelled_axes() {
     use feedbench::bench::sweep::cell::{Knob, KnobSet};
     let always: Vec<Knob> =
         Knob::set(KnobSet::All).into_iter().filter(|k| k.def().unless.is_none()).collect();
-    assert_eq!(header, report::csv::header(&always));
+    // No cell had a cache: no column for the cache's stage.
+    let stages: Vec<Stage> = Stage::ALL.into_iter().filter(|&s| s != Stage::Cache).collect();
+    assert_eq!(header, report::csv::header(&always, &stages));
     let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let rows: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split(',').collect()).collect();
     assert!(rows.iter().all(|r| r.len() == header.len()));

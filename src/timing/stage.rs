@@ -50,6 +50,9 @@ pub enum Stage {
     Decode,
     /// `batch/video/convert`: frames to RGB (and resizing).
     Convert,
+    /// `batch/video/cache` and `batch/video/cache_fill`: frames copied from the decoded-frame
+    /// cache, and kept in it after decoding.
+    Cache,
     /// The rest of `batch/video`: opening, seeking, demuxing.
     VideoOther,
     /// `batch/image`: PNG/JPEG image features.
@@ -78,8 +81,8 @@ impl Stage {
         match self {
             Stage::Decode => decode,
             Stage::Convert => convert,
-            // The cache's copies and fills are left out of the rest (they are neither seeks nor
-            // demuxing).
+            Stage::Cache => cache,
+            // The cache's copies and fills are its own stage, not seeks or demuxing.
             Stage::VideoOther => video - decode - convert - cache,
             Stage::Image => ms(IMAGE),
             Stage::Parquet => ms(PARQUET),
@@ -94,9 +97,10 @@ impl Stage {
     }
 
     /// Every stage, in timing-tree order.
-    pub const ALL: [Stage; 9] = [
+    pub const ALL: [Stage; 10] = [
         Stage::Decode,
         Stage::Convert,
+        Stage::Cache,
         Stage::VideoOther,
         Stage::Image,
         Stage::Parquet,
@@ -111,6 +115,7 @@ impl Stage {
         match self {
             Stage::Decode => "decode",
             Stage::Convert => "convert",
+            Stage::Cache => "cache",
             Stage::VideoOther => "video_other",
             Stage::Image => "image",
             Stage::Parquet => "parquet",

@@ -10,8 +10,9 @@ fn knob_columns(report: &Report) -> Vec<Knob> {
     Knob::shown(KnobSet::All, report.rows.iter().map(|r| &r.knobs))
 }
 
-/// The header, in column order, for a report whose knob columns are `knobs`.
-pub fn header(knobs: &[Knob]) -> Vec<String> {
+/// The header, in column order, for a report whose knob and stage columns are `knobs` and
+/// `stages`.
+pub fn header(knobs: &[Knob], stages: &[Stage]) -> Vec<String> {
     let mut columns: Vec<String> = knobs.iter().map(|k| k.field().into()).collect();
     columns.extend(
         [
@@ -34,14 +35,21 @@ pub fn header(knobs: &[Knob]) -> Vec<String> {
         ]
         .map(String::from),
     );
-    columns.extend(Stage::ALL.iter().map(|s| format!("cpu_ms_per_sample_{}", s.name())));
+    columns.extend(stages.iter().map(|s| format!("cpu_ms_per_sample_{}", s.name())));
     columns
+}
+
+/// The stages with a column: every one, the cache's only where a row had a cache (so that
+/// results written before it existed keep their columns).
+fn stage_columns(report: &Report) -> Vec<Stage> {
+    let cached = report.rows.iter().any(|r| r.knobs.cache_bytes > 0);
+    Stage::ALL.into_iter().filter(|&s| s != Stage::Cache || cached).collect()
 }
 
 /// The table as CSV text.
 pub fn render(report: &Report) -> String {
-    let knobs = knob_columns(report);
-    let mut out = line(&header(&knobs));
+    let (knobs, stages) = (knob_columns(report), stage_columns(report));
+    let mut out = line(&header(&knobs, &stages));
     for r in &report.rows {
         let number = |x: f64| {
             if x.is_finite() {
@@ -74,7 +82,7 @@ pub fn render(report: &Report) -> String {
                 .unwrap_or_default(),
             r.recommended.to_string(),
         ]);
-        cells.extend(Stage::ALL.iter().map(|&stage| {
+        cells.extend(stages.iter().map(|&stage| {
             number(r.stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.cpu_ms_per_sample))
         }));
         out.push_str(&line(&cells));
@@ -110,7 +118,7 @@ mod tests {
 
     #[test]
     fn header_names_are_unique() {
-        let mut names = header(&Knob::set(KnobSet::All));
+        let mut names = header(&Knob::set(KnobSet::All), &Stage::ALL);
         let n = names.len();
         names.sort();
         names.dedup();

@@ -230,6 +230,11 @@ fn stage_advice(cost: &StageCost, row: &Row, decode_limit: Option<&DecodeLimit>)
             "Converting frames to RGB takes {share}. Convert fewer pixels: a smaller \
              `resolution` (e.g. 96x96), or video stored at the size the policy uses."
         ),
+        Stage::Cache => format!(
+            "The decoded-frame cache takes {share}: copying kept frames, and keeping new ones \
+             (fresh memory for each, the first epoch's cost). Smaller frames (`resolution`, \
+             `images = [\"u8\"]`) cost less to keep and to copy."
+        ),
         Stage::VideoOther => format!(
             "Opening, seeking and demuxing video takes {share}. A shorter GOP seeks less; \
              RAM-backed storage (`feedbench stage`) takes the disk out."
