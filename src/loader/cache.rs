@@ -178,11 +178,10 @@ impl CachedDecoder {
         };
         if self.missing.len() == times.len() {
             self.inner.decode_into(file, times, out.frame(0, out.len()))?;
-            let clock = (Instant::now(), thread_cpu_time());
             for (i, &key) in keys.iter().enumerate() {
-                keep(&out.frame(i, per_frame), key);
+                let frame = out.frame(i, per_frame);
+                self.timing.time(stage::CACHE_FILL, || keep(&frame, key));
             }
-            self.timing.add(stage::CACHE_FILL, fill_totals(keys.len(), clock));
             return Ok(());
         }
         self.missing_times.clear();
@@ -199,20 +198,13 @@ impl CachedDecoder {
             }
         };
         self.inner.decode_into(file, &self.missing_times, scratch.frame(0, values))?;
-        let clock = (Instant::now(), thread_cpu_time());
         for (n, &i) in self.missing.iter().enumerate() {
-            let kept = keep(&scratch.frame(n, per_frame), keys[i]);
+            let frame = scratch.frame(n, per_frame);
+            let kept = self.timing.time(stage::CACHE_FILL, || keep(&frame, keys[i]));
             kept.copy_into(out.frame(i, per_frame));
         }
-        self.timing.add(stage::CACHE_FILL, fill_totals(self.missing.len(), clock));
         Ok(())
     }
-}
-
-/// [`stage::CACHE_FILL`]'s totals for `frames` frames kept since `clock` (wall, thread CPU).
-fn fill_totals(frames: usize, clock: (Instant, std::time::Duration)) -> StageTotals {
-    let cpu = thread_cpu_time().saturating_sub(clock.1);
-    StageTotals { calls: frames as u64, wall: clock.0.elapsed(), cpu }
 }
 
 impl FrameDecoder for CachedDecoder {

@@ -3,7 +3,8 @@
 //! it beneath its figures and the doctor cites it.
 
 use crate::bench::stats::median;
-use crate::timing::{stage, TimingTree};
+use crate::timing::stage::{self, Stage};
+use crate::timing::TimingTree;
 
 /// A step on a sample's way from packet to batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,18 +80,20 @@ impl SampleSteps {
         let per_sample = samples.max(1) as f64;
         let calls = |path| timing.get(path).map_or(0, |t| t.calls) as f64 / per_sample;
         let ms = |path| timing.get(path).map_or(0.0, |t| t.cpu.as_secs_f64() * 1e3) / per_sample;
-        let (decode, convert, split) = (ms(stage::DECODE), ms(stage::CONVERT), ms(stage::SPLIT));
-        let (cache, fill) = (ms(stage::CACHE), ms(stage::CACHE_FILL));
+        // The stages a sample step shares with the loader's (the rest of video, `demux`, among
+        // them) come from [`Stage`]'s one definition; the finer ones from the tree.
+        let stage = |s: Stage| s.cpu_ms_per_sample(timing, samples);
+        let split = ms(stage::SPLIT);
         let cpu_ms = SampleStep::ALL.map(|step| match step {
-            SampleStep::Demux => (ms(stage::VIDEO) - decode - convert - cache - fill).max(0.0),
-            SampleStep::Decode => decode,
-            SampleStep::ToRgb => (convert - split).max(0.0),
+            SampleStep::Demux => stage(Stage::VideoOther),
+            SampleStep::Decode => stage(Stage::Decode),
+            SampleStep::ToRgb => (stage(Stage::Convert) - split).max(0.0),
             SampleStep::Split => split,
-            SampleStep::Cache => cache,
-            SampleStep::CacheFill => fill,
-            SampleStep::Image => ms(stage::IMAGE),
-            SampleStep::Parquet => ms(stage::PARQUET),
-            SampleStep::Collate => ms(stage::COLLATE),
+            SampleStep::Cache => ms(stage::CACHE),
+            SampleStep::CacheFill => ms(stage::CACHE_FILL),
+            SampleStep::Image => stage(Stage::Image),
+            SampleStep::Parquet => stage(Stage::Parquet),
+            SampleStep::Collate => stage(Stage::Collate),
         });
         Some(Self {
             frames_decoded: calls(stage::DECODE),

@@ -167,10 +167,8 @@ impl FrameDecoder for VideoDecoder {
                     let clock = (Instant::now(), thread_cpu_time());
                     decoded?;
                     let rgb = self.converter.rgb(file, &stream.frame, size)?;
-                    let split = (Instant::now(), thread_cpu_time());
-                    out.frame(i, values).fill_from_rgb(rgb);
-                    let (wall, cpu) = since(split.0, split.1);
-                    self.timing.add(stage::SPLIT, StageTotals { calls: 1, wall, cpu });
+                    let mut frame = out.frame(i, values);
+                    self.timing.time(stage::SPLIT, || frame.fill_from_rgb(rgb));
                     let (wall, cpu) = since(clock.0, clock.1);
                     self.timing.add(stage::CONVERT, StageTotals { calls: 1, wall, cpu });
                 }
