@@ -237,3 +237,95 @@ fn a_layout_study_killed_anywhere_loses_nothing() {
     assert_eq!(cells, expected, "the candidates of an uninterrupted study");
     whole_lines(&out.join("layout.jsonl"));
 }
+
+/// Runs `feedbench args` until `when()` holds (looked at every millisecond), then kills it
+/// (SIGKILL): None where it was killed so, else the stderr of a run that ended first.
+fn kill_when(args: &[&str], when: impl Fn() -> bool) -> Option<String> {
+    use std::process::{Command, Stdio};
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(stderr.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    loop {
+        if when() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return Some(std::fs::read_to_string(stderr.path()).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A layout study killed at each of its steps, as `kill -9` found it in the field: while
+/// writing its third candidate (two in `layout.jsonl`, the writer's lock file beside the
+/// candidate), while measuring it (its dataset and cost recorded), and while appending it (a
+/// torn last line). Each resume goes on from there and the last one ends the study: every
+/// candidate once, the lines finished before each resume kept byte for byte, and no finished
+/// candidate measured again.
+#[test]
+fn a_layout_study_killed_while_writing_measuring_or_appending_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    common::synth_pusht(&source, 3, 24, &[]);
+    let config = dir.path().join("layout.toml");
+    let text = "[base]\ncodec = \"h264\"\n[axes]\ncrf = [45]\ngop = [6]\nstorage = [\"raw\"]\n\
+                [measure]\nworkers = 1\nbatch = 4\nbatches = 2\nrepeats = 1\nquality_frames = 4\n\
+                [choose]\nmin_psnr = 10\n";
+    std::fs::write(&config, text).unwrap();
+    let out = dir.path().join("study");
+    let (s, c, o) = (source.to_str().unwrap(), config.to_str().unwrap(), out.to_str().unwrap());
+    let args = ["layout", s, "--config", c, "--out", o, "--resume"];
+    let results = out.join("layout.jsonl");
+    let text = || std::fs::read_to_string(&results).unwrap_or_default();
+    let finished = || text().matches('\n').count();
+    let names = |dir: &str, pick: &dyn Fn(&str) -> bool| -> Vec<String> {
+        let entries = std::fs::read_dir(out.join(dir)).into_iter().flatten().flatten();
+        entries.map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| pick(n)).collect()
+    };
+    let writing = || finished() >= 2 && !names("candidates", &|n| n.ends_with(".lock")).is_empty();
+    let measuring = || {
+        let done = text();
+        let encoded = names("encoded", &|n| n.ends_with(".json"));
+        encoded.iter().any(|n| !done.contains(&format!("\"{}\"", n.trim_end_matches(".json"))))
+    };
+    let mut kept = String::new();
+    let mut resume = |when: &dyn Fn() -> bool, step: &str| {
+        if let Some(stderr) = kill_when(&args, when) {
+            panic!("{step}: the study ended before the kill: {stderr}");
+        }
+        let now = text();
+        assert!(now.starts_with(&kept), "{step}: finished candidates were changed");
+        kept = now[..now.rfind('\n').map_or(0, |i| i + 1)].to_string();
+    };
+    resume(&writing, "killed while writing the third candidate");
+    assert_eq!(finished(), 2);
+    resume(&measuring, "resumed, killed while measuring");
+    resume(&|| finished() >= 3, "resumed, killed once the third is in");
+    // A kill while appending the third leaves half its line.
+    let whole = text();
+    let last = whole[..whole.len() - 1].rfind('\n').map_or(0, |i| i + 1);
+    let torn = &whole[..last + (whole.len() - last) / 2];
+    std::fs::write(&results, torn).unwrap();
+
+    let (ok, _, stderr) = common::feedbench(&args);
+    assert!(ok, "resumed to the end: {stderr}");
+    let measured = stderr.lines().filter(|l| l.ends_with(": measuring")).count();
+    assert_eq!(measured, 4 - 2, "only the unfinished candidates are measured: {stderr}");
+    assert!(stderr.contains("gop=6: reusing"), "the torn one's dataset is reused: {stderr}");
+    let now = text();
+    assert!(now.starts_with(&whole[..last]), "finished candidates were changed");
+    let all: Vec<String> = feedbench::bench::layout_study::read_results(&results)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    let distinct: HashSet<&String> = all.iter().collect();
+    assert_eq!((all.len(), distinct.len()), (4, 4), "every candidate once: {all:?}");
+    whole_lines(&results);
+}

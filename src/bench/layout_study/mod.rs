@@ -232,21 +232,12 @@ fn reuse(root: &Path, encoded: &Path) -> Option<Encoded> {
     serde_json::from_str(&std::fs::read_to_string(encoded).ok()?).ok()
 }
 
-/// Removes what an interrupted run left of the candidate at `root`: the dataset itself when
-/// its cost was not recorded, and the half-written siblings `transcode` works in.
+/// Removes a candidate dataset at `root` whose cost was not recorded (a run killed between
+/// writing it and recording what it cost). What a run killed while writing it left beside it
+/// (its temporary sibling, its writer's lock file) is [`transcode`]'s to clear, under that lock.
 fn clear_partial(root: &Path) -> Result<(), LayoutError> {
-    let remove = |path: &Path| std::fs::remove_dir_all(path).map_err(|e| DatasetError::io(path, e));
     if root.exists() {
-        remove(root)?;
-    }
-    let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else { return Ok(()) };
-    let prefix = format!(".{}.", name.to_string_lossy());
-    if let Ok(entries) = std::fs::read_dir(parent) {
-        for entry in entries.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                remove(&entry.path())?;
-            }
-        }
+        std::fs::remove_dir_all(root).map_err(|e| DatasetError::io(root, e))?;
     }
     Ok(())
 }
