@@ -252,3 +252,64 @@ fn a_trace_cut_short_by_sigterm_leaves_no_file() {
         std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(left, ["ds"], "no trace, empty or half-written, is left");
 }
+
+/// A refused run leaves an existing output directory byte for byte as it was, its lock file
+/// included: a sweep without `--resume` over earlier results, `--resume` with a changed config
+/// or over a results file with a corrupt line, a tune over a sweep's results, a plan over
+/// another plan, a layout study over an earlier or damaged one.
+#[test]
+fn a_refused_run_leaves_its_output_directory_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = png_dataset(dir.path());
+    let ds = root.to_str().unwrap();
+    let config = dir.path().join("sweep.toml");
+    let write = |batch: usize| {
+        let text = format!(
+            "[dataset]\npath = {ds:?}\n[loader]\nwindow = \"none\"\nworkers = [0]\n\
+             batch = [{batch}]\n[model]\nmodel = [\"synthetic:1ms\"]\n[run]\nloader_batches = 1\n\
+             model_steps = 1\ntrain_steps = 2\nwarmup = 0\n"
+        );
+        std::fs::write(&config, text).unwrap();
+    };
+    write(2);
+    let (c, out) = (config.to_str().unwrap(), dir.path().join("out"));
+    let o = out.to_str().unwrap();
+    let sweep = ["sweep", "--config", c, "--out", o];
+    let (ok, _, err) = feedbench(&sweep);
+    assert!(ok, "{err}");
+    let refused = |args: &[&str], dir: &Path, says: &str| {
+        let before = common::file_tree(dir);
+        let (ok, _, err) = feedbench(args);
+        clear_error(ok, &err);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(common::file_tree(dir) == before, "{args:?} changed {}", dir.display());
+    };
+    refused(&sweep, &out, "--resume");
+    write(4);
+    refused(&[&sweep[..], &["--resume"]].concat(), &out, "another sweep config");
+    let tune = ["tune", ds, "--window", "none", "--batch", "2", "--step-ms", "1", "--out", o];
+    refused(&tune, &out, "--resume");
+    write(2);
+    let results = out.join("results.jsonl");
+    let line = std::fs::read_to_string(&results).unwrap();
+    std::fs::write(&results, format!("{{\"not\": \"a cell\"}}\n{line}")).unwrap();
+    refused(&[&sweep[..], &["--resume"]].concat(), &out, "line 1");
+
+    let plan = dir.path().join("plan");
+    let p = plan.to_str().unwrap();
+    let (ok, _, err) = feedbench(&["sweep", "plan", "--config", c, "--out", p]);
+    assert!(ok, "{err}");
+    write(4);
+    refused(&["sweep", "plan", "--config", c, "--out", p], &plan, "holds another plan");
+
+    let study = dir.path().join("study");
+    std::fs::create_dir_all(study.join("candidates")).unwrap();
+    std::fs::write(study.join(".lock"), "").unwrap();
+    let layout = dir.path().join("layout.toml");
+    std::fs::write(&layout, "[axes]\ngop = [4]\n").unwrap();
+    let s = study.to_str().unwrap();
+    let args = ["layout", ds, "--config", layout.to_str().unwrap(), "--out", s];
+    refused(&args, &study, "--resume");
+    std::fs::write(study.join("layout.jsonl"), "{\"not\": \"a candidate\"}\n").unwrap();
+    refused(&[&args[..], &["--resume"]].concat(), &study, "line 1");
+}

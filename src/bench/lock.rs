@@ -5,7 +5,6 @@
 //! lone writer out.
 
 use std::fs::File;
-use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
 use crate::dataset::files::{try_lock_file, LockFile};
@@ -46,15 +45,11 @@ pub struct OutputLock {
 }
 
 impl OutputLock {
-    /// The directory `dir` (which must exist) for this process alone; its id is written in the
-    /// lock file, for the message another process gets.
+    /// The directory `dir` (which must exist) for this process alone. The lock file is made
+    /// where absent and never written: a run that takes the lock and then refuses leaves the
+    /// directory as it was (another process's message names the holder from `/proc/locks`).
     pub fn exclusive(dir: &Path) -> Result<Self, LockError> {
-        let mut file = Self::take(dir, true)?;
-        let io = |source| LockError::Io { path: dir.join(LOCK_FILE), source };
-        file.set_len(0).map_err(io)?;
-        file.rewind().map_err(io)?;
-        write!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(Self { _file: file })
+        Ok(Self { _file: Self::take(dir, true)? })
     }
 
     /// The directory `dir` shared with other holders of a shared lock (the tasks of a plan),

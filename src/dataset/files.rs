@@ -207,16 +207,15 @@ pub enum LockFile {
     Held {
         /// The file, open, not locked.
         file: File,
-        /// The pid the holder wrote into it, where it reads as one.
+        /// The holder's pid, as the kernel lists it (`/proc/locks`), where it does.
         holder: Option<u32>,
     },
 }
 
-/// Opens the lock file `path` (made where absent, never truncated) and takes an advisory
-/// lock (`flock`) on it without waiting: shared or exclusive.
+/// Opens the lock file `path` (made where absent, never truncated nor written) and takes an
+/// advisory lock (`flock`) on it without waiting: shared or exclusive.
 pub fn try_lock_file(path: &Path, exclusive: bool) -> std::io::Result<LockFile> {
-    use std::io::Read;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -225,9 +224,27 @@ pub fn try_lock_file(path: &Path, exclusive: bool) -> std::io::Result<LockFile> 
     if flock(&file, exclusive, false)? {
         return Ok(LockFile::Taken(file));
     }
-    let mut text = String::new();
-    let holder = file.read_to_string(&mut text).ok().and_then(|_| text.trim().parse().ok());
+    let holder = flock_holder(&file);
     Ok(LockFile::Held { file, holder })
+}
+
+/// The pid of a process holding a `flock` on `file`, as `/proc/locks` lists it (Linux; None
+/// elsewhere or where no holder is listed): lock files hold no pid, so that taking a lock
+/// writes nothing.
+fn flock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let device = format!("{:02x}:{:02x}", libc::major(meta.dev()), libc::minor(meta.dev()));
+    let inode = meta.ino().to_string();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    // "1: FLOCK  ADVISORY  WRITE 5709 fe:00:5359827 0 EOF"; a waiter's line has "->" after
+    // the number.
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, "FLOCK", _, _, pid, id, ..] = fields.as_slice() else { return None };
+        let (at, ino) = id.rsplit_once(':')?;
+        (at == device && ino == inode).then(|| pid.parse().ok()).flatten()
+    })
 }
 
 /// `flock` on `file`, shared or exclusive, waiting for it unless `!wait`: Ok(false) where it
@@ -251,7 +268,7 @@ fn flock(file: &File, exclusive: bool, wait: bool) -> std::io::Result<bool> {
 }
 
 /// The lock of one writer of `target` (a dataset being written), on a file beside it
-/// (`.<name>.lock`, holding the writer's pid): taken without waiting, removed when dropped.
+/// (`.<name>.lock`): taken without waiting, removed when dropped.
 #[derive(Debug)]
 pub struct WriterLock {
     path: PathBuf,
@@ -279,7 +296,6 @@ impl WriterLock {
         suffix: &str,
         mut waiting: Option<&mut dyn FnMut(Option<u32>)>,
     ) -> Result<Self> {
-        use std::io::{Seek, Write};
         use std::os::unix::fs::MetadataExt;
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
             return Err(DatasetError::invalid(target, "expected a directory name"));
@@ -289,7 +305,7 @@ impl WriterLock {
         let path = parent.join(format!(".{}.{suffix}", name.to_string_lossy()));
         let io = |e| DatasetError::io(&path, e);
         loop {
-            let mut file = match try_lock_file(&path, true).map_err(io)? {
+            let file = match try_lock_file(&path, true).map_err(io)? {
                 LockFile::Taken(file) => file,
                 LockFile::Held { file, holder } => {
                     let Some(waiting) = waiting.as_mut() else {
@@ -309,9 +325,6 @@ impl WriterLock {
             if !std::fs::metadata(&path).is_ok_and(|m| m.ino() == inode) {
                 continue;
             }
-            file.set_len(0).map_err(io)?;
-            file.rewind().map_err(io)?;
-            write!(file, "{}", std::process::id()).map_err(io)?;
             return Ok(Self { path, _file: file });
         }
     }

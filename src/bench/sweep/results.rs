@@ -198,10 +198,11 @@ impl ResultsSink {
         if resume == Resume::Yes && stored.as_deref().is_some_and(|stored| stored != config) {
             return Err(ResultsError::ConfigChanged { path: config_file });
         }
+        // Read first: results that are refused leave the directory as it was.
+        let (store, results) = JsonlStore::open(&path)?;
         if stored.is_none() {
             std::fs::write(&config_file, config).map_err(io(&config_file))?;
         }
-        let (store, results) = JsonlStore::open(&path)?;
         Ok(Self { store, results, _alone: alone, made })
     }
 
