@@ -96,6 +96,15 @@ pub enum DatasetError {
         /// Why, naming the setting.
         refusal: Refusal,
     },
+    /// info.json's `fps` is no rate of the dataset's timestamps (every non-zero delta would
+    /// leave every episode): no dataset, refused even where damaged files are summarised.
+    #[error("{}: {what}", path.display())]
+    NoRate {
+        /// The info.json file.
+        path: PathBuf,
+        /// The fps, the rate the timestamps show, and why no window can be read.
+        what: String,
+    },
     /// A request that does not fit the dataset (an index, a key, a delta).
     #[error("{}: {what}", root.display())]
     Request {

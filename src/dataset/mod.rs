@@ -75,7 +75,8 @@ impl Dataset {
         Self::open_with(root, &DatasetOptions::default())
     }
 
-    /// Opens the dataset at `root` with `options`.
+    /// Opens the dataset at `root` with `options`. An fps that no rate of its timestamps can
+    /// be (every non-zero delta would leave every episode) is refused, naming meta/info.json.
     pub fn open_with(root: impl AsRef<Path>, options: &DatasetOptions) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         if !(options.tolerance_s >= 0.0 && options.tolerance_s.is_finite()) {
@@ -120,7 +121,7 @@ impl Dataset {
             .iter()
             .map(|e| e.videos.values().all(|v| root.join(&v.path).is_file()))
             .collect();
-        Ok(Dataset {
+        let dataset = Dataset {
             root,
             info,
             episodes,
@@ -129,7 +130,9 @@ impl Dataset {
             videos_on_disk,
             frames,
             tolerance_s: options.tolerance_s,
-        })
+        };
+        dataset.check_fps_is_a_rate()?;
+        Ok(dataset)
     }
 
     /// The dataset directory.

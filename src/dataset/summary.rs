@@ -126,16 +126,19 @@ impl Summary {
             });
         }
         // Read from the present episodes' timestamps; a dataset that does not open for that
-        // (a damaged data file) is summarised all the same, as its files are.
+        // (a damaged data file) is summarised all the same, as its files are, unless its fps
+        // is no rate of its timestamps.
         let options = DatasetOptions {
             episodes: Some(episodes_present.clone()),
             tolerance_s: DEFAULT_TOLERANCE_S,
         };
         let rate_mismatches = match episodes_present.is_empty() {
             true => Vec::new(),
-            false => Dataset::open_with(root, &options)
-                .and_then(|d| d.rate_mismatches())
-                .unwrap_or_default(),
+            false => match Dataset::open_with(root, &options) {
+                Ok(dataset) => dataset.rate_mismatches().unwrap_or_default(),
+                Err(no_rate @ DatasetError::NoRate { .. }) => return Err(no_rate),
+                Err(_) => Vec::new(),
+            },
         };
         Ok(Summary {
             root: root.to_path_buf(),
