@@ -313,3 +313,19 @@ fn a_refused_run_leaves_its_output_directory_as_it_was() {
     std::fs::write(study.join("layout.jsonl"), "{\"not\": \"a candidate\"}\n").unwrap();
     refused(&[&args[..], &["--resume"]].concat(), &study, "line 1");
 }
+
+/// An output that is the dataset itself is said so, the path once (it read "O: is inside the
+/// dataset O").
+#[test]
+fn an_output_that_is_the_dataset_is_said_to_be_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = png_dataset(dir.path());
+    let ds = root.to_str().unwrap();
+    let config = dir.path().join("sweep.toml");
+    let toml = format!("[dataset]\npath = {ds:?}\n[loader]\nworkers = [0]\nbatch = [2]\n");
+    std::fs::write(&config, toml + "[model]\nmodel = [\"none\"]\n").unwrap();
+    let (ok, _, err) = feedbench(&["sweep", "--config", config.to_str().unwrap(), "--out", ds]);
+    clear_error(ok, &err);
+    assert!(err.contains(&format!("{ds}: is the dataset itself")), "{err}");
+    assert_eq!(err.matches(ds).count(), 1, "the path once: {err}");
+}

@@ -354,12 +354,14 @@ pub fn resolved(path: &Path) -> Result<PathBuf> {
     Ok(resolved)
 }
 
-/// Refuses an output `out` (a directory or file a command would write) inside the dataset at
-/// `dataset`, or holding it: nothing is ever written into a dataset that is read. Checked
-/// before anything is created, with links resolved.
+/// Refuses an output `out` (a directory or file a command would write) that is the dataset at
+/// `dataset`, is inside it or holds it: nothing is ever written into a dataset that is read.
+/// Checked before anything is created, with links resolved.
 pub fn output_apart_from(out: &Path, dataset: &Path) -> Result<()> {
     let (out_at, dataset_at) = (resolved(out)?, resolved(dataset)?);
-    let what = if out_at.starts_with(&dataset_at) {
+    let what = if out_at == dataset_at {
+        "is the dataset itself, which feedbench never writes into".to_string()
+    } else if out_at.starts_with(&dataset_at) {
         format!("is inside the dataset {}, which feedbench never writes into", dataset.display())
     } else if dataset_at.starts_with(&out_at) {
         format!("holds the dataset {}, which feedbench never writes into", dataset.display())
