@@ -407,11 +407,12 @@ def main():
             import lerobot  # noqa: F401
             import torch  # noqa: F401
         except ImportError as error:
+            # The facts only: feedbench words the advice as the front end names its Python
+            # (`--python`, a sweep's `loader.python`).
             raise Refused(
                 "environment",
                 f"{error.name or error} is not installed in {sys.executable} (Python "
-                f"{sys.version.split()[0]}): point --python at the environment you train with, "
-                "or install LeRobot there (pip install 'lerobot[dataset]')",
+                f"{sys.version.split()[0]})",
             ) from None
         installed = versions()  # refuses an unsupported LeRobot before any work
         if request["command"] == "model":

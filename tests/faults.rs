@@ -243,6 +243,11 @@ fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
          model_steps = 1\ntrain_steps = 1\nwarmup = 0\n[loader]\nworkers = [0]\nbatch = [2]\n",
         root.display()
     );
+    // A Python without LeRobot: the libtorch venv's (torch, no lerobot), else the system's.
+    let bare = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let bare = if bare.exists() { bare } else { PathBuf::from("python3") };
+    let bare_python =
+        format!("loader = [\"lerobot\"]\npython = {:?}\n", bare.display().to_string());
     let cases = [
         // The settings named as the config spells them, not as flags.
         (
@@ -256,6 +261,13 @@ fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
             "loader = [\"lerobot\"]\npython = \"/no/python\"\n",
             "/no/python",
             "loader.python /no/python: cannot run it",
+        ),
+        // The driver's own refusal, worded here too (it said "point --python at").
+        (
+            "a Python without LeRobot",
+            bare_python.as_str(),
+            "lerobot is not installed in",
+            "point loader.python at the environment you train with",
         ),
     ];
     for (case, loader, said, named) in cases {

@@ -262,10 +262,24 @@ fn answer(
     if let Some(error) = error {
         let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
         let kind = error.get("kind").and_then(Json::as_str).unwrap_or("lerobot");
-        return Err(LoaderError::Lerobot(match kind {
-            "lerobot" => format!("LeRobot's loader failed: {}", one_paragraph(message)),
-            _ => message.to_string(),
-        }));
+        return Err(match kind {
+            "lerobot" => {
+                LoaderError::Lerobot(format!("LeRobot's loader failed: {}", one_paragraph(message)))
+            }
+            // No LeRobot (or torch) in this Python: the setting that names it, as the front
+            // end spells it (`--python`, `loader.python`).
+            "environment" => {
+                let message = message.to_string();
+                LoaderError::Refused(Refusal::new(move |name| {
+                    format!(
+                        "{message}: point {} at the environment you train with, or install \
+                         LeRobot there (pip install 'lerobot[dataset]')",
+                        name(Setting::Python)
+                    )
+                }))
+            }
+            _ => LoaderError::Lerobot(message.to_string()),
+        });
     }
     if let Some(signal) = status.signal() {
         return Err(LoaderError::Lerobot(format!(
