@@ -60,3 +60,21 @@ fn bad_specs_are_named() {
     let (ok, _, err) = feedbench(&["compare", "--a", &root, "--b", &root, "--repeats", "1"]);
     assert!(!ok && err.contains("at least 2 repeats"), "{err}");
 }
+
+/// A side whose LeRobot loader finds no LeRobot in its Python is named, with how to give that
+/// side a Python (it said "point --python at …", a flag compare has not).
+#[test]
+fn a_side_without_lerobot_is_named_with_how_to_give_it_a_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    // A Python without LeRobot: the libtorch venv's (torch, no lerobot), else the system's.
+    let bare = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let bare = if bare.exists() { bare.to_str().unwrap().to_string() } else { "python3".into() };
+    let a = format!("{root} --window none --workers 0 --batch 4");
+    let b = format!("{root} --window none --workers 0 --batch 4 --loader lerobot --python {bare}");
+    let args = ["compare", "--a", &a, "--b", &b, "--repeats", "2", "--batches", "1"];
+    let (ok, _, err) = feedbench(&args);
+    common::clear_error(ok, &err);
+    assert!(err.contains(&format!("--b {b:?}: lerobot is not installed in")), "{err}");
+    assert!(err.contains("point --python (--b \"… --python PATH\") at the environment"), "{err}");
+}

@@ -3,9 +3,10 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser};
 
-use feedbench::bench::compare::{compare, CompareSpec};
+use feedbench::bench::compare::{compare, CompareError, CompareSpec, Side};
 use feedbench::bench::phase::ChosenLoader;
 use feedbench::bench::report::comparison;
+use feedbench::dataset::setting::Setting;
 
 use super::loader::LoaderFlags;
 use super::progress_bar;
@@ -50,6 +51,16 @@ fn parse_spec(flag: &str, text: &str) -> Result<ChosenLoader> {
     line.loader.chosen().with_context(|| format!("{flag} {text:?}"))
 }
 
+/// A setting of the loader spec given as `flag` (`--b`), named with where it goes: a Python
+/// as `--python (--b "… --python PATH")`, a knob as `--workers (in --b)`.
+fn in_spec(flag: &str, setting: Setting) -> String {
+    let inner = super::setting_name(None, setting);
+    match setting {
+        Setting::Python => format!("{inner} ({flag} \"… {inner} PATH\")"),
+        _ => format!("{inner} (in {flag})"),
+    }
+}
+
 /// Runs `feedbench compare`.
 pub fn run(args: &CompareArgs) -> Result<()> {
     let spec = CompareSpec {
@@ -60,7 +71,17 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         warmup: args.warmup,
     };
     let progress = progress_bar(2 * args.repeats, args.json, "comparing");
-    let comparison = compare(&spec, |_, _| progress.inc(1))?;
+    let comparison = compare(&spec, |_, _| progress.inc(1)).map_err(|e| match e {
+        CompareError::Side { side, error } => {
+            let (flag, text) = match side {
+                Side::A => ("--a", &args.a),
+                Side::B => ("--b", &args.b),
+            };
+            let name = |setting| in_spec(flag, setting);
+            anyhow::anyhow!("{flag} {text:?}: {}", super::one_message(&error.into(), &name))
+        }
+        CompareError::Request(error) => error.into(),
+    })?;
     progress.finish_and_clear();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&comparison)?)?;

@@ -81,13 +81,32 @@ impl Comparison {
     }
 }
 
+/// Why a comparison did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// The comparison asked for cannot be made.
+    #[error(transparent)]
+    Request(LoaderError),
+    /// One side's loader failed: the front end names the side as its user gave it.
+    #[error("{side:?}: {error}")]
+    Side {
+        /// The side whose loader failed.
+        side: Side,
+        /// What failed.
+        #[source]
+        error: LoaderError,
+    },
+}
+
 /// Runs A and B interleaved, `repeats` times each; `on_run` hears each run as it starts.
 pub fn compare(
     spec: &CompareSpec,
     mut on_run: impl FnMut(Side, usize),
-) -> Result<Comparison, LoaderError> {
+) -> Result<Comparison, CompareError> {
     if spec.repeats < 2 {
-        return Err(LoaderError::Config("compare needs at least 2 repeats of each".into()));
+        return Err(CompareError::Request(LoaderError::Config(
+            "compare needs at least 2 repeats of each".into(),
+        )));
     }
     let mut runs = Vec::with_capacity(2 * spec.repeats);
     for repeat in 0..spec.repeats {
@@ -97,7 +116,9 @@ pub fn compare(
         for (side, loader) in order {
             on_run(side, repeat);
             let length = RunLength { batches: spec.batches, warmup: spec.warmup };
-            runs.push(Run { side, figures: measure_run(loader, length, false)? });
+            let figures = measure_run(loader, length, false)
+                .map_err(|error| CompareError::Side { side, error })?;
+            runs.push(Run { side, figures });
         }
     }
     Ok(analyse(runs))
