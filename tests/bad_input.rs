@@ -2,7 +2,7 @@
 //! time, and the process never dies by panic or signal. Datasets are generated and damaged in
 //! the test.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

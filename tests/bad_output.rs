@@ -2,7 +2,7 @@
 //! that is read, over an output another process writes, half a sample, a trace cut short —
 //! and a destination that cannot be written is refused before any work, naming it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! the budget holds every frame or evicts; the later epochs copy what it holds; the budget is
 //! never exceeded; and a cache it cannot have is refused, naming the flag.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

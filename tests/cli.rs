@@ -1,6 +1,6 @@
 //! The `feedbench` binary end to end: `info` and `sample`.
 
-mod common;
+use crate::common;
 
 use common::feedbench;
 use std::path::Path;

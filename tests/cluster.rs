@@ -3,7 +3,7 @@
 //! repeats none, worker counts above the task's CPUs are refused before measuring, merge lists
 //! missing cells, and the ranks of a multi-process load are merged with the slowest named.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

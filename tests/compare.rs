@@ -2,7 +2,7 @@
 //! interval, per-stage changes, and refusals that name the spec. (Which way a real
 //! measurement goes is not asserted: the statistics are tested on constructed runs.)
 
-mod common;
+use crate::common;
 
 use common::feedbench;
 use feedbench::dataset::write::{write_tabular, TabularSpec};

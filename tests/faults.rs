@@ -10,7 +10,7 @@
 //! start is refused making nothing); an encoder whose file cannot start on a full disk is an
 //! error, not SVT-AV1 waiting forever for its end of stream.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! outputs. Real measurements are noisy, so the verdicts are forced by baselines shifted
 //! tenfold; the statistics themselves are tested on constructed runs (`bench::compare::guard::judge`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

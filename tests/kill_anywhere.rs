@@ -5,7 +5,7 @@
 //! cells are those of an uninterrupted run (tune, which chooses what to measure from what it
 //! measured, ends with an answer from its cells instead).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! finished candidates, `report DIR` re-rendering from the results alone, and a partial
 //! download refused with the episodes that are complete.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

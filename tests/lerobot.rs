@@ -5,7 +5,7 @@
 //! episode-aware sampler visits the same frames; and the backend's figures and errors.
 //! Skipped, with a note, where no LeRobot venv is found.
 
-mod common;
+use crate::common;
 
 use common::lerobot_python;
 

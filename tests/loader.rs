@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use feedbench::dataset::video::VideoCodec;
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};

@@ -2,7 +2,7 @@
 //! [`QualityMeter`] give the CLI's `average:`/`min:` PSNR within 0.01 dB and its `All:` SSIM
 //! within 1e-4.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

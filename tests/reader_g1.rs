@@ -1,7 +1,7 @@
 //! The reader on a real LeRobot v2.1 dataset (Unitree G1, partial download: videos of
 //! episodes 1, 2, 4, 29 and 30 only).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! The report (issue #5) re-rendered from `results.jsonl` alone: hand-built cell results are
 //! appended as a sweep appends them, then `report_dir` and `feedbench report DIR` read them back.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

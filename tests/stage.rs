@@ -1,6 +1,6 @@
 //! `stage`: copying datasets to fast storage.
 
-mod common;
+use crate::common;
 
 use feedbench::dataset::stage::{available_bytes, plan_stage, stage};
 use feedbench::dataset::write::{write_tabular, ListLayout, TabularSpec};

@@ -4,7 +4,7 @@
 //! the same file position, and close to the rendered frame), v3.0 files holding several
 //! episodes, statistics, and the command's refusals.
 
-mod common;
+use crate::common;
 
 use common::{feedbench, ffmpeg_rgb24_frames, have_ffmpeg};
 

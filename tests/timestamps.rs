@@ -5,7 +5,7 @@
 //! is no rate (0, negative, or so large that every non-zero delta leaves every episode) is
 //! refused naming info.json.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

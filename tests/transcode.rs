@@ -3,7 +3,7 @@
 //! (for lossless storage) the same frames as the source decodes to, v2.1 and v3.0 files of one
 //! encoding decode alike, and the source is left byte for byte as it was.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! without measuring anything twice and `report` re-renders it, and with `--loader lerobot` it
 //! prints LeRobot's training flags.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

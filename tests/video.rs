@@ -2,7 +2,7 @@
 //! against sequential decoding and the `ffmpeg` CLI, tolerance and bad-file errors, resizing.
 //! Skipped with a note when the data set (env `FEEDBENCH_G1_PARTIAL`) or `ffmpeg` is absent.
 
-mod common;
+use crate::common;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;

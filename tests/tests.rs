@@ -1,0 +1,31 @@
+//! Every integration test in one binary, a module per subject (`cargo test --test tests
+//! MODULE::` runs one): each binary links libtorch and FFmpeg, and 25 of them took most of a
+//! clean build's link time and disk.
+
+mod common;
+
+mod bad_input;
+mod bad_output;
+mod cache;
+mod cli;
+mod cluster;
+mod compare;
+mod faults;
+mod guard;
+mod kill_anywhere;
+mod layout;
+mod lerobot;
+mod loader;
+mod model;
+mod quality;
+mod reader_g1;
+mod reader_generated;
+mod report;
+mod report_stored;
+mod stage;
+mod sweep;
+mod synth;
+mod timestamps;
+mod transcode;
+mod tune;
+mod video;
