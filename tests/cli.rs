@@ -101,7 +101,13 @@ fn bad_arguments_are_explained() {
         "--python",
         "/nonexistent/python",
     ]);
-    assert!(!ok && err.contains("decoder threads are the native loader's knob"), "{err}");
+    // Named by its flag, as every knob LeRobot's loader lacks (the table's reach).
+    assert!(!ok && err.contains("--decoder-threads is the native loader's"), "{err}");
+    // Every count out of range names its flag.
+    for (flag, value) in [("--batch", "0"), ("--prefetch", "0"), ("--workers", "-1")] {
+        let (ok, _, err) = feedbench(&["load", root, flag, value]);
+        assert!(!ok && err.contains(&format!("'{flag} <N>'")), "{flag} {value}: {err}");
+    }
 }
 
 #[test]

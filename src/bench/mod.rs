@@ -13,7 +13,6 @@ pub mod lock;
 pub mod model_table;
 pub mod phase;
 pub mod report;
-pub mod size;
 pub mod stats;
 pub mod sweep;
 pub mod system;

@@ -9,20 +9,20 @@ use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
 use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
-use feedbench::bench::size::ByteSize;
 use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::files::{output_apart_from, write_whole};
-use feedbench::dataset::{EpisodeList, Resolution, WindowChoice};
-use feedbench::loader::batch::ImageFormat;
-use feedbench::loader::config::{check_decoder_threads, LoaderConfig};
+use feedbench::dataset::{EpisodeList, WindowChoice};
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::knobs::TuneRole;
 use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBackend};
 use feedbench::loader::pipeline::LoaderError;
-use feedbench::loader::sampler::{SamplerKind, Shard};
+use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 use feedbench::model::{NoneStep, StepSpec, TrainStep};
 use feedbench::timing::Trace;
 
+use super::knob_flags::KnobFlags;
 use super::{print_json_or_text, progress_bar};
 
 /// The loader's knobs, shared by `load`, `train` and `compare`'s specs.
@@ -37,43 +37,9 @@ pub struct LoaderFlags {
     /// or `none` (every key is the row's own value).
     #[arg(long, default_value = "diffusion")]
     window: WindowChoice,
-    /// Worker threads (0: load in the consuming thread) [default: 4, LeRobot's].
-    #[arg(long)]
-    workers: Option<usize>,
-    /// Batches in flight per worker [default: 2, DataLoader's].
-    #[arg(long)]
-    prefetch: Option<usize>,
-    /// Samples per batch.
-    #[arg(long = "batch", default_value_t = LoaderConfig::default().batch_size)]
-    batch_size: usize,
-    /// Threads inside each worker's video decoder (libdav1d's or libavcodec's own), 1 to 16:
-    /// fewer workers for the same decode rate, with fewer batches in flight.
-    #[arg(long, value_name = "N", default_value_t = LoaderConfig::default().decoder_threads,
-          value_parser = decoder_threads)]
-    decoder_threads: usize,
-    /// Keep up to this many bytes of decoded frames (e.g. 4GiB), shared by the workers, so that
-    /// the epochs after the first copy them instead of decoding them again; none by default.
-    #[arg(long, value_name = "SIZE")]
-    cache: Option<ByteSize>,
-    /// Resize camera frames to HxW (bilinear), e.g. 96x96; native size by default.
-    #[arg(long, default_value = "native")]
-    resolution: Resolution,
-    /// Camera frames as uint8 instead of float32 in [0, 1].
-    #[arg(long)]
-    uint8: bool,
-    /// Drop the last incomplete batch of an epoch.
-    #[arg(long)]
-    drop_last: bool,
-    /// Index order: `sequential`, `shuffled` (seeded, anew each epoch) or `episode-aware`
-    /// (LeRobot's: drops the window's last frames of each episode).
-    #[arg(long, default_value = "episode-aware")]
-    sampler: SamplerKind,
-    /// Seed of the shuffled orders.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Deliver batches as soon as ready instead of in sampler order.
-    #[arg(long)]
-    unordered: bool,
+    /// The loader's knobs, from its one table.
+    #[command(flatten)]
+    knobs: KnobFlags,
     /// This process's rank (default: $RANK or $SLURM_PROCID, else 0).
     #[arg(long, requires = "world_size")]
     rank: Option<usize>,
@@ -98,12 +64,6 @@ pub struct LoaderFlags {
     /// With --loader lerobot: `persistent_workers=False` (workers restarted every epoch).
     #[arg(long)]
     no_persistent_workers: bool,
-}
-
-/// `--decoder-threads`: a count the loader accepts.
-fn decoder_threads(text: &str) -> Result<usize, String> {
-    let threads = text.parse::<usize>().map_err(|e| format!("{text:?}: {e}"))?;
-    check_decoder_threads(threads).map_err(|e| e.to_string())
 }
 
 impl LoaderFlags {
@@ -146,43 +106,39 @@ impl LoaderFlags {
 
     /// The loader the flags describe; more workers than cores are allowed, with a warning.
     pub fn spec(&self) -> Result<LoaderSpec> {
-        let defaults = LoaderConfig::default();
-        let workers = self.workers.unwrap_or(defaults.workers);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let config = self.knobs.applied_to(LoaderConfig::default());
+        let (workers, cores) = (config.workers, available_cores());
         if workers > cores {
             eprintln!(
                 "warning: {workers} workers on {cores} cores: they take turns on the cores, each \
                  with its batches in flight and its decoders; more than the cores rarely helps"
             );
         }
-        self.spec_with(workers, self.prefetch.unwrap_or(defaults.prefetch))
+        self.spec_with(config)
     }
 
-    /// The knobs `tune` keeps fixed while it searches the workers and the prefetch: the flags
+    /// The knobs `tune` keeps fixed while it searches the workers and the prefetch: the knobs
     /// it searches, and those of one training process it has no use for, are refused.
     pub fn fixed_knobs(&self, command: &str) -> Result<LoaderSpec> {
+        let not_fixed = self.knobs.knobs().find(|k| k.tune != TuneRole::Fixed).map(|k| k.flag);
         let given = [
-            ("--workers", self.workers.is_some()),
-            ("--prefetch", self.prefetch.is_some()),
-            ("--drop-last", self.drop_last),
-            ("--unordered", self.unordered),
-            ("--rank", self.rank.is_some()),
-            ("--pin-memory", self.pin_memory),
-            ("--no-persistent-workers", self.no_persistent_workers),
+            (not_fixed, not_fixed.is_some()),
+            (Some("rank"), self.rank.is_some()),
+            (Some("pin-memory"), self.pin_memory),
+            (Some("no-persistent-workers"), self.no_persistent_workers),
         ];
-        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+        if let Some((Some(flag), _)) = given.iter().find(|(_, set)| *set) {
             anyhow::bail!(
-                "{flag} is not a flag of {command}: it searches the workers and prefetch itself, \
-                 for one training process"
+                "--{flag} is not a flag of {command}: it searches the workers and prefetch \
+                 itself, for one training process"
             );
         }
-        let defaults = LoaderConfig::default();
-        self.spec_with(defaults.workers, defaults.prefetch)
+        self.spec_with(self.knobs.applied_to(LoaderConfig::default()))
     }
 
-    /// The loader the flags describe, with `workers` and `prefetch`.
-    fn spec_with(&self, workers: usize, prefetch: usize) -> Result<LoaderSpec> {
-        let shard = match (self.rank, self.world_size) {
+    /// The loader the flags describe, with the knobs of `config` and this process's shard.
+    fn spec_with(&self, mut config: LoaderConfig) -> Result<LoaderSpec> {
+        config.shard = match (self.rank, self.world_size) {
             (Some(rank), Some(world)) => Shard::new(rank, world),
             _ => Shard::from_env(),
         }?;
@@ -190,22 +146,14 @@ impl LoaderFlags {
             dataset: self.dataset.clone(),
             episodes: self.episodes.clone(),
             window: self.window,
-            config: LoaderConfig {
-                workers,
-                prefetch,
-                batch_size: self.batch_size,
-                drop_last: self.drop_last,
-                sampler: self.sampler,
-                seed: self.seed,
-                shard,
-                ordered: !self.unordered,
-                resolution: self.resolution,
-                images: if self.uint8 { ImageFormat::U8 } else { ImageFormat::F32 },
-                decoder_threads: self.decoder_threads,
-                cache_bytes: self.cache.map_or(0, |size| size.0),
-            },
+            config,
         })
     }
+}
+
+/// The cores this process may use.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Arguments of `feedbench load`.

@@ -22,6 +22,7 @@ pub mod cluster;
 pub mod compare;
 pub mod dataset;
 pub mod guard;
+pub mod knob_flags;
 pub mod layout;
 pub mod loader;
 pub mod model;
@@ -159,11 +160,13 @@ fn worded(cause: &(dyn std::error::Error + 'static), name: Naming) -> Option<Str
 }
 
 /// How a command names a setting: by its key in `section` of its config file (a sweep's
-/// `loader.python`), else by its flag (`--python`). Output settings are always flags.
+/// `loader.python`), else by its flag (`--python`; a loader knob's from the loader's table,
+/// `--uint8` for `images`). Output settings are always flags.
 pub fn setting_name(section: Option<&str>, setting: Setting) -> String {
     match (section, setting) {
         (_, Setting::Out | Setting::To | Setting::Force) | (None, _) => {
-            format!("--{}", setting.key().replace('_', "-"))
+            knob_flags::flag_of(setting.key())
+                .unwrap_or_else(|| format!("--{}", setting.key().replace('_', "-")))
         }
         (Some(section), _) => format!("{section}.{}", setting.key()),
     }

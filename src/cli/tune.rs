@@ -8,7 +8,6 @@ use clap::Args;
 
 use feedbench::bench::phase::LoaderChoice;
 use feedbench::bench::report::{millis, rate};
-use feedbench::bench::size::{ByteSize, CacheSize};
 use feedbench::bench::sweep::config::{
     DatasetSource, EpisodeChoice, LoaderAxes, ModelSection, RunSection, SweepConfig,
 };
@@ -16,6 +15,7 @@ use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
+use feedbench::loader::size::{ByteSize, CacheSize};
 use feedbench::model::{DeviceChoice, ModelSpec};
 
 use super::loader::{LoaderFlags, StepFlags};

@@ -14,24 +14,11 @@ pub enum Setting {
     To,
     /// Replacing an existing output.
     Force,
-    /// Samples per batch.
-    Batch,
-    /// The frames' size.
-    Resolution,
-    /// Loader workers.
-    Workers,
-    /// Batches in flight per worker.
-    Prefetch,
-    /// Dropping a last partial batch.
-    DropLast,
-    /// The sampler.
-    Sampler,
-    /// Batches in completion order.
-    Unordered,
     /// The Python that runs LeRobot's loader.
     Python,
-    /// The decoded-frame cache's budget.
-    Cache,
+    /// A knob of the loader, by its config key (the loader's table of knobs,
+    /// `loader::knobs`, gives each front end its flag).
+    Knob(&'static str),
 }
 
 impl Setting {
@@ -41,15 +28,8 @@ impl Setting {
             Setting::Out => "out",
             Setting::To => "to",
             Setting::Force => "force",
-            Setting::Batch => "batch",
-            Setting::Resolution => "resolution",
-            Setting::Workers => "workers",
-            Setting::Prefetch => "prefetch",
-            Setting::DropLast => "drop_last",
-            Setting::Sampler => "sampler",
-            Setting::Unordered => "unordered",
             Setting::Python => "python",
-            Setting::Cache => "cache",
+            Setting::Knob(key) => key,
         }
     }
 }
@@ -92,7 +72,8 @@ mod tests {
 
     #[test]
     fn a_refusal_names_its_setting_as_each_front_end_does() {
-        let refusal = Refusal::new(|name| format!("{} with 3 samples", name(Setting::DropLast)));
+        let refusal =
+            Refusal::new(|name| format!("{} with 3 samples", name(Setting::Knob("drop_last"))));
         assert_eq!(refusal.to_string(), "drop_last with 3 samples");
         let upper = refusal.worded(&|s| s.key().to_uppercase());
         assert_eq!(upper, "DROP_LAST with 3 samples");

@@ -1,7 +1,8 @@
 //! Why the loader could not deliver: its one error type, worded by each front end where it
 //! names a setting ([`LoaderError::worded`]).
 
-use crate::dataset::setting::{Naming, Refusal, Setting};
+use super::knobs::LoaderKnob;
+use crate::dataset::setting::{Naming, Refusal};
 use crate::dataset::DatasetError;
 
 /// Why a batch could not be delivered.
@@ -69,10 +70,10 @@ impl LoaderError {
                 gigabytes(needed),
                 gigabytes(needed * in_flight as u128),
                 gigabytes(available as u128),
-                name(Setting::Batch),
-                name(Setting::Resolution),
-                name(Setting::Workers),
-                name(Setting::Prefetch)
+                name(LoaderKnob::BATCH.setting()),
+                name(LoaderKnob::RESOLUTION.setting()),
+                name(LoaderKnob::WORKERS.setting()),
+                name(LoaderKnob::PREFETCH.setting())
             ),
             other => other.to_string(),
         }

@@ -17,12 +17,13 @@ use std::thread::JoinHandle;
 
 use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
 use super::cache::{CachedDecoder, FrameCache};
-use super::config::{check_decoder_threads, LoaderConfig};
+use super::config::LoaderConfig;
 pub use super::error::LoaderError;
+use super::knobs::LoaderKnob;
 use super::pool::BatchPool;
 pub use super::pool::LoadedBatch;
 use super::sampler::{batches, epoch_order, SamplerKind};
-use crate::dataset::setting::{Refusal, Setting};
+use crate::dataset::setting::Refusal;
 use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 use crate::timing::{
@@ -50,7 +51,7 @@ fn check_cache(budget: u64) -> Result<u64, LoaderError> {
                      lower {}",
                     budget as f64 / 1e9,
                     available as f64 / 1e9,
-                    name(Setting::Cache)
+                    name(LoaderKnob::CACHE.setting())
                 )
             })))
         }
@@ -302,15 +303,7 @@ impl Loader {
         window: Window,
         config: LoaderConfig,
     ) -> Result<Self, LoaderError> {
-        if config.batch_size == 0 {
-            return Err(LoaderError::Config("batch size must be at least 1".into()));
-        }
-        if config.workers > 0 && config.prefetch == 0 {
-            return Err(LoaderError::Config("prefetch must be at least 1 with workers".into()));
-        }
-        if let Err(e) = check_decoder_threads(config.decoder_threads) {
-            return Err(LoaderError::Config(format!("decoder threads: {e}")));
-        }
+        LoaderKnob::check_all(&config).map_err(LoaderError::Refused)?;
         let cache = match config.cache_bytes {
             0 => None,
             budget => Some(Arc::new(FrameCache::new(check_cache(budget)?))),
@@ -380,7 +373,7 @@ impl Loader {
                      episode (the window's look-ahead), and none of the {episodes} selected \
                      episodes is longer ({frames} frames in all): select longer episodes, or {} \
                      shuffled",
-                    name(Setting::Sampler)
+                    name(LoaderKnob::SAMPLER.setting())
                 )
             })
         } else if shard == 0 {
@@ -391,7 +384,7 @@ impl Loader {
             Refusal::new(move |name| {
                 format!(
                     "{} with {shard} samples, fewer than a batch of {batch}",
-                    name(Setting::DropLast)
+                    name(LoaderKnob::DROP_LAST.setting())
                 )
             })
         }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{millis, plural, rate, Row};
 use crate::bench::phase::SampleStep;
-use crate::bench::size::ByteSize;
+use crate::loader::size::ByteSize;
 
 /// A cache that would hold every frame, and what the loader would then deliver.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! measured LeRobot's loader with the same knobs, that loader's rate (it decodes every epoch).
 
 use super::{rate, Knob, Report, Row};
-use crate::bench::size::ByteSize;
+use crate::loader::size::ByteSize;
 
 impl Report {
     /// One line per row with a cache; empty where no row had one.

@@ -5,12 +5,12 @@
 use serde::{Deserialize, Serialize};
 
 pub use super::knob::{Knob, KnobSet};
-use crate::bench::size::ByteSize;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
 use crate::loader::sampler::SamplerKind;
+use crate::loader::size::ByteSize;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 
 /// One point of a sweep: the dataset and every knob. In `results.jsonl` each knob is written

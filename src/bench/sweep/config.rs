@@ -10,13 +10,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::size::CacheSize;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::{check_decoder_threads, LoaderConfig};
 use crate::loader::lerobot::{LoaderBackend, VideoBackend};
 use crate::loader::sampler::SamplerKind;
+use crate::loader::size::CacheSize;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.

@@ -11,10 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
 use self::driver::{parse, run_driver, run_driver_until, torch_device};
+use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
-use crate::dataset::setting::{Refusal, Setting};
-use crate::dataset::{Resolution, Window};
+use crate::dataset::setting::Refusal;
+use crate::dataset::Window;
 use crate::loader::batch::ImageFormat;
 
 /// Which loader delivers the batches.
@@ -168,39 +169,18 @@ impl LerobotLoader {
     /// Checks the spec against the dataset (natively: the window, the episodes) and against
     /// what LeRobot's loader has: no resizing, one process.
     pub fn new(spec: &LoaderSpec, options: LerobotOptions) -> Result<Self, LoaderError> {
-        // Which setting is the native loader's alone, and why LeRobot's has none.
-        let native_only = |setting: Setting, why: &'static str| {
-            Err(LoaderError::Refused(Refusal::new(move |name| {
-                format!("{} is the native loader's: {why}", name(setting))
-            })))
-        };
         let config = &spec.config;
-        if config.resolution != Resolution::Native {
-            return native_only(
-                Setting::Resolution,
-                "LeRobot's loader has no resizing; frames come at their stored size",
-            );
+        // A knob the native loader alone has, and why LeRobot's has none.
+        if let Some((knob, why)) = LoaderKnob::native_only_set(config).next() {
+            let setting = knob.setting();
+            return Err(LoaderError::Refused(Refusal::new(move |name| {
+                format!("{} is the native loader's: {why}", name(setting))
+            })));
         }
         if config.shard.world > 1 {
             return Err(LoaderError::Config(
                 "sharding across ranks is the native loader's (LeRobot's is accelerate's)".into(),
             ));
-        }
-        if config.decoder_threads != 1 {
-            return Err(LoaderError::Config(
-                "decoder threads are the native loader's knob (LeRobot's video backend keeps its \
-                 own threading)"
-                    .into(),
-            ));
-        }
-        if !config.ordered {
-            return native_only(Setting::Unordered, "DataLoader delivers batches in order");
-        }
-        if config.cache_bytes > 0 {
-            return native_only(
-                Setting::Cache,
-                "LeRobot's loader keeps no decoded frames; every epoch decodes them again",
-            );
         }
         let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
         Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options })

@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::loader_run::RunLength;
 use crate::bench::phase::ChosenLoader;
-use crate::bench::size::CacheSize;
 use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::dataset::{Resolution, WindowChoice};
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::{check_decoder_threads, LoaderConfig};
 use crate::loader::sampler::SamplerKind;
+use crate::loader::size::CacheSize;
 use crate::loader::spec::LoaderSpec;
 
 /// What the guard measures and how it decides.

@@ -83,6 +83,13 @@ impl FromStr for CacheSize {
     }
 }
 
+impl fmt::Display for CacheSize {
+    /// Its compact form, `0` for none.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&ByteSize::compact(self.0))
+    }
+}
+
 impl Serialize for CacheSize {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&ByteSize::compact(self.0))

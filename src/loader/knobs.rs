@@ -1,0 +1,400 @@
+//! The loader's knobs, each one unit: its key, its flag and help, its text form (parsed and
+//! checked, and written back), its default, which loaders it acts in and what `tune` does with
+//! it. [`LoaderKnob::ALL`] is the one table; the command line's flags, the refusals that name a
+//! knob, LeRobot's native-only check and tune's refused flags all read it rather than list the
+//! knobs again. The values live in [`LoaderConfig`], the one struct that holds them.
+
+use super::batch::ImageFormat;
+use super::config::{check_decoder_threads, LoaderConfig};
+use super::sampler::SamplerKind;
+use super::size::CacheSize;
+use crate::dataset::setting::{Refusal, Setting};
+use crate::dataset::Resolution;
+
+/// Which loaders a knob acts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// feedbench's loader and LeRobot's.
+    Both,
+    /// feedbench's loader alone; the text says why LeRobot's has none.
+    Native(&'static str),
+}
+
+/// How the command line gives a knob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagForm {
+    /// `--flag VALUE`, the value named so in the help.
+    Value(&'static str),
+    /// `--flag` alone, which sets the knob to this text form.
+    Switch(&'static str),
+}
+
+/// What `tune` does with a knob given on its command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TuneRole {
+    /// Kept fixed while tune searches the rest.
+    Fixed,
+    /// Searched by tune itself: refused as a flag.
+    Searched,
+    /// A knob of one training process that tune has no use for: refused as a flag.
+    NotTuned,
+}
+
+/// One knob of the loader.
+#[derive(Clone, Copy)]
+pub struct LoaderKnob {
+    /// Its key in configs (`decoder_threads`), and the name refusals give it there.
+    pub key: &'static str,
+    /// Its long flag without the dashes (`decoder-threads`).
+    pub flag: &'static str,
+    /// Whether the flag takes a value or is a switch.
+    pub form: FlagForm,
+    /// Its help line; the default is appended from [`LoaderConfig::default`] unless the text
+    /// says it.
+    pub help: &'static str,
+    /// Which loaders it acts in.
+    pub reach: Reach,
+    /// What tune does with it.
+    pub tune: TuneRole,
+    get: fn(&LoaderConfig) -> String,
+    set: fn(&mut LoaderConfig, &str) -> Result<(), String>,
+}
+
+impl std::fmt::Debug for LoaderKnob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LoaderKnob").field(&self.key).finish()
+    }
+}
+
+impl PartialEq for LoaderKnob {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+/// A count read from text: `at_least` or more.
+fn count(text: &str, at_least: usize) -> Result<usize, String> {
+    let n: usize = text.trim().parse().map_err(|_| format!("{text:?}: expected a whole number"))?;
+    if n < at_least {
+        return Err(format!("{n}: expected at least {at_least}"));
+    }
+    Ok(n)
+}
+
+/// A value read by its type's one text form.
+fn parsed<T: std::str::FromStr>(text: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    text.trim().parse().map_err(|e: T::Err| e.to_string())
+}
+
+/// A switch's value: `true` or `false`.
+fn boolean(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("{text:?}: expected true or false")),
+    }
+}
+
+impl LoaderKnob {
+    /// Every knob, in the order `--help` lists them.
+    pub const ALL: &'static [LoaderKnob] = &[
+        Self::WORKERS,
+        Self::PREFETCH,
+        Self::BATCH,
+        Self::DECODER_THREADS,
+        Self::CACHE,
+        Self::RESOLUTION,
+        Self::IMAGES,
+        Self::DROP_LAST,
+        Self::SAMPLER,
+        Self::SEED,
+        Self::UNORDERED,
+    ];
+
+    /// Worker threads.
+    pub const WORKERS: LoaderKnob = LoaderKnob {
+        key: "workers",
+        flag: "workers",
+        form: FlagForm::Value("N"),
+        help: "Worker threads (0: load in the consuming thread) [default: 4, LeRobot's]",
+        reach: Reach::Both,
+        tune: TuneRole::Searched,
+        get: |c| c.workers.to_string(),
+        set: |c, t| {
+            c.workers = count(t, 0)?;
+            Ok(())
+        },
+    };
+
+    /// Batches in flight per worker.
+    pub const PREFETCH: LoaderKnob = LoaderKnob {
+        key: "prefetch",
+        flag: "prefetch",
+        form: FlagForm::Value("N"),
+        help: "Batches in flight per worker, at least 1 [default: 2, DataLoader's]",
+        reach: Reach::Both,
+        tune: TuneRole::Searched,
+        get: |c| c.prefetch.to_string(),
+        set: |c, t| {
+            c.prefetch = count(t, 1)?;
+            Ok(())
+        },
+    };
+
+    /// Samples per batch.
+    pub const BATCH: LoaderKnob = LoaderKnob {
+        key: "batch",
+        flag: "batch",
+        form: FlagForm::Value("N"),
+        help: "Samples per batch, at least 1",
+        reach: Reach::Both,
+        tune: TuneRole::Fixed,
+        get: |c| c.batch_size.to_string(),
+        set: |c, t| {
+            c.batch_size = count(t, 1)?;
+            Ok(())
+        },
+    };
+
+    /// Threads inside each worker's video decoder.
+    pub const DECODER_THREADS: LoaderKnob = LoaderKnob {
+        key: "decoder_threads",
+        flag: "decoder-threads",
+        form: FlagForm::Value("N"),
+        help: "Threads inside each worker's video decoder (libdav1d's or libavcodec's own), 1 \
+               to 16: fewer workers for the same decode rate, with fewer batches in flight",
+        reach: Reach::Native(
+            "LeRobot's video backend keeps its own threading, which feedbench does not set",
+        ),
+        tune: TuneRole::Fixed,
+        get: |c| c.decoder_threads.to_string(),
+        set: |c, t| {
+            let threads = t.trim().parse().map_err(|_| format!("{t:?}: expected 1 to 16"))?;
+            c.decoder_threads = check_decoder_threads(threads).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+    };
+
+    /// The decoded-frame cache's budget.
+    pub const CACHE: LoaderKnob = LoaderKnob {
+        key: "cache",
+        flag: "cache",
+        form: FlagForm::Value("SIZE"),
+        help: "Keep up to this many bytes of decoded frames (e.g. 4GiB), shared by the \
+               workers, so that the epochs after the first copy them instead of decoding \
+               them again [default: none]",
+        reach: Reach::Native(
+            "LeRobot's loader keeps no decoded frames; every epoch decodes them again",
+        ),
+        tune: TuneRole::Fixed,
+        get: |c| CacheSize(c.cache_bytes).to_string(),
+        set: |c, t| {
+            c.cache_bytes = parsed::<CacheSize>(t)?.0;
+            Ok(())
+        },
+    };
+
+    /// The size camera frames are decoded at.
+    pub const RESOLUTION: LoaderKnob = LoaderKnob {
+        key: "resolution",
+        flag: "resolution",
+        form: FlagForm::Value("HxW"),
+        help: "Resize camera frames to HxW (bilinear), e.g. 96x96, or `native`",
+        reach: Reach::Native("LeRobot's loader has no resizing; frames come at their stored size"),
+        tune: TuneRole::Fixed,
+        get: |c| c.resolution.to_string(),
+        set: |c, t| {
+            c.resolution = parsed::<Resolution>(t)?;
+            Ok(())
+        },
+    };
+
+    /// Camera frames as float32 or uint8.
+    pub const IMAGES: LoaderKnob = LoaderKnob {
+        key: "images",
+        flag: "uint8",
+        form: FlagForm::Switch("u8"),
+        help: "Camera frames as uint8 instead of float32 in [0, 1]",
+        reach: Reach::Both,
+        tune: TuneRole::Fixed,
+        get: |c| c.images.to_string(),
+        set: |c, t| {
+            c.images = parsed::<ImageFormat>(t)?;
+            Ok(())
+        },
+    };
+
+    /// Dropping the last incomplete batch.
+    pub const DROP_LAST: LoaderKnob = LoaderKnob {
+        key: "drop_last",
+        flag: "drop-last",
+        form: FlagForm::Switch("true"),
+        help: "Drop the last incomplete batch of an epoch",
+        reach: Reach::Both,
+        tune: TuneRole::NotTuned,
+        get: |c| c.drop_last.to_string(),
+        set: |c, t| {
+            c.drop_last = boolean(t)?;
+            Ok(())
+        },
+    };
+
+    /// The order of indices.
+    pub const SAMPLER: LoaderKnob = LoaderKnob {
+        key: "sampler",
+        flag: "sampler",
+        form: FlagForm::Value("ORDER"),
+        help: "Index order: `sequential`, `shuffled` (seeded, anew each epoch) or \
+               `episode-aware` (LeRobot's: drops the window's last frames of each episode)",
+        reach: Reach::Both,
+        tune: TuneRole::Fixed,
+        get: |c| c.sampler.to_string(),
+        set: |c, t| {
+            c.sampler = parsed::<SamplerKind>(t)?;
+            Ok(())
+        },
+    };
+
+    /// The seed of the shuffled orders.
+    pub const SEED: LoaderKnob = LoaderKnob {
+        key: "seed",
+        flag: "seed",
+        form: FlagForm::Value("N"),
+        help: "Seed of the shuffled orders",
+        reach: Reach::Both,
+        tune: TuneRole::Fixed,
+        get: |c| c.seed.to_string(),
+        set: |c, t| {
+            c.seed =
+                t.trim().parse().map_err(|_| format!("{t:?}: expected a seed, a whole number"))?;
+            Ok(())
+        },
+    };
+
+    /// Batches as soon as ready rather than in sampler order.
+    pub const UNORDERED: LoaderKnob = LoaderKnob {
+        key: "unordered",
+        flag: "unordered",
+        form: FlagForm::Switch("true"),
+        help: "Deliver batches as soon as ready instead of in sampler order",
+        reach: Reach::Native("DataLoader delivers batches in order"),
+        tune: TuneRole::NotTuned,
+        get: |c| (!c.ordered).to_string(),
+        set: |c, t| {
+            c.ordered = !boolean(t)?;
+            Ok(())
+        },
+    };
+
+    /// The knob whose config key is `key`.
+    pub fn by_key(key: &str) -> Option<&'static LoaderKnob> {
+        Self::ALL.iter().find(|k| k.key == key)
+    }
+
+    /// The setting a refusal names it by.
+    pub fn setting(&self) -> Setting {
+        Setting::Knob(self.key)
+    }
+
+    /// Its value in `config`, in its text form (the one [`Self::set`] reads).
+    pub fn get(&self, config: &LoaderConfig) -> String {
+        (self.get)(config)
+    }
+
+    /// Sets it in `config` from its text form, checked; the error says what was expected and
+    /// leaves the naming of the knob to the front end.
+    pub fn set(&self, config: &mut LoaderConfig, text: &str) -> Result<(), String> {
+        (self.set)(config, text)
+    }
+
+    /// Its default, in its text form.
+    pub fn default_text(&self) -> String {
+        self.get(&LoaderConfig::default())
+    }
+
+    /// Whether `config` holds another value than the default.
+    pub fn is_set(&self, config: &LoaderConfig) -> bool {
+        self.get(config) != self.default_text()
+    }
+
+    /// Checks every knob of `config` as if read from its text form: the first its own check
+    /// refuses, named (`--batch 0: expected at least 1`, `loader.batch 0: …`).
+    pub fn check_all(config: &LoaderConfig) -> Result<(), Refusal> {
+        for knob in Self::ALL {
+            if let Err(what) = knob.set(&mut config.clone(), &knob.get(config)) {
+                let setting = knob.setting();
+                return Err(Refusal::new(move |name| format!("{} {what}", name(setting))));
+            }
+        }
+        Ok(())
+    }
+
+    /// The knobs `config` sets that only feedbench's loader has, each with why LeRobot's has
+    /// none.
+    pub fn native_only_set(
+        config: &LoaderConfig,
+    ) -> impl Iterator<Item = (&'static Self, &'static str)> + '_ {
+        Self::ALL.iter().filter_map(move |k| match k.reach {
+            Reach::Native(why) if k.is_set(config) => Some((k, why)),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_reads_back_through_its_own_text() {
+        let defaults = LoaderConfig::default();
+        for knob in LoaderKnob::ALL {
+            let mut config = defaults.clone();
+            knob.set(&mut config, &knob.default_text()).unwrap();
+            assert_eq!(config, defaults, "{}", knob.key);
+            if let FlagForm::Switch(value) = knob.form {
+                knob.set(&mut config, value).unwrap();
+                assert!(knob.is_set(&config), "{}: the switch changes the default", knob.key);
+            }
+        }
+    }
+
+    #[test]
+    fn keys_and_flags_are_unique_and_spelled_alike() {
+        for (i, a) in LoaderKnob::ALL.iter().enumerate() {
+            for b in &LoaderKnob::ALL[i + 1..] {
+                assert!(a.key != b.key && a.flag != b.flag, "{} and {}", a.key, b.key);
+            }
+            if let FlagForm::Value(_) = a.form {
+                assert_eq!(a.flag.replace('-', "_"), a.key, "a value flag is its key");
+            }
+        }
+    }
+
+    #[test]
+    fn checks_refuse_what_the_loader_cannot_take() {
+        let refused = |key: &str, text: &str| {
+            let mut config = LoaderConfig::default();
+            LoaderKnob::by_key(key).unwrap().set(&mut config, text).unwrap_err()
+        };
+        assert_eq!(refused("batch", "0"), "0: expected at least 1");
+        assert_eq!(refused("prefetch", "0"), "0: expected at least 1");
+        assert_eq!(refused("decoder_threads", "17"), "17 is not 1 to 16");
+        assert!(refused("workers", "-1").contains("expected a whole number"));
+        assert!(refused("cache", "lots").contains("expected a size"));
+    }
+
+    #[test]
+    fn the_native_only_knobs_set_are_named_with_why() {
+        let mut config = LoaderConfig::default();
+        assert_eq!(LoaderKnob::native_only_set(&config).count(), 0);
+        for (key, text) in [("decoder_threads", "2"), ("cache", "1GiB"), ("unordered", "true")] {
+            LoaderKnob::by_key(key).unwrap().set(&mut config, text).unwrap();
+        }
+        let named: Vec<&str> = LoaderKnob::native_only_set(&config).map(|(k, _)| k.key).collect();
+        assert_eq!(named, ["decoder_threads", "cache", "unordered"]);
+    }
+}
