@@ -389,7 +389,7 @@ def run_batches(request, dataset, installed):
 
 
 def run_sampler(request, dataset, installed):
-    sampler = episode_aware_sampler(dataset, request, shuffle=False)
+    sampler = episode_aware_sampler(dataset, request, shuffle=request.get("shuffle", False))
     emit({"event": "ready", **installed})
     rows = row_positions(dataset) if sampler_yields_rows() else None
     absolute = {row: index for index, row in rows.items()} if rows is not None else None

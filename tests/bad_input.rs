@@ -58,7 +58,16 @@ fn an_epoch_without_a_batch_says_why() {
     let (ok, _, err) = feedbench(&["load", root, "--workers", "0", "--batch", "2"]);
     clear_error(ok, &err);
     assert!(err.contains("drops the last 7 frames of each episode"), "{err}");
-    assert!(err.contains("select longer episodes, or --sampler shuffled"), "{err}");
+    assert!(
+        err.contains("select longer episodes, lower --drop-n-last-frames, or --sampler shuffled"),
+        "{err}"
+    );
+    // With fewer frames dropped than the window's 7, the episodes give samples.
+    let fewer = ["load", root, "--workers", "0", "--batch", "2", "--drop-n-last-frames", "4"];
+    let (ok, out, err) = feedbench(&[&fewer[..], &["--batches", "2", "--json"]].concat());
+    assert!(ok, "{err}");
+    let phase: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(phase["batches"], 2, "{out}");
     let short = ["load", root, "--window", "none", "--workers", "0", "--batch", "100"];
     let (ok, _, err) = feedbench(&[&short[..], &["--drop-last"]].concat());
     clear_error(ok, &err);

@@ -172,10 +172,57 @@ fn lerobots_episode_aware_sampler_visits_the_native_candidates() {
         let mut native: Vec<usize> = spec.build().unwrap().plan(0).concat();
         native.sort_unstable();
         let lerobot = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
-        let lerobot = lerobot.episode_aware_indices().unwrap();
+        let lerobot = lerobot.episode_aware_indices(false).unwrap();
         assert_eq!(native, lerobot, "episodes {episodes:?}");
         // The diffusion window drops the last 7 frames of each episode.
         assert!(native.len() < 160 && !native.is_empty());
+    }
+}
+
+/// `drop_n_last_frames` (the knob, and the window's own where it is not set) against LeRobot's
+/// `EpisodeAwareSampler` given the same value: unshuffled, the same indices in the same order;
+/// shuffled, the same indices; and per episode, its first `len − n` frames (none where the
+/// episode is not longer than `n`).
+#[test]
+fn drop_n_last_frames_drops_what_lerobots_sampler_drops() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    for drop in [None, Some(0), Some(3), Some(40)] {
+        for episodes in [None, Some("1,3")] {
+            let mut spec = spec(&root, SamplerKind::EpisodeAware, ImageFormat::F32, episodes);
+            spec.config.drop_n_last_frames = drop;
+            let (dataset, window) = spec.open().unwrap();
+            let n = spec.config.drop_n_last_frames(&window);
+            assert_eq!(n, drop.unwrap_or(7), "the diffusion window's own is 7");
+            let candidates = dataset.sample_indices(n);
+            let mut expected = Vec::new();
+            for e in dataset.episodes() {
+                expected.extend(e.from..e.from + (e.to - e.from).saturating_sub(n));
+            }
+            assert_eq!(candidates, expected, "drop {drop:?}, episodes {episodes:?}");
+            let options = LerobotOptions::new(Some(&python), None);
+            let lerobot = LerobotLoader::new(&spec, options).unwrap();
+            let what = format!("drop {drop:?}, episodes {episodes:?}");
+            if candidates.is_empty() {
+                // Every selected episode dropped whole: both refuse rather than yield nothing.
+                let error = lerobot.episode_aware_indices(false).unwrap_err().to_string();
+                assert!(error.contains("No valid frames remain"), "{what}: {error}");
+                assert!(spec.build().unwrap().plan(0).is_empty(), "{what}");
+                continue;
+            }
+            assert_eq!(lerobot.episode_aware_indices(false).unwrap(), candidates, "{what}");
+            let mut shuffled = lerobot.episode_aware_indices(true).unwrap();
+            let mut native = spec.build().unwrap().plan(0).concat();
+            if candidates.len() > 1 {
+                assert_ne!(shuffled, candidates, "LeRobot shuffled, {what}");
+                assert_ne!(native, candidates, "the native loader shuffled, {what}");
+            }
+            shuffled.sort_unstable();
+            native.sort_unstable();
+            assert_eq!(shuffled, candidates, "{what}");
+            assert_eq!(native, candidates, "{what}");
+        }
     }
 }
 

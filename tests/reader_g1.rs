@@ -149,7 +149,7 @@ fn present_episodes_give_the_episode_aware_index_space() {
     let dataset = Dataset::open_with(&root, &options).unwrap();
     let window = dataset.window(&WindowSpec::diffusion()).unwrap();
     assert_eq!(window.drop_n_last_frames, 7);
-    let indices = dataset.sample_indices(&window);
+    let indices = dataset.sample_indices(window.drop_n_last_frames);
     let lengths: Vec<usize> = dataset.episodes().map(|e| e.length).collect();
     assert_eq!(indices.len(), lengths.iter().map(|l| l - 7).sum::<usize>());
     for episode in dataset.episodes() {

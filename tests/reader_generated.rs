@@ -108,7 +108,7 @@ fn v3_episode_ranges_and_episode_filter() {
     // Global ranges: 0:[0,5) 1:[5,12) 2:[12,15) 3:[15,24) 4:[24,28); episode 3 shares a file with 2.
     assert_eq!(ranges, [(1, 5, 12), (3, 15, 24)]);
     let window = dataset.window(&WindowSpec::diffusion()).unwrap();
-    let indices = dataset.sample_indices(&window);
+    let indices = dataset.sample_indices(window.drop_n_last_frames);
     assert_eq!(indices, (5..5).chain(15..17).collect::<Vec<_>>(), "7 frames dropped per episode");
     let sample = dataset.sample(15, &window).unwrap();
     assert_eq!(sample.arrays["observation.state"].values, expected_state(&[15, 15], 3));

@@ -104,13 +104,13 @@ mod tests {
 
     #[test]
     fn flags_set_the_knobs_and_bad_values_name_the_flag() {
-        let flags = parse(&["--batch", "64", "--uint8", "--seed", "3"]).unwrap();
+        let flags = parse(&["--batch", "64", "--uint8", "--drop-n-last-frames", "3"]).unwrap();
         let config = flags.applied_to(LoaderConfig::default());
         assert_eq!(config.batch_size, 64);
         assert_eq!(config.images.to_string(), "u8");
-        assert_eq!(config.seed, 3);
+        assert_eq!(config.drop_n_last_frames, Some(3));
         let given: Vec<&str> = flags.knobs().map(|k| k.key).collect();
-        assert_eq!(given, ["batch", "images", "seed"], "in the table's order");
+        assert_eq!(given, ["batch", "images", "drop_n_last_frames"], "in the table's order");
         let error = parse(&["--batch", "0"]).unwrap_err();
         assert!(
             error.contains("'--batch <N>'") && error.contains("expected at least 1"),

@@ -189,11 +189,11 @@ impl Dataset {
     }
 
     /// The global indices a training epoch samples, in order: every frame of the selected
-    /// episodes except the last `window.drop_n_last_frames` of each (LeRobot's
+    /// episodes except the last `drop_n_last_frames` of each (LeRobot's
     /// `EpisodeAwareSampler`).
-    pub fn sample_indices(&self, window: &Window) -> Vec<usize> {
+    pub fn sample_indices(&self, drop_n_last_frames: usize) -> Vec<usize> {
         self.episodes()
-            .flat_map(|e| e.from..e.to.saturating_sub(window.drop_n_last_frames).max(e.from))
+            .flat_map(|e| e.from..e.to.saturating_sub(drop_n_last_frames).max(e.from))
             .collect()
     }
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::ImageFormat;
 use super::sampler::{SamplerKind, Shard};
 use crate::dataset::video::DecodeOptions;
-use crate::dataset::Resolution;
+use crate::dataset::{Resolution, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +40,11 @@ pub struct LoaderConfig {
     /// 0 keeps none. Left out of JSON at 0, as before the knob.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_bytes: u64,
+    /// Frames at the end of each episode that the episode-aware sampler never starts a sample
+    /// at (LeRobot's `drop_n_last_frames`); None: the window's own. Left out of JSON when None,
+    /// as before the knob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_n_last_frames: Option<usize>,
 }
 
 fn is_zero(bytes: &u64) -> bool {
@@ -88,6 +93,7 @@ impl Default for LoaderConfig {
             images: ImageFormat::F32,
             decoder_threads: 1,
             cache_bytes: 0,
+            drop_n_last_frames: None,
         }
     }
 }
@@ -102,6 +108,12 @@ impl LoaderConfig {
             threads: self.decoder_threads,
             ..DecodeOptions::default()
         }
+    }
+
+    /// The frames the episode-aware sampler drops at the end of each episode: the knob's, else
+    /// `window`'s own.
+    pub fn drop_n_last_frames(&self, window: &Window) -> usize {
+        self.drop_n_last_frames.unwrap_or(window.drop_n_last_frames)
     }
 
     /// The most batches alive at once: `prefetch` per worker (one for `workers = 0`) and the

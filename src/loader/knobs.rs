@@ -110,6 +110,7 @@ impl LoaderKnob {
         Self::IMAGES,
         Self::DROP_LAST,
         Self::SAMPLER,
+        Self::DROP_N_LAST_FRAMES,
         Self::SEED,
         Self::UNORDERED,
     ];
@@ -248,12 +249,37 @@ impl LoaderKnob {
         flag: "sampler",
         form: FlagForm::Value("ORDER"),
         help: "Index order: `sequential`, `shuffled` (seeded, anew each epoch) or \
-               `episode-aware` (LeRobot's: drops the window's last frames of each episode)",
+               `episode-aware` (LeRobot's: drops the last --drop-n-last-frames frames of each \
+               episode)",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         get: |c| c.sampler.to_string(),
         set: |c, t| {
             c.sampler = parsed::<SamplerKind>(t)?;
+            Ok(())
+        },
+    };
+
+    /// The frames the episode-aware sampler drops at each episode's end.
+    pub const DROP_N_LAST_FRAMES: LoaderKnob = LoaderKnob {
+        key: "drop_n_last_frames",
+        flag: "drop-n-last-frames",
+        form: FlagForm::Value("N"),
+        help: "Frames at the end of each episode that the episode-aware sampler never starts \
+               a sample at, as LeRobot's EpisodeAwareSampler (lerobot-train takes the \
+               policy's: diffusion's horizon − n_action_steps − n_obs_steps + 1), or `window` \
+               [default: window: the window's, 7 for `diffusion`, 0 for `none`]",
+        reach: Reach::Both,
+        tune: TuneRole::Fixed,
+        get: |c| c.drop_n_last_frames.map_or("window".into(), |n| n.to_string()),
+        set: |c, t| {
+            c.drop_n_last_frames = match t.trim() {
+                "window" => None,
+                n => Some(
+                    n.parse()
+                        .map_err(|_| format!("{t:?}: expected a number of frames, or `window`"))?,
+                ),
+            };
             Ok(())
         },
     };
@@ -385,6 +411,7 @@ mod tests {
         assert_eq!(refused("decoder_threads", "17"), "17 is not 1 to 16");
         assert!(refused("workers", "-1").contains("expected a whole number"));
         assert!(refused("cache", "lots").contains("expected a size"));
+        assert!(refused("drop_n_last_frames", "x").contains("or `window`"));
     }
 
     #[test]

@@ -109,10 +109,12 @@ impl Plans {
     }
 
     /// The indices the sampler draws from: every frame of the selected episodes, or (episode
-    /// aware) every frame but the window's last ones of each.
+    /// aware) every frame but the last `drop_n_last_frames` of each.
     fn candidates(&self) -> Vec<usize> {
         match self.config.sampler {
-            SamplerKind::EpisodeAware => self.dataset.sample_indices(&self.window),
+            SamplerKind::EpisodeAware => {
+                self.dataset.sample_indices(self.config.drop_n_last_frames(&self.window))
+            }
             SamplerKind::Sequential | SamplerKind::Shuffled => {
                 self.dataset.episodes().flat_map(|e| e.from..e.to).collect()
             }
@@ -363,16 +365,17 @@ impl Loader {
         let shard = c.shard.split(candidates.clone(), c.drop_last).len();
         let candidates = candidates.len();
         let (drop_n_last, (rank, world), batch) =
-            (self.window.drop_n_last_frames, (c.shard.rank, c.shard.world), c.batch_size);
+            (c.drop_n_last_frames(&self.window), (c.shard.rank, c.shard.world), c.batch_size);
         if episodes == 0 {
             Refusal::new(|_| "no episode is selected".into())
         } else if candidates == 0 {
             Refusal::new(move |name| {
                 format!(
                     "the episode-aware sampler drops the last {drop_n_last} frames of each \
-                     episode (the window's look-ahead), and none of the {episodes} selected \
-                     episodes is longer ({frames} frames in all): select longer episodes, or {} \
-                     shuffled",
+                     episode ({}), and none of the {episodes} selected episodes is longer \
+                     ({frames} frames in all): select longer episodes, lower {}, or {} shuffled",
+                    name(LoaderKnob::DROP_N_LAST_FRAMES.setting()),
+                    name(LoaderKnob::DROP_N_LAST_FRAMES.setting()),
                     name(LoaderKnob::SAMPLER.setting())
                 )
             })

@@ -208,7 +208,7 @@ impl LerobotLoader {
             "root": self.spec.dataset,
             "episodes": self.spec.episodes.as_ref().map(|e| e.indices().to_vec()),
             "delta_timestamps": deltas,
-            "drop_n_last_frames": self.window.drop_n_last_frames,
+            "drop_n_last_frames": c.drop_n_last_frames(&self.window),
             "sampler": c.sampler.name(),
             "seed": c.seed,
             "num_workers": c.workers,
@@ -270,9 +270,12 @@ impl LerobotLoader {
         parse(&self.options.python, ready)
     }
 
-    /// The indices of LeRobot's `EpisodeAwareSampler`, unshuffled.
-    pub fn episode_aware_indices(&self) -> Result<Vec<usize>, LoaderError> {
-        let (_, result) = run_driver(&self.options.python, &self.request("sampler"))?;
+    /// The indices LeRobot's `EpisodeAwareSampler` yields for this spec's episodes and
+    /// `drop_n_last_frames`, in its order: shuffled (seeded by the spec's seed) or not.
+    pub fn episode_aware_indices(&self, shuffle: bool) -> Result<Vec<usize>, LoaderError> {
+        let mut request = self.request("sampler");
+        request["shuffle"] = json!(shuffle);
+        let (_, result) = run_driver(&self.options.python, &request)?;
         let indices = result.get("indices").cloned().unwrap_or_default();
         parse(&self.options.python, indices)
     }
