@@ -64,9 +64,13 @@ impl Dataset {
         if frames < 2 {
             return Ok(());
         }
-        let spacing =
-            (self.timestamp(longest.to - 1)? - self.timestamp(longest.from)?) / (frames - 1) as f64;
-        // Timestamps that do not advance (or NaN) are named where a sample reads them.
+        // Rows that do not read, and timestamps that do not advance (or NaN), are named where
+        // a sample reads them: opening the dataset does not judge them.
+        let (Ok(first), Ok(last)) = (self.timestamp(longest.from), self.timestamp(longest.to - 1))
+        else {
+            return Ok(());
+        };
+        let spacing = (last - first) / (frames - 1) as f64;
         if !(spacing > 0.0 && spacing.is_finite()) {
             return Ok(());
         }
