@@ -187,7 +187,8 @@ pub fn query_rows(
     offsets: &[i64],
 ) -> impl ExactSizeIterator<Item = (usize, bool)> + Clone + '_ {
     offsets.iter().map(move |&offset| {
-        let wanted = index as i64 + offset;
+        // Saturating: a delta of 1e18 s is an offset of i64::MAX rows (padded), not an overflow.
+        let wanted = (index as i64).saturating_add(offset);
         let is_pad = wanted < from as i64 || wanted >= to as i64;
         (wanted.clamp(from as i64, to as i64 - 1) as usize, is_pad)
     })
@@ -201,6 +202,9 @@ mod tests {
     fn clamps_to_the_episode_and_marks_padding() {
         let rows: Vec<_> = query_rows(10, 10, 13, &[-1, 0, 1, 2, 3]).collect();
         assert_eq!(rows, [(10, true), (10, false), (11, false), (12, false), (12, true)]);
+        // Offsets beyond any episode (a huge delta, saturated to i64) are padding, not a panic.
+        let rows: Vec<_> = query_rows(11, 10, 13, &[i64::MAX, i64::MIN]).collect();
+        assert_eq!(rows, [(12, true), (10, true)]);
     }
 
     #[test]
