@@ -49,10 +49,17 @@ fn answer(stdout: &str) -> serde_json::Value {
         .clone()
 }
 
-/// Tune with a `step_ms` step into `out`, `--json`: the answer and stderr (the progress lines).
-fn tune_json(root: &Path, out: &Path, step_ms: &str) -> (serde_json::Value, String) {
+/// Tune with a `step_ms` step into `out`, `--json` and `extra` flags: the answer and stderr
+/// (the progress lines).
+fn tune_json(
+    root: &Path,
+    out: &Path,
+    step_ms: &str,
+    extra: &[&str],
+) -> (serde_json::Value, String) {
     let mut args = tune_args(root, out, step_ms);
     args.push("--json");
+    args.extend_from_slice(extra);
     let (ok, stdout, err) = common::feedbench(&args);
     assert!(ok, "{err}");
     (answer(&stdout), err)
@@ -63,14 +70,17 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     let dir = tempfile::tempdir().unwrap();
     let root = dataset(dir.path());
     let (long_out, short_out) = (dir.path().join("long"), dir.path().join("short"));
-    let (long, err) = tune_json(&root, &long_out, "1000");
+    // A knob tune keeps fixed reaches every configuration it measures.
+    let (long, err) = tune_json(&root, &long_out, "1000", &["--drop-n-last-frames", "3"]);
     assert_eq!(
         long["bound"]["bound"], "step",
         "a 1000 ms step (inline loading ≈ 2 % of it) is fed: {long}"
     );
     assert!(err.contains("tune: measuring 1 × prefetch 2"), "a line per measurement: {err}");
 
-    let (short, _) = tune_json(&root, &short_out, "1");
+    let kept = std::fs::read_to_string(long_out.join("sweep.toml")).unwrap();
+    assert!(kept.contains("drop_n_last_frames = 3"), "{kept}");
+    let (short, _) = tune_json(&root, &short_out, "1", &[]);
     assert_eq!(short["bound"]["bound"], "cpus", "a 1 ms step outruns two cores: {short}");
     // The prediction from the two rates: the short step needs more workers than the long.
     // The measured answer may tie (on two cores, loading inline can be as fast as two

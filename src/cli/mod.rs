@@ -54,17 +54,9 @@ pub fn sweep_progress_bar() -> indicatif::ProgressBar {
 /// Shows `progress` on `bar`.
 pub fn show_progress(bar: &indicatif::ProgressBar, progress: SweepProgress<'_>) {
     match progress {
-        SweepProgress::Phase { cell, phase, .. } => bar.set_message(format!(
-            "{phase}: {} workers, prefetch {}, batch {}, {} {}, {} on {} {}",
-            cell.workers,
-            cell.prefetch,
-            cell.batch_size,
-            cell.resolution,
-            cell.images,
-            cell.model,
-            cell.device,
-            cell.dtype
-        )),
+        SweepProgress::Phase { cell, phase, .. } => {
+            bar.set_message(format!("{phase}: {}", cell.label()))
+        }
         SweepProgress::CellDone { done, total } => {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

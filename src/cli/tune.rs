@@ -11,11 +11,13 @@ use feedbench::bench::report::{millis, rate};
 use feedbench::bench::sweep::config::{
     DatasetSource, EpisodeChoice, LoaderAxes, ModelSection, RunSection, SweepConfig,
 };
+use feedbench::bench::sweep::knob_axes::KnobAxes;
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
-use feedbench::loader::size::{ByteSize, CacheSize};
+use feedbench::loader::knobs::LoaderKnob;
+use feedbench::loader::size::ByteSize;
 use feedbench::model::{DeviceChoice, ModelSpec};
 
 use super::loader::{LoaderFlags, StepFlags};
@@ -104,7 +106,6 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let depths = |p: usize| vec![1, p, p * 2];
     let grid = (cpus + 1) * depths(2).len();
     let settings = SearchSettings::new(args.target, grid);
-    let c = &spec.config;
     // Absolute, so that the sweep config kept beside the results reads the same dataset.
     let root = std::fs::canonicalize(&spec.dataset).unwrap_or_else(|_| spec.dataset.clone());
     let config = SweepConfig {
@@ -121,16 +122,11 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         },
         loader: LoaderAxes {
             window: spec.window,
-            // The configurations tune chooses from: as a sweep config, the exhaustive sweep.
-            workers: (0..=cpus).collect(),
-            prefetch: depths(settings.prefetch),
-            batch: vec![c.batch_size],
-            resolution: vec![c.resolution],
-            images: vec![c.images],
-            decoder_threads: vec![c.decoder_threads],
-            cache: vec![CacheSize(c.cache_bytes)],
-            sampler: c.sampler,
-            seed: c.seed,
+            // Every knob as the flags set it; the configurations tune chooses from, as a sweep
+            // config: the exhaustive sweep.
+            knobs: KnobAxes::from_config(&spec.config)
+                .with(&LoaderKnob::WORKERS, 0..=cpus)
+                .with(&LoaderKnob::PREFETCH, depths(settings.prefetch)),
             loader: vec![choice.backend()],
             python,
             video_backend,

@@ -40,6 +40,17 @@ pub enum TuneRole {
     NotTuned,
 }
 
+/// How a config file writes a knob's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TomlType {
+    /// A number (`workers = [0, 1, 2]`); a value that is none (`window`) as a string.
+    Integer,
+    /// A string (`resolution = ["96x96"]`).
+    Text,
+    /// `true` or `false`.
+    Boolean,
+}
+
 /// One knob of the loader.
 #[derive(Clone, Copy)]
 pub struct LoaderKnob {
@@ -56,6 +67,11 @@ pub struct LoaderKnob {
     pub reach: Reach,
     /// What tune does with it.
     pub tune: TuneRole,
+    /// How configs write its values.
+    pub toml: TomlType,
+    /// Added after configs and results were first kept: left out of them at its default, so
+    /// that what was kept before reads and compares the same.
+    pub omit_at_default: bool,
     get: fn(&LoaderConfig) -> String,
     set: fn(&mut LoaderConfig, &str) -> Result<(), String>,
 }
@@ -99,19 +115,19 @@ fn boolean(text: &str) -> Result<bool, String> {
 }
 
 impl LoaderKnob {
-    /// Every knob, in the order `--help` lists them.
+    /// Every knob, in the order `--help` lists them and configs write them.
     pub const ALL: &'static [LoaderKnob] = &[
         Self::WORKERS,
         Self::PREFETCH,
         Self::BATCH,
-        Self::DECODER_THREADS,
-        Self::CACHE,
         Self::RESOLUTION,
         Self::IMAGES,
-        Self::DROP_LAST,
+        Self::DECODER_THREADS,
+        Self::CACHE,
         Self::SAMPLER,
-        Self::DROP_N_LAST_FRAMES,
         Self::SEED,
+        Self::DROP_LAST,
+        Self::DROP_N_LAST_FRAMES,
         Self::UNORDERED,
     ];
 
@@ -123,6 +139,8 @@ impl LoaderKnob {
         help: "Worker threads (0: load in the consuming thread) [default: 4, LeRobot's]",
         reach: Reach::Both,
         tune: TuneRole::Searched,
+        toml: TomlType::Integer,
+        omit_at_default: false,
         get: |c| c.workers.to_string(),
         set: |c, t| {
             c.workers = count(t, 0)?;
@@ -138,6 +156,8 @@ impl LoaderKnob {
         help: "Batches in flight per worker, at least 1 [default: 2, DataLoader's]",
         reach: Reach::Both,
         tune: TuneRole::Searched,
+        toml: TomlType::Integer,
+        omit_at_default: false,
         get: |c| c.prefetch.to_string(),
         set: |c, t| {
             c.prefetch = count(t, 1)?;
@@ -153,6 +173,8 @@ impl LoaderKnob {
         help: "Samples per batch, at least 1",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
+        toml: TomlType::Integer,
+        omit_at_default: false,
         get: |c| c.batch_size.to_string(),
         set: |c, t| {
             c.batch_size = count(t, 1)?;
@@ -171,6 +193,8 @@ impl LoaderKnob {
             "LeRobot's video backend keeps its own threading, which feedbench does not set",
         ),
         tune: TuneRole::Fixed,
+        toml: TomlType::Integer,
+        omit_at_default: true,
         get: |c| c.decoder_threads.to_string(),
         set: |c, t| {
             let threads = t.trim().parse().map_err(|_| format!("{t:?}: expected 1 to 16"))?;
@@ -191,6 +215,8 @@ impl LoaderKnob {
             "LeRobot's loader keeps no decoded frames; every epoch decodes them again",
         ),
         tune: TuneRole::Fixed,
+        toml: TomlType::Text,
+        omit_at_default: true,
         get: |c| CacheSize(c.cache_bytes).to_string(),
         set: |c, t| {
             c.cache_bytes = parsed::<CacheSize>(t)?.0;
@@ -206,6 +232,8 @@ impl LoaderKnob {
         help: "Resize camera frames to HxW (bilinear), e.g. 96x96, or `native`",
         reach: Reach::Native("LeRobot's loader has no resizing; frames come at their stored size"),
         tune: TuneRole::Fixed,
+        toml: TomlType::Text,
+        omit_at_default: false,
         get: |c| c.resolution.to_string(),
         set: |c, t| {
             c.resolution = parsed::<Resolution>(t)?;
@@ -221,6 +249,8 @@ impl LoaderKnob {
         help: "Camera frames as uint8 instead of float32 in [0, 1]",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
+        toml: TomlType::Text,
+        omit_at_default: false,
         get: |c| c.images.to_string(),
         set: |c, t| {
             c.images = parsed::<ImageFormat>(t)?;
@@ -236,6 +266,8 @@ impl LoaderKnob {
         help: "Drop the last incomplete batch of an epoch",
         reach: Reach::Both,
         tune: TuneRole::NotTuned,
+        toml: TomlType::Boolean,
+        omit_at_default: true,
         get: |c| c.drop_last.to_string(),
         set: |c, t| {
             c.drop_last = boolean(t)?;
@@ -253,6 +285,8 @@ impl LoaderKnob {
                episode)",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
+        toml: TomlType::Text,
+        omit_at_default: false,
         get: |c| c.sampler.to_string(),
         set: |c, t| {
             c.sampler = parsed::<SamplerKind>(t)?;
@@ -271,6 +305,8 @@ impl LoaderKnob {
                [default: window: the window's, 7 for `diffusion`, 0 for `none`]",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
+        toml: TomlType::Integer,
+        omit_at_default: true,
         get: |c| c.drop_n_last_frames.map_or("window".into(), |n| n.to_string()),
         set: |c, t| {
             c.drop_n_last_frames = match t.trim() {
@@ -292,6 +328,8 @@ impl LoaderKnob {
         help: "Seed of the shuffled orders",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
+        toml: TomlType::Integer,
+        omit_at_default: false,
         get: |c| c.seed.to_string(),
         set: |c, t| {
             c.seed =
@@ -308,6 +346,8 @@ impl LoaderKnob {
         help: "Deliver batches as soon as ready instead of in sampler order",
         reach: Reach::Native("DataLoader delivers batches in order"),
         tune: TuneRole::NotTuned,
+        toml: TomlType::Boolean,
+        omit_at_default: true,
         get: |c| (!c.ordered).to_string(),
         set: |c, t| {
             c.ordered = !boolean(t)?;

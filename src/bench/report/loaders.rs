@@ -55,13 +55,9 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
         .enumerate()
         .filter(|(_, row)| row.knobs.loader == LoaderBackend::Native)
         .filter_map(|(native, row)| {
-            // LeRobot's loader keeps no frames: a native cell with a cache is set beside the
-            // LeRobot cell without one, which decodes every epoch.
-            let twin = crate::bench::sweep::cell::Cell {
-                loader: LoaderBackend::Lerobot,
-                cache_bytes: 0,
-                ..row.knobs.clone()
-            };
+            // LeRobot's loader keeps no frames and has no decoder threads: a native cell with
+            // either is set beside the LeRobot cell without them.
+            let twin = row.knobs.lerobot_twin();
             let lerobot = rows.iter().position(|r| r.knobs == twin)?;
             Some(LoaderPair { native, lerobot })
         })
@@ -291,6 +287,13 @@ mod tests {
         let report = render(&results);
         let comparison = report.loaders.as_ref().expect("both loaders measured");
         assert_eq!(comparison.pairs.len(), 3, "the 3-worker cell has no twin");
+        // A native cell with decoder threads is set beside LeRobot's, as a cached one is.
+        let mut threaded = cell(Native, 1, 150.0, 1.0, 10.0);
+        threaded.cell.decoder_threads = 2;
+        let both: Vec<_> =
+            [threaded, cell(Lerobot, 1, 30.0, 8.0, 60.0)].iter().map(FakeCell::result).collect();
+        let pairs = render(&both).loaders.expect("a twin").pairs.len();
+        assert_eq!(pairs, 1, "decoder threads have a LeRobot twin");
         for pair in &comparison.pairs {
             let (n, l) = (&report.rows[pair.native], &report.rows[pair.lerobot]);
             assert_eq!((n.knobs.loader, l.knobs.loader), (Native, Lerobot));

@@ -8,8 +8,8 @@ pub use super::knob::{Knob, KnobSet};
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::LoaderBackend;
-use crate::loader::sampler::SamplerKind;
 use crate::loader::size::ByteSize;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 
@@ -68,21 +68,46 @@ impl Cell {
         knobs.iter().map(|k| k.value(self)).collect::<Vec<_>>().join(",")
     }
 
-    /// The loader's knobs in this cell, with the sweep's `sampler` and its `seed` (plus the
-    /// repeat, so that each repeat reads another order).
-    pub fn loader_config(&self, sampler: SamplerKind, seed: u64) -> LoaderConfig {
-        LoaderConfig {
+    /// The loader's knobs in this cell over `base`, the knobs every cell of the sweep shares
+    /// (its seed plus the repeat, so that each repeat reads another order). A LeRobot cell
+    /// keeps the native-only knobs at their defaults (the loader's table says which).
+    pub fn loader_config(&self, base: &LoaderConfig) -> LoaderConfig {
+        let mut config = LoaderConfig {
             workers: self.workers,
             prefetch: self.prefetch,
             batch_size: self.batch_size,
-            sampler,
-            seed: seed + self.repeat as u64,
+            seed: base.seed + self.repeat as u64,
             resolution: self.resolution,
             images: self.images,
             decoder_threads: self.decoder_threads,
             cache_bytes: self.cache_bytes,
-            ..LoaderConfig::default()
+            ..base.clone()
+        };
+        if !self.loader.is_native() {
+            let native_only: Vec<_> = LoaderKnob::native_only_set(&config).collect();
+            for (knob, _) in native_only {
+                knob.set(&mut config, &knob.default_text()).expect("a default reads back");
+            }
         }
+        config
+    }
+
+    /// The cell LeRobot's loader runs in place of this one: its native-only knobs that leave
+    /// the batch as it is (decoder threads, the frame cache; the loader's table says which are
+    /// native-only) at their defaults. A sweep measures it once for every such native cell,
+    /// and the report sets them side by side.
+    pub fn lerobot_twin(&self) -> Cell {
+        let lerobot = Cell { loader: LoaderBackend::Lerobot, ..self.clone() };
+        let config = lerobot.loader_config(&LoaderConfig::default());
+        Cell { decoder_threads: config.decoder_threads, cache_bytes: config.cache_bytes, ..lerobot }
+    }
+
+    /// The cell's knobs as a line for people (a sweep's progress): each knob the cell shows, by
+    /// name, the dataset aside; a knob at the default that leaves it out of ids is left out.
+    pub fn label(&self) -> String {
+        let shown = Knob::shown(KnobSet::All, [self]);
+        let knobs = shown.into_iter().filter(|k| *k != Knob::Dataset);
+        knobs.map(|k| format!("{} {}", k.name(), k.value(self))).collect::<Vec<_>>().join(", ")
     }
 
     /// A stable name for the cell, derived from every knob and the repeat, usable as a file
@@ -194,6 +219,18 @@ mod tests {
             assert_eq!(text, knob.value(&cell()), "{}", knob.name());
         }
         assert_eq!(serde_json::from_value::<Cell>(json).unwrap(), cell());
+    }
+
+    #[test]
+    fn labels_show_every_knob_a_cell_differs_by() {
+        let plain = "workers 2, prefetch 4, batch 64, resolution 96x96, images u8, \
+                     model diffusion:small, device cpu, dtype bf16";
+        assert_eq!(cell().label(), plain);
+        let mut other = cell();
+        (other.cache_bytes, other.decoder_threads) = (4 << 30, 2);
+        other.loader = LoaderBackend::Lerobot;
+        let label = other.label();
+        assert_eq!(label, format!("{plain}, decoder_threads 2, cache 4GiB, loader lerobot"));
     }
 
     #[test]

@@ -10,13 +10,12 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::knob_axes::KnobAxes;
+
 use crate::dataset::video::VideoCodec;
-use crate::dataset::{CodebaseVersion, EpisodeList, Resolution, WindowChoice};
-use crate::loader::batch::ImageFormat;
-use crate::loader::config::{check_decoder_threads, LoaderConfig};
+use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LoaderBackend, VideoBackend};
-use crate::loader::sampler::SamplerKind;
-use crate::loader::size::CacheSize;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.
@@ -126,32 +125,17 @@ pub enum EpisodeChoice {
     List(EpisodeList),
 }
 
-/// The loader's axes and fixed knobs.
+/// The loader's axes and fixed knobs: the window, which loaders, LeRobot's Python and video
+/// backend, and every knob of the loader's table ([`KnobAxes`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct LoaderAxes {
     /// `diffusion` (LeRobot's diffusion-policy deltas) or `none`.
     pub window: WindowChoice,
-    /// Worker threads (0: load in the training thread).
-    pub workers: Vec<usize>,
-    /// Batches in flight per worker.
-    pub prefetch: Vec<usize>,
-    /// Samples per batch.
-    pub batch: Vec<usize>,
-    /// `native` or `HxW` (e.g. `96x96`).
-    pub resolution: Vec<Resolution>,
-    /// How camera frames reach the model: `f32` (in [0, 1]) or `u8` (normalised on the device).
-    pub images: Vec<ImageFormat>,
-    /// Threads inside each worker's video decoder (1 to 16).
-    #[serde(skip_serializing_if = "one_decoder_thread")]
-    pub decoder_threads: Vec<usize>,
-    /// The decoded-frame cache's budgets (`"4GiB"`; `"0"`: none) of the native loader's cells.
-    #[serde(skip_serializing_if = "no_cache")]
-    pub cache: Vec<CacheSize>,
-    /// `episode_aware` (LeRobot's), `shuffled` or `sequential`.
-    pub sampler: SamplerKind,
-    /// Seed of the shuffled orders.
-    pub seed: u64,
+    /// The knobs of the loader's table: lists for the axes, one value for the rest (unknown
+    /// keys are refused there, by name).
+    #[serde(flatten)]
+    pub knobs: KnobAxes,
     /// Which loaders: `native` (feedbench's) and/or `lerobot` (LeRobot's own, in Python).
     #[serde(skip_serializing_if = "only_native")]
     pub loader: Vec<LoaderBackend>,
@@ -165,18 +149,6 @@ pub struct LoaderAxes {
     pub video_backend: Option<VideoBackend>,
 }
 
-/// Whether the decoder-threads axis is the default, one thread (left out of the config
-/// feedbench keeps beside results, so that configs written before read back the same).
-fn one_decoder_thread(threads: &[usize]) -> bool {
-    threads == [LoaderConfig::default().decoder_threads]
-}
-
-/// Whether the cache axis is the default, no cache (left out of the config feedbench keeps
-/// beside results, so that configs written before read back the same).
-fn no_cache(budgets: &[CacheSize]) -> bool {
-    budgets == [CacheSize::default()]
-}
-
 /// Whether the loader axis is the default, the native loader alone (left out of the config
 /// feedbench keeps beside results, so that configs written before read back the same).
 fn only_native(loaders: &[LoaderBackend]) -> bool {
@@ -187,15 +159,7 @@ impl Default for LoaderAxes {
     fn default() -> Self {
         Self {
             window: WindowChoice::Diffusion,
-            workers: vec![0, 1, 2],
-            prefetch: vec![2],
-            batch: vec![16, 64],
-            resolution: vec![Resolution::Native],
-            images: vec![ImageFormat::F32],
-            decoder_threads: vec![LoaderConfig::default().decoder_threads],
-            cache: vec![CacheSize::default()],
-            sampler: SamplerKind::EpisodeAware,
-            seed: 0,
+            knobs: KnobAxes::default(),
             loader: vec![LoaderBackend::Native],
             python: None,
             video_backend: None,
@@ -303,36 +267,27 @@ impl ConfigFile for SweepConfig {
         let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
         self.dataset.check(path)?;
         let l = &self.loader;
-        for (name, empty) in [
-            ("loader.workers", l.workers.is_empty()),
-            ("loader.prefetch", l.prefetch.is_empty()),
-            ("loader.batch", l.batch.is_empty()),
-            ("loader.resolution", l.resolution.is_empty()),
-            ("loader.images", l.images.is_empty()),
+        let empty_knob =
+            l.knobs.iter().find(|(_, values)| values.is_empty()).map(|(k, _)| k.key.to_string());
+        let empty_list = [
             ("loader.loader", l.loader.is_empty()),
-            ("loader.decoder_threads", l.decoder_threads.is_empty()),
-            ("loader.cache", l.cache.is_empty()),
             ("model.model", self.model.model.is_empty()),
             ("model.dtype", self.model.dtype.is_empty()),
-        ] {
-            if empty {
-                return bad(format!("{name} is an empty list"));
-            }
-        }
-        if l.prefetch.contains(&0) || l.batch.contains(&0) {
-            return bad("loader.prefetch and loader.batch must be ≥ 1".into());
-        }
-        if let Err(e) =
-            l.decoder_threads.iter().try_for_each(|&t| check_decoder_threads(t).map(drop))
-        {
-            return bad(format!("loader.decoder_threads: {e}"));
+        ]
+        .into_iter()
+        .find(|(_, empty)| *empty)
+        .map(|(name, _)| name.to_string());
+        if let Some(name) = empty_knob.map(|key| format!("loader.{key}")).or(empty_list) {
+            return bad(format!("{name} is an empty list"));
         }
         if let Some(cell) = self.run.trace_cell {
-            if !l.workers.contains(&cell.workers) || !l.batch.contains(&cell.batch) {
+            let workers = l.knobs.typed(&LoaderKnob::WORKERS, |c| c.workers);
+            let batch = l.knobs.typed(&LoaderKnob::BATCH, |c| c.batch_size);
+            if !workers.contains(&cell.workers) || !batch.contains(&cell.batch) {
                 return bad(format!(
                     "run.trace_cell \"{cell}\": no cell has {} workers and batch {} (loader.workers \
-                     {:?}, loader.batch {:?})",
-                    cell.workers, cell.batch, l.workers, l.batch
+                     {workers:?}, loader.batch {batch:?})",
+                    cell.workers, cell.batch
                 ));
             }
         }
@@ -393,15 +348,25 @@ mod tests {
     #[test]
     fn defaults_fill_what_is_left_out() {
         let config = parse("[dataset]\nsynth = \"pusht\"\nepisodes = 4\n").unwrap();
-        assert_eq!(config.loader.workers, [0, 1, 2]);
-        assert_eq!(config.loader.decoder_threads, [1]);
-        assert!(!toml::to_string(&config).unwrap().contains("decoder_threads"), "as before");
-        assert_eq!(config.loader.cache, [CacheSize(0)]);
-        assert!(!toml::to_string(&config).unwrap().contains("cache ="), "as before");
+        let knobs = &config.loader.knobs;
+        assert_eq!(knobs.typed(&LoaderKnob::WORKERS, |c| c.workers), [0, 1, 2]);
+        assert_eq!(knobs.values(&LoaderKnob::DECODER_THREADS), ["1"]);
+        assert_eq!(knobs.values(&LoaderKnob::CACHE), ["0"]);
+        assert_eq!(knobs.values(&LoaderKnob::DROP_N_LAST_FRAMES), ["window"]);
+        // The knobs added later are left out at their defaults, so that a config kept before
+        // they existed reads and compares the same, key for key.
+        let text = toml::to_string(&config.loader).unwrap();
+        assert_eq!(
+            text,
+            "window = \"diffusion\"\nworkers = [0, 1, 2]\nprefetch = [2]\nbatch = [16, 64]\n\
+             resolution = [\"native\"]\nimages = [\"f32\"]\nsampler = \"episode-aware\"\n\
+             seed = 0\n"
+        );
         let cached =
             parse("[dataset]\nsynth = \"pusht\"\n[loader]\ncache = [\"none\", \"1.5GB\"]\n");
         let cached = cached.unwrap();
-        assert_eq!(cached.loader.cache, [CacheSize(0), CacheSize(1_500_000_000)]);
+        let budgets = cached.loader.knobs.typed(&LoaderKnob::CACHE, |c| c.cache_bytes);
+        assert_eq!(budgets, [0, 1_500_000_000]);
         let text = toml::to_string(&cached).unwrap();
         assert!(text.contains("cache = [\"0\", \"1.5GB\"]"), "{text}");
         let bad = parse("[dataset]\nsynth = \"pusht\"\n[loader]\ncache = [\"lots\"]\n");
@@ -420,7 +385,7 @@ mod tests {
         assert!(both.contains("exactly one"), "{both}");
         let res = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nresolution = [\"96\"]\n");
         let res = res.unwrap_err();
-        assert!(res.contains("resolution = [\"96\"]") && res.contains("expected HxW"), "{res}");
+        assert!(res.contains("loader.resolution \"96\"") && res.contains("expected HxW"), "{res}");
         let sampler = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nsampler = \"random\"\n");
         let sampler = sampler.unwrap_err();
         assert!(sampler.contains("expected sequential, shuffled, episode-aware"), "{sampler}");
@@ -428,7 +393,13 @@ mod tests {
         assert!(list.contains("is a list"), "{list}");
         let decoder = parse("[dataset]\nsynth = \"pusht\"\n[loader]\ndecoder_threads = [1, 0]\n");
         let decoder = decoder.unwrap_err();
-        assert!(decoder.contains("loader.decoder_threads: 0 is not 1 to 16"), "{decoder}");
+        assert!(decoder.contains("loader.decoder_threads 0 is not 1 to 16"), "{decoder}");
+        let zero = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nbatch = [16, 0]\n").unwrap_err();
+        assert!(zero.contains("loader.batch 0: expected at least 1"), "{zero}");
+        let list = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nseed = [1, 2]\n").unwrap_err();
+        assert!(list.contains("loader.seed takes one value"), "{list}");
+        let empty = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nprefetch = []\n").unwrap_err();
+        assert!(empty.contains("loader.prefetch is an empty list"), "{empty}");
         let threads = parse("[dataset]\nsynth = \"pusht\"\n[model]\nthreads = 0\n").unwrap_err();
         assert!(threads.contains("model.threads must be ≥ 1"), "{threads}");
         let absent = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"3,16\"\n");
@@ -445,7 +416,9 @@ mod tests {
             assert_eq!(config.dataset.synth.is_some(), config.dataset.path.is_none(), "{name}");
         }
         let default = SweepConfig::load(&configs.join("default.toml")).unwrap();
-        assert_eq!((default.loader.workers, default.loader.batch), (vec![0, 1, 2], vec![16, 64]));
+        let knobs = &default.loader.knobs;
+        assert_eq!(knobs.values(&LoaderKnob::WORKERS), ["0", "1", "2"]);
+        assert_eq!(knobs.values(&LoaderKnob::BATCH), ["16", "64"]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod cell;
 pub mod config;
 pub mod knob;
+pub mod knob_axes;
 pub mod plan;
 pub mod results;
 mod run;

@@ -3,6 +3,7 @@
 
 use super::cell::Cell;
 use super::config::{SweepConfig, TraceCell};
+use crate::loader::knobs::LoaderKnob;
 use crate::model::DeviceChoice;
 
 /// The cells of a sweep in the order they run, and the one whose `train` phase is traced.
@@ -29,6 +30,7 @@ pub fn plan(
     device: tch::Device,
 ) -> Result<SweepPlan, TraceCellNotInGrid> {
     let (l, m) = (&config.loader, &config.model);
+    let k = &l.knobs;
     let mut cells = vec![Cell {
         dataset: dataset.to_string(),
         workers: 0,
@@ -50,23 +52,25 @@ pub fn plan(
     expand(&mut cells, &repeats, |c, &v| c.repeat = v);
     expand(&mut cells, &models, |c, v| c.model = v.clone());
     expand(&mut cells, &m.dtype, |c, &v| c.dtype = v);
-    expand(&mut cells, &l.images, |c, &v| c.images = v);
-    expand(&mut cells, &l.resolution, |c, &v| c.resolution = v);
-    expand(&mut cells, &l.batch, |c, &v| c.batch_size = v);
+    expand(&mut cells, &k.typed(&LoaderKnob::IMAGES, |c| c.images), |c, &v| c.images = v);
+    let resolutions = k.typed(&LoaderKnob::RESOLUTION, |c| c.resolution);
+    expand(&mut cells, &resolutions, |c, &v| c.resolution = v);
+    expand(&mut cells, &k.typed(&LoaderKnob::BATCH, |c| c.batch_size), |c, &v| c.batch_size = v);
     expand(&mut cells, &l.loader, |c, &v| c.loader = v);
-    expand(&mut cells, &l.decoder_threads, |c, &v| c.decoder_threads = v);
-    expand(&mut cells, &l.cache, |c, &v| c.cache_bytes = v.0);
+    let threads = k.typed(&LoaderKnob::DECODER_THREADS, |c| c.decoder_threads);
+    expand(&mut cells, &threads, |c, &v| c.decoder_threads = v);
+    let budgets = k.typed(&LoaderKnob::CACHE, |c| c.cache_bytes);
+    expand(&mut cells, &budgets, |c, &v| c.cache_bytes = v);
     // LeRobot's loader decodes with its own backend's threading and keeps no frames: one cell,
-    // not one per count or budget.
-    cells.retain(|c| {
-        c.loader.is_native()
-            || (c.decoder_threads == l.decoder_threads[0] && c.cache_bytes == l.cache[0].0)
-    });
-    for cell in cells.iter_mut().filter(|c| !c.loader.is_native()) {
-        (cell.decoder_threads, cell.cache_bytes) = (1, 0);
-    }
-    expand(&mut cells, &l.prefetch, |c, &v| c.prefetch = v);
-    expand(&mut cells, &l.workers, |c, &v| c.workers = v);
+    // its twin, not one per count or budget.
+    let mut twins = std::collections::HashSet::new();
+    cells = cells
+        .into_iter()
+        .map(|c| if c.loader.is_native() { c } else { c.lerobot_twin() })
+        .filter(|c| c.loader.is_native() || twins.insert(c.clone()))
+        .collect();
+    expand(&mut cells, &k.typed(&LoaderKnob::PREFETCH, |c| c.prefetch), |c, &v| c.prefetch = v);
+    expand(&mut cells, &k.typed(&LoaderKnob::WORKERS, |c| c.workers), |c, &v| c.workers = v);
     let traced = match config.run.trace_cell {
         Some(wanted) => cells
             .iter()
@@ -94,7 +98,6 @@ fn expand<T>(cells: &mut Vec<Cell>, values: &[T], set: impl Fn(&mut Cell, &T)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loader::sampler::SamplerKind;
 
     fn config(text: &str) -> SweepConfig {
         let config: SweepConfig = toml::from_str(text).unwrap();
@@ -133,9 +136,28 @@ mod tests {
             plan.cells.iter().map(|c| (c.loader.to_string(), c.cache_bytes)).collect();
         let native = |bytes| ("native".to_string(), bytes);
         assert_eq!(cells, [native(0), native(4 << 30), ("lerobot".to_string(), 0)]);
-        assert_eq!(plan.cells[1].loader_config(SamplerKind::Shuffled, 0).cache_bytes, 4 << 30);
+        let base = config.loader.knobs.base();
+        assert_eq!(plan.cells[1].loader_config(&base).cache_bytes, 4 << 30);
         assert!(plan.cells[1].id().contains("-c4GiB-"), "{}", plan.cells[1].id());
         assert!(!plan.cells[0].id().contains("-c0"), "no cache: ids as before");
+    }
+
+    #[test]
+    fn a_knob_every_cell_shares_reaches_each_cells_loader_but_lerobots_native_only_ones() {
+        let config = config(
+            "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [2]\nbatch = [16]\nseed = 5\n\
+             drop_n_last_frames = 3\nunordered = true\nloader = [\"native\", \"lerobot\"]\n\
+             [run]\nrepeats = 2\n",
+        );
+        let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
+        let base = config.loader.knobs.base();
+        let configs: Vec<_> = plan.cells.iter().map(|c| c.loader_config(&base)).collect();
+        let knobs: Vec<_> =
+            configs.iter().map(|c| (c.seed, c.drop_n_last_frames, c.ordered)).collect();
+        // Native and LeRobot, then the second repeat (another seed): LeRobot's loader has no
+        // unordered delivery, so its cells keep the default.
+        let expected = [(5, Some(3), false), (5, Some(3), true), (6, Some(3), false)];
+        assert_eq!(knobs[..3], expected);
     }
 
     #[test]
