@@ -245,7 +245,7 @@ fn bad_flags_and_configs_exit_2() {
     let (code, _, err) =
         guard(&["--config", bad.to_str().unwrap(), "--save-baseline", "b.json"], &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("bad.toml") && err.contains("batch and prefetch must be ≥ 1"), "{err}");
+    assert!(err.contains("bad.toml") && err.contains("cell.batch 0: expected at least 1"), "{err}");
     assert!(!dir.path().join("b.json").exists() && !Path::new("b.json").exists());
     // Where a baseline cannot be saved is said up front (checked before measuring).
     for (target, expected) in [

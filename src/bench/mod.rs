@@ -7,6 +7,7 @@ pub mod change;
 pub mod cluster;
 pub mod compare;
 pub mod jsonl;
+pub mod knob_values;
 pub mod layout_study;
 pub mod loader_run;
 pub mod lock;

@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::super::sweep::config::ConfigError;
+use crate::bench::knob_values::{KnobFront, KnobValues};
 use crate::dataset::meta::CodebaseVersion;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::write::transcode::{FrameStorage, TranscodeOptions};
 use crate::dataset::write::{EncodeSetting, EncodeSettings, PixFmt};
 use crate::dataset::{Resolution, WindowChoice};
-use crate::loader::config::{check_decoder_threads, LoaderConfig};
+use crate::loader::knobs::LoaderKnob;
+use crate::loader::sampler::SamplerKind;
 
 /// How a candidate stores camera frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,23 +236,12 @@ fn as_table(candidate: &Candidate) -> toml::Table {
     toml::Table::try_from(candidate).expect("a candidate serialises")
 }
 
-/// How each candidate is measured.
+/// How each candidate is measured (unknown keys are refused by the knobs' reader).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct MeasureSection {
     /// The sample window the loader reads (`diffusion` or `none`).
     #[serde(default = "default_window")]
     pub window: WindowChoice,
-    /// Loader workers of the throughput figure.
-    #[serde(default = "default_workers")]
-    pub workers: usize,
-    /// Samples per batch.
-    #[serde(default = "default_batch")]
-    pub batch: usize,
-    /// Threads inside each worker's video decoder (left out of the stored config at 1, so that
-    /// studies written before the knob resume as they were).
-    #[serde(default = "default_decoder_threads", skip_serializing_if = "one_decoder_thread")]
-    pub decoder_threads: usize,
     /// Batches per measured run.
     #[serde(default = "default_batches")]
     pub batches: usize,
@@ -261,25 +252,37 @@ pub struct MeasureSection {
     /// frames the window reads).
     #[serde(default = "default_quality_frames")]
     pub quality_frames: usize,
-    /// Seed of the sampler's order and of the frames compared.
-    #[serde(default)]
-    pub seed: u64,
+    /// The loader's knobs of the throughput figure, read through the loader's table (its
+    /// `seed` also draws the frames compared); all but the resolution, which the candidates
+    /// vary.
+    #[serde(flatten)]
+    pub knobs: KnobValues<MeasureKnobs>,
+}
+
+/// What the layout study's `[measure]` makes of the loader's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeasureKnobs;
+
+impl KnobFront for MeasureKnobs {
+    const SECTION: &'static str = "measure";
+    const OWN_KEYS: &'static [&'static str] = &["window", "batches", "repeats", "quality_frames"];
+
+    /// Two workers, batches of 16, shuffled (random access, as training reads).
+    fn defaults(loader: KnobValues<Self>) -> KnobValues<Self> {
+        loader
+            .with(&LoaderKnob::WORKERS, [2])
+            .with(&LoaderKnob::BATCH, [16])
+            .with(&LoaderKnob::SAMPLER, [SamplerKind::Shuffled])
+    }
+
+    /// Every knob but the resolution, a candidate's.
+    fn takes(knob: &LoaderKnob) -> bool {
+        *knob != LoaderKnob::RESOLUTION
+    }
 }
 
 fn default_window() -> WindowChoice {
     WindowChoice::Diffusion
-}
-fn default_workers() -> usize {
-    2
-}
-fn default_decoder_threads() -> usize {
-    LoaderConfig::default().decoder_threads
-}
-fn one_decoder_thread(threads: &usize) -> bool {
-    *threads == default_decoder_threads()
-}
-fn default_batch() -> usize {
-    16
 }
 fn default_batches() -> usize {
     20
@@ -343,7 +346,6 @@ impl LayoutConfig {
     fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let m = &self.measure;
         for (key, value) in [
-            ("measure.batch", m.batch),
             ("measure.batches", m.batches),
             ("measure.repeats", m.repeats),
             ("measure.quality_frames", m.quality_frames),
@@ -351,9 +353,6 @@ impl LayoutConfig {
             if value == 0 {
                 return Err(error(path, format!("{key} = 0: expected at least 1")));
             }
-        }
-        if let Err(e) = check_decoder_threads(m.decoder_threads) {
-            return Err(error(path, format!("measure.decoder_threads: {e}")));
         }
         let c = &self.choose;
         if let Some(psnr) = c.min_psnr.filter(|p| !p.is_finite() || *p < 0.0) {
@@ -494,7 +493,9 @@ mod tests {
             ("[axes]\ngop = []", "axes.gop is an empty list"),
             ("[base]\ngop = 0", "[base]: gop 0"),
             ("[measure]\nrepeats = 0", "measure.repeats = 0"),
-            ("[measure]\ndecoder_threads = 0", "measure.decoder_threads: 0 is not 1 to 16"),
+            ("[measure]\ndecoder_threads = 0", "measure.decoder_threads 0 is not 1 to 16"),
+            ("[measure]\nbatch = 0", "measure.batch 0: expected at least 1"),
+            ("[measure]\nresolution = \"96x96\"", "unknown field `resolution`"),
             ("[choose]\nmin_ssim = 2.0", "choose.min_ssim"),
         ] {
             let error = parse(text).expect_err(text);

@@ -24,7 +24,6 @@ use crate::dataset::write::transcode::{FrameReader, TranscodeReport};
 use crate::dataset::{Dataset, DatasetError, FeatureKind, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::pipeline::LoaderError;
-use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 
 /// Throughput figures of repeated loader runs.
@@ -211,18 +210,13 @@ pub fn measure_candidate(
     encoded: &TranscodeReport,
     measure: &MeasureSection,
 ) -> Result<CandidateResult, MeasureError> {
+    let knobs = measure.knobs.config();
+    let seed = knobs.seed;
     let spec_of = |root: &Path, workers: usize| LoaderSpec {
         dataset: root.to_path_buf(),
         episodes: None,
         window: measure.window,
-        config: LoaderConfig {
-            workers,
-            batch_size: measure.batch,
-            decoder_threads: measure.decoder_threads,
-            sampler: SamplerKind::Shuffled,
-            seed: measure.seed,
-            ..LoaderConfig::default()
-        },
+        config: LoaderConfig { workers, ..knobs.clone() },
     };
     let spec = |workers: usize| spec_of(root, workers);
     let evictable = candidate.location == super::config::Location::Out;
@@ -232,7 +226,7 @@ pub fn measure_candidate(
         evict_from_page_cache(root)?;
     }
     let opened = Instant::now();
-    let loader = spec(measure.workers).build()?;
+    let loader = spec(knobs.workers).build()?;
     run_loader_phase(&loader, 1, 0, |_| {})?;
     let first_batch_ms = opened.elapsed().as_secs_f64() * 1e3;
     drop(loader);
@@ -257,7 +251,7 @@ pub fn measure_candidate(
         let base_run = |runs: &mut Vec<RunFigures>| -> Result<(), MeasureError> {
             if let Some(base) = base {
                 runs.push(measure_run(
-                    &ChosenLoader::native(spec_of(base, measure.workers)),
+                    &ChosenLoader::native(spec_of(base, knobs.workers)),
                     length,
                     false,
                 )?);
@@ -267,18 +261,14 @@ pub fn measure_candidate(
         if repeat % 2 == 0 {
             base_run(&mut base_runs)?;
         }
-        warm.push(measure_run(&ChosenLoader::native(spec(measure.workers)), length, false)?);
+        warm.push(measure_run(&ChosenLoader::native(spec(knobs.workers)), length, false)?);
         if repeat % 2 == 1 {
             base_run(&mut base_runs)?;
         }
         if evictable {
             evict_from_page_cache(root)?;
             let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
-            cold.push(measure_run(
-                &ChosenLoader::native(spec(measure.workers)),
-                cold_length,
-                false,
-            )?);
+            cold.push(measure_run(&ChosenLoader::native(spec(knobs.workers)), cold_length, false)?);
         }
     }
 
@@ -298,9 +288,9 @@ pub fn measure_candidate(
         png_decode_ms_per_frame: compared.png_decode_ms_per_frame,
         encode_cpu_ms_per_frame: encoded.encode_cpu.as_secs_f64() * 1e3 / frames,
         decode,
-        vs_base: VsBase::of(&base_runs, &warm, measure.seed),
-        loader: LoaderFigures::of(warm, measure.seed),
-        cold_loader: evictable.then(|| LoaderFigures::of(cold, measure.seed)),
+        vs_base: VsBase::of(&base_runs, &warm, seed),
+        loader: LoaderFigures::of(warm, seed),
+        cold_loader: evictable.then(|| LoaderFigures::of(cold, seed)),
         first_batch_ms,
         quality: compared.quality,
         scaling: compared.scaling,
@@ -361,7 +351,7 @@ fn compare_frames(
     let frames = candidate.num_frames();
     let mut picks: Vec<(usize, usize)> =
         keys.iter().enumerate().flat_map(|(k, _)| (0..frames).map(move |i| (k, i))).collect();
-    let mut rng = SplitMix64::new(measure.seed, 0x9a11);
+    let mut rng = SplitMix64::new(measure.knobs.config().seed, 0x9a11);
     let take = measure.quality_frames.min(picks.len());
     for i in 0..take {
         let j = i + (rng.next_u64() % (picks.len() - i) as u64) as usize;

@@ -7,14 +7,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::knob_values::{KnobFront, KnobValues};
 use crate::bench::loader_run::RunLength;
 use crate::bench::phase::ChosenLoader;
 use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
-use crate::dataset::{Resolution, WindowChoice};
-use crate::loader::batch::ImageFormat;
-use crate::loader::config::{check_decoder_threads, LoaderConfig};
+use crate::dataset::WindowChoice;
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::sampler::SamplerKind;
-use crate::loader::size::CacheSize;
 use crate::loader::spec::LoaderSpec;
 
 /// What the guard measures and how it decides.
@@ -58,64 +57,37 @@ impl GuardRun {
     }
 }
 
-/// One fixed loader the guard measures: a name and the knobs `load` takes.
+/// One fixed loader the guard measures: a name, the window and the loader's knobs, read
+/// through the loader's table (one value each; `workers` and `batch` must be given).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct GuardCell {
     /// Names the cell in the baseline and the outputs (letters, digits, `-`, `_`, `.`).
     pub name: String,
     /// `diffusion` or `none`.
     #[serde(default = "diffusion")]
     pub window: WindowChoice,
-    /// Worker threads (0: load in the measuring thread).
-    pub workers: usize,
-    /// Batches in flight per worker.
-    #[serde(default = "two")]
-    pub prefetch: usize,
-    /// Samples per batch.
-    pub batch: usize,
-    /// `native` or `HxW`.
-    #[serde(default)]
-    pub resolution: Resolution,
-    /// `f32` or `u8`.
-    #[serde(default)]
-    pub images: ImageFormat,
-    /// `shuffled` (random access, as training reads), `episode_aware` or `sequential`.
-    #[serde(default = "shuffled")]
-    pub sampler: SamplerKind,
-    /// Seed of the shuffled orders.
-    #[serde(default)]
-    pub seed: u64,
-    /// Threads inside each worker's video decoder.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub decoder_threads: usize,
-    /// The decoded-frame cache's budget (`"4GiB"`; none by default).
-    #[serde(default, skip_serializing_if = "is_no_cache")]
-    pub cache: CacheSize,
+    /// The loader's knobs (a cell's keys beside `name` and `window`).
+    #[serde(flatten)]
+    pub knobs: KnobValues<GuardKnobs>,
 }
 
-fn is_no_cache(cache: &CacheSize) -> bool {
-    cache.0 == 0
-}
+/// What a guard cell makes of the loader's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardKnobs;
 
-fn one() -> usize {
-    LoaderConfig::default().decoder_threads
-}
+impl KnobFront for GuardKnobs {
+    const SECTION: &'static str = "cell";
+    const OWN_KEYS: &'static [&'static str] = &["name", "window"];
+    const REQUIRED: &'static [&'static str] = &["workers", "batch"];
 
-fn is_one(threads: &usize) -> bool {
-    *threads == one()
+    /// Shuffled, as training reads (random access).
+    fn defaults(loader: KnobValues<Self>) -> KnobValues<Self> {
+        loader.with(&LoaderKnob::SAMPLER, [SamplerKind::Shuffled])
+    }
 }
 
 fn diffusion() -> WindowChoice {
     WindowChoice::Diffusion
-}
-
-fn two() -> usize {
-    2
-}
-
-fn shuffled() -> SamplerKind {
-    SamplerKind::Shuffled
 }
 
 impl GuardCell {
@@ -134,18 +106,7 @@ impl GuardCell {
                 _ => None,
             },
             window: self.window,
-            config: LoaderConfig {
-                workers: self.workers,
-                prefetch: self.prefetch,
-                batch_size: self.batch,
-                sampler: self.sampler,
-                seed: self.seed,
-                resolution: self.resolution,
-                images: self.images,
-                decoder_threads: self.decoder_threads,
-                cache_bytes: self.cache.0,
-                ..LoaderConfig::default()
-            },
+            config: self.knobs.config(),
         }
     }
 }
@@ -174,12 +135,6 @@ impl ConfigFile for GuardConfig {
             }
             if self.cells[..i].iter().any(|c| c.name == cell.name) {
                 return bad(format!("cell name {:?} appears twice", cell.name));
-            }
-            if cell.batch == 0 || cell.prefetch == 0 {
-                return bad(format!("cell {:?}: batch and prefetch must be ≥ 1", cell.name));
-            }
-            if let Err(e) = check_decoder_threads(cell.decoder_threads) {
-                return bad(format!("cell {:?}: decoder_threads: {e}", cell.name));
             }
         }
         let run = &self.run;
@@ -240,8 +195,9 @@ mod tests {
         let config = parse(&format!("{DATASET}[[cell]]\nname = \"w2\"\nworkers = 2\nbatch = 16\n"));
         let config = config.unwrap();
         let cell = &config.cells[0];
+        let knobs = cell.knobs.config();
         assert_eq!(
-            (cell.sampler, cell.prefetch, cell.window),
+            (knobs.sampler, knobs.prefetch, cell.window),
             (SamplerKind::Shuffled, 2, WindowChoice::Diffusion)
         );
         assert_eq!(config.run.tolerance, Tolerance(10.0));
@@ -254,6 +210,11 @@ mod tests {
         let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 2\n";
         let config = parse(&format!("{DATASET}{threads}")).unwrap();
         assert_eq!(config.cells[0].spec(Path::new("/data"), None).config.decoder_threads, 2);
+        // Any knob of the loader's table, e.g. the one added last.
+        let dropped = "[[cell]]\nname = \"d\"\nworkers = 1\nbatch = 4\ndrop_n_last_frames = 3\n";
+        let config = parse(&format!("{DATASET}{dropped}")).unwrap();
+        let spec = config.cells[0].spec(Path::new("/data"), None);
+        assert_eq!(spec.config.drop_n_last_frames, Some(3));
     }
 
     #[test]
@@ -273,7 +234,9 @@ mod tests {
         assert!(typo.unwrap_err().contains("unknown field `worker`"));
         let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 0\n";
         let threads = parse(&format!("{DATASET}{threads}")).unwrap_err();
-        assert!(threads.contains("cell \"t\": decoder_threads: 0 is not 1 to 16"), "{threads}");
+        assert!(threads.contains("cell.decoder_threads 0 is not 1 to 16"), "{threads}");
+        let missing = parse(&format!("{DATASET}[[cell]]\nname = \"m\"\nworkers = 1\n"));
+        assert!(missing.unwrap_err().contains("missing field `batch`"));
     }
 
     #[test]

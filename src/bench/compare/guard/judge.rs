@@ -374,7 +374,8 @@ mod tests {
         assert!(warnings[0].contains("libavcodec \"59"), "{warnings:?}");
         assert!(check_baseline(&baseline, &config, &other, &dataset, true).is_err());
         let mut wider = config.clone();
-        wider.cells[0].batch = 8;
+        let knobs = wider.cells[0].knobs.clone();
+        wider.cells[0].knobs = knobs.with(&crate::loader::knobs::LoaderKnob::BATCH, [8]);
         let error = check_baseline(&baseline, &wider, &machine, &dataset, false).unwrap_err();
         assert!(error.to_string().contains("other knobs"), "{error}");
     }
