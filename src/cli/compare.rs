@@ -3,9 +3,8 @@
 use anyhow::{Context, Result};
 use clap::{Args, Parser};
 
-use feedbench::bench::compare::{compare, CompareError, CompareSpec, Side};
+use feedbench::bench::compare::{compare, text, CompareError, CompareSpec, Side};
 use feedbench::bench::phase::ChosenLoader;
-use feedbench::bench::report::comparison;
 use feedbench::dataset::setting::Setting;
 
 use super::loader::LoaderFlags;
@@ -86,7 +85,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&comparison)?)?;
     } else {
-        out!("{}", comparison::render(&comparison, &args.a, &args.b))?;
+        out!("{}", text::render(&comparison, &args.a, &args.b))?;
     }
     Ok(())
 }

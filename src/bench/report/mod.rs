@@ -10,7 +10,6 @@
 
 mod analysis;
 pub mod cache_fit;
-pub mod comparison;
 pub mod csv;
 mod doctor;
 mod epochs;

@@ -1,10 +1,11 @@
-//! A comparison as text: the verdict in one line, the wall throughput, then CPU per sample by
-//! stage for A and B.
+//! A comparison as text, as `feedbench compare` prints it: the verdict in one line, the wall
+//! throughput, then CPU per sample by stage for A and B. It stands beside the comparison it
+//! renders, so that no report has to import `compare`.
 
 use std::fmt::Write as _;
 
+use super::{Comparison, Side};
 use crate::bench::change::{Change, Decision};
-use crate::bench::compare::{Comparison, Side};
 
 /// The verdict on B's CPU per sample against A's, in one line.
 pub fn verdict(c: &Comparison) -> String {
