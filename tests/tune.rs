@@ -80,6 +80,7 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
 
     let kept = std::fs::read_to_string(long_out.join("sweep.toml")).unwrap();
     assert!(kept.contains("drop_n_last_frames = 3"), "{kept}");
+    assert_eq!(long["knobs"]["config"]["drop_n_last_frames"], 3, "and the answer's flags: {long}");
     let (short, _) = tune_json(&root, &short_out, "1", &[]);
     assert_eq!(short["bound"]["bound"], "cpus", "a 1 ms step outruns two cores: {short}");
     // The prediction from the two rates: the short step needs more workers than the long.

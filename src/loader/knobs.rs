@@ -398,6 +398,17 @@ impl LoaderKnob {
         Ok(())
     }
 
+    /// The command-line flags that give `config`: `shown` always, then every other knob off
+    /// its default, in the table's order (`--workers 2 --prefetch 2 --batch 16 --uint8`).
+    pub fn command_line(config: &LoaderConfig, shown: &[LoaderKnob]) -> String {
+        let flags = Self::ALL.iter().filter(|k| shown.contains(k) || k.is_set(config));
+        let flag = |k: &LoaderKnob| match k.form {
+            FlagForm::Value(_) => format!("--{} {}", k.flag, k.get(config)),
+            FlagForm::Switch(_) => format!("--{}", k.flag),
+        };
+        flags.map(flag).collect::<Vec<_>>().join(" ")
+    }
+
     /// The knobs `config` sets that only feedbench's loader has, each with why LeRobot's has
     /// none.
     pub fn native_only_set(
@@ -452,6 +463,21 @@ mod tests {
         assert!(refused("workers", "-1").contains("expected a whole number"));
         assert!(refused("cache", "lots").contains("expected a size"));
         assert!(refused("drop_n_last_frames", "x").contains("or `window`"));
+    }
+
+    #[test]
+    fn a_command_line_gives_every_knob_off_its_default() {
+        let mut config = LoaderConfig::default();
+        let shown = [LoaderKnob::WORKERS, LoaderKnob::BATCH];
+        assert_eq!(LoaderKnob::command_line(&config, &shown), "--workers 4 --batch 8");
+        for (knob, text) in [(&LoaderKnob::IMAGES, "u8"), (&LoaderKnob::DECODER_THREADS, "2")] {
+            knob.set(&mut config, text).unwrap();
+        }
+        LoaderKnob::DROP_N_LAST_FRAMES.set(&mut config, "3").unwrap();
+        assert_eq!(
+            LoaderKnob::command_line(&config, &shown),
+            "--workers 4 --batch 8 --uint8 --decoder-threads 2 --drop-n-last-frames 3"
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@ use super::search::{Budgets, SearchState};
 use crate::bench::change::{Change, Decision};
 use crate::bench::report::cache_fit::CacheFit;
 use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
-use crate::dataset::Resolution;
-use crate::loader::batch::ImageFormat;
+use crate::loader::config::LoaderConfig;
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::LoaderBackend;
 use crate::timing::stage::Stage;
 
@@ -58,16 +58,12 @@ pub struct Beyond {
 }
 
 /// The knobs the answer's flags carry besides workers and prefetch.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AnswerKnobs {
     /// Which loader the flags are for.
     pub loader: LoaderBackend,
-    /// Samples per batch.
-    pub batch: usize,
-    /// Camera frames at native size or resized.
-    pub resolution: Resolution,
-    /// f32 or u8 frames.
-    pub images: ImageFormat,
+    /// The loader's knobs tune kept fixed (its workers and prefetch are the answer's).
+    pub config: LoaderConfig,
 }
 
 /// The other side of a comparison its interval could not decide: the best measured, where the
@@ -238,19 +234,13 @@ impl Answer {
     pub fn flags(&self) -> String {
         let k = &self.knobs;
         if k.loader.is_native() {
-            let mut flags = format!(
-                "--workers {} --prefetch {} --batch {}",
-                self.workers, self.prefetch, k.batch
-            );
-            if k.resolution != Resolution::Native {
-                flags.push_str(&format!(" --resolution {}", k.resolution));
-            }
-            if k.images == ImageFormat::U8 {
-                flags.push_str(" --uint8");
-            }
-            flags
+            let config =
+                LoaderConfig { workers: self.workers, prefetch: self.prefetch, ..k.config.clone() };
+            let shown = [LoaderKnob::WORKERS, LoaderKnob::PREFETCH, LoaderKnob::BATCH];
+            LoaderKnob::command_line(&config, &shown)
         } else {
-            let mut flags = format!("--num_workers={} --batch_size={}", self.workers, k.batch);
+            let batch = k.config.batch_size;
+            let mut flags = format!("--num_workers={} --batch_size={batch}", self.workers);
             if self.workers > 0 && self.prefetch != LEROBOT_PREFETCH_FACTOR {
                 flags.push_str(&format!(" --prefetch_factor={}", self.prefetch));
             }
@@ -266,7 +256,7 @@ impl Answer {
             "{} (prefetch {}) with batch {}: {} train samples/s",
             capitalised(&workers(self.workers)),
             self.prefetch,
-            self.knobs.batch,
+            self.knobs.config.batch_size,
             rate(self.train_samples_per_s)
         );
         if let Some((low, high)) = self.train_interval {
@@ -442,7 +432,7 @@ mod tests {
     }
 
     fn knobs(loader: LoaderBackend) -> AnswerKnobs {
-        AnswerKnobs { loader, batch: 16, resolution: Resolution::Native, images: ImageFormat::F32 }
+        AnswerKnobs { loader, config: LoaderConfig { batch_size: 16, ..LoaderConfig::default() } }
     }
 
     /// Cells of 1 and 2 workers at 100 samples/s each feeding a step that needs `need`/s.
@@ -469,6 +459,13 @@ mod tests {
         let a = answer(&rows(80.0), &s, knobs(LoaderBackend::Native)).unwrap();
         assert_eq!((a.workers, a.prefetch, a.bound.clone()), (1, 2, Bound::Step));
         assert_eq!(a.flags(), "--workers 1 --prefetch 2 --batch 16");
+        // Every knob tune kept fixed is in the flags (decoder threads were left out).
+        let mut fixed = knobs(LoaderBackend::Native);
+        (fixed.config.decoder_threads, fixed.config.drop_n_last_frames) = (2, Some(3));
+        let threaded = answer(&rows(80.0), &s, fixed).unwrap().flags();
+        let expected =
+            "--workers 1 --prefetch 2 --batch 16 --decoder-threads 2 --drop-n-last-frames 3";
+        assert_eq!(threaded, expected);
         assert!(a.paragraph().contains("The step dominates"), "{}", a.paragraph());
         let lerobot = answer(&rows(80.0), &s, knobs(LoaderBackend::Lerobot)).unwrap();
         assert_eq!(lerobot.flags(), "--num_workers=1 --batch_size=16 --prefetch_factor=2");
@@ -506,7 +503,7 @@ mod tests {
             })
         };
         let native = knobs(LoaderBackend::Native);
-        let a = answer(&rows(3.0, 400.0), &state(40.0, 2), native).unwrap();
+        let a = answer(&rows(3.0, 400.0), &state(40.0, 2), native.clone()).unwrap();
         assert!(matches!(a.bound, Bound::Cpus { .. }), "{:?}", a.bound);
         let fit = a.cache.expect("the frames fit");
         assert!(fit.budget_bytes == 3 << 30 && (fit.cpu_ms_per_sample - 0.8).abs() < 1e-9);
@@ -517,8 +514,8 @@ mod tests {
         // Beyond the memory budget, beyond the memory there was, or a step that is fed: none.
         let mut tight = state(40.0, 2);
         tight.budgets.memory_bytes = 2_000_000_000;
-        assert_eq!(answer(&rows(3.0, 400.0), &tight, native).unwrap().cache, None);
-        assert_eq!(answer(&rows(9.0, 400.0), &state(40.0, 2), native).unwrap().cache, None);
+        assert_eq!(answer(&rows(3.0, 400.0), &tight, native.clone()).unwrap().cache, None);
+        assert_eq!(answer(&rows(9.0, 400.0), &state(40.0, 2), native.clone()).unwrap().cache, None);
         let a = answer(&rows(3.0, 80.0), &state(200.0, 2), native).unwrap();
         assert_eq!((a.bound, a.cache), (Bound::Step, None));
     }

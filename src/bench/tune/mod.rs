@@ -240,9 +240,7 @@ pub fn run_tune(
     let state = state_of(&rows).ok_or(TuneError::NoAnswer)?;
     let knobs = AnswerKnobs {
         loader: base.loader,
-        batch: base.batch_size,
-        resolution: base.resolution,
-        images: base.images,
+        config: base.loader_config(&request.config.loader.knobs.base()),
     };
     let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
     let tuned = Tuned { answer, steps, measuring_s };
