@@ -17,5 +17,6 @@ pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod system;
+pub mod table;
 pub mod tune;
 pub mod verdict;

@@ -3,6 +3,7 @@
 //! stable column names.
 
 use super::{Knob, KnobSet, Report, Stage};
+use crate::bench::table::{Column, Table};
 
 /// The knob columns of `report`: every knob its cells show (the loader where a cell ran
 /// LeRobot's, decoder threads where a cell had more than one).
@@ -49,7 +50,8 @@ fn stage_columns(report: &Report) -> Vec<Stage> {
 /// The table as CSV text.
 pub fn render(report: &Report) -> String {
     let (knobs, stages) = (knob_columns(report), stage_columns(report));
-    let mut out = line(&header(&knobs, &stages));
+    let columns = header(&knobs, &stages).iter().map(|h| Column::text(h)).collect();
+    let mut rows = Vec::with_capacity(report.rows.len());
     for r in &report.rows {
         let number = |x: f64| {
             if x.is_finite() {
@@ -85,36 +87,14 @@ pub fn render(report: &Report) -> String {
         cells.extend(stages.iter().map(|&stage| {
             number(r.stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.cpu_ms_per_sample))
         }));
-        out.push_str(&line(&cells));
+        rows.push(cells);
     }
-    out
-}
-
-fn line(cells: &[String]) -> String {
-    let mut out = cells.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",");
-    out.push('\n');
-    out
-}
-
-/// A field quoted as RFC 4180 wants where it holds a comma, a quote or a line break.
-fn quote(field: &str) -> String {
-    if field.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
-    }
+    Table { columns, rows }.csv()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quotes_only_what_needs_it() {
-        assert_eq!(quote("g1"), "g1");
-        assert_eq!(quote("a,b"), "\"a,b\"");
-        assert_eq!(quote("say \"hi\""), "\"say \"\"hi\"\"\"");
-    }
 
     #[test]
     fn header_names_are_unique() {

@@ -3,7 +3,8 @@
 //! throughput, CPU per sample and input-bound share with the ratios, and per group of cells
 //! the fewest workers with which each keeps the step fed.
 
-use super::{millis, rate, Column, Knob, KnobSet, Report, Row};
+use super::{millis, rate, Knob, KnobSet, Report, Row};
+use crate::bench::table::{Column, Table};
 use crate::bench::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
 use crate::loader::lerobot::LoaderBackend;
 
@@ -123,15 +124,14 @@ impl Fed {
 }
 
 impl Report {
-    /// The side-by-side table of both loaders as text cells: the columns, then one line per
-    /// cell measured with both. Empty where the sweep did not.
-    pub(crate) fn loaders_table(&self) -> (Vec<Column>, Vec<Vec<String>>) {
-        let Some(comparison) = &self.loaders else { return (Vec::new(), Vec::new()) };
-        let col = |header: &str| Column { header: header.into(), numeric: true };
-        let mut columns = vec![col("workers"), col("prefetch"), col("batch")];
+    /// The side-by-side table of both loaders: one row per cell measured with both. None where
+    /// the sweep measured none with both.
+    pub(crate) fn loaders_table(&self) -> Option<Table> {
+        let comparison = self.loaders.as_ref()?;
+        let mut columns = ["workers", "prefetch", "batch"].map(Column::number).to_vec();
         let others: Vec<Knob> =
             self.varying.iter().copied().filter(|&k| k != Knob::Loader).collect();
-        columns.extend(others.iter().map(|k| Column { header: k.name().into(), numeric: false }));
+        columns.extend(others.iter().map(|k| Column::text(k.name())));
         for header in [
             "native/s",
             "LeRobot/s",
@@ -144,9 +144,9 @@ impl Report {
             "native in-bound %",
             "LeRobot in-bound %",
         ] {
-            columns.push(col(header));
+            columns.push(Column::number(header));
         }
-        let lines = comparison
+        let rows = comparison
             .pairs
             .iter()
             .map(|pair| {
@@ -179,7 +179,7 @@ impl Report {
                 line
             })
             .collect();
-        (columns, lines)
+        Some(Table { columns, rows })
     }
 
     /// One sentence per group: the fewest workers with which each loader keeps the step fed.
@@ -299,9 +299,9 @@ mod tests {
             assert_eq!((n.knobs.loader, l.knobs.loader), (Native, Lerobot));
             assert_eq!(n.knobs.workers, l.knobs.workers);
         }
-        let (columns, lines) = report.loaders_table();
+        let Table { columns, rows } = report.loaders_table().unwrap();
         let at = |header: &str| columns.iter().position(|c| c.header == header).unwrap();
-        let two = lines.iter().find(|l| l[at("workers")] == "2").unwrap();
+        let two = rows.iter().find(|l| l[at("workers")] == "2").unwrap();
         assert_eq!(two[at("native ÷ LeRobot")], "6.0×");
         assert_eq!(two[at("LeRobot ÷ native")], "8.0×");
         assert_eq!(
@@ -334,7 +334,7 @@ mod tests {
 
         // A sweep of the native loader alone has no such block.
         let native = render(&results[..4]);
-        assert!(native.loaders.is_none() && native.loaders_table().1.is_empty());
+        assert!(native.loaders.is_none() && native.loaders_table().is_none());
         assert!(!terminal::render(&native).contains("Both loaders"));
     }
 }

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, system_line, Column, Report};
+use super::{loaders, system_line, Report};
+use crate::bench::table::escape_markdown as escape;
 use crate::bench::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
 
 /// The report as a Markdown document.
@@ -17,8 +18,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "**Fixed:** {}\n", escape(&fixed));
     }
 
-    let (columns, lines) = report.table();
-    out.push_str(&table(&columns, &lines));
+    out.push_str(&report.table().markdown());
     let _ = writeln!(
         out,
         "\n*loader* and *model*: each phase alone (the ceilings, samples/s); *train*: the loader \
@@ -27,10 +27,9 @@ pub fn render(report: &Report) -> String {
          {MODERATELY_INPUT_BOUND_PCT:.0} %; `*` marks the recommended rows.\n"
     );
 
-    let (columns, lines) = report.loaders_table();
-    if !lines.is_empty() {
+    if let Some(table) = report.loaders_table() {
         out.push_str("## Both loaders\n\n");
-        out.push_str(&table(&columns, &lines));
+        out.push_str(&table.markdown());
         let _ = writeln!(out, "\n{}.\n", escape(&loaders::legend()));
         out.push_str("Fewest workers keeping the step fed:\n\n");
         for line in report.fed_lines() {
@@ -87,47 +86,4 @@ pub fn render(report: &Report) -> String {
         );
     }
     out
-}
-
-/// A Markdown table, numeric columns aligned right.
-fn table(columns: &[Column], lines: &[Vec<String>]) -> String {
-    let row = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
-    let mut out = row(columns.iter().map(|c| escape(&c.header)).collect());
-    out.push_str(&row(columns
-        .iter()
-        .map(|c| if c.numeric { "---:".into() } else { "---".into() })
-        .collect()));
-    for l in lines {
-        out.push_str(&row(l.iter().map(|cell| escape(cell)).collect()));
-    }
-    out
-}
-
-/// Escapes what Markdown would read as table cells or emphasis; code spans stay as they are.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut in_code = false;
-    for c in text.chars() {
-        if c == '`' {
-            in_code = !in_code;
-        } else if !in_code && matches!(c, '|' | '*' | '_' | '<' | '>') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_outside_code_spans() {
-        assert_eq!(
-            escape("a|b *c* `images = [\"u8\"]` d_e"),
-            "a\\|b \\*c\\* `images = [\"u8\"]` d\\_e"
-        );
-        assert_eq!(escape("`a_b`"), "`a_b`");
-    }
 }

@@ -27,6 +27,7 @@ pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
 use super::sweep::results::{read_results, CellResult, ResultsError};
 use super::system::SystemInfo;
+use super::table::{Column, Table};
 use super::verdict::Verdict;
 use crate::dataset::files::write_whole;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
@@ -214,29 +215,22 @@ pub struct Report {
     pub loaders: Option<loaders::LoaderComparison>,
 }
 
-/// A column of the cell table (shared by the terminal and Markdown writers).
-pub(crate) struct Column {
-    pub header: String,
-    pub numeric: bool,
-}
-
 impl Report {
-    /// The cell table as text cells: the columns, then one line per row. The first column
-    /// marks the recommended rows with `*`.
-    pub(crate) fn table(&self) -> (Vec<Column>, Vec<Vec<String>>) {
-        let col = |header: &str, numeric| Column { header: header.into(), numeric };
-        let mut columns = vec![col("", false), col("workers", true), col("prefetch", true)];
-        columns.push(col("batch", true));
-        columns.extend(self.varying.iter().map(|k| col(k.name(), false)));
+    /// The cell table (shared by the terminal and Markdown writers). The first column marks
+    /// the recommended rows with `*`.
+    pub(crate) fn table(&self) -> Table {
+        let mut columns = vec![Column::text("")];
+        columns.extend(["workers", "prefetch", "batch"].map(Column::number));
+        columns.extend(self.varying.iter().map(|k| Column::text(k.name())));
         let with_repeats = self.rows.iter().any(|r| r.repeats > 1);
         if with_repeats {
-            columns.push(col("repeats", true));
+            columns.push(Column::number("repeats"));
         }
         for header in ["loader/s", "model/s", "train/s", "input-bound %", "p95 %"] {
-            columns.push(col(header, true));
+            columns.push(Column::number(header));
         }
-        columns.push(col("verdict", false));
-        let lines = self
+        columns.push(Column::text("verdict"));
+        let rows = self
             .rows
             .iter()
             .map(|r| {
@@ -261,7 +255,7 @@ impl Report {
                 line
             })
             .collect();
-        (columns, lines)
+        Table { columns, rows }
     }
 
     /// `knob value, …` of the fixed knobs, or None when every knob varies.

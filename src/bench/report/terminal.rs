@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, system_line, Column, Report};
+use super::{loaders, system_line, Report};
 
 /// The report as plain text, as `feedbench report` prints it.
 pub fn render(report: &Report) -> String {
@@ -20,18 +20,16 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "fixed: {fixed}");
     }
     out.push('\n');
-    let (columns, lines) = report.table();
-    out.push_str(&aligned(&columns, &lines));
+    out.push_str(&report.table().aligned());
     out.push_str(&wrap(
         "loader/model: each phase alone (ceilings); train: the loader feeding the model; \
          input-bound: (wait + h2d) / step, median and p95 over steps; * recommended",
         "",
         "",
     ));
-    let (columns, lines) = report.loaders_table();
-    if !lines.is_empty() {
+    if let Some(table) = report.loaders_table() {
         out.push_str("\nBoth loaders, cell by cell:\n");
-        out.push_str(&aligned(&columns, &lines));
+        out.push_str(&table.aligned());
         out.push_str(&wrap(&loaders::legend(), "", ""));
         out.push_str("Fewest workers keeping the step fed:\n");
         for line in report.fed_lines() {
@@ -69,44 +67,6 @@ pub fn render(report: &Report) -> String {
         for advice in &d.advice {
             out.push_str(&wrap(advice, "  - ", "    "));
         }
-    }
-    out
-}
-
-/// A table with each column as wide as its widest cell, numbers aligned right.
-fn aligned(columns: &[Column], lines: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    let widths: Vec<usize> = columns
-        .iter()
-        .enumerate()
-        .map(|(j, c)| {
-            lines
-                .iter()
-                .map(|l| l[j].chars().count())
-                .chain([c.header.chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut line = |cells: Vec<&str>| {
-        let text: Vec<String> = cells
-            .iter()
-            .zip(columns)
-            .zip(&widths)
-            .map(|((cell, column), &width)| {
-                let pad = " ".repeat(width - cell.chars().count());
-                if column.numeric {
-                    format!("{pad}{cell}")
-                } else {
-                    format!("{cell}{pad}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", text.join("  ").trim_end());
-    };
-    line(columns.iter().map(|c| c.header.as_str()).collect());
-    for l in lines {
-        line(l.iter().map(String::as_str).collect());
     }
     out
 }
