@@ -10,6 +10,7 @@ use super::config::{ChooseSection, LayoutConfig};
 use super::measure::CandidateResult;
 use super::pareto::{self, ParetoPoint};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
+use crate::bench::table::{Column, Table};
 use crate::dataset::files::write_whole;
 use crate::dataset::video::quality::Quality;
 use crate::dataset::DatasetError;
@@ -204,9 +205,9 @@ fn quality(q: &Quality) -> String {
     format!("{} ({})", db(q.psnr_db), db(q.worst_psnr_db))
 }
 
-/// The table's header and one row of cells per candidate.
-fn table(report: &LayoutReport) -> (Vec<&'static str>, Vec<Vec<String>>) {
-    let header = vec![
+/// The table: one row per candidate.
+fn table(report: &LayoutReport) -> Table {
+    let columns = [
         "candidate",
         "bytes/frame",
         "× source",
@@ -221,7 +222,9 @@ fn table(report: &LayoutReport) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "PSNR mean (worst)",
         "SSIM mean (worst)",
         "load time × PNG",
-    ];
+    ]
+    .map(Column::text)
+    .to_vec();
     let rows = report
         .rows
         .iter()
@@ -246,7 +249,7 @@ fn table(report: &LayoutReport) -> (Vec<&'static str>, Vec<Vec<String>>) {
             ]
         })
         .collect();
-    (header, rows)
+    Table { columns, rows }
 }
 
 /// What the resolution alone costs: one line per resized candidate.
@@ -281,28 +284,8 @@ fn heading(report: &LayoutReport) -> String {
 
 /// The terminal report.
 pub fn render_text(report: &LayoutReport) -> String {
-    let (header, rows) = table(report);
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect();
-        padded.join("  ").trim_end().to_string()
-    };
     let mut text = format!("Layout study: {}\n\n", heading(report));
-    text.push_str(&line(header.iter().map(|h| h.to_string()).collect()));
-    text.push('\n');
-    for row in rows {
-        text.push_str(&line(row));
-        text.push('\n');
-    }
+    text.push_str(&table(report).aligned());
     for scaling in scaling_lines(report) {
         text.push_str(&format!("\n{scaling}"));
     }
@@ -313,13 +296,8 @@ pub fn render_text(report: &LayoutReport) -> String {
 
 /// `report.md`.
 pub fn render_markdown(report: &LayoutReport) -> String {
-    let (header, rows) = table(report);
     let mut text = format!("# Layout study\n\n{}.\n\n", heading(report));
-    text.push_str(&format!("| {} |\n", header.join(" | ")));
-    text.push_str(&format!("|{}\n", "---|".repeat(header.len())));
-    for row in rows {
-        text.push_str(&format!("| {} |\n", row.join(" | ")));
-    }
+    text.push_str(&table(report).markdown());
     let scaling = scaling_lines(report);
     if !scaling.is_empty() {
         text.push_str("\n## Resolution alone\n\n");
@@ -335,18 +313,35 @@ pub fn render_markdown(report: &LayoutReport) -> String {
 
 /// `results.csv`: one row per candidate, raw figures.
 pub fn render_csv(report: &LayoutReport) -> String {
-    let mut text = String::from(
-        "name,label,bytes_per_frame,bytes_ratio,png_ratio,encode_cpu_ms_per_frame,\
-         cpu_ms_per_sample_1_worker,frames_decoded_per_sample,samples_per_s,samples_per_s_low,\
-         samples_per_s_high,cold_samples_per_s,first_batch_ms,psnr_db,worst_psnr_db,ssim,\
-         worst_ssim,load_time_ratio,recommended\n",
-    );
-    for (n, r) in report.rows.iter().enumerate() {
+    let columns = [
+        "name",
+        "label",
+        "bytes_per_frame",
+        "bytes_ratio",
+        "png_ratio",
+        "encode_cpu_ms_per_frame",
+        "cpu_ms_per_sample_1_worker",
+        "frames_decoded_per_sample",
+        "samples_per_s",
+        "samples_per_s_low",
+        "samples_per_s_high",
+        "cold_samples_per_s",
+        "first_batch_ms",
+        "psnr_db",
+        "worst_psnr_db",
+        "ssim",
+        "worst_ssim",
+        "load_time_ratio",
+        "recommended",
+    ]
+    .map(Column::text)
+    .to_vec();
+    let rows = report.rows.iter().enumerate().map(|(n, r)| {
         let (low, high) =
             r.loader.samples_per_s_interval.map_or((None, None), |(l, h)| (Some(l), Some(h)));
-        let cells = [
+        vec![
             r.name.clone(),
-            format!("\"{}\"", r.label),
+            r.label.clone(),
             format!("{:.1}", r.bytes_per_frame),
             format!("{:.4}", r.bytes_ratio()),
             format!("{:.4}", r.png_ratio()),
@@ -364,11 +359,9 @@ pub fn render_csv(report: &LayoutReport) -> String {
             format!("{:.5}", r.quality.worst_ssim),
             format!("{:.3}", r.load_time_ratio()),
             (report.recommended == Some(n)).to_string(),
-        ];
-        text.push_str(&cells.join(","));
-        text.push('\n');
-    }
-    text
+        ]
+    });
+    Table { columns, rows: rows.collect() }.csv()
 }
 
 /// What [`report_layout_dir`] wrote, and the terminal text.
