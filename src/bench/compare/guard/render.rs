@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
 use super::record::GuardRecord;
 use crate::bench::loader_run::RunFigures;
+use crate::bench::table::{Column, Table};
 
 /// How to save a new baseline, for the advice that says so: the config and baseline paths.
 pub struct UpdateCommand<'a> {
@@ -156,21 +157,21 @@ pub fn markdown(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
     if let Some(line) = speed_line(verdict) {
         let _ = writeln!(out, "{line}\n");
     }
-    let _ = writeln!(out, "| cell | figure | baseline | now | change | 95 % CI | verdict |");
-    let _ = writeln!(out, "|---|---|--:|--:|--:|---|---|");
-    for (cell, name, figure) in rows(verdict) {
-        let _ = writeln!(
-            out,
-            "| {} | {name} | {} | {} | {:+.1} % | {:+.1} to {:+.1} % | {} |",
-            cell.cell,
+    let mut columns = vec![Column::text("cell"), Column::text("figure")];
+    columns.extend(["baseline", "now", "change"].map(Column::number));
+    columns.extend(["95 % CI", "verdict"].map(Column::text));
+    let rows = rows(verdict).into_iter().map(|(cell, name, figure)| {
+        vec![
+            cell.cell.clone(),
+            name.into(),
             number(figure.baseline),
             number(figure.now),
-            figure.change.percent,
-            figure.change.low,
-            figure.change.high,
-            word(figure, name != "samples/s")
-        );
-    }
+            format!("{:+.1} %", figure.change.percent),
+            format!("{:+.1} to {:+.1} %", figure.change.low, figure.change.high),
+            word(figure, name != "samples/s").into(),
+        ]
+    });
+    out.push_str(&Table { columns, rows: rows.collect() }.markdown());
     let _ = writeln!(out, "\n{}", conclusion(verdict, update));
     out
 }
