@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates VENV (default .venv-lerobot) with LeRobot and its `dataset` and `diffusion` extras:
+# Creates VENV (default .venv-lerobot) with LeRobot and its `dataset`, `diffusion` and `training`
+# extras (accelerate: `lerobot-train` refuses to start without it):
 # the newest LeRobot the machine's Python allows, for `--loader lerobot`, `model --impl lerobot`
 # and the tests against LeRobot. LeRobot ≥ 0.5 needs Python ≥ 3.12 (it then takes torch 2.11,
 # like feedbench's libtorch); on Debian 12's Python 3.11 pip offers LeRobot 0.4.4, which needs
@@ -11,7 +12,11 @@ set -euo pipefail
 venv=${1:-.venv-lerobot}
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import lerobot, torchcodec, diffusers' 2>/dev/null; then
-    exit 0
+    # A venv made before the `training` extra gets it added, not made again.
+    "$venv/bin/python" -c 'import accelerate' 2>/dev/null && exit 0
+    spec=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("lerobot"))')
+    echo "adding lerobot[training] to $venv"
+    exec "$venv/bin/pip" install -q --disable-pip-version-check "lerobot[dataset,diffusion,training]==$spec"
 fi
 
 find_python() {
@@ -33,9 +38,9 @@ find_python() {
 python=$(find_python)
 minor=$("$python" -c 'import sys; print(sys.version_info[1])')
 if [ "$minor" -ge 12 ]; then
-    spec='lerobot[dataset,diffusion]>=0.5'
+    spec='lerobot[dataset,diffusion,training]>=0.5'
 else
-    spec='lerobot==0.4.4'  # its dataset stack and diffusers are plain dependencies
+    spec='lerobot[training]==0.4.4'  # its dataset stack and diffusers are plain dependencies
 fi
 echo "creating $venv with $python (3.$minor): $spec"
 rm -rf "$venv"

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use cli::{cluster, compare, dataset, guard, layout, loader, model, sweep, tune};
+use cli::{cluster, compare, dataset, doctor, guard, layout, loader, model, sweep, tune};
 
 /// Does my data loader keep my GPU fed? A native LeRobot dataset reader and loader benchmark.
 #[derive(Parser)]
@@ -33,6 +33,9 @@ enum Command {
     /// the answer predicted and verified around it within --cpus and --memory, printed with
     /// the flags to paste (feedbench's, or lerobot-train's with --loader lerobot).
     Tune(tune::TuneArgs),
+    /// Read a lerobot-train log (measures nothing): the share of its steps spent on input
+    /// (data_s against updt_s per logged step), their spread, the verdict and what to try.
+    Doctor(doctor::DoctorArgs),
     /// Sweep the loader's knobs feeding a training step: every cell in the loader, model and
     /// train phases, appended to DIR/results.jsonl; then the report.
     Sweep(sweep::SweepArgs),
@@ -156,6 +159,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Report(args) => sweep::report(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Layout(args) => layout::run(&args),
+        Command::Doctor(args) => doctor::run(&args),
         Command::Guard(args) => return guard::run(&args),
         Command::Merge(args) => return cluster::merge(&args),
     };

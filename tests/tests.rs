@@ -10,6 +10,7 @@ mod cache;
 mod cli;
 mod cluster;
 mod compare;
+mod doctor;
 mod faults;
 mod guard;
 mod kill_anywhere;

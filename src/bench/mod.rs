@@ -18,5 +18,6 @@ pub mod stats;
 pub mod sweep;
 pub mod system;
 pub mod table;
+pub mod train_log;
 pub mod tune;
 pub mod verdict;

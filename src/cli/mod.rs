@@ -21,6 +21,7 @@ macro_rules! outln {
 pub mod cluster;
 pub mod compare;
 pub mod dataset;
+pub mod doctor;
 pub mod guard;
 pub mod knob_flags;
 pub mod layout;

@@ -1,0 +1,299 @@
+//! A `lerobot-train` log, read (nothing is measured): each logged step's `data_s` (its
+//! `dataloading_s`: the wait for the next batch, the conversion of its frames and the policy's
+//! preprocessor, all in the main process) against its `updt_s` (`update_s`: forward, backward
+//! and the optimizer), averaged by lerobot-train over each logging interval. The input-bound
+//! share of a step is `data_s / (data_s + updt_s)`, the one feedbench's train phase gives; the
+//! run's verdict is [`Verdict::of`] its time-weighted share, with the spread over the logged
+//! steps beside it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::stats::Stats;
+use super::verdict::Verdict;
+
+/// One logged step of the run: lerobot-train's averages over its logging interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LoggedStep {
+    /// The step as the log writes it (`step:1K` reads as 1000: LeRobot rounds it).
+    pub step: f64,
+    /// Seconds a step waited for and prepared its batch (`data_s`, `dataloading_s`).
+    pub data_s: f64,
+    /// Seconds a step's update took (`updt_s`, `update_s`).
+    pub update_s: f64,
+}
+
+impl LoggedStep {
+    /// The share of the step spent on input, percent.
+    pub fn input_bound_pct(&self) -> f64 {
+        let total = self.data_s + self.update_s;
+        if total > 0.0 {
+            100.0 * self.data_s / total
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A log with no step to read, or a line that looks like a step and does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainLogError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The log.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No line holds lerobot-train's step metrics.
+    #[error(
+        "{path}: no logged step (lines with `updt_s:` and `data_s:`, as lerobot-train logs every \
+         --log_freq steps): is it a lerobot-train log?"
+    )]
+    NoStep {
+        /// The log.
+        path: PathBuf,
+    },
+    /// A metric of a step line is not a number.
+    #[error("{path}:{line}: `{key}:{value}` is not a number of seconds")]
+    BadValue {
+        /// The log.
+        path: PathBuf,
+        /// Its line, from 1.
+        line: usize,
+        /// The metric.
+        key: String,
+        /// What stood there.
+        value: String,
+    },
+}
+
+/// What a lerobot-train log says of its loader.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainLog {
+    /// The log read.
+    pub path: PathBuf,
+    /// Every logged step, in the log's order.
+    pub steps: Vec<LoggedStep>,
+    /// `num_workers` and `batch_size` of the run, where the log holds its config.
+    pub num_workers: Option<usize>,
+    /// Samples per batch, where the log holds its config.
+    pub batch_size: Option<usize>,
+}
+
+/// The numbers a step line's metrics hold: (data_s, update_s, step), each where present.
+type StepMetrics = (Option<f64>, Option<f64>, Option<f64>);
+
+impl TrainLog {
+    /// Reads the log at `path`.
+    pub fn read(path: &Path) -> Result<Self, TrainLogError> {
+        let text = std::fs::read(path)
+            .map_err(|source| TrainLogError::Io { path: path.to_path_buf(), source })?;
+        Self::parse(path, &String::from_utf8_lossy(&text))
+    }
+
+    /// The log `text`, read from `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, TrainLogError> {
+        let mut steps = Vec::new();
+        let (mut num_workers, mut batch_size) = (None, None);
+        for (i, line) in text.lines().enumerate() {
+            num_workers = num_workers.or_else(|| config_count(line, "num_workers"));
+            batch_size = batch_size.or_else(|| config_count(line, "batch_size"));
+            if let (Some(data_s), Some(update_s), step) = step_metrics(path, i + 1, line)? {
+                let step = step.unwrap_or((steps.len() + 1) as f64);
+                steps.push(LoggedStep { step, data_s, update_s });
+            }
+        }
+        if steps.is_empty() {
+            return Err(TrainLogError::NoStep { path: path.to_path_buf() });
+        }
+        Ok(Self { path: path.to_path_buf(), steps, num_workers, batch_size })
+    }
+
+    /// The run's input-bound share and its spread. The first logged interval is left out
+    /// where there are others: it holds the workers' start and the first batches.
+    pub fn summary(&self) -> LogSummary {
+        let kept = if self.steps.len() > 1 { &self.steps[1..] } else { &self.steps[..] };
+        let (data, total) =
+            kept.iter().fold((0.0, 0.0), |(d, t), s| (d + s.data_s, t + s.data_s + s.update_s));
+        let share_pct = if total > 0.0 { 100.0 * data / total } else { 0.0 };
+        let shares = Stats::of_ms(kept.iter().map(LoggedStep::input_bound_pct));
+        LogSummary {
+            logged_steps: self.steps.len(),
+            kept_steps: kept.len(),
+            share_pct,
+            median_pct: shares.median_ms,
+            p95_pct: shares.p95_ms,
+            min_pct: shares.min_ms,
+            max_pct: shares.max_ms,
+            data_s: Stats::of_ms(kept.iter().map(|s| s.data_s)).median_ms,
+            update_s: Stats::of_ms(kept.iter().map(|s| s.update_s)).median_ms,
+            verdict: Verdict::of(share_pct),
+            num_workers: self.num_workers,
+            batch_size: self.batch_size,
+        }
+    }
+}
+
+/// The metrics of a step line, where `line` is one; a metric that does not read is an error.
+fn step_metrics(path: &Path, line_no: usize, line: &str) -> Result<StepMetrics, TrainLogError> {
+    let (mut data_s, mut update_s, mut step) = (None, None, None);
+    for token in line.split_whitespace() {
+        let Some((key, value)) = token.split_once(':') else { continue };
+        let seconds = || {
+            value.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| {
+                TrainLogError::BadValue {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    key: key.to_string(),
+                    value: value.to_string(),
+                }
+            })
+        };
+        match key {
+            "data_s" | "dataloading_s" => data_s = Some(seconds()?),
+            "updt_s" | "update_s" => update_s = Some(seconds()?),
+            "step" => step = big_number(value),
+            _ => {}
+        }
+    }
+    Ok((data_s, update_s, step))
+}
+
+/// A number as LeRobot's `format_big_number` writes it: `200`, `1K`, `2.5M`.
+fn big_number(text: &str) -> Option<f64> {
+    let (number, scale) = match text.char_indices().last()? {
+        (i, 'K') => (&text[..i], 1e3),
+        (i, 'M') => (&text[..i], 1e6),
+        (i, 'B') => (&text[..i], 1e9),
+        _ => (text, 1.0),
+    };
+    number.parse::<f64>().ok().map(|n| n * scale)
+}
+
+/// `'key': N` of the config lerobot-train logs at its start (Python's dict repr).
+fn config_count(line: &str, key: &str) -> Option<usize> {
+    let at = line.find(&format!("'{key}': "))? + key.len() + 4;
+    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The run's input-bound share, its spread and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LogSummary {
+    /// Logged steps in the log.
+    pub logged_steps: usize,
+    /// Those the figures are made of (all but the first, where there are several).
+    pub kept_steps: usize,
+    /// Time-weighted input-bound share of the kept steps, percent: what the run lost.
+    pub share_pct: f64,
+    /// Median of the logged steps' shares, percent.
+    pub median_pct: f64,
+    /// Their 95th percentile, percent.
+    pub p95_pct: f64,
+    /// Their least, percent.
+    pub min_pct: f64,
+    /// Their most, percent.
+    pub max_pct: f64,
+    /// Median `data_s` of a logged step, seconds.
+    pub data_s: f64,
+    /// Median `updt_s` of a logged step, seconds.
+    pub update_s: f64,
+    /// The verdict on the share.
+    pub verdict: Verdict,
+    /// The run's `num_workers`, where the log holds its config.
+    pub num_workers: Option<usize>,
+    /// The run's `batch_size`, where the log holds its config.
+    pub batch_size: Option<usize>,
+}
+
+impl LogSummary {
+    /// What to try, in words.
+    pub fn advice(&self) -> String {
+        let workers = self.num_workers.map_or(String::new(), |n| format!(" (it had {n})"));
+        match self.verdict {
+            Verdict::HighlyInputBound | Verdict::ModeratelyInputBound => format!(
+                "The step waits for its batches. More --num_workers{workers} helps while cores \
+                 are free: `feedbench tune --loader lerobot --step-ms {:.0} DATASET --batch {}` \
+                 measures how many feed a step this long. data_s also counts the main process's \
+                 conversion of the frames and the policy's preprocessor, which no worker count \
+                 moves: with --policy.device=cuda they run on the device.",
+                self.update_s * 1e3,
+                self.batch_size.map_or("B".to_string(), |b| b.to_string())
+            ),
+            Verdict::NotInputBound => format!(
+                "The loader keeps up: the update dominates the step. Fewer --num_workers{workers} \
+                 would free cores and memory; `feedbench tune --loader lerobot --step-ms {:.0} \
+                 DATASET` says how few still feed it.",
+                self.update_s * 1e3
+            ),
+        }
+    }
+}
+
+impl fmt::Display for LogSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let left_out = if self.kept_steps < self.logged_steps {
+            " (the first, the workers' start, left out)"
+        } else {
+            ""
+        };
+        writeln!(
+            f,
+            "{} logged steps{left_out}: {:.1} % of the step spent on input ({}: {}).",
+            self.logged_steps,
+            self.share_pct,
+            self.verdict,
+            self.verdict.dominant_side()
+        )?;
+        writeln!(
+            f,
+            "Per logged step: median {:.1} %, p95 {:.1} %, from {:.1} to {:.1} %; data_s {:.3} s \
+             against updt_s {:.3} s (medians).",
+            self.median_pct, self.p95_pct, self.min_pct, self.max_pct, self.data_s, self.update_s
+        )?;
+        writeln!(f, "{}", self.advice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+INFO 2026-11-26 10:00:00 ot_train.py:272 {'batch_size': 8,
+ 'num_workers': 2,
+ 'seed': 1000}
+INFO 2026-11-26 10:00:09 ot_train.py:640 step:1 smpl:8 ep:0 epch:0.03 loss:9.866 grdn:190.115 lr:1.0e-05 updt_s:12.000 data_s:3.000 smp/s:1
+INFO 2026-11-26 10:00:21 ot_train.py:640 step:2 smpl:16 ep:0 epch:0.05 loss:8.712 grdn:140.010 lr:1.0e-05 updt_s:10.000 data_s:0.100 smp/s:1
+INFO 2026-11-26 10:00:33 ot_train.py:640 step:3 smpl:24 ep:0 epch:0.08 loss:7.001 grdn:120.700 lr:1.0e-05 updt_s:10.000 data_s:0.300 smp/s:1
+";
+
+    #[test]
+    fn steps_config_and_the_share_are_read_as_lerobot_train_logs_them() {
+        let log = TrainLog::parse(Path::new("train.log"), LOG).unwrap();
+        assert_eq!(log.steps.len(), 3);
+        assert_eq!(log.steps[1], LoggedStep { step: 2.0, data_s: 0.1, update_s: 10.0 });
+        assert_eq!((log.num_workers, log.batch_size), (Some(2), Some(8)));
+        let summary = log.summary();
+        assert_eq!((summary.logged_steps, summary.kept_steps), (3, 2), "the first left out");
+        assert!((summary.share_pct - 100.0 * 0.4 / 20.4).abs() < 1e-9, "{summary:?}");
+        assert_eq!(summary.verdict, Verdict::NotInputBound);
+        assert!(summary.to_string().contains("(it had 2)"), "{summary}");
+    }
+
+    #[test]
+    fn later_names_big_step_numbers_and_bad_values() {
+        let line = "step:1K smpl:64K ep:10 epch:1.00 loss:0.1 dataloading_s:0.250 update_s:0.750";
+        let log = TrainLog::parse(Path::new("l"), line).unwrap();
+        assert_eq!(log.steps, [LoggedStep { step: 1000.0, data_s: 0.25, update_s: 0.75 }]);
+        assert_eq!(log.summary().verdict, Verdict::HighlyInputBound, "one step, kept");
+        let bad = TrainLog::parse(Path::new("l"), "a\nstep:2 updt_s:nan data_s:0.1").unwrap_err();
+        assert_eq!(bad.to_string(), "l:2: `updt_s:nan` is not a number of seconds");
+        let none = TrainLog::parse(Path::new("l"), "hello\nworld").unwrap_err();
+        assert!(none.to_string().contains("no logged step"), "{none}");
+    }
+}

@@ -1,0 +1,125 @@
+//! `feedbench doctor LOG`: a lerobot-train log read, nothing measured. A log a real
+//! lerobot-train run wrote (ACT on a generated two-camera dataset, CPU, batch 4, 2 workers,
+//! 10 steps logged each step) read to its figures; a fresh run of the installed lerobot-train
+//! read the same way; and files that are no such log refused by name.
+
+use std::path::Path;
+
+use crate::common;
+
+fn fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lerobot-train/act-cpu.log")
+}
+
+#[test]
+fn a_real_lerobot_train_log_reads_to_its_share_and_advice() {
+    let log = fixture();
+    let (ok, out, err) = common::feedbench(&["doctor", log.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (summary, steps) = (&value["summary"], value["steps"].as_array().unwrap());
+    assert_eq!(steps.len(), 10);
+    // Step 1 waited 11.012 s for its batch (the spawned workers starting) and is left out.
+    assert_eq!(
+        (steps[0]["data_s"].as_f64(), steps[0]["update_s"].as_f64()),
+        (Some(11.012), Some(11.333))
+    );
+    assert_eq!(
+        (summary["logged_steps"].as_u64(), summary["kept_steps"].as_u64()),
+        (Some(10), Some(9))
+    );
+    let kept = &steps[1..];
+    let data: f64 = kept.iter().map(|s| s["data_s"].as_f64().unwrap()).sum();
+    let update: f64 = kept.iter().map(|s| s["update_s"].as_f64().unwrap()).sum();
+    let share = summary["share_pct"].as_f64().unwrap();
+    assert!((share - 100.0 * data / (data + update)).abs() < 1e-9, "{summary}");
+    assert_eq!(summary["verdict"], "not_input_bound", "ACT on a CPU: the update dominates");
+    assert_eq!(
+        (summary["num_workers"].as_u64(), summary["batch_size"].as_u64()),
+        (Some(2), Some(4))
+    );
+    let (ok, text, err) = common::feedbench(&["doctor", log.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(text.contains("10 logged steps (the first, the workers' start, left out)"), "{text}");
+    assert!(text.contains("Fewer --num_workers (it had 2)"), "{text}");
+}
+
+#[test]
+fn what_is_no_lerobot_train_log_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.log");
+    std::fs::write(&other, "epoch 1: loss 0.5\n").unwrap();
+    let (ok, _, err) = common::feedbench(&["doctor", other.to_str().unwrap()]);
+    common::clear_error(ok, &err);
+    assert!(err.contains("other.log: no logged step"), "{err}");
+    let bad = dir.path().join("bad.log");
+    std::fs::write(&bad, "INFO x step:1 smpl:4 updt_s:1.0 data_s:-3\n").unwrap();
+    let (ok, _, err) = common::feedbench(&["doctor", bad.to_str().unwrap()]);
+    common::clear_error(ok, &err);
+    assert!(err.contains("bad.log:1: `data_s:-3` is not a number of seconds"), "{err}");
+    let missing = dir.path().join("missing.log");
+    let (ok, _, err) = common::feedbench(&["doctor", missing.to_str().unwrap()]);
+    common::clear_error(ok, &err);
+    assert!(err.contains("missing.log"), "{err}");
+}
+
+/// The installed lerobot-train, run offline (ACT, CPU, batch 2, no workers, 4 steps, one log
+/// line a step), and its log read: the format feedbench reads is the one LeRobot writes today.
+#[test]
+fn the_installed_lerobot_train_writes_what_doctor_reads() {
+    let Some(python) = common::lerobot_python() else { return };
+    let train = python.with_file_name("lerobot-train");
+    let has_accelerate = std::process::Command::new(&python)
+        .args(["-c", "import accelerate"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !train.exists() || !has_accelerate {
+        eprintln!(
+            "SKIPPED: no lerobot-train with accelerate in {} (make test installs it)",
+            python.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("two-cameras");
+    let preset =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lerobot/two-cameras.toml");
+    let (ok, _, err) = common::feedbench(&[
+        "synth",
+        "--preset",
+        preset.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let output = std::process::Command::new(&train)
+        .current_dir(dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_DATASETS_OFFLINE", "1")
+        .args([
+            "--dataset.repo_id=local/two-cameras",
+            &format!("--dataset.root={}", root.display()),
+            "--policy.type=act",
+            "--policy.device=cpu",
+            "--policy.pretrained_backbone_weights=null",
+            "--policy.push_to_hub=false",
+            "--batch_size=2",
+            "--num_workers=0",
+            "--steps=4",
+            "--log_freq=1",
+            "--save_checkpoint=false",
+            "--wandb.enable=false",
+            &format!("--output_dir={}", dir.path().join("out").display()),
+        ])
+        .output()
+        .unwrap();
+    let log = dir.path().join("train.log");
+    std::fs::write(&log, [output.stdout, output.stderr].concat()).unwrap();
+    assert!(output.status.success(), "{}", std::fs::read_to_string(&log).unwrap());
+    let (ok, out, err) = common::feedbench(&["doctor", log.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(value["steps"].as_array().unwrap().len(), 4, "{out}");
+    assert_eq!(value["summary"]["batch_size"], 2, "{out}");
+    assert_eq!(value["summary"]["num_workers"], 0, "{out}");
+}
