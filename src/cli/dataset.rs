@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use anyhow::{Context, Result};
 use clap::Args;
 
+use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::files::output_apart_from;
 use feedbench::dataset::stage;
-use feedbench::dataset::summary::{human_bytes, Summary};
+use feedbench::dataset::summary::Summary;
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
 use feedbench::dataset::write::synth::{synth_with_progress, SynthStorage};
 use feedbench::dataset::write::{EncodeSetting, PixFmt, Preset, PresetOverrides, SynthOptions};
@@ -124,12 +125,7 @@ pub fn stage(args: &StageArgs) -> Result<()> {
     };
     let plan = stage::plan_stage(&args.dataset, episodes)?;
     stage::check_destination(&to, &plan)?;
-    eprintln!(
-        "copying {} files, {} to {}",
-        plan.files.len(),
-        human_bytes(plan.bytes),
-        to.display()
-    );
+    eprintln!("copying {} files, {} to {}", plan.files.len(), Bytes::of(plan.bytes), to.display());
     let staged = stage::stage(&args.dataset, &to, &plan)?;
     if let Some(episodes) = &args.episodes {
         eprintln!("only episodes {episodes} were copied: pass --episodes {episodes} to the other commands");
@@ -293,7 +289,7 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
             report.frames,
             report.video_files,
             if report.video_files == 1 { "" } else { "s" },
-            human_bytes(report.video_bytes),
+            Bytes::of(report.video_bytes),
             report.seconds
         )?;
     }

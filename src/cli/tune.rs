@@ -16,6 +16,7 @@ use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
+use feedbench::dataset::bytes::Bytes;
 use feedbench::loader::knobs::LoaderKnob;
 use feedbench::loader::size::ByteSize;
 use feedbench::model::{DeviceChoice, ModelSpec};
@@ -165,9 +166,9 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         Source::Machine => "this process's CPUs".to_string(),
     };
     eprintln!(
-        "tune: up to {cpus} core{} ({from}), {} for batches; results in {}",
+        "tune: up to {cpus} core{} ({from}), {:.2} for batches; results in {}",
         if cpus == 1 { "" } else { "s" },
-        ByteSize(memory),
+        Bytes::of(memory).gb(),
         out.display()
     );
     let mut said_step = false;

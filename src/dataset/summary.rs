@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::bytes::Bytes;
 use super::layout::{load_episodes, load_tasks};
 use super::meta::{CodebaseVersion, Info};
 use super::rate::RateMismatch;
@@ -167,22 +168,6 @@ impl Summary {
     }
 }
 
-/// Formats `n` bytes for people (`23.4 MB`).
-pub fn human_bytes(n: u64) -> String {
-    let units = ["B", "kB", "MB", "GB", "TB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit + 1 < units.len() {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
-    }
-}
-
 /// Writes sorted integers compactly: `1, 2, 4-9, 29`.
 pub fn format_ranges(values: &[usize]) -> String {
     let mut parts: Vec<String> = Vec::new();
@@ -245,8 +230,8 @@ impl std::fmt::Display for Summary {
         writeln!(
             f,
             "on disk   {} parquet, {} mp4",
-            human_bytes(self.data_bytes),
-            human_bytes(self.video_bytes)
+            Bytes::of(self.data_bytes),
+            Bytes::of(self.video_bytes)
         )?;
         writeln!(f, "features")?;
         let width = self.features.iter().map(|x| x.name.len()).max().unwrap_or(0);
@@ -289,9 +274,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn formats_episode_lists_and_sizes() {
+    fn formats_episode_lists() {
         assert_eq!(format_ranges(&[1, 2, 4, 5, 6, 29, 30]), "1, 2, 4-6, 29, 30");
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(23_400_000), "23.4 MB");
     }
 }

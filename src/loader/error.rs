@@ -2,6 +2,7 @@
 //! names a setting ([`LoaderError::worded`]).
 
 use super::knobs::LoaderKnob;
+use crate::dataset::bytes::Bytes;
 use crate::dataset::setting::{Naming, Refusal};
 use crate::dataset::DatasetError;
 
@@ -65,11 +66,11 @@ impl LoaderError {
             LoaderError::NoBatch(refusal) => format!("no batch: {}", refusal.worded(name)),
             LoaderError::Dataset(e) => e.worded(name),
             &LoaderError::Memory { batch, needed, in_flight, available } => format!(
-                "a batch of {batch} samples needs {} ({} for the {in_flight} batches in flight); \
-                 {} of memory is available: lower {}, {}, {} or {}",
-                gigabytes(needed),
-                gigabytes(needed * in_flight as u128),
-                gigabytes(available as u128),
+                "a batch of {batch} samples needs {:.1} ({:.1} for the {in_flight} batches in \
+                 flight); {:.1} of memory is available: lower {}, {}, {} or {}",
+                Bytes::new(needed as f64).gb(),
+                Bytes::new((needed * in_flight as u128) as f64).gb(),
+                Bytes::of(available).gb(),
                 name(LoaderKnob::BATCH.setting()),
                 name(LoaderKnob::RESOLUTION.setting()),
                 name(LoaderKnob::WORKERS.setting()),
@@ -78,11 +79,6 @@ impl LoaderError {
             other => other.to_string(),
         }
     }
-}
-
-/// `bytes` as gigabytes (10⁹), for messages.
-fn gigabytes(bytes: u128) -> String {
-    format!("{:.1} GB", bytes as f64 / 1e9)
 }
 
 #[cfg(test)]

@@ -39,12 +39,6 @@ impl FromStr for ByteSize {
     }
 }
 
-impl fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.2} GB", self.0 as f64 / 1e9)
-    }
-}
-
 impl ByteSize {
     /// `bytes` as short text that reads back to them: `0`, `4GiB`, `512MiB`, `1.5GB`, else bytes.
     pub fn compact(bytes: u64) -> String {

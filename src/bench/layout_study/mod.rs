@@ -23,8 +23,8 @@ use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
 use crate::bench::jsonl::{JsonlError, JsonlStore};
 use crate::bench::lock::OutputLock;
+use crate::dataset::bytes::Bytes;
 use crate::dataset::files::{resolved, write_whole};
-use crate::dataset::summary::human_bytes;
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
@@ -364,8 +364,8 @@ fn shortfall(need: u64, free: u64, episode: impl std::fmt::Display) -> String {
     format!(
         "the candidates need about {} (estimated from episode {episode}), {} is free; free \
          space, choose fewer candidates or pass --episodes",
-        human_bytes(need),
-        human_bytes(free)
+        Bytes::of(need),
+        Bytes::of(free)
     )
 }
 

@@ -11,6 +11,7 @@ use super::measure::CandidateResult;
 use super::pareto::{self, ParetoPoint};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
 use crate::bench::table::{Column, Table};
+use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::dataset::video::quality::Quality;
 use crate::dataset::DatasetError;
@@ -70,7 +71,7 @@ impl LayoutReport {
             row.label,
             row.name,
             self.speed_text(row),
-            bytes(row.bytes_per_frame),
+            Bytes::new(row.bytes_per_frame),
             row.bytes_ratio(),
             db(row.quality.psnr_db),
             row.quality.ssim,
@@ -163,16 +164,6 @@ fn db(x: f64) -> String {
     }
 }
 
-fn bytes(x: f64) -> String {
-    if x >= 1e6 {
-        format!("{:.2} MB", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.1} kB", x / 1e3)
-    } else {
-        format!("{x:.0} B")
-    }
-}
-
 fn interval(row: &CandidateResult) -> String {
     match row.loader.samples_per_s_interval {
         Some((low, high)) => {
@@ -233,7 +224,7 @@ fn table(report: &LayoutReport) -> Table {
             let mark = if report.recommended == Some(n) { " ★" } else { "" };
             vec![
                 format!("{}{mark}", r.label),
-                bytes(r.bytes_per_frame),
+                Bytes::new(r.bytes_per_frame).to_string(),
                 format!("{:.3}", r.bytes_ratio()),
                 format!("{:.3}", r.png_ratio()),
                 format!("{:.2}", r.encode_cpu_ms_per_frame),
@@ -278,7 +269,7 @@ fn heading(report: &LayoutReport) -> String {
         report.rows.len(),
         first.episodes,
         first.frames,
-        bytes(first.source_bytes_per_frame)
+        Bytes::new(first.source_bytes_per_frame)
     )
 }
 
