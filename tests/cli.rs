@@ -103,6 +103,11 @@ fn bad_arguments_are_explained() {
     ]);
     // Named by its flag, as every knob LeRobot's loader lacks (the table's reach).
     assert!(!ok && err.contains("--decoder-threads is the native loader's"), "{err}");
+    // A knob of LeRobot's loader alone, named by its flag, for the native one.
+    let (ok, _, err) = feedbench(&["load", root, "--pin-memory"]);
+    assert!(!ok && err.contains("--pin-memory is a knob of LeRobot's loader"), "{err}");
+    let (ok, _, err) = feedbench(&["load", root, "--no-persistent-workers"]);
+    assert!(!ok && err.contains("--no-persistent-workers is a knob of LeRobot's"), "{err}");
     // Every count out of range names its flag.
     for (flag, value) in [("--batch", "0"), ("--prefetch", "0"), ("--workers", "-1")] {
         let (ok, _, err) = feedbench(&["load", root, flag, value]);

@@ -13,7 +13,7 @@ use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
-use feedbench::loader::knobs::TuneRole;
+use feedbench::loader::knobs::{LoaderKnob, TuneRole};
 use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBackend};
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::sampler::Shard;
@@ -58,12 +58,6 @@ pub struct LoaderFlags {
     /// LeRobot's choice).
     #[arg(long)]
     video_backend: Option<VideoBackend>,
-    /// With --loader lerobot: `pin_memory=True` (LeRobot's training sets it on CUDA).
-    #[arg(long)]
-    pin_memory: bool,
-    /// With --loader lerobot: `persistent_workers=False` (workers restarted every epoch).
-    #[arg(long)]
-    no_persistent_workers: bool,
 }
 
 impl LoaderFlags {
@@ -71,21 +65,20 @@ impl LoaderFlags {
     /// without `--loader lerobot` are refused.
     pub fn choice(&self) -> Result<LoaderChoice> {
         if self.loader == LoaderBackend::Native {
+            let knobs = self.knobs.applied_to(LoaderConfig::default());
+            let knob = LoaderKnob::lerobot_only_set(&knobs).next().map(|(k, _)| k.flag);
             let given = [
-                ("--python", self.python.is_some()),
-                ("--video-backend", self.video_backend.is_some()),
-                ("--pin-memory", self.pin_memory),
-                ("--no-persistent-workers", self.no_persistent_workers),
+                ("python", self.python.is_some()),
+                ("video-backend", self.video_backend.is_some()),
+                (knob.unwrap_or_default(), knob.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
-                anyhow::bail!("{flag} is a knob of LeRobot's loader: add --loader lerobot");
+                anyhow::bail!("--{flag} is a knob of LeRobot's loader: add --loader lerobot");
             }
             return Ok(LoaderChoice::Native);
         }
         let mut options = LerobotOptions::new(self.python.as_deref(), None);
         options.video_backend = self.video_backend;
-        options.pin_memory = self.pin_memory;
-        options.persistent_workers = !self.no_persistent_workers;
         Ok(LoaderChoice::Lerobot(options))
     }
 
@@ -121,12 +114,7 @@ impl LoaderFlags {
     /// it searches, and those of one training process it has no use for, are refused.
     pub fn fixed_knobs(&self, command: &str) -> Result<LoaderSpec> {
         let not_fixed = self.knobs.knobs().find(|k| k.tune != TuneRole::Fixed).map(|k| k.flag);
-        let given = [
-            (not_fixed, not_fixed.is_some()),
-            (Some("rank"), self.rank.is_some()),
-            (Some("pin-memory"), self.pin_memory),
-            (Some("no-persistent-workers"), self.no_persistent_workers),
-        ];
+        let given = [(not_fixed, not_fixed.is_some()), (Some("rank"), self.rank.is_some())];
         if let Some((Some(flag), _)) = given.iter().find(|(_, set)| *set) {
             anyhow::bail!(
                 "--{flag} is not a flag of {command}: it searches the workers and prefetch \
@@ -191,7 +179,12 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         loader.loader_phase(args.batches, warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     print_json_or_text(&phase, args.json)?;
-    write_rank(args.out.as_deref(), loader.as_ref(), RankPhase::Load(phase), tch::Device::Cpu)?;
+    write_rank(
+        args.out.as_deref(),
+        loader.as_ref(),
+        RankPhase::Load(Box::new(phase)),
+        tch::Device::Cpu,
+    )?;
     finish_trace(args.trace.as_deref(), trace)
 }
 
@@ -276,7 +269,12 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         }
     }
     print_json_or_text(&phase, args.json)?;
-    write_rank(args.out.as_deref(), loader.as_ref(), RankPhase::Train(phase), step.device())?;
+    write_rank(
+        args.out.as_deref(),
+        loader.as_ref(),
+        RankPhase::Train(Box::new(phase)),
+        step.device(),
+    )?;
     finish_trace(args.trace.as_deref(), trace)
 }
 

@@ -45,6 +45,21 @@ pub struct LoaderConfig {
     /// as before the knob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_n_last_frames: Option<usize>,
+    /// `pin_memory=True` in LeRobot's `DataLoader`. Left out of JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pin_memory: bool,
+    /// `persistent_workers` in LeRobot's `DataLoader` (lerobot-train keeps its workers). Left
+    /// out of JSON when true.
+    #[serde(default = "persistent", skip_serializing_if = "is_persistent")]
+    pub persistent_workers: bool,
+}
+
+fn persistent() -> bool {
+    true
+}
+
+fn is_persistent(persistent: &bool) -> bool {
+    *persistent
 }
 
 fn is_zero(bytes: &u64) -> bool {
@@ -94,6 +109,8 @@ impl Default for LoaderConfig {
             decoder_threads: 1,
             cache_bytes: 0,
             drop_n_last_frames: None,
+            pin_memory: false,
+            persistent_workers: true,
         }
     }
 }

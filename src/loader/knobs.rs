@@ -18,6 +18,9 @@ pub enum Reach {
     Both,
     /// feedbench's loader alone; the text says why LeRobot's has none.
     Native(&'static str),
+    /// LeRobot's loader alone (PyTorch's `DataLoader` knobs feedbench's loader has no use for);
+    /// the text says why.
+    Lerobot(&'static str),
 }
 
 /// How the command line gives a knob.
@@ -129,6 +132,8 @@ impl LoaderKnob {
         Self::DROP_LAST,
         Self::DROP_N_LAST_FRAMES,
         Self::UNORDERED,
+        Self::PIN_MEMORY,
+        Self::PERSISTENT_WORKERS,
     ];
 
     /// Worker threads.
@@ -355,6 +360,41 @@ impl LoaderKnob {
         },
     };
 
+    /// `pin_memory=True`: batches in page-locked memory.
+    pub const PIN_MEMORY: LoaderKnob = LoaderKnob {
+        key: "pin_memory",
+        flag: "pin-memory",
+        form: FlagForm::Switch("true"),
+        help: "With --loader lerobot: `pin_memory=True` (lerobot-train sets it on CUDA)",
+        reach: Reach::Lerobot("feedbench's loader keeps its batches in its own pool"),
+        tune: TuneRole::NotTuned,
+        toml: TomlType::Boolean,
+        omit_at_default: true,
+        get: |c| c.pin_memory.to_string(),
+        set: |c, t| {
+            c.pin_memory = boolean(t)?;
+            Ok(())
+        },
+    };
+
+    /// `persistent_workers`: workers kept across epochs.
+    pub const PERSISTENT_WORKERS: LoaderKnob = LoaderKnob {
+        key: "persistent_workers",
+        flag: "no-persistent-workers",
+        form: FlagForm::Switch("false"),
+        help: "With --loader lerobot: `persistent_workers=False` (workers started again every \
+               epoch; lerobot-train keeps them)",
+        reach: Reach::Lerobot("feedbench's workers live as long as the loader"),
+        tune: TuneRole::NotTuned,
+        toml: TomlType::Boolean,
+        omit_at_default: true,
+        get: |c| c.persistent_workers.to_string(),
+        set: |c, t| {
+            c.persistent_workers = boolean(t)?;
+            Ok(())
+        },
+    };
+
     /// The knob whose config key is `key`.
     pub fn by_key(key: &str) -> Option<&'static LoaderKnob> {
         Self::ALL.iter().find(|k| k.key == key)
@@ -409,6 +449,17 @@ impl LoaderKnob {
         flags.map(flag).collect::<Vec<_>>().join(" ")
     }
 
+    /// The knobs `config` sets that only LeRobot's loader has, each with why feedbench's has
+    /// none.
+    pub fn lerobot_only_set(
+        config: &LoaderConfig,
+    ) -> impl Iterator<Item = (&'static Self, &'static str)> + '_ {
+        Self::ALL.iter().filter_map(move |k| match k.reach {
+            Reach::Lerobot(why) if k.is_set(config) => Some((k, why)),
+            _ => None,
+        })
+    }
+
     /// The knobs `config` sets that only feedbench's loader has, each with why LeRobot's has
     /// none.
     pub fn native_only_set(
@@ -448,6 +499,7 @@ mod tests {
             if let FlagForm::Value(_) = a.form {
                 assert_eq!(a.flag.replace('-', "_"), a.key, "a value flag is its key");
             }
+            assert!(a.flag.replace('-', "_").contains(a.key) || a.key == "images", "{}", a.key);
         }
     }
 

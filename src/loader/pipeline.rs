@@ -306,6 +306,12 @@ impl Loader {
         config: LoaderConfig,
     ) -> Result<Self, LoaderError> {
         LoaderKnob::check_all(&config).map_err(LoaderError::Refused)?;
+        if let Some((knob, why)) = LoaderKnob::lerobot_only_set(&config).next() {
+            let setting = knob.setting();
+            return Err(LoaderError::Refused(Refusal::new(move |name| {
+                format!("{} is a knob of LeRobot's loader: {why}", name(setting))
+            })));
+        }
         let cache = match config.cache_bytes {
             0 => None,
             budget => Some(Arc::new(FrameCache::new(check_cache(budget)?))),

@@ -35,9 +35,9 @@ pub struct RankResult {
 #[serde(rename_all = "snake_case")]
 pub enum RankPhase {
     /// `feedbench load`.
-    Load(LoaderPhase),
+    Load(Box<LoaderPhase>),
     /// `feedbench train`.
-    Train(TrainPhase),
+    Train(Box<TrainPhase>),
 }
 
 impl RankPhase {

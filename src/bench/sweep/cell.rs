@@ -69,8 +69,8 @@ impl Cell {
     }
 
     /// The loader's knobs in this cell over `base`, the knobs every cell of the sweep shares
-    /// (its seed plus the repeat, so that each repeat reads another order). A LeRobot cell
-    /// keeps the native-only knobs at their defaults (the loader's table says which).
+    /// (its seed plus the repeat, so that each repeat reads another order). Each loader's cell
+    /// keeps the other loader's knobs at their defaults (the loader's table says which).
     pub fn loader_config(&self, base: &LoaderConfig) -> LoaderConfig {
         let mut config = LoaderConfig {
             workers: self.workers,
@@ -83,11 +83,13 @@ impl Cell {
             cache_bytes: self.cache_bytes,
             ..base.clone()
         };
-        if !self.loader.is_native() {
-            let native_only: Vec<_> = LoaderKnob::native_only_set(&config).collect();
-            for (knob, _) in native_only {
-                knob.set(&mut config, &knob.default_text()).expect("a default reads back");
-            }
+        let other_loaders: Vec<_> = if self.loader.is_native() {
+            LoaderKnob::lerobot_only_set(&config).collect()
+        } else {
+            LoaderKnob::native_only_set(&config).collect()
+        };
+        for (knob, _) in other_loaders {
+            knob.set(&mut config, &knob.default_text()).expect("a default reads back");
         }
         config
     }

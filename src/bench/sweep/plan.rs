@@ -146,17 +146,22 @@ mod tests {
     fn a_knob_every_cell_shares_reaches_each_cells_loader_but_lerobots_native_only_ones() {
         let config = config(
             "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [2]\nbatch = [16]\nseed = 5\n\
-             drop_n_last_frames = 3\nunordered = true\nloader = [\"native\", \"lerobot\"]\n\
+             drop_n_last_frames = 3\nunordered = true\npin_memory = true\n\
+             loader = [\"native\", \"lerobot\"]\n\
              [run]\nrepeats = 2\n",
         );
         let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
         let base = config.loader.knobs.base();
         let configs: Vec<_> = plan.cells.iter().map(|c| c.loader_config(&base)).collect();
-        let knobs: Vec<_> =
-            configs.iter().map(|c| (c.seed, c.drop_n_last_frames, c.ordered)).collect();
-        // Native and LeRobot, then the second repeat (another seed): LeRobot's loader has no
-        // unordered delivery, so its cells keep the default.
-        let expected = [(5, Some(3), false), (5, Some(3), true), (6, Some(3), false)];
+        let knobs: Vec<_> = configs
+            .iter()
+            .map(|c| (c.seed, c.drop_n_last_frames, c.ordered, c.pin_memory))
+            .collect();
+        // Native and LeRobot, then the second repeat (another seed): each loader's cells keep
+        // the other's knobs at their defaults (LeRobot's has no unordered delivery, the native
+        // loader no pinned DataLoader).
+        let expected =
+            [(5, Some(3), false, false), (5, Some(3), true, true), (6, Some(3), false, false)];
         assert_eq!(knobs[..3], expected);
     }
 

@@ -61,22 +61,18 @@ pub struct LerobotOptions {
     pub python: PathBuf,
     /// LeRobot's video backend; None: LeRobot's default.
     pub video_backend: Option<VideoBackend>,
-    /// `persistent_workers` (workers kept across epochs, as LeRobot's training sets it).
-    pub persistent_workers: bool,
-    /// `pin_memory` (LeRobot's training sets it on CUDA).
-    pub pin_memory: bool,
 }
 
 impl LerobotOptions {
     /// Options with the interpreter from `flag` (`--python`), else `config` (`[loader]
-    /// python`), else `$FEEDBENCH_PYTHON`, else `python3`; persistent workers, no pinning.
+    /// python`), else `$FEEDBENCH_PYTHON`, else `python3`.
     pub fn new(flag: Option<&Path>, config: Option<&Path>) -> Self {
         let python = flag
             .or(config)
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("FEEDBENCH_PYTHON").map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("python3"));
-        Self { python, video_backend: None, persistent_workers: true, pin_memory: false }
+        Self { python, video_backend: None }
     }
 }
 
@@ -213,8 +209,8 @@ impl LerobotLoader {
             "seed": c.seed,
             "num_workers": c.workers,
             "prefetch_factor": c.prefetch,
-            "persistent_workers": self.options.persistent_workers,
-            "pin_memory": self.options.pin_memory,
+            "persistent_workers": c.persistent_workers,
+            "pin_memory": c.pin_memory,
             "batch_size": c.batch_size,
             "drop_last": c.drop_last,
             "uint8": c.images == ImageFormat::U8,
