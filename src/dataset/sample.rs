@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::bytes::Bytes;
 use super::frames::{FrameTable, Row};
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
@@ -229,12 +230,12 @@ impl Sample {
                     return Err(DatasetError::invalid(
                         self.pixel_source(&key),
                         format!(
-                            "{key} at {}×{} needs {:.1} GB; {:.1} GB of memory is available \
+                            "{key} at {}×{} needs {:.1}; {:.1} of memory is available \
                              (ask for a smaller resolution)",
                             shape.height,
                             shape.width,
-                            bytes as f64 / 1e9,
-                            available as f64 / 1e9
+                            Bytes::new(bytes as f64).gb(),
+                            Bytes::of(available).gb()
                         ),
                     ));
                 }

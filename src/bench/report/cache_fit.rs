@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{millis, plural, rate, Row};
 use crate::bench::phase::SampleStep;
+use crate::dataset::bytes::Bytes;
 use crate::loader::size::ByteSize;
 
 /// A cache that would hold every frame, and what the loader would then deliver.
@@ -73,13 +74,13 @@ impl CacheFit {
             format!("still under the model's {} samples/s", rate(model_samples_per_s))
         };
         format!(
-            "Every frame at this size and format takes {:.2} GB, which fits in the {:.2} GB that \
-             were free: a decoded-frame cache (`--cache {budget}`; in a sweep, `loader.cache = \
+            "Every frame at this size and format takes {:.2}, which fits in the {:.2} that were \
+             free: a decoded-frame cache (`--cache {budget}`; in a sweep, `loader.cache = \
              [\"{budget}\"]`) keeps them after the first epoch, and the later epochs copy instead \
              of decoding — about {} samples/s with {} thread{} loading ({} CPU ms/sample, \
              predicted from this loader's: no decoding, a copy for each frame), {fed}.",
-            self.frames_bytes as f64 / 1e9,
-            self.available_bytes as f64 / 1e9,
+            Bytes::of(self.frames_bytes).gb(),
+            Bytes::of(self.available_bytes).gb(),
             rate(self.samples_per_s),
             self.threads,
             plural(self.threads),

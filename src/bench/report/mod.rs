@@ -29,6 +29,7 @@ use super::sweep::results::{read_results, CellResult, ResultsError};
 use super::system::SystemInfo;
 use super::table::{Column, Table};
 use super::verdict::Verdict;
+use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
 /// measurement and the report.
@@ -335,7 +336,7 @@ pub(crate) fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>
 pub fn system_line(system: &SystemInfo) -> String {
     let memory = system
         .memory_bytes
-        .map(|b| format!(", {:.0} GB memory", b as f64 / 1e9))
+        .map(|b| format!(", {:.0} memory", Bytes::of(b).gb()))
         .unwrap_or_default();
     format!(
         "{} ({} cores{memory}), GPU {}, {}; feedbench {}, libtorch {}, libavcodec {}",

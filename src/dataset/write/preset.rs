@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::encode::{EncodeSettings, PixFmt};
 use super::scene::SplitMix64;
+use crate::dataset::bytes::Bytes;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{DatasetError, Result};
 
@@ -227,14 +228,14 @@ impl Preset {
             if let Some(available) = crate::timing::available_memory_bytes() {
                 if needed > available {
                     return bad(format!(
-                        "camera {}: {}×{} needs about {:.1} GB to render and encode ({FRAMES_HELD} \
-                         RGB frames: the frame, its copies and the encoder's lookahead); {:.1} GB \
-                         of memory is available",
+                        "camera {}: {}×{} needs about {:.1} to render and encode ({FRAMES_HELD} RGB \
+                         frames: the frame, its copies and the encoder's lookahead); {:.1} of \
+                         memory is available",
                         camera.key,
                         camera.height,
                         camera.width,
-                        needed as f64 / 1e9,
-                        available as f64 / 1e9
+                        Bytes::of(needed).gb(),
+                        Bytes::of(available).gb()
                     ));
                 }
             }
