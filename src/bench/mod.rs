@@ -1,7 +1,9 @@
 //! Measurement: timing trees, phases, sweeps and reports. The only module that knows about
 //! the dataset, the loader and the model together. Each study has its folder: `sweep` (and
 //! `cluster`, a sweep beyond one machine), `compare` (A against B, and the CI guard) and
-//! `layout_study`; `phase` measures for all of them, `report` shows a sweep.
+//! `layout_study`; `phase` measures for all of them, `report` shows a sweep; beside them
+//! `knob_values` reads the loader's knobs from each study's config, `table` lays out every
+//! report's tables, and `train_log` reads a lerobot-train log.
 
 pub mod change;
 pub mod cluster;
