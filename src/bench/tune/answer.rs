@@ -13,13 +13,8 @@ use crate::bench::change::{Change, Decision};
 use crate::bench::report::cache_fit::CacheFit;
 use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
 use crate::loader::config::LoaderConfig;
-use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::LoaderBackend;
 use crate::timing::stage::Stage;
-
-/// LeRobot's training defaults (`lerobot-train`, 0.6): the flags the answer leaves out when
-/// it agrees with them.
-const LEROBOT_PREFETCH_FACTOR: usize = 4;
 
 /// The step speed-ups the answer predicts workers for.
 const SPEEDUPS: [f64; 4] = [1.0, 2.0, 4.0, 8.0];
@@ -90,6 +85,10 @@ pub struct Answer {
     pub prefetch: usize,
     /// The knobs of the flags.
     pub knobs: AnswerKnobs,
+    /// Whether lerobot-train's default prefetch was measured at these workers and lost to
+    /// the answer's by more than the prefetch tolerance: only then do its flags lower it.
+    #[serde(default)]
+    pub default_prefetch_lost: bool,
     /// Its train samples/s.
     pub train_samples_per_s: f64,
     /// The 95 % interval of it, where enough steps were kept.
@@ -207,10 +206,12 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         .then(|| CacheFit::of(row, loader))
         .flatten()
         .filter(|fit| fit.frames_bytes <= state.budgets.memory_bytes);
+    let default_prefetch_lost = super::flags::default_prefetch_lost(rows, row);
     Some(Answer {
         workers: row.knobs.workers,
         prefetch: row.knobs.prefetch,
         knobs,
+        default_prefetch_lost,
         train_samples_per_s: row.train_samples_per_s,
         train_interval: row.train_interval,
         input_bound_pct: (row.input_bound_pct, row.input_bound_p95_pct),
@@ -230,24 +231,6 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
 }
 
 impl Answer {
-    /// The flags to paste: feedbench's loader flags, or `lerobot-train`'s.
-    pub fn flags(&self) -> String {
-        let k = &self.knobs;
-        if k.loader.is_native() {
-            let config =
-                LoaderConfig { workers: self.workers, prefetch: self.prefetch, ..k.config.clone() };
-            let shown = [LoaderKnob::WORKERS, LoaderKnob::PREFETCH, LoaderKnob::BATCH];
-            LoaderKnob::command_line(&config, &shown)
-        } else {
-            let batch = k.config.batch_size;
-            let mut flags = format!("--num_workers={} --batch_size={batch}", self.workers);
-            if self.workers > 0 && self.prefetch != LEROBOT_PREFETCH_FACTOR {
-                flags.push_str(&format!(" --prefetch_factor={}", self.prefetch));
-            }
-            flags
-        }
-    }
-
     /// The one paragraph: the answer, its figures, and what bounds it.
     pub fn paragraph(&self) -> String {
         let d = &self.demand;
@@ -416,13 +399,13 @@ impl fmt::Display for Answer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::bench::report::render;
     use crate::bench::tune::search::SearchSettings;
     use crate::testdata::FakeCell;
 
-    fn state(step_ms: f64, cpus: usize) -> SearchState {
+    pub(crate) fn state(step_ms: f64, cpus: usize) -> SearchState {
         SearchState {
             demand: Demand { step_ms, batch: 16 },
             budgets: Budgets { cpus, memory_bytes: 64_000_000_000 },
@@ -431,7 +414,7 @@ mod tests {
         }
     }
 
-    fn knobs(loader: LoaderBackend) -> AnswerKnobs {
+    pub(crate) fn knobs(loader: LoaderBackend) -> AnswerKnobs {
         AnswerKnobs { loader, config: LoaderConfig { batch_size: 16, ..LoaderConfig::default() } }
     }
 
@@ -441,7 +424,7 @@ mod tests {
     }
 
     /// [`rows`], each cell edited by `edit` first.
-    fn rows_with(need: f64, edit: impl Fn(&mut FakeCell)) -> Vec<Row> {
+    pub(crate) fn rows_with(need: f64, edit: impl Fn(&mut FakeCell)) -> Vec<Row> {
         let cell = |w: usize| {
             let mut c = FakeCell::new(w, 2, 16);
             c.loader_samples_per_s = 100.0 * w as f64;
@@ -467,8 +450,6 @@ mod tests {
             "--workers 1 --prefetch 2 --batch 16 --decoder-threads 2 --drop-n-last-frames 3";
         assert_eq!(threaded, expected);
         assert!(a.paragraph().contains("The step dominates"), "{}", a.paragraph());
-        let lerobot = answer(&rows(80.0), &s, knobs(LoaderBackend::Lerobot)).unwrap();
-        assert_eq!(lerobot.flags(), "--num_workers=1 --batch_size=16 --prefetch_factor=2");
         // The beyond table: 2× needs 160/s, two workers; 8× needs 640/s, seven.
         let workers: Vec<Option<usize>> = a.beyond.iter().map(|b| b.workers).collect();
         assert_eq!(workers, [Some(1), Some(2), Some(4), Some(7)]);

@@ -8,6 +8,7 @@
 
 pub mod answer;
 pub mod budget;
+pub mod flags;
 pub mod predict;
 pub mod search;
 

@@ -1,0 +1,80 @@
+//! The flags tune's answer prints to paste: feedbench's loader flags (every knob tune held
+//! fixed, from the loader's table), or `lerobot-train`'s, which change its defaults only where
+//! a measurement says so.
+
+use super::answer::Answer;
+use crate::bench::report::{Row, PREFETCH_TOLERANCE_PCT};
+use crate::loader::config::LoaderConfig;
+use crate::loader::knobs::LoaderKnob;
+
+/// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
+/// `--prefetch_factor` only where a measured depth beat it.
+pub const LEROBOT_PREFETCH_FACTOR: usize = 4;
+
+/// Whether, at the workers of `answer`, lerobot-train's default depth was measured and gave
+/// more than [`PREFETCH_TOLERANCE_PCT`] less than the best depth there.
+pub fn default_prefetch_lost(rows: &[Row], answer: &Row) -> bool {
+    let at_workers = || rows.iter().filter(|r| r.knobs.workers == answer.knobs.workers);
+    let best = at_workers().map(|r| r.train_samples_per_s).fold(f64::NEG_INFINITY, f64::max);
+    at_workers()
+        .filter(|r| r.knobs.prefetch == LEROBOT_PREFETCH_FACTOR)
+        .any(|default| default.train_samples_per_s < best * (1.0 - PREFETCH_TOLERANCE_PCT / 100.0))
+}
+
+impl Answer {
+    /// The flags to paste: feedbench's loader flags, or `lerobot-train`'s (`--prefetch_factor`
+    /// only where its default was measured and lost).
+    pub fn flags(&self) -> String {
+        let k = &self.knobs;
+        if k.loader.is_native() {
+            let config =
+                LoaderConfig { workers: self.workers, prefetch: self.prefetch, ..k.config.clone() };
+            let shown = [LoaderKnob::WORKERS, LoaderKnob::PREFETCH, LoaderKnob::BATCH];
+            LoaderKnob::command_line(&config, &shown)
+        } else {
+            let batch = k.config.batch_size;
+            let mut flags = format!("--num_workers={} --batch_size={batch}", self.workers);
+            if self.workers > 0
+                && self.prefetch != LEROBOT_PREFETCH_FACTOR
+                && self.default_prefetch_lost
+            {
+                flags.push_str(&format!(" --prefetch_factor={}", self.prefetch));
+            }
+            flags
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bench::tune::answer::answer;
+    use crate::bench::tune::answer::tests::{knobs, rows_with, state};
+    use crate::loader::lerobot::LoaderBackend;
+
+    #[test]
+    fn lerobot_trains_prefetch_is_lowered_only_where_its_default_was_measured_and_lost() {
+        let s = state(200.0, 2);
+        let lerobot = || knobs(LoaderBackend::Lerobot);
+        // Only depth 2 measured: lerobot-train's 4 is left as it is.
+        let rows = rows_with(80.0, |_| {});
+        let a = answer(&rows, &s, lerobot()).unwrap();
+        assert_eq!((a.prefetch, a.flags().as_str()), (2, "--num_workers=1 --batch_size=16"));
+        // Depth 4 measured beside 2 at each worker count, 10 % slower: 2 is set.
+        let mut both = rows_with(80.0, |_| {});
+        both.extend(rows_with(80.0, |c| {
+            c.cell.prefetch = 4;
+            c.train_samples_per_s *= 0.9;
+        }));
+        let a = answer(&both, &s, lerobot()).unwrap();
+        assert!(a.default_prefetch_lost);
+        assert_eq!(a.flags(), "--num_workers=1 --batch_size=16 --prefetch_factor=2");
+        // As good within the tolerance: the default stays.
+        let mut even = rows_with(80.0, |_| {});
+        even.extend(rows_with(80.0, |c| c.cell.prefetch = 4));
+        let a = answer(&even, &s, lerobot()).unwrap();
+        assert_eq!(a.flags(), "--num_workers=1 --batch_size=16");
+        // feedbench's flags always carry the depth.
+        let native = answer(&rows, &s, knobs(LoaderBackend::Native)).unwrap();
+        assert_eq!(native.flags(), "--workers 1 --prefetch 2 --batch 16");
+    }
+}
