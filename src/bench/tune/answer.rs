@@ -11,10 +11,14 @@ use super::predict::{Demand, RateModel};
 use super::search::{Budgets, SearchState};
 use crate::bench::change::{Change, Decision};
 use crate::bench::report::cache_fit::CacheFit;
-use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row};
+use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PCT};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
 use crate::timing::stage::Stage;
+
+/// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
+/// `--prefetch_factor` only where a measured depth beat it.
+pub const LEROBOT_PREFETCH_FACTOR: usize = 4;
 
 /// The step speed-ups the answer predicts workers for.
 const SPEEDUPS: [f64; 4] = [1.0, 2.0, 4.0, 8.0];
@@ -206,7 +210,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         .then(|| CacheFit::of(row, loader))
         .flatten()
         .filter(|fit| fit.frames_bytes <= state.budgets.memory_bytes);
-    let default_prefetch_lost = super::flags::default_prefetch_lost(rows, row);
+    let default_prefetch_lost = default_prefetch_lost(rows, row);
     Some(Answer {
         workers: row.knobs.workers,
         prefetch: row.knobs.prefetch,
@@ -228,6 +232,16 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         beyond,
         cache,
     })
+}
+
+/// Whether, at the workers of `answer`, lerobot-train's default depth was measured and gave
+/// more than [`PREFETCH_TOLERANCE_PCT`] less than the best depth there.
+fn default_prefetch_lost(rows: &[Row], answer: &Row) -> bool {
+    let at_workers = || rows.iter().filter(|r| r.knobs.workers == answer.knobs.workers);
+    let best = at_workers().map(|r| r.train_samples_per_s).fold(f64::NEG_INFINITY, f64::max);
+    let lost =
+        |default: &Row| default.train_samples_per_s < best * (1.0 - PREFETCH_TOLERANCE_PCT / 100.0);
+    at_workers().filter(|r| r.knobs.prefetch == LEROBOT_PREFETCH_FACTOR).any(lost)
 }
 
 impl Answer {

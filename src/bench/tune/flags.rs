@@ -2,24 +2,9 @@
 //! fixed, from the loader's table), or `lerobot-train`'s, which change its defaults only where
 //! a measurement says so.
 
-use super::answer::Answer;
-use crate::bench::report::{Row, PREFETCH_TOLERANCE_PCT};
+use super::answer::{Answer, LEROBOT_PREFETCH_FACTOR};
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::LoaderKnob;
-
-/// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
-/// `--prefetch_factor` only where a measured depth beat it.
-pub const LEROBOT_PREFETCH_FACTOR: usize = 4;
-
-/// Whether, at the workers of `answer`, lerobot-train's default depth was measured and gave
-/// more than [`PREFETCH_TOLERANCE_PCT`] less than the best depth there.
-pub fn default_prefetch_lost(rows: &[Row], answer: &Row) -> bool {
-    let at_workers = || rows.iter().filter(|r| r.knobs.workers == answer.knobs.workers);
-    let best = at_workers().map(|r| r.train_samples_per_s).fold(f64::NEG_INFINITY, f64::max);
-    at_workers()
-        .filter(|r| r.knobs.prefetch == LEROBOT_PREFETCH_FACTOR)
-        .any(|default| default.train_samples_per_s < best * (1.0 - PREFETCH_TOLERANCE_PCT / 100.0))
-}
 
 impl Answer {
     /// The flags to paste: feedbench's loader flags, or `lerobot-train`'s (`--prefetch_factor`
