@@ -68,13 +68,12 @@ impl LoaderFlags {
     pub fn choice(&self) -> Result<LoaderChoice> {
         if self.loader == LoaderBackend::Native {
             let knobs = self.knobs.applied_to(LoaderConfig::default());
-            let knob = LoaderKnob::lerobot_only_set(&knobs).next().map(|(k, _)| k.flag);
-            let given = [
-                ("python", self.python.is_some()),
-                ("video-backend", self.video_backend.is_some()),
-                (knob.unwrap_or_default(), knob.is_some()),
+            let lacking = LoaderKnob::lacking(&knobs, LoaderBackend::Native).map(|(k, _)| k.flag);
+            let lerobots = [
+                self.python.is_some().then_some("python"),
+                self.video_backend.is_some().then_some("video-backend"),
             ];
-            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            if let Some(flag) = lerobots.into_iter().flatten().chain(lacking).next() {
                 anyhow::bail!("--{flag} is a knob of LeRobot's loader: add --loader lerobot");
             }
             return Ok(LoaderChoice::Native);
@@ -116,8 +115,7 @@ impl LoaderFlags {
     /// it searches, and those of one training process it has no use for, are refused.
     pub fn fixed_knobs(&self, command: &str) -> Result<LoaderSpec> {
         let not_fixed = self.knobs.knobs().find(|k| k.tune != TuneRole::Fixed).map(|k| k.flag);
-        let given = [(not_fixed, not_fixed.is_some()), (Some("rank"), self.rank.is_some())];
-        if let Some((Some(flag), _)) = given.iter().find(|(_, set)| *set) {
+        if let Some(flag) = not_fixed.or(self.rank.is_some().then_some("rank")) {
             anyhow::bail!(
                 "--{flag} is not a flag of {command}: it searches the workers and prefetch \
                  itself, for one training process"

@@ -11,6 +11,28 @@ use super::size::CacheSize;
 use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::Resolution;
 
+/// Which loader delivers the batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LoaderBackend {
+    /// feedbench's own: Rust threads, FFmpeg, parquet.
+    #[default]
+    Native,
+    /// LeRobot's: `LeRobotDataset` + `DataLoader` in Python.
+    Lerobot,
+}
+
+named_values!(LoaderBackend {
+    Native => "native",
+    Lerobot => "lerobot",
+});
+
+impl LoaderBackend {
+    /// Whether it is feedbench's own loader.
+    pub fn is_native(&self) -> bool {
+        *self == LoaderBackend::Native
+    }
+}
+
 /// Which loaders a knob acts in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
@@ -449,26 +471,31 @@ impl LoaderKnob {
         flags.map(flag).collect::<Vec<_>>().join(" ")
     }
 
-    /// The knobs `config` sets that only LeRobot's loader has, each with why feedbench's has
-    /// none.
-    pub fn lerobot_only_set(
+    /// The knobs `config` sets that `loader` lacks (the table's reach), each with why.
+    pub fn lacking(
         config: &LoaderConfig,
+        loader: LoaderBackend,
     ) -> impl Iterator<Item = (&'static Self, &'static str)> + '_ {
-        Self::ALL.iter().filter_map(move |k| match k.reach {
-            Reach::Lerobot(why) if k.is_set(config) => Some((k, why)),
+        Self::ALL.iter().filter_map(move |k| match (k.reach, loader) {
+            (Reach::Native(why), LoaderBackend::Lerobot)
+            | (Reach::Lerobot(why), LoaderBackend::Native)
+                if k.is_set(config) =>
+            {
+                Some((k, why))
+            }
             _ => None,
         })
     }
 
-    /// The knobs `config` sets that only feedbench's loader has, each with why LeRobot's has
-    /// none.
-    pub fn native_only_set(
-        config: &LoaderConfig,
-    ) -> impl Iterator<Item = (&'static Self, &'static str)> + '_ {
-        Self::ALL.iter().filter_map(move |k| match k.reach {
-            Reach::Native(why) if k.is_set(config) => Some((k, why)),
-            _ => None,
-        })
+    /// Refuses the first knob `config` sets that `loader` lacks, named, with why.
+    pub fn refuse_lacking(config: &LoaderConfig, loader: LoaderBackend) -> Result<(), Refusal> {
+        let Some((knob, why)) = Self::lacking(config, loader).next() else { return Ok(()) };
+        let whose = match loader {
+            LoaderBackend::Native => "a knob of LeRobot's loader",
+            LoaderBackend::Lerobot => "the native loader's",
+        };
+        let setting = knob.setting();
+        Err(Refusal::new(move |name| format!("{} is {whose}: {why}", name(setting))))
     }
 }
 
@@ -535,11 +562,12 @@ mod tests {
     #[test]
     fn the_native_only_knobs_set_are_named_with_why() {
         let mut config = LoaderConfig::default();
-        assert_eq!(LoaderKnob::native_only_set(&config).count(), 0);
+        assert_eq!(LoaderKnob::lacking(&config, LoaderBackend::Lerobot).count(), 0);
         for (key, text) in [("decoder_threads", "2"), ("cache", "1GiB"), ("unordered", "true")] {
             LoaderKnob::by_key(key).unwrap().set(&mut config, text).unwrap();
         }
-        let named: Vec<&str> = LoaderKnob::native_only_set(&config).map(|(k, _)| k.key).collect();
+        let lacking = LoaderKnob::lacking(&config, LoaderBackend::Lerobot);
+        let named: Vec<&str> = lacking.map(|(k, _)| k.key).collect();
         assert_eq!(named, ["decoder_threads", "cache", "unordered"]);
     }
 }

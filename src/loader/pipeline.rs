@@ -19,7 +19,7 @@ use super::batch::{Batch, BatchError, BatchLayout, ImageFormat};
 use super::cache::{CachedDecoder, FrameCache};
 use super::config::LoaderConfig;
 pub use super::error::LoaderError;
-use super::knobs::LoaderKnob;
+use super::knobs::{LoaderBackend, LoaderKnob};
 use super::pool::BatchPool;
 pub use super::pool::LoadedBatch;
 use super::sampler::{batches, epoch_order, SamplerKind};
@@ -306,12 +306,7 @@ impl Loader {
         config: LoaderConfig,
     ) -> Result<Self, LoaderError> {
         LoaderKnob::check_all(&config).map_err(LoaderError::Refused)?;
-        if let Some((knob, why)) = LoaderKnob::lerobot_only_set(&config).next() {
-            let setting = knob.setting();
-            return Err(LoaderError::Refused(Refusal::new(move |name| {
-                format!("{} is a knob of LeRobot's loader: {why}", name(setting))
-            })));
-        }
+        LoaderKnob::refuse_lacking(&config, LoaderBackend::Native).map_err(LoaderError::Refused)?;
         let cache = match config.cache_bytes {
             0 => None,
             budget => Some(Arc::new(FrameCache::new(check_cache(budget)?))),

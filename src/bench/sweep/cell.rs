@@ -83,12 +83,8 @@ impl Cell {
             cache_bytes: self.cache_bytes,
             ..base.clone()
         };
-        let other_loaders: Vec<_> = if self.loader.is_native() {
-            LoaderKnob::lerobot_only_set(&config).collect()
-        } else {
-            LoaderKnob::native_only_set(&config).collect()
-        };
-        for (knob, _) in other_loaders {
+        let lacking: Vec<_> = LoaderKnob::lacking(&config, self.loader).collect();
+        for (knob, _) in lacking {
             knob.set(&mut config, &knob.default_text()).expect("a default reads back");
         }
         config

@@ -14,31 +14,10 @@ use self::driver::{parse, run_driver, run_driver_until, torch_device};
 use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
-use crate::dataset::setting::Refusal;
 use crate::dataset::Window;
 use crate::loader::batch::ImageFormat;
 
-/// Which loader delivers the batches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum LoaderBackend {
-    /// feedbench's own: Rust threads, FFmpeg, parquet.
-    #[default]
-    Native,
-    /// LeRobot's: `LeRobotDataset` + `DataLoader` in Python.
-    Lerobot,
-}
-
-named_values!(LoaderBackend {
-    Native => "native",
-    Lerobot => "lerobot",
-});
-
-impl LoaderBackend {
-    /// Whether it is feedbench's own loader.
-    pub fn is_native(&self) -> bool {
-        *self == LoaderBackend::Native
-    }
-}
+pub use super::knobs::LoaderBackend;
 
 /// LeRobot's video decoding backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,13 +145,7 @@ impl LerobotLoader {
     /// what LeRobot's loader has: no resizing, one process.
     pub fn new(spec: &LoaderSpec, options: LerobotOptions) -> Result<Self, LoaderError> {
         let config = &spec.config;
-        // A knob the native loader alone has, and why LeRobot's has none.
-        if let Some((knob, why)) = LoaderKnob::native_only_set(config).next() {
-            let setting = knob.setting();
-            return Err(LoaderError::Refused(Refusal::new(move |name| {
-                format!("{} is the native loader's: {why}", name(setting))
-            })));
-        }
+        LoaderKnob::refuse_lacking(config, LoaderBackend::Lerobot).map_err(LoaderError::Refused)?;
         if config.shard.world > 1 {
             return Err(LoaderError::Config(
                 "sharding across ranks is the native loader's (LeRobot's is accelerate's)".into(),
