@@ -6,7 +6,7 @@
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
 use feedbench::loader::config::LoaderConfig;
-use feedbench::loader::knobs::{FlagForm, LoaderKnob};
+use feedbench::loader::knobs::{FlagForm, LoaderKnob, Reach};
 
 /// The loader knobs given on the command line, each with its text.
 #[derive(Debug, Clone, Default)]
@@ -29,16 +29,24 @@ impl KnobFlags {
     }
 }
 
+/// The help line of `knob`, said to be for `--loader lerobot` where only LeRobot's has it.
+fn help(knob: &LoaderKnob) -> String {
+    match knob.reach {
+        Reach::Lerobot(_) => format!("With --loader lerobot: {}", knob.help),
+        Reach::Both | Reach::Native(_) => knob.help.to_string(),
+    }
+}
+
 /// The clap argument of `knob`.
 fn argument(knob: &'static LoaderKnob) -> Arg {
     let arg = Arg::new(knob.key).long(knob.flag);
     match knob.form {
-        FlagForm::Switch(_) => arg.action(ArgAction::SetTrue).help(knob.help),
+        FlagForm::Switch(_) => arg.action(ArgAction::SetTrue).help(help(knob)),
         FlagForm::Value(name) => {
             let help = if knob.help.contains("[default") {
-                knob.help.to_string()
+                help(knob)
             } else {
-                format!("{} [default: {}]", knob.help, knob.default_text())
+                format!("{} [default: {}]", help(knob), knob.default_text())
             };
             // A negative count reaches the knob's check, which names what it expects.
             arg.value_name(name).help(help).allow_negative_numbers(true).value_parser(

@@ -85,8 +85,8 @@ pub struct LoaderKnob {
     pub flag: &'static str,
     /// Whether the flag takes a value or is a switch.
     pub form: FlagForm,
-    /// Its help line; the default is appended from [`LoaderConfig::default`] unless the text
-    /// says it.
+    /// Its help line; a front end adds the default (from [`LoaderConfig::default`], unless the
+    /// text says it) and the loader it is for (its reach).
     pub help: &'static str,
     /// Which loaders it acts in.
     pub reach: Reach,
@@ -308,8 +308,8 @@ impl LoaderKnob {
         flag: "sampler",
         form: FlagForm::Value("ORDER"),
         help: "Index order: `sequential`, `shuffled` (seeded, anew each epoch) or \
-               `episode-aware` (LeRobot's: drops the last --drop-n-last-frames frames of each \
-               episode)",
+               `episode-aware` (LeRobot's: no sample starts in an episode's last \
+               drop_n_last_frames frames)",
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
@@ -387,7 +387,7 @@ impl LoaderKnob {
         key: "pin_memory",
         flag: "pin-memory",
         form: FlagForm::Switch("true"),
-        help: "With --loader lerobot: `pin_memory=True` (lerobot-train sets it on CUDA)",
+        help: "`pin_memory=True` (lerobot-train sets it on CUDA)",
         reach: Reach::Lerobot("feedbench's loader keeps its batches in its own pool"),
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
@@ -404,8 +404,8 @@ impl LoaderKnob {
         key: "persistent_workers",
         flag: "no-persistent-workers",
         form: FlagForm::Switch("false"),
-        help: "With --loader lerobot: `persistent_workers=False` (workers started again every \
-               epoch; lerobot-train keeps them)",
+        help: "`persistent_workers=False` (workers started again every epoch; lerobot-train \
+               keeps them)",
         reach: Reach::Lerobot("feedbench's workers live as long as the loader"),
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
@@ -458,17 +458,6 @@ impl LoaderKnob {
             }
         }
         Ok(())
-    }
-
-    /// The command-line flags that give `config`: `shown` always, then every other knob off
-    /// its default, in the table's order (`--workers 2 --prefetch 2 --batch 16 --uint8`).
-    pub fn command_line(config: &LoaderConfig, shown: &[LoaderKnob]) -> String {
-        let flags = Self::ALL.iter().filter(|k| shown.contains(k) || k.is_set(config));
-        let flag = |k: &LoaderKnob| match k.form {
-            FlagForm::Value(_) => format!("--{} {}", k.flag, k.get(config)),
-            FlagForm::Switch(_) => format!("--{}", k.flag),
-        };
-        flags.map(flag).collect::<Vec<_>>().join(" ")
     }
 
     /// The knobs `config` sets that `loader` lacks (the table's reach), each with why.
@@ -542,21 +531,6 @@ mod tests {
         assert!(refused("workers", "-1").contains("expected a whole number"));
         assert!(refused("cache", "lots").contains("expected a size"));
         assert!(refused("drop_n_last_frames", "x").contains("or `window`"));
-    }
-
-    #[test]
-    fn a_command_line_gives_every_knob_off_its_default() {
-        let mut config = LoaderConfig::default();
-        let shown = [LoaderKnob::WORKERS, LoaderKnob::BATCH];
-        assert_eq!(LoaderKnob::command_line(&config, &shown), "--workers 4 --batch 8");
-        for (knob, text) in [(&LoaderKnob::IMAGES, "u8"), (&LoaderKnob::DECODER_THREADS, "2")] {
-            knob.set(&mut config, text).unwrap();
-        }
-        LoaderKnob::DROP_N_LAST_FRAMES.set(&mut config, "3").unwrap();
-        assert_eq!(
-            LoaderKnob::command_line(&config, &shown),
-            "--workers 4 --batch 8 --uint8 --decoder-threads 2 --drop-n-last-frames 3"
-        );
     }
 
     #[test]

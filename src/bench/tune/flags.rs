@@ -4,7 +4,18 @@
 
 use super::answer::{Answer, LEROBOT_PREFETCH_FACTOR};
 use crate::loader::config::LoaderConfig;
-use crate::loader::knobs::LoaderKnob;
+use crate::loader::knobs::{FlagForm, LoaderKnob};
+
+/// The command-line flags that give `config`: `shown` always, then every other knob off its
+/// default, in the table's order (`--workers 2 --prefetch 2 --batch 16 --uint8`).
+fn command_line(config: &LoaderConfig, shown: &[LoaderKnob]) -> String {
+    let flags = LoaderKnob::ALL.iter().filter(|k| shown.contains(k) || k.is_set(config));
+    let flag = |k: &LoaderKnob| match k.form {
+        FlagForm::Value(_) => format!("--{} {}", k.flag, k.get(config)),
+        FlagForm::Switch(_) => format!("--{}", k.flag),
+    };
+    flags.map(flag).collect::<Vec<_>>().join(" ")
+}
 
 impl Answer {
     /// The flags to paste: feedbench's loader flags, or `lerobot-train`'s (`--prefetch_factor`
@@ -15,7 +26,7 @@ impl Answer {
             let config =
                 LoaderConfig { workers: self.workers, prefetch: self.prefetch, ..k.config.clone() };
             let shown = [LoaderKnob::WORKERS, LoaderKnob::PREFETCH, LoaderKnob::BATCH];
-            LoaderKnob::command_line(&config, &shown)
+            command_line(&config, &shown)
         } else {
             let batch = k.config.batch_size;
             let mut flags = format!("--num_workers={} --batch_size={batch}", self.workers);
@@ -32,6 +43,7 @@ impl Answer {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::bench::tune::answer::answer;
     use crate::bench::tune::answer::tests::{knobs, rows_with, state};
     use crate::loader::lerobot::LoaderBackend;
@@ -61,5 +73,20 @@ mod tests {
         // feedbench's flags always carry the depth.
         let native = answer(&rows, &s, knobs(LoaderBackend::Native)).unwrap();
         assert_eq!(native.flags(), "--workers 1 --prefetch 2 --batch 16");
+    }
+
+    #[test]
+    fn a_command_line_gives_every_knob_off_its_default() {
+        let mut config = LoaderConfig::default();
+        let shown = [LoaderKnob::WORKERS, LoaderKnob::BATCH];
+        assert_eq!(command_line(&config, &shown), "--workers 4 --batch 8");
+        for (knob, text) in [(&LoaderKnob::IMAGES, "u8"), (&LoaderKnob::DECODER_THREADS, "2")] {
+            knob.set(&mut config, text).unwrap();
+        }
+        LoaderKnob::DROP_N_LAST_FRAMES.set(&mut config, "3").unwrap();
+        assert_eq!(
+            command_line(&config, &shown),
+            "--workers 4 --batch 8 --uint8 --decoder-threads 2 --drop-n-last-frames 3"
+        );
     }
 }
