@@ -66,24 +66,6 @@ fn is_zero(bytes: &u64) -> bool {
     *bytes == 0
 }
 
-/// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
-pub const MAX_DECODER_THREADS: usize = 16;
-
-/// A count of decoder threads outside 1 to [`MAX_DECODER_THREADS`]; each front end names its
-/// own key for it (`--decoder-threads`, `loader.decoder_threads`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{0} is not 1 to {MAX_DECODER_THREADS}")]
-pub struct DecoderThreadsOutOfRange(pub usize);
-
-/// `threads` if it is a count of decoder threads a worker may have.
-pub fn check_decoder_threads(threads: usize) -> Result<usize, DecoderThreadsOutOfRange> {
-    if (1..=MAX_DECODER_THREADS).contains(&threads) {
-        Ok(threads)
-    } else {
-        Err(DecoderThreadsOutOfRange(threads))
-    }
-}
-
 fn one_decoder_thread() -> usize {
     LoaderConfig::default().decoder_threads
 }

@@ -5,11 +5,14 @@
 //! knobs again. The values live in [`LoaderConfig`], the one struct that holds them.
 
 use super::batch::ImageFormat;
-use super::config::{check_decoder_threads, LoaderConfig};
+use super::config::LoaderConfig;
 use super::sampler::SamplerKind;
 use super::size::CacheSize;
 use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::Resolution;
+
+/// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
+const MAX_DECODER_THREADS: usize = 16;
 
 /// Which loader delivers the batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -224,8 +227,13 @@ impl LoaderKnob {
         omit_at_default: true,
         get: |c| c.decoder_threads.to_string(),
         set: |c, t| {
-            let threads = t.trim().parse().map_err(|_| format!("{t:?}: expected 1 to 16"))?;
-            c.decoder_threads = check_decoder_threads(threads).map_err(|e| e.to_string())?;
+            let most = MAX_DECODER_THREADS;
+            let threads: usize =
+                t.trim().parse().map_err(|_| format!("{t:?}: expected 1 to {most}"))?;
+            if !(1..=most).contains(&threads) {
+                return Err(format!("{threads} is not 1 to {most}"));
+            }
+            c.decoder_threads = threads;
             Ok(())
         },
     };
