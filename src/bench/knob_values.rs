@@ -81,12 +81,6 @@ impl<F: KnobFront> KnobValues<F> {
         Self { values: values.collect(), front: PhantomData }
     }
 
-    /// The one config these values make (each knob at its first value), for a front end
-    /// whose knobs take one value each.
-    pub fn config(&self) -> LoaderConfig {
-        self.base()
-    }
-
     /// These values (text forms, checked by the caller) for `knob`.
     pub fn with<T: ToString>(
         mut self,
@@ -122,8 +116,9 @@ impl<F: KnobFront> KnobValues<F> {
         self.values.iter().map(|(k, v)| (*k, v.as_slice()))
     }
 
-    /// The config every cell of a sweep starts from: each knob at its first value.
-    pub fn base(&self) -> LoaderConfig {
+    /// Each knob at its first value: the one config of a front end whose knobs take one value
+    /// each, and the config every cell of a sweep starts from.
+    pub fn config(&self) -> LoaderConfig {
         let mut config = LoaderConfig::default();
         for (knob, values) in &self.values {
             if let Some(text) = values.first() {

@@ -46,7 +46,7 @@ mod tests {
         let axes = KnobAxes::default()
             .with(&LoaderKnob::DROP_N_LAST_FRAMES, ["3"])
             .with(&LoaderKnob::CACHE, ["1GiB", "0"]);
-        let base = axes.base();
+        let base = axes.config();
         assert_eq!((base.workers, base.batch_size), (0, 16));
         assert_eq!((base.drop_n_last_frames, base.cache_bytes), (Some(3), 1 << 30));
         assert_eq!(axes.typed(&LoaderKnob::CACHE, |c| c.cache_bytes), [1 << 30, 0]);

@@ -136,7 +136,7 @@ mod tests {
             plan.cells.iter().map(|c| (c.loader.to_string(), c.cache_bytes)).collect();
         let native = |bytes| ("native".to_string(), bytes);
         assert_eq!(cells, [native(0), native(4 << 30), ("lerobot".to_string(), 0)]);
-        let base = config.loader.knobs.base();
+        let base = config.loader.knobs.config();
         assert_eq!(plan.cells[1].loader_config(&base).cache_bytes, 4 << 30);
         assert!(plan.cells[1].id().contains("-c4GiB-"), "{}", plan.cells[1].id());
         assert!(!plan.cells[0].id().contains("-c0"), "no cache: ids as before");
@@ -151,7 +151,7 @@ mod tests {
              [run]\nrepeats = 2\n",
         );
         let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
-        let base = config.loader.knobs.base();
+        let base = config.loader.knobs.config();
         let configs: Vec<_> = plan.cells.iter().map(|c| c.loader_config(&base)).collect();
         let knobs: Vec<_> = configs
             .iter()

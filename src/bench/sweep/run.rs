@@ -166,7 +166,7 @@ impl<'a> SweepContext<'a> {
 impl SweepContext<'_> {
     /// The loader spec of `cell`: the sweep's dataset, episodes and window with its knobs.
     fn spec_of(&self, cell: &Cell) -> LoaderSpec {
-        let config = cell.loader_config(&self.config.loader.knobs.base());
+        let config = cell.loader_config(&self.config.loader.knobs.config());
         LoaderSpec { config, ..self.spec.clone() }
     }
 

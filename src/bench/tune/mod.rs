@@ -241,7 +241,7 @@ pub fn run_tune(
     let state = state_of(&rows).ok_or(TuneError::NoAnswer)?;
     let knobs = AnswerKnobs {
         loader: base.loader,
-        config: base.loader_config(&request.config.loader.knobs.base()),
+        config: base.loader_config(&request.config.loader.knobs.config()),
     };
     let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
     let tuned = Tuned { answer, steps, measuring_s };
