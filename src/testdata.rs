@@ -13,8 +13,6 @@ use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
 use crate::bench::system::SystemInfo;
 use crate::bench::verdict::Verdict;
-use crate::dataset::Resolution;
-use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
@@ -86,18 +84,12 @@ impl FakeCell {
         Self {
             cell: Cell {
                 dataset: "g1".into(),
-                workers,
-                prefetch,
-                batch_size,
-                resolution: Resolution::Native,
-                images: ImageFormat::F32,
+                knobs: LoaderConfig { workers, prefetch, batch_size, ..LoaderConfig::default() },
                 model: "diffusion:small".parse::<ModelSpec>().expect("a model spec"),
                 device: DeviceChoice::Cpu,
                 dtype: Precision::F32,
                 repeat: 0,
                 loader: Default::default(),
-                decoder_threads: 1,
-                cache_bytes: 0,
             },
             loader_samples_per_s: 100.0,
             model_samples_per_s: 50.0,
@@ -138,7 +130,7 @@ impl FakeCell {
     pub fn result(&self) -> CellResult {
         let c = &self.cell;
         let batches = 20;
-        let samples = c.batch_size * batches;
+        let samples = c.knobs.batch_size * batches;
         let per_sample = |ms: f64| Duration::from_secs_f64(ms * samples as f64 / 1e3);
         let mut timing = TimingTree::default();
         let add = |timing: &mut TimingTree, path: &str, ms: f64| {
@@ -179,24 +171,24 @@ impl FakeCell {
                     frames_per_sample,
                     cpu_us_per_frame: decode.cpu.as_secs_f64() * 1e6
                         / (samples as f64 * frames_per_sample),
-                    threads: c.workers.clamp(1, self.cores),
+                    threads: c.knobs.workers.clamp(1, self.cores),
                     samples_per_s: self.loader_samples_per_s / fraction,
                     fraction,
                 }
             });
         let flat =
             |ms: f64| Stats { median_ms: ms, p95_ms: ms, min_ms: ms, max_ms: ms, mean_ms: ms };
-        let model_step = c.batch_size as f64 * 1e3 / self.model_samples_per_s;
-        let train_step = c.batch_size as f64 * 1e3 / self.train_samples_per_s;
+        let model_step = c.knobs.batch_size as f64 * 1e3 / self.model_samples_per_s;
+        let train_step = c.knobs.batch_size as f64 * 1e3 / self.train_samples_per_s;
         let wait = train_step * self.input_bound_pct / 100.0;
         let p95 = (self.input_bound_pct * self.late_factor).min(100.0);
         CellResult {
             cell: c.clone(),
             loader: self.loader_alone.then(|| LoaderPhase {
                 config: LoaderConfig {
-                    workers: c.workers,
-                    prefetch: c.prefetch,
-                    batch_size: c.batch_size,
+                    workers: c.knobs.workers,
+                    prefetch: c.knobs.prefetch,
+                    batch_size: c.knobs.batch_size,
                     ..LoaderConfig::default()
                 },
                 batches,
@@ -204,11 +196,13 @@ impl FakeCell {
                 bytes: samples as u64 * 2_000_000,
                 wall_s: samples as f64 / self.loader_samples_per_s,
                 samples_per_s: self.loader_samples_per_s,
-                batches_per_s: self.loader_samples_per_s / c.batch_size as f64,
+                batches_per_s: self.loader_samples_per_s / c.knobs.batch_size as f64,
                 mb_per_s: self.loader_samples_per_s * 2.0,
                 cpu_ms_per_sample,
                 process_cpu_ms_per_sample: cpu_ms_per_sample * 1.1,
-                peak_rss_bytes: Some(500_000_000 + (c.workers * c.prefetch) as u64 * 50_000_000),
+                peak_rss_bytes: Some(
+                    500_000_000 + (c.knobs.workers * c.knobs.prefetch) as u64 * 50_000_000,
+                ),
                 timing,
                 decode_limit,
                 batch_ms: Vec::new(),
@@ -221,7 +215,7 @@ impl FakeCell {
                 model: c.model.to_string(),
                 device: c.device.to_string(),
                 dtype: c.dtype.to_string(),
-                batch: c.batch_size,
+                batch: c.knobs.batch_size,
                 threads: 2,
                 parameters: 1_000_000,
                 step: flat(model_step),

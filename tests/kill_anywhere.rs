@@ -200,7 +200,8 @@ fn a_tune_killed_anywhere_loses_nothing() {
     assert!(
         results
             .iter()
-            .any(|r| r.cell.workers as u64 == workers && r.cell.prefetch as u64 == prefetch),
+            .any(|r| r.cell.knobs.workers as u64 == workers
+                && r.cell.knobs.prefetch as u64 == prefetch),
         "the answer is a measured configuration: {answer}"
     );
     assert_eq!(cells.len(), results.len());

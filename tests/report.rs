@@ -95,19 +95,19 @@ fn recommends_the_knee_and_the_prefetch_past_which_nothing_improves() {
     let r = &written.report;
     assert_eq!((r.results, r.rows.len(), r.groups.len()), (7, 5, 1));
     let w0 = &r.rows[0];
-    assert_eq!((w0.knobs.workers, w0.repeats), (0, 3));
+    assert_eq!((w0.knobs.knobs.workers, w0.repeats), (0, 3));
     assert_eq!(w0.train_samples_per_s, 10.0, "the median of 10, 9 and 60, not their mean");
 
     let rec = r.groups[0].recommendation.as_ref().unwrap();
     // 19.5 and 19.6 at 1 worker are within 5 % of 20 at 2 workers: the knee is 1 worker. At 1
     // worker prefetch 2 is within 3 % of prefetch 4's 19.6, prefetch 1's 18.0 is not.
     assert_eq!((rec.workers, rec.prefetch), (1, 2), "{}", rec.text);
-    assert_eq!(r.rows[rec.best_row].knobs.workers, 2);
+    assert_eq!(r.rows[rec.best_row].knobs.knobs.workers, 2);
     let recommended: Vec<_> = r
         .rows
         .iter()
         .filter(|row| row.recommended)
-        .map(|row| (row.knobs.workers, row.knobs.prefetch))
+        .map(|row| (row.knobs.knobs.workers, row.knobs.knobs.prefetch))
         .collect();
     assert_eq!(recommended, [(1, 2)]);
     assert!(
@@ -160,7 +160,7 @@ fn a_row_without_its_loader_alone_is_diagnosed_with_the_nearest_one_measured() {
     none.model_samples_per_s = 4.0;
     none.loader_alone = false;
     let report = rendered(&[one, none]);
-    let row = report.rows.iter().find(|r| r.knobs.workers == 0).unwrap();
+    let row = report.rows.iter().find(|r| r.knobs.knobs.workers == 0).unwrap();
     assert!(row.recommended && row.loader_samples_per_s.is_none());
     let d = report.groups[0].diagnosis.as_ref().unwrap();
     assert!(!d.headline.contains("loader ceiling"), "{}", d.headline);
@@ -242,7 +242,7 @@ fn the_doctor_offers_the_cache_where_input_bound_and_every_frame_fits() {
     assert!(!d.advice.iter().any(|a| a.contains("--cache")), "{:?}", d.advice);
     let mut cached = cells_with_frames(2.5);
     for c in &mut cached {
-        c.cell.cache_bytes = 4 << 30;
+        c.cell.knobs.cache_bytes = 4 << 30;
     }
     let d = rendered(&cached).groups[0].diagnosis.clone().unwrap();
     assert!(!d.advice.iter().any(|a| a.contains("--cache")), "{:?}", d.advice);
@@ -252,7 +252,7 @@ fn the_doctor_offers_the_cache_where_input_bound_and_every_frame_fits() {
 fn a_cached_cells_copies_and_fills_are_a_stage_of_their_own() {
     let mut cells = vec![cell(1, 2, 16, 19.0, 30.0), cell(2, 2, 16, 20.0, 25.0)];
     for c in &mut cells {
-        c.cell.cache_bytes = 4 << 30;
+        c.cell.knobs.cache_bytes = 4 << 30;
         c.stages_ms = vec![
             (stage::DECODE, 1.0),
             (stage::CONVERT, 0.2),
@@ -311,7 +311,7 @@ fn the_doctor_advises_on_the_dominant_stage() {
     let uint8: Vec<FakeCell> = converting
         .into_iter()
         .map(|mut c| {
-            c.cell.images = ImageFormat::U8;
+            c.cell.knobs.images = ImageFormat::U8;
             c
         })
         .collect();
@@ -413,7 +413,7 @@ fn each_group_gets_its_recommendation_and_each_plot_group_its_files() {
         .iter()
         .cloned()
         .chain(batches[..3].iter().cloned().map(|mut c| {
-            c.cell.resolution = Resolution::Size { height: 96, width: 96 };
+            c.cell.knobs.resolution = Resolution::Size { height: 96, width: 96 };
             c
         }))
         .collect();

@@ -71,7 +71,7 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
         run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, |_| {}).unwrap();
     assert_eq!(first.len(), 2);
     let stored = read_results(&results_path(&out)).unwrap();
-    assert_eq!(stored.iter().map(|r| r.cell.workers).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(stored.iter().map(|r| r.cell.knobs.workers).collect::<Vec<_>>(), [0, 1]);
     assert!(out.join("trace.json").is_file(), "the last cell is traced");
 
     // Without --resume the results are never overwritten.
@@ -92,7 +92,7 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
     let extended = Resume::EvenIfConfigChanged;
     let resumed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, extended, |p| {
         if let feedbench::bench::sweep::SweepProgress::Phase { cell, phase: "loader", .. } = p {
-            started.push(cell.workers);
+            started.push(cell.knobs.workers);
         }
     })
     .unwrap();

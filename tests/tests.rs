@@ -14,6 +14,7 @@ mod doctor;
 mod faults;
 mod guard;
 mod kill_anywhere;
+mod knobs;
 mod layout;
 mod lerobot;
 mod loader;

@@ -96,7 +96,7 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     let results = read_results(&short_out.join("results.jsonl")).unwrap();
     let ids: HashSet<String> = results.iter().map(|r| r.cell.id()).collect();
     assert_eq!(ids.len(), results.len(), "no configuration measured twice");
-    assert!(results.iter().all(|r| r.cell.workers <= 2 && r.cell.batch_size == 16));
+    assert!(results.iter().all(|r| r.cell.knobs.workers <= 2 && r.cell.knobs.batch_size == 16));
     // The loader alone is measured where the rate model reads it (one worker, the second's
     // share), and nowhere else: the other configurations are verified by training, and may
     // end once their interval decides, after half their steps.

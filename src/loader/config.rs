@@ -8,7 +8,7 @@ use crate::dataset::video::DecodeOptions;
 use crate::dataset::{Resolution, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LoaderConfig {
     /// Worker threads; 0 loads in the consuming thread.
     pub workers: usize,

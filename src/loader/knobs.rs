@@ -11,73 +11,11 @@ use super::size::CacheSize;
 use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::Resolution;
 
+mod facts;
+pub use facts::*;
+
 /// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
 const MAX_DECODER_THREADS: usize = 16;
-
-/// Which loader delivers the batches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum LoaderBackend {
-    /// feedbench's own: Rust threads, FFmpeg, parquet.
-    #[default]
-    Native,
-    /// LeRobot's: `LeRobotDataset` + `DataLoader` in Python.
-    Lerobot,
-}
-
-named_values!(LoaderBackend {
-    Native => "native",
-    Lerobot => "lerobot",
-});
-
-impl LoaderBackend {
-    /// Whether it is feedbench's own loader.
-    pub fn is_native(&self) -> bool {
-        *self == LoaderBackend::Native
-    }
-}
-
-/// Which loaders a knob acts in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
-    /// feedbench's loader and LeRobot's.
-    Both,
-    /// feedbench's loader alone; the text says why LeRobot's has none.
-    Native(&'static str),
-    /// LeRobot's loader alone (PyTorch's `DataLoader` knobs feedbench's loader has no use for);
-    /// the text says why.
-    Lerobot(&'static str),
-}
-
-/// How the command line gives a knob.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlagForm {
-    /// `--flag VALUE`, the value named so in the help.
-    Value(&'static str),
-    /// `--flag` alone, which sets the knob to this text form.
-    Switch(&'static str),
-}
-
-/// What `tune` does with a knob given on its command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TuneRole {
-    /// Kept fixed while tune searches the rest.
-    Fixed,
-    /// Searched by tune itself: refused as a flag.
-    Searched,
-    /// A knob of one training process that tune has no use for: refused as a flag.
-    NotTuned,
-}
-
-/// How a config file writes a knob's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TomlType {
-    /// A number (`workers = [0, 1, 2]`); a value that is none (`window`) as a string.
-    Integer,
-    /// A string (`resolution = ["96x96"]`).
-    Text,
-    /// `true` or `false`.
-    Boolean,
-}
 
 /// One knob of the loader.
 #[derive(Clone, Copy)]
@@ -100,6 +38,9 @@ pub struct LoaderKnob {
     /// Added after configs and results were first kept: left out of them at its default, so
     /// that what was kept before reads and compares the same.
     pub omit_at_default: bool,
+    /// What a sweep's cells and report make of it, where a cell carries it (one cell per
+    /// value); None: every cell of a sweep shares one value.
+    pub cell: Option<CellFacts>,
     get: fn(&LoaderConfig) -> String,
     set: fn(&mut LoaderConfig, &str) -> Result<(), String>,
 }
@@ -113,6 +54,14 @@ impl std::fmt::Debug for LoaderKnob {
 impl PartialEq for LoaderKnob {
     fn eq(&self, other: &Self) -> bool {
         self.key == other.key
+    }
+}
+
+impl Eq for LoaderKnob {}
+
+impl std::hash::Hash for LoaderKnob {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key.hash(state);
     }
 }
 
@@ -171,6 +120,13 @@ impl LoaderKnob {
         tune: TuneRole::Searched,
         toml: TomlType::Integer,
         omit_at_default: false,
+        cell: Some(CellFacts {
+            field: "workers",
+            id_prefix: "w",
+            role: CellRole::Varied,
+            model_phase: false,
+            stored: Stored::Number,
+        }),
         get: |c| c.workers.to_string(),
         set: |c, t| {
             c.workers = count(t, 0)?;
@@ -188,6 +144,13 @@ impl LoaderKnob {
         tune: TuneRole::Searched,
         toml: TomlType::Integer,
         omit_at_default: false,
+        cell: Some(CellFacts {
+            field: "prefetch",
+            id_prefix: "p",
+            role: CellRole::Varied,
+            model_phase: false,
+            stored: Stored::Number,
+        }),
         get: |c| c.prefetch.to_string(),
         set: |c, t| {
             c.prefetch = count(t, 1)?;
@@ -205,6 +168,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
         omit_at_default: false,
+        cell: Some(CellFacts {
+            field: "batch_size",
+            id_prefix: "b",
+            role: CellRole::Line,
+            model_phase: true,
+            stored: Stored::Number,
+        }),
         get: |c| c.batch_size.to_string(),
         set: |c, t| {
             c.batch_size = count(t, 1)?;
@@ -225,6 +195,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
         omit_at_default: true,
+        cell: Some(CellFacts {
+            field: "decoder_threads",
+            id_prefix: "t",
+            role: CellRole::Shared,
+            model_phase: false,
+            stored: Stored::Number,
+        }),
         get: |c| c.decoder_threads.to_string(),
         set: |c, t| {
             let most = MAX_DECODER_THREADS;
@@ -252,6 +229,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
         omit_at_default: true,
+        cell: Some(CellFacts {
+            field: "cache_bytes",
+            id_prefix: "c",
+            role: CellRole::Shared,
+            model_phase: false,
+            stored: Stored::Bytes,
+        }),
         get: |c| CacheSize(c.cache_bytes).to_string(),
         set: |c, t| {
             c.cache_bytes = parsed::<CacheSize>(t)?.0;
@@ -269,6 +253,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
         omit_at_default: false,
+        cell: Some(CellFacts {
+            field: "resolution",
+            id_prefix: "",
+            role: CellRole::Shared,
+            model_phase: true,
+            stored: Stored::Text,
+        }),
         get: |c| c.resolution.to_string(),
         set: |c, t| {
             c.resolution = parsed::<Resolution>(t)?;
@@ -286,6 +277,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
         omit_at_default: false,
+        cell: Some(CellFacts {
+            field: "images",
+            id_prefix: "",
+            role: CellRole::Shared,
+            model_phase: true,
+            stored: Stored::Text,
+        }),
         get: |c| c.images.to_string(),
         set: |c, t| {
             c.images = parsed::<ImageFormat>(t)?;
@@ -303,6 +301,7 @@ impl LoaderKnob {
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
         omit_at_default: true,
+        cell: None,
         get: |c| c.drop_last.to_string(),
         set: |c, t| {
             c.drop_last = boolean(t)?;
@@ -322,6 +321,7 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
         omit_at_default: false,
+        cell: None,
         get: |c| c.sampler.to_string(),
         set: |c, t| {
             c.sampler = parsed::<SamplerKind>(t)?;
@@ -342,6 +342,7 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
         omit_at_default: true,
+        cell: None,
         get: |c| c.drop_n_last_frames.map_or("window".into(), |n| n.to_string()),
         set: |c, t| {
             c.drop_n_last_frames = match t.trim() {
@@ -365,6 +366,7 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
         omit_at_default: false,
+        cell: None,
         get: |c| c.seed.to_string(),
         set: |c, t| {
             c.seed =
@@ -383,6 +385,7 @@ impl LoaderKnob {
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
         omit_at_default: true,
+        cell: None,
         get: |c| (!c.ordered).to_string(),
         set: |c, t| {
             c.ordered = !boolean(t)?;
@@ -400,6 +403,7 @@ impl LoaderKnob {
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
         omit_at_default: true,
+        cell: None,
         get: |c| c.pin_memory.to_string(),
         set: |c, t| {
             c.pin_memory = boolean(t)?;
@@ -418,12 +422,18 @@ impl LoaderKnob {
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
         omit_at_default: true,
+        cell: None,
         get: |c| c.persistent_workers.to_string(),
         set: |c, t| {
             c.persistent_workers = boolean(t)?;
             Ok(())
         },
     };
+
+    /// The knobs a sweep's cell carries (those with [`CellFacts`]), in the table's order.
+    pub fn carried() -> impl Iterator<Item = (&'static Self, &'static CellFacts)> {
+        Self::ALL.iter().filter_map(|k| k.cell.as_ref().map(|facts| (k, facts)))
+    }
 
     /// The knob whose config key is `key`.
     pub fn by_key(key: &str) -> Option<&'static LoaderKnob> {
@@ -482,6 +492,14 @@ impl LoaderKnob {
             }
             _ => None,
         })
+    }
+
+    /// Sets every knob `config` sets that `loader` lacks back to its default.
+    pub fn reset_lacking(config: &mut LoaderConfig, loader: LoaderBackend) {
+        let lacking: Vec<_> = Self::lacking(config, loader).map(|(knob, _)| knob).collect();
+        for knob in lacking {
+            knob.set(config, &knob.default_text()).expect("a default reads back");
+        }
     }
 
     /// Refuses the first knob `config` sets that `loader` lacks, named, with why.

@@ -22,7 +22,7 @@ named_values!(SamplerKind {
 });
 
 /// This process's share of the data: `DistributedSampler` semantics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Shard {
     /// This process's rank, `0 ≤ rank < world`.
     pub rank: usize,

@@ -41,7 +41,7 @@ pub fn run_task(
     // Shared with the plan's other tasks; no lone sweep writes here meanwhile.
     let _shared = OutputLock::shared(out)?;
     let mine = plan.share(share);
-    budget.check(mine.iter().map(|c| c.cell.workers))?;
+    budget.check(mine.iter().map(|c| c.cell.knobs.workers))?;
     let finished = finished_cells(out)?;
     let todo: Vec<&PlannedCell> =
         mine.iter().copied().filter(|c| !finished.contains_key(&c.id)).collect();

@@ -493,7 +493,6 @@ mod tests {
             ("[axes]\ngop = []", "axes.gop is an empty list"),
             ("[base]\ngop = 0", "[base]: gop 0"),
             ("[measure]\nrepeats = 0", "measure.repeats = 0"),
-            ("[measure]\ndecoder_threads = 0", "measure.decoder_threads 0 is not 1 to 16"),
             ("[measure]\nbatch = 0", "measure.batch 0: expected at least 1"),
             ("[measure]\nresolution = \"96x96\"", "unknown field `resolution`"),
             ("[choose]\nmin_ssim = 2.0", "choose.min_ssim"),

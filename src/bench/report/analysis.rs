@@ -25,6 +25,7 @@ use crate::bench::stats::{median, median_and_p95};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
 use crate::bench::verdict::Verdict;
+use crate::loader::knobs::LoaderKnob;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
 /// and the doctor's diagnosis per group, and the plot groups. Pure: it reads nothing else.
@@ -49,7 +50,9 @@ pub fn render(results: &[CellResult]) -> Report {
     let (mut fixed, mut varying) = (Vec::new(), Vec::new());
     // A knob shown only where it differs from its default (the loader, decoder threads) is
     // named only where it varies, so that earlier sweeps' reports stay as they were.
-    for knob in Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Batch) {
+    for knob in
+        Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Loader(&LoaderKnob::BATCH))
+    {
         match distinct(knob).as_slice() {
             [one] if knob.def().unless.is_none() => fixed.push((knob, one.clone())),
             [] | [_] => {}
@@ -95,8 +98,8 @@ pub fn render(results: &[CellResult]) -> Report {
 /// workers and prefetch as numbers.
 fn sort_key(c: &Cell) -> impl Ord {
     let mut text: Vec<String> = Knob::set(KnobSet::Plot).iter().map(|k| k.value(c)).collect();
-    text.push(Knob::Loader.value(c));
-    (text, c.batch_size, c.workers, c.prefetch)
+    text.push(Knob::Backend.value(c));
+    (text, c.knobs.batch_size, c.knobs.workers, c.knobs.prefetch)
 }
 
 /// The median of every figure over a cell's repeats.
@@ -137,7 +140,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
     let train_iteration_ms: Vec<f64> =
         runs.iter().flat_map(|r| r.train.per_step.iter().map(|s| s.wait_ms + s.step_ms)).collect();
     let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
-        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(knobs.batch_size)))
+        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(knobs.knobs.batch_size)))
         .flatten();
     Row {
         repeats: runs.len(),
@@ -217,7 +220,7 @@ fn within(x: f64, best: f64, tolerance_pct: f64) -> bool {
 /// kept enough steps.
 fn knee_change(rows: &[Row], best: usize, i: usize) -> Option<Change> {
     let (b, r) = (&rows[best], &rows[i]);
-    train_change(&b.train_iteration_ms, &r.train_iteration_ms, b.knobs.batch_size)
+    train_change(&b.train_iteration_ms, &r.train_iteration_ms, b.knobs.knobs.batch_size)
 }
 
 /// The change of train throughput of steps whose iterations took `other` ms against steps of
@@ -268,7 +271,8 @@ pub fn knee(rows: &[Row], members: &[usize], tolerance_pct: f64) -> Option<Knee>
     let finite: Vec<usize> =
         members.iter().copied().filter(|&i| rows[i].train_samples_per_s.is_finite()).collect();
     let train = |i: usize| rows[i].train_samples_per_s;
-    let (workers, prefetch) = (|i: usize| rows[i].knobs.workers, |i: usize| rows[i].knobs.prefetch);
+    let (workers, prefetch) =
+        (|i: usize| rows[i].knobs.knobs.workers, |i: usize| rows[i].knobs.knobs.prefetch);
     let best = finite.iter().copied().min_by(|&a, &b| {
         train(b)
             .total_cmp(&train(a))
@@ -294,13 +298,14 @@ pub fn shallowest_prefetch(rows: &[Row], at_knee: &[usize]) -> Option<usize> {
         .iter()
         .copied()
         .filter(|&i| within(train(i), best_at_knee, PREFETCH_TOLERANCE_PCT))
-        .min_by_key(|&i| rows[i].knobs.prefetch)
+        .min_by_key(|&i| rows[i].knobs.knobs.prefetch)
 }
 
 /// The knee of workers and the prefetch depth past which nothing improves, among `members`.
 fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
     let train = |i: usize| rows[i].train_samples_per_s;
-    let (workers, prefetch) = (|i: usize| rows[i].knobs.workers, |i: usize| rows[i].knobs.prefetch);
+    let (workers, prefetch) =
+        (|i: usize| rows[i].knobs.knobs.workers, |i: usize| rows[i].knobs.knobs.prefetch);
     let Knee { best, workers: knee, judged } = knee(rows, members, KNEE_TOLERANCE_PCT)?;
     let finite: Vec<usize> = judged.iter().map(|&(i, _)| i).collect();
     let at_knee: Vec<usize> = finite.iter().copied().filter(|&i| workers(i) == knee).collect();
@@ -316,7 +321,7 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
     let r = &rows[row];
     let mut text = format!(
         "workers {knee}, prefetch {}: {} train samples/s",
-        r.knobs.prefetch,
+        r.knobs.knobs.prefetch,
         rate(r.train_samples_per_s)
     );
     if let Some((low, high)) = r.train_interval {
@@ -335,8 +340,8 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
         let against = format!(
             "the best ({} at workers {}, prefetch {})",
             rate(b.train_samples_per_s),
-            b.knobs.workers,
-            b.knobs.prefetch
+            b.knobs.knobs.workers,
+            b.knobs.knobs.prefetch
         );
         text.push_str(&match change {
             Some(c) if c.decision(KNEE_TOLERANCE_PCT) == Decision::Undecided => format!(
@@ -354,7 +359,7 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
         });
     }
     text.push_str(". ");
-    let p = r.knobs.prefetch;
+    let p = r.knobs.knobs.prefetch;
     text.push_str(&if knee == 0 {
         "Prefetch does not apply: with 0 workers batches load in the training thread.".to_string()
     } else if depths.len() == 1 {
@@ -376,7 +381,13 @@ fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
             prefetch(deeper_best)
         )
     });
-    Some(Recommendation { row, workers: knee, prefetch: r.knobs.prefetch, best_row: best, text })
+    Some(Recommendation {
+        row,
+        workers: knee,
+        prefetch: r.knobs.knobs.prefetch,
+        best_row: best,
+        text,
+    })
 }
 
 #[cfg(test)]
@@ -476,12 +487,15 @@ mod tests {
         let mut bf16 = cell(1, 2, 30.0);
         bf16.cell.dtype = crate::model::Precision::Bf16;
         let mut big = cell(1, 2, 25.0);
-        big.cell.batch_size = 64;
+        big.cell.knobs.batch_size = 64;
         let r = report(&[cell(1, 2, 20.0), bf16, big]);
         let labels: Vec<&str> = r.groups.iter().map(|g| g.label.as_str()).collect();
         assert_eq!(labels, ["batch 16, dtype bf16", "batch 16, dtype f32", "batch 64, dtype f32"]);
         assert_eq!(r.varying, [Knob::Dtype]);
-        assert!(r.fixed.iter().any(|(k, v)| *k == Knob::Resolution && v == "native"));
+        assert!(r
+            .fixed
+            .iter()
+            .any(|(k, v)| *k == Knob::Loader(&LoaderKnob::RESOLUTION) && v == "native"));
         let files: Vec<&str> = r.plots.iter().map(|p| p.train_file.as_str()).collect();
         assert_eq!(files, ["train_vs_workers_bf16.svg", "train_vs_workers_f32.svg"]);
         assert_eq!(file_part("model diffusion:small, resolution 96x96"), "diffusion-small_96x96");

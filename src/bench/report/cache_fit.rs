@@ -35,7 +35,7 @@ impl CacheFit {
     /// is LeRobot's, the frames would not fit in the memory that was available, or the figures
     /// are missing (results written before).
     pub fn of(row: &Row, loader: &Row) -> Option<Self> {
-        if !row.knobs.loader.is_native() || row.knobs.cache_bytes > 0 {
+        if !row.knobs.loader.is_native() || row.knobs.knobs.cache_bytes > 0 {
             return None;
         }
         let frames = loader.frames?;
@@ -50,7 +50,7 @@ impl CacheFit {
         if cpu_ms_per_sample <= 0.0 {
             return None;
         }
-        let threads = row.knobs.workers.clamp(1, row.cores.max(1));
+        let threads = row.knobs.knobs.workers.clamp(1, row.cores.max(1));
         const GIB: u64 = 1 << 30;
         Some(Self {
             frames_bytes: frames.bytes,

@@ -43,7 +43,7 @@ pub fn header(knobs: &[Knob], stages: &[Stage]) -> Vec<String> {
 /// The stages with a column: every one, the cache's only where a row had a cache (so that
 /// results written before it existed keep their columns).
 fn stage_columns(report: &Report) -> Vec<Stage> {
-    let cached = report.rows.iter().any(|r| r.knobs.cache_bytes > 0);
+    let cached = report.rows.iter().any(|r| r.knobs.knobs.cache_bytes > 0);
     Stage::ALL.into_iter().filter(|&s| s != Stage::Cache || cached).collect()
 }
 

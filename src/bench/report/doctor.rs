@@ -50,7 +50,7 @@ pub(super) fn stage_costs(loaders: &[&LoaderPhase]) -> Vec<StageCost> {
 /// Looks at the recommended row of a group (`members`) and says what dominates and what to try.
 pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) -> Diagnosis {
     let row = &rows[rec.row];
-    let (w, p) = (row.knobs.workers, row.knobs.prefetch);
+    let (w, p) = (row.knobs.knobs.workers, row.knobs.knobs.prefetch);
     let ceilings = match row.loader_samples_per_s {
         Some(loader) => format!("loader ceiling {}, ", rate(loader)),
         None => String::new(),
@@ -70,8 +70,11 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
     let loader = loader_row(rows, members, row);
     let cpu_ms = loader.and_then(|l| l.loader_cpu_ms_per_sample).unwrap_or(0.0);
     let measured_at = match loader {
-        Some(l) if l.knobs.workers != w || l.knobs.prefetch != p => {
-            format!(" (alone at workers {}, prefetch {})", l.knobs.workers, l.knobs.prefetch)
+        Some(l) if l.knobs.knobs.workers != w || l.knobs.knobs.prefetch != p => {
+            format!(
+                " (alone at workers {}, prefetch {})",
+                l.knobs.knobs.workers, l.knobs.knobs.prefetch
+            )
         }
         _ => String::new(),
     };
@@ -122,7 +125,7 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
             .iter()
             .map(|&i| &rows[i])
             .filter(|r| r.verdict == Verdict::NotInputBound)
-            .map(|r| r.knobs.workers)
+            .map(|r| r.knobs.knobs.workers)
             .min()
             .unwrap_or(w);
         advice.push(format!(
@@ -189,7 +192,12 @@ fn loader_row<'a>(rows: &'a [Row], members: &[usize], row: &'a Row) -> Option<&'
         return Some(row);
     }
     members.iter().map(|&i| &rows[i]).filter(|r| r.loader_cpu_ms_per_sample.is_some()).min_by_key(
-        |r| (r.knobs.workers.abs_diff(row.knobs.workers), r.knobs.prefetch != row.knobs.prefetch),
+        |r| {
+            (
+                r.knobs.knobs.workers.abs_diff(row.knobs.knobs.workers),
+                r.knobs.knobs.prefetch != row.knobs.knobs.prefetch,
+            )
+        },
     )
 }
 
@@ -216,15 +224,15 @@ fn stage_advice(cost: &StageCost, row: &Row, decode_limit: Option<&DecodeLimit>)
                  while cores are free."
             )
         }
-        Stage::Convert if knobs.images != ImageFormat::U8 => format!(
+        Stage::Convert if knobs.knobs.images != ImageFormat::U8 => format!(
             "Converting frames to float32 RGB takes {share}. Hand them over as uint8 and \
              normalise on the device (`images = [\"u8\"]`: 4× fewer bytes to write and copy), \
              or convert fewer pixels with a smaller `resolution`."
         ),
-        Stage::Convert if knobs.resolution != Resolution::Native => format!(
+        Stage::Convert if knobs.knobs.resolution != Resolution::Native => format!(
             "Converting and resizing frames to {} takes {share}. Store the video at {} so \
              frames need no scaling.",
-            knobs.resolution, knobs.resolution
+            knobs.knobs.resolution, knobs.knobs.resolution
         ),
         Stage::Convert => format!(
             "Converting frames to RGB takes {share}. Convert fewer pixels: a smaller \
@@ -266,8 +274,8 @@ fn stage_advice(cost: &StageCost, row: &Row, decode_limit: Option<&DecodeLimit>)
 
 /// Whether more workers can help, from the cores and the throughput of the group's rows.
 fn workers_advice(rows: &[Row], members: &[usize], row: &Row, cpu_ms: f64) -> String {
-    let (w, cores) = (row.knobs.workers, row.cores);
-    let most = members.iter().map(|&i| rows[i].knobs.workers).max().unwrap_or(w);
+    let (w, cores) = (row.knobs.knobs.workers, row.cores);
+    let most = members.iter().map(|&i| rows[i].knobs.knobs.workers).max().unwrap_or(w);
     if w >= cores {
         format!(
             "The CPU is the limit: {w} worker{} on {cores} core{}{}. More workers won't help; \

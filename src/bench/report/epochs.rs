@@ -3,6 +3,7 @@
 //! measured LeRobot's loader with the same knobs, that loader's rate (it decodes every epoch).
 
 use super::{rate, Knob, Report, Row};
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::size::ByteSize;
 
 impl Report {
@@ -49,17 +50,18 @@ impl Report {
     fn label(&self, row: &Row) -> String {
         let k = &row.knobs;
         let mut parts = vec![
-            format!("{} worker{}", k.workers, super::plural(k.workers)),
-            format!("prefetch {}", k.prefetch),
-            format!("batch {}", k.batch_size),
-            format!("cache {}", ByteSize::compact(k.cache_bytes)),
+            format!("{} worker{}", k.knobs.workers, super::plural(k.knobs.workers)),
+            format!("prefetch {}", k.knobs.prefetch),
+            format!("batch {}", k.knobs.batch_size),
+            format!("cache {}", ByteSize::compact(k.knobs.cache_bytes)),
         ];
         parts.extend(
             (self.varying.iter())
                 .filter(|knob| {
-                    let shown = [Knob::Workers, Knob::Prefetch, Knob::Batch, Knob::Cache];
+                    let shown = [&LoaderKnob::WORKERS, &LoaderKnob::PREFETCH, &LoaderKnob::BATCH];
+                    let shown = shown.into_iter().chain([&LoaderKnob::CACHE]).map(Knob::Loader);
                     // Only the native loader has a cache.
-                    !shown.contains(knob) && **knob != Knob::Loader
+                    !shown.into_iter().any(|s| s == **knob) && **knob != Knob::Backend
                 })
                 .map(|knob| format!("{} {}", knob.name(), knob.value(k))),
         );

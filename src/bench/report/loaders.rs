@@ -67,7 +67,7 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
         return None;
     }
     let shared: Vec<Knob> =
-        Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Loader).collect();
+        Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Backend).collect();
     let paired: Vec<usize> = pairs.iter().flat_map(|p| [p.native, p.lerobot]).collect();
     let fed = super::partition(rows, &shared)
         .into_iter()
@@ -94,16 +94,18 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
 /// The fewest workers among `rows` keeping the step fed; None without rows.
 fn fed(rows: &[&Row]) -> Option<Fed> {
     let least = rows.iter().min_by(|a, b| {
-        a.input_bound_pct.total_cmp(&b.input_bound_pct).then(a.knobs.workers.cmp(&b.knobs.workers))
+        a.input_bound_pct
+            .total_cmp(&b.input_bound_pct)
+            .then(a.knobs.knobs.workers.cmp(&b.knobs.knobs.workers))
     })?;
     Some(Fed {
         workers: rows
             .iter()
             .filter(|r| r.verdict == Verdict::NotInputBound)
-            .map(|r| r.knobs.workers)
+            .map(|r| r.knobs.knobs.workers)
             .min(),
-        least_input_bound: (least.knobs.workers, least.input_bound_pct),
-        most_workers: rows.iter().map(|r| r.knobs.workers).max().unwrap_or(0),
+        least_input_bound: (least.knobs.knobs.workers, least.input_bound_pct),
+        most_workers: rows.iter().map(|r| r.knobs.knobs.workers).max().unwrap_or(0),
     })
 }
 
@@ -130,7 +132,7 @@ impl Report {
         let comparison = self.loaders.as_ref()?;
         let mut columns = ["workers", "prefetch", "batch"].map(Column::number).to_vec();
         let others: Vec<Knob> =
-            self.varying.iter().copied().filter(|&k| k != Knob::Loader).collect();
+            self.varying.iter().copied().filter(|&k| k != Knob::Backend).collect();
         columns.extend(others.iter().map(|k| Column::text(k.name())));
         for header in [
             "native/s",
@@ -152,9 +154,9 @@ impl Report {
             .map(|pair| {
                 let (n, l) = (&self.rows[pair.native], &self.rows[pair.lerobot]);
                 let mut line = vec![
-                    n.knobs.workers.to_string(),
-                    n.knobs.prefetch.to_string(),
-                    n.knobs.batch_size.to_string(),
+                    n.knobs.knobs.workers.to_string(),
+                    n.knobs.knobs.prefetch.to_string(),
+                    n.knobs.knobs.batch_size.to_string(),
                 ];
                 line.extend(others.iter().map(|k| k.value(&n.knobs)));
                 // A sweep measures every cell's loader alone; "-" where a row was not.
@@ -220,6 +222,7 @@ fn times(x: f64) -> String {
 mod tests {
     use super::*;
     use crate::bench::report::{markdown, render, terminal};
+    use crate::loader::knobs::LoaderKnob;
     use crate::testdata::FakeCell;
 
     /// A cell of `loader` at `workers` (batch 16): loader samples/s, CPU scale, input-bound %.
@@ -245,10 +248,10 @@ mod tests {
             later_epochs_samples_per_s: later,
         };
         let mut cached = cell(Native, 2, 300.0, 1.0, 2.0);
-        cached.cell.cache_bytes = 4 << 30;
+        cached.cell.knobs.cache_bytes = 4 << 30;
         cached.cache = Some(figures(Some(2000.0)));
         let mut short = cell(Native, 1, 150.0, 1.0, 10.0);
-        short.cell.cache_bytes = 4 << 30;
+        short.cell.knobs.cache_bytes = 4 << 30;
         short.cache = Some(figures(None));
         let cells = [cached, short, cell(Lerobot, 2, 30.0, 8.0, 45.0)];
         let results: Vec<_> = cells.iter().map(FakeCell::result).collect();
@@ -289,7 +292,7 @@ mod tests {
         assert_eq!(comparison.pairs.len(), 3, "the 3-worker cell has no twin");
         // A native cell with decoder threads is set beside LeRobot's, as a cached one is.
         let mut threaded = cell(Native, 1, 150.0, 1.0, 10.0);
-        threaded.cell.decoder_threads = 2;
+        LoaderKnob::DECODER_THREADS.set(&mut threaded.cell.knobs, "2").unwrap();
         let both: Vec<_> =
             [threaded, cell(Lerobot, 1, 30.0, 8.0, 60.0)].iter().map(FakeCell::result).collect();
         let pairs = render(&both).loaders.expect("a twin").pairs.len();
@@ -297,7 +300,7 @@ mod tests {
         for pair in &comparison.pairs {
             let (n, l) = (&report.rows[pair.native], &report.rows[pair.lerobot]);
             assert_eq!((n.knobs.loader, l.knobs.loader), (Native, Lerobot));
-            assert_eq!(n.knobs.workers, l.knobs.workers);
+            assert_eq!(n.knobs.knobs.workers, l.knobs.knobs.workers);
         }
         let Table { columns, rows } = report.loaders_table().unwrap();
         let at = |header: &str| columns.iter().position(|c| c.header == header).unwrap();

@@ -237,9 +237,9 @@ impl Report {
             .map(|r| {
                 let mut line = vec![
                     if r.recommended { "*".into() } else { String::new() },
-                    r.knobs.workers.to_string(),
-                    r.knobs.prefetch.to_string(),
-                    r.knobs.batch_size.to_string(),
+                    r.knobs.knobs.workers.to_string(),
+                    r.knobs.knobs.prefetch.to_string(),
+                    r.knobs.knobs.batch_size.to_string(),
                 ];
                 line.extend(self.varying.iter().map(|k| k.value(&r.knobs)));
                 if with_repeats {

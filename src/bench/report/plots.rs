@@ -81,12 +81,12 @@ fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
     let mut curves: Vec<Curve> = Vec::new();
     for row in rows() {
         let loader = both.then_some(row.knobs.loader);
-        let key = |c: &Curve| c.batch == row.knobs.batch_size && c.loader == loader;
+        let key = |c: &Curve| c.batch == row.knobs.knobs.batch_size && c.loader == loader;
         let curve = match curves.iter_mut().position(|c| key(c)) {
             Some(c) => &mut curves[c],
             None => {
                 curves.push(Curve {
-                    batch: row.knobs.batch_size,
+                    batch: row.knobs.knobs.batch_size,
                     loader,
                     points: Vec::new(),
                     recommended: None,
@@ -95,9 +95,9 @@ fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
             }
         };
         if row.recommended {
-            curve.recommended = Some((row.knobs.workers, row.knobs.prefetch));
+            curve.recommended = Some((row.knobs.knobs.workers, row.knobs.knobs.prefetch));
         }
-        match curve.points.iter_mut().find(|p| p.knobs.workers == row.knobs.workers) {
+        match curve.points.iter_mut().find(|p| p.knobs.knobs.workers == row.knobs.knobs.workers) {
             Some(p) if row.recommended => *p = row,
             Some(p) if !p.recommended && row.train_samples_per_s > p.train_samples_per_s => {
                 *p = row
@@ -107,7 +107,7 @@ fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
         }
     }
     for curve in &mut curves {
-        curve.points.sort_by_key(|r| r.knobs.workers);
+        curve.points.sort_by_key(|r| r.knobs.knobs.workers);
     }
     curves.sort_by_key(|c| (c.batch, c.loader.map(|l| l.name())));
     curves
@@ -132,7 +132,7 @@ fn title(what: &str, plot: &PlotGroup) -> String {
 fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let workers = curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.workers as i32));
+    let workers = curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.knobs.workers as i32));
     let (lo, hi) = (workers.clone().min().unwrap_or(0), workers.max().unwrap_or(1));
     let hi = hi.max(lo + 1);
     let ceiling = |c: &Curve| {
@@ -176,7 +176,7 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
         let points: Vec<(i32, f64)> = curve
             .points
             .iter()
-            .map(|r| (r.knobs.workers as i32, r.train_samples_per_s))
+            .map(|r| (r.knobs.knobs.workers as i32, r.train_samples_per_s))
             .filter(|(_, y)| y.is_finite())
             .collect();
         let label = format!("train, {}", curve.label());
@@ -208,7 +208,7 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
         let intervals = curve.points.iter().filter(|r| r.train_samples_per_s.is_finite());
         let bars = intervals.filter_map(|r| {
             let (low, high) = r.train_interval?;
-            let x = r.knobs.workers as i32;
+            let x = r.knobs.knobs.workers as i32;
             let style = colour.stroke_width(1);
             Some(ErrorBar::new_vertical(x, low, r.train_samples_per_s, high, style, 8))
         });
@@ -277,7 +277,7 @@ fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (main, bar) = root.split_horizontally(SIZE.0 - 130);
     let mut workers: Vec<usize> =
-        curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.workers)).collect();
+        curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.knobs.workers)).collect();
     workers.sort();
     workers.dedup();
     let labels: Vec<String> = curves.iter().map(Curve::row_label).collect();
@@ -320,7 +320,7 @@ fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String
         for (i, w) in workers.iter().enumerate() {
             let (x, y) = (i as f64, j as f64);
             let cell = [(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)];
-            let (fill, text) = match curve.points.iter().find(|r| r.knobs.workers == *w) {
+            let (fill, text) = match curve.points.iter().find(|r| r.knobs.knobs.workers == *w) {
                 Some(row) => {
                     (heat_colour(row.input_bound_pct), format!("{:.1} %", row.input_bound_pct))
                 }

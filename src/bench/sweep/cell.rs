@@ -1,34 +1,28 @@
-//! A cell of a sweep: one point of the grid, every knob typed. [`Knob::DEFS`] defines the
-//! knobs once, with their names, values and id parts; the plan, the results, the report's
-//! grouping and the CSV columns all read them from there.
+//! A cell of a sweep: one point of the grid, every knob typed. [`Knob::defs`] defines the
+//! knobs once, with their names, values and id parts (the loader's from the loader's own
+//! table); the plan, the results, the report's grouping and the CSV columns all read them from
+//! there.
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use super::knob::{Knob, KnobSet};
-use crate::dataset::Resolution;
-use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
-use crate::loader::knobs::LoaderKnob;
-use crate::loader::lerobot::LoaderBackend;
-use crate::loader::size::ByteSize;
+use crate::loader::knobs::{LoaderBackend, LoaderKnob, Stored};
+use crate::loader::size::CacheSize;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 
 /// One point of a sweep: the dataset and every knob. In `results.jsonl` each knob is written
-/// in its text form (`"96x96"`, `"u8"`, `"diffusion:small"`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// under its field, as the table says it is stored (`"batch_size": 64`, `"resolution":
+/// "96x96"`, `"model": "diffusion:small"`); a knob added later is left out at its default.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Cell {
     /// The dataset's name (its directory name).
     pub dataset: String,
-    /// Loader worker threads.
-    pub workers: usize,
-    /// Batches in flight per worker.
-    pub prefetch: usize,
-    /// Samples per batch.
-    pub batch_size: usize,
-    /// Camera frames at native size or resized.
-    pub resolution: Resolution,
-    /// Camera frames handed to the model as `f32` or `u8`.
-    pub images: ImageFormat,
+    /// The loader's knobs the cell carries (those the loader's table gives cell facts); the
+    /// rest at their defaults, which the sweep's own settings replace ([`Cell::loader_config`]).
+    pub knobs: LoaderConfig,
     /// The step, its preset resolved: `diffusion:small`, `synthetic:40ms`, `none`.
     pub model: ModelSpec,
     /// `cpu` or `cuda`.
@@ -38,28 +32,7 @@ pub struct Cell {
     /// Repeat number, from 0.
     pub repeat: usize,
     /// Which loader: absent (native) in results written before the LeRobot backend.
-    #[serde(default, skip_serializing_if = "LoaderBackend::is_native")]
     pub loader: LoaderBackend,
-    /// Threads inside each worker's video decoder: absent (1) in results written before the
-    /// knob.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub decoder_threads: usize,
-    /// Bytes of the decoded-frame cache (0: none): absent (0) in results written before the
-    /// knob.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_bytes: u64,
-}
-
-fn one() -> usize {
-    1
-}
-
-fn is_zero(bytes: &u64) -> bool {
-    *bytes == 0
-}
-
-fn is_one(threads: &usize) -> bool {
-    *threads == 1
 }
 
 impl Cell {
@@ -72,32 +45,27 @@ impl Cell {
     /// (its seed plus the repeat, so that each repeat reads another order). Each loader's cell
     /// keeps the other loader's knobs at their defaults (the loader's table says which).
     pub fn loader_config(&self, base: &LoaderConfig) -> LoaderConfig {
-        let mut config = LoaderConfig {
-            workers: self.workers,
-            prefetch: self.prefetch,
-            batch_size: self.batch_size,
-            seed: base.seed + self.repeat as u64,
-            resolution: self.resolution,
-            images: self.images,
-            decoder_threads: self.decoder_threads,
-            cache_bytes: self.cache_bytes,
-            ..base.clone()
-        };
-        let lacking: Vec<_> = LoaderKnob::lacking(&config, self.loader).collect();
-        for (knob, _) in lacking {
-            knob.set(&mut config, &knob.default_text()).expect("a default reads back");
+        let mut config = LoaderConfig { seed: base.seed + self.repeat as u64, ..base.clone() };
+        for (knob, _) in LoaderKnob::carried() {
+            knob.set(&mut config, &knob.get(&self.knobs)).expect("a value reads back");
         }
+        LoaderKnob::reset_lacking(&mut config, self.loader);
         config
     }
 
     /// The cell LeRobot's loader runs in place of this one: its native-only knobs that leave
-    /// the batch as it is (decoder threads, the frame cache; the loader's table says which are
-    /// native-only) at their defaults. A sweep measures it once for every such native cell,
+    /// the batch as it is (decoder threads, the frame cache: native-only by the loader's table,
+    /// and no knob the step depends on) at their defaults. A sweep measures it once for every such native cell,
     /// and the report sets them side by side.
     pub fn lerobot_twin(&self) -> Cell {
-        let lerobot = Cell { loader: LoaderBackend::Lerobot, ..self.clone() };
-        let config = lerobot.loader_config(&LoaderConfig::default());
-        Cell { decoder_threads: config.decoder_threads, cache_bytes: config.cache_bytes, ..lerobot }
+        let mut twin = Cell { loader: LoaderBackend::Lerobot, ..self.clone() };
+        let lacking = LoaderKnob::lacking(&twin.knobs, twin.loader).map(|(knob, _)| knob);
+        let batch_as_it_is: Vec<_> =
+            lacking.filter(|k| k.cell.is_some_and(|facts| !facts.model_phase)).collect();
+        for knob in batch_as_it_is {
+            knob.set(&mut twin.knobs, &knob.default_text()).expect("a default reads back");
+        }
+        twin
     }
 
     /// The cell's knobs as a line for people (a sweep's progress): each knob the cell shows, by
@@ -112,13 +80,87 @@ impl Cell {
     /// name (`g1-w2-p2-b64-native-f32-diffusion_small-cpu-f32-r0`).
     pub fn id(&self) -> String {
         let mut parts: Vec<String> =
-            Knob::DEFS.iter().filter_map(|d| d.knob.id_part(self)).collect();
+            Knob::defs().iter().filter_map(|d| d.knob.id_part(self)).collect();
         parts.push(format!("r{}", self.repeat));
         parts
             .join("-")
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
             .collect()
+    }
+}
+
+impl Serialize for Cell {
+    /// Every knob shown under its field in the definitions' order, the repeat after the step's;
+    /// a knob added later left out at its old value.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for def in Knob::defs() {
+            let value = def.knob.value(self);
+            if def.unless.as_deref() == Some(value.as_str()) {
+                continue;
+            }
+            match def.knob {
+                Knob::Loader(knob) => {
+                    let facts = knob.cell.expect("a cell carries it");
+                    match facts.stored {
+                        Stored::Text => map.serialize_entry(def.field, &value)?,
+                        Stored::Number => {
+                            let n: u64 = value.parse().expect("a count reads as a number");
+                            map.serialize_entry(def.field, &n)?
+                        }
+                        Stored::Bytes => {
+                            let bytes = value.parse::<CacheSize>().expect("a size reads back");
+                            map.serialize_entry(def.field, &bytes.0)?
+                        }
+                    }
+                }
+                _ => map.serialize_entry(def.field, &value)?,
+            }
+            if def.knob == Knob::Dtype {
+                map.serialize_entry("repeat", &self.repeat)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A cell as results store it: the sweep's own knobs typed, the loader's by field.
+#[derive(Deserialize)]
+struct StoredCell {
+    dataset: String,
+    model: ModelSpec,
+    device: DeviceChoice,
+    dtype: Precision,
+    repeat: usize,
+    #[serde(default)]
+    loader: LoaderBackend,
+    #[serde(flatten)]
+    rest: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for Cell {
+    /// Each loader knob read by the table from its field; one added later and absent at its
+    /// default. A missing or bad value is an error naming the field.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = StoredCell::deserialize(deserializer)?;
+        let mut knobs = LoaderConfig::default();
+        for (knob, facts) in LoaderKnob::carried() {
+            let field = facts.field;
+            let text = match (stored.rest.get(field), facts.stored) {
+                (None, _) if knob.omit_at_default => continue,
+                (None, _) => return Err(D::Error::missing_field(field)),
+                (Some(serde_json::Value::Number(n)), Stored::Bytes) => {
+                    CacheSize(n.as_u64().unwrap_or(u64::MAX)).to_string()
+                }
+                (Some(serde_json::Value::String(text)), _) => text.clone(),
+                (Some(other), _) => other.to_string(),
+            };
+            knob.set(&mut knobs, &text)
+                .map_err(|what| D::Error::custom(format!("{field} {what}")))?;
+        }
+        let StoredCell { dataset, model, device, dtype, repeat, loader, .. } = stored;
+        Ok(Cell { dataset, knobs, model, device, dtype, repeat, loader })
     }
 }
 
@@ -129,9 +171,9 @@ impl Knob {
     pub fn shown<'a>(set: KnobSet, cells: impl IntoIterator<Item = &'a Cell> + Clone) -> Vec<Knob> {
         Self::set(set)
             .into_iter()
-            .filter(|k| match k.def().unless {
+            .filter(|k| match &k.def().unless {
                 None => true,
-                Some(default) => cells.clone().into_iter().any(|c| k.value(c) != default),
+                Some(default) => cells.clone().into_iter().any(|c| k.value(c) != *default),
             })
             .collect()
     }
@@ -140,17 +182,11 @@ impl Knob {
     pub fn value(self, cell: &Cell) -> String {
         match self {
             Knob::Dataset => cell.dataset.clone(),
-            Knob::Workers => cell.workers.to_string(),
-            Knob::Prefetch => cell.prefetch.to_string(),
-            Knob::Batch => cell.batch_size.to_string(),
-            Knob::Resolution => cell.resolution.to_string(),
-            Knob::Images => cell.images.to_string(),
+            Knob::Loader(knob) => knob.get(&cell.knobs),
             Knob::Model => cell.model.to_string(),
             Knob::Device => cell.device.to_string(),
             Knob::Dtype => cell.dtype.to_string(),
-            Knob::DecoderThreads => cell.decoder_threads.to_string(),
-            Knob::Cache => ByteSize::compact(cell.cache_bytes),
-            Knob::Loader => cell.loader.to_string(),
+            Knob::Backend => cell.loader.to_string(),
         }
     }
 
@@ -158,7 +194,7 @@ impl Knob {
     pub fn id_part(self, cell: &Cell) -> Option<String> {
         let def = self.def();
         let value = self.value(cell);
-        (def.unless != Some(value.as_str())).then(|| format!("{}{value}", def.id_prefix))
+        (def.unless.as_deref() != Some(value.as_str())).then(|| format!("{}{value}", def.id_prefix))
     }
 }
 
@@ -167,45 +203,66 @@ mod tests {
     use super::*;
 
     fn cell() -> Cell {
+        let mut knobs = LoaderConfig::default();
+        for (key, text) in [("workers", "2"), ("prefetch", "4"), ("batch", "64")]
+            .into_iter()
+            .chain([("resolution", "96x96"), ("images", "u8")])
+        {
+            LoaderKnob::by_key(key).unwrap().set(&mut knobs, text).unwrap();
+        }
         Cell {
             dataset: "pusht-v3.0".into(),
-            workers: 2,
-            prefetch: 4,
-            batch_size: 64,
-            resolution: Resolution::Size { height: 96, width: 96 },
-            images: ImageFormat::U8,
+            knobs,
             model: "diffusion:small".parse().unwrap(),
             device: DeviceChoice::Cpu,
             dtype: Precision::Bf16,
             repeat: 1,
             loader: LoaderBackend::Native,
-            decoder_threads: 1,
-            cache_bytes: 0,
         }
+    }
+
+    /// `cell` with the table's `knob` at `text`.
+    fn with(mut cell: Cell, knob: &LoaderKnob, text: &str) -> Cell {
+        knob.set(&mut cell.knobs, text).unwrap();
+        cell
     }
 
     #[test]
     fn ids_name_every_knob_and_are_file_names() {
         let id = cell().id();
         assert_eq!(id, "pusht-v3.0-w2-p4-b64-96x96-u8-diffusion_small-cpu-bf16-r1");
+        assert_ne!(with(cell(), &LoaderKnob::PREFETCH, "2").id(), id);
         let mut other = cell();
-        other.prefetch = 2;
-        assert_ne!(other.id(), id);
-        other = cell();
         other.loader = LoaderBackend::Lerobot;
         assert_eq!(other.id(), "pusht-v3.0-w2-p4-b64-96x96-u8-diffusion_small-cpu-bf16-lerobot-r1");
-        let json = serde_json::to_value(cell()).unwrap();
-        assert!(json.get("loader").is_none(), "native cells are stored as before");
-        assert_eq!(serde_json::to_value(&other).unwrap()["loader"], "lerobot");
-        other.decoder_threads = 2;
+        let threaded = with(other.clone(), &LoaderKnob::DECODER_THREADS, "2");
+        let cached = with(threaded.clone(), &LoaderKnob::CACHE, "500MB");
         assert_eq!(
-            other.id(),
-            "pusht-v3.0-w2-p4-b64-96x96-u8-diffusion_small-cpu-bf16-t2-lerobot-r1"
+            cached.id(),
+            "pusht-v3.0-w2-p4-b64-96x96-u8-diffusion_small-cpu-bf16-t2-c500MB-lerobot-r1"
         );
-        assert!(json.get("decoder_threads").is_none(), "one decoder thread is stored as before");
-        let stored = serde_json::to_value(&other).unwrap();
-        assert_eq!(stored["decoder_threads"], 2);
-        assert_eq!(serde_json::from_value::<Cell>(stored).unwrap(), other);
+        // Results as every version wrote them: the knobs added later left out at their old value.
+        let json = serde_json::to_string(&cell()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"dataset":"pusht-v3.0","workers":2,"prefetch":4,"batch_size":64,"resolution":"96x96","images":"u8","model":"diffusion:small","device":"cpu","dtype":"bf16","repeat":1}"#
+        );
+        let stored = serde_json::to_value(&cached).unwrap();
+        assert_eq!(stored["loader"], "lerobot");
+        assert_eq!(stored[LoaderKnob::DECODER_THREADS.key], 2);
+        assert_eq!(stored["cache_bytes"], 500_000_000, "the cache in bytes, as before");
+        assert_eq!(serde_json::from_value::<Cell>(stored).unwrap(), cached);
+    }
+
+    #[test]
+    fn stored_cells_with_a_bad_or_missing_knob_are_refused_by_field() {
+        let mut json = serde_json::to_value(cell()).unwrap();
+        json["batch_size"] = 0.into();
+        let bad = serde_json::from_value::<Cell>(json.clone()).unwrap_err().to_string();
+        assert_eq!(bad, "batch_size 0: expected at least 1");
+        json.as_object_mut().unwrap().remove("batch_size");
+        let missing = serde_json::from_value::<Cell>(json).unwrap_err().to_string();
+        assert_eq!(missing, "missing field `batch_size`");
     }
 
     #[test]
@@ -224,22 +281,39 @@ mod tests {
         let plain = "workers 2, prefetch 4, batch 64, resolution 96x96, images u8, \
                      model diffusion:small, device cpu, dtype bf16";
         assert_eq!(cell().label(), plain);
-        let mut other = cell();
-        (other.cache_bytes, other.decoder_threads) = (4 << 30, 2);
+        let mut other = with(cell(), &LoaderKnob::CACHE, "4GiB");
+        other = with(other, &LoaderKnob::DECODER_THREADS, "2");
         other.loader = LoaderBackend::Lerobot;
         let label = other.label();
         assert_eq!(label, format!("{plain}, decoder_threads 2, cache 4GiB, loader lerobot"));
     }
 
     #[test]
+    fn a_lerobot_twin_and_config_keep_native_only_knobs_at_their_defaults() {
+        let cached = with(with(cell(), &LoaderKnob::CACHE, "4GiB"), &LoaderKnob::WORKERS, "3");
+        let twin = cached.lerobot_twin();
+        assert_eq!(twin, Cell { loader: LoaderBackend::Lerobot, ..cell() }.with_workers(3));
+        let base = LoaderConfig { seed: 7, drop_last: true, ..LoaderConfig::default() };
+        let config = cached.loader_config(&base);
+        assert_eq!((config.seed, config.drop_last, config.workers), (8, true, 3));
+        assert_eq!(config.cache_bytes, 4 << 30);
+        assert_eq!(twin.loader_config(&base).cache_bytes, 0);
+    }
+
+    #[test]
     fn the_model_key_ignores_workers_and_prefetch() {
-        let mut other = cell();
-        other.workers = 0;
-        other.prefetch = 1;
-        other.decoder_threads = 2;
+        let mut other = with(cell(), &LoaderKnob::WORKERS, "0");
+        other = with(other, &LoaderKnob::PREFETCH, "1");
+        other = with(other, &LoaderKnob::DECODER_THREADS, "2");
         let model_phase = Knob::set(KnobSet::ModelPhase);
         assert_eq!(other.key(&model_phase), cell().key(&model_phase));
-        other.batch_size = 16;
+        other = with(other, &LoaderKnob::BATCH, "16");
         assert_ne!(other.key(&model_phase), cell().key(&model_phase));
+    }
+
+    impl Cell {
+        fn with_workers(self, workers: usize) -> Cell {
+            with(self, &LoaderKnob::WORKERS, &workers.to_string())
+        }
     }
 }

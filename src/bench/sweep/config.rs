@@ -391,9 +391,6 @@ mod tests {
         assert!(sampler.contains("expected sequential, shuffled, episode-aware"), "{sampler}");
         let list = parse("[dataset]\npath = \"x\"\nepisodes = 3\n").unwrap_err();
         assert!(list.contains("is a list"), "{list}");
-        let decoder = parse("[dataset]\nsynth = \"pusht\"\n[loader]\ndecoder_threads = [1, 0]\n");
-        let decoder = decoder.unwrap_err();
-        assert!(decoder.contains("loader.decoder_threads 0 is not 1 to 16"), "{decoder}");
         let zero = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nbatch = [16, 0]\n").unwrap_err();
         assert!(zero.contains("loader.batch 0: expected at least 1"), "{zero}");
         let list = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nseed = [1, 2]\n").unwrap_err();

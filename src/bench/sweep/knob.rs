@@ -1,36 +1,29 @@
-//! The knobs of a cell, each defined once ([`KnobDef`]): its name, its key in results and
-//! its CSV column, its part of a cell id, whether it is shown only where it differs from its
-//! default, and the sets it belongs to. Ids, the CSV, the model-phase key, the recommendation
-//! groups, the plots and the report's order all read the one table, [`Knob::DEFS`]; a knob's
-//! value in a cell is the cell's to give (`bench::sweep::cell`).
+//! The knobs of a cell ([`KnobDef`]): its name, its key in results and its CSV column, its
+//! part of a cell id, whether it is shown only where it differs from its default, and the sets
+//! it belongs to. The loader's knobs come with these facts from the loader's own table
+//! ([`LoaderKnob::ALL`]); the sweep adds its own (dataset, step, loader). Ids, the CSV, the
+//! model-phase key, the recommendation groups, the plots and the report's order all read
+//! [`Knob::defs`]; a knob's value in a cell is the cell's to give (`bench::sweep::cell`).
+
+use std::sync::OnceLock;
+
+use crate::loader::knobs::{CellRole, LoaderKnob};
 
 /// A knob of a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Knob {
     /// The dataset's name.
     Dataset,
-    /// Loader worker threads.
-    Workers,
-    /// Batches in flight per worker.
-    Prefetch,
-    /// Samples per batch.
-    Batch,
-    /// `native` or `HxW`.
-    Resolution,
-    /// `f32` or `u8` frames.
-    Images,
+    /// A knob of the loader's table that cells carry (its [`crate::loader::knobs::CellFacts`]).
+    Loader(&'static LoaderKnob),
     /// The step.
     Model,
     /// `cpu` or `cuda`.
     Device,
     /// `f32` or `bf16`.
     Dtype,
-    /// Threads inside each worker's video decoder.
-    DecoderThreads,
-    /// The decoded-frame cache's budget (`0`: none).
-    Cache,
     /// `native` or `lerobot`.
-    Loader,
+    Backend,
 }
 
 /// The sets a knob belongs to.
@@ -49,7 +42,7 @@ pub enum KnobSet {
 }
 
 /// One knob's definition.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct KnobDef {
     /// The knob.
     pub knob: Knob,
@@ -62,7 +55,7 @@ pub struct KnobDef {
     /// The value cells had before the knob existed: such a knob is left out of ids, columns
     /// and stored cells where it has that value, so that earlier results read and render as
     /// they did. None: always shown.
-    pub unless: Option<&'static str>,
+    pub unless: Option<String>,
     /// Whether the `model` phase depends on it.
     pub model_phase: bool,
     /// Whether a recommendation group shares it.
@@ -72,50 +65,25 @@ pub struct KnobDef {
 }
 
 impl KnobDef {
-    const fn new(knob: Knob, name: &'static str) -> Self {
-        Self {
-            knob,
-            name,
-            field: name,
-            id_prefix: "",
-            unless: None,
-            model_phase: false,
-            group: true,
-            plot: true,
-        }
+    /// A knob of the sweep's own, always shown, shared by groups and plots.
+    fn own(knob: Knob, name: &'static str) -> Self {
+        let (id_prefix, unless, model_phase, group, plot) = ("", None, false, true, true);
+        Self { knob, name, field: name, id_prefix, unless, model_phase, group, plot }
     }
 
-    const fn field(mut self, field: &'static str) -> Self {
-        self.field = field;
-        self
-    }
-
-    const fn id_prefix(mut self, prefix: &'static str) -> Self {
-        self.id_prefix = prefix;
-        self
-    }
-
-    const fn unless(mut self, value: &'static str) -> Self {
-        self.unless = Some(value);
-        self
-    }
-
-    const fn model_phase(mut self) -> Self {
-        self.model_phase = true;
-        self
-    }
-
-    /// Workers and prefetch: what a group varies.
-    const fn varied(mut self) -> Self {
-        self.group = false;
-        self.plot = false;
-        self
-    }
-
-    /// The batch size and the loader: a line each within a plot.
-    const fn a_line(mut self) -> Self {
-        self.plot = false;
-        self
+    /// A knob of the loader's table, with the facts the table gives it.
+    fn of(knob: &'static LoaderKnob) -> Option<Self> {
+        let facts = knob.cell.as_ref()?;
+        Some(Self {
+            knob: Knob::Loader(knob),
+            name: knob.key,
+            field: facts.field,
+            id_prefix: facts.id_prefix,
+            unless: knob.omit_at_default.then(|| knob.default_text()),
+            model_phase: facts.model_phase,
+            group: facts.role != CellRole::Varied,
+            plot: facts.role == CellRole::Shared,
+        })
     }
 
     fn belongs_to(&self, set: KnobSet) -> bool {
@@ -129,34 +97,38 @@ impl KnobDef {
 }
 
 impl Knob {
-    /// Every knob's definition, in the order ids, columns and reports show them.
-    pub const DEFS: [KnobDef; 12] = [
-        KnobDef::new(Knob::Dataset, "dataset"),
-        KnobDef::new(Knob::Workers, "workers").id_prefix("w").varied(),
-        KnobDef::new(Knob::Prefetch, "prefetch").id_prefix("p").varied(),
-        KnobDef::new(Knob::Batch, "batch")
-            .field("batch_size")
-            .id_prefix("b")
-            .model_phase()
-            .a_line(),
-        KnobDef::new(Knob::Resolution, "resolution").model_phase(),
-        KnobDef::new(Knob::Images, "images").model_phase(),
-        KnobDef::new(Knob::Model, "model").model_phase(),
-        KnobDef::new(Knob::Device, "device").model_phase(),
-        KnobDef::new(Knob::Dtype, "dtype").model_phase(),
-        KnobDef::new(Knob::DecoderThreads, "decoder_threads").id_prefix("t").unless("1"),
-        KnobDef::new(Knob::Cache, "cache").field("cache_bytes").id_prefix("c").unless("0"),
-        KnobDef::new(Knob::Loader, "loader").unless("native").a_line(),
-    ];
+    /// Every knob's definition, in the order ids, columns and reports show them: the dataset,
+    /// the loader's knobs cells always show, the step's, then the knobs added later (shown where
+    /// they differ from their default) and the loader.
+    pub fn defs() -> &'static [KnobDef] {
+        static DEFS: OnceLock<Vec<KnobDef>> = OnceLock::new();
+        DEFS.get_or_init(|| {
+            let loader = || LoaderKnob::ALL.iter().filter_map(KnobDef::of);
+            let step = [(Knob::Model, "model"), (Knob::Device, "device"), (Knob::Dtype, "dtype")];
+            let step =
+                step.map(|(knob, name)| KnobDef { model_phase: true, ..KnobDef::own(knob, name) });
+            let backend = KnobDef {
+                unless: Some("native".into()),
+                plot: false,
+                ..KnobDef::own(Knob::Backend, "loader")
+            };
+            std::iter::once(KnobDef::own(Knob::Dataset, "dataset"))
+                .chain(loader().filter(|d| d.unless.is_none()))
+                .chain(step)
+                .chain(loader().filter(|d| d.unless.is_some()))
+                .chain([backend])
+                .collect()
+        })
+    }
 
     /// The knobs of `set`, in report order.
     pub fn set(set: KnobSet) -> Vec<Knob> {
-        Self::DEFS.iter().filter(|d| d.belongs_to(set)).map(|d| d.knob).collect()
+        Self::defs().iter().filter(|d| d.belongs_to(set)).map(|d| d.knob).collect()
     }
 
     /// Its definition.
     pub fn def(self) -> &'static KnobDef {
-        Self::DEFS.iter().find(|d| d.knob == self).expect("every knob is defined")
+        Self::defs().iter().find(|d| d.knob == self).expect("every knob is defined")
     }
 
     /// Its name, as the sweep config and the report spell it.
@@ -176,38 +148,35 @@ mod tests {
 
     #[test]
     fn the_sets_are_as_the_report_uses_them() {
-        use Knob::*;
+        let names = |set| Knob::set(set).into_iter().map(Knob::name).collect::<Vec<_>>().join(" ");
+        // The loader's knobs added later (shown where they differ), after the step's.
+        let later: Vec<&str> =
+            LoaderKnob::carried().filter(|(k, _)| k.omit_at_default).map(|(k, _)| k.key).collect();
+        let later = later.join(" ");
         assert_eq!(
-            Knob::set(KnobSet::ModelPhase),
-            [Batch, Resolution, Images, Model, Device, Dtype]
+            names(KnobSet::All),
+            format!("dataset workers prefetch batch resolution images model device dtype {later} loader")
+        );
+        assert_eq!(names(KnobSet::ModelPhase), "batch resolution images model device dtype");
+        assert_eq!(
+            names(KnobSet::Group),
+            format!("dataset batch resolution images model device dtype {later} loader")
         );
         assert_eq!(
-            Knob::set(KnobSet::Group),
-            [
-                Dataset,
-                Batch,
-                Resolution,
-                Images,
-                Model,
-                Device,
-                Dtype,
-                DecoderThreads,
-                Cache,
-                Loader
-            ]
+            names(KnobSet::Plot),
+            format!("dataset resolution images model device dtype {later}")
         );
-        assert_eq!(
-            Knob::set(KnobSet::Plot),
-            [Dataset, Resolution, Images, Model, Device, Dtype, DecoderThreads, Cache]
-        );
-        assert_eq!(Knob::DEFS.len(), Knob::set(KnobSet::All).len());
+        let fields: Vec<_> = Knob::defs().iter().map(|d| (d.field, d.id_prefix)).collect();
+        assert_eq!(fields[3], ("batch_size", "b"));
+        let unless: Vec<_> = Knob::defs().iter().filter_map(|d| d.unless.as_deref()).collect();
+        assert_eq!(unless, ["1", "0", "native"], "the knobs added later, at their old value");
     }
 
     #[test]
     fn names_and_fields_are_unique() {
-        for (i, a) in Knob::DEFS.iter().enumerate() {
+        for (i, a) in Knob::defs().iter().enumerate() {
             assert_eq!(a.knob.def().name, a.name, "the table holds each knob once");
-            for b in &Knob::DEFS[i + 1..] {
+            for b in &Knob::defs()[i + 1..] {
                 assert_ne!(a.name, b.name);
                 assert_ne!(a.field, b.field);
             }

@@ -3,7 +3,8 @@
 
 use super::cell::Cell;
 use super::config::{SweepConfig, TraceCell};
-use crate::loader::knobs::LoaderKnob;
+use crate::loader::config::LoaderConfig;
+use crate::loader::knobs::{CellFacts, CellRole, LoaderKnob};
 use crate::model::DeviceChoice;
 
 /// The cells of a sweep in the order they run, and the one whose `train` phase is traced.
@@ -30,37 +31,31 @@ pub fn plan(
     device: tch::Device,
 ) -> Result<SweepPlan, TraceCellNotInGrid> {
     let (l, m) = (&config.loader, &config.model);
-    let k = &l.knobs;
     let mut cells = vec![Cell {
         dataset: dataset.to_string(),
-        workers: 0,
-        prefetch: 0,
-        batch_size: 0,
-        resolution: Default::default(),
-        images: Default::default(),
+        knobs: LoaderConfig::default(),
         model: crate::model::ModelSpec::None,
         device: DeviceChoice::of(device),
         dtype: crate::model::Precision::F32,
         repeat: 0,
         loader: Default::default(),
-        decoder_threads: 1,
-        cache_bytes: 0,
     }];
     let repeats: Vec<usize> = (0..config.run.repeats).collect();
     let models: Vec<_> = m.model.iter().map(|model| model.on(m.preset, device)).collect();
-    // Outermost axis first.
+    // Outermost axis first: what the step depends on (so that cells sharing a `model`
+    // measurement run together), the loader, the rest a recommendation shares, then what it
+    // varies, workers innermost; the loader's knobs within each in the table's order.
     expand(&mut cells, &repeats, |c, &v| c.repeat = v);
     expand(&mut cells, &models, |c, v| c.model = v.clone());
     expand(&mut cells, &m.dtype, |c, &v| c.dtype = v);
-    expand(&mut cells, &k.typed(&LoaderKnob::IMAGES, |c| c.images), |c, &v| c.images = v);
-    let resolutions = k.typed(&LoaderKnob::RESOLUTION, |c| c.resolution);
-    expand(&mut cells, &resolutions, |c, &v| c.resolution = v);
-    expand(&mut cells, &k.typed(&LoaderKnob::BATCH, |c| c.batch_size), |c, &v| c.batch_size = v);
+    let axes = |role: fn(&CellFacts) -> bool| LoaderKnob::carried().filter(move |(_, f)| role(f));
+    for (knob, _) in axes(|f| f.model_phase) {
+        expand(&mut cells, l.knobs.values(knob), |c, v| set(&mut c.knobs, knob, v));
+    }
     expand(&mut cells, &l.loader, |c, &v| c.loader = v);
-    let threads = k.typed(&LoaderKnob::DECODER_THREADS, |c| c.decoder_threads);
-    expand(&mut cells, &threads, |c, &v| c.decoder_threads = v);
-    let budgets = k.typed(&LoaderKnob::CACHE, |c| c.cache_bytes);
-    expand(&mut cells, &budgets, |c, &v| c.cache_bytes = v);
+    for (knob, _) in axes(|f| !f.model_phase && f.role != CellRole::Varied) {
+        expand(&mut cells, l.knobs.values(knob), |c, v| set(&mut c.knobs, knob, v));
+    }
     // LeRobot's loader decodes with its own backend's threading and keeps no frames: one cell,
     // its twin, not one per count or budget.
     let mut twins = std::collections::HashSet::new();
@@ -69,16 +64,22 @@ pub fn plan(
         .map(|c| if c.loader.is_native() { c } else { c.lerobot_twin() })
         .filter(|c| c.loader.is_native() || twins.insert(c.clone()))
         .collect();
-    expand(&mut cells, &k.typed(&LoaderKnob::PREFETCH, |c| c.prefetch), |c, &v| c.prefetch = v);
-    expand(&mut cells, &k.typed(&LoaderKnob::WORKERS, |c| c.workers), |c, &v| c.workers = v);
+    for (knob, _) in axes(|f| f.role == CellRole::Varied) {
+        expand(&mut cells, l.knobs.values(knob), |c, v| set(&mut c.knobs, knob, v));
+    }
     let traced = match config.run.trace_cell {
         Some(wanted) => cells
             .iter()
-            .position(|c| c.workers == wanted.workers && c.batch_size == wanted.batch)
+            .position(|c| c.knobs.workers == wanted.workers && c.knobs.batch_size == wanted.batch)
             .ok_or(TraceCellNotInGrid(wanted))?,
         None => cells.len() - 1,
     };
     Ok(SweepPlan { cells, traced })
+}
+
+/// `knob` at `text`, checked when the config was read.
+fn set(config: &mut LoaderConfig, knob: &LoaderKnob, text: &str) {
+    knob.set(config, text).expect("checked when read");
 }
 
 /// Every cell once per value of an axis, set by `set`: the axis becomes the innermost so far.
@@ -114,8 +115,10 @@ mod tests {
         );
         let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
         assert_eq!(plan.cells.len(), 16);
-        let first: Vec<_> =
-            plan.cells[..4].iter().map(|c| (c.batch_size, c.workers, c.repeat)).collect();
+        let first: Vec<_> = plan.cells[..4]
+            .iter()
+            .map(|c| (c.knobs.batch_size, c.knobs.workers, c.repeat))
+            .collect();
         assert_eq!(first, [(16, 0, 0), (16, 2, 0), (64, 0, 0), (64, 2, 0)]);
         assert_eq!(plan.cells[4].dtype.name(), "bf16");
         assert_eq!(plan.cells[8].repeat, 1);
@@ -133,7 +136,7 @@ mod tests {
         );
         let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
         let cells: Vec<_> =
-            plan.cells.iter().map(|c| (c.loader.to_string(), c.cache_bytes)).collect();
+            plan.cells.iter().map(|c| (c.loader.to_string(), c.knobs.cache_bytes)).collect();
         let native = |bytes| ("native".to_string(), bytes);
         assert_eq!(cells, [native(0), native(4 << 30), ("lerobot".to_string(), 0)]);
         let base = config.loader.knobs.config();
@@ -166,22 +169,31 @@ mod tests {
     }
 
     #[test]
-    fn decoder_threads_are_an_axis_of_the_native_loader_only() {
-        let config = config(
+    fn a_native_only_knob_is_an_axis_of_the_native_loader_only() {
+        let threads = &LoaderKnob::DECODER_THREADS;
+        let config = config(&format!(
             "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [1, 2]\nbatch = [16]\n\
-             decoder_threads = [1, 2]\nloader = [\"native\", \"lerobot\"]\n",
-        );
+             {} = [1, 2]\nloader = [\"native\", \"lerobot\"]\n",
+            threads.key
+        ));
         let plan = plan(&config, "pusht", tch::Device::Cpu).unwrap();
         let cells: Vec<_> = plan
             .cells
             .iter()
-            .map(|c| (c.loader.to_string(), c.decoder_threads, c.workers))
+            .map(|c| (c.loader.to_string(), threads.get(&c.knobs), c.knobs.workers))
             .collect();
-        let native = |t, w| ("native".to_string(), t, w);
-        let lerobot = |w| ("lerobot".to_string(), 1, w);
+        let native = |t: &str, w| ("native".to_string(), t.to_string(), w);
+        let lerobot = |w| ("lerobot".to_string(), "1".to_string(), w);
         assert_eq!(
             cells,
-            [native(1, 1), native(1, 2), native(2, 1), native(2, 2), lerobot(1), lerobot(2)]
+            [
+                native("1", 1),
+                native("1", 2),
+                native("2", 1),
+                native("2", 2),
+                lerobot(1),
+                lerobot(2)
+            ]
         );
         let ids: std::collections::HashSet<_> = plan.cells.iter().map(Cell::id).collect();
         assert_eq!(ids.len(), 6, "every cell has its own id");
@@ -191,7 +203,7 @@ mod tests {
     fn the_trace_cell_must_be_in_the_grid() {
         let text = "[dataset]\nsynth = \"pusht\"\n[loader]\nworkers = [0, 2]\n[run]\ntrace_cell = ";
         let traced = plan(&config(&format!("{text}\"2,16\"\n")), "p", tch::Device::Cpu).unwrap();
-        assert_eq!((traced.cells[traced.traced].workers, traced.traced), (2, 1));
+        assert_eq!((traced.cells[traced.traced].knobs.workers, traced.traced), (2, 1));
         // A config made in code, unchecked (a loaded one is refused by its check already).
         let unchecked: SweepConfig = toml::from_str(&format!("{text}\"3,16\"\n")).unwrap();
         let missing = plan(&unchecked, "p", tch::Device::Cpu);

@@ -279,7 +279,8 @@ pub(crate) fn run_cell(
         dtype: cell.dtype,
         host_seed: None,
     };
-    let shapes = PolicyShapes::from_info(context.root, context.dataset.info(), cell.resolution);
+    let shapes =
+        PolicyShapes::from_info(context.root, context.dataset.info(), cell.knobs.resolution);
     let shapes = shapes.as_ref();
 
     // LeRobot's loader, for its cells: the same knobs, run by its driver.

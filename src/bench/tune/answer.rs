@@ -135,10 +135,10 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     let k = knee(rows, &members, target)?;
     let at = |workers: usize| -> Option<usize> {
         let with: Vec<usize> =
-            members.iter().copied().filter(|&i| rows[i].knobs.workers == workers).collect();
+            members.iter().copied().filter(|&i| rows[i].knobs.knobs.workers == workers).collect();
         shallowest_prefetch(rows, &with)
     };
-    let (knee_index, best_index) = (at(k.workers)?, at(rows[k.best].knobs.workers)?);
+    let (knee_index, best_index) = (at(k.workers)?, at(rows[k.best].knobs.knobs.workers)?);
     let undecided = k
         .judged
         .iter()
@@ -157,8 +157,8 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
             };
             let other = &rows[other];
             let close = TooClose {
-                workers: other.knobs.workers,
-                prefetch: other.knobs.prefetch,
+                workers: other.knobs.knobs.workers,
+                prefetch: other.knobs.knobs.prefetch,
                 train_samples_per_s: other.train_samples_per_s,
                 change,
             };
@@ -170,7 +170,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     let rates =
         state.rates(rows).or(loader.loader_samples_per_s.map(|r| RateModel::of(r, None)))?;
     let needed = rates.workers_needed(&state.demand, target);
-    let most = state.most_workers(rows, row.knobs.prefetch);
+    let most = state.most_workers(rows, row.knobs.knobs.prefetch);
     let bound = if row.wait_pct.0 <= target {
         Bound::Step
     } else if needed.is_none_or(|n| n > state.budgets.cpus) {
@@ -183,7 +183,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     let one_fewer_pct = k
         .judged
         .iter()
-        .find(|(i, _)| rows[*i].knobs.workers + 1 == row.knobs.workers)
+        .find(|(i, _)| rows[*i].knobs.knobs.workers + 1 == row.knobs.knobs.workers)
         .map(|&(i, change)| {
             change.map_or_else(
                 || 100.0 * (rows[i].train_samples_per_s / rows[k.best].train_samples_per_s - 1.0),
@@ -212,8 +212,8 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         .filter(|fit| fit.frames_bytes <= state.budgets.memory_bytes);
     let default_prefetch_lost = default_prefetch_lost(rows, row);
     Some(Answer {
-        workers: row.knobs.workers,
-        prefetch: row.knobs.prefetch,
+        workers: row.knobs.knobs.workers,
+        prefetch: row.knobs.knobs.prefetch,
         knobs,
         default_prefetch_lost,
         train_samples_per_s: row.train_samples_per_s,
@@ -237,11 +237,11 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
 /// Whether, at the workers of `answer`, lerobot-train's default depth was measured and gave
 /// more than [`PREFETCH_TOLERANCE_PCT`] less than the best depth there.
 fn default_prefetch_lost(rows: &[Row], answer: &Row) -> bool {
-    let at_workers = || rows.iter().filter(|r| r.knobs.workers == answer.knobs.workers);
+    let at_workers = || rows.iter().filter(|r| r.knobs.knobs.workers == answer.knobs.knobs.workers);
     let best = at_workers().map(|r| r.train_samples_per_s).fold(f64::NEG_INFINITY, f64::max);
     let lost =
         |default: &Row| default.train_samples_per_s < best * (1.0 - PREFETCH_TOLERANCE_PCT / 100.0);
-    at_workers().filter(|r| r.knobs.prefetch == LEROBOT_PREFETCH_FACTOR).any(lost)
+    at_workers().filter(|r| r.knobs.knobs.prefetch == LEROBOT_PREFETCH_FACTOR).any(lost)
 }
 
 impl Answer {
@@ -417,6 +417,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::bench::report::render;
     use crate::bench::tune::search::SearchSettings;
+    use crate::loader::knobs::LoaderKnob;
     use crate::testdata::FakeCell;
 
     pub(crate) fn state(step_ms: f64, cpus: usize) -> SearchState {
@@ -458,7 +459,8 @@ pub(crate) mod tests {
         assert_eq!(a.flags(), "--workers 1 --prefetch 2 --batch 16");
         // Every knob tune kept fixed is in the flags (decoder threads were left out).
         let mut fixed = knobs(LoaderBackend::Native);
-        (fixed.config.decoder_threads, fixed.config.drop_n_last_frames) = (2, Some(3));
+        LoaderKnob::DECODER_THREADS.set(&mut fixed.config, "2").unwrap();
+        fixed.config.drop_n_last_frames = Some(3);
         let threaded = answer(&rows(80.0), &s, fixed).unwrap().flags();
         let expected =
             "--workers 1 --prefetch 2 --batch 16 --decoder-threads 2 --drop-n-last-frames 3";
@@ -579,11 +581,11 @@ pub(crate) mod tests {
             c.result()
         };
         let rows = render(&[cell(1, 4.0, true), cell(0, 3.85, false)]).rows;
-        let none = rows.iter().find(|r| r.knobs.workers == 0).unwrap();
+        let none = rows.iter().find(|r| r.knobs.knobs.workers == 0).unwrap();
         assert_eq!((none.loader_samples_per_s, none.loader_cpu_ms_per_sample), (None, None));
         let a = answer(&rows, &state(4000.0, 2), knobs(LoaderBackend::Native)).unwrap();
         assert_eq!(a.workers, 0);
-        let one = rows.iter().find(|r| r.knobs.workers == 1).unwrap();
+        let one = rows.iter().find(|r| r.knobs.knobs.workers == 1).unwrap();
         assert_eq!(Some(a.cpu_ms_per_sample), one.loader_cpu_ms_per_sample);
         assert_eq!(a.rates.per_worker, 100.0);
         assert_eq!(a.dominant_stage.map(|(s, _)| s), Some("decode".to_string()));

@@ -59,7 +59,7 @@ mod tests {
         // Depth 4 measured beside 2 at each worker count, 10 % slower: 2 is set.
         let mut both = rows_with(80.0, |_| {});
         both.extend(rows_with(80.0, |c| {
-            c.cell.prefetch = 4;
+            c.cell.knobs.prefetch = 4;
             c.train_samples_per_s *= 0.9;
         }));
         let a = answer(&both, &s, lerobot()).unwrap();
@@ -67,7 +67,7 @@ mod tests {
         assert_eq!(a.flags(), "--num_workers=1 --batch_size=16 --prefetch_factor=2");
         // As good within the tolerance: the default stays.
         let mut even = rows_with(80.0, |_| {});
-        even.extend(rows_with(80.0, |c| c.cell.prefetch = 4));
+        even.extend(rows_with(80.0, |c| c.cell.knobs.prefetch = 4));
         let a = answer(&even, &s, lerobot()).unwrap();
         assert_eq!(a.flags(), "--num_workers=1 --batch_size=16");
         // feedbench's flags always carry the depth.

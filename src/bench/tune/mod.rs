@@ -182,7 +182,7 @@ pub fn run_tune(
     let state_of = |rows: &[Row]| -> Option<SearchState> {
         let first = rows.first()?;
         Some(SearchState {
-            demand: Demand { step_ms: first.model_step_ms, batch: base.batch_size },
+            demand: Demand { step_ms: first.model_step_ms, batch: base.knobs.batch_size },
             budgets: request.budgets,
             settings: request.settings,
             batch_bytes,
@@ -210,7 +210,8 @@ pub fn run_tune(
             },
         };
         let Next::Measure { workers, prefetch, repeat, why, loader_alone } = next else { break };
-        let cell = Cell { workers, prefetch, repeat, ..base.clone() };
+        let mut cell = Cell { repeat, ..base.clone() };
+        (cell.knobs.workers, cell.knobs.prefetch) = (workers, prefetch);
         progress(TuneProgress::Measuring { workers, prefetch, why: &why });
         let start = Instant::now();
         // A verifying measurement (not the first, not a repeat) ends once its interval against
@@ -255,11 +256,14 @@ pub fn run_tune(
 fn tune_step(rows: &[Row], cell: &Cell, why: String, seconds: Option<f64>) -> TuneStep {
     let row = rows
         .iter()
-        .find(|r| r.knobs.workers == cell.workers && r.knobs.prefetch == cell.prefetch)
+        .find(|r| {
+            r.knobs.knobs.workers == cell.knobs.workers
+                && r.knobs.knobs.prefetch == cell.knobs.prefetch
+        })
         .expect("the configuration is measured");
     TuneStep {
-        workers: cell.workers,
-        prefetch: cell.prefetch,
+        workers: cell.knobs.workers,
+        prefetch: cell.knobs.prefetch,
         repeat: cell.repeat,
         why,
         loader_samples_per_s: row.loader_samples_per_s,

@@ -57,7 +57,7 @@ pub fn best_row(rows: &[Row], target_pct: f64) -> Option<&Row> {
 /// (the knee's rule), so that more steps would not change the search's next step.
 pub fn decided(best: &Row, iterations: &[f64], least: usize, target_pct: f64) -> bool {
     iterations.len() >= least
-        && train_change(&best.train_iteration_ms, iterations, best.knobs.batch_size)
+        && train_change(&best.train_iteration_ms, iterations, best.knobs.knobs.batch_size)
             .is_some_and(|c| c.decision(target_pct) != Decision::Undecided)
 }
 
@@ -98,7 +98,7 @@ pub struct SearchState {
 impl SearchState {
     /// The row of `workers` × `prefetch`, if measured.
     pub(super) fn row(rows: &[Row], workers: usize, prefetch: usize) -> Option<&Row> {
-        rows.iter().find(|r| r.knobs.workers == workers && r.knobs.prefetch == prefetch)
+        rows.iter().find(|r| r.knobs.knobs.workers == workers && r.knobs.knobs.prefetch == prefetch)
     }
 
     /// The memory model from what was measured at the first prefetch depth.
@@ -180,10 +180,10 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
         return Next::Done;
     };
     let best = &rows[k.best];
-    let most_measured = rows.iter().map(|r| r.knobs.workers).max().unwrap_or(0);
+    let most_measured = rows.iter().map(|r| r.knobs.knobs.workers).max().unwrap_or(0);
     // More workers and a deeper prefetch shorten the wait for a batch, never its copy to the
     // device: the rules below judge the wait alone.
-    if best.knobs.workers == most_measured
+    if best.knobs.knobs.workers == most_measured
         && best.wait_pct.0 > s.target_pct
         && most_measured < cap
         && missing(most_measured + 1, p)
@@ -200,13 +200,17 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     let repeats_left = measurements < s.repeats_until;
     for &(i, change) in k.judged.iter().filter(|_| repeats_left) {
         let row = &rows[i];
-        let at_knee = row.knobs.workers == k.workers && best.knobs.workers != k.workers;
+        let at_knee = row.knobs.knobs.workers == k.workers && best.knobs.knobs.workers != k.workers;
         let undecided = change.is_some_and(|c| c.decision(s.target_pct) == Decision::Undecided);
         if at_knee && undecided {
             let (a, b) = (row, best);
             let fewer = if a.repeats <= b.repeats { a } else { b };
             if fewer.repeats < s.max_repeats {
-                return measure(fewer.knobs.workers, fewer.knobs.prefetch, "too close to call");
+                return measure(
+                    fewer.knobs.knobs.workers,
+                    fewer.knobs.knobs.prefetch,
+                    "too close to call",
+                );
             }
         }
     }
@@ -430,7 +434,7 @@ mod tests {
         // A prefetch depth at the best's workers too close to call does not move the knee:
         // nothing to measure again.
         let mut deeper = spread(2, 104.0);
-        deeper.cell.prefetch = 4;
+        deeper.cell.knobs.prefetch = 4;
         let cells = [spread(0, 200.0), spread(1, 130.0), spread(2, 100.0), deeper];
         let rows = render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows;
         assert_eq!(next_step(&rows, &s), Next::Done);

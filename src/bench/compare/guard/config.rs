@@ -203,13 +203,10 @@ mod tests {
         assert_eq!(config.run.tolerance, Tolerance(10.0));
         let spec = cell.spec(Path::new("/data"), None);
         assert_eq!((spec.config.workers, spec.config.batch_size), (2, 16));
-        assert_eq!((spec.config.decoder_threads, spec.config.cache_bytes), (1, 0));
+        assert_eq!(spec.config.cache_bytes, 0);
         let cached = "[[cell]]\nname = \"c\"\nworkers = 1\nbatch = 4\ncache = \"1GiB\"\n";
         let cached = parse(&format!("{DATASET}{cached}")).unwrap();
         assert_eq!(cached.cells[0].spec(Path::new("/data"), None).config.cache_bytes, 1 << 30);
-        let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 2\n";
-        let config = parse(&format!("{DATASET}{threads}")).unwrap();
-        assert_eq!(config.cells[0].spec(Path::new("/data"), None).config.decoder_threads, 2);
         // Any knob of the loader's table, e.g. the one added last.
         let dropped = "[[cell]]\nname = \"d\"\nworkers = 1\nbatch = 4\ndrop_n_last_frames = 3\n";
         let config = parse(&format!("{DATASET}{dropped}")).unwrap();
@@ -232,9 +229,6 @@ mod tests {
         assert!(name.unwrap_err().contains("name \"a b\""));
         let typo = parse(&format!("{DATASET}[[cell]]\nname = \"a\"\nworker = 0\nbatch = 4\n"));
         assert!(typo.unwrap_err().contains("unknown field `worker`"));
-        let threads = "[[cell]]\nname = \"t\"\nworkers = 1\nbatch = 4\ndecoder_threads = 0\n";
-        let threads = parse(&format!("{DATASET}{threads}")).unwrap_err();
-        assert!(threads.contains("cell.decoder_threads 0 is not 1 to 16"), "{threads}");
         let missing = parse(&format!("{DATASET}[[cell]]\nname = \"m\"\nworkers = 1\n"));
         assert!(missing.unwrap_err().contains("missing field `batch`"));
     }
