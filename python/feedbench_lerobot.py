@@ -252,11 +252,20 @@ def camera_keys(dataset):
 
 
 def run_load(request, dataset, installed):
-    loader = make_loader(dataset, request)
+    measure_load(request, dataset, make_loader(dataset, request), installed)
+
+
+def measure_load(request, dataset, loader, installed, built=None):
+    """The load loop over `loader` (the request's own, or lerobot-train's: `built` says what
+    was built, and is said with `ready`)."""
     if len(loader) == 0:
         raise Refused("knob", "the loader has no batch (too few samples for the batch size)")
-    emit({"event": "ready", "samples_per_epoch": len(loader.sampler), "batches_per_epoch": len(loader),
-          "video_backend": video_backend(dataset), **installed})
+    samples = len(loader.sampler) if loader.sampler is not None else len(dataset)
+    ready = {"event": "ready", "samples_per_epoch": samples, "batches_per_epoch": len(loader),
+             "video_backend": video_backend(dataset), **installed}
+    if built is not None:
+        ready["lerobot_train"] = built
+    emit(ready)
     batches, warmup = request["batches"], request.get("warmup", 1)
     step = request.get("step")
     cameras = camera_keys(dataset)
@@ -363,9 +372,41 @@ def sampler_yields_rows():
     return "absolute_to_relative_idx" in inspect.signature(EpisodeAwareSampler.__init__).parameters
 
 
-def run_batches(request, dataset, installed):
+def save_batch(batch, directory):
+    """Every tensor of `batch` as `<key>.npy` in `directory`, strings in strings.json."""
     import numpy
 
+    os.makedirs(directory, exist_ok=True)
+    strings = {}
+    for key, value in batch.items():
+        if hasattr(value, "numpy"):
+            numpy.save(os.path.join(directory, key + ".npy"), value.numpy())
+        else:
+            strings[key] = list(value)
+    with open(os.path.join(directory, "strings.json"), "w") as f:
+        json.dump(strings, f)
+
+
+def run_lerobot_train(request, installed):
+    """lerobot-train's run for the request's arguments: `load` measures its DataLoader,
+    `batches` saves the first `count` batches as it yields them, `describe` says what it built."""
+    from feedbench_lerobot_train import build_loader
+
+    _, dataset, loader, built = build_loader(request)
+    if request["command"] == "load":
+        return measure_load(request, dataset, loader, installed, built)
+    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(dataset),
+          **installed})
+    if request["command"] == "batches":
+        stream = iter(loader)
+        for number in range(request["count"]):
+            alive()
+            save_batch(next(stream), os.path.join(request["out"], f"batch-{number}"))
+        del stream
+    emit({"event": "result", "lerobot_train": built})
+
+
+def run_batches(request, dataset, installed):
     rows = row_positions(dataset)
     batches = request["index_batches"]
     if rows is not None:
@@ -375,16 +416,7 @@ def run_batches(request, dataset, installed):
     out = request["out"]
     for number, batch in enumerate(loader):
         alive()
-        directory = os.path.join(out, f"batch-{number}")
-        os.makedirs(directory, exist_ok=True)
-        strings = {}
-        for key, value in batch.items():
-            if hasattr(value, "numpy"):
-                numpy.save(os.path.join(directory, key + ".npy"), value.numpy())
-            else:
-                strings[key] = list(value)
-        with open(os.path.join(directory, "strings.json"), "w") as f:
-            json.dump(strings, f)
+        save_batch(batch, os.path.join(out, f"batch-{number}"))
     emit({"event": "result", "batches": len(request["index_batches"])})
 
 
@@ -417,6 +449,8 @@ def main():
         installed = versions()  # refuses an unsupported LeRobot before any work
         if request["command"] == "model":
             return run_model(request, installed)
+        if "lerobot_train" in request:
+            return run_lerobot_train(request, installed)
         dataset = open_dataset(request)
         command = {"load": run_load, "batches": run_batches, "sampler": run_sampler}[request["command"]]
         command(request, dataset, installed)

@@ -14,7 +14,10 @@ use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
-use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBackend};
+use feedbench::loader::lerobot::train_run::TrainArgs as TrainRunArgs;
+use feedbench::loader::lerobot::{
+    FedStep, LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend,
+};
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
@@ -29,7 +32,18 @@ use super::{print_json_or_text, progress_bar};
 #[derive(Args)]
 pub struct LoaderFlags {
     /// The dataset root.
-    dataset: PathBuf,
+    #[arg(required_unless_present = "lerobot_train")]
+    dataset: Option<PathBuf>,
+    /// Your lerobot-train run's arguments, quoted as one: e.g. "--dataset.repo_id=me/pick
+    /// --dataset.root=/data/pick --policy.type=diffusion", or
+    /// "--config_path=outputs/train/pick/checkpoints/last/pretrained_model/train_config.json".
+    /// The loader is then the DataLoader lerobot-train builds from them, by LeRobot's own code
+    /// in --python's environment (uint8 frames, the policy's window and drop_n_last_frames,
+    /// its seed, spawned persistent workers, prefetch 4); --workers, --batch and --prefetch
+    /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true,
+          conflicts_with_all = ["dataset", "episodes", "window", "video_backend"])]
+    lerobot_train: Option<String>,
     /// Only these episodes, e.g. `1,2,4` or `0-9`.
     #[arg(long)]
     episodes: Option<EpisodeList>,
@@ -66,7 +80,7 @@ impl LoaderFlags {
     /// Which loader the flags choose, and how LeRobot's runs. The LeRobot-only flags
     /// without `--loader lerobot` are refused.
     pub fn choice(&self) -> Result<LoaderChoice> {
-        if self.loader == LoaderBackend::Native {
+        if self.loader == LoaderBackend::Native && self.lerobot_train.is_none() {
             let knobs = self.knobs.applied_to(LoaderConfig::default());
             let lacking = LoaderKnob::lacking(&knobs, LoaderBackend::Native).map(|(k, _)| k.flag);
             let lerobots = [
@@ -83,14 +97,31 @@ impl LoaderFlags {
         Ok(LoaderChoice::Lerobot(options))
     }
 
+    /// The dataset root (given unless the loader is lerobot-train's, which names its own).
+    fn dataset(&self) -> &Path {
+        self.dataset.as_deref().expect("clap requires the dataset without --lerobot-train")
+    }
+
     /// Refuses a `--trace` or `--out` inside the dataset (or holding it).
     fn outputs_apart(&self, outputs: [&Option<PathBuf>; 2]) -> Result<()> {
         for (flag, path) in ["--trace", "--out"].into_iter().zip(outputs) {
             if let Some(path) = path {
-                output_apart_from(path, &self.dataset).with_context(|| flag.to_string())?;
+                output_apart_from(path, self.dataset()).with_context(|| flag.to_string())?;
             }
         }
         Ok(())
+    }
+
+    /// lerobot-train's run, where `--lerobot-train` gives its arguments: built by LeRobot in
+    /// the Python of `--python`, its workers, batch and prefetch changed by the flags given.
+    fn training_loader(&self) -> Result<Option<LerobotLoader>> {
+        let Some(text) = &self.lerobot_train else { return Ok(None) };
+        let python = LerobotOptions::new(self.python.as_deref(), None).python;
+        let run = TrainRunArgs::parse(&python, text)
+            .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
+        let (loader, _, built) = LerobotLoader::of_training(run, |own| self.knobs.applied_to(own))?;
+        eprintln!("lerobot-train's run: {}", built.summary());
+        Ok(Some(loader))
     }
 
     /// The loader the flags choose, with what it reads and how.
@@ -131,7 +162,7 @@ impl LoaderFlags {
             _ => Shard::from_env(),
         }?;
         Ok(LoaderSpec {
-            dataset: self.dataset.clone(),
+            dataset: self.dataset().to_path_buf(),
             episodes: self.episodes.clone(),
             window: self.window,
             config,
@@ -237,6 +268,13 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
+    if args.loader.lerobot_train.is_some() && matches!(args.step.model, ModelSpec::Diffusion(_)) {
+        anyhow::bail!(
+            "train --lerobot-train feeds a step of fixed length for now: give it with --model \
+             synthetic:MS (e.g. your log's updt_s, 180 ms as synthetic:180ms); the policy's own \
+             step in the loop is not built yet"
+        );
+    }
     let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out)?;
     if let Some(threads) = args.step.threads {
         tch::set_num_threads(threads);
@@ -341,6 +379,9 @@ fn start_loader(
 ) -> Result<StartedLoader> {
     let choice = flags.choice()?;
     refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
+    if let Some(loader) = flags.training_loader()? {
+        return Ok((loader.spec().clone(), Box::new(loader), None));
+    }
     flags.outputs_apart([trace, out])?;
     let spec = flags.spec()?;
     super::warn_of_rates(&spec.open()?.0)?;

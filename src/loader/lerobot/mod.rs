@@ -4,6 +4,7 @@
 //! train with.
 
 pub mod driver;
+pub mod train_run;
 
 use std::path::{Path, PathBuf};
 
@@ -11,10 +12,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 
 use self::driver::{parse, run_driver, run_driver_until, torch_device};
+use self::train_run::{BuiltRun, TrainArgs};
+use super::config::LoaderConfig;
 use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
-use crate::dataset::Window;
+use crate::dataset::setting::Refusal;
+use crate::dataset::{Window, WindowChoice};
 use crate::loader::batch::ImageFormat;
 
 pub use super::knobs::LoaderBackend;
@@ -81,6 +85,9 @@ pub struct LerobotVersions {
     /// The video backend LeRobot chose (None without video).
     #[serde(default)]
     pub video_backend: Option<String>,
+    /// What lerobot-train built, where the loader is its run's (`--lerobot-train`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot_train: Option<BuiltRun>,
 }
 
 /// What LeRobot's loader measured in one `load` request.
@@ -138,6 +145,8 @@ pub struct LerobotLoader {
     window: Window,
     fps: f64,
     options: LerobotOptions,
+    /// lerobot-train's run, where the loader is the one it builds from these arguments.
+    train: Option<TrainArgs>,
 }
 
 impl LerobotLoader {
@@ -152,7 +161,40 @@ impl LerobotLoader {
             ));
         }
         let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
-        Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options })
+        Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options, train: None })
+    }
+
+    /// The DataLoader lerobot-train builds from `run`'s arguments, its workers, batch and
+    /// prefetch changed by `adjust` (feedbench's flags given over the run's own), and what was
+    /// built. A change to any other knob is refused: the run's arguments set it.
+    pub fn of_training(
+        run: TrainArgs,
+        adjust: impl FnOnce(LoaderConfig) -> LoaderConfig,
+    ) -> Result<(Self, LerobotVersions, BuiltRun), LoaderError> {
+        let (versions, built) = train_run::describe(&run)?;
+        let own = built.config();
+        let config = adjust(own.clone());
+        let adjustable = [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
+        let fixed = LoaderKnob::ALL.iter().filter(|k| !adjustable.contains(k));
+        if let Some(knob) = fixed.into_iter().find(|k| k.get(&config) != k.get(&own)) {
+            let setting = knob.setting();
+            return Err(LoaderError::Refused(Refusal::new(move |name| {
+                format!(
+                    "{} is lerobot-train's to set, from its own arguments (the policy's, \
+                     --seed=…): change it there; feedbench sets the workers, batch and prefetch",
+                    name(setting)
+                )
+            })));
+        }
+        let spec = LoaderSpec {
+            dataset: built.root(),
+            episodes: None,
+            window: WindowChoice::None,
+            config,
+        };
+        let options = LerobotOptions { python: run.python.clone(), video_backend: None };
+        let loader = Self { spec, window: Window::default(), fps: 0.0, options, train: Some(run) };
+        Ok((loader, versions, built))
     }
 
     /// The knobs.
@@ -163,6 +205,9 @@ impl LerobotLoader {
     /// The request both loaders' knobs make: dataset, episodes, window, sampler, DataLoader.
     fn request(&self, command: &str) -> Json {
         let c = &self.spec.config;
+        if let Some(run) = &self.train {
+            return train_run::request(command, run, Some(c));
+        }
         let deltas: serde_json::Map<String, Json> = self
             .window
             .keys()

@@ -1,0 +1,250 @@
+"""lerobot-train's own run (`--lerobot-train "ARGS"`), built from the user's arguments by
+LeRobot's own code: its parser (`TrainPipelineConfig`, `--config_path` included), its dataset
+factory, and the sampler and DataLoader as `lerobot/scripts/lerobot_train.py` builds them.
+
+What lerobot-train does inline (not in a function feedbench can call) is written once here,
+keyed by LeRobot version:
+- 0.6: every map-style dataset gets `EpisodeAwareSampler(shuffle=True, seed=cfg.seed or 0,
+  drop_n_last_frames=` the policy's or 0 `, absolute_to_relative_idx=…)`; the DataLoader takes
+  `num_workers`, `batch_size`, `pin_memory=(device is cuda)`, `drop_last=False`, LeRobot's
+  language collate where the dataset has language columns, and the worker options of
+  `_dataloader_worker_kwargs(cfg)` (prefetch_factor 4, persistent workers, spawn).
+- 0.4 and 0.5: the sampler only where the policy has `drop_n_last_frames` (else plain
+  shuffling), `prefetch_factor=2`, forked workers, not persistent.
+
+Nothing is downloaded: the driver runs with HF_HUB_OFFLINE=1, and a dataset without a local
+`--dataset.root` is refused with what to pass.
+"""
+
+import collections.abc
+import functools
+import importlib
+import inspect
+import os
+import sys
+
+from feedbench_lerobot_protocol import Refused
+
+# The knobs feedbench may set over the user's arguments (tune's search, `--workers`), by the
+# TrainPipelineConfig field each one is.
+OVERRIDES = ("num_workers", "batch_size", "prefetch_factor")
+
+
+def parse_arguments(args):
+    """The TrainPipelineConfig lerobot-train would run with these arguments, parsed by LeRobot's
+    own parser (as `lerobot-train ARGS` parses them), checked to need no download, and
+    validated as `train()` validates it."""
+    from lerobot.configs import parser
+    from lerobot.configs.train import TrainPipelineConfig
+
+    training_module()  # its imports register the policies' configs, as `lerobot-train` has them
+    plugins = getattr(importlib.import_module("lerobot.utils.import_utils"),
+                      "register_third_party_plugins", None)
+    if plugins is not None:
+        plugins()
+    parsed = {}
+
+    @parser.wrap()
+    def capture(cfg: TrainPipelineConfig):
+        parsed["cfg"] = cfg
+
+    argv = sys.argv
+    sys.argv = ["lerobot-train", *args]
+    try:
+        capture()
+    except SystemExit:
+        raise Refused("arguments", "LeRobot's parser refused the lerobot-train arguments "
+                      "(its message is above)") from None
+    finally:
+        sys.argv = argv
+    cfg = parsed["cfg"]
+    # feedbench writes nothing there: a run's output directory that exists (the run is going
+    # on, or it is the one a saved train_config.json names) is no reason to refuse.
+    cfg.output_dir = None
+    check_local(cfg)
+    cfg.validate()
+    return cfg
+
+
+def check_local(cfg):
+    """Refuses what would download, or what feedbench does not measure."""
+    dataset = cfg.dataset
+    if getattr(dataset, "streaming", False):
+        raise Refused("arguments", "--dataset.streaming=true: feedbench measures map-style "
+                      "datasets on local disk, not streamed ones")
+    if dataset.root is None:
+        raise Refused("arguments", f"--dataset.repo_id={dataset.repo_id} has no local copy "
+                      "named: feedbench downloads nothing; add --dataset.root=DIR, the "
+                      "directory that holds meta/info.json")
+    if not os.path.isfile(os.path.join(str(dataset.root), "meta", "info.json")):
+        raise Refused("arguments", f"--dataset.root={dataset.root} holds no meta/info.json: "
+                      "expected the root of a LeRobot dataset")
+
+
+def apply_overrides(cfg, request):
+    """feedbench's knobs over the user's arguments, where the request sets them."""
+    for field in OVERRIDES:
+        value = request.get("overrides", {}).get(field)
+        if value is not None:
+            setattr(cfg, field, value)
+
+
+def training_module():
+    return importlib.import_module("lerobot.scripts.lerobot_train")
+
+
+def make_dataset(cfg):
+    """The training dataset, by LeRobot's factory (its train/eval split where it has one)."""
+    factory = importlib.import_module("lerobot.datasets.factory")
+    split = getattr(factory, "make_train_eval_datasets", None)
+    if split is not None:
+        return split(cfg)[0]
+    return factory.make_dataset(cfg)
+
+
+def device_type(cfg):
+    """The device lerobot-train's accelerator picks: the CPU where the policy says so, else
+    CUDA where there is one."""
+    import torch
+
+    if cfg.trainable_config.device == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
+
+
+def policy_drop_n_last_frames(cfg):
+    """The policy's drop_n_last_frames; None where the policy has none."""
+    return getattr(cfg.trainable_config, "drop_n_last_frames", None)
+
+
+def make_sampler(cfg, dataset):
+    """lerobot-train's sampler; None where the DataLoader shuffles instead."""
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    parameters = inspect.signature(EpisodeAwareSampler.__init__).parameters
+    drop = policy_drop_n_last_frames(cfg)
+    seeded = "seed" in parameters
+    if drop is None and not seeded:
+        return None  # before 0.6: the sampler only where the policy asks for one
+    kwargs = {
+        "episode_indices_to_use": dataset.episodes,
+        "drop_n_last_frames": drop or 0,
+        "shuffle": True,
+    }
+    if seeded:
+        kwargs["seed"] = cfg.seed if cfg.seed is not None else 0
+    if "absolute_to_relative_idx" in parameters:
+        kwargs["absolute_to_relative_idx"] = dataset.absolute_to_relative_idx
+    episodes = dataset.meta.episodes
+    return EpisodeAwareSampler(
+        episodes["dataset_from_index"], episodes["dataset_to_index"], **kwargs
+    )
+
+
+def dataloader_kwargs(cfg, dataset, device):
+    """lerobot-train's DataLoader arguments but the dataset and the sampler."""
+    kwargs = {
+        "num_workers": cfg.num_workers,
+        "batch_size": cfg.batch_size,
+        "pin_memory": device == "cuda",
+        "drop_last": False,
+    }
+    try:  # from 0.6: LeRobot's language collate where the dataset has language columns
+        from lerobot.utils.collate import lerobot_collate_fn
+    except ImportError:
+        pass
+    else:
+        language = getattr(dataset.meta, "has_language_columns", False)
+        kwargs["collate_fn"] = lerobot_collate_fn if language else None
+    helper = getattr(training_module(), "_dataloader_worker_kwargs", None)
+    if helper is not None:
+        kwargs.update(helper(cfg))
+    else:
+        kwargs["prefetch_factor"] = getattr(cfg, "prefetch_factor", 2) if cfg.num_workers > 0 else None
+    return kwargs
+
+
+def jsonable(value):
+    """`value` in JSON: plain values as they are, tensors and arrays as lists, any other object
+    by its type's name (a dataset, a sampler, a collate function)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, collections.abc.Sequence):  # a `datasets` column of the episodes
+        return [jsonable(item) for item in value]
+    return getattr(value, "__name__", type(value).__name__)
+
+
+class Recorder:
+    """Records the arguments LeRobot's dataset, its episode-aware sampler and PyTorch's
+    DataLoader are constructed with (the first construction of each), in JSON: what feedbench
+    built, and in a test what lerobot-train built, recorded alike."""
+
+    def __enter__(self):
+        import torch
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+        from lerobot.datasets.sampler import EpisodeAwareSampler
+
+        self.calls, self.originals = {}, []
+        for name, cls in (("dataset", LeRobotDataset), ("sampler", EpisodeAwareSampler),
+                          ("dataloader", torch.utils.data.DataLoader)):
+            self.originals.append((cls, cls.__init__))
+            cls.__init__ = self.recording(name, cls.__init__)
+        return self
+
+    def recording(self, name, original):
+        calls = self.calls
+
+        @functools.wraps(original)  # its signature stays the constructor's
+        def init(obj, *args, **kwargs):
+            if name not in calls:
+                parameters = list(inspect.signature(original).parameters)[1:]
+                given = dict(zip(parameters, args))
+                given.update(kwargs)
+                calls[name] = jsonable(given)
+            return original(obj, *args, **kwargs)
+
+        return init
+
+    def __exit__(self, *_):
+        for cls, original in self.originals:
+            cls.__init__ = original
+
+
+def seed_like_lerobot_train(cfg):
+    if cfg.seed is not None:
+        from lerobot.utils.random_utils import set_seed
+
+        set_seed(cfg.seed)
+
+
+def build_loader(request):
+    """lerobot-train's DataLoader for the request's arguments, with what was built: the
+    dataset's arguments, the sampler's and the DataLoader's, in JSON."""
+    import torch
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    cfg = parse_arguments(request["lerobot_train"])
+    apply_overrides(cfg, request)
+    seed_like_lerobot_train(cfg)
+    device = device_type(cfg)
+    with Recorder() as recorded:
+        dataset = make_dataset(cfg)
+        sampler = make_sampler(cfg, dataset)
+        kwargs = dataloader_kwargs(cfg, dataset, device)
+        loader = torch.utils.data.DataLoader(
+            dataset, sampler=sampler, shuffle=sampler is None, **kwargs
+        )
+    facts = {
+        "policy": cfg.trainable_config.type,
+        "device": device,
+        "num_frames": dataset.num_frames,
+        "num_episodes": dataset.num_episodes,
+        **recorded.calls,
+    }
+    return cfg, dataset, loader, facts

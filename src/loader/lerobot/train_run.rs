@@ -1,0 +1,225 @@
+//! lerobot-train's own run as a loader (`--lerobot-train "ARGS"`): the user's arguments, parsed
+//! by LeRobot's own parser in their Python, and the dataset, sampler and DataLoader built as
+//! `lerobot-train` builds them (`python/feedbench_lerobot_train.py`). The run's knobs (workers,
+//! batch, prefetch, seed, the policy's drop_n_last_frames, uint8 frames, pinned memory) come
+//! back as a [`LoaderConfig`], so that feedbench's own flags change them where given and every
+//! report names them as it names any loader's.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value as Json};
+
+use super::driver::{parse, run_driver};
+use super::LerobotVersions;
+use crate::loader::batch::ImageFormat;
+use crate::loader::config::LoaderConfig;
+use crate::loader::pipeline::LoaderError;
+use crate::loader::sampler::SamplerKind;
+
+/// The user's lerobot-train arguments and the Python that runs them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainArgs {
+    /// The interpreter of the environment with LeRobot.
+    pub python: PathBuf,
+    /// The arguments, one per element, as `lerobot-train` takes them.
+    pub args: Vec<String>,
+}
+
+impl TrainArgs {
+    /// `text` split as a shell splits it (`--dataset.root="/data/my set"`), for `python`. An
+    /// argument that is not a lerobot-train flag (`--name=value` or `--name value`) is an error.
+    pub fn parse(python: &Path, text: &str) -> Result<Self, String> {
+        let args = shlex::split(text).ok_or_else(|| format!("{text:?}: unbalanced quotes"))?;
+        if args.is_empty() {
+            return Err("no arguments: expected lerobot-train's, e.g. \
+                        \"--dataset.repo_id=me/pick --dataset.root=/data/pick \
+                        --policy.type=diffusion\""
+                .into());
+        }
+        // Each argument a flag, or the value of the flag before it (`--name value`).
+        let mut takes_a_value = false;
+        for arg in &args {
+            if arg.starts_with("--") {
+                takes_a_value = !arg.contains('=');
+            } else if std::mem::take(&mut takes_a_value) {
+                continue;
+            } else {
+                return Err(format!("{arg:?} is not a lerobot-train flag (--name=value)"));
+            }
+        }
+        Ok(Self { python: python.to_path_buf(), args })
+    }
+}
+
+/// What lerobot-train built for the arguments, as LeRobot's constructors were given it: the
+/// policy and its device, the dataset's, the sampler's and the DataLoader's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuiltRun {
+    /// The policy's type (`act`, `diffusion`).
+    pub policy: String,
+    /// `cpu` or `cuda`: where its step runs.
+    pub device: String,
+    /// Frames in the training dataset.
+    pub num_frames: usize,
+    /// Episodes in it.
+    pub num_episodes: usize,
+    /// `LeRobotDataset`'s arguments.
+    pub dataset: Json,
+    /// `EpisodeAwareSampler`'s arguments; None where the DataLoader shuffles (LeRobot before 0.6,
+    /// a policy without `drop_n_last_frames`).
+    #[serde(default)]
+    pub sampler: Option<Json>,
+    /// `DataLoader`'s arguments.
+    pub dataloader: Json,
+}
+
+impl BuiltRun {
+    /// The run's loader knobs: those lerobot-train gives its DataLoader and sampler.
+    pub fn config(&self) -> LoaderConfig {
+        let loader = &self.dataloader;
+        let count = |key: &str, default: usize| {
+            loader.get(key).and_then(Json::as_u64).map_or(default, |n| n as usize)
+        };
+        let flag = |key: &str| loader.get(key).and_then(Json::as_bool);
+        let defaults = LoaderConfig::default();
+        let sampler = self.sampler.as_ref();
+        LoaderConfig {
+            workers: count("num_workers", 0),
+            batch_size: count("batch_size", 1),
+            prefetch: count("prefetch_factor", defaults.prefetch),
+            pin_memory: flag("pin_memory").unwrap_or(false),
+            persistent_workers: flag("persistent_workers").unwrap_or(false),
+            drop_last: flag("drop_last").unwrap_or(false),
+            sampler: if sampler.is_some() {
+                SamplerKind::EpisodeAware
+            } else {
+                SamplerKind::Shuffled
+            },
+            seed: sampler.and_then(|s| s.get("seed")).and_then(Json::as_u64).unwrap_or(0),
+            drop_n_last_frames: sampler
+                .and_then(|s| s.get("drop_n_last_frames"))
+                .and_then(Json::as_u64)
+                .map(|n| n as usize),
+            images: match self.dataset.get("return_uint8").and_then(Json::as_bool) {
+                Some(true) => ImageFormat::U8,
+                _ => ImageFormat::F32,
+            },
+            ..defaults
+        }
+    }
+
+    /// The dataset's root.
+    pub fn root(&self) -> PathBuf {
+        PathBuf::from(self.dataset.get("root").and_then(Json::as_str).unwrap_or_default())
+    }
+
+    /// One line for people: the policy, the sampler, the DataLoader's worker options.
+    pub fn summary(&self) -> String {
+        let loader = &self.dataloader;
+        let text = |key: &str| loader.get(key).map_or("-".into(), |v| v.to_string());
+        let sampler = match &self.sampler {
+            Some(s) => format!(
+                "EpisodeAwareSampler (drop_n_last_frames {}, seed {})",
+                s.get("drop_n_last_frames").unwrap_or(&Json::Null),
+                s.get("seed").unwrap_or(&Json::Null)
+            ),
+            None => "shuffled".into(),
+        };
+        format!(
+            "{} on {}; {} frames; {sampler}; num_workers {}, batch {}, prefetch {}, {} workers, \
+             persistent {}, pin_memory {}",
+            self.policy,
+            self.device,
+            self.num_frames,
+            text("num_workers"),
+            text("batch_size"),
+            text("prefetch_factor"),
+            loader.get("multiprocessing_context").and_then(Json::as_str).unwrap_or("forked"),
+            text("persistent_workers"),
+            text("pin_memory"),
+        )
+    }
+}
+
+/// The request of a lerobot-train run: the arguments, and `config`'s workers, batch and
+/// prefetch over theirs (None: the arguments' own).
+pub fn request(command: &str, run: &TrainArgs, config: Option<&LoaderConfig>) -> Json {
+    let overrides = config.map_or(json!({}), |c| {
+        json!({ "num_workers": c.workers, "batch_size": c.batch_size, "prefetch_factor": c.prefetch })
+    });
+    json!({ "command": command, "lerobot_train": run.args, "overrides": overrides })
+}
+
+/// Builds the run the arguments describe, as lerobot-train builds it, and says what it built.
+pub fn describe(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderError> {
+    let (ready, _) = run_driver(&run.python, &request("describe", run, None))?;
+    let versions: LerobotVersions = parse(&run.python, ready)?;
+    let built = versions.lerobot_train.clone().ok_or_else(|| {
+        LoaderError::Lerobot(format!(
+            "{}: the driver said nothing of the run",
+            run.python.display()
+        ))
+    })?;
+    Ok((versions, built))
+}
+
+/// Saves the first `count` batches the run's DataLoader yields (with `config`'s workers, batch
+/// and prefetch) as `out/batch-<n>/<key>.npy`, strings in `strings.json`.
+pub fn save_first_batches(
+    run: &TrainArgs,
+    config: &LoaderConfig,
+    count: usize,
+    out: &Path,
+) -> Result<BuiltRun, LoaderError> {
+    let mut request = request("batches", run, Some(config));
+    request["count"] = json!(count);
+    request["out"] = json!(out);
+    let (ready, _) = run_driver(&run.python, &request)?;
+    let versions: LerobotVersions = parse(&run.python, ready)?;
+    versions.lerobot_train.ok_or_else(|| {
+        LoaderError::Lerobot(format!(
+            "{}: the driver said nothing of the run",
+            run.python.display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_split_as_a_shell_splits_them() {
+        let python = Path::new("python3");
+        let run =
+            TrainArgs::parse(python, "--dataset.root='/data/my set' --policy.type act").unwrap();
+        assert_eq!(run.args, ["--dataset.root=/data/my set", "--policy.type", "act"]);
+        let stray = TrainArgs::parse(python, "--policy.type=act act").unwrap_err();
+        assert!(stray.contains("\"act\" is not a lerobot-train flag"), "{stray}");
+        assert!(TrainArgs::parse(python, "--a='b").unwrap_err().contains("unbalanced"));
+        assert!(TrainArgs::parse(python, "  ").unwrap_err().contains("no arguments"));
+    }
+
+    #[test]
+    fn the_runs_knobs_are_what_it_gives_its_dataloader_and_sampler() {
+        let built = BuiltRun {
+            policy: "diffusion".into(),
+            device: "cpu".into(),
+            num_frames: 100,
+            num_episodes: 2,
+            dataset: json!({ "root": "/d", "return_uint8": true }),
+            sampler: Some(json!({ "drop_n_last_frames": 7, "seed": 1000 })),
+            dataloader: json!({ "num_workers": 4, "batch_size": 64, "prefetch_factor": 4,
+                                "persistent_workers": true, "pin_memory": false,
+                                "multiprocessing_context": "spawn" }),
+        };
+        let c = built.config();
+        assert_eq!((c.workers, c.batch_size, c.prefetch, c.seed), (4, 64, 4, 1000));
+        assert_eq!((c.drop_n_last_frames, c.images), (Some(7), ImageFormat::U8));
+        assert!(c.persistent_workers && !c.pin_memory);
+        assert_eq!(built.root(), Path::new("/d"));
+        assert!(built.summary().contains("drop_n_last_frames 7, seed 1000"), "{}", built.summary());
+        assert!(built.summary().contains("spawn workers"), "{}", built.summary());
+    }
+}

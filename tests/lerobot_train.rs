@@ -1,0 +1,139 @@
+//! `--lerobot-train "ARGS"`: feedbench builds the run the real `lerobot-train` builds from the
+//! same arguments: the same arguments to LeRobotDataset, EpisodeAwareSampler and DataLoader
+//! (recorded alike in both, by a hook in the real run), and the same first batches, key by key
+//! and byte by byte. Skipped, with a note, where no LeRobot venv is found.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use feedbench::loader::lerobot::train_run::{self, TrainArgs};
+
+use crate::common;
+
+/// The arguments of a small diffusion run on the CPU over `data`, writing to `out` (LeRobot's
+/// default backbone weights would be downloaded: none here, with group norm).
+fn diffusion_args(data: &Path, out: &Path) -> Vec<String> {
+    [
+        "--dataset.repo_id=local/pusht".to_string(),
+        format!("--dataset.root={}", data.display()),
+        "--policy.type=diffusion".into(),
+        "--policy.device=cpu".into(),
+        "--policy.push_to_hub=false".into(),
+        "--policy.pretrained_backbone_weights=null".into(),
+        "--policy.down_dims=[32,64,128]".into(),
+        "--batch_size=4".into(),
+        "--num_workers=2".into(),
+        "--seed=7".into(),
+        "--wandb.enable=false".into(),
+        "--save_checkpoint=false".into(),
+        "--log_freq=1".into(),
+        format!("--output_dir={}", out.display()),
+    ]
+    .into()
+}
+
+/// Runs the real lerobot-train for `count` steps with the recording hook: what it built, and
+/// its first `count` batches under `out`.
+fn real_run(python: &Path, args: &[String], count: usize, out: &Path) -> Json {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = std::process::Command::new(python)
+        .arg(root.join("tests/lerobot_train/record_run.py"))
+        .arg(out)
+        .arg(count.to_string())
+        .arg(root.join("python"))
+        .args(args)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "lerobot-train failed: {stderr}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("built.json")).unwrap()).unwrap()
+}
+
+/// Every file under `dir`, by its path below it, with its bytes.
+fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    common::file_tree(dir).into_iter().collect()
+}
+
+#[test]
+fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_builds() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 3, 30, &[]);
+    let args = diffusion_args(&data, &dir.path().join("run"));
+    let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
+    std::fs::create_dir_all(&theirs).unwrap();
+    let recorded = real_run(&python, &args, 2, &theirs);
+
+    // feedbench's command line says what it built, as the real run was given it.
+    let text = args.join(" ");
+    let python_arg = python.to_str().unwrap();
+    let (ok, stdout, stderr) = common::feedbench(&[
+        "load",
+        "--lerobot-train",
+        &text,
+        "--python",
+        python_arg,
+        "--batches",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("lerobot-train's run: diffusion on cpu"), "{stderr}");
+    let phase: Json = serde_json::from_str(&stdout).unwrap();
+    let built = &phase["lerobot"]["lerobot_train"];
+    for part in ["dataset", "sampler", "dataloader"] {
+        assert_eq!(built[part], recorded[part], "{part}");
+    }
+    assert_eq!(recorded["sampler"]["drop_n_last_frames"], 7, "the policy's");
+    assert_eq!(recorded["dataloader"]["multiprocessing_context"], "spawn");
+    assert_eq!(recorded["dataset"]["return_uint8"], true);
+    let config = &phase["config"];
+    assert_eq!((&config["workers"], &config["prefetch"]), (&Json::from(2), &Json::from(4)));
+
+    // The first batches its DataLoader yields are the real run's, file for file.
+    let run = TrainArgs { python: python.clone(), args: args.clone() };
+    let (_, described) = train_run::describe(&run).unwrap();
+    train_run::save_first_batches(&run, &described.config(), 2, &ours).unwrap();
+    let theirs: Vec<_> =
+        files(&theirs).into_iter().filter(|(p, _)| p != Path::new("built.json")).collect();
+    let ours = files(&ours);
+    let names =
+        |files: &[(PathBuf, Vec<u8>)]| files.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&ours), names(&theirs));
+    assert_eq!(ours.len(), 2 * 12, "12 files a batch: 11 tensors and the strings");
+    for ((path, ours), (_, theirs)) in ours.iter().zip(&theirs) {
+        assert!(ours == theirs, "{} differs from lerobot-train's", path.display());
+    }
+}
+
+#[test]
+fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
+    let Some(python) = common::lerobot_python() else { return };
+    let python = python.to_str().unwrap();
+    let refused = |args: &str| {
+        let (ok, _, stderr) =
+            common::feedbench(&["load", "--lerobot-train", args, "--python", python]);
+        assert!(!ok, "{args}: taken");
+        stderr
+    };
+    let hub = refused("--dataset.repo_id=lerobot/pusht --policy.type=act");
+    assert!(hub.contains("downloads nothing; add --dataset.root=DIR"), "{hub}");
+    let typo = refused("--dataset.repo_id=a/b --dataset.root=/nowhere --policy.typ=act");
+    assert!(typo.contains("LeRobot's parser refused"), "{typo}");
+    let stray = refused("--policy.type=act act");
+    assert!(stray.contains("--lerobot-train: \"act\" is not a lerobot-train flag"), "{stray}");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 2, 20, &[]);
+    let args = format!(
+        "--dataset.repo_id=local/p --dataset.root={} --policy.type=act --policy.push_to_hub=false",
+        data.display()
+    );
+    let (ok, _, seed) =
+        common::feedbench(&["load", "--lerobot-train", &args, "--python", python, "--seed", "3"]);
+    assert!(!ok);
+    assert!(seed.contains("--seed is lerobot-train's to set"), "{seed}");
+}

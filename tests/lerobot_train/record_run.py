@@ -1,0 +1,44 @@
+"""Runs the real `lerobot-train` (LeRobot's own `main()`) with the arguments given, and records
+what it builds: the arguments its LeRobotDataset, EpisodeAwareSampler and DataLoader are
+constructed with (by feedbench's Recorder, the one feedbench records its own build with), and
+the first COUNT batches its training loop takes from the DataLoader, as .npy files (by
+feedbench's save_batch). It trains COUNT steps.
+
+usage: record_run.py OUT COUNT FEEDBENCH_PYTHON_DIR LEROBOT_TRAIN_ARGS...
+"""
+
+import json
+import os
+import sys
+
+
+def main():
+    out, count, modules = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    args = sys.argv[4:]
+    sys.path.insert(0, modules)
+    from feedbench_lerobot import save_batch
+    from feedbench_lerobot_train import Recorder
+
+    import lerobot.scripts.lerobot_train as lerobot_train
+
+    taken = []
+    cycle = lerobot_train.cycle
+
+    def recording_cycle(iterable):
+        for batch in cycle(iterable):
+            if len(taken) < count:
+                save_batch(batch, os.path.join(out, f"batch-{len(taken)}"))
+                taken.append(True)
+            yield batch
+
+    lerobot_train.cycle = recording_cycle
+    sys.argv = ["lerobot-train", *args, f"--steps={count}"]
+    with Recorder() as recorded:
+        lerobot_train.main()
+    with open(os.path.join(out, "built.json"), "w") as f:
+        json.dump(recorded.calls, f)
+    print(f"recorded {len(taken)} batches of lerobot-train's run")
+
+
+if __name__ == "__main__":
+    main()
