@@ -392,7 +392,9 @@ def run_lerobot_train(request, installed):
     `batches` saves the first `count` batches as it yields them, `describe` says what it built."""
     from feedbench_lerobot_train import build_loader
 
-    _, dataset, loader, built = build_loader(request)
+    cfg, dataset, loader, built = build_loader(request)
+    if request["command"] == "load" and request.get("step") is not None:
+        return measure_training(request, cfg, dataset, loader, installed, built)
     if request["command"] == "load":
         return measure_load(request, dataset, loader, installed, built)
     emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(dataset),
@@ -404,6 +406,105 @@ def run_lerobot_train(request, installed):
             save_batch(next(stream), os.path.join(request["out"], f"batch-{number}"))
         del stream
     emit({"event": "result", "lerobot_train": built})
+
+
+def measure_training(request, cfg, dataset, loader, installed, built):
+    """lerobot-train's loop on its own DataLoader: each step the wait for the batch (accelerate's
+    prepared loader, which puts it on the device), the hand-over (the uint8 conversion and the
+    pre-processor) and the step, which is the policy's own `update_policy` or, with
+    `step.compute_ms`, a fixed-length stand-in for it; `warmup` steps, then `batches` measured
+    ones, reported as `load` reports them, with the step's parts."""
+    from feedbench_lerobot_train import TrainingStep
+
+    training = TrainingStep(cfg, dataset, loader)
+    built["step"] = training.facts
+    step, compute_s = request["step"], None
+    if step.get("compute_ms") is not None:
+        compute_s = step["compute_ms"] / 1e3
+    emit({"event": "ready", "samples_per_epoch": len(loader.sampler), "batches_per_epoch": len(loader),
+          "video_backend": video_backend(dataset), "lerobot_train": built, **installed})
+    stream = iter(training.loader)
+    timer = training.timer
+    memory = PeakMemory()
+    parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
+    modules = {name: [] for name in training.module_ms}
+    batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
+    stop_file = request.get("stop_file")
+    started = time.perf_counter()
+    first_batch_s = None
+
+    def next_batch():
+        nonlocal stream
+        alive()
+        try:
+            return next(stream)
+        except StopIteration:
+            stream = iter(training.loader)  # lerobot-train cycles its loader
+            return next(stream)
+
+    def one_step(measured):
+        nonlocal first_batch_s, samples, size_bytes
+        timer.mark("waited")
+        batch = next_batch()
+        timer.mark("arrived")
+        if first_batch_s is None:
+            first_batch_s = time.perf_counter() - started
+        if measured:
+            samples += batch_size(batch)
+            size_bytes += tensor_bytes(batch)
+        batch = training.hand_over(batch)
+        timer.mark("handed")
+        wait, handed = timer.ms("waited", "arrived"), timer.ms("arrived", "handed")
+        if compute_s is not None:
+            time.sleep(compute_s)
+            step_parts = {"forward_ms": compute_s * 1e3, "backward_ms": 0.0,
+                          "optimizer_ms": 0.0, "update_ms": compute_s * 1e3, "modules_ms": {}}
+        else:
+            step_parts = training.update(batch)
+        return wait, handed, step_parts
+
+    for _ in range(request.get("warmup", 1)):
+        one_step(False)
+    memory.start()
+    own0, workers0 = cpu_s()
+    start = last = time.perf_counter()
+    for _ in range(request["batches"]):
+        if stop_file is not None and batch_ms and os.path.exists(stop_file):
+            break
+        wait, handed, step_parts = one_step(True)
+        now = time.perf_counter()
+        wait_ms.append(wait)
+        h2d_ms.append(handed)
+        batch_ms.append((now - last) * 1e3)
+        last = now
+        for key in parts:
+            parts[key].append(step_parts[key])
+        for name, ms in step_parts["modules_ms"].items():
+            modules[name].append(ms)
+        if stop_file is not None:
+            emit({"event": "step", "wait_ms": wait, "h2d_ms": handed, "whole_ms": batch_ms[-1]})
+    wall_s = time.perf_counter() - start
+    own1, workers1 = cpu_s()
+    peak, kind = memory.stop()
+    del stream
+    emit({
+        "event": "result", "batches": len(batch_ms), "samples": samples, "bytes": size_bytes,
+        "wall_s": wall_s, "batch_ms": batch_ms, "wait_ms": wait_ms, "h2d_ms": h2d_ms,
+        "main_cpu_s": own1 - own0, "workers_cpu_s": workers1 - workers0,
+        "peak_memory_bytes": peak, "memory": kind, "observer_cpu_s": memory.cpu_s,
+        "first_batch_s": first_batch_s, "parts": parts,
+        "modules_ms": {name: ms for name, ms in modules.items() if ms},
+        "peak_device_bytes": peak_device_bytes(training.device),
+    })
+
+
+def peak_device_bytes(device):
+    """The most device memory the steps took (CUDA); None on the CPU."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.max_memory_allocated(device))
 
 
 def run_batches(request, dataset, installed):

@@ -271,6 +271,8 @@ impl FakeCell {
                         }
                     })
                     .collect(),
+                modules: Vec::new(),
+                peak_device_bytes: None,
             },
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),

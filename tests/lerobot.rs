@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
 use feedbench::loader::config::LoaderConfig;
-use feedbench::loader::lerobot::{DriverStep, LerobotLoader, LerobotOptions};
+use feedbench::loader::lerobot::{DriverStep, Feeding, LerobotLoader, LerobotOptions};
 use feedbench::loader::sampler::SamplerKind;
 use feedbench::loader::spec::LoaderSpec;
 use ndarray::{ArrayD, IxDyn};
@@ -283,7 +283,7 @@ fn measuring_lerobots_loader_costs_it_next_to_nothing() {
     let loader = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
     // Enough batches that the fixed cost of measuring is weighed against a real run (20 took
     // 0.6 s of loading CPU on a quiet machine, where 38 ms was 6 %).
-    let (_, run) = loader.load(80, 2, None, None).unwrap();
+    let (_, run) = loader.load(80, 2, Feeding::Nothing, None).unwrap();
     let loader_cpu_s = run.main_cpu_s + run.workers_cpu_s;
     // The memory figure comes from the kernel's high-water marks and one PSS read at the end,
     // a fixed cost of some 20 ms, not from sampling PSS every 100 ms while the loader runs
@@ -313,7 +313,7 @@ fn a_measurement_of_lerobots_loader_ends_when_told() {
         heard.set(steps.len());
         steps.len() >= 5
     };
-    let (_, run) = loader.load(60, 1, None, Some(&stop)).unwrap();
+    let (_, run) = loader.load(60, 1, Feeding::Nothing, Some(&stop)).unwrap();
     assert!((5..=8).contains(&run.batches), "{} batches measured", run.batches);
     assert_eq!((run.batch_ms.len(), run.wait_ms.len()), (run.batches, run.batches));
     assert_eq!(heard.get(), 5, "batches are heard as they end, until the stop");

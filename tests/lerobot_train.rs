@@ -137,3 +137,50 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     assert!(!ok);
     assert!(seed.contains("--seed is lerobot-train's to set"), "{seed}");
 }
+
+#[test]
+fn train_steps_the_runs_own_policy_in_lerobot_trains_loop_or_a_fixed_step_in_its_place() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 3, 30, &[]);
+    let text = diffusion_args(&data, &dir.path().join("run")).join(" ");
+    let train = |extra: &[&str]| {
+        let python = python.to_str().unwrap();
+        let mut args = vec!["train", "--lerobot-train", &text, "--python", python];
+        args.extend_from_slice(&["--steps", "3", "--warmup", "1", "--json"]);
+        args.extend_from_slice(extra);
+        let (ok, stdout, stderr) = common::feedbench(&args);
+        assert!(ok, "{stderr}");
+        serde_json::from_str::<Json>(&stdout).unwrap()
+    };
+    // The policy's own update_policy: its parts, and diffusion's own top-level modules.
+    let own = train(&[]);
+    let modules: Vec<&str> =
+        own["modules"].as_array().unwrap().iter().map(|m| m[0].as_str().unwrap()).collect();
+    assert_eq!(modules, ["rgb_encoder", "unet"]);
+    for step in own["per_step"].as_array().unwrap() {
+        for part in ["forward_ms", "backward_ms", "optimizer_ms", "h2d_ms"] {
+            assert!(step[part].as_f64().unwrap() > 0.0, "{part}: {step}");
+        }
+    }
+    let (data_s, updt_s) = (own["data_s"].as_f64().unwrap(), own["updt_s"].as_f64().unwrap());
+    assert!(data_s > 0.0 && updt_s > data_s, "lerobot-train's terms: {data_s} {updt_s}");
+    // A step of fixed length in its place, after the same hand-over.
+    let fixed = train(&["--model", "synthetic:20ms"]);
+    assert!(fixed.get("modules").is_none());
+    for step in fixed["per_step"].as_array().unwrap() {
+        assert_eq!(step["forward_ms"], 20.0);
+        assert!(step["h2d_ms"].as_f64().unwrap() > 0.0, "the hand-over: {step}");
+    }
+    let (ok, _, stderr) = common::feedbench(&[
+        "train",
+        "--lerobot-train",
+        &text,
+        "--python",
+        python.to_str().unwrap(),
+        "--model",
+        "none",
+    ]);
+    assert!(!ok && stderr.contains("steps its own policy"), "{stderr}");
+}

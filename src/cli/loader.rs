@@ -268,11 +268,10 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    if args.loader.lerobot_train.is_some() && matches!(args.step.model, ModelSpec::Diffusion(_)) {
+    if args.loader.lerobot_train.is_some() && args.step.model == ModelSpec::None {
         anyhow::bail!(
-            "train --lerobot-train feeds a step of fixed length for now: give it with --model \
-             synthetic:MS (e.g. your log's updt_s, 180 ms as synthetic:180ms); the policy's own \
-             step in the loop is not built yet"
+            "--model none: a lerobot-train run steps its own policy (the default), or a step of \
+             fixed length in its place (--model synthetic:MS, e.g. your log's updt_s)"
         );
     }
     let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out)?;
@@ -286,6 +285,12 @@ pub fn train(args: &TrainArgs) -> Result<()> {
             let info = native.dataset().info();
             let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
             (step_spec(args).build(shapes.as_ref())?, None)
+        }
+        // A lerobot-train run steps its policy unless given a step of fixed length.
+        None if args.loader.lerobot_train.is_some()
+            && !matches!(args.step.model, ModelSpec::Synthetic { .. }) =>
+        {
+            (Box::new(NoneStep) as Box<dyn TrainStep>, None)
         }
         None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &spec)?),
     };
@@ -301,6 +306,10 @@ pub fn train(args: &TrainArgs) -> Result<()> {
                  then the main process blocks for the compute)",
                 fed.compute_ms,
                 fed.device
+            )?,
+            None if args.loader.lerobot_train.is_some() => outln!(
+                "lerobot-train's loop: each batch handed over (uint8 to float32, the \
+                 pre-processor) and the policy's own update_policy"
             )?,
             None if loader.feeds_from_afar() => {}
             None => outln!("{} on {:?}, {}", step.name(), step.device(), args.step.dtype)?,

@@ -8,7 +8,7 @@ use super::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, StepSample,
     TrainPhase,
 };
-use crate::bench::stats::{median_and_p95, Stats};
+use crate::bench::stats::{median, median_and_p95, Stats};
 use crate::bench::verdict::Verdict;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LerobotVersions;
@@ -212,6 +212,10 @@ pub(super) struct TrainRun {
     pub peak_rss_bytes: Option<u64>,
     /// The loader's stages, `wait`, and the step's phases.
     pub timing: TimingTree,
+    /// Per top-level module of a policy whose step reports them, its forward ms per step.
+    pub modules_ms: Vec<(String, Vec<f64>)>,
+    /// The most device memory a step took (CUDA), where the step reports it.
+    pub peak_device_bytes: Option<u64>,
 }
 
 impl TrainRun {
@@ -243,13 +247,15 @@ impl TrainRun {
             h2d: stats(&|s| s.h2d_ms),
             compute: stats(&|s| (s.step_ms - s.h2d_ms).max(0.0)),
             input_bound: InputBound { median_pct, p95_pct, verdict: Verdict::of(median_pct) },
-            data_s: mean_s(|s| s.wait_ms),
-            updt_s: mean_s(|s| s.step_ms),
+            data_s: mean_s(|s| s.wait_ms + s.h2d_ms),
+            updt_s: mean_s(|s| (s.step_ms - s.h2d_ms).max(0.0)),
             process_cpu_ms_per_sample: self.process_cpu.as_secs_f64() * 1e3
                 / self.samples.max(1) as f64,
             peak_rss_bytes: self.peak_rss_bytes,
             timing: self.timing,
             per_step: self.per_step,
+            modules: self.modules_ms.into_iter().map(|(n, ms)| (n, median(ms))).collect(),
+            peak_device_bytes: self.peak_device_bytes,
         }
     }
 }
@@ -281,6 +287,8 @@ mod tests {
             process_cpu: Duration::from_millis(30),
             peak_rss_bytes: None,
             timing: TimingTree::default(),
+            modules_ms: Vec::new(),
+            peak_device_bytes: None,
         };
         let phase = run.figures();
         // Shares 10 %, 40 % and 77.5 %: the median is 40 %, highly input-bound.
@@ -288,7 +296,9 @@ mod tests {
         assert_eq!(phase.input_bound.verdict, Verdict::HighlyInputBound);
         assert_eq!((phase.step.median_ms, phase.compute.median_ms), (15.0, 9.0));
         assert!((phase.samples_per_s - 400.0).abs() < 1e-9);
-        assert!((phase.data_s - 35.0 / 3.0 / 1e3).abs() < 1e-12);
+        // As lerobot-train counts them: the copy in data_s, the rest of the step in updt_s.
+        assert!((phase.data_s - 38.0 / 3.0 / 1e3).abs() < 1e-12);
+        assert!((phase.updt_s - 9.0 / 1e3).abs() < 1e-12);
         assert_eq!(phase.per_step.len(), 3, "the raw samples are kept");
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
 use crate::loader::lerobot::{
-    DriverStep, FedStep, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
+    DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
 };
 use crate::loader::pipeline::LoaderError;
 use crate::model::lerobot::LerobotStepRow;
@@ -24,7 +24,7 @@ pub fn run_lerobot_loader_phase(
     batches: usize,
     warmup: usize,
 ) -> Result<LoaderPhase, LoaderError> {
-    let (versions, run) = loader.load(batches, warmup, None, None)?;
+    let (versions, run) = loader.load(batches, warmup, Feeding::Nothing, None)?;
     let seconds = Duration::from_secs_f64;
     let timing = process_timing(loader, &run);
     let figures = LoaderRun {
@@ -46,19 +46,25 @@ pub fn run_lerobot_loader_phase(
 }
 
 /// The stages of a LeRobot run: `wait` for the main process (blocked on the workers, or with
-/// none loading the batches itself) and `batch` for the worker processes, whose batches
-/// LeRobot does not time one by one.
+/// none loading the batches itself), `step` where the main process steps a lerobot-train
+/// run's policy, and `batch` for the worker processes, whose batches LeRobot does not time one
+/// by one.
 fn process_timing(loader: &LerobotLoader, run: &LerobotRun) -> TimingTree {
     let seconds = Duration::from_secs_f64;
     let mut timing = TimingTree::default();
-    timing.add(
-        stage::WAIT,
-        StageTotals {
-            calls: run.batches as u64,
-            wall: seconds(run.wait_ms.iter().sum::<f64>() / 1e3),
-            cpu: seconds(run.main_cpu_s),
-        },
-    );
+    let calls = run.batches as u64;
+    let waited = run.wait_ms.iter().sum::<f64>() / 1e3;
+    if run.parts.is_some() {
+        // The policy's step runs in the main process: its CPU is the step's (it blocks idle
+        // while it waits).
+        let stepped = run.batch_ms.iter().sum::<f64>() / 1e3 - waited;
+        let cpu = seconds(run.main_cpu_s);
+        timing.add(stage::WAIT, StageTotals { calls, wall: seconds(waited), cpu: Duration::ZERO });
+        timing.add(stage::STEP, StageTotals { calls, wall: seconds(stepped.max(0.0)), cpu });
+    } else {
+        let cpu = seconds(run.main_cpu_s);
+        timing.add(stage::WAIT, StageTotals { calls, wall: seconds(waited), cpu });
+    }
     if loader.spec().config.workers > 0 {
         timing.add(
             stage::BATCH,
@@ -90,15 +96,39 @@ pub fn run_lerobot_train_phase(
         }
     });
     let stop = stop.as_ref().map(|stop| stop as StopWhen<'_>);
-    let (_, run) = loader.load(steps, warmup, step, stop)?;
+    // A lerobot-train run without a step of fixed cost steps its own policy.
+    let feeding = match step {
+        Some(step) => Feeding::Fixed(step),
+        None if loader.is_training() => Feeding::Policy,
+        None => Feeding::Nothing,
+    };
+    let (_, run) = loader.load(steps, warmup, feeding, stop)?;
     // Without a step the driver copies nothing: no h2d figures.
     let h2d = run.h2d_ms.iter().copied().chain(std::iter::repeat(0.0));
-    let per_step = run
+    let mut per_step: Vec<StepSample> = run
         .wait_ms
         .iter()
         .zip(&run.batch_ms)
         .zip(h2d)
         .map(|((&wait_ms, &whole_ms), h2d_ms)| step_sample(wait_ms, h2d_ms, whole_ms))
+        .collect();
+    // The policy's own step says its parts.
+    if let Some(parts) = &run.parts {
+        let each = parts.forward_ms.iter().zip(&parts.backward_ms).zip(&parts.optimizer_ms);
+        for (sample, ((&forward_ms, &backward_ms), &optimizer_ms)) in per_step.iter_mut().zip(each)
+        {
+            (sample.forward_ms, sample.backward_ms, sample.optimizer_ms) =
+                (forward_ms, backward_ms, optimizer_ms);
+        }
+    }
+    let modules_ms = run
+        .modules_ms
+        .iter()
+        .map(|(name, ms)| {
+            let ms =
+                ms.as_array().map_or(Vec::new(), |a| a.iter().filter_map(|v| v.as_f64()).collect());
+            (name.clone(), ms)
+        })
         .collect();
     let figures = TrainRun {
         per_step,
@@ -107,6 +137,8 @@ pub fn run_lerobot_train_phase(
         process_cpu: Duration::from_secs_f64(run.main_cpu_s + run.workers_cpu_s),
         peak_rss_bytes: Some(run.peak_memory_bytes),
         timing: process_timing(loader, &run),
+        modules_ms,
+        peak_device_bytes: run.peak_device_bytes,
     };
     Ok(figures.figures())
 }

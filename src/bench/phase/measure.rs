@@ -258,8 +258,16 @@ pub fn run_train_phase(
     }
     timing.merge(&stream.take_timing());
     let (wall, process_cpu) = clock.elapsed();
-    let run =
-        TrainRun { per_step, samples, wall, process_cpu, peak_rss_bytes: peak_rss_bytes(), timing };
+    let run = TrainRun {
+        per_step,
+        samples,
+        wall,
+        process_cpu,
+        peak_rss_bytes: peak_rss_bytes(),
+        timing,
+        modules_ms: Vec::new(),
+        peak_device_bytes: None,
+    };
     Ok(run.figures())
 }
 

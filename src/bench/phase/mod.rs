@@ -329,9 +329,10 @@ pub struct TrainPhase {
     pub compute: Stats,
     /// `(wait + h2d) / step` per step.
     pub input_bound: InputBound,
-    /// Mean wait per step, seconds: LeRobot's `data_s` in its training logs.
+    /// Mean wait and hand-over (h2d) per step, seconds: lerobot-train's `data_s` (its batch's
+    /// move to the device, uint8 conversion and pre-processor are in it).
     pub data_s: f64,
-    /// Mean model step per step, seconds: LeRobot's `updt_s`.
+    /// Mean rest of the step, seconds: lerobot-train's `updt_s`.
     pub updt_s: f64,
     /// CPU time of the whole process per sample, milliseconds (loader and model).
     pub process_cpu_ms_per_sample: f64,
@@ -342,6 +343,14 @@ pub struct TrainPhase {
     /// Every measured step. Empty in results written before.
     #[serde(default)]
     pub per_step: Vec<StepSample>,
+    /// The median forward ms of each top-level module of a policy whose step reports them
+    /// (lerobot-train's policy: ACT's backbone, encoder, decoder; diffusion's RGB encoder and
+    /// U-Net), in its order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<(String, f64)>,
+    /// The most device memory a step took (CUDA), where the step reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_device_bytes: Option<u64>,
 }
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::bench::phase::{LoaderPhase, ModelPhase, SampleStep, SampleSteps, TrainPhase};
+use crate::bench::phase::{
+    LoaderPhase, ModelPhase, SampleStep, SampleSteps, StepSample, TrainPhase,
+};
+use crate::bench::stats::median;
 
 impl fmt::Display for LoaderPhase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -128,6 +131,24 @@ impl fmt::Display for TrainPhase {
             self.input_bound.verdict,
             self.input_bound.verdict.dominant_side()
         )?;
+        if !self.modules.is_empty() {
+            let part = |f: fn(&StepSample) -> f64| median(self.per_step.iter().map(f));
+            let forward = part(|s| s.forward_ms);
+            let modules: Vec<String> = (self.modules.iter())
+                .map(|(name, ms)| format!("{name} {ms:.1} ({:.0} %)", 100.0 * ms / forward))
+                .collect();
+            writeln!(
+                f,
+                "step (median ms): forward {forward:.1}  backward {:.1}  optimizer {:.1}; \
+                 forward by module: {}",
+                part(|s| s.backward_ms),
+                part(|s| s.optimizer_ms),
+                modules.join(", ")
+            )?;
+        }
+        if let Some(bytes) = self.peak_device_bytes {
+            writeln!(f, "peak device memory {:.2} GB a step", bytes as f64 / 1e9)?;
+        }
         write!(f, "{}", self.timing.render(self.samples))
     }
 }

@@ -122,6 +122,38 @@ pub struct LerobotRun {
     pub observer_cpu_s: f64,
     /// Seconds from starting the iterator to the first batch (workers' start-up included).
     pub first_batch_s: f64,
+    /// The parts of each step, where the step was lerobot-train's policy's.
+    #[serde(default)]
+    pub parts: Option<StepParts>,
+    /// Per top-level module of that policy, its forward ms each step, in the policy's order.
+    #[serde(default)]
+    pub modules_ms: serde_json::Map<String, Json>,
+    /// The most device memory a step took (CUDA).
+    #[serde(default)]
+    pub peak_device_bytes: Option<u64>,
+}
+
+/// The parts of lerobot-train's `update_policy`, ms per measured step.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct StepParts {
+    /// The policy's forward and loss.
+    pub forward_ms: Vec<f64>,
+    /// The backward pass through accelerate and the grad clip.
+    pub backward_ms: Vec<f64>,
+    /// The optimizer and scheduler steps.
+    pub optimizer_ms: Vec<f64>,
+}
+
+/// What a LeRobot loader's batches feed in a measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Feeding {
+    /// Nothing: the loader alone.
+    Nothing,
+    /// A step of fixed cost on a device ([`FedStep`]).
+    Fixed(FedStep),
+    /// lerobot-train's own: each batch handed over (uint8 conversion, pre-processor) and the
+    /// policy's `update_policy`, where the loader is a lerobot-train run's.
+    Policy,
 }
 
 /// Whether a driver's measurement may end, asked of the batches it reported so far.
@@ -236,15 +268,20 @@ impl LerobotLoader {
         })
     }
 
-    /// Runs `warmup` unmeasured batches, then measures `batches`, each fed to `step` (None:
-    /// the loader alone), or fewer where `stop` says so of the batches measured so far (a
-    /// batch or two after it does). On CUDA the DataLoader pins memory, as LeRobot's training
-    /// sets it.
+    /// Whether it is a lerobot-train run's loader (`--lerobot-train`), which has its policy.
+    pub fn is_training(&self) -> bool {
+        self.train.is_some()
+    }
+
+    /// Runs `warmup` unmeasured batches, then measures `batches`, each fed as `feeding` says,
+    /// or fewer where `stop` says so of the batches measured so far (a batch or two after it
+    /// does). On CUDA the DataLoader pins memory, as LeRobot's training sets it. The policy's
+    /// own step is a lerobot-train run's only.
     pub fn load(
         &self,
         batches: usize,
         warmup: usize,
-        step: Option<FedStep>,
+        feeding: Feeding,
         stop: Option<StopWhen<'_>>,
     ) -> Result<(LerobotVersions, LerobotRun), LoaderError> {
         if batches == 0 {
@@ -253,11 +290,20 @@ impl LerobotLoader {
         let mut request = self.request("load");
         request["batches"] = json!(batches);
         request["warmup"] = json!(warmup);
-        if let Some(step) = step {
-            request["step"] =
-                json!({ "compute_ms": step.compute_ms, "device": torch_device(step.device) });
-            if step.device.is_cuda() {
-                request["pin_memory"] = json!(true);
+        match feeding {
+            Feeding::Nothing => {}
+            Feeding::Fixed(step) => {
+                request["step"] =
+                    json!({ "compute_ms": step.compute_ms, "device": torch_device(step.device) });
+                if step.device.is_cuda() && self.train.is_none() {
+                    request["pin_memory"] = json!(true);
+                }
+            }
+            Feeding::Policy if self.train.is_some() => request["step"] = json!({ "policy": true }),
+            Feeding::Policy => {
+                return Err(LoaderError::Config(
+                    "the policy's own step is a lerobot-train run's (--lerobot-train)".into(),
+                ))
             }
         }
         let mut heard: Vec<DriverStep> = Vec::new();
