@@ -393,6 +393,8 @@ def run_lerobot_train(request, installed):
     from feedbench_lerobot_train import build_loader
 
     cfg, dataset, loader, built = build_loader(request)
+    if request["command"] == "model":
+        return measure_policy_step(request, cfg, dataset, loader, installed, built)
     if request["command"] == "load" and request.get("step") is not None:
         return measure_training(request, cfg, dataset, loader, installed, built)
     if request["command"] == "load":
@@ -498,6 +500,39 @@ def measure_training(request, cfg, dataset, loader, installed, built):
     })
 
 
+def measure_policy_step(request, cfg, dataset, loader, installed, built):
+    """The run's step alone: one batch from its DataLoader, handed over and stepped by
+    `update_policy` `warmup` times, then `steps` measured times (a copy each, since the hand-over
+    changes the batch it is given)."""
+    import torch
+
+    from feedbench_lerobot_train import TrainingStep
+
+    training = TrainingStep(cfg, dataset, loader)
+    built["step"] = training.facts
+    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(dataset),
+          **installed})
+    stream = iter(training.loader)
+    first = next(stream)
+    del stream
+    timer, steps = training.timer, []
+    for number in range(request.get("warmup", 1) + request["steps"]):
+        alive()
+        batch = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in first.items()}
+        timer.mark("given")
+        batch = training.hand_over(batch)
+        timer.mark("handed")
+        handed = timer.ms("given", "handed")
+        parts = training.update(batch)
+        if number >= request.get("warmup", 1):
+            steps.append({"h2d_ms": handed, **parts})
+    emit({"event": "result", "steps": steps, "parameters": training.facts["parameters"],
+          "device": str(training.device), "batch": batch_size(first),
+          "mixed_precision": training.accelerator.mixed_precision,
+          "threads": torch.get_num_threads(), "loss": float(training.tracker.loss.val),
+          "peak_device_bytes": peak_device_bytes(training.device)})
+
+
 def peak_device_bytes(device):
     """The most device memory the steps took (CUDA); None on the CPU."""
     import torch
@@ -548,10 +583,10 @@ def main():
                 f"{sys.version.split()[0]})",
             ) from None
         installed = versions()  # refuses an unsupported LeRobot before any work
-        if request["command"] == "model":
-            return run_model(request, installed)
         if "lerobot_train" in request:
             return run_lerobot_train(request, installed)
+        if request["command"] == "model":
+            return run_model(request, installed)
         dataset = open_dataset(request)
         command = {"load": run_load, "batches": run_batches, "sampler": run_sampler}[request["command"]]
         command(request, dataset, installed)

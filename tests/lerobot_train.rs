@@ -184,3 +184,61 @@ fn train_steps_the_runs_own_policy_in_lerobot_trains_loop_or_a_fixed_step_in_its
     ]);
     assert!(!ok && stderr.contains("steps its own policy"), "{stderr}");
 }
+
+#[test]
+fn tune_answers_with_the_users_own_lerobot_train_command() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 3, 30, &[]);
+    let text = diffusion_args(&data, &dir.path().join("run")).join(" ");
+    let out = dir.path().join("tune");
+    let (ok, stdout, stderr) = common::feedbench(&[
+        "tune",
+        "--lerobot-train",
+        &text,
+        "--python",
+        python.to_str().unwrap(),
+        "--step-ms",
+        "100",
+        "--cpus",
+        "1",
+        "--loader-batches",
+        "4",
+        "--train-steps",
+        "6",
+        "--warmup",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let flags = stdout.lines().find(|l| l.starts_with("Flags (lerobot-train): ")).expect(&stdout);
+    let command = flags.trim_start_matches("Flags (lerobot-train): ");
+    assert!(command.starts_with("lerobot-train --dataset.repo_id=local/pusht "), "{command}");
+    assert!(command.contains("'--policy.down_dims=[32,64,128]'"), "{command}");
+    let workers: Vec<&str> =
+        command.split(' ').filter(|a| a.starts_with("--num_workers=")).collect();
+    assert_eq!(workers.len(), 1, "the run's own --num_workers=2 is replaced: {command}");
+    assert!(["--num_workers=0", "--num_workers=1"].contains(&workers[0]), "{command}");
+    // Every measured configuration is a lerobot-train cell at the run's batch.
+    let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    for line in results.lines() {
+        let cell = &serde_json::from_str::<Json>(line).unwrap()["cell"];
+        assert_eq!(
+            (cell["loader"].as_str(), cell["batch_size"].as_u64()),
+            (Some("lerobot-train"), Some(4))
+        );
+    }
+    // tune searches the workers; the run's arguments set the rest.
+    let (ok, _, stderr) = common::feedbench(&[
+        "tune",
+        "--lerobot-train",
+        &text,
+        "--python",
+        python.to_str().unwrap(),
+        "--sampler",
+        "sequential",
+    ]);
+    assert!(!ok && stderr.contains("--sampler with --lerobot-train"), "{stderr}");
+}

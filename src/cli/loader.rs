@@ -14,7 +14,7 @@ use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
-use feedbench::loader::lerobot::train_run::TrainArgs as TrainRunArgs;
+use feedbench::loader::lerobot::train_run::{self, TrainArgs as TrainRunArgs};
 use feedbench::loader::lerobot::{
     FedStep, LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend,
 };
@@ -97,6 +97,16 @@ impl LoaderFlags {
         Ok(LoaderChoice::Lerobot(options))
     }
 
+    /// `--python`, where given.
+    pub fn python(&self) -> Option<&Path> {
+        self.python.as_deref()
+    }
+
+    /// `--lerobot-train`'s arguments, where given.
+    pub fn lerobot_train(&self) -> Option<&str> {
+        self.lerobot_train.as_deref()
+    }
+
     /// The dataset root (given unless the loader is lerobot-train's, which names its own).
     fn dataset(&self) -> &Path {
         self.dataset.as_deref().expect("clap requires the dataset without --lerobot-train")
@@ -153,6 +163,35 @@ impl LoaderFlags {
             );
         }
         self.spec_with(self.knobs.applied_to(LoaderConfig::default()))
+    }
+
+    /// What `tune` measures: the flags' loader with the knobs it keeps fixed, or a lerobot-train
+    /// run's own DataLoader with the run's knobs (its batch changed by --batch; the workers and
+    /// prefetch are searched, the rest the run's arguments set).
+    pub fn tuned(&self) -> Result<(LoaderSpec, LoaderChoice)> {
+        let Some(text) = &self.lerobot_train else {
+            return Ok((self.fixed_knobs("tune")?, self.choice()?));
+        };
+        if let Some(knob) = self.knobs.knobs().find(|k| **k != LoaderKnob::BATCH) {
+            anyhow::bail!(
+                "--{} with --lerobot-train: tune searches the workers and prefetch, and the \
+                 run's own arguments set the rest (--batch changes its batch_size)",
+                knob.flag
+            );
+        }
+        let python = LerobotOptions::new(self.python.as_deref(), None).python;
+        let run = TrainRunArgs::parse(&python, text)
+            .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
+        let (_, built) = train_run::describe(&run)?;
+        eprintln!("lerobot-train's run: {}", built.summary());
+        let config = self.knobs.applied_to(built.config());
+        let spec = LoaderSpec {
+            dataset: built.root(),
+            episodes: None,
+            window: WindowChoice::None,
+            config,
+        };
+        Ok((spec, LoaderChoice::LerobotTrain(run)))
     }
 
     /// The loader the flags describe, with the knobs of `config` and this process's shard.

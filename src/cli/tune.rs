@@ -18,6 +18,7 @@ use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::loader::knobs::LoaderKnob;
+use feedbench::loader::lerobot::LerobotOptions;
 use feedbench::loader::size::ByteSize;
 use feedbench::model::{DeviceChoice, ModelSpec};
 
@@ -79,8 +80,7 @@ fn percent(text: &str) -> Result<f64, String> {
 
 /// Runs `feedbench tune`.
 pub fn run(args: &TuneArgs) -> Result<()> {
-    let spec = args.loader.fixed_knobs("tune")?;
-    let choice = args.loader.choice()?;
+    let (spec, choice) = args.loader.tuned()?;
     let (model, device) = match args.step_ms {
         Some(ms) if !(ms.is_finite() && ms > 0.0) => {
             anyhow::bail!("--step-ms {ms}: expected a step time in ms above 0")
@@ -91,9 +91,16 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         ),
         None => (args.step.model.clone(), args.step.device),
     };
-    let (python, video_backend) = match &choice {
-        LoaderChoice::Native => (None, None),
-        LoaderChoice::Lerobot(options) => (Some(options.python.clone()), options.video_backend),
+    let (python, video_backend, lerobot_train) = match &choice {
+        LoaderChoice::Native => (None, None, None),
+        LoaderChoice::Lerobot(options) => {
+            (Some(options.python.clone()), options.video_backend, None)
+        }
+        LoaderChoice::LerobotTrain(_) => (
+            Some(LerobotOptions::new(args.loader.python(), None).python),
+            None,
+            args.loader.lerobot_train().map(str::to_string),
+        ),
     };
     let (cpus, cpus_from) = match args.cpus {
         Some(n) => (n as usize, Source::Flag),
@@ -131,6 +138,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             loader: vec![choice.backend()],
             python,
             video_backend,
+            lerobot_train,
         },
         model: ModelSection {
             model: vec![model],

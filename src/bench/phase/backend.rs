@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase};
+use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
 use super::measure::{run_loader_phase, run_train_phase};
-use super::{LoaderPhase, TrainError, TrainPhase, Until};
+use super::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::train_run::TrainArgs;
 use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::spec::LoaderSpec;
@@ -61,6 +62,17 @@ pub trait MeasuredLoader {
         warmup: usize,
         on_step: &mut dyn FnMut(usize),
     ) -> Result<TrainPhase, TrainError>;
+
+    /// Whether the loader's run has a step of its own (a lerobot-train run's policy), which
+    /// its `train` phase steps where [`Feed::compute`] is None.
+    fn has_own_step(&self) -> bool {
+        false
+    }
+
+    /// That step alone: `warmup` steps, then `steps` measured ones.
+    fn own_step_phase(&self, _steps: usize, _warmup: usize) -> Result<ModelPhase, LoaderError> {
+        Err(LoaderError::Config("this loader's run has no step of its own".into()))
+    }
 
     /// Has the workers record their batch stages on `trace`; a loader that cannot is an error.
     fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError>;
@@ -127,6 +139,14 @@ impl MeasuredLoader for LerobotLoader {
         Ok(run_lerobot_train_phase(self, feed.compute, steps, warmup, feed.until)?)
     }
 
+    fn has_own_step(&self) -> bool {
+        self.is_training()
+    }
+
+    fn own_step_phase(&self, steps: usize, warmup: usize) -> Result<ModelPhase, LoaderError> {
+        run_policy_model_phase(self, steps, warmup)
+    }
+
     fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError> {
         match trace {
             None => Ok(()),
@@ -171,6 +191,8 @@ pub enum LoaderChoice {
     Native,
     /// LeRobot's loader in the given Python.
     Lerobot(LerobotOptions),
+    /// The DataLoader a lerobot-train run builds from these arguments, with its policy.
+    LerobotTrain(TrainArgs),
 }
 
 impl LoaderChoice {
@@ -179,6 +201,7 @@ impl LoaderChoice {
         match self {
             LoaderChoice::Native => LoaderBackend::Native,
             LoaderChoice::Lerobot(_) => LoaderBackend::Lerobot,
+            LoaderChoice::LerobotTrain(_) => LoaderBackend::LerobotTrain,
         }
     }
 
@@ -187,6 +210,17 @@ impl LoaderChoice {
         Ok(match self {
             LoaderChoice::Native => Box::new(spec.build()?),
             LoaderChoice::Lerobot(options) => Box::new(LerobotLoader::new(spec, options.clone())?),
+            // The run's own knobs, but the workers, batch and prefetch of `spec`.
+            LoaderChoice::LerobotTrain(run) => {
+                let c = &spec.config;
+                let adjust = |own| LoaderConfig {
+                    workers: c.workers,
+                    batch_size: c.batch_size,
+                    prefetch: c.prefetch,
+                    ..own
+                };
+                Box::new(LerobotLoader::of_training(run.clone(), adjust)?.0)
+            }
         })
     }
 }

@@ -143,6 +143,49 @@ pub fn run_lerobot_train_phase(
     Ok(figures.figures())
 }
 
+/// A lerobot-train run's step alone, as a `model` phase: its policy's `update_policy` on one
+/// batch of its own DataLoader, each step's hand-over (uint8 to float32, the pre-processor) as
+/// its copy, `update_policy`'s parts as forward, backward and optimizer.
+pub fn run_policy_model_phase(
+    loader: &LerobotLoader,
+    steps: usize,
+    warmup: usize,
+) -> Result<ModelPhase, LoaderError> {
+    let (versions, run) = loader.policy_steps(steps, warmup)?;
+    let built = versions.lerobot_train.as_ref();
+    let policy = built.map_or("policy", |b| b.policy.as_str());
+    let device = match run.device.strip_prefix("cuda") {
+        Some(index) => tch::Device::Cuda(index.trim_start_matches(':').parse().unwrap_or(0)),
+        None => tch::Device::Cpu,
+    };
+    let per_step = run
+        .steps
+        .iter()
+        .map(|s| StepSample {
+            wait_ms: 0.0,
+            h2d_ms: s.h2d_ms,
+            forward_ms: s.forward_ms,
+            backward_ms: s.backward_ms,
+            optimizer_ms: s.optimizer_ms,
+            step_ms: s.h2d_ms + s.update_ms,
+            backbone_ms: None,
+            unet_ms: None,
+        })
+        .collect();
+    let figures = ModelRun {
+        model: format!("lerobot-train's {policy} (lerobot {})", versions.lerobot),
+        device,
+        dtype: if run.mixed_precision == "bf16" { Precision::Bf16 } else { Precision::F32 },
+        batch: run.batch,
+        threads: run.threads,
+        parameters: run.parameters,
+        peak_memory_bytes: run.peak_device_bytes,
+        last_loss: Some(run.loss),
+        per_step,
+    };
+    Ok(figures.figures())
+}
+
 /// One step of LeRobot's loader feeding a fed step: the wait, the copy, and the rest of the
 /// whole iteration as the step's compute (`forward`).
 fn step_sample(wait_ms: f64, h2d_ms: f64, whole_ms: f64) -> StepSample {

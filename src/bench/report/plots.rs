@@ -66,6 +66,7 @@ impl Curve<'_> {
             None => self.batch.to_string(),
             Some(LoaderBackend::Native) => format!("{}, native", self.batch),
             Some(LoaderBackend::Lerobot) => format!("{}, LeRobot", self.batch),
+            Some(LoaderBackend::LerobotTrain) => format!("{}, lerobot-train", self.batch),
         }
     }
 
@@ -180,7 +181,7 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
             .filter(|(_, y)| y.is_finite())
             .collect();
         let label = format!("train, {}", curve.label());
-        if curve.loader == Some(LoaderBackend::Lerobot) {
+        if curve.loader.is_some_and(|l| !l.is_native()) {
             chart
                 .draw_series(DashedLineSeries::new(points.clone(), 3, 4, colour.stroke_width(2)))
                 .map_err(|e| e.to_string())?

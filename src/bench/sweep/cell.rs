@@ -53,12 +53,17 @@ impl Cell {
         config
     }
 
-    /// The cell LeRobot's loader runs in place of this one: its native-only knobs that leave
-    /// the batch as it is (decoder threads, the frame cache: native-only by the loader's table,
-    /// and no knob the step depends on) at their defaults. A sweep measures it once for every such native cell,
-    /// and the report sets them side by side.
+    /// The cell LeRobot's loader runs in place of this one: [`Cell::on`] it.
     pub fn lerobot_twin(&self) -> Cell {
-        let mut twin = Cell { loader: LoaderBackend::Lerobot, ..self.clone() };
+        self.on(LoaderBackend::Lerobot)
+    }
+
+    /// This cell on `loader`: its knobs that `loader` lacks and that leave the batch as it is
+    /// (decoder threads, the frame cache: native-only by the loader's table, and no knob the
+    /// step depends on) at their defaults. A sweep measures a LeRobot cell once for every such
+    /// native cell, and the report sets them side by side.
+    pub fn on(&self, loader: LoaderBackend) -> Cell {
+        let mut twin = Cell { loader, ..self.clone() };
         let lacking = LoaderKnob::lacking(&twin.knobs, twin.loader).map(|(knob, _)| knob);
         let batch_as_it_is: Vec<_> =
             lacking.filter(|k| k.cell.is_some_and(|facts| !facts.model_phase)).collect();

@@ -147,6 +147,10 @@ pub struct LoaderAxes {
     /// LeRobot's choice).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub video_backend: Option<VideoBackend>,
+    /// The arguments of the lerobot-train run whose DataLoader and policy `lerobot-train`
+    /// cells measure, as one string (`"--dataset.repo_id=… --policy.type=act …"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lerobot_train: Option<String>,
 }
 
 /// Whether the loader axis is the default, the native loader alone (left out of the config
@@ -163,6 +167,7 @@ impl Default for LoaderAxes {
             loader: vec![LoaderBackend::Native],
             python: None,
             video_backend: None,
+            lerobot_train: None,
         }
     }
 }
@@ -279,6 +284,12 @@ impl ConfigFile for SweepConfig {
         .map(|(name, _)| name.to_string());
         if let Some(name) = empty_knob.map(|key| format!("loader.{key}")).or(empty_list) {
             return bad(format!("{name} is an empty list"));
+        }
+        if l.loader.contains(&LoaderBackend::LerobotTrain) && l.lerobot_train.is_none() {
+            return bad("loader.loader has \"lerobot-train\" but no loader.lerobot_train: give \
+                        the run's arguments, e.g. lerobot_train = \"--dataset.repo_id=me/pick \
+                        --dataset.root=/data/pick --policy.type=act\""
+                .into());
         }
         if let Some(cell) = self.run.trace_cell {
             let workers = l.knobs.typed(&LoaderKnob::WORKERS, |c| c.workers);

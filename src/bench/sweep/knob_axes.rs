@@ -14,7 +14,8 @@ pub type KnobAxes = KnobValues<SweepKnobs>;
 
 impl KnobFront for SweepKnobs {
     const SECTION: &'static str = "loader";
-    const OWN_KEYS: &'static [&'static str] = &["window", "loader", "python", "video_backend"];
+    const OWN_KEYS: &'static [&'static str] =
+        &["window", "loader", "python", "video_backend", "lerobot_train"];
 
     /// Workers 0, 1 and 2 and batches of 16 and 64.
     fn defaults(loader: KnobAxes) -> KnobAxes {

@@ -61,7 +61,7 @@ pub fn plan(
     let mut twins = std::collections::HashSet::new();
     cells = cells
         .into_iter()
-        .map(|c| if c.loader.is_native() { c } else { c.lerobot_twin() })
+        .map(|c| c.on(c.loader))
         .filter(|c| c.loader.is_native() || twins.insert(c.clone()))
         .collect();
     for (knob, _) in axes(|f| f.role == CellRole::Varied) {

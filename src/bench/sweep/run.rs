@@ -23,10 +23,11 @@ use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::train_run::TrainArgs;
 use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
-use crate::model::{DeviceChoice, ModelError, NoneStep, PolicyShapes, StepSpec};
+use crate::model::{DeviceChoice, ModelError, ModelSpec, NoneStep, PolicyShapes, StepSpec};
 use crate::timing::Trace;
 
 /// Why a sweep stopped.
@@ -291,7 +292,17 @@ pub(crate) fn run_cell(
             options.video_backend = config.loader.video_backend;
             Some(LoaderChoice::Lerobot(options).build(&spec)?)
         }
+        LoaderBackend::LerobotTrain => {
+            let python = LerobotOptions::new(None, config.loader.python.as_deref()).python;
+            let text = config.loader.lerobot_train.as_deref().unwrap_or_default();
+            let run = TrainArgs::parse(&python, text)
+                .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?;
+            Some(LoaderChoice::LerobotTrain(run).build(&spec)?)
+        }
     };
+    // A lerobot-train run steps its own policy unless the sweep's step is a fixed cost.
+    let own_step = lerobot.as_ref().is_some_and(|l| l.has_own_step())
+        && !matches!(cell.model, ModelSpec::Synthetic { .. });
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
 
     let loader_phase = if phases.loader {
@@ -303,6 +314,10 @@ pub(crate) fn run_cell(
     };
 
     let key = model_key(cell);
+    if own_step && !models.contains_key(&key) {
+        phase("model");
+        models.insert(key.clone(), loader.own_step_phase(run.model_steps, run.warmup)?);
+    }
     if !models.contains_key(&key) {
         phase("model");
         let batch = native
@@ -330,9 +345,10 @@ pub(crate) fn run_cell(
     };
     // A loader in another process (LeRobot's) copies each batch to the device and feeds the
     // model phase's median compute; one in this process runs the step itself.
+    let device = step.device()?;
     let feed = Feed {
         step: train_step.as_mut(),
-        compute: Some(models[&key].fed_step(step.device()?)),
+        compute: (!own_step).then(|| models[&key].fed_step(device)),
         trace: trace.as_ref(),
         until: phases.until,
     };

@@ -63,6 +63,10 @@ pub struct AnswerKnobs {
     pub loader: LoaderBackend,
     /// The loader's knobs tune kept fixed (its workers and prefetch are the answer's).
     pub config: LoaderConfig,
+    /// The lerobot-train run's own arguments, where the loader is its (`--lerobot-train`):
+    /// the answer is that command with its workers set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot_train: Option<String>,
 }
 
 /// The other side of a comparison its interval could not decide: the best measured, where the
@@ -430,7 +434,8 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn knobs(loader: LoaderBackend) -> AnswerKnobs {
-        AnswerKnobs { loader, config: LoaderConfig { batch_size: 16, ..LoaderConfig::default() } }
+        let config = LoaderConfig { batch_size: 16, ..LoaderConfig::default() };
+        AnswerKnobs { loader, config, lerobot_train: None }
     }
 
     /// Cells of 1 and 2 workers at 100 samples/s each feeding a step that needs `need`/s.

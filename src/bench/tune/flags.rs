@@ -29,16 +29,47 @@ impl Answer {
             command_line(&config, &shown)
         } else {
             let batch = k.config.batch_size;
-            let mut flags = format!("--num_workers={} --batch_size={batch}", self.workers);
+            let mut flags =
+                vec![("num_workers", self.workers.to_string()), ("batch_size", batch.to_string())];
             if self.workers > 0
                 && self.prefetch != LEROBOT_PREFETCH_FACTOR
                 && self.default_prefetch_lost
             {
-                flags.push_str(&format!(" --prefetch_factor={}", self.prefetch));
+                flags.push(("prefetch_factor", self.prefetch.to_string()));
             }
-            flags
+            match &k.lerobot_train {
+                Some(args) => own_command(args, &flags),
+                None => {
+                    flags.iter().map(|(k, v)| format!("--{k}={v}")).collect::<Vec<_>>().join(" ")
+                }
+            }
         }
     }
+}
+
+/// The user's own `lerobot-train ARGS`, their arguments unchanged but `flags`, each given
+/// where it was (`--name=value` or `--name value`) or added at the end.
+fn own_command(args: &str, flags: &[(&str, String)]) -> String {
+    let mut args = shlex::split(args).unwrap_or_default();
+    for (name, value) in flags {
+        let flag = format!("--{name}");
+        let given = args.iter().position(|a| *a == flag || a.starts_with(&format!("{flag}=")));
+        match given {
+            Some(at) if args[at] == flag && at + 1 < args.len() => args[at + 1] = value.clone(),
+            Some(at) => args[at] = format!("{flag}={value}"),
+            None => args.push(format!("{flag}={value}")),
+        }
+    }
+    // Quoted where a shell would read it otherwise (a space, `[32,64]`'s brackets).
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c);
+    let quoted: Vec<String> = args
+        .iter()
+        .map(|a| match a.chars().all(safe) && !a.is_empty() {
+            true => a.clone(),
+            false => shlex::try_quote(a).map_or_else(|_| a.clone(), |q| q.into_owned()),
+        })
+        .collect();
+    format!("lerobot-train {}", quoted.join(" "))
 }
 
 #[cfg(test)]
@@ -88,5 +119,19 @@ mod tests {
             command_line(&config, &shown),
             "--workers 4 --batch 8 --uint8 --decoder-threads 2 --drop-n-last-frames 3"
         );
+    }
+
+    #[test]
+    fn a_lerobot_train_answer_is_the_users_own_command_with_its_workers_set() {
+        let flags = [("num_workers", "3".to_string()), ("batch_size", "64".to_string())];
+        let given = "--policy.type=act --num_workers 8 --dataset.root='/data/my set' \
+                     --policy.down_dims=[32,64]";
+        assert_eq!(
+            own_command(given, &flags),
+            "lerobot-train --policy.type=act --num_workers 3 '--dataset.root=/data/my set' \
+             '--policy.down_dims=[32,64]' --batch_size=64"
+        );
+        let equals = own_command("--num_workers=8 --batch_size=64", &flags);
+        assert_eq!(equals, "lerobot-train --num_workers=3 --batch_size=64");
     }
 }

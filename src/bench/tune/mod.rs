@@ -243,6 +243,7 @@ pub fn run_tune(
     let knobs = AnswerKnobs {
         loader: base.loader,
         config: base.loader_config(&request.config.loader.knobs.config()),
+        lerobot_train: request.config.loader.lerobot_train.clone(),
     };
     let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
     let tuned = Tuned { answer, steps, measuring_s };

@@ -10,11 +10,15 @@ pub enum LoaderBackend {
     Native,
     /// LeRobot's: `LeRobotDataset` + `DataLoader` in Python.
     Lerobot,
+    /// The DataLoader a lerobot-train run builds from its arguments, with its own loop
+    /// (`--lerobot-train`).
+    LerobotTrain,
 }
 
 named_values!(LoaderBackend {
     Native => "native",
     Lerobot => "lerobot",
+    LerobotTrain => "lerobot-train",
 });
 
 impl LoaderBackend {

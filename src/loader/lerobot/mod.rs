@@ -133,6 +133,43 @@ pub struct LerobotRun {
     pub peak_device_bytes: Option<u64>,
 }
 
+/// A lerobot-train run's step alone: its policy's `update_policy` on one batch, again and again.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PolicySteps {
+    /// Each measured step.
+    pub steps: Vec<PolicyStep>,
+    /// The policy's parameters.
+    pub parameters: usize,
+    /// Where it ran, as PyTorch names it (`cpu`, `cuda:0`).
+    pub device: String,
+    /// Samples in the batch.
+    pub batch: usize,
+    /// accelerate's mixed precision: `no`, `bf16` or `fp16`.
+    pub mixed_precision: String,
+    /// PyTorch's intra-op threads.
+    pub threads: i32,
+    /// The last step's loss.
+    pub loss: f64,
+    /// The most device memory a step took (CUDA).
+    #[serde(default)]
+    pub peak_device_bytes: Option<u64>,
+}
+
+/// One step of a [`PolicySteps`], ms.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct PolicyStep {
+    /// The hand-over: uint8 cameras to float32, the pre-processor.
+    pub h2d_ms: f64,
+    /// The policy's forward and loss.
+    pub forward_ms: f64,
+    /// The backward pass and the grad clip.
+    pub backward_ms: f64,
+    /// The optimizer and scheduler steps.
+    pub optimizer_ms: f64,
+    /// The whole `update_policy`.
+    pub update_ms: f64,
+}
+
 /// The parts of lerobot-train's `update_policy`, ms per measured step.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct StepParts {
@@ -271,6 +308,25 @@ impl LerobotLoader {
     /// Whether it is a lerobot-train run's loader (`--lerobot-train`), which has its policy.
     pub fn is_training(&self) -> bool {
         self.train.is_some()
+    }
+
+    /// A lerobot-train run's step alone: one batch of its DataLoader handed over and stepped
+    /// by its policy's `update_policy`, `warmup` times, then `steps` measured times.
+    pub fn policy_steps(
+        &self,
+        steps: usize,
+        warmup: usize,
+    ) -> Result<(LerobotVersions, PolicySteps), LoaderError> {
+        if self.train.is_none() {
+            return Err(LoaderError::Config(
+                "the policy's own step is a lerobot-train run's (--lerobot-train)".into(),
+            ));
+        }
+        let mut request = self.request("model");
+        request["steps"] = json!(steps.max(1));
+        request["warmup"] = json!(warmup);
+        let (ready, result) = run_driver(&self.options.python, &request)?;
+        Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
 
     /// Runs `warmup` unmeasured batches, then measures `batches`, each fed as `feeding` says,
