@@ -217,17 +217,16 @@ impl LogSummary {
         match self.verdict {
             Verdict::HighlyInputBound | Verdict::ModeratelyInputBound => format!(
                 "The step waits for its batches. More --num_workers{workers} helps while cores \
-                 are free: `feedbench tune --loader lerobot --step-ms {:.0} DATASET --batch {}` \
-                 measures how many feed a step this long. data_s also counts the main process's \
-                 conversion of the frames and the policy's preprocessor, which no worker count \
-                 moves: with --policy.device=cuda they run on the device.",
+                 are free: `feedbench tune --lerobot-train \"YOUR ARGUMENTS\" --step-ms {:.0}` \
+                 measures how many feed a step this long, on your own run. data_s also counts \
+                 the main process's conversion of the frames and the policy's preprocessor, \
+                 which no worker count moves: with --policy.device=cuda they run on the device.",
                 self.update_s * 1e3,
-                self.batch_size.map_or("B".to_string(), |b| b.to_string())
             ),
             Verdict::NotInputBound => format!(
                 "The loader keeps up: the update dominates the step. Fewer --num_workers{workers} \
-                 would free cores and memory; `feedbench tune --loader lerobot --step-ms {:.0} \
-                 DATASET` says how few still feed it.",
+                 would free cores and memory; `feedbench tune --lerobot-train \"YOUR ARGUMENTS\" \
+                 --step-ms {:.0}` says how few still feed it.",
                 self.update_s * 1e3
             ),
         }

@@ -63,7 +63,7 @@ pub struct LoaderFlags {
     /// Which loader: feedbench's `native` one, or `lerobot` (LeRobotDataset + PyTorch's
     /// DataLoader, in a Python process with the same knobs: the plain pair, not lerobot-train's
     /// run, which loads uint8 in spawned workers with prefetch 4 and the policy's window, then
-    /// converts and preprocesses in the main process; see docs/lerobot.md).
+    /// converts and preprocesses in the main process: --lerobot-train measures that run).
     #[arg(long, default_value = "native")]
     loader: LoaderBackend,
     /// With --loader lerobot: the Python of the environment with LeRobot (default:

@@ -440,4 +440,17 @@ mod tests {
         let error = SweepConfig::load(&file).unwrap_err().to_string();
         assert!(error.starts_with(&file.display().to_string()), "{error}");
     }
+
+    #[test]
+    fn a_lerobot_train_loader_needs_the_runs_arguments_and_keeps_them() {
+        let text =
+            "[dataset]\nsynth = \"pusht\"\n[loader]\nloader = [\"native\", \"lerobot-train\"]\n";
+        let missing = parse(text).unwrap_err();
+        assert!(missing.contains("no loader.lerobot_train: give the run's arguments"), "{missing}");
+        let given = format!("{text}lerobot_train = \"--policy.type=act --dataset.root=/d\"\n");
+        let config = parse(&given).unwrap();
+        assert_eq!(config.loader.loader, [LoaderBackend::Native, LoaderBackend::LerobotTrain]);
+        let kept: SweepConfig = toml::from_str(&toml::to_string(&config).unwrap()).unwrap();
+        assert_eq!(kept, config, "the kept config reads back the same");
+    }
 }

@@ -302,11 +302,23 @@ impl Answer {
             ));
         }
         text.push_str(&match &self.bound {
-            Bound::Step if self.input_bound_pct.0 > self.target_pct => format!(
-                "The loader keeps up (the wait is {:.1} % of the step): the rest is the batch's \
-                 copy to the device, which no worker count or prefetch shortens.",
-                self.wait_pct.0
-            ),
+            Bound::Step if self.input_bound_pct.0 > self.target_pct => {
+                let rest = match self.knobs.loader {
+                    // lerobot-train's main process hands each batch over before its step.
+                    LoaderBackend::LerobotTrain => {
+                        "the main process's hand-over (the uint8 frames to float32 and the \
+                         policy's pre-processor), which no worker count or prefetch moves; on \
+                         CUDA (--policy.device=cuda) the conversion runs on the device"
+                    }
+                    _ => {
+                        "the batch's copy to the device, which no worker count or prefetch shortens"
+                    }
+                };
+                format!(
+                    "The loader keeps up (the wait is {:.1} % of the step): the rest is {rest}.",
+                    self.wait_pct.0
+                )
+            }
             Bound::Step => format!(
                 "The step dominates: more workers would not train faster (within {:.0} %).",
                 self.target_pct
@@ -573,6 +585,11 @@ pub(crate) mod tests {
         let text = a.paragraph();
         assert!(text.contains("7.0 % of the step waiting for batches and copying them"), "{text}");
         assert!(text.contains("the rest is the batch's copy to the device"), "{text}");
+        // In a lerobot-train run the rest is its main process's hand-over.
+        let run = answer(&rows, &state(200.0, 2), knobs(LoaderBackend::LerobotTrain)).unwrap();
+        let text = run.paragraph();
+        assert!(text.contains("the rest is the main process's hand-over"), "{text}");
+        assert!(text.contains("--policy.device=cuda"), "{text}");
     }
 
     #[test]

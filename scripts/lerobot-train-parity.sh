@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Does measuring a lerobot-train run slow it? `feedbench load --lerobot-train ARGS` against a
+# plain loop over the DataLoader that run builds (scripts/lerobot_train_loop.py), alternated,
+# each REPEATS times; with STEP_MS, `feedbench train --lerobot-train ARGS --model
+# synthetic:STEP_MSms` against the loop with lerobot-train's hand-over (uint8 to float32, the
+# pre-processor) and a step of STEP_MS. Prints each run's samples/s and the ratio of medians.
+#
+#   scripts/lerobot-train-parity.sh "LEROBOT_TRAIN_ARGS" [PYTHON] [REPEATS]
+#
+# FEEDBENCH is the binary (default target/release/feedbench); BATCHES and WARMUP the lengths.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+args=${1:?usage: scripts/lerobot-train-parity.sh \"LEROBOT_TRAIN_ARGS\" [PYTHON] [REPEATS]}
+python=${2:-.venv-lerobot/bin/python}
+repeats=${3:-3}
+feedbench=${FEEDBENCH:-target/release/feedbench}
+batches=${BATCHES:-30} warmup=${WARMUP:-5}
+export HF_HUB_OFFLINE=1
+
+rate() { "$python" -c 'import json, sys; print(round(json.load(sys.stdin)["samples_per_s"], 2))'; }
+harness=() plain=()
+for ((i = 0; i < repeats; i++)); do
+    if [[ -n ${STEP_MS:-} ]]; then
+        a=$("$feedbench" train --lerobot-train "$args" --python "$python" \
+            --model "synthetic:${STEP_MS}ms" --steps "$batches" --warmup "$warmup" --json \
+            2>/dev/null | rate)
+        # shellcheck disable=SC2086
+        b=$("$python" scripts/lerobot_train_loop.py --batches "$batches" --warmup "$warmup" \
+            --step-ms "$STEP_MS" -- $args 2>/dev/null | rate)
+    else
+        a=$("$feedbench" load --lerobot-train "$args" --python "$python" --batches "$batches" \
+            --warmup "$warmup" --json 2>/dev/null | rate)
+        # shellcheck disable=SC2086
+        b=$("$python" scripts/lerobot_train_loop.py --batches "$batches" --warmup "$warmup" \
+            -- $args 2>/dev/null | rate)
+    fi
+    harness+=("$a") plain+=("$b")
+    echo "run $((i + 1)): feedbench $a samples/s, plain loop $b samples/s"
+done
+"$python" - "${harness[*]}" "${plain[*]}" <<'PY'
+import statistics, sys
+harness, plain = ([float(x) for x in arg.split()] for arg in sys.argv[1:3])
+ratio = statistics.median(harness) / statistics.median(plain)
+print(f"median: feedbench {statistics.median(harness):.2f}, plain loop "
+      f"{statistics.median(plain):.2f} samples/s; ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)")
+PY

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""A plain loop over the DataLoader a lerobot-train run builds for the given arguments, with
+nothing measuring it but the clock: `--warmup` batches, then `--batches` timed ones, as
+lerobot-train takes them (cycling its loader). With `--step-ms MS`, each batch is handed over as
+lerobot-train's main process hands it over (uint8 cameras to float32, the policy's
+pre-processor) and a step of MS ms follows. Prints one JSON object: samples/s.
+
+The DataLoader is built by feedbench's python/feedbench_lerobot_train.py, which
+tests/lerobot_train.rs holds equal to lerobot-train's own (its arguments and first batches);
+scripts/lerobot-parity.sh runs this loop interleaved with `feedbench load/train --lerobot-train`
+to show that the harness does not slow the run it measures.
+
+usage: lerobot_train_loop.py [--batches N] [--warmup N] [--step-ms MS] -- LEROBOT_TRAIN_ARGS...
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--step-ms", type=float)
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    options = parser.parse_args()
+    args = [a for a in options.args if a != "--"]
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+    from feedbench_lerobot_train import TrainingStep, build_loader
+
+    cfg, dataset, loader, _ = build_loader({"lerobot_train": args})
+    training = TrainingStep(cfg, dataset, loader) if options.step_ms is not None else None
+    source = training.loader if training is not None else loader
+
+    def batches():
+        while True:
+            yield from source
+
+    stream = batches()
+    samples = 0
+    for number in range(options.warmup + options.batches):
+        if number == options.warmup:
+            start, samples = time.perf_counter(), 0
+        batch = next(stream)
+        samples += len(batch["index"])
+        if training is not None:
+            training.hand_over(batch)
+            time.sleep(options.step_ms / 1e3)
+    print(json.dumps({"samples_per_s": samples / (time.perf_counter() - start)}))
+
+
+if __name__ == "__main__":
+    main()
