@@ -251,6 +251,22 @@ def camera_keys(dataset):
     return list(getattr(dataset.meta, "camera_keys", None) or [])
 
 
+class Cycle:
+    """The batches of a loader epoch after epoch, with the same persistent workers (as
+    lerobot-train cycles its loader), saying it is alive between batches."""
+
+    def __init__(self, loader):
+        self.loader, self.stream = loader, iter(loader)
+
+    def next(self):
+        alive()
+        try:
+            return next(self.stream)
+        except StopIteration:
+            self.stream = iter(self.loader)
+            return next(self.stream)
+
+
 def run_load(request, dataset, installed):
     measure_load(request, dataset, make_loader(dataset, request), installed)
 
@@ -286,17 +302,9 @@ def measure_load(request, dataset, loader, installed, built=None):
         return h2d_s
     memory = PeakMemory()
     started = time.perf_counter()
-    stream = iter(loader)
+    stream = Cycle(loader)
+    next_batch = stream.next
     first_batch_s = None
-
-    def next_batch():
-        nonlocal stream
-        alive()
-        try:
-            return next(stream)
-        except StopIteration:
-            stream = iter(loader)  # the next epoch, with the same persistent workers
-            return next(stream)
 
     for _ in range(warmup):
         batch = next_batch()
@@ -333,7 +341,7 @@ def measure_load(request, dataset, loader, installed, built=None):
     wall_s = time.perf_counter() - start
     own1, workers1 = cpu_s()
     peak, kind = memory.stop()
-    del stream
+    del stream, next_batch
     emit({
         "event": "result",
         "batches": len(batch_ms),
@@ -425,7 +433,7 @@ def measure_training(request, cfg, dataset, loader, installed, built):
         compute_s = step["compute_ms"] / 1e3
     emit({"event": "ready", "samples_per_epoch": len(loader.sampler), "batches_per_epoch": len(loader),
           "video_backend": video_backend(dataset), "lerobot_train": built, **installed})
-    stream = iter(training.loader)
+    stream = Cycle(training.loader)  # lerobot-train cycles its loader
     timer = training.timer
     memory = PeakMemory()
     parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
@@ -434,15 +442,7 @@ def measure_training(request, cfg, dataset, loader, installed, built):
     stop_file = request.get("stop_file")
     started = time.perf_counter()
     first_batch_s = None
-
-    def next_batch():
-        nonlocal stream
-        alive()
-        try:
-            return next(stream)
-        except StopIteration:
-            stream = iter(training.loader)  # lerobot-train cycles its loader
-            return next(stream)
+    next_batch = stream.next
 
     def one_step(measured):
         nonlocal first_batch_s, samples, size_bytes
@@ -488,7 +488,7 @@ def measure_training(request, cfg, dataset, loader, installed, built):
     wall_s = time.perf_counter() - start
     own1, workers1 = cpu_s()
     peak, kind = memory.stop()
-    del stream
+    del stream, next_batch
     emit({
         "event": "result", "batches": len(batch_ms), "samples": samples, "bytes": size_bytes,
         "wall_s": wall_s, "batch_ms": batch_ms, "wait_ms": wait_ms, "h2d_ms": h2d_ms,

@@ -161,15 +161,9 @@ pub fn run_policy_model_phase(
     let per_step = run
         .steps
         .iter()
-        .map(|s| StepSample {
-            wait_ms: 0.0,
-            h2d_ms: s.h2d_ms,
-            forward_ms: s.forward_ms,
-            backward_ms: s.backward_ms,
-            optimizer_ms: s.optimizer_ms,
-            step_ms: s.h2d_ms + s.update_ms,
-            backbone_ms: None,
-            unet_ms: None,
+        .map(|s| {
+            let parts = [s.h2d_ms, s.forward_ms, s.backward_ms, s.optimizer_ms];
+            StepSample::alone(parts, s.h2d_ms + s.update_ms)
         })
         .collect();
     let figures = ModelRun {
@@ -219,15 +213,9 @@ pub fn lerobot_model_phases(
             let per_step = row
                 .per_step
                 .iter()
-                .map(|s| StepSample {
-                    wait_ms: 0.0,
-                    h2d_ms: s.h2d_ms,
-                    forward_ms: s.forward_ms,
-                    backward_ms: s.backward_ms,
-                    optimizer_ms: s.optimizer_ms,
-                    step_ms: s.step_ms,
-                    backbone_ms: None,
-                    unet_ms: None,
+                .map(|s| {
+                    let parts = [s.h2d_ms, s.forward_ms, s.backward_ms, s.optimizer_ms];
+                    StepSample::alone(parts, s.step_ms)
                 })
                 .collect();
             let run = ModelRun {

@@ -158,6 +158,21 @@ pub struct StepSample {
 }
 
 impl StepSample {
+    /// A step measured alone (no wait) in another process, which reports its parts, ms:
+    /// `[h2d, forward, backward, optimizer]`, and its whole.
+    pub fn alone([h2d_ms, forward_ms, backward_ms, optimizer_ms]: [f64; 4], step_ms: f64) -> Self {
+        Self {
+            wait_ms: 0.0,
+            h2d_ms,
+            forward_ms,
+            backward_ms,
+            optimizer_ms,
+            step_ms,
+            backbone_ms: None,
+            unet_ms: None,
+        }
+    }
+
     /// The sample of a step that waited `wait` for its batch, took `t` and returned after
     /// `whole`: its parts as it timed them, and as its whole the call, which includes releasing
     /// the step's tensors after its last part (the training loop pays it every step).
