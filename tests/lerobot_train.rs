@@ -51,6 +51,13 @@ fn real_run(python: &Path, args: &[String], count: usize, out: &Path) -> Json {
     serde_json::from_str(&std::fs::read_to_string(out.join("built.json")).unwrap()).unwrap()
 }
 
+/// `feedbench COMMAND --lerobot-train TEXT --python PYTHON EXTRA…`: (success, stdout, stderr).
+fn with_run(command: &str, text: &str, python: &Path, extra: &[&str]) -> (bool, String, String) {
+    let python = python.to_str().unwrap();
+    let args = [&[command, "--lerobot-train", text, "--python", python][..], extra].concat();
+    common::feedbench(&args)
+}
+
 /// Every file under `dir`, by its path below it, with its bytes.
 fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     common::file_tree(dir).into_iter().collect()
@@ -69,17 +76,7 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
 
     // feedbench's command line says what it built, as the real run was given it.
     let text = args.join(" ");
-    let python_arg = python.to_str().unwrap();
-    let (ok, stdout, stderr) = common::feedbench(&[
-        "load",
-        "--lerobot-train",
-        &text,
-        "--python",
-        python_arg,
-        "--batches",
-        "2",
-        "--json",
-    ]);
+    let (ok, stdout, stderr) = with_run("load", &text, &python, &["--batches", "2", "--json"]);
     assert!(ok, "{stderr}");
     assert!(stderr.contains("lerobot-train's run: diffusion on cpu"), "{stderr}");
     let phase: Json = serde_json::from_str(&stdout).unwrap();
@@ -112,10 +109,8 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
 #[test]
 fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     let Some(python) = common::lerobot_python() else { return };
-    let python = python.to_str().unwrap();
     let refused = |args: &str| {
-        let (ok, _, stderr) =
-            common::feedbench(&["load", "--lerobot-train", args, "--python", python]);
+        let (ok, _, stderr) = with_run("load", args, &python, &[]);
         assert!(!ok, "{args}: taken");
         stderr
     };
@@ -132,8 +127,7 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
         "--dataset.repo_id=local/p --dataset.root={} --policy.type=act --policy.push_to_hub=false",
         data.display()
     );
-    let (ok, _, seed) =
-        common::feedbench(&["load", "--lerobot-train", &args, "--python", python, "--seed", "3"]);
+    let (ok, _, seed) = with_run("load", &args, &python, &["--seed", "3"]);
     assert!(!ok);
     assert!(seed.contains("--seed is lerobot-train's to set"), "{seed}");
 }
@@ -146,11 +140,8 @@ fn train_steps_the_runs_own_policy_in_lerobot_trains_loop_or_a_fixed_step_in_its
     common::synth_pusht(&data, 3, 30, &[]);
     let text = diffusion_args(&data, &dir.path().join("run")).join(" ");
     let train = |extra: &[&str]| {
-        let python = python.to_str().unwrap();
-        let mut args = vec!["train", "--lerobot-train", &text, "--python", python];
-        args.extend_from_slice(&["--steps", "3", "--warmup", "1", "--json"]);
-        args.extend_from_slice(extra);
-        let (ok, stdout, stderr) = common::feedbench(&args);
+        let args = [&["--steps", "3", "--warmup", "1", "--json"][..], extra].concat();
+        let (ok, stdout, stderr) = with_run("train", &text, &python, &args);
         assert!(ok, "{stderr}");
         serde_json::from_str::<Json>(&stdout).unwrap()
     };
@@ -173,15 +164,7 @@ fn train_steps_the_runs_own_policy_in_lerobot_trains_loop_or_a_fixed_step_in_its
         assert_eq!(step["forward_ms"], 20.0);
         assert!(step["h2d_ms"].as_f64().unwrap() > 0.0, "the hand-over: {step}");
     }
-    let (ok, _, stderr) = common::feedbench(&[
-        "train",
-        "--lerobot-train",
-        &text,
-        "--python",
-        python.to_str().unwrap(),
-        "--model",
-        "none",
-    ]);
+    let (ok, _, stderr) = with_run("train", &text, &python, &["--model", "none"]);
     assert!(!ok && stderr.contains("steps its own policy"), "{stderr}");
 }
 
@@ -193,25 +176,10 @@ fn tune_answers_with_the_users_own_lerobot_train_command() {
     common::synth_pusht(&data, 3, 30, &[]);
     let text = diffusion_args(&data, &dir.path().join("run")).join(" ");
     let out = dir.path().join("tune");
-    let (ok, stdout, stderr) = common::feedbench(&[
-        "tune",
-        "--lerobot-train",
-        &text,
-        "--python",
-        python.to_str().unwrap(),
-        "--step-ms",
-        "100",
-        "--cpus",
-        "1",
-        "--loader-batches",
-        "4",
-        "--train-steps",
-        "6",
-        "--warmup",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let lengths = ["--loader-batches", "4", "--train-steps", "6", "--warmup", "1"];
+    let short =
+        [&["--step-ms", "100", "--cpus", "1"][..], &lengths, &["--out", out.to_str().unwrap()]];
+    let (ok, stdout, stderr) = with_run("tune", &text, &python, &short.concat());
     assert!(ok, "{stderr}");
     let flags = stdout.lines().find(|l| l.starts_with("Flags (lerobot-train): ")).expect(&stdout);
     let command = flags.trim_start_matches("Flags (lerobot-train): ");
@@ -231,14 +199,6 @@ fn tune_answers_with_the_users_own_lerobot_train_command() {
         );
     }
     // tune searches the workers; the run's arguments set the rest.
-    let (ok, _, stderr) = common::feedbench(&[
-        "tune",
-        "--lerobot-train",
-        &text,
-        "--python",
-        python.to_str().unwrap(),
-        "--sampler",
-        "sequential",
-    ]);
+    let (ok, _, stderr) = with_run("tune", &text, &python, &["--sampler", "sequential"]);
     assert!(!ok && stderr.contains("--sampler with --lerobot-train"), "{stderr}");
 }
