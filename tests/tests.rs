@@ -17,6 +17,7 @@ mod kill_anywhere;
 mod knobs;
 mod layout;
 mod lerobot;
+mod lerobot_backend;
 mod lerobot_train;
 mod loader;
 mod model;

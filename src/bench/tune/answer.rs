@@ -1,9 +1,6 @@
-//! Tune's answer as plain data ([`Answer`], made from the measured rows by [`answer`]) and its
-//! text: one paragraph, the flags to paste into the user's own training (feedbench's or
-//! LeRobot's), what bounds it when nothing within the budgets keeps the step fed, and what a
-//! faster step would need.
-
-use std::fmt;
+//! Tune's answer as plain data ([`Answer`], made from the measured rows by [`answer`]): the
+//! workers and prefetch, what bounds the run when nothing within the budgets keeps the step fed,
+//! and what a faster step would need. Its text is `answer_text`'s, its flags `flags`'.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,10 +8,9 @@ use super::predict::{Demand, RateModel};
 use super::search::{Budgets, SearchState};
 use crate::bench::change::{Change, Decision};
 use crate::bench::report::cache_fit::CacheFit;
-use crate::bench::report::{knee, millis, rate, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PCT};
+use crate::bench::report::{knee, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PCT};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
-use crate::timing::stage::Stage;
 
 /// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
 /// `--prefetch_factor` only where a measured depth beat it.
@@ -246,186 +242,6 @@ fn default_prefetch_lost(rows: &[Row], answer: &Row) -> bool {
     let lost =
         |default: &Row| default.train_samples_per_s < best * (1.0 - PREFETCH_TOLERANCE_PCT / 100.0);
     at_workers().filter(|r| r.knobs.knobs.prefetch == LEROBOT_PREFETCH_FACTOR).any(lost)
-}
-
-impl Answer {
-    /// The one paragraph: the answer, its figures, and what bounds it.
-    pub fn paragraph(&self) -> String {
-        let d = &self.demand;
-        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
-        let mut text = format!(
-            "{} (prefetch {}) with batch {}: {} train samples/s",
-            capitalised(&workers(self.workers)),
-            self.prefetch,
-            self.knobs.config.batch_size,
-            rate(self.train_samples_per_s)
-        );
-        if let Some((low, high)) = self.train_interval {
-            text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
-        }
-        text.push_str(&format!(
-            ", {:.1} % of the step waiting for batches and copying them (p95 {:.1} %). The step \
-             takes {} ms and asks for {} samples/s; one worker loads {} samples/s ({} CPU \
-             ms/sample",
-            self.input_bound_pct.0,
-            self.input_bound_pct.1,
-            millis(d.step_ms),
-            rate(d.samples_per_s()),
-            rate(self.rates.per_worker),
-            millis(self.cpu_ms_per_sample),
-        ));
-        if let Some(m) = self.rates.marginal {
-            text.push_str(&format!(", a second adds {:.0} % of one", 100.0 * m));
-        }
-        text.push_str("). ");
-        if let Some(pct) = self.one_fewer_pct {
-            if self.workers > 0 {
-                text.push_str(&format!("One worker fewer: {pct:+.1} % train samples/s. "));
-            }
-        }
-        if let Some(t) = &self.too_close {
-            let other = format!(
-                "{}, prefetch {}: {} samples/s",
-                workers(t.workers),
-                t.prefetch,
-                rate(t.train_samples_per_s)
-            );
-            text.push_str(&if t.workers > self.workers {
-                format!("Perhaps as good as the best measured ({other})")
-            } else {
-                format!("Fewer might do as well ({other})")
-            });
-            text.push_str(&format!(
-                ": the difference ({:+.1} %, 95 % CI {:+.1} to {:+.1} %) straddles the {:.0} % \
-                 target, too close to call; more --train-steps decide. ",
-                t.change.percent, t.change.low, t.change.high, self.target_pct
-            ));
-        }
-        text.push_str(&match &self.bound {
-            Bound::Step if self.input_bound_pct.0 > self.target_pct => {
-                let rest = match self.knobs.loader {
-                    // lerobot-train's main process hands each batch over before its step.
-                    LoaderBackend::LerobotTrain => {
-                        "the main process's hand-over (the uint8 frames to float32 and the \
-                         policy's pre-processor), which no worker count or prefetch moves; on \
-                         CUDA (--policy.device=cuda) the conversion runs on the device"
-                    }
-                    _ => {
-                        "the batch's copy to the device, which no worker count or prefetch shortens"
-                    }
-                };
-                format!(
-                    "The loader keeps up (the wait is {:.1} % of the step): the rest is {rest}.",
-                    self.wait_pct.0
-                )
-            }
-            Bound::Step => format!(
-                "The step dominates: more workers would not train faster (within {:.0} %).",
-                self.target_pct
-            ),
-            Bound::Cpus { workers_needed: Some(n) } => format!(
-                "Bound by the cores: no configuration within {} keeps the step fed. It needs {} \
-                 ({} CPU ms/sample × {} samples/s ≈ {:.1} cores of loading), so about {} cores \
-                 with the training process.{}",
-                cores(self.budgets.cpus),
-                workers(*n),
-                millis(self.cpu_ms_per_sample),
-                rate(d.samples_per_s()),
-                self.cpu_ms_per_sample * d.samples_per_s() / 1e3,
-                n + 1,
-                self.stage_advice()
-            ),
-            Bound::Cpus { workers_needed: None } => format!(
-                "Bound by the loader: a second worker adds too little for any count to feed this \
-                 step within {}.{}",
-                cores(self.budgets.cpus),
-                self.stage_advice()
-            ),
-            Bound::Memory { most_workers } => format!(
-                "Bound by the memory budget ({:.1} GB): more than {} with these batches would \
-                 not fit. A smaller prefetch, --uint8 frames or a lower resolution hold less.",
-                self.budgets.memory_bytes as f64 / 1e9,
-                workers(*most_workers)
-            ),
-            Bound::Loader if self.too_close.is_some_and(|t| t.workers > self.workers) => format!(
-                "Input-bound at this count: more workers share the {} with the step.{}",
-                cores(self.budgets.cpus),
-                self.stage_advice()
-            ),
-            Bound::Loader => format!(
-                "Still input-bound, and more workers did not help: they share the {} with the \
-                 step.{}",
-                cores(self.budgets.cpus),
-                self.stage_advice()
-            ),
-        });
-        if let Some(fit) = &self.cache {
-            text.push(' ');
-            text.push_str(&fit.sentence(d.samples_per_s()));
-        }
-        text
-    }
-
-    /// What the loader's dominant stage points to, as a sentence with a leading space.
-    fn stage_advice(&self) -> String {
-        let Some((name, pct)) = &self.dominant_stage else {
-            return String::new();
-        };
-        let to = match name.as_str() {
-            n if n == Stage::Decode.name() => {
-                "a layout that decodes cheaper (smaller frames, another codec or GOP: \
-                 `feedbench layout` measures candidates on these frames)"
-            }
-            n if n == Stage::Convert.name() => {
-                "videos stored at the resolution the policy trains at, or --uint8 frames \
-                 (normalised on the device)"
-            }
-            _ => "the stage itself (see `feedbench load` for the timing tree)",
-        };
-        format!(" The loader spends {pct:.0} % of its CPU in {name}: {to}.")
-    }
-}
-
-fn cores(n: usize) -> String {
-    format!("{n} core{}", if n == 1 { "" } else { "s" })
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |c| c.to_uppercase().collect::<String>() + chars.as_str())
-}
-
-impl fmt::Display for Answer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.paragraph())?;
-        writeln!(f)?;
-        let whose = if self.knobs.loader.is_native() { "feedbench" } else { "lerobot-train" };
-        writeln!(f, "Flags ({whose}): {}", self.flags())?;
-        writeln!(f)?;
-        writeln!(f, "A faster step (same loader, {:.0} % target):", self.target_pct)?;
-        writeln!(
-            f,
-            "  {:>8}  {:>9}  {:>10}  {:>7}  {:>5}",
-            "speed", "step ms", "samples/s", "workers", "cores"
-        )?;
-        for b in &self.beyond {
-            let (w, c) = match b.workers {
-                Some(w) => (w.to_string(), (w + 1).to_string()),
-                None => ("-".into(), "-".into()),
-            };
-            writeln!(
-                f,
-                "  {:>7}×  {:>9}  {:>10}  {w:>7}  {c:>5}",
-                b.speedup,
-                millis(b.step_ms),
-                rate(b.demand_samples_per_s)
-            )?;
-        }
-        writeln!(
-            f,
-            "  (cores: the workers and the training process, at one worker's measured rate)"
-        )
-    }
 }
 
 #[cfg(test)]

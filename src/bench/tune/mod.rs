@@ -7,6 +7,7 @@
 //! `DIR/tune.json`.
 
 pub mod answer;
+mod answer_text;
 pub mod budget;
 pub mod flags;
 pub mod predict;

@@ -18,13 +18,14 @@ use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
 
 /// The driver script and the modules it imports, as shipped in `python/`: (file name, text).
-pub const DRIVER: [(&str, &str); 4] = [
+pub const DRIVER: [(&str, &str); 5] = [
     ("feedbench_lerobot.py", include_str!("../../../python/feedbench_lerobot.py")),
     (
         "feedbench_lerobot_protocol.py",
         include_str!("../../../python/feedbench_lerobot_protocol.py"),
     ),
     ("feedbench_lerobot_step.py", include_str!("../../../python/feedbench_lerobot_step.py")),
+    ("feedbench_lerobot_measure.py", include_str!("../../../python/feedbench_lerobot_measure.py")),
     ("feedbench_lerobot_train.py", include_str!("../../../python/feedbench_lerobot_train.py")),
 ];
 
