@@ -130,6 +130,11 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     let (ok, _, seed) = with_run("load", &args, &python, &["--seed", "3"]);
     assert!(!ok);
     assert!(seed.contains("--seed is lerobot-train's to set"), "{seed}");
+    // A side of compare is a run too, its arguments quoted inside the side's.
+    let side = "--lerobot-train '--policy.type=act act'";
+    let (ok, _, stderr) = common::feedbench(&["compare", "--a", side, "--b", side]);
+    assert!(!ok && stderr.contains("\"act\" is not a lerobot-train flag"), "{stderr}");
+    assert!(stderr.contains("--a"), "the side is named: {stderr}");
 }
 
 #[test]

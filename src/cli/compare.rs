@@ -14,11 +14,12 @@ use super::progress_bar;
 #[derive(Args)]
 pub struct CompareArgs {
     /// The reference: a dataset and the flags `load` takes, as one argument, e.g.
-    /// "data/g1 --workers 2 --batch 64" (split at spaces).
-    #[arg(long)]
+    /// "data/g1 --workers 2 --batch 64", or a lerobot-train run's, e.g. "--lerobot-train
+    /// '--config_path=…/train_config.json' --workers 2" (split as a shell splits it).
+    #[arg(long, allow_hyphen_values = true)]
     a: String,
     /// The candidate, as --a.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     b: String,
     /// Runs of each (at least 2), interleaved A B B A A B ….
     #[arg(long, default_value_t = 5)]
@@ -42,10 +43,12 @@ struct SpecLine {
     loader: LoaderFlags,
 }
 
-/// The loader `text` describes (the native one, or LeRobot's with `--loader lerobot`); `flag`
-/// names it in errors.
+/// The loader `text` describes (the native one, LeRobot's with `--loader lerobot`, or a
+/// lerobot-train run's with `--lerobot-train`); `flag` names it in errors.
 fn parse_spec(flag: &str, text: &str) -> Result<ChosenLoader> {
-    let line = SpecLine::try_parse_from(text.split_whitespace())
+    let words =
+        shlex::split(text).ok_or_else(|| anyhow::anyhow!("{flag} {text:?}: unbalanced quotes"))?;
+    let line = SpecLine::try_parse_from(words)
         .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {}", e.render().to_string().trim()))?;
     line.loader.chosen().with_context(|| format!("{flag} {text:?}"))
 }

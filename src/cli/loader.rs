@@ -134,9 +134,32 @@ impl LoaderFlags {
         Ok(Some(loader))
     }
 
-    /// The loader the flags choose, with what it reads and how.
+    /// The loader the flags choose, with what it reads and how (a lerobot-train run's: the
+    /// dataset and knobs its arguments give, the flags' workers, batch and prefetch over them).
     pub fn chosen(&self) -> Result<ChosenLoader> {
+        if let Some(chosen) = self.training_run()? {
+            return Ok(chosen);
+        }
         Ok(ChosenLoader { choice: self.choice()?, spec: self.spec()? })
+    }
+
+    /// The lerobot-train run `--lerobot-train` gives, described by LeRobot in --python's
+    /// environment: its dataset and knobs, the flags given over them.
+    fn training_run(&self) -> Result<Option<ChosenLoader>> {
+        let Some(text) = &self.lerobot_train else { return Ok(None) };
+        let python = LerobotOptions::new(self.python.as_deref(), None).python;
+        let run = TrainRunArgs::parse(&python, text)
+            .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
+        let (_, built) = train_run::describe(&run)?;
+        eprintln!("lerobot-train's run: {}", built.summary());
+        let config = self.knobs.applied_to(built.config());
+        let spec = LoaderSpec {
+            dataset: built.root(),
+            episodes: None,
+            window: WindowChoice::None,
+            config,
+        };
+        Ok(Some(ChosenLoader { choice: LoaderChoice::LerobotTrain(run), spec }))
     }
 
     /// The loader the flags describe; more workers than cores are allowed, with a warning.
@@ -169,9 +192,9 @@ impl LoaderFlags {
     /// run's own DataLoader with the run's knobs (its batch changed by --batch; the workers and
     /// prefetch are searched, the rest the run's arguments set).
     pub fn tuned(&self) -> Result<(LoaderSpec, LoaderChoice)> {
-        let Some(text) = &self.lerobot_train else {
+        if self.lerobot_train.is_none() {
             return Ok((self.fixed_knobs("tune")?, self.choice()?));
-        };
+        }
         if let Some(knob) = self.knobs.knobs().find(|k| **k != LoaderKnob::BATCH) {
             anyhow::bail!(
                 "--{} with --lerobot-train: tune searches the workers and prefetch, and the \
@@ -179,19 +202,8 @@ impl LoaderFlags {
                 knob.flag
             );
         }
-        let python = LerobotOptions::new(self.python.as_deref(), None).python;
-        let run = TrainRunArgs::parse(&python, text)
-            .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
-        let (_, built) = train_run::describe(&run)?;
-        eprintln!("lerobot-train's run: {}", built.summary());
-        let config = self.knobs.applied_to(built.config());
-        let spec = LoaderSpec {
-            dataset: built.root(),
-            episodes: None,
-            window: WindowChoice::None,
-            config,
-        };
-        Ok((spec, LoaderChoice::LerobotTrain(run)))
+        let chosen = self.training_run()?.ok_or_else(|| anyhow::anyhow!("no --lerobot-train"))?;
+        Ok((chosen.spec, chosen.choice))
     }
 
     /// The loader the flags describe, with the knobs of `config` and this process's shard.
