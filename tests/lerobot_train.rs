@@ -130,6 +130,10 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     let (ok, _, seed) = with_run("load", &args, &python, &["--seed", "3"]);
     assert!(!ok);
     assert!(seed.contains("--seed is lerobot-train's to set"), "{seed}");
+    // `policy` is a run's own step: no other loader has one.
+    let data = data.to_str().unwrap();
+    let (ok, _, stderr) = common::feedbench(&["train", data, "--model", "policy", "--steps", "1"]);
+    assert!(!ok && stderr.contains("`policy` is a lerobot-train run's own step"), "{stderr}");
     // A side of compare is a run too, its arguments quoted inside the side's.
     let side = "--lerobot-train '--policy.type=act act'";
     let (ok, _, stderr) = common::feedbench(&["compare", "--a", side, "--b", side]);

@@ -273,7 +273,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
 /// The training step's flags, shared by `train` and `tune`.
 #[derive(Args)]
 pub struct StepFlags {
-    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`) or `none`.
+    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`), `none`, or `policy`: a
+    /// lerobot-train run's own (with --lerobot-train, where anything but `synthetic:MS` is it).
     #[arg(long, default_value = "diffusion")]
     pub model: ModelSpec,
     /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
@@ -402,6 +403,7 @@ fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
             Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device })
         }
         ModelSpec::None => None,
+        ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs().into()),
         ModelSpec::Diffusion(_) => {
             let native = spec.build()?;
             let batch = match native.epoch(0).next() {

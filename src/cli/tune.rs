@@ -89,6 +89,12 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             format!("synthetic:{ms}ms").parse::<ModelSpec>().map_err(anyhow::Error::msg)?,
             DeviceChoice::Cpu,
         ),
+        // A lerobot-train run's step is its own policy's, unless a fixed cost is given.
+        None if matches!(choice, LoaderChoice::LerobotTrain(_))
+            && !matches!(args.step.model, ModelSpec::Synthetic { .. }) =>
+        {
+            (ModelSpec::Policy, args.step.device)
+        }
         None => (args.step.model.clone(), args.step.device),
     };
     let (python, video_backend, lerobot_train) = match &choice {

@@ -93,7 +93,7 @@ impl DiffusionPreset {
 }
 
 /// The training step: `diffusion` (optionally `diffusion:PRESET`), `synthetic:MS` (a fixed
-/// cost per step, e.g. `synthetic:40ms`) or `none`.
+/// cost per step, e.g. `synthetic:40ms`), `policy` (a lerobot-train run's own) or `none`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ModelSpec {
     /// LeRobot's diffusion policy; the preset when the spec names one.
@@ -105,11 +105,22 @@ pub enum ModelSpec {
         /// As written (`synthetic:40ms`).
         text: String,
     },
+    /// The policy of the loader's own lerobot-train run, which that loader steps itself.
+    Policy,
     /// No model: the loader alone, consumer side.
     None,
 }
 
 impl ModelSpec {
+    /// `policy` given where no lerobot-train run's loader steps it.
+    pub fn policy_is_the_runs() -> ModelError {
+        ModelError::Config(
+            "`policy` is a lerobot-train run's own step: its loader (--lerobot-train, a sweep's \
+             lerobot-train cells) steps it"
+                .into(),
+        )
+    }
+
     /// The spec with its diffusion preset made concrete on `device` (`preset` when the spec
     /// names none): `diffusion` becomes `diffusion:small` on the CPU with `auto`.
     pub fn on(&self, preset: DiffusionPreset, device: tch::Device) -> Self {
@@ -129,6 +140,7 @@ impl FromStr for ModelSpec {
         match text {
             "diffusion" => Ok(ModelSpec::Diffusion(None)),
             "none" => Ok(ModelSpec::None),
+            "policy" => Ok(ModelSpec::Policy),
             _ => {
                 if let Some(preset) = text.strip_prefix("diffusion:") {
                     return Ok(ModelSpec::Diffusion(Some(preset.parse()?)));
@@ -137,7 +149,7 @@ impl FromStr for ModelSpec {
                     let cost = SyntheticStep::parse_cost(text).map_err(|e| e.to_string())?;
                     return Ok(ModelSpec::Synthetic { cost, text: text.to_string() });
                 }
-                Err(format!("unknown model `{text}` (diffusion, synthetic:MS, none)"))
+                Err(format!("unknown model `{text}` (diffusion, synthetic:MS, policy, none)"))
             }
         }
     }
@@ -149,6 +161,7 @@ impl fmt::Display for ModelSpec {
             ModelSpec::Diffusion(None) => f.write_str("diffusion"),
             ModelSpec::Diffusion(Some(preset)) => write!(f, "diffusion:{preset}"),
             ModelSpec::Synthetic { text, .. } => f.write_str(text),
+            ModelSpec::Policy => f.write_str("policy"),
             ModelSpec::None => f.write_str("none"),
         }
     }
@@ -214,6 +227,7 @@ impl StepSpec {
                 })
             }
             ModelSpec::Synthetic { cost, .. } => Box::new(SyntheticStep::new(*cost, device)),
+            ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs()),
             ModelSpec::None => Box::new(NoneStep),
         })
     }
@@ -225,7 +239,8 @@ mod tests {
 
     #[test]
     fn model_specs_keep_their_text() {
-        for text in ["diffusion", "diffusion:small", "synthetic:40ms", "synthetic:0.5s", "none"] {
+        let texts = ["diffusion", "diffusion:small", "synthetic:40ms", "synthetic:0.5s", "none"];
+        for text in texts.into_iter().chain(["policy"]) {
             assert_eq!(text.parse::<ModelSpec>().unwrap().to_string(), text);
         }
         let cost = "synthetic:40ms".parse::<ModelSpec>().unwrap();
