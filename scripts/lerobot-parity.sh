@@ -30,10 +30,4 @@ for ((i = 0; i < repeats; i++)); do
     harness+=("$a") plain+=("$b")
     echo "run $((i + 1)): feedbench --loader lerobot $a samples/s, plain loop $b samples/s"
 done
-"$python" - "${harness[*]}" "${plain[*]}" <<'EOF'
-import statistics, sys
-harness, plain = ([float(x) for x in arg.split()] for arg in sys.argv[1:3])
-ratio = statistics.median(harness) / statistics.median(plain)
-print(f"median: feedbench --loader lerobot {statistics.median(harness):.1f}, plain loop "
-      f"{statistics.median(plain):.1f} samples/s; ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)")
-EOF
+"$python" scripts/parity_ratio.py "feedbench --loader lerobot" "${harness[*]}" "${plain[*]}"

@@ -37,10 +37,4 @@ for ((i = 0; i < repeats; i++)); do
     harness+=("$a") plain+=("$b")
     echo "run $((i + 1)): feedbench $a samples/s, plain loop $b samples/s"
 done
-"$python" - "${harness[*]}" "${plain[*]}" <<'PY'
-import statistics, sys
-harness, plain = ([float(x) for x in arg.split()] for arg in sys.argv[1:3])
-ratio = statistics.median(harness) / statistics.median(plain)
-print(f"median: feedbench {statistics.median(harness):.2f}, plain loop "
-      f"{statistics.median(plain):.2f} samples/s; ratio {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)")
-PY
+"$python" scripts/parity_ratio.py "feedbench" "${harness[*]}" "${plain[*]}"
