@@ -5,7 +5,9 @@
 //! back as a [`LoaderConfig`], so that feedbench's own flags change them where given and every
 //! report names them as it names any loader's.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
@@ -18,7 +20,7 @@ use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 
 /// The user's lerobot-train arguments and the Python that runs them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TrainArgs {
     /// The interpreter of the environment with LeRobot.
     pub python: PathBuf,
@@ -151,8 +153,25 @@ pub fn request(command: &str, run: &TrainArgs, config: Option<&LoaderConfig>) ->
     json!({ "command": command, "lerobot_train": run.args, "overrides": overrides })
 }
 
-/// Builds the run the arguments describe, as lerobot-train builds it, and says what it built.
+/// Builds the run the arguments describe, as lerobot-train builds it, and says what it built:
+/// once per process for the same Python and arguments (a tune builds the run's loader for every
+/// configuration it measures, and LeRobot takes seconds to build it).
 pub fn describe(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderError> {
+    type Described = HashMap<TrainArgs, (LerobotVersions, BuiltRun)>;
+    static DESCRIBED: OnceLock<Mutex<Described>> = OnceLock::new();
+    let described = DESCRIBED.get_or_init(Mutex::default);
+    if let Some(found) = described.lock().ok().and_then(|d| d.get(run).cloned()) {
+        return Ok(found);
+    }
+    let found = describe_anew(run)?;
+    if let Ok(mut described) = described.lock() {
+        described.insert(run.clone(), found.clone());
+    }
+    Ok(found)
+}
+
+/// [`describe`], by the driver.
+fn describe_anew(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderError> {
     let (ready, _) = run_driver(&run.python, &request("describe", run, None))?;
     let versions: LerobotVersions = parse(&run.python, ready)?;
     let built = versions.lerobot_train.clone().ok_or_else(|| {
