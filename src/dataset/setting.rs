@@ -16,6 +16,8 @@ pub enum Setting {
     Force,
     /// The Python that runs LeRobot's loader.
     Python,
+    /// The arguments of a lerobot-train run whose loader and policy are measured.
+    LerobotTrain,
     /// A knob of the loader, by its config key (the loader's table of knobs,
     /// `loader::knobs`, gives each front end its flag).
     Knob(&'static str),
@@ -29,6 +31,7 @@ impl Setting {
             Setting::To => "to",
             Setting::Force => "force",
             Setting::Python => "python",
+            Setting::LerobotTrain => "lerobot_train",
             Setting::Knob(key) => key,
         }
     }

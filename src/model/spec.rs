@@ -115,8 +115,8 @@ impl ModelSpec {
     /// `policy` given where no lerobot-train run's loader steps it.
     pub fn policy_is_the_runs() -> ModelError {
         ModelError::Config(
-            "`policy` is a lerobot-train run's own step: its loader (--lerobot-train, a sweep's \
-             lerobot-train cells) steps it"
+            "`policy` is a lerobot-train run's own step: only that run's loader steps it (a \
+             lerobot-train loader, not this one)"
                 .into(),
         )
     }

@@ -17,7 +17,7 @@ use super::config::LoaderConfig;
 use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
-use crate::dataset::setting::Refusal;
+use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::{Window, WindowChoice};
 use crate::loader::batch::ImageFormat;
 
@@ -207,6 +207,14 @@ pub struct DriverStep {
     pub whole_ms: f64,
 }
 
+/// A policy's own step asked of a loader that is no lerobot-train run's: only such a run has
+/// one (the front end names where its arguments go).
+fn no_policy() -> LoaderError {
+    LoaderError::Refused(Refusal::new(|name| {
+        format!("the policy's own step is a lerobot-train run's ({})", name(Setting::LerobotTrain))
+    }))
+}
+
 /// LeRobot's loader over a dataset, with the knobs of a [`LoaderSpec`].
 #[derive(Debug, Clone)]
 pub struct LerobotLoader {
@@ -318,9 +326,7 @@ impl LerobotLoader {
         warmup: usize,
     ) -> Result<(LerobotVersions, PolicySteps), LoaderError> {
         if self.train.is_none() {
-            return Err(LoaderError::Config(
-                "the policy's own step is a lerobot-train run's (--lerobot-train)".into(),
-            ));
+            return Err(no_policy());
         }
         let mut request = self.request("model");
         request["steps"] = json!(steps.max(1));
@@ -356,11 +362,7 @@ impl LerobotLoader {
                 }
             }
             Feeding::Policy if self.train.is_some() => request["step"] = json!({ "policy": true }),
-            Feeding::Policy => {
-                return Err(LoaderError::Config(
-                    "the policy's own step is a lerobot-train run's (--lerobot-train)".into(),
-                ))
-            }
+            Feeding::Policy => return Err(no_policy()),
         }
         let mut heard: Vec<DriverStep> = Vec::new();
         let mut hear = |message: &Json| {
