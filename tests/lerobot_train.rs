@@ -130,6 +130,11 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     let (ok, _, seed) = with_run("load", &args, &python, &["--seed", "3"]);
     assert!(!ok);
     assert!(seed.contains("--seed is lerobot-train's to set"), "{seed}");
+    // So is a compare side's (it was dropped there without a word).
+    let python_arg = python.to_str().unwrap();
+    let side = format!("--lerobot-train '{args}' --python {python_arg} --seed 3");
+    let (ok, _, seed) = common::feedbench(&["compare", "--a", &side, "--b", &side]);
+    assert!(!ok && seed.contains("--seed is lerobot-train's to set"), "{seed}");
     // `policy` is a run's own step: no other loader has one.
     let data = data.to_str().unwrap();
     let (ok, _, stderr) = common::feedbench(&["train", data, "--model", "policy", "--steps", "1"]);

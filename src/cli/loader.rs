@@ -15,9 +15,7 @@ use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
 use feedbench::loader::lerobot::train_run::{self, TrainArgs as TrainRunArgs};
-use feedbench::loader::lerobot::{
-    FedStep, LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend,
-};
+use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBackend};
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
@@ -122,18 +120,6 @@ impl LoaderFlags {
         Ok(())
     }
 
-    /// lerobot-train's run, where `--lerobot-train` gives its arguments: built by LeRobot in
-    /// the Python of `--python`, its workers, batch and prefetch changed by the flags given.
-    fn training_loader(&self) -> Result<Option<LerobotLoader>> {
-        let Some(text) = &self.lerobot_train else { return Ok(None) };
-        let python = LerobotOptions::new(self.python.as_deref(), None).python;
-        let run = TrainRunArgs::parse(&python, text)
-            .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
-        let (loader, _, built) = LerobotLoader::of_training(run, |own| self.knobs.applied_to(own))?;
-        eprintln!("lerobot-train's run: {}", built.summary());
-        Ok(Some(loader))
-    }
-
     /// The loader the flags choose, with what it reads and how (a lerobot-train run's: the
     /// dataset and knobs its arguments give, the flags' workers, batch and prefetch over them).
     pub fn chosen(&self) -> Result<ChosenLoader> {
@@ -144,15 +130,17 @@ impl LoaderFlags {
     }
 
     /// The lerobot-train run `--lerobot-train` gives, described by LeRobot in --python's
-    /// environment: its dataset and knobs, the flags given over them.
+    /// environment: its dataset and knobs, the flags given over them (its workers, batch and
+    /// prefetch; any other knob its arguments set is refused).
     fn training_run(&self) -> Result<Option<ChosenLoader>> {
         let Some(text) = &self.lerobot_train else { return Ok(None) };
         let python = LerobotOptions::new(self.python.as_deref(), None).python;
         let run = TrainRunArgs::parse(&python, text)
             .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
         let (_, built) = train_run::describe(&run)?;
-        eprintln!("lerobot-train's run: {}", built.summary());
         let config = self.knobs.applied_to(built.config());
+        built.refuse_changes(&config)?;
+        eprintln!("lerobot-train's run: {}", built.summary());
         let spec = LoaderSpec {
             dataset: built.root(),
             episodes: None,
@@ -441,8 +429,9 @@ fn start_loader(
 ) -> Result<StartedLoader> {
     let choice = flags.choice()?;
     refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
-    if let Some(loader) = flags.training_loader()? {
-        return Ok((loader.spec().clone(), Box::new(loader), None));
+    if let Some(run) = flags.training_run()? {
+        let loader = run.build()?;
+        return Ok((run.spec, loader, None));
     }
     flags.outputs_apart([trace, out])?;
     let spec = flags.spec()?;

@@ -249,20 +249,8 @@ impl LerobotLoader {
         adjust: impl FnOnce(LoaderConfig) -> LoaderConfig,
     ) -> Result<(Self, LerobotVersions, BuiltRun), LoaderError> {
         let (versions, built) = train_run::describe(&run)?;
-        let own = built.config();
-        let config = adjust(own.clone());
-        let adjustable = [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
-        let fixed = LoaderKnob::ALL.iter().filter(|k| !adjustable.contains(k));
-        if let Some(knob) = fixed.into_iter().find(|k| k.get(&config) != k.get(&own)) {
-            let setting = knob.setting();
-            return Err(LoaderError::Refused(Refusal::new(move |name| {
-                format!(
-                    "{} is lerobot-train's to set, from its own arguments (the policy's, \
-                     --seed=…): change it there; feedbench sets the workers, batch and prefetch",
-                    name(setting)
-                )
-            })));
-        }
+        let config = adjust(built.config());
+        built.refuse_changes(&config)?;
         let spec = LoaderSpec {
             dataset: built.root(),
             episodes: None,

@@ -14,8 +14,10 @@ use serde_json::{json, Value as Json};
 
 use super::driver::{parse, run_driver};
 use super::LerobotVersions;
+use crate::dataset::setting::Refusal;
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 
@@ -109,6 +111,25 @@ impl BuiltRun {
             },
             ..defaults
         }
+    }
+
+    /// Refuses `config` where it changes a knob the run's arguments set: feedbench sets the
+    /// workers, batch and prefetch; the rest is the run's (its policy's, its `--seed`).
+    pub fn refuse_changes(&self, config: &LoaderConfig) -> Result<(), LoaderError> {
+        let own = self.config();
+        let adjustable = [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
+        let fixed = LoaderKnob::ALL.iter().filter(|k| !adjustable.contains(k));
+        let Some(knob) = fixed.into_iter().find(|k| k.get(config) != k.get(&own)) else {
+            return Ok(());
+        };
+        let setting = knob.setting();
+        Err(LoaderError::Refused(Refusal::new(move |name| {
+            format!(
+                "{} is lerobot-train's to set, from its own arguments (the policy's, \
+                 --seed=…): change it there; feedbench sets the workers, batch and prefetch",
+                name(setting)
+            )
+        })))
     }
 
     /// The dataset's root.
