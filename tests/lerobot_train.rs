@@ -11,9 +11,12 @@ use feedbench::loader::lerobot::train_run::{self, TrainArgs};
 
 use crate::common;
 
-/// The arguments of a small diffusion run on the CPU over `data`, writing to `out` (LeRobot's
-/// default backbone weights would be downloaded: none here, with group norm).
-fn diffusion_args(data: &Path, out: &Path) -> Vec<String> {
+/// A generated pusht-shaped dataset under `dir` (3 episodes of 30 frames) and the arguments of
+/// a small diffusion run on it on the CPU, writing under `dir` (LeRobot's default backbone
+/// weights would be downloaded: none here, with group norm).
+fn diffusion_run(dir: &Path) -> Vec<String> {
+    let (data, out) = (dir.join("pusht"), dir.join("run"));
+    common::synth_pusht(&data, 3, 30, &[]);
     [
         "--dataset.repo_id=local/pusht".to_string(),
         format!("--dataset.root={}", data.display()),
@@ -67,9 +70,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_builds() {
     let Some(python) = common::lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("pusht");
-    common::synth_pusht(&data, 3, 30, &[]);
-    let args = diffusion_args(&data, &dir.path().join("run"));
+    let args = diffusion_run(dir.path());
     let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
     std::fs::create_dir_all(&theirs).unwrap();
     let recorded = real_run(&python, &args, 2, &theirs);
@@ -150,9 +151,7 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
 fn train_steps_the_runs_own_policy_in_lerobot_trains_loop_or_a_fixed_step_in_its_place() {
     let Some(python) = common::lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("pusht");
-    common::synth_pusht(&data, 3, 30, &[]);
-    let text = diffusion_args(&data, &dir.path().join("run")).join(" ");
+    let text = diffusion_run(dir.path()).join(" ");
     let train = |extra: &[&str]| {
         let args = [&["--steps", "3", "--warmup", "1", "--json"][..], extra].concat();
         let (ok, stdout, stderr) = with_run("train", &text, &python, &args);
@@ -186,9 +185,7 @@ fn train_steps_the_runs_own_policy_in_lerobot_trains_loop_or_a_fixed_step_in_its
 fn tune_answers_with_the_users_own_lerobot_train_command() {
     let Some(python) = common::lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("pusht");
-    common::synth_pusht(&data, 3, 30, &[]);
-    let text = diffusion_args(&data, &dir.path().join("run")).join(" ");
+    let text = diffusion_run(dir.path()).join(" ");
     let out = dir.path().join("tune");
     let lengths = ["--loader-batches", "4", "--train-steps", "6", "--warmup", "1"];
     let short =
