@@ -95,11 +95,6 @@ impl LoaderFlags {
         Ok(LoaderChoice::Lerobot(options))
     }
 
-    /// `--python`, where given.
-    pub fn python(&self) -> Option<&Path> {
-        self.python.as_deref()
-    }
-
     /// `--lerobot-train`'s arguments, where given.
     pub fn lerobot_train(&self) -> Option<&str> {
         self.lerobot_train.as_deref()
@@ -328,7 +323,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         }
         // A lerobot-train run steps its policy unless given a step of fixed length.
         None if args.loader.lerobot_train.is_some()
-            && !matches!(args.step.model, ModelSpec::Synthetic { .. }) =>
+            && args.step.model.of_a_run() == ModelSpec::Policy =>
         {
             (Box::new(NoneStep) as Box<dyn TrainStep>, None)
         }

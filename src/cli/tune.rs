@@ -18,7 +18,6 @@ use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::loader::knobs::LoaderKnob;
-use feedbench::loader::lerobot::LerobotOptions;
 use feedbench::loader::size::ByteSize;
 use feedbench::model::{DeviceChoice, ModelSpec};
 
@@ -90,10 +89,8 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             DeviceChoice::Cpu,
         ),
         // A lerobot-train run's step is its own policy's, unless a fixed cost is given.
-        None if matches!(choice, LoaderChoice::LerobotTrain(_))
-            && !matches!(args.step.model, ModelSpec::Synthetic { .. }) =>
-        {
-            (ModelSpec::Policy, args.step.device)
+        None if matches!(choice, LoaderChoice::LerobotTrain(_)) => {
+            (args.step.model.of_a_run(), args.step.device)
         }
         None => (args.step.model.clone(), args.step.device),
     };
@@ -102,11 +99,9 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         LoaderChoice::Lerobot(options) => {
             (Some(options.python.clone()), options.video_backend, None)
         }
-        LoaderChoice::LerobotTrain(_) => (
-            Some(LerobotOptions::new(args.loader.python(), None).python),
-            None,
-            args.loader.lerobot_train().map(str::to_string),
-        ),
+        LoaderChoice::LerobotTrain(run) => {
+            (Some(run.python.clone()), None, args.loader.lerobot_train().map(str::to_string))
+        }
     };
     let (cpus, cpus_from) = match args.cpus {
         Some(n) => (n as usize, Source::Flag),

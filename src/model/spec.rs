@@ -112,6 +112,15 @@ pub enum ModelSpec {
 }
 
 impl ModelSpec {
+    /// The step a lerobot-train run's loader takes for this spec: a fixed cost stays one (a
+    /// stand-in for the policy, e.g. a log's `updt_s`); anything else is the run's own policy.
+    pub fn of_a_run(&self) -> ModelSpec {
+        match self {
+            ModelSpec::Synthetic { .. } => self.clone(),
+            _ => ModelSpec::Policy,
+        }
+    }
+
     /// `policy` given where no lerobot-train run's loader steps it.
     pub fn policy_is_the_runs() -> ModelError {
         ModelError::Config(
@@ -250,6 +259,12 @@ mod tests {
         assert!("diffusion:huge".parse::<ModelSpec>().unwrap_err().contains("auto, pusht, small"));
         assert!("resnet".parse::<ModelSpec>().unwrap_err().contains("unknown model"));
         assert!("synthetic:fast".parse::<ModelSpec>().is_err());
+        // A run's loader steps its policy unless given a fixed cost.
+        let of_a_run = |text: &str| text.parse::<ModelSpec>().unwrap().of_a_run().to_string();
+        assert_eq!(
+            [of_a_run("diffusion"), of_a_run("synthetic:40ms")],
+            ["policy", "synthetic:40ms"]
+        );
     }
 
     #[test]

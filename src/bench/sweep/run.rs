@@ -302,7 +302,7 @@ pub(crate) fn run_cell(
     };
     // A lerobot-train run steps its own policy unless the sweep's step is a fixed cost.
     let own_step = lerobot.as_ref().is_some_and(|l| l.has_own_step())
-        && !matches!(cell.model, ModelSpec::Synthetic { .. });
+        && cell.model.of_a_run() == ModelSpec::Policy;
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
 
     let loader_phase = if phases.loader {
