@@ -6,6 +6,9 @@ VENV := .venv
 PYTHON ?= python3
 TORCH_VERSION := 2.11.0
 CARGO ?= cargo
+# The Python that PyO3 configures feedbench._native (python/native) with: an abi3 module, so any
+# Python ≥ 3.9 builds one that every such Python imports.
+export PYO3_PYTHON ?= $(abspath $(VENV)/bin/python)
 # The real, partially downloaded LeRobot dataset that the tests read.
 export FEEDBENCH_G1_PARTIAL ?= $(abspath ../shared/datasets/g1-partial)
 
@@ -61,10 +64,11 @@ run: build
 	./target/release/feedbench sweep --config configs/default.toml --out $(RUN_OUT)
 
 test: setup lerobot
+	$(CARGO) build -p feedbench-python
 	$(CARGO) test --all-targets
 	tests/slurm/run.sh target/debug/feedbench
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(MAKE) dist-check wheel-check
 
 # A relocatable bundle for a machine with PyTorch 2.11 and nothing else of ours:

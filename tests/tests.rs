@@ -12,6 +12,7 @@ mod cluster;
 mod compare;
 mod doctor;
 mod faults;
+mod feedbench_dataset;
 mod guard;
 mod kill_anywhere;
 mod knobs;

@@ -1,0 +1,219 @@
+"""feedbench's reader as a torch Dataset in LeRobot's place: `FeedbenchDataset`.
+
+    from feedbench.lerobot import FeedbenchDataset
+    dataset = FeedbenchDataset("me/pick", root="/data/pick", delta_timestamps=..., return_uint8=True)
+
+It takes `LeRobotDataset`'s constructor arguments for what lerobot-train passes and has the
+attributes lerobot-train and LeRobot's `EpisodeAwareSampler` read (`meta`, `episodes`,
+`absolute_to_relative_idx`, `num_frames`, `num_episodes`, `repo_id`, `root`, `features`, `fps`).
+Its items are LeRobot's, key for key and bit for bit: the parquet columns (windowed where
+`delta_timestamps` asks), each window's `<key>_is_pad`, camera frames `(T, C, H, W)` (uint8 with
+`return_uint8`, else float32 in [0, 1]), images in parquet as float32, and `task`.
+
+The native reader (feedbench._native, Rust) decodes; `__getitems__`, which PyTorch's DataLoader
+calls for a whole batch, decodes the batch on the reader's own threads: by default the cores
+this process may use shared among the DataLoader's workers (all of them at `num_workers=0`),
+else `reader_threads`. It pickles as its arguments, so it runs in spawned and forked workers
+alike; each process opens the dataset once, on first use.
+"""
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from feedbench import _native
+
+ReaderError = _native.ReaderError
+
+logger = logging.getLogger(__name__)
+
+
+def _lerobot_home():
+    """LeRobot's dataset cache, as LeRobot resolves it ($HF_LEROBOT_HOME, else under HF_HOME)."""
+    try:
+        from lerobot.utils.constants import HF_LEROBOT_HOME
+    except ImportError:
+        home = os.environ.get("HF_HOME", os.path.join(os.path.expanduser("~"), ".cache", "huggingface"))
+        return Path(os.environ.get("HF_LEROBOT_HOME", os.path.join(home, "lerobot")))
+    return Path(HF_LEROBOT_HOME)
+
+
+def _lerobot_meta(repo_id, root, revision):
+    """LeRobot's own LeRobotDatasetMetadata of the dataset, or None where LeRobot is not installed."""
+    try:
+        from lerobot.datasets.dataset_metadata import LeRobotDatasetMetadata
+    except ImportError:
+        try:
+            from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+        except ImportError:
+            return None
+    return LeRobotDatasetMetadata(repo_id, root=root, revision=revision)
+
+
+def _cores():
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_reader_threads():
+    """The reader's threads in this process: the cores it may use shared among the DataLoader's
+    workers (all of them in the main process or with no workers)."""
+    info = torch.utils.data.get_worker_info()
+    workers = info.num_workers if info is not None else 1
+    return max(1, _cores() // max(1, workers))
+
+
+class FeedbenchDataset(torch.utils.data.Dataset):
+    """A LeRobot dataset read by feedbench's native reader: `LeRobotDataset`'s items, decoded
+    by native threads. Arguments as `LeRobotDataset`'s; `video_backend` is accepted and ignored
+    (said once); `reader_threads` sets the reader's threads per process (default: see
+    `default_reader_threads`)."""
+
+    def __init__(
+        self,
+        repo_id,
+        root=None,
+        episodes=None,
+        image_transforms=None,
+        delta_timestamps=None,
+        tolerance_s=1e-4,
+        revision=None,
+        force_cache_sync=False,
+        download_videos=True,
+        video_backend=None,
+        return_uint8=False,
+        depth_output_unit=None,
+        *,
+        reader_threads=None,
+    ):
+        super().__init__()
+        if image_transforms is not None and not callable(image_transforms):
+            raise TypeError("image_transforms must be callable or None")
+        if reader_threads is not None and (not isinstance(reader_threads, int) or reader_threads < 1):
+            raise ValueError(f"reader_threads={reader_threads!r}: expected a whole number ≥ 1 or None")
+        if video_backend is not None:
+            logger.info("FeedbenchDataset: video_backend=%r is ignored: feedbench's reader decodes "
+                        "with FFmpeg itself", video_backend)
+        self.repo_id = repo_id
+        self.root = Path(root) if root is not None else _lerobot_home() / repo_id
+        self.episodes = list(episodes) if episodes is not None else None
+        self.image_transforms = image_transforms
+        self.delta_timestamps = delta_timestamps
+        self.tolerance_s = tolerance_s
+        self.revision = revision
+        self.video_backend = video_backend
+        self.reader_threads = reader_threads
+        self._return_uint8 = bool(return_uint8)
+        info = self.root / "meta" / "info.json"
+        if not info.is_file():
+            raise ReaderError(
+                f"{info}: no such file: FeedbenchDataset reads a dataset on disk and downloads "
+                f"nothing (pass root= the dataset's directory)")
+        self._info = json.loads(info.read_text(encoding="utf-8"))
+        self._reader = self._open()
+        self.meta = _lerobot_meta(repo_id, self.root, revision)
+        self._order = None
+
+    def _open(self):
+        deltas = None
+        if self.delta_timestamps is not None:
+            deltas = {key: [float(d) for d in values] for key, values in self.delta_timestamps.items()}
+        return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
+                              self._return_uint8)
+
+    # What a spawned worker receives: the arguments, not the open reader; it opens its own.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_reader"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def _native(self):
+        if self._reader is None:
+            self._reader = self._open()
+        return self._reader
+
+    @property
+    def fps(self):
+        """Frames per second of the dataset."""
+        return self._info["fps"]
+
+    @property
+    def features(self):
+        """LeRobot's feature specification (meta/info.json's `features`)."""
+        return self._info["features"]
+
+    @property
+    def camera_keys(self):
+        """The video and image features."""
+        return [key for key, feature in self.features.items() if feature["dtype"] in ("video", "image")]
+
+    @property
+    def num_frames(self):
+        """Frames in the selected episodes."""
+        return len(self._native())
+
+    @property
+    def num_episodes(self):
+        """Episodes selected."""
+        return len(self.episodes) if self.episodes is not None else self._info["total_episodes"]
+
+    @property
+    def absolute_to_relative_idx(self):
+        """Absolute frame index → item position, where episodes are selected (else None), as
+        LeRobot's."""
+        if self.episodes is None:
+            return None
+        return {int(index): position for position, index in enumerate(self._native().indices())}
+
+    def __len__(self):
+        return self.num_frames
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return self.__getitems__(list(range(*idx.indices(len(self)))))
+        return self.__getitems__([idx])[0]
+
+    def __getitems__(self, indices):
+        """The items at `indices`, decoded together by the reader's threads."""
+        reader = self._native()
+        count = len(reader)
+        positions = []
+        for idx in indices:
+            idx = int(idx)
+            positions.append(idx + count if idx < 0 else idx)
+        threads = self.reader_threads or default_reader_threads()
+        return [self._item(raw) for raw in reader.items(positions, threads)]
+
+    def _key_order(self, raw):
+        """LeRobot's order of an item's keys: cameras, the row's columns, the pad masks, task."""
+        video_keys = [key for key, feature in self.features.items() if feature["dtype"] == "video"]
+        columns = [key for key in self.features if key not in video_keys]
+        pads = [f"{key}_is_pad" for key in (self.delta_timestamps or {})]
+        order = [key for key in video_keys + columns + pads + ["task"] if key in raw]
+        return order + sorted(key for key in raw if key not in order)
+
+    def _item(self, raw):
+        if self._order is None:
+            self._order = self._key_order(raw)
+        item = {}
+        for key in self._order:
+            value = raw[key]
+            item[key] = value if isinstance(value, (str, list)) else torch.from_numpy(value)
+        if self.image_transforms is not None:
+            for camera in self.camera_keys:
+                if camera in item:
+                    item[camera] = self.image_transforms(item[camera])
+        return item
+
+    def __repr__(self):
+        return (f"FeedbenchDataset({self.repo_id!r}, root={str(self.root)!r}, "
+                f"{self.num_episodes} episodes, {self.num_frames} frames)")

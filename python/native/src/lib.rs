@@ -1,0 +1,305 @@
+//! `feedbench._native`: feedbench's reader of LeRobot datasets, for Python.
+//!
+//! One class, [`Reader`]: a dataset opened with LeRobot's `episodes`, `delta_timestamps` and
+//! `tolerance_s`, whose items are what `LeRobotDataset[i]` returns, as NumPy arrays that own the
+//! reader's buffers (no copy on the way to torch). `feedbench.lerobot.FeedbenchDataset` is the
+//! torch Dataset on top: it orders the keys as LeRobot does, makes tensors, applies
+//! `image_transforms` and pickles. A batch of items is decoded by the reader's own threads
+//! (a rayon pool, each thread with its own video decoder), with the GIL released.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder};
+use feedbench::dataset::{
+    Dataset, DatasetError, DatasetOptions, Sample, Values, Window, WindowSpec,
+};
+use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::{Element, IntoPyArray};
+use pyo3::exceptions::{PyException, PyIndexError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+pyo3::create_exception!(
+    _native,
+    ReaderError,
+    PyException,
+    "A dataset the reader cannot read, or a request it refuses; the message names the file or key."
+);
+
+/// The error of a dataset call as Python's [`ReaderError`].
+fn reader_error(error: DatasetError) -> PyErr {
+    ReaderError::new_err(error.to_string())
+}
+
+/// One value of an item, before it becomes a Python object.
+enum Value {
+    /// A NumPy array: the dtype LeRobot's tensor has.
+    Array { shape: Vec<usize>, values: Values },
+    /// A string column's values: one string without a window, a list with one.
+    Text { values: Vec<String>, windowed: bool },
+}
+
+/// An item: its keys and values, in no particular order (the Python side orders them).
+type Item = Vec<(String, Value)>;
+
+/// The threads that decode a batch, made for one process and one thread count.
+struct Workers {
+    /// The process they were started in: a forked DataLoader worker inherits the object but
+    /// not the threads, and starts its own.
+    pid: u32,
+    threads: usize,
+    pool: Option<rayon::ThreadPool>,
+    /// One decoder per pool thread, then the caller's.
+    decoders: Vec<Mutex<VideoDecoder>>,
+}
+
+impl Workers {
+    fn new(threads: usize, options: &DecodeOptions) -> PyResult<Self> {
+        let pool = if threads > 1 {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("feedbench-reader-{i}"))
+                .build()
+                .map_err(|e| {
+                    ReaderError::new_err(format!("cannot start {threads} reader threads: {e}"))
+                })?;
+            Some(pool)
+        } else {
+            None
+        };
+        let decoders =
+            (0..=threads).map(|_| Mutex::new(VideoDecoder::new(options.clone()))).collect();
+        Ok(Self { pid: std::process::id(), threads, pool, decoders })
+    }
+
+    /// The decoder of the thread this runs on: a pool thread's own, else the caller's.
+    fn decoder(&self) -> &Mutex<VideoDecoder> {
+        let slot = rayon::current_thread_index().unwrap_or(self.threads);
+        &self.decoders[slot.min(self.threads)]
+    }
+}
+
+/// A LeRobot dataset opened for reading items, as `LeRobotDataset` does for the same arguments.
+#[pyclass(module = "feedbench._native", frozen)]
+struct Reader {
+    dataset: Dataset,
+    window: Window,
+    /// The global `index` of each item position (LeRobot's relative index), selected episodes
+    /// in order.
+    indices: Vec<usize>,
+    /// Camera (video) frames as uint8 (LeRobot's `return_uint8`); images in parquet are
+    /// float32 either way, as LeRobot returns them.
+    uint8: bool,
+    decode: DecodeOptions,
+    workers: Mutex<Option<Arc<Workers>>>,
+}
+
+#[pymethods]
+impl Reader {
+    /// Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
+    /// seconds), `tolerance_s`, `uint8` (camera frames as uint8). Features the reader does not
+    /// read are refused by name.
+    #[new]
+    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8))]
+    fn new(
+        py: Python<'_>,
+        root: PathBuf,
+        episodes: Option<Vec<usize>>,
+        delta_timestamps: Option<BTreeMap<String, Vec<f64>>>,
+        tolerance_s: f64,
+        uint8: bool,
+    ) -> PyResult<Self> {
+        py.detach(|| {
+            let options = DatasetOptions { episodes, tolerance_s };
+            let dataset = Dataset::open_with(&root, &options).map_err(reader_error)?;
+            if let Some(depth) = dataset
+                .info()
+                .features
+                .iter()
+                .find(|f| f.video.as_ref().is_some_and(|v| v.is_depth_map == Some(true)))
+            {
+                return Err(ReaderError::new_err(format!(
+                    "{}: feature `{}` is a depth map, which feedbench's reader does not read \
+                     (LeRobot's LeRobotDataset does)",
+                    root.join("meta/info.json").display(),
+                    depth.name
+                )));
+            }
+            let spec = match delta_timestamps {
+                Some(deltas) => WindowSpec::Deltas(deltas),
+                None => WindowSpec::Single,
+            };
+            let window = dataset.window(&spec).map_err(reader_error)?;
+            let indices = dataset.sample_indices(0);
+            let decode = DecodeOptions { tolerance_s, ..DecodeOptions::default() };
+            Ok(Self { dataset, window, indices, uint8, decode, workers: Mutex::new(None) })
+        })
+    }
+
+    /// Items in the selected episodes (LeRobot's `num_frames`).
+    fn __len__(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// The global `index` of every item position, in order.
+    fn indices<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
+        self.indices.clone().into_pyarray(py).into_any()
+    }
+
+    /// The items at `positions` (0 ≤ position < len), each a dict of key → NumPy array (or
+    /// string), decoded by `threads` threads of the reader's own.
+    fn items<'py>(
+        &self,
+        py: Python<'py>,
+        positions: Vec<usize>,
+        threads: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if let Some(&bad) = positions.iter().find(|&&p| p >= self.indices.len()) {
+            return Err(PyIndexError::new_err(format!(
+                "index {bad} is out of range: the dataset holds {} items",
+                self.indices.len()
+            )));
+        }
+        let workers = self.workers(threads.max(1))?;
+        let items = py.detach(|| self.read(&workers, &positions)).map_err(reader_error)?;
+        let list = PyList::empty(py);
+        for item in items {
+            let dict = PyDict::new(py);
+            for (key, value) in item {
+                dict.set_item(key, to_python(py, value)?)?;
+            }
+            list.append(dict)?;
+        }
+        Ok(list)
+    }
+}
+
+impl Reader {
+    /// This process's workers for `threads` threads, started on first use and again in a
+    /// forked child or for another thread count.
+    fn workers(&self, threads: usize) -> PyResult<Arc<Workers>> {
+        let mut held = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        if let Some(workers) = held.as_ref() {
+            if workers.pid == pid && workers.threads == threads {
+                return Ok(workers.clone());
+            }
+        }
+        if let Some(stale) = held.take() {
+            if stale.pid != pid {
+                // Its threads live in the parent only: dropping the pool here would signal
+                // threads this process does not have.
+                std::mem::forget(stale);
+            }
+        }
+        let workers = Arc::new(Workers::new(threads, &self.decode)?);
+        *held = Some(workers.clone());
+        Ok(workers)
+    }
+
+    /// The items at `positions`, on the pool when there is one and more than one item.
+    fn read(&self, workers: &Workers, positions: &[usize]) -> Result<Vec<Item>, DatasetError> {
+        let one = |&position: &usize| {
+            let mut decoder = workers.decoder().lock().unwrap_or_else(|e| e.into_inner());
+            self.item(self.indices[position], &mut decoder)
+        };
+        match &workers.pool {
+            Some(pool) if positions.len() > 1 => {
+                use rayon::prelude::*;
+                pool.install(|| positions.par_iter().map(one).collect())
+            }
+            _ => positions.iter().map(one).collect(),
+        }
+    }
+
+    /// The item of global `index`: every parquet column (windowed where asked), the window's
+    /// `<key>_is_pad`, camera frames and images, and `task`.
+    fn item(&self, index: usize, decoder: &mut VideoDecoder) -> Result<Item, DatasetError> {
+        let mut sample = Sample::default();
+        self.dataset.sample_into(index, &self.window, &mut sample)?;
+        let mut item = Item::with_capacity(sample.arrays.len() + sample.pad_masks.len() + 4);
+        let keys: Vec<String> = sample.pixel_keys().map(str::to_owned).collect();
+        for key in keys {
+            let shape = sample.pixel_shape(&key, decoder)?.expect("a pixel key");
+            let is_video = sample.videos.contains_key(&key);
+            let mut values = if is_video && self.uint8 {
+                Values::U8(vec![0; shape.len()])
+            } else {
+                Values::F32(vec![0.0; shape.len()])
+            };
+            let buffer = match &mut values {
+                Values::U8(v) => FrameBuffer::U8(v),
+                Values::F32(v) => FrameBuffer::F32(v),
+                _ => unreachable!("pixels are uint8 or float32"),
+            };
+            sample.decode_pixels_into(&key, decoder, buffer)?;
+            let mut dims = shape.dims();
+            // LeRobot squeezes a camera's leading dimension: a one-step window of a video key
+            // comes back as one frame (`frames.squeeze(0)`), of an image key as a window.
+            if is_video && shape.steps == Some(1) {
+                dims.remove(0);
+            }
+            item.push((key, Value::Array { shape: dims, values }));
+        }
+        for (key, array) in std::mem::take(&mut sample.arrays) {
+            let value = match array.values {
+                Values::Str(values) => Value::Text { values, windowed: !array.shape.is_empty() },
+                values => Value::Array { shape: array.shape, values },
+            };
+            item.push((key, value));
+        }
+        for (key, mask) in std::mem::take(&mut sample.pad_masks) {
+            let shape = vec![mask.len()];
+            item.push((
+                format!("{key}_is_pad"),
+                Value::Array { shape, values: Values::Bool(mask) },
+            ));
+        }
+        item.push(("task".into(), Value::Text { values: vec![sample.task], windowed: false }));
+        Ok(item)
+    }
+}
+
+/// `values` shaped `shape` as a NumPy array that owns them.
+fn array<'py, T: Element>(
+    py: Python<'py>,
+    shape: Vec<usize>,
+    values: Vec<T>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let array = ArrayD::from_shape_vec(IxDyn(&shape), values)
+        .map_err(|e| ReaderError::new_err(format!("an array of shape {shape:?}: {e}")))?;
+    Ok(array.into_pyarray(py).into_any())
+}
+
+/// A value as LeRobot's `torch.tensor(...)` of the row's Python values would type it: float64
+/// becomes float32 and int32 int64, as they do there.
+fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
+    match value {
+        Value::Array { shape, values } => match values {
+            Values::F32(v) => array(py, shape, v),
+            Values::F64(v) => array(py, shape, v.into_iter().map(|x| x as f32).collect()),
+            Values::I64(v) => array(py, shape, v),
+            Values::I32(v) => array(py, shape, v.into_iter().map(i64::from).collect()),
+            Values::Bool(v) => array(py, shape, v),
+            Values::U8(v) => array(py, shape, v),
+            Values::Str(v) => Ok(PyList::new(py, v)?.into_any()),
+        },
+        Value::Text { mut values, windowed } => {
+            if windowed || values.len() != 1 {
+                Ok(PyList::new(py, values)?.into_any())
+            } else {
+                Ok(PyString::new(py, &values.remove(0)).into_any())
+            }
+        }
+    }
+}
+
+/// The module: [`Reader`] and [`ReaderError`].
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Reader>()?;
+    module.add("ReaderError", module.py().get_type::<ReaderError>())?;
+    Ok(())
+}

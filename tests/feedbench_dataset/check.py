@@ -1,0 +1,216 @@
+"""Checks FeedbenchDataset (feedbench.lerobot, the wheel's native reader) against LeRobot's
+LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names what differs.
+
+    check.py items ROOT COUNT            every key of every item at COUNT indices (evenly spread,
+                                         the ends included) equals LeRobot's (torch.equal, same
+                                         dtype and shape, same key order), in three requests: a
+                                         diffusion-like window in uint8, no window in float32,
+                                         two episodes with one-step windows
+    check.py batches ROOT                a seeded DataLoader as lerobot-train builds it
+                                         (EpisodeAwareSampler, shuffle, seed, drop_n_last_frames 7,
+                                         batch 8) gives the same first 6 batches with either
+                                         dataset: spawn with 2 workers, persistent, prefetch 4,
+                                         pin_memory; fork with 1 worker; 0 workers
+    check.py refusals ROOT               a dataset or request it cannot serve is refused naming the
+                                         file, key or index: no info.json, a depth-map camera, a
+                                         delta for no feature, an index past the end
+    check.py write-lerobot OUT           a small dataset written by LeRobot itself (LeRobotDataset
+                                         .create: one video camera, one image feature, state,
+                                         action; 3 episodes)
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from feedbench.lerobot import FeedbenchDataset
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+
+def fail(message):
+    sys.exit(f"check: {message}")
+
+
+def requests(root):
+    """The three requests, as (name, LeRobotDataset keyword arguments)."""
+    info = LeRobotDataset("local/check", root=root).meta
+    fps = info.fps
+    observations = [key for key in info.features if key.startswith("observation.")]
+    window = {key: [-1 / fps, 0.0] for key in observations}
+    window["action"] = [i / fps for i in range(-1, 15)]
+    one_step = {key: [0.0] for key in observations}
+    one_step["action"] = [0.0, 1 / fps]
+    episodes = sorted(range(info.total_episodes))[-2:]
+    return [
+        ("window, uint8", {"delta_timestamps": window, "return_uint8": True}),
+        ("no window, float32", {}),
+        (f"episodes {episodes}, one-step windows", {"delta_timestamps": one_step,
+                                                    "episodes": episodes, "return_uint8": True}),
+    ]
+
+
+def same_value(what, ours, theirs):
+    if isinstance(theirs, torch.Tensor):
+        if not isinstance(ours, torch.Tensor):
+            fail(f"{what}: {type(ours).__name__} against LeRobot's tensor")
+        if ours.dtype != theirs.dtype or ours.shape != theirs.shape:
+            fail(f"{what}: {ours.dtype}{list(ours.shape)} against LeRobot's "
+                 f"{theirs.dtype}{list(theirs.shape)}")
+        if not torch.equal(ours, theirs):
+            differing = int((ours != theirs).sum())
+            fail(f"{what}: {differing} of {theirs.numel()} values differ from LeRobot's")
+    elif isinstance(theirs, dict):
+        if list(ours) != list(theirs):
+            fail(f"{what}: keys {list(ours)} against LeRobot's {list(theirs)}")
+        for key in theirs:
+            same_value(f"{what} {key}", ours[key], theirs[key])
+    elif ours != theirs:
+        fail(f"{what}: {ours!r} against LeRobot's {theirs!r}")
+
+
+def items(root, count):
+    for name, kwargs in requests(root):
+        ours = FeedbenchDataset("local/check", root=root, **kwargs)
+        theirs = LeRobotDataset("local/check", root=root, **kwargs)
+        if len(ours) != len(theirs):
+            fail(f"{name}: {len(ours)} items against LeRobot's {len(theirs)}")
+        if ours.absolute_to_relative_idx != theirs.absolute_to_relative_idx:
+            fail(f"{name}: absolute_to_relative_idx differs from LeRobot's")
+        if (ours.num_frames, ours.num_episodes) != (theirs.num_frames, theirs.num_episodes):
+            fail(f"{name}: num_frames, num_episodes {ours.num_frames, ours.num_episodes} against "
+                 f"LeRobot's {theirs.num_frames, theirs.num_episodes}")
+        indices = sorted(set(np.linspace(0, len(theirs) - 1, min(count, len(theirs))).round().astype(int)))
+        batch = ours.__getitems__(indices)
+        for index, item in zip(indices, batch):
+            same_value(f"{name}, item {index}:", item, theirs[int(index)])
+        print(f"check: {root.name}, {name}: {len(indices)} items equal LeRobot's "
+              f"({len(batch[0])} keys: {', '.join(batch[0])})")
+
+
+def lerobot_loader(dataset, workers, context, pin_memory):
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    sampler = EpisodeAwareSampler(
+        dataset.meta.episodes["dataset_from_index"],
+        dataset.meta.episodes["dataset_to_index"],
+        episode_indices_to_use=dataset.episodes,
+        drop_n_last_frames=7,
+        shuffle=True,
+        seed=1000,
+        absolute_to_relative_idx=dataset.absolute_to_relative_idx,
+    )
+    extra = {}
+    if workers:
+        extra = {"multiprocessing_context": context, "persistent_workers": True, "prefetch_factor": 4}
+    return torch.utils.data.DataLoader(dataset, batch_size=8, sampler=sampler, num_workers=workers,
+                                       pin_memory=pin_memory, drop_last=False, **extra)
+
+
+def batches(root):
+    fps = LeRobotDataset("local/check", root=root).meta.fps
+    window = {"observation.state": [-1 / fps, 0.0], "action": [i / fps for i in range(-1, 15)]}
+    for key, feature in LeRobotDataset("local/check", root=root).meta.features.items():
+        if feature["dtype"] in ("video", "image"):
+            window[key] = [-1 / fps, 0.0]
+    kwargs = {"delta_timestamps": window, "return_uint8": True}
+    theirs = list(zip(range(6), lerobot_loader(LeRobotDataset("local/check", root=root, **kwargs),
+                                              0, None, False)))
+    for workers, context, pin_memory in [(2, "spawn", True),
+                                         (1, "fork", False), (0, None, False)]:
+        ours = FeedbenchDataset("local/check", root=root, **kwargs)
+        ours[0]  # the reader's threads started here, before the workers are spawned or forked
+        loader = lerobot_loader(ours, workers, context, pin_memory)
+        taken = list(zip(range(6), loader))
+        if len(taken) != len(theirs):
+            fail(f"{workers} workers ({context}): {len(taken)} batches against LeRobot's {len(theirs)}")
+        for (step, batch), (_, expected) in zip(taken, theirs):
+            same_value(f"{workers} workers ({context}), batch {step}:", batch, expected)
+        print(f"check: {root.name}: {len(taken)} seeded batches of 8 equal LeRobot's with "
+              f"{workers} workers{f' ({context})' if context else ''}")
+
+
+def refused(what, call, error, *names):
+    try:
+        call()
+    except error as refusal:
+        message = str(refusal)
+        missing = [name for name in names if name not in message]
+        if missing:
+            fail(f"{what}: the refusal does not name {missing}: {message}")
+        print(f"check: {what}: refused: {message}")
+        return
+    fail(f"{what}: accepted")
+
+
+def refusals(root):
+    import json
+    import shutil
+    import tempfile
+
+    from feedbench.lerobot import ReaderError
+
+    with tempfile.TemporaryDirectory() as scratch:
+        empty = Path(scratch) / "empty"
+        empty.mkdir()
+        refused("a directory without meta/info.json", lambda: FeedbenchDataset("local/x", root=empty),
+                ReaderError, str(empty / "meta" / "info.json"))
+        depth = Path(scratch) / "depth"
+        shutil.copytree(root, depth)
+        info_path = depth / "meta" / "info.json"
+        info = json.loads(info_path.read_text())
+        camera = next(key for key, f in info["features"].items() if f["dtype"] == "video")
+        info["features"][camera]["info"]["video.is_depth_map"] = True
+        info_path.write_text(json.dumps(info, indent=4))
+        refused("a depth-map camera", lambda: FeedbenchDataset("local/x", root=depth), ReaderError,
+                camera, "depth map")
+    refused("a delta for no feature",
+            lambda: FeedbenchDataset("local/x", root=root, delta_timestamps={"observation.nothing": [0.0]}),
+            ReaderError, "observation.nothing")
+    dataset = FeedbenchDataset("local/x", root=root)
+    refused("an index past the end", lambda: dataset[len(dataset)], IndexError, str(len(dataset)))
+
+
+def write_lerobot(out):
+    features = {
+        "observation.images.front": {"dtype": "video", "shape": (48, 64, 3),
+                                     "names": ["height", "width", "channels"]},
+        "observation.images.wrist": {"dtype": "image", "shape": (24, 32, 3),
+                                     "names": ["height", "width", "channels"]},
+        "observation.state": {"dtype": "float32", "shape": (4,), "names": None},
+        "action": {"dtype": "float32", "shape": (4,), "names": None},
+    }
+    dataset = LeRobotDataset.create("local/lerobot-written", fps=15, features=features, root=out,
+                                    use_videos=True)
+    generator = np.random.default_rng(7)
+    for episode, length in enumerate([21, 17, 25]):
+        for frame in range(length):
+            dataset.add_frame({
+                "observation.images.front": generator.integers(0, 256, (48, 64, 3), dtype=np.uint8),
+                "observation.images.wrist": generator.integers(0, 256, (24, 32, 3), dtype=np.uint8),
+                "observation.state": generator.standard_normal(4).astype(np.float32),
+                "action": generator.standard_normal(4).astype(np.float32),
+                "task": ["pick", "place"][episode % 2],
+            })
+        dataset.save_episode()
+    dataset.finalize()
+    print(f"check: LeRobot wrote {out}")
+
+
+def main():
+    command = sys.argv[1]
+    if command == "items":
+        items(Path(sys.argv[2]), int(sys.argv[3]))
+    elif command == "batches":
+        batches(Path(sys.argv[2]))
+    elif command == "refusals":
+        refusals(Path(sys.argv[2]))
+    elif command == "write-lerobot":
+        write_lerobot(Path(sys.argv[2]))
+    else:
+        fail(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main()
