@@ -53,8 +53,10 @@ LEROBOT_VENV := .venv-lerobot
 lerobot:
 	@scripts/lerobot-venv.sh $(LEROBOT_VENV)
 
+# The binary and the reader's Python module (python/native) in one build, so that the
+# dependencies they share are compiled once, with one set of features.
 build: setup
-	$(CARGO) build --release
+	$(CARGO) build --release --workspace
 
 # The main job: sweep the loader's knobs feeding the diffusion policy on a generated
 # PushT-shaped dataset (configs/default.toml) and print the report; each run gets its own
@@ -64,7 +66,7 @@ run: build
 	./target/release/feedbench sweep --config configs/default.toml --out $(RUN_OUT)
 
 test: setup lerobot
-	$(CARGO) build -p feedbench-python
+	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --all-targets
 	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --all --check
@@ -85,12 +87,13 @@ dist-check: dist
 	scripts/dist-check.sh $(DIST_TARBALL) $(VENV)/libtorch
 
 # The same bundle as a wheel for `pip install` into an environment with torch 2.11:
-# dist/feedbench-<version>-py3-none-manylinux_<glibc>_x86_64.whl (scripts/wheel.py says what is in it).
+# dist/feedbench-<version>-cp39-abi3-manylinux_<glibc>_x86_64.whl, with the reader's Python module
+# (scripts/wheel.py says what is in it).
 wheel: dist
-	$(PYTHON) scripts/wheel.py $(DIST_BUNDLE) $(VENV)/libtorch dist
+	$(PYTHON) scripts/wheel.py $(DIST_BUNDLE) target/release/lib_native.so $(VENV)/libtorch dist
 
 # The wheel installed as a user would install it, beside LeRobot, and run from a shell that knows
 # neither this repository nor .venv (tests/wheel/run.sh).
 wheel-check: wheel lerobot
-	tests/wheel/run.sh "$$(ls dist/feedbench-$(VERSION)-py3-none-manylinux_*_x86_64.whl)" \
+	tests/wheel/run.sh "$$(ls dist/feedbench-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
 		$(TORCH_VERSION) $(LEROBOT_VENV)/bin/python $(VENV)/bin/python

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""`make wheel`: dist/feedbench-<version>-py3-none-manylinux_<glibc>_x86_64.whl, built from the
-bundle `make dist` assembled (scripts/dist.sh), for `pip install` into an environment with torch.
+"""`make wheel`: dist/feedbench-<version>-cp39-abi3-manylinux_<glibc>_x86_64.whl, built from the
+bundle `make dist` assembled (scripts/dist.sh) and the reader's Python module, for `pip install`
+into an environment with torch.
 
     feedbench/__init__.py, __main__.py   the launcher (python/feedbench/): finds this
                                          environment's torch, checks its series, execs the binary
+    feedbench/lerobot.py                 FeedbenchDataset: the native reader as a torch Dataset
+    feedbench/lerobot_train.py           the `feedbench-lerobot-train` script: lerobot-train with
+                                         FeedbenchDataset
+    feedbench/_native.abi3.so            the reader's Python module (python/native, PyO3, abi3:
+                                         one file for every CPython ≥ 3.9), RPATH $ORIGIN/lib
     feedbench/_release.py                this feedbench's version and the torch series it is
                                          built against
     feedbench/bin/feedbench.bin          the bundle's binary (RPATH $ORIGIN/../lib)
@@ -12,21 +18,27 @@ bundle `make dist` assembled (scripts/dist.sh), for `pip install` into an enviro
                                          scripts/gpu-check.sh, installed beside the console script
                                          `feedbench`, which it runs
     feedbench-<version>.dist-info/       METADATA (requires the torch series, nothing else),
-                                         WHEEL, entry_points.txt (the `feedbench` script), RECORD
+                                         WHEEL, entry_points.txt (the `feedbench` and
+                                         `feedbench-lerobot-train` scripts), RECORD
 
 The platform tag follows auditwheel's rule for glibc: manylinux_2_N where GLIBC_2.N is the
-highest glibc symbol version that the binary or a bundled library needs. A plain zip writer, not
-a build backend: the binary is built already, so there is nothing to compile and nothing to fetch.
+highest glibc symbol version that the binary, the module or a bundled library needs. A plain zip
+writer, not a build backend: the binary and the module are built already (cargo), so there is
+nothing to compile and nothing to fetch. maturin would build the module alone, and its repair
+would copy FFmpeg's libraries a second time (renamed, beside the module) although the binary's
+copies and stand-ins are in feedbench/lib already; here both load the one set.
 
-Usage: scripts/wheel.py BUNDLE_DIR LIBTORCH_DIR OUT_DIR
+Usage: scripts/wheel.py BUNDLE_DIR NATIVE_MODULE LIBTORCH_DIR OUT_DIR
 """
 
 import base64
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,9 +95,9 @@ def record_line(name, data):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.exit(__doc__.split("Usage: ")[1].strip())
-    bundle, libtorch, out = sys.argv[1:]
+    bundle, native, libtorch, out = sys.argv[1:]
     package = cargo_package()
     version = package["version"]
     if os.path.basename(os.path.normpath(bundle)) != f"feedbench-{version}-x86_64-linux":
@@ -114,6 +126,18 @@ def main():
         f'__version__ = "{version}"\nTORCH_SERIES = "{series}"\n'.encode())
     add_file("feedbench/bin/feedbench.bin", binary)
     elf_files = [binary]
+    if not os.path.isfile(native):
+        fail(f"{native}: no such file: build the module (cargo build --release -p feedbench-python)")
+    scratch = tempfile.mkdtemp()
+    try:
+        module = os.path.join(scratch, "_native.abi3.so")
+        shutil.copyfile(native, module)
+        subprocess.run(["strip", "--strip-unneeded", module], check=True)
+        subprocess.run(["patchelf", "--set-rpath", "$ORIGIN/lib", module], check=True)
+        add_file("feedbench/_native.abi3.so", module)
+        elf_files.append(native)
+    finally:
+        shutil.rmtree(scratch)
     lib = os.path.join(bundle, "lib")
     for name in sorted(os.listdir(lib)):
         path = os.path.join(lib, name)
@@ -124,7 +148,7 @@ def main():
     add_file(f"{data}/scripts/feedbench-gpu-check", os.path.join(bundle, "scripts", "gpu-check.sh"))
 
     glibc = glibc_needed(elf_files)
-    tag = f"py3-none-manylinux_{glibc[0]}_{glibc[1]}_x86_64"
+    tag = f"cp39-abi3-manylinux_{glibc[0]}_{glibc[1]}_x86_64"
     info = f"feedbench-{version}.dist-info"
     add(f"{info}/METADATA", (
         "Metadata-Version: 2.1\n"
@@ -136,19 +160,21 @@ def main():
         f"Requires-Dist: {requirement}\n"
         "\n"
         "The feedbench command, with the torch of the environment it is installed in: "
-        "`feedbench --help`.\n").encode())
+        "`feedbench --help`; feedbench's reader in LeRobot's training: "
+        "`from feedbench.lerobot import FeedbenchDataset` and `feedbench-lerobot-train`.\n").encode())
     add(f"{info}/WHEEL", (
         "Wheel-Version: 1.0\n"
         "Generator: feedbench scripts/wheel.py\n"
         "Root-Is-Purelib: false\n"
         f"Tag: {tag}\n").encode())
-    add(f"{info}/entry_points.txt", b"[console_scripts]\nfeedbench = feedbench:main\n")
+    add(f"{info}/entry_points.txt", b"[console_scripts]\nfeedbench = feedbench:main\n"
+        b"feedbench-lerobot-train = feedbench.lerobot_train:main\n")
     record = [record_line(name, data) for name, data, _ in entries] + [f"{info}/RECORD,,"]
     add(f"{info}/RECORD", ("\n".join(record) + "\n").encode())
 
     os.makedirs(out, exist_ok=True)
     for stale in os.listdir(out):  # this version's wheel of an earlier build, whatever its tag
-        if stale.startswith(f"feedbench-{version}-py3-none-") and stale.endswith(".whl"):
+        if stale.startswith(f"feedbench-{version}-") and stale.endswith(".whl"):
             os.remove(os.path.join(out, stale))
     wheel = os.path.join(out, f"feedbench-{version}-{tag}.whl")
     partial = wheel + ".partial"

@@ -1,8 +1,8 @@
 //! `feedbench.lerobot.FeedbenchDataset` (the native reader through PyO3, `feedbench._native`)
 //! against LeRobot's `LeRobotDataset` in the LeRobot venv (tests/feedbench_dataset/check.py):
 //! items key for key and bit for bit, seeded lerobot-train DataLoader batches under spawn and
-//! fork, and its refusals. The module is the one `cargo build -p feedbench-python` makes
-//! (`make test` builds it first). Skipped, with a note, where no LeRobot venv is found.
+//! fork, and its refusals; feedbench-lerobot-train against lerobot-train. The module is the one
+//! `cargo build --workspace` makes (`make test` builds it first). Skipped, with a note, where no LeRobot venv is found.
 
 use crate::common;
 
@@ -25,8 +25,8 @@ pub(crate) fn python_package(dir: &Path) -> PathBuf {
     let native = target.join("debug/lib_native.so");
     assert!(
         native.is_file(),
-        "{} is missing: build the Python module first (cargo build -p feedbench-python; make \
-         test does)",
+        "{} is missing: build the Python module first (cargo build --workspace; make test \
+         does)",
         native.display()
     );
     let package = dir.join("python/feedbench");
@@ -122,4 +122,92 @@ fn what_it_cannot_read_is_refused_by_name() {
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
     assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 4);
+}
+
+#[test]
+fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loader() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let args = crate::lerobot_train::diffusion_run(dir.path());
+    let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
+    for out in [&theirs, &ours] {
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::remove_dir_all(dir.path().join("run")).ok();
+    }
+    let (lerobot_built, _) =
+        crate::lerobot_train::recorded_run(&python, &args, 2, &theirs, Some(&package));
+    std::fs::remove_dir_all(dir.path().join("run")).ok();
+    let with_reader = [&["--feedbench-reader".to_string()][..], &args].concat();
+    let (built, log) =
+        crate::lerobot_train::recorded_run(&python, &with_reader, 2, &ours, Some(&package));
+
+    assert_eq!(built["feedbench_datasets"], 1, "the run's one dataset is feedbench's");
+    assert_eq!(built["sampler"], lerobot_built["sampler"], "LeRobot's sampler, as it builds it");
+    let mut dataloader = lerobot_built["dataloader"].clone();
+    dataloader["dataset"] = "FeedbenchDataset".into();
+    assert_eq!(built["dataloader"], dataloader, "LeRobot's DataLoader, as it builds it");
+    let steps = log.lines().filter(|l| l.contains("step:") && l.contains("loss:")).count();
+    assert_eq!(steps, 2, "lerobot-train logs each of its 2 steps:\n{log}");
+    let batches = |dir: &Path| {
+        crate::lerobot_train::files(dir)
+            .into_iter()
+            .filter(|(p, _)| p != Path::new("built.json"))
+            .collect::<Vec<_>>()
+    };
+    let (ours, theirs) = (batches(&ours), batches(&theirs));
+    assert_eq!(ours.len(), 2 * 12, "two batches of 11 tensors and the strings");
+    assert_eq!(
+        ours.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        theirs.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    for ((path, ours), (_, theirs)) in ours.iter().zip(&theirs) {
+        assert!(ours == theirs, "{} differs from LeRobot's loader's", path.display());
+    }
+}
+
+/// `python -m feedbench.lerobot_train ARGS` with `pythonpath`: (exit code, stderr).
+fn feedbench_lerobot_train(python: &Path, pythonpath: &str, args: &[&str]) -> (i32, String) {
+    let output = Command::new(python)
+        .args(["-m", "feedbench.lerobot_train"])
+        .args(args)
+        .env("PYTHONPATH", pythonpath)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[test]
+fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does() {
+    let Some(lerobot) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let torch_only = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let path = package.to_str().unwrap();
+
+    let (code, err) = feedbench_lerobot_train(&torch_only, path, &["--help"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("LeRobot is not installed") && err.contains("0.4.4 to 0.6.1"), "{err}");
+
+    // A LeRobot of a version it was not checked against (its metadata alone).
+    let newer = dir.path().join("newer");
+    std::fs::create_dir_all(newer.join("lerobot-0.7.0.dist-info")).unwrap();
+    std::fs::write(
+        newer.join("lerobot-0.7.0.dist-info/METADATA"),
+        "Metadata-Version: 2.1\nName: lerobot\nVersion: 0.7.0\n",
+    )
+    .unwrap();
+    let (code, err) =
+        feedbench_lerobot_train(&torch_only, &format!("{path}:{}", newer.display()), &["--help"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("LeRobot 0.7.0 is installed") && err.contains("0.4.4 to 0.6.1"), "{err}");
+
+    let mut args = crate::lerobot_train::diffusion_run(dir.path());
+    args.push("--dataset.streaming=true".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, err) = feedbench_lerobot_train(&lerobot, path, &args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--dataset.streaming=true: a streaming dataset"), "{err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("feedbench-lerobot-train: ")).count(), 1);
 }

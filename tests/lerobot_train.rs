@@ -14,7 +14,7 @@ use crate::common;
 /// A generated pusht-shaped dataset under `dir` (3 episodes of 30 frames) and the arguments of
 /// a small diffusion run on it on the CPU, writing under `dir` (LeRobot's default backbone
 /// weights would be downloaded: none here, with group norm).
-fn diffusion_run(dir: &Path) -> Vec<String> {
+pub(crate) fn diffusion_run(dir: &Path) -> Vec<String> {
     let (data, out) = (dir.join("pusht"), dir.join("run"));
     common::synth_pusht(&data, 3, 30, &[]);
     [
@@ -39,19 +39,36 @@ fn diffusion_run(dir: &Path) -> Vec<String> {
 /// Runs the real lerobot-train for `count` steps with the recording hook: what it built, and
 /// its first `count` batches under `out`.
 fn real_run(python: &Path, args: &[String], count: usize, out: &Path) -> Json {
+    recorded_run(python, args, count, out, None).0
+}
+
+/// [`real_run`] with `pythonpath` on PYTHONPATH (where `args` may start with
+/// `--feedbench-reader`: record_run.py runs feedbench-lerobot-train): what it built and what it
+/// logged (its stderr).
+pub(crate) fn recorded_run(
+    python: &Path,
+    args: &[String],
+    count: usize,
+    out: &Path,
+    pythonpath: Option<&Path>,
+) -> (Json, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = std::process::Command::new(python)
+    let mut command = std::process::Command::new(python);
+    command
         .arg(root.join("tests/lerobot_train/record_run.py"))
         .arg(out)
         .arg(count.to_string())
         .arg(root.join("python"))
         .args(args)
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        .env("HF_HUB_OFFLINE", "1");
+    if let Some(path) = pythonpath {
+        command.env("PYTHONPATH", path);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "lerobot-train failed: {stderr}");
-    serde_json::from_str(&std::fs::read_to_string(out.join("built.json")).unwrap()).unwrap()
+    let built = std::fs::read_to_string(out.join("built.json")).unwrap();
+    (serde_json::from_str(&built).unwrap(), stderr)
 }
 
 /// `feedbench COMMAND --lerobot-train TEXT --python PYTHON EXTRA…`: (success, stdout, stderr).
@@ -62,7 +79,7 @@ fn with_run(command: &str, text: &str, python: &Path, extra: &[&str]) -> (bool, 
 }
 
 /// Every file under `dir`, by its path below it, with its bytes.
-fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+pub(crate) fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     common::file_tree(dir).into_iter().collect()
 }
 

@@ -4,7 +4,11 @@ constructed with (by feedbench's Recorder, the one feedbench records its own bui
 the first COUNT batches its training loop takes from the DataLoader, as .npy files (by
 feedbench's save_batch). It trains COUNT steps.
 
-usage: record_run.py OUT COUNT FEEDBENCH_PYTHON_DIR LEROBOT_TRAIN_ARGS...
+With --feedbench-reader first among the arguments, the run is feedbench-lerobot-train's
+(feedbench.lerobot_train.main, importable from PYTHONPATH) and built.json also counts the
+FeedbenchDatasets it made (`feedbench_datasets`).
+
+usage: record_run.py OUT COUNT FEEDBENCH_PYTHON_DIR [--feedbench-reader] LEROBOT_TRAIN_ARGS...
 """
 
 import json
@@ -15,7 +19,10 @@ import sys
 def main():
     out, count, modules = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     args = sys.argv[4:]
-    sys.path.insert(0, modules)
+    feedbench_reader = args[:1] == ["--feedbench-reader"]
+    if feedbench_reader:
+        args = args[1:]
+    sys.path.append(modules)  # after PYTHONPATH: an installed feedbench package comes first
     from feedbench_lerobot import save_batch
     from feedbench_lerobot_train import Recorder
 
@@ -32,9 +39,24 @@ def main():
             yield batch
 
     lerobot_train.cycle = recording_cycle
-    sys.argv = ["lerobot-train", *args, f"--steps={count}"]
+    run, made = lerobot_train.main, []
+    if feedbench_reader:
+        from feedbench.lerobot import FeedbenchDataset
+        from feedbench.lerobot_train import main as run
+
+        original = FeedbenchDataset.__init__
+
+        def counting(dataset, *args, **kwargs):
+            made.append(True)
+            original(dataset, *args, **kwargs)
+
+        FeedbenchDataset.__init__ = counting
+    sys.argv = ["feedbench-lerobot-train" if feedbench_reader else "lerobot-train", *args,
+                f"--steps={count}"]
     with Recorder() as recorded:
-        lerobot_train.main()
+        run()
+    if feedbench_reader:
+        recorded.calls["feedbench_datasets"] = len(made)
     with open(os.path.join(out, "built.json"), "w") as f:
         json.dump(recorded.calls, f)
     print(f"recorded {len(taken)} batches of lerobot-train's run")

@@ -15,7 +15,9 @@
 #   3. from a shell with neither the repository nor .venv on any path (env -i, cwd outside):
 #      --version, info and load on g1-partial, load --loader lerobot without --python (it must
 #      run the scratch venv's interpreter), a sample of a generated G1-shaped dataset equal to
-#      LeRobot's dataset[index] value for value (tests/wheel/frames_equal.py), train --model synthetic:10ms, model on CPU,
+#      LeRobot's dataset[index] value for value (tests/wheel/frames_equal.py), the installed
+#      FeedbenchDataset's items equal LeRobot's (tests/feedbench_dataset/check.py) and
+#      feedbench-lerobot-train logging 2 steps, train --model synthetic:10ms, model on CPU,
 #      `python -m feedbench`, and the installed feedbench-gpu-check (its CPU parts without a GPU);
 #   4. beside a torch of another series (a fake torch package) pip refuses the wheel and, when
 #      installed anyway, the launcher refuses to start naming both versions; so it does without
@@ -49,8 +51,8 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-version=$(basename "$wheel" | sed -n 's/^feedbench-\([^-]*\)-py3-none-manylinux_[0-9]*_[0-9]*_x86_64\.whl$/\1/p')
-[ -n "$version" ] || fail "$(basename "$wheel") is not named feedbench-VERSION-py3-none-manylinux_X_Y_x86_64.whl"
+version=$(basename "$wheel" | sed -n 's/^feedbench-\([^-]*\)-cp39-abi3-manylinux_[0-9]*_[0-9]*_x86_64\.whl$/\1/p')
+[ -n "$version" ] || fail "$(basename "$wheel") is not named feedbench-VERSION-cp39-abi3-manylinux_X_Y_x86_64.whl"
 echo "wheel-check: $(basename "$wheel"), $(du -m "$wheel" | cut -f1) MB"
 
 # 1. The contents, from the zip alone.
@@ -82,7 +84,10 @@ requires = [line for line in metadata if line.startswith("Requires-Dist:")]
 assert requires == [f"Requires-Dist: torch>={series},<{major}.{int(minor) + 1}"], requires
 tag = wheel.rsplit("/", 1)[1][len(f"feedbench-{version}-"):-len(".whl")]
 assert f"Tag: {tag}" in archive.read(f"{info}/WHEEL").decode().splitlines(), "WHEEL's tag differs"
-assert "console_scripts]\nfeedbench = feedbench:main" in archive.read(f"{info}/entry_points.txt").decode()
+assert archive.read(f"{info}/entry_points.txt").decode() == (
+    "[console_scripts]\nfeedbench = feedbench:main\n"
+    "feedbench-lerobot-train = feedbench.lerobot_train:main\n")
+assert "feedbench/_native.abi3.so" in names, "the reader's Python module is missing"
 for name in ("feedbench/bin/feedbench.bin", f"{data}/scripts/feedbench-gpu-check"):
     assert archive.getinfo(name).external_attr >> 16 & 0o111, f"{name} is not executable"
 print(f"wheel-check: {len(names)} files, all under feedbench/, {info}/ or {data}/scripts/; "
@@ -107,7 +112,8 @@ env, site = sys.argv[1:]
 distribution = importlib.metadata.distribution("feedbench")
 info = os.path.join(site, f"feedbench-{distribution.version}.dist-info")
 allowed = (os.path.join(site, "feedbench") + os.sep, info + os.sep)
-scripts = {os.path.join(env, "bin", name) for name in ("feedbench", "feedbench-gpu-check")}
+scripts = {os.path.join(env, "bin", name)
+           for name in ("feedbench", "feedbench-gpu-check", "feedbench-lerobot-train")}
 for file in distribution.files:
     path = os.path.realpath(file.locate())
     assert path.startswith(allowed) or path in scripts, f"installed outside the package: {path}"
@@ -118,7 +124,7 @@ torch_dir=$("$env_dir/bin/python" -c 'import importlib.util; print(importlib.uti
 [[ $(realpath "$torch_dir") == "$torch_site"/* ]] || fail "the scratch venv's torch is $torch_dir, not $python's"
 
 # The glibc of the tag: the highest GLIBC_ version the binary and the libraries need.
-glibc=$(for file in "$package/bin/feedbench.bin" "$package"/lib/*.so*; do objdump -T "$file"; done \
+glibc=$(for file in "$package/bin/feedbench.bin" "$package/_native.abi3.so" "$package"/lib/*.so*; do objdump -T "$file"; done \
     | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
 [[ $(basename "$wheel") == *"-manylinux_${glibc//./_}_x86_64.whl" ]] \
     || fail "the ELF files need glibc $glibc, but the wheel is tagged $(basename "$wheel")"
@@ -126,7 +132,8 @@ echo "wheel-check: the tag's glibc, $glibc, is the highest GLIBC_ version the EL
 
 # Where every library resolves under the installed layout, with the launcher's LD_LIBRARY_PATH.
 "$repo/scripts/resolve-check.sh" wheel-check "$torch_dir/lib" "$package/lib" \
-    "$torch_site/torch" "$torch_site/nvidia" -- "$package/bin/feedbench.bin" "$package"/lib/*.so* \
+    "$torch_site/torch" "$torch_site/nvidia" -- "$package/bin/feedbench.bin" \
+    "$package/_native.abi3.so" "$package"/lib/*.so* \
     || fail "libraries resolve outside the package, torch and the base system"
 echo "wheel-check: ldd: every library resolves inside the package, to the environment's torch or to the base system"
 
@@ -161,6 +168,18 @@ if [ $lerobot = yes ]; then
     run feedbench sample "$g1" --index 13 --window diffusion --out "$work/sample-13" > /dev/null
     run env HF_HUB_OFFLINE=1 python "$repo/tests/wheel/frames_equal.py" "$g1" 13 "$work/sample-13" \
         || fail "feedbench sample differs from LeRobot's dataset[13]"
+    # The installed reader's Python module (optimised, its FFmpeg from feedbench/lib): items
+    # equal LeRobot's; and feedbench-lerobot-train trains two logged steps.
+    run env HF_HUB_OFFLINE=1 python "$repo/tests/feedbench_dataset/check.py" items "$g1" 24 \
+        || fail "FeedbenchDataset's items differ from LeRobot's"
+    steps=$(run env HF_HUB_OFFLINE=1 feedbench-lerobot-train --dataset.repo_id=local/pusht \
+        --dataset.root="$generated" --policy.type=diffusion --policy.device=cpu \
+        --policy.push_to_hub=false --policy.pretrained_backbone_weights=null \
+        "--policy.down_dims=[32,64,128]" --batch_size=4 --num_workers=1 --steps=2 --log_freq=1 \
+        --save_checkpoint=false --wandb.enable=false --output_dir="$work/train" 2>&1 \
+        | grep -c 'step:[12] .*loss:') || true
+    [ "$steps" = 2 ] || fail "feedbench-lerobot-train did not log its 2 steps"
+    echo "wheel-check: feedbench-lerobot-train trained and logged 2 steps"
 fi
 run feedbench train "$dataset" --episodes 1 --workers 1 --batch 4 --steps 3 --warmup 1 \
     --model synthetic:10ms | tail -2
