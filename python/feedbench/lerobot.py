@@ -15,6 +15,13 @@ calls for a whole batch, decodes the batch on the reader's own threads: by defau
 this process may use shared among the DataLoader's workers (all of them at `num_workers=0`),
 else `reader_threads`. It pickles as its arguments, so it runs in spawned and forked workers
 alike; each process opens the dataset once, on first use.
+
+With `collated_batches=True` (feedbench-lerobot-train's), `__getitems__` hands the DataLoader the
+batch already collated: the reader decodes the frames straight into the batch's tensors (in
+shared memory in a worker, as PyTorch's collate allocates them) and PyTorch's default collate
+passes it through unchanged, so no stack copies the frames again. The batch is the one
+`default_collate` makes of the items. Items are still collated by PyTorch where
+`image_transforms` are set (they apply per item) or the dataset has string features.
 """
 
 import json
@@ -22,7 +29,10 @@ import logging
 import os
 from pathlib import Path
 
+import math
+
 import torch
+from torch.utils.data._utils.collate import default_collate_fn_map
 
 from feedbench import _native
 
@@ -69,11 +79,39 @@ def default_reader_threads():
     return max(1, _cores() // max(1, workers))
 
 
+class _Collated:
+    """A batch the reader collated itself, on its way through PyTorch's default collate."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch):
+        self.batch = batch
+
+
+def _pass_through(batch, *, collate_fn_map=None):
+    """PyTorch's default collate, given [_Collated]: the batch inside, unchanged."""
+    return batch[0].batch
+
+
+default_collate_fn_map[_Collated] = _pass_through
+
+
+def _batch_tensor(shape, dtype):
+    """An uninitialised tensor for a batch, in shared memory inside a DataLoader worker (as
+    PyTorch's collate allocates the batches a worker sends)."""
+    dtype = getattr(torch, dtype)
+    if torch.utils.data.get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(math.prod(shape), device="cpu")
+    return torch.empty(0, dtype=dtype).new(storage).resize_(shape)
+
+
 class FeedbenchDataset(torch.utils.data.Dataset):
     """A LeRobot dataset read by feedbench's native reader: `LeRobotDataset`'s items, decoded
     by native threads. Arguments as `LeRobotDataset`'s; `video_backend` is accepted and ignored
     (said once); `reader_threads` sets the reader's threads per process (default: see
-    `default_reader_threads`)."""
+    `default_reader_threads`); `collated_batches` hands the DataLoader whole batches (see the
+    module's documentation)."""
 
     def __init__(
         self,
@@ -91,6 +129,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         depth_output_unit=None,
         *,
         reader_threads=None,
+        collated_batches=False,
     ):
         super().__init__()
         if image_transforms is not None and not callable(image_transforms):
@@ -109,6 +148,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.revision = revision
         self.video_backend = video_backend
         self.reader_threads = reader_threads
+        self.collated_batches = bool(collated_batches)
         self._return_uint8 = bool(return_uint8)
         info = self.root / "meta" / "info.json"
         if not info.is_file():
@@ -191,7 +231,28 @@ class FeedbenchDataset(torch.utils.data.Dataset):
             idx = int(idx)
             positions.append(idx + count if idx < 0 else idx)
         threads = self.reader_threads or default_reader_threads()
+        if self._collates():
+            return [_Collated(self._batch(reader, positions, threads))]
         return [self._item(raw) for raw in reader.items(positions, threads)]
+
+    def _collates(self):
+        return (self.collated_batches and self.image_transforms is None
+                and not any(f["dtype"] == "string" for f in self.features.values()))
+
+    def _batch(self, reader, positions, threads):
+        """The batch `default_collate` makes of the items at `positions`, collated natively."""
+        frames = {}
+
+        def allocate(key, shape, dtype):
+            frames[key] = _batch_tensor(shape, dtype)
+            return frames[key].numpy()
+
+        raw = reader.batch(positions, threads, allocate)
+        raw.update(frames)
+        if self._order is None:
+            self._order = self._key_order(raw)
+        return {key: raw[key] if isinstance(raw[key], (torch.Tensor, list)) else torch.from_numpy(raw[key])
+                for key in self._order}
 
     def _key_order(self, raw):
         """LeRobot's order of an item's keys: cameras, the row's columns, the pad masks, task."""

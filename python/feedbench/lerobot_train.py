@@ -7,7 +7,8 @@ Every argument is lerobot-train's, and LeRobot's own `main()` runs: its parser, 
 processors, optimizer, sampler, DataLoader, accelerate and logging. One name changes: the
 dataset LeRobot's factory builds (`make_dataset`, `make_train_eval_datasets`) is a
 `feedbench.lerobot.FeedbenchDataset` made with the same arguments, whose items equal
-LeRobotDataset's. Refused, with one line and exit status 2, rather than training on something
+LeRobotDataset's, and which hands the DataLoader whole batches it collated itself (the batch
+PyTorch's collate would make of the items, without the copy). Refused, with one line and exit status 2, rather than training on something
 else: no LeRobot in this environment, a LeRobot outside the versions this was checked against,
 a streaming dataset (`--dataset.streaming=true`: LeRobot's streaming reader would run), and a
 dataset the reader does not read (named by the reader).
@@ -49,11 +50,13 @@ def streaming_refused(*args, **kwargs):
 
 def use_feedbench_reader():
     """Makes LeRobot's dataset factory build FeedbenchDataset where it builds LeRobotDataset."""
+    import functools
+
     import lerobot.datasets.factory as factory
 
     from feedbench.lerobot import FeedbenchDataset
 
-    factory.LeRobotDataset = FeedbenchDataset
+    factory.LeRobotDataset = functools.partial(FeedbenchDataset, collated_batches=True)
     if hasattr(factory, "StreamingLeRobotDataset"):
         factory.StreamingLeRobotDataset = streaming_refused
 

@@ -10,7 +10,8 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
                                          (EpisodeAwareSampler, shuffle, seed, drop_n_last_frames 7,
                                          batch 8) gives the same first 6 batches with either
                                          dataset: spawn with 2 workers, persistent, prefetch 4,
-                                         pin_memory; fork with 1 worker; 0 workers
+                                         pin_memory; fork with 1 worker; 0 workers; and with the
+                                         batches collated by the reader, spawn with 2 and 0
     check.py refusals ROOT               a dataset or request it cannot serve is refused naming the
                                          file, key or index: no info.json, a depth-map camera, a
                                          delta for no feature, an index past the end
@@ -117,9 +118,10 @@ def batches(root):
     kwargs = {"delta_timestamps": window, "return_uint8": True}
     theirs = list(zip(range(6), lerobot_loader(LeRobotDataset("local/check", root=root, **kwargs),
                                               0, None, False)))
-    for workers, context, pin_memory in [(2, "spawn", True),
-                                         (1, "fork", False), (0, None, False)]:
-        ours = FeedbenchDataset("local/check", root=root, **kwargs)
+    for workers, context, pin_memory, collated in [(2, "spawn", True, False), (1, "fork", False, False),
+                                                   (0, None, False, False), (2, "spawn", True, True),
+                                                   (0, None, False, True)]:
+        ours = FeedbenchDataset("local/check", root=root, collated_batches=collated, **kwargs)
         ours[0]  # the reader's threads started here, before the workers are spawned or forked
         loader = lerobot_loader(ours, workers, context, pin_memory)
         taken = list(zip(range(6), loader))
@@ -128,7 +130,8 @@ def batches(root):
         for (step, batch), (_, expected) in zip(taken, theirs):
             same_value(f"{workers} workers ({context}), batch {step}:", batch, expected)
         print(f"check: {root.name}: {len(taken)} seeded batches of 8 equal LeRobot's with "
-              f"{workers} workers{f' ({context})' if context else ''}")
+              f"{workers} workers{f' ({context})' if context else ''}"
+              f"{', collated by the reader' if collated else ''}")
 
 
 def refused(what, call, error, *names):

@@ -13,13 +13,15 @@ use std::sync::{Arc, Mutex};
 
 use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder};
 use feedbench::dataset::{
-    Dataset, DatasetError, DatasetOptions, Sample, Values, Window, WindowSpec,
+    Dataset, DatasetError, DatasetOptions, PixelShape, Sample, Values, Window, WindowSpec,
 };
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{Element, IntoPyArray};
 use pyo3::exceptions::{PyException, PyIndexError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
+
+mod batch;
 
 pyo3::create_exception!(
     _native,
@@ -29,12 +31,12 @@ pyo3::create_exception!(
 );
 
 /// The error of a dataset call as Python's [`ReaderError`].
-fn reader_error(error: DatasetError) -> PyErr {
+pub(crate) fn reader_error(error: DatasetError) -> PyErr {
     ReaderError::new_err(error.to_string())
 }
 
 /// One value of an item, before it becomes a Python object.
-enum Value {
+pub(crate) enum Value {
     /// A NumPy array: the dtype LeRobot's tensor has.
     Array { shape: Vec<usize>, values: Values },
     /// A string column's values: one string without a window, a list with one.
@@ -45,14 +47,14 @@ enum Value {
 type Item = Vec<(String, Value)>;
 
 /// The threads that decode a batch, made for one process and one thread count.
-struct Workers {
+pub(crate) struct Workers {
     /// The process they were started in: a forked DataLoader worker inherits the object but
     /// not the threads, and starts its own.
     pid: u32,
-    threads: usize,
-    pool: Option<rayon::ThreadPool>,
+    pub(crate) threads: usize,
+    pub(crate) pool: Option<rayon::ThreadPool>,
     /// One decoder per pool thread, then the caller's.
-    decoders: Vec<Mutex<VideoDecoder>>,
+    pub(crate) decoders: Vec<Mutex<VideoDecoder>>,
 }
 
 impl Workers {
@@ -75,7 +77,7 @@ impl Workers {
     }
 
     /// The decoder of the thread this runs on: a pool thread's own, else the caller's.
-    fn decoder(&self) -> &Mutex<VideoDecoder> {
+    pub(crate) fn decoder(&self) -> &Mutex<VideoDecoder> {
         let slot = rayon::current_thread_index().unwrap_or(self.threads);
         &self.decoders[slot.min(self.threads)]
     }
@@ -83,7 +85,7 @@ impl Workers {
 
 /// A LeRobot dataset opened for reading items, as `LeRobotDataset` does for the same arguments.
 #[pyclass(module = "feedbench._native", frozen)]
-struct Reader {
+pub(crate) struct Reader {
     dataset: Dataset,
     window: Window,
     /// The global `index` of each item position (LeRobot's relative index), selected episodes
@@ -148,6 +150,20 @@ impl Reader {
         self.indices.clone().into_pyarray(py).into_any()
     }
 
+    /// The items at `positions` collated as `default_collate` collates them. Camera frames are
+    /// decoded into arrays `allocate(key, shape, dtype)` returns (C-contiguous NumPy arrays of
+    /// that shape and dtype, "uint8" or "float32"), which the result leaves out; every other
+    /// key is in the result, as a NumPy array `[B, …]` or a list of strings.
+    fn batch<'py>(
+        &self,
+        py: Python<'py>,
+        positions: Vec<usize>,
+        threads: usize,
+        allocate: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.collate(py, positions, threads, allocate)
+    }
+
     /// The items at `positions` (0 ≤ position < len), each a dict of key → NumPy array (or
     /// string), decoded by `threads` threads of the reader's own.
     fn items<'py>(
@@ -156,12 +172,7 @@ impl Reader {
         positions: Vec<usize>,
         threads: usize,
     ) -> PyResult<Bound<'py, PyList>> {
-        if let Some(&bad) = positions.iter().find(|&&p| p >= self.indices.len()) {
-            return Err(PyIndexError::new_err(format!(
-                "index {bad} is out of range: the dataset holds {} items",
-                self.indices.len()
-            )));
-        }
+        self.check_positions(&positions)?;
         let workers = self.workers(threads.max(1))?;
         let items = py.detach(|| self.read(&workers, &positions)).map_err(reader_error)?;
         let list = PyList::empty(py);
@@ -177,9 +188,31 @@ impl Reader {
 }
 
 impl Reader {
+    /// An IndexError for the first position past the end.
+    fn check_positions(&self, positions: &[usize]) -> PyResult<()> {
+        match positions.iter().find(|&&p| p >= self.indices.len()) {
+            Some(bad) => Err(PyIndexError::new_err(format!(
+                "index {bad} is out of range: the dataset holds {} items",
+                self.indices.len()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The dimensions pixel key `key` of `sample` has in an item: LeRobot squeezes a camera's
+    /// leading dimension, so a one-step window of a video key comes back as one frame
+    /// (`frames.squeeze(0)`), of an image key as a window.
+    fn item_dims(&self, sample: &Sample, key: &str, shape: PixelShape) -> Vec<usize> {
+        let mut dims = shape.dims();
+        if sample.videos.contains_key(key) && shape.steps == Some(1) {
+            dims.remove(0);
+        }
+        dims
+    }
+
     /// This process's workers for `threads` threads, started on first use and again in a
     /// forked child or for another thread count.
-    fn workers(&self, threads: usize) -> PyResult<Arc<Workers>> {
+    pub(crate) fn workers(&self, threads: usize) -> PyResult<Arc<Workers>> {
         let mut held = self.workers.lock().unwrap_or_else(|e| e.into_inner());
         let pid = std::process::id();
         if let Some(workers) = held.as_ref() {
@@ -235,12 +268,7 @@ impl Reader {
                 _ => unreachable!("pixels are uint8 or float32"),
             };
             sample.decode_pixels_into(&key, decoder, buffer)?;
-            let mut dims = shape.dims();
-            // LeRobot squeezes a camera's leading dimension: a one-step window of a video key
-            // comes back as one frame (`frames.squeeze(0)`), of an image key as a window.
-            if is_video && shape.steps == Some(1) {
-                dims.remove(0);
-            }
+            let dims = self.item_dims(&sample, &key, shape);
             item.push((key, Value::Array { shape: dims, values }));
         }
         for (key, array) in std::mem::take(&mut sample.arrays) {
@@ -275,7 +303,7 @@ fn array<'py, T: Element>(
 
 /// A value as LeRobot's `torch.tensor(...)` of the row's Python values would type it: float64
 /// becomes float32 and int32 int64, as they do there.
-fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
+pub(crate) fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAny>> {
     match value {
         Value::Array { shape, values } => match values {
             Values::F32(v) => array(py, shape, v),
