@@ -10,17 +10,25 @@ readers alternate for --rounds rounds; each round is a fresh DataLoader: --warmu
 thread: the DataLoader, the collate, the reader's own threads at 0 workers) and of the workers
 (their user + system time from /proc over the timed batches); afterwards each worker's RSS.
 
+With --native BINARY, feedbench's own loader (`BINARY load --uint8`, the same workers, batch,
+episode-aware order and window) runs in each round as well: the reader without PyTorch's
+DataLoader around it, for what the DataLoader costs.
+
 Run it in an environment with LeRobot and feedbench's wheel (or PYTHONPATH at a package laid out
 as the wheel's, see tests/feedbench_dataset.rs):
 
-    python scripts/reader_bench.py DATASET [--workers 0 1 2] [--rounds 2] [--batches 12]
+    python scripts/reader_bench.py DATASET [--workers 0 1 2] [--rounds 2] [--batches 12] [--native feedbench]
 
 Prints one line per round and a JSON object per round on stdout with --json.
+
+With --memory N, instead: one spawned worker per reader, N batches of --batch, and the worker's
+RSS after 10, N/10, N/2 and N batches (what one worker holds as it goes on).
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -91,6 +99,42 @@ def one_round(make_dataset, workers, options):
     }
 
 
+def memory(readers, options):
+    for name, make in readers.items():
+        data = loader(make(), 1, options.batch)
+        iterator = iter(data)
+        pid = iterator._workers[0].pid
+        marks = sorted({10, options.memory // 10, options.memory // 2, options.memory})
+        seen = {}
+        for number in range(1, options.memory + 1):
+            try:
+                next(iterator)
+            except StopIteration:  # the next epoch, in the same persistent worker
+                iterator = iter(data)
+                next(iterator)
+            if number in marks:
+                seen[number] = rss_mb(pid)
+        del iterator, data
+        print(f"{name:>16}: one worker's RSS after " + ", ".join(
+            f"{n} batches {mb:.0f} MB" for n, mb in seen.items()), file=sys.stderr)
+        if options.json:
+            print(json.dumps({"reader": name, "batch": options.batch, "worker_rss_mb": seen}), flush=True)
+
+
+def native_round(binary, dataset, workers, options):
+    """feedbench's own loader in lerobot-train's shape (uint8, batch, diffusion window)."""
+    out = subprocess.run(
+        [binary, "load", dataset, "--uint8", "--workers", str(workers), "--batch", str(options.batch),
+         "--batches", str(options.batches), "--warmup", str(options.warmup), "--window", "diffusion",
+         "--sampler", "episode-aware", "--json"], check=True, capture_output=True, text=True).stdout
+    phase = json.loads(out)
+    return {"samples_per_s": phase["samples_per_s"],
+            "main_cpu_ms_per_sample": phase["process_cpu_ms_per_sample"],
+            "workers_cpu_ms_per_sample": 0.0,
+            "cpu_ms_per_sample": phase["process_cpu_ms_per_sample"],
+            "worker_rss_mb": []}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -100,6 +144,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--memory", type=int, metavar="N")
+    parser.add_argument("--native", metavar="BINARY")
     options = parser.parse_args()
 
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -114,13 +160,19 @@ def main():
         # feedbench-lerobot-train's: whole batches, collated by the reader.
         "collated": lambda: FeedbenchDataset("local/bench", collated_batches=True, **kwargs),
     }
+    if options.memory:
+        return memory(readers, options)
     print(f"reader-bench: {options.dataset}, batch {options.batch}, {options.batches} timed "
           f"batches after {options.warmup}, {len(os.sched_getaffinity(0))} cores", file=sys.stderr)
+    rounds = dict(readers)
+    if options.native:
+        rounds["native loader"] = None
     for workers in options.workers:
         for round_number in range(options.rounds):
-            for name, make in readers.items():
-                row = {"reader": name, "workers": workers, "round": round_number,
-                       **one_round(make, workers, options)}
+            for name, make in rounds.items():
+                measured = (native_round(options.native, options.dataset, workers, options)
+                            if make is None else one_round(make, workers, options))
+                row = {"reader": name, "workers": workers, "round": round_number, **measured}
                 print(f"{name:>16} {workers} workers round {round_number}: "
                       f"{row['samples_per_s']:7.1f} samples/s, CPU/sample {row['cpu_ms_per_sample']:.2f} ms "
                       f"(main {row['main_cpu_ms_per_sample']:.2f}, workers "

@@ -167,10 +167,13 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
                               self._return_uint8)
 
-    # What a spawned worker receives: the arguments, not the open reader; it opens its own.
+    # What a spawned worker receives: the arguments, not the open reader (it opens its own), and
+    # not LeRobot's metadata, which the reader does not need and whose unpickling would import
+    # LeRobot into every worker (`meta` is None there).
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_reader"] = None
+        state["meta"] = None
         return state
 
     def __setstate__(self, state):
