@@ -129,26 +129,39 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
     let Some(python) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
-    let args = crate::lerobot_train::diffusion_run(dir.path());
+    let mut args = crate::lerobot_train::diffusion_run(dir.path());
+    // A held-out split, evaluated after step 2: the evaluation subset is picked from
+    // hf_dataset, and the train split is an episode subset (absolute_to_relative_idx).
+    for arg in ["--dataset.eval_split=0.34", "--max_eval_samples=8", "--eval_steps=2"] {
+        args.push(arg.into());
+    }
     let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
     for out in [&theirs, &ours] {
         std::fs::create_dir_all(out).unwrap();
-        std::fs::remove_dir_all(dir.path().join("run")).ok();
     }
-    let (lerobot_built, _) =
+    let (lerobot_built, lerobot_log) =
         crate::lerobot_train::recorded_run(&python, &args, 2, &theirs, Some(&package));
     std::fs::remove_dir_all(dir.path().join("run")).ok();
     let with_reader = [&["--feedbench-reader".to_string()][..], &args].concat();
     let (built, log) =
         crate::lerobot_train::recorded_run(&python, &with_reader, 2, &ours, Some(&package));
 
-    assert_eq!(built["feedbench_datasets"], 1, "the run's one dataset is feedbench's");
+    assert_eq!(
+        built["feedbench_datasets"], 3,
+        "the run's datasets (all, train, eval) are feedbench's"
+    );
     assert_eq!(built["sampler"], lerobot_built["sampler"], "LeRobot's sampler, as it builds it");
     let mut dataloader = lerobot_built["dataloader"].clone();
     dataloader["dataset"] = "FeedbenchDataset".into();
     assert_eq!(built["dataloader"], dataloader, "LeRobot's DataLoader, as it builds it");
     let steps = log.lines().filter(|l| l.contains("step:") && l.contains("loss:")).count();
     assert_eq!(steps, 2, "lerobot-train logs each of its 2 steps:\n{log}");
+    let eval_loss = |log: &str| {
+        log.lines()
+            .find_map(|l| l.split_once("eval_loss=").map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("no eval_loss logged:\n{log}"))
+    };
+    assert_eq!(eval_loss(&log), eval_loss(&lerobot_log), "the same held-out evaluation");
     let batches = |dir: &Path| {
         crate::lerobot_train::files(dir)
             .into_iter()

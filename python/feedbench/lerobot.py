@@ -159,6 +159,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self._reader = self._open()
         self.meta = _lerobot_meta(repo_id, self.root, revision)
         self._order = None
+        self._hf_dataset = None
 
     def _open(self):
         deltas = None
@@ -174,6 +175,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         state = dict(self.__dict__)
         state["_reader"] = None
         state["meta"] = None
+        state["_hf_dataset"] = None
         return state
 
     def __setstate__(self, state):
@@ -208,6 +210,18 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     def num_episodes(self):
         """Episodes selected."""
         return len(self.episodes) if self.episodes is not None else self._info["total_episodes"]
+
+    @property
+    def hf_dataset(self):
+        """LeRobot's Hugging Face dataset of the selected episodes, as LeRobotDataset has it
+        (lerobot-train picks its evaluation subset from it), loaded by LeRobot on first use; the
+        reader itself never reads it."""
+        if self._hf_dataset is None:
+            from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+            self._hf_dataset = LeRobotDataset(self.repo_id, root=self.root, episodes=self.episodes,
+                                              revision=self.revision).hf_dataset
+        return self._hf_dataset
 
     @property
     def absolute_to_relative_idx(self):

@@ -79,6 +79,10 @@ def items(root, count):
             fail(f"{name}: {len(ours)} items against LeRobot's {len(theirs)}")
         if ours.absolute_to_relative_idx != theirs.absolute_to_relative_idx:
             fail(f"{name}: absolute_to_relative_idx differs from LeRobot's")
+        # lerobot-train's evaluation subset is picked from this column.
+        if (ours.hf_dataset.data.column("task_index").to_pylist()
+                != theirs.hf_dataset.data.column("task_index").to_pylist()):
+            fail(f"{name}: hf_dataset's task_index column differs from LeRobot's")
         if (ours.num_frames, ours.num_episodes) != (theirs.num_frames, theirs.num_episodes):
             fail(f"{name}: num_frames, num_episodes {ours.num_frames, ours.num_episodes} against "
                  f"LeRobot's {theirs.num_frames, theirs.num_episodes}")
