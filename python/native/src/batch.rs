@@ -3,7 +3,7 @@
 //! camera frames decoded straight into arrays the caller allocates (shared memory in a
 //! DataLoader worker), so that no stack copies them again.
 
-use numpy::{PyReadwriteArrayDyn, PyUntypedArrayMethods};
+use numpy::{Element, PyReadwriteArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -77,23 +77,13 @@ impl Reader {
                 ))
             };
             let out = if uint8 {
-                let mut writable: PyReadwriteArrayDyn<'py, u8> =
-                    array.extract().map_err(|_| wrong())?;
-                if writable.shape() != shape.as_slice() || !writable.is_c_contiguous() {
-                    return Err(wrong());
-                }
-                let out = Out::U8(writable.as_slice_mut().map_err(|_| wrong())?.as_mut_ptr());
+                let (writable, start) = writable::<u8>(&array, &shape).ok_or_else(wrong)?;
                 bytes.push(writable);
-                out
+                Out::U8(start)
             } else {
-                let mut writable: PyReadwriteArrayDyn<'py, f32> =
-                    array.extract().map_err(|_| wrong())?;
-                if writable.shape() != shape.as_slice() || !writable.is_c_contiguous() {
-                    return Err(wrong());
-                }
-                let out = Out::F32(writable.as_slice_mut().map_err(|_| wrong())?.as_mut_ptr());
+                let (writable, start) = writable::<f32>(&array, &shape).ok_or_else(wrong)?;
                 floats.push(writable);
-                out
+                Out::F32(start)
             };
             columns.push(PixelColumn { key, item_len, out });
         }
@@ -178,6 +168,20 @@ impl Reader {
             _ => (0..samples.len()).try_for_each(one),
         }
     }
+}
+
+/// `array` borrowed for writing, with the start of its values, if it is a C-contiguous array of
+/// `T` shaped `shape`.
+fn writable<'py, T: Element>(
+    array: &Bound<'py, PyAny>,
+    shape: &[usize],
+) -> Option<(PyReadwriteArrayDyn<'py, T>, *mut T)> {
+    let mut writable: PyReadwriteArrayDyn<'py, T> = array.extract().ok()?;
+    if writable.shape() != shape || !writable.is_c_contiguous() {
+        return None;
+    }
+    let start = writable.as_slice_mut().ok()?.as_mut_ptr();
+    Some((writable, start))
 }
 
 /// Every non-pixel key of the samples stacked: parquet columns and pad masks as `[B, …]`
