@@ -185,13 +185,17 @@ class Recorder:
     DataLoader are constructed with (the first construction of each), in JSON: what feedbench
     built, and in a test what lerobot-train built, recorded alike."""
 
+    def __init__(self, *datasets):
+        self.datasets = datasets  # dataset classes beside LeRobot's (feedbench's reader)
+
     def __enter__(self):
         import torch
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
         from lerobot.datasets.sampler import EpisodeAwareSampler
 
         self.calls, self.originals = {}, []
-        for name, cls in (("dataset", LeRobotDataset), ("sampler", EpisodeAwareSampler),
+        classes = [("dataset", cls) for cls in (LeRobotDataset, *self.datasets)]
+        for name, cls in (*classes, ("sampler", EpisodeAwareSampler),
                           ("dataloader", torch.utils.data.DataLoader)):
             self.originals.append((cls, cls.__init__))
             cls.__init__ = self.recording(name, cls.__init__)
@@ -223,6 +227,22 @@ def seed_like_lerobot_train(cfg):
         set_seed(cfg.seed)
 
 
+def feedbench_reader(request):
+    """With `"reader": "feedbench"`: LeRobot's factory made to build feedbench's reader as the
+    run's dataset, as feedbench-lerobot-train does (by its own function, from the wheel installed
+    in this environment); the reader's class, for the Recorder. Else nothing."""
+    if request.get("reader", "lerobot") != "feedbench":
+        return ()
+    try:
+        from feedbench.lerobot import FeedbenchDataset
+        from feedbench.lerobot_train import use_feedbench_reader
+    except ImportError as error:
+        raise Refused("reader", f"feedbench's reader is not installed for {sys.executable} "
+                      f"({error}): pip install feedbench's wheel into that environment")
+    use_feedbench_reader()
+    return (FeedbenchDataset,)
+
+
 def build_loader(request):
     """lerobot-train's DataLoader for the request's arguments, with what was built: the
     dataset's arguments, the sampler's and the DataLoader's, in JSON."""
@@ -233,7 +253,7 @@ def build_loader(request):
     apply_overrides(cfg, request)
     seed_like_lerobot_train(cfg)
     device = device_type(cfg)
-    with Recorder() as recorded:
+    with Recorder(*feedbench_reader(request)) as recorded:
         dataset = make_dataset(cfg)
         sampler = make_sampler(cfg, dataset)
         kwargs = dataloader_kwargs(cfg, dataset, device)

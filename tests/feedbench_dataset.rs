@@ -224,3 +224,63 @@ fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does()
     assert!(err.contains("--dataset.streaming=true: a streaming dataset"), "{err}");
     assert_eq!(err.lines().filter(|l| l.starts_with("feedbench-lerobot-train: ")).count(), 1);
 }
+
+/// `feedbench ARGS` with `pythonpath` on PYTHONPATH (the driver's Python imports feedbench's
+/// package from there): (success, stdout, stderr).
+fn feedbench_with(pythonpath: Option<&Path>, args: &[&str]) -> (bool, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(args);
+    if let Some(path) = pythonpath {
+        command.env("PYTHONPATH", path);
+    }
+    let output = command.output().unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}
+
+#[test]
+fn tune_answers_for_lerobot_train_with_feedbenchs_reader() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let text = crate::lerobot_train::diffusion_run(dir.path()).join(" ");
+    let out = dir.path().join("tune");
+    let run = ["--lerobot-train", &text, "--python", python.to_str().unwrap()];
+    let reader = ["--loader", "feedbench-lerobot-train"];
+    let lengths = ["--loader-batches", "4", "--train-steps", "6", "--warmup", "1"];
+    let tune = [
+        &["tune"][..],
+        &run,
+        &reader,
+        &["--step-ms", "100", "--cpus", "1"],
+        &lengths,
+        &["--out", out.to_str().unwrap()],
+    ]
+    .concat();
+    let (ok, stdout, stderr) = feedbench_with(Some(&package), &tune);
+    assert!(ok, "{stderr}");
+    let flags = stdout.lines().find(|l| l.starts_with("Flags (feedbench-lerobot-train): "));
+    let command = flags.expect(&stdout).trim_start_matches("Flags (feedbench-lerobot-train): ");
+    assert!(command.starts_with("feedbench-lerobot-train --dataset.repo_id=local/pusht "));
+    assert_eq!(command.matches("--num_workers=").count(), 1, "{command}");
+    let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    for line in results.lines() {
+        let cell = &serde_json::from_str::<serde_json::Value>(line).unwrap()["cell"];
+        assert_eq!(cell["loader"], "feedbench-lerobot-train", "{line}");
+    }
+
+    // What the run built: feedbench's reader, with the arguments LeRobot's factory gives it.
+    let load = [&["load"][..], &run, &reader, &["--batches", "2", "--json"]].concat();
+    let (ok, stdout, stderr) = feedbench_with(Some(&package), &load);
+    assert!(ok, "{stderr}");
+    let phase: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let dataset = &phase["lerobot"]["lerobot_train"]["dataset"];
+    assert_eq!(dataset["collated_batches"], true, "{dataset}");
+    assert_eq!(dataset["return_uint8"], true, "{dataset}");
+
+    // Without feedbench's package in that Python, or without the run, refused by name.
+    let (ok, _, stderr) = feedbench_with(None, &load);
+    assert!(!ok && stderr.contains("feedbench's reader is not installed for"), "{stderr}");
+    let (ok, _, stderr) = feedbench_with(None, &["load", "/nowhere", "--loader", reader[1]]);
+    assert!(!ok && stderr.contains("add --lerobot-train"), "{stderr}");
+}

@@ -109,7 +109,7 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
     assert_eq!((&config["workers"], &config["prefetch"]), (&Json::from(2), &Json::from(4)));
 
     // The first batches its DataLoader yields are the real run's, file for file.
-    let run = TrainArgs { python: python.clone(), args: args.clone() };
+    let run = TrainArgs { python: python.clone(), args: args.clone(), feedbench_reader: false };
     let (_, described) = train_run::describe(&run).unwrap();
     train_run::save_first_batches(&run, &described.config(), 2, &ours).unwrap();
     let theirs: Vec<_> =

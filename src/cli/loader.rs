@@ -61,7 +61,10 @@ pub struct LoaderFlags {
     /// Which loader: feedbench's `native` one, or `lerobot` (LeRobotDataset + PyTorch's
     /// DataLoader, in a Python process with the same knobs: the plain pair, not lerobot-train's
     /// run, which loads uint8 in spawned workers with prefetch 4 and the policy's window, then
-    /// converts and preprocesses in the main process: --lerobot-train measures that run).
+    /// converts and preprocesses in the main process: --lerobot-train measures that run). With
+    /// --lerobot-train, `feedbench-lerobot-train` measures that run with feedbench's reader as
+    /// its dataset, as the wheel's feedbench-lerobot-train runs it (the wheel installed in
+    /// --python's environment).
     #[arg(long, default_value = "native")]
     loader: LoaderBackend,
     /// With --loader lerobot: the Python of the environment with LeRobot (default:
@@ -78,6 +81,13 @@ impl LoaderFlags {
     /// Which loader the flags choose, and how LeRobot's runs. The LeRobot-only flags
     /// without `--loader lerobot` are refused.
     pub fn choice(&self) -> Result<LoaderChoice> {
+        if self.loader.is_a_training_run() && self.lerobot_train.is_none() {
+            anyhow::bail!(
+                "--loader {} measures a lerobot-train run: add --lerobot-train \"ARGS\" (the \
+                 run's arguments)",
+                self.loader
+            );
+        }
         if self.loader == LoaderBackend::Native && self.lerobot_train.is_none() {
             let knobs = self.knobs.applied_to(LoaderConfig::default());
             let lacking = LoaderKnob::lacking(&knobs, LoaderBackend::Native).map(|(k, _)| k.flag);
@@ -130,8 +140,9 @@ impl LoaderFlags {
     fn training_run(&self) -> Result<Option<ChosenLoader>> {
         let Some(text) = &self.lerobot_train else { return Ok(None) };
         let python = LerobotOptions::new(self.python.as_deref(), None).python;
-        let run = TrainRunArgs::parse(&python, text)
+        let mut run = TrainRunArgs::parse(&python, text)
             .map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
+        run.feedbench_reader = self.loader == LoaderBackend::FeedbenchLerobotTrain;
         let (_, built) = train_run::describe(&run)?;
         let config = self.knobs.applied_to(built.config());
         built.refuse_changes(&config)?;

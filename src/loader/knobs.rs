@@ -484,7 +484,12 @@ impl LoaderKnob {
         loader: LoaderBackend,
     ) -> impl Iterator<Item = (&'static Self, &'static str)> + '_ {
         Self::ALL.iter().filter_map(move |k| match (k.reach, loader) {
-            (Reach::Native(why), LoaderBackend::Lerobot | LoaderBackend::LerobotTrain)
+            (
+                Reach::Native(why),
+                LoaderBackend::Lerobot
+                | LoaderBackend::LerobotTrain
+                | LoaderBackend::FeedbenchLerobotTrain,
+            )
             | (Reach::Lerobot(why), LoaderBackend::Native)
                 if k.is_set(config) =>
             {
@@ -507,7 +512,9 @@ impl LoaderKnob {
         let Some((knob, why)) = Self::lacking(config, loader).next() else { return Ok(()) };
         let whose = match loader {
             LoaderBackend::Native => "a knob of LeRobot's loader",
-            LoaderBackend::Lerobot | LoaderBackend::LerobotTrain => "the native loader's",
+            LoaderBackend::Lerobot
+            | LoaderBackend::LerobotTrain
+            | LoaderBackend::FeedbenchLerobotTrain => "the native loader's",
         };
         let setting = knob.setting();
         Err(Refusal::new(move |name| format!("{} is {whose}: {why}", name(setting))))

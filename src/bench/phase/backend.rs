@@ -201,6 +201,9 @@ impl LoaderChoice {
         match self {
             LoaderChoice::Native => LoaderBackend::Native,
             LoaderChoice::Lerobot(_) => LoaderBackend::Lerobot,
+            LoaderChoice::LerobotTrain(run) if run.feedbench_reader => {
+                LoaderBackend::FeedbenchLerobotTrain
+            }
             LoaderChoice::LerobotTrain(_) => LoaderBackend::LerobotTrain,
         }
     }

@@ -67,6 +67,9 @@ impl Curve<'_> {
             Some(LoaderBackend::Native) => format!("{}, native", self.batch),
             Some(LoaderBackend::Lerobot) => format!("{}, LeRobot", self.batch),
             Some(LoaderBackend::LerobotTrain) => format!("{}, lerobot-train", self.batch),
+            Some(LoaderBackend::FeedbenchLerobotTrain) => {
+                format!("{}, feedbench-lerobot-train", self.batch)
+            }
         }
     }
 

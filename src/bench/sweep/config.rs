@@ -285,7 +285,7 @@ impl ConfigFile for SweepConfig {
         if let Some(name) = empty_knob.map(|key| format!("loader.{key}")).or(empty_list) {
             return bad(format!("{name} is an empty list"));
         }
-        if l.loader.contains(&LoaderBackend::LerobotTrain) && l.lerobot_train.is_none() {
+        if l.loader.iter().any(LoaderBackend::is_a_training_run) && l.lerobot_train.is_none() {
             return bad("loader.loader has \"lerobot-train\" but no loader.lerobot_train: give \
                         the run's arguments, e.g. lerobot_train = \"--dataset.repo_id=me/pick \
                         --dataset.root=/data/pick --policy.type=act\""

@@ -292,11 +292,12 @@ pub(crate) fn run_cell(
             options.video_backend = config.loader.video_backend;
             Some(LoaderChoice::Lerobot(options).build(&spec)?)
         }
-        LoaderBackend::LerobotTrain => {
+        LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
             let python = LerobotOptions::new(None, config.loader.python.as_deref()).python;
             let text = config.loader.lerobot_train.as_deref().unwrap_or_default();
-            let run = TrainArgs::parse(&python, text)
+            let mut run = TrainArgs::parse(&python, text)
                 .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?;
+            run.feedbench_reader = cell.loader == LoaderBackend::FeedbenchLerobotTrain;
             Some(LoaderChoice::LerobotTrain(run).build(&spec)?)
         }
     };

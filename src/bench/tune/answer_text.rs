@@ -66,7 +66,7 @@ impl Answer {
             Bound::Step if self.input_bound_pct.0 > self.target_pct => {
                 let rest = match self.knobs.loader {
                     // lerobot-train's main process hands each batch over before its step.
-                    LoaderBackend::LerobotTrain => {
+                    LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
                         "the main process's hand-over (the uint8 frames to float32 and the \
                          policy's pre-processor), which no worker count or prefetch moves; on \
                          CUDA (--policy.device=cuda) the conversion runs on the device"
@@ -160,7 +160,11 @@ impl fmt::Display for Answer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.paragraph())?;
         writeln!(f)?;
-        let whose = if self.knobs.loader.is_native() { "feedbench" } else { "lerobot-train" };
+        let whose = match self.knobs.loader {
+            LoaderBackend::Native => "feedbench",
+            LoaderBackend::FeedbenchLerobotTrain => "feedbench-lerobot-train",
+            LoaderBackend::Lerobot | LoaderBackend::LerobotTrain => "lerobot-train",
+        };
         writeln!(f, "Flags ({whose}): {}", self.flags())?;
         writeln!(f)?;
         writeln!(f, "A faster step (same loader, {:.0} % target):", self.target_pct)?;

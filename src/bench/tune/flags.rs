@@ -4,7 +4,7 @@
 
 use super::answer::{Answer, LEROBOT_PREFETCH_FACTOR};
 use crate::loader::config::LoaderConfig;
-use crate::loader::knobs::{FlagForm, LoaderKnob};
+use crate::loader::knobs::{FlagForm, LoaderBackend, LoaderKnob};
 
 /// The command-line flags that give `config`: `shown` always, then every other knob off its
 /// default, in the table's order (`--workers 2 --prefetch 2 --batch 16 --uint8`).
@@ -38,7 +38,13 @@ impl Answer {
                 flags.push(("prefetch_factor", self.prefetch.to_string()));
             }
             match &k.lerobot_train {
-                Some(args) => own_command(args, &flags),
+                Some(args) => {
+                    let command = match k.loader {
+                        LoaderBackend::FeedbenchLerobotTrain => "feedbench-lerobot-train",
+                        _ => "lerobot-train",
+                    };
+                    own_command(command, args, &flags)
+                }
                 None => {
                     flags.iter().map(|(k, v)| format!("--{k}={v}")).collect::<Vec<_>>().join(" ")
                 }
@@ -47,9 +53,10 @@ impl Answer {
     }
 }
 
-/// The user's own `lerobot-train ARGS`, their arguments unchanged but `flags`, each given
-/// where it was (`--name=value` or `--name value`) or added at the end.
-fn own_command(args: &str, flags: &[(&str, String)]) -> String {
+/// The user's own `lerobot-train ARGS` (or `command`'s, `feedbench-lerobot-train`), their
+/// arguments unchanged but `flags`, each given where it was (`--name=value` or `--name value`)
+/// or added at the end.
+fn own_command(command: &str, args: &str, flags: &[(&str, String)]) -> String {
     let mut args = shlex::split(args).unwrap_or_default();
     for (name, value) in flags {
         let flag = format!("--{name}");
@@ -69,7 +76,7 @@ fn own_command(args: &str, flags: &[(&str, String)]) -> String {
             false => shlex::try_quote(a).map_or_else(|_| a.clone(), |q| q.into_owned()),
         })
         .collect();
-    format!("lerobot-train {}", quoted.join(" "))
+    format!("{command} {}", quoted.join(" "))
 }
 
 #[cfg(test)]
@@ -127,11 +134,11 @@ mod tests {
         let given = "--policy.type=act --num_workers 8 --dataset.root='/data/my set' \
                      --policy.down_dims=[32,64]";
         assert_eq!(
-            own_command(given, &flags),
+            own_command("lerobot-train", given, &flags),
             "lerobot-train --policy.type=act --num_workers 3 '--dataset.root=/data/my set' \
              '--policy.down_dims=[32,64]' --batch_size=64"
         );
-        let equals = own_command("--num_workers=8 --batch_size=64", &flags);
+        let equals = own_command("lerobot-train", "--num_workers=8 --batch_size=64", &flags);
         assert_eq!(equals, "lerobot-train --num_workers=3 --batch_size=64");
     }
 }

@@ -13,18 +13,28 @@ pub enum LoaderBackend {
     /// The DataLoader a lerobot-train run builds from its arguments, with its own loop
     /// (`--lerobot-train`).
     LerobotTrain,
+    /// The same run with feedbench's reader as its dataset, as `feedbench-lerobot-train` runs
+    /// it (the wheel's `feedbench.lerobot.FeedbenchDataset`, in the run's Python).
+    FeedbenchLerobotTrain,
 }
 
 named_values!(LoaderBackend {
     Native => "native",
     Lerobot => "lerobot",
     LerobotTrain => "lerobot-train",
+    FeedbenchLerobotTrain => "feedbench-lerobot-train",
 });
 
 impl LoaderBackend {
     /// Whether it is feedbench's own loader.
     pub fn is_native(&self) -> bool {
         *self == LoaderBackend::Native
+    }
+
+    /// Whether it is a lerobot-train run's DataLoader (with LeRobot's reader or feedbench's),
+    /// which `--lerobot-train`'s arguments describe.
+    pub fn is_a_training_run(&self) -> bool {
+        matches!(self, LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain)
     }
 }
 

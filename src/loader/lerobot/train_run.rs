@@ -28,6 +28,10 @@ pub struct TrainArgs {
     pub python: PathBuf,
     /// The arguments, one per element, as `lerobot-train` takes them.
     pub args: Vec<String>,
+    /// The run's dataset is feedbench's reader (`feedbench-lerobot-train`'s run) rather than
+    /// LeRobot's `LeRobotDataset`.
+    #[serde(default)]
+    pub feedbench_reader: bool,
 }
 
 impl TrainArgs {
@@ -52,7 +56,7 @@ impl TrainArgs {
                 return Err(format!("{arg:?} is not a lerobot-train flag (--name=value)"));
             }
         }
-        Ok(Self { python: python.to_path_buf(), args })
+        Ok(Self { python: python.to_path_buf(), args, feedbench_reader: false })
     }
 }
 
@@ -171,7 +175,8 @@ pub fn request(command: &str, run: &TrainArgs, config: Option<&LoaderConfig>) ->
     let overrides = config.map_or(json!({}), |c| {
         json!({ "num_workers": c.workers, "batch_size": c.batch_size, "prefetch_factor": c.prefetch })
     });
-    json!({ "command": command, "lerobot_train": run.args, "overrides": overrides })
+    let reader = if run.feedbench_reader { "feedbench" } else { "lerobot" };
+    json!({ "command": command, "lerobot_train": run.args, "overrides": overrides, "reader": reader })
 }
 
 /// Builds the run the arguments describe, as lerobot-train builds it, and says what it built:
