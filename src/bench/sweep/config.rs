@@ -285,11 +285,13 @@ impl ConfigFile for SweepConfig {
         if let Some(name) = empty_knob.map(|key| format!("loader.{key}")).or(empty_list) {
             return bad(format!("{name} is an empty list"));
         }
-        if l.loader.iter().any(LoaderBackend::is_a_training_run) && l.lerobot_train.is_none() {
-            return bad("loader.loader has \"lerobot-train\" but no loader.lerobot_train: give \
-                        the run's arguments, e.g. lerobot_train = \"--dataset.repo_id=me/pick \
-                        --dataset.root=/data/pick --policy.type=act\""
-                .into());
+        let run = l.loader.iter().find(|l| l.is_a_training_run());
+        if let (Some(run), None) = (run, &l.lerobot_train) {
+            return bad(format!(
+                "loader.loader has \"{run}\" but no loader.lerobot_train: give the run's \
+                 arguments, e.g. lerobot_train = \"--dataset.repo_id=me/pick \
+                 --dataset.root=/data/pick --policy.type=act\""
+            ));
         }
         if let Some(cell) = self.run.trace_cell {
             let workers = l.knobs.typed(&LoaderKnob::WORKERS, |c| c.workers);
