@@ -6,9 +6,6 @@ VENV := .venv
 PYTHON ?= python3
 TORCH_VERSION := 2.11.0
 CARGO ?= cargo
-# The Python that PyO3 configures feedbench._native (python/native) with: an abi3 module, so any
-# Python ≥ 3.9 builds one that every such Python imports.
-export PYO3_PYTHON ?= $(abspath $(VENV)/bin/python)
 # The real, partially downloaded LeRobot dataset that the tests read.
 export FEEDBENCH_G1_PARTIAL ?= $(abspath ../shared/datasets/g1-partial)
 
