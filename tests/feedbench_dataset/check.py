@@ -128,12 +128,22 @@ def batches(root):
         ours = FeedbenchDataset("local/check", root=root, collated_batches=collated, **kwargs)
         ours[0]  # the reader's threads started here, before the workers are spawned or forked
         loader = lerobot_loader(ours, workers, context, pin_memory)
-        taken = list(zip(range(6), loader))
-        if len(taken) != len(theirs):
-            fail(f"{workers} workers ({context}): {len(taken)} batches against LeRobot's {len(theirs)}")
-        for (step, batch), (_, expected) in zip(taken, theirs):
+        taken, kept = 0, None
+        # Compared as they come and dropped, as a training loop does: the reader reuses the
+        # memory of a batch nothing holds any more (0 workers), never of one a view still holds.
+        for (step, batch), (_, expected) in zip(zip(range(6), loader), theirs):
             same_value(f"{workers} workers ({context}), batch {step}:", batch, expected)
-        print(f"check: {root.name}: {len(taken)} seeded batches of 8 equal LeRobot's with "
+            if step == 1:
+                kept = next(v for v in batch.values() if isinstance(v, torch.Tensor) and v.dim() > 2)[0]
+                kept_copy = kept.clone()
+            taken += 1
+        if not torch.equal(kept, kept_copy):
+            fail(f"{workers} workers ({context}): a view of batch 1 kept was overwritten")
+        if taken != len(theirs):
+            fail(f"{workers} workers ({context}): {taken} batches against LeRobot's {len(theirs)}")
+        if collated and not workers and not ours._buffers.reused:
+            fail("0 workers, the reader's batches: no batch's memory was reused")
+        print(f"check: {root.name}: {taken} seeded batches of 8 equal LeRobot's with "
               f"{workers} workers{f' ({context})' if context else ''}"
               f"{', collated by the reader' if collated else ''}")
 
