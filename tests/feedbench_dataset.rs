@@ -239,7 +239,7 @@ fn feedbench_with(pythonpath: Option<&Path>, args: &[&str]) -> (bool, String, St
 }
 
 #[test]
-fn tune_answers_for_lerobot_train_with_feedbenchs_reader() {
+fn tune_answers_for_a_lerobot_train_run_with_either_reader() {
     let Some(python) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
@@ -251,8 +251,7 @@ fn tune_answers_for_lerobot_train_with_feedbenchs_reader() {
     let tune = [
         &["tune"][..],
         &run,
-        &reader,
-        &["--step-ms", "100", "--cpus", "1"],
+        &["--both-readers", "--step-ms", "100", "--cpus", "1"],
         &lengths,
         &["--out", out.to_str().unwrap()],
     ]
@@ -263,10 +262,19 @@ fn tune_answers_for_lerobot_train_with_feedbenchs_reader() {
     let command = flags.expect(&stdout).trim_start_matches("Flags (feedbench-lerobot-train): ");
     assert!(command.starts_with("feedbench-lerobot-train --dataset.repo_id=local/pusht "));
     assert_eq!(command.matches("--num_workers=").count(), 1, "{command}");
-    let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
-    for line in results.lines() {
-        let cell = &serde_json::from_str::<serde_json::Value>(line).unwrap()["cell"];
-        assert_eq!(cell["loader"], "feedbench-lerobot-train", "{line}");
+    assert!(stdout.contains("Flags (lerobot-train): lerobot-train --dataset.repo_id"), "{stdout}");
+    let both = stdout.lines().last().unwrap_or_default();
+    assert!(
+        both.starts_with("For this run: LeRobot's loader: ")
+            && both.contains("; feedbench's reader in lerobot-train: "),
+        "{stdout}"
+    );
+    for loader in ["lerobot-train", "feedbench-lerobot-train"] {
+        let results = std::fs::read_to_string(out.join(loader).join("results.jsonl")).unwrap();
+        for line in results.lines() {
+            let cell = &serde_json::from_str::<serde_json::Value>(line).unwrap()["cell"];
+            assert_eq!(cell["loader"], loader, "{line}");
+        }
     }
 
     // What the run built: feedbench's reader, with the arguments LeRobot's factory gives it.

@@ -15,10 +15,12 @@ use feedbench::bench::sweep::knob_axes::KnobAxes;
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
-use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest};
+use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::loader::knobs::LoaderKnob;
+use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::size::ByteSize;
+use feedbench::loader::spec::LoaderSpec;
 use feedbench::model::{DeviceChoice, ModelSpec};
 
 use super::loader::{LoaderFlags, StepFlags};
@@ -54,6 +56,11 @@ pub struct TuneArgs {
     /// nothing twice).
     #[arg(long)]
     resume: bool,
+    /// With --lerobot-train: tune the run twice, with LeRobot's reader and with feedbench's (as
+    /// feedbench-lerobot-train runs it), each into its own folder of the output directory, and
+    /// answer for both.
+    #[arg(long)]
+    both_readers: bool,
     /// Batches of each configuration's `loader` phase.
     #[arg(long, default_value_t = 20, value_parser = super::batches)]
     loader_batches: usize,
@@ -80,6 +87,63 @@ fn percent(text: &str) -> Result<f64, String> {
 /// Runs `feedbench tune`.
 pub fn run(args: &TuneArgs) -> Result<()> {
     let (spec, choice) = args.loader.tuned()?;
+    if !args.both_readers {
+        let (tuned, out) = tune(args, &spec, &choice, args.out.clone())?;
+        return print(args, &tuned, &out);
+    }
+    let LoaderChoice::LerobotTrain(run) = &choice else {
+        anyhow::bail!("--both-readers tunes a lerobot-train run: add --lerobot-train \"ARGS\"");
+    };
+    let out = args.out.clone().unwrap_or_else(|| default_out(&spec.dataset));
+    let mut answers = Vec::new();
+    for feedbench_reader in [false, true] {
+        let choice = LoaderChoice::LerobotTrain(TrainArgs { feedbench_reader, ..run.clone() });
+        let name = choice.backend().name();
+        let (tuned, out) = tune(args, &spec, &choice, Some(out.join(name)))?;
+        if !args.json {
+            outln!("{name}:")?;
+            print(args, &tuned, &out)?;
+            outln!("")?;
+        }
+        answers.push((name, tuned));
+    }
+    if args.json {
+        let both: serde_json::Map<String, serde_json::Value> = answers
+            .iter()
+            .map(|(name, tuned)| Ok((name.to_string(), serde_json::to_value(tuned)?)))
+            .collect::<Result<_>>()?;
+        return outln!("{}", serde_json::to_string_pretty(&both)?);
+    }
+    let said: Vec<String> = answers
+        .iter()
+        .map(|(name, tuned)| {
+            let whose = match *name {
+                "lerobot-train" => "LeRobot's loader",
+                _ => "feedbench's reader in lerobot-train",
+            };
+            let w = tuned.answer.workers;
+            format!("{whose}: {w} worker{}", if w == 1 { "" } else { "s" })
+        })
+        .collect();
+    outln!("For this run: {}.", said.join("; "))
+}
+
+/// Where a tune of the dataset at `root` writes by default: results/tune-<its name>.
+fn default_out(root: &std::path::Path) -> PathBuf {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let name = root.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    PathBuf::from("results").join(format!("tune-{name}"))
+}
+
+/// One tune of `choice` over `spec` into `out` (default: [`default_out`]): what it found, and
+/// where it wrote.
+fn tune(
+    args: &TuneArgs,
+    spec: &LoaderSpec,
+    choice: &LoaderChoice,
+    out: Option<PathBuf>,
+) -> Result<(Tuned, PathBuf)> {
+    let choice = choice.clone();
     let (model, device) = match args.step_ms {
         Some(ms) if !(ms.is_finite() && ms > 0.0) => {
             anyhow::bail!("--step-ms {ms}: expected a step time in ms above 0")
@@ -157,10 +221,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             trace_cell: None,
         },
     };
-    let out = args.out.clone().unwrap_or_else(|| {
-        let name = root.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        PathBuf::from("results").join(format!("tune-{name}"))
-    });
+    let out = out.unwrap_or_else(|| default_out(&root));
     let request = TuneRequest {
         config: &config,
         root: &root,
@@ -208,8 +269,13 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             );
         }
     })?;
+    Ok((tuned, out))
+}
+
+/// The answer of one tune, as text or JSON.
+fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&tuned)?)?;
+        outln!("{}", serde_json::to_string_pretty(tuned)?)?;
     } else {
         out!("{}", tuned.answer)?;
         outln!(
