@@ -267,22 +267,36 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         return self.num_frames
 
     def __getitem__(self, idx):
+        """An item (a list of them for a slice), as LeRobotDataset's, whatever `collated_batches`."""
         if isinstance(idx, slice):
-            return self.__getitems__(list(range(*idx.indices(len(self)))))
-        return self.__getitems__([idx])[0]
+            return self._items(list(range(*idx.indices(len(self)))))
+        return self._items([idx])[0]
 
     def __getitems__(self, indices):
-        """The items at `indices`, decoded together by the reader's threads."""
+        """The items at `indices`, decoded together by the reader's threads; with
+        `collated_batches`, the batch PyTorch's default collate passes through."""
+        if self._collates():
+            reader, positions, threads = self._request(indices)
+            return [_Collated(self._batch(reader, positions, threads))]
+        return self._items(indices)
+
+    def _request(self, indices):
+        """This process's reader, `indices` as positions (negative ones from the end), and the
+        reader's threads."""
         reader = self._native()
         count = len(reader)
-        positions = []
-        for idx in indices:
-            idx = int(idx)
-            positions.append(idx + count if idx < 0 else idx)
-        threads = self.reader_threads or default_reader_threads()
-        if self._collates():
-            return [_Collated(self._batch(reader, positions, threads))]
-        return [self._item(raw) for raw in reader.items(positions, threads)]
+        positions = [int(idx) + count if int(idx) < 0 else int(idx) for idx in indices]
+        return reader, positions, self.reader_threads or default_reader_threads()
+
+    def _items(self, indices):
+        reader, positions, threads = self._request(indices)
+        items = [self._tensors(raw) for raw in reader.items(positions, threads)]
+        if self.image_transforms is not None:
+            for item in items:
+                for camera in self.camera_keys:
+                    if camera in item:
+                        item[camera] = self.image_transforms(item[camera])
+        return items
 
     def _collates(self):
         return (self.collated_batches and self.image_transforms is None
@@ -298,10 +312,15 @@ class FeedbenchDataset(torch.utils.data.Dataset):
 
         raw = reader.batch(positions, threads, allocate)
         raw.update(frames)
+        return self._tensors(raw)
+
+    def _tensors(self, raw):
+        """An item or batch from the reader in LeRobot's key order, its NumPy arrays as tensors
+        that share their memory (tensors and strings as they are)."""
         if self._order is None:
             self._order = self._key_order(raw)
-        return {key: raw[key] if isinstance(raw[key], (torch.Tensor, list)) else torch.from_numpy(raw[key])
-                for key in self._order}
+        return {key: raw[key] if isinstance(raw[key], (torch.Tensor, list, str))
+                else torch.from_numpy(raw[key]) for key in self._order}
 
     def _key_order(self, raw):
         """LeRobot's order of an item's keys: cameras, the row's columns, the pad masks, task."""
@@ -310,19 +329,6 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         pads = [f"{key}_is_pad" for key in (self.delta_timestamps or {})]
         order = [key for key in video_keys + columns + pads + ["task"] if key in raw]
         return order + sorted(key for key in raw if key not in order)
-
-    def _item(self, raw):
-        if self._order is None:
-            self._order = self._key_order(raw)
-        item = {}
-        for key in self._order:
-            value = raw[key]
-            item[key] = value if isinstance(value, (str, list)) else torch.from_numpy(value)
-        if self.image_transforms is not None:
-            for camera in self.camera_keys:
-                if camera in item:
-                    item[camera] = self.image_transforms(item[camera])
-        return item
 
     def __repr__(self):
         return (f"FeedbenchDataset({self.repo_id!r}, root={str(self.root)!r}, "

@@ -87,6 +87,9 @@ def items(root, count):
             fail(f"{name}: num_frames, num_episodes {ours.num_frames, ours.num_episodes} against "
                  f"LeRobot's {theirs.num_frames, theirs.num_episodes}")
         indices = sorted(set(np.linspace(0, len(theirs) - 1, min(count, len(theirs))).round().astype(int)))
+        # An item asked for alone is an item, also where the DataLoader gets whole batches.
+        collated = FeedbenchDataset("local/check", root=root, collated_batches=True, **kwargs)
+        same_value(f"{name}, item -1 of a dataset of whole batches:", collated[-1], theirs[-1])
         batch = ours.__getitems__(indices)
         for index, item in zip(indices, batch):
             same_value(f"{name}, item {index}:", item, theirs[int(index)])
