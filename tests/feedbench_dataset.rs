@@ -50,15 +50,13 @@ pub(crate) fn python_package(dir: &Path) -> PathBuf {
 /// (success, stdout, stderr).
 fn check(python: &Path, package: &Path, args: &[&str]) -> (bool, String, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/feedbench_dataset/check.py");
-    let output = Command::new(python)
-        .arg(script)
-        .args(args)
-        .env("PYTHONPATH", package)
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
-    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
-    (output.status.success(), text(output.stdout), text(output.stderr))
+    common::outcome(
+        Command::new(python)
+            .arg(script)
+            .args(args)
+            .env("PYTHONPATH", package)
+            .env("HF_HUB_OFFLINE", "1"),
+    )
 }
 
 fn assert_checks(python: &Path, package: &Path, args: &[&str], expected_lines: usize) {
@@ -233,9 +231,7 @@ fn feedbench_with(pythonpath: Option<&Path>, args: &[&str]) -> (bool, String, St
     if let Some(path) = pythonpath {
         command.env("PYTHONPATH", path);
     }
-    let output = command.output().unwrap();
-    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
-    (output.status.success(), text(output.stdout), text(output.stderr))
+    common::outcome(&mut command)
 }
 
 #[test]

@@ -105,22 +105,23 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             print(args, &tuned, &out)?;
             outln!("")?;
         }
-        answers.push((name, tuned));
+        let whose = if feedbench_reader {
+            "feedbench's reader in lerobot-train"
+        } else {
+            "LeRobot's loader"
+        };
+        answers.push((name, whose, tuned));
     }
     if args.json {
         let both: serde_json::Map<String, serde_json::Value> = answers
             .iter()
-            .map(|(name, tuned)| Ok((name.to_string(), serde_json::to_value(tuned)?)))
+            .map(|(name, _, tuned)| Ok((name.to_string(), serde_json::to_value(tuned)?)))
             .collect::<Result<_>>()?;
         return outln!("{}", serde_json::to_string_pretty(&both)?);
     }
     let said: Vec<String> = answers
         .iter()
-        .map(|(name, tuned)| {
-            let whose = match *name {
-                "lerobot-train" => "LeRobot's loader",
-                _ => "feedbench's reader in lerobot-train",
-            };
+        .map(|(_, whose, tuned)| {
             let w = tuned.answer.workers;
             format!("{whose}: {w} worker{}", if w == 1 { "" } else { "s" })
         })

@@ -24,7 +24,12 @@ pub fn g1_partial() -> Option<PathBuf> {
 
 /// Runs the `feedbench` binary: success, stdout, stderr.
 pub fn feedbench(args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args).output().unwrap();
+    outcome(Command::new(env!("CARGO_BIN_EXE_feedbench")).args(args))
+}
+
+/// Runs `command` to its end: success, stdout, stderr.
+pub fn outcome(command: &mut Command) -> (bool, String, String) {
+    let output = command.output().unwrap();
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -137,7 +137,7 @@ impl Reader {
                     Some(_) => {}
                 }
             }
-            let uint8 = samples[0].videos.contains_key(key) && self.uint8;
+            let uint8 = self.uint8_pixels(&samples[0], key);
             layout.push((key.to_owned(), dims.expect("at least one sample"), uint8));
         }
         Ok(layout)

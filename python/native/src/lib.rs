@@ -199,6 +199,12 @@ impl Reader {
         }
     }
 
+    /// Whether pixel key `key` comes back as uint8: a camera's frames with `return_uint8`;
+    /// images in parquet are float32 either way, as LeRobot returns them.
+    fn uint8_pixels(&self, sample: &Sample, key: &str) -> bool {
+        self.uint8 && sample.videos.contains_key(key)
+    }
+
     /// The dimensions pixel key `key` of `sample` has in an item: LeRobot squeezes a camera's
     /// leading dimension, so a one-step window of a video key comes back as one frame
     /// (`frames.squeeze(0)`), of an image key as a window.
@@ -256,8 +262,7 @@ impl Reader {
         let keys: Vec<String> = sample.pixel_keys().map(str::to_owned).collect();
         for key in keys {
             let shape = sample.pixel_shape(&key, decoder)?.expect("a pixel key");
-            let is_video = sample.videos.contains_key(&key);
-            let mut values = if is_video && self.uint8 {
+            let mut values = if self.uint8_pixels(&sample, &key) {
                 Values::U8(vec![0; shape.len()])
             } else {
                 Values::F32(vec![0.0; shape.len()])
