@@ -17,7 +17,9 @@ Nothing is downloaded: the driver runs with HF_HUB_OFFLINE=1, and a dataset with
 """
 
 import collections.abc
+import contextlib
 import functools
+import io
 import importlib
 import inspect
 import os
@@ -50,13 +52,21 @@ def parse_arguments(args):
 
     argv = sys.argv
     sys.argv = ["lerobot-train", *args]
+    said = io.StringIO()
     try:
-        capture()
+        with contextlib.redirect_stderr(said):
+            capture()
     except SystemExit:
-        raise Refused("arguments", "LeRobot's parser refused the lerobot-train arguments "
-                      "(its message is above)") from None
+        lines = [line.strip() for line in said.getvalue().splitlines() if line.strip()]
+        last = lines[-1] if lines else "it said nothing"
+        if last.lower().startswith("error:"):
+            last = last[len("error:"):].strip()
+        raise Refused("arguments",
+                      f"LeRobot's parser refused the lerobot-train arguments: {last}") from None
     finally:
         sys.argv = argv
+        # Whatever else it printed (warnings) stays where LeRobot's output goes.
+        sys.stderr.write(said.getvalue())
     cfg = parsed["cfg"]
     # feedbench writes nothing there: a run's output directory that exists (the run is going
     # on, or it is the one a saved train_config.json names) is no reason to refuse.

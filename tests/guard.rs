@@ -1,8 +1,9 @@
 //! `feedbench guard` end to end (issue #14): the exit codes (0 pass, 1 regression, 2 error),
 //! baselines saved and read back, refusals of a missing, corrupt, foreign or mismatched
-//! baseline, the machine and dataset checks, and the Markdown, JSON and github-action-benchmark
-//! outputs. Real measurements are noisy, so the verdicts are forced by baselines shifted
-//! tenfold; the statistics themselves are tested on constructed runs (`bench::compare::guard::judge`).
+//! baseline, the machine and dataset checks, the Markdown, JSON and github-action-benchmark
+//! outputs, and lerobot-train runs (either reader) as cells. Real measurements are noisy, so
+//! the verdicts are forced by baselines shifted tenfold; the statistics themselves are tested on
+//! constructed runs (`bench::compare::guard::judge`).
 
 use crate::common;
 
@@ -300,4 +301,62 @@ fn the_ci_workflow_calls_the_guard_with_flags_it_has() {
         assert!(call.contains("--config configs/guard.toml"), "{call}");
     }
     assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/guard.toml").is_file());
+}
+
+#[test]
+fn lerobot_train_runs_are_guarded_with_either_reader_on_the_configs_dataset() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = crate::feedbench_dataset::python_package(dir.path());
+    // The run's own arguments less its dataset: the guard's [dataset] is added to them.
+    let run: Vec<String> = crate::lerobot_train::diffusion_run(dir.path())
+        .into_iter()
+        .filter(|arg| !arg.starts_with("--dataset."))
+        .collect();
+    let cells = |run: &str| {
+        ["lerobot-train", "feedbench-lerobot-train"]
+            .map(|loader| {
+                format!(
+                    "[[cell]]\nname = \"{loader}\"\nloader = \"{loader}\"\npython = {:?}\n\
+                     lerobot_train = {run:?}\nworkers = 0\nbatch = 4\n",
+                    python.display()
+                )
+            })
+            .concat()
+    };
+    let config = dir.path().join("guard.toml");
+    let head = "[dataset]\npath = \"pusht\"\n[run]\nrepeats = 3\nbatches = 2\nwarmup = 1\n";
+    std::fs::write(&config, format!("{head}{}", cells(&run.join(" ")))).unwrap();
+    let saved = dir.path().join("base.json");
+    let env = [("PYTHONPATH", package.as_path())];
+    let args = ["--config", config.to_str().unwrap()];
+    let (code, out, err) =
+        guard(&[&args[..], &["--save-baseline", saved.to_str().unwrap()]].concat(), &env);
+    assert_eq!(code, 0, "{out}{err}");
+    let record = read_json(&saved);
+    for (i, loader) in ["lerobot-train", "feedbench-lerobot-train"].into_iter().enumerate() {
+        let cell = &record["cells"][i];
+        assert_eq!(cell["cell"]["loader"], loader, "{cell}");
+        for run in cell["runs"].as_array().unwrap() {
+            assert!(run["samples_per_s"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(run["instructions_per_sample"].is_null(), "LeRobot's start-up counted: {run}");
+        }
+    }
+
+    // A run that names another dataset than the config's is refused before measuring.
+    let elsewhere = dir.path().join("other");
+    common::synth_pusht(&elsewhere, 3, 30, &[]);
+    let other = format!(
+        "{} --dataset.repo_id=local/other --dataset.root={}",
+        run.join(" "),
+        elsewhere.display()
+    );
+    std::fs::write(&config, format!("{head}{}", cells(&other))).unwrap();
+    let (code, _, err) =
+        guard(&[&args[..], &["--save-baseline", saved.to_str().unwrap()]].concat(), &env);
+    assert!(
+        code == 2
+            && err.contains(&format!("the run reads {} but [dataset] is", elsewhere.display())),
+        "{err}"
+    );
 }

@@ -148,7 +148,8 @@ pub struct LoaderAxes {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub video_backend: Option<VideoBackend>,
     /// The arguments of the lerobot-train run whose DataLoader and policy `lerobot-train`
-    /// cells measure, as one string (`"--dataset.repo_id=… --policy.type=act …"`).
+    /// cells measure, as one string (`"--policy.type=act …"`); the run reads `[dataset]`
+    /// (added where the arguments name no `--dataset.root`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lerobot_train: Option<String>,
 }

@@ -23,7 +23,7 @@ use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::train_run::TrainArgs;
+use crate::loader::lerobot::train_run::{self, TrainArgs};
 use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
@@ -296,8 +296,10 @@ pub(crate) fn run_cell(
             let python = LerobotOptions::new(None, config.loader.python.as_deref()).python;
             let text = config.loader.lerobot_train.as_deref().unwrap_or_default();
             let mut run = TrainArgs::parse(&python, text)
-                .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?;
+                .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?
+                .reading(context.root);
             run.feedbench_reader = cell.loader == LoaderBackend::FeedbenchLerobotTrain;
+            train_run::describe(&run)?.1.refuse_other_root(context.root, "[dataset]")?;
             Some(LoaderChoice::LerobotTrain(run).build(&spec)?)
         }
     };

@@ -58,6 +58,33 @@ impl TrainArgs {
         }
         Ok(Self { python: python.to_path_buf(), args, feedbench_reader: false })
     }
+
+    /// The value of `--name`, given as `--name=value` or `--name value`.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        let flag = format!("--{name}");
+        self.args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix(&flag) {
+            Some("") => self.args.get(i + 1).map(String::as_str),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        })
+    }
+
+    /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): where the
+    /// arguments name no dataset directory (no `--dataset.root`, no `--config_path`) it is
+    /// added, with `--dataset.repo_id=local/NAME` where they give no repo id either. A run whose
+    /// arguments name another directory is refused once LeRobot has built it
+    /// ([`BuiltRun::refuse_other_root`]).
+    pub fn reading(mut self, root: &Path) -> Self {
+        if self.value("dataset.root").is_some() || self.value("config_path").is_some() {
+            return self;
+        }
+        if self.value("dataset.repo_id").is_none() {
+            let name = root.file_name().map_or("dataset".into(), |n| n.to_string_lossy());
+            self.args.push(format!("--dataset.repo_id=local/{name}"));
+        }
+        self.args.push(format!("--dataset.root={}", root.display()));
+        self
+    }
 }
 
 /// What lerobot-train built for the arguments, as LeRobot's constructors were given it: the
@@ -134,6 +161,22 @@ impl BuiltRun {
                 name(setting)
             )
         })))
+    }
+
+    /// Refuses a run whose dataset is not the one at `root` (`where_` names whose dataset
+    /// that is: `[dataset]`).
+    pub fn refuse_other_root(&self, root: &Path, where_: &str) -> Result<(), LoaderError> {
+        let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let own = self.root();
+        if canonical(&own) == canonical(root) {
+            return Ok(());
+        }
+        Err(LoaderError::Config(format!(
+            "the run reads {} but {where_} is {}: every cell measures {where_}'s dataset; \
+             leave --dataset.root out of the run's arguments (it is added) or make them the same",
+            own.display(),
+            root.display()
+        )))
     }
 
     /// The dataset's root.
@@ -247,6 +290,26 @@ mod tests {
     }
 
     #[test]
+    fn a_run_without_a_dataset_reads_the_one_given_and_keeps_its_own() {
+        let python = Path::new("python3");
+        let bare = TrainArgs::parse(python, "--policy.type act").unwrap();
+        assert_eq!(bare.value("policy.type"), Some("act"));
+        let read = bare.reading(Path::new("/cache/pusht-8"));
+        assert_eq!(read.value("dataset.root"), Some("/cache/pusht-8"));
+        assert_eq!(read.value("dataset.repo_id"), Some("local/pusht-8"));
+        let named = TrainArgs::parse(python, "--dataset.repo_id=me/pick --policy.type=act");
+        let read = named.unwrap().reading(Path::new("/d"));
+        assert_eq!(
+            read.args,
+            ["--dataset.repo_id=me/pick", "--policy.type=act", "--dataset.root=/d"]
+        );
+        for own in ["--dataset.root=/mine", "--config_path /c/train_config.json"] {
+            let run = TrainArgs::parse(python, own).unwrap();
+            assert_eq!(run.clone().reading(Path::new("/d")), run, "{own}");
+        }
+    }
+
+    #[test]
     fn the_runs_knobs_are_what_it_gives_its_dataloader_and_sampler() {
         let built = BuiltRun {
             policy: "diffusion".into(),
@@ -264,6 +327,9 @@ mod tests {
         assert_eq!((c.drop_n_last_frames, c.images), (Some(7), ImageFormat::U8));
         assert!(c.persistent_workers && !c.pin_memory);
         assert_eq!(built.root(), Path::new("/d"));
+        assert!(built.refuse_other_root(Path::new("/d"), "[dataset]").is_ok());
+        let other = built.refuse_other_root(Path::new("/e"), "[dataset]").unwrap_err();
+        assert!(other.to_string().contains("the run reads /d but [dataset] is /e"), "{other}");
         assert!(built.summary().contains("drop_n_last_frames 7, seed 1000"), "{}", built.summary());
         assert!(built.summary().contains("spawn workers"), "{}", built.summary());
     }

@@ -2,17 +2,20 @@
 //! interleaved repeats, and the tolerance. Every key is checked, as in a sweep config.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::bench::knob_values::{KnobFront, KnobValues};
 use crate::bench::loader_run::RunLength;
-use crate::bench::phase::ChosenLoader;
+use crate::bench::phase::{ChosenLoader, LoaderChoice};
 use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
+use crate::loader::lerobot::train_run::{self, TrainArgs};
+use crate::loader::lerobot::{LerobotOptions, LoaderBackend, VideoBackend};
+use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 
@@ -57,18 +60,45 @@ impl GuardRun {
     }
 }
 
-/// One fixed loader the guard measures: a name, the window and the loader's knobs, read
-/// through the loader's table (one value each; `workers` and `batch` must be given).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One fixed loader the guard measures: a name, which loader, the window and the loader's
+/// knobs, read through the loader's table (one value each; `workers` and `batch` must be
+/// given). LeRobot's loaders take the keys a sweep's `[loader]` takes for them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GuardCell {
     /// Names the cell in the baseline and the outputs (letters, digits, `-`, `_`, `.`).
     pub name: String,
-    /// `diffusion` or `none`.
-    #[serde(default = "diffusion")]
-    pub window: WindowChoice,
-    /// The loader's knobs (a cell's keys beside `name` and `window`).
+    /// `native` (feedbench's, the default), `lerobot` (LeRobot's own DataLoader),
+    /// `lerobot-train` (the DataLoader a lerobot-train run builds) or
+    /// `feedbench-lerobot-train` (that run with feedbench's reader).
+    #[serde(default, skip_serializing_if = "LoaderBackend::is_native")]
+    pub loader: LoaderBackend,
+    /// `diffusion` (the default) or `none`; a lerobot-train run's window is its policy's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowChoice>,
+    /// The Python with LeRobot, for LeRobot's loaders (default: `$FEEDBENCH_PYTHON`, else
+    /// `python3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
+    /// LeRobot's video backend for a `lerobot` cell (default: LeRobot's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video_backend: Option<VideoBackend>,
+    /// The lerobot-train run's arguments, for its cells, as one string; the run reads
+    /// `[dataset]` (added where the arguments name no `--dataset.root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot_train: Option<String>,
+    /// The loader's knobs (a cell's keys beside its own).
     #[serde(flatten)]
     pub knobs: KnobValues<GuardKnobs>,
+}
+
+impl PartialEq for GuardCell {
+    /// The same cell measures the same loader the same way (a window left out is the default).
+    fn eq(&self, other: &Self) -> bool {
+        (self.name == other.name)
+            && (self.loader, self.window(), &self.python, self.video_backend)
+                == (other.loader, other.window(), &other.python, other.video_backend)
+            && (&self.lerobot_train, &self.knobs) == (&other.lerobot_train, &other.knobs)
+    }
 }
 
 /// What a guard cell makes of the loader's table.
@@ -77,7 +107,8 @@ pub struct GuardKnobs;
 
 impl KnobFront for GuardKnobs {
     const SECTION: &'static str = "cell";
-    const OWN_KEYS: &'static [&'static str] = &["name", "window"];
+    const OWN_KEYS: &'static [&'static str] =
+        &["name", "loader", "window", "python", "video_backend", "lerobot_train"];
     const REQUIRED: &'static [&'static str] = &["workers", "batch"];
 
     /// Shuffled, as training reads (random access).
@@ -86,15 +117,43 @@ impl KnobFront for GuardKnobs {
     }
 }
 
-fn diffusion() -> WindowChoice {
-    WindowChoice::Diffusion
-}
+/// The knobs a lerobot-train cell sets; the run's arguments set the rest.
+const A_RUNS_KNOBS: [&LoaderKnob; 3] =
+    [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
 
 impl GuardCell {
-    /// The loader of this cell over the dataset at `root` (its `episodes` when given): the
-    /// native one.
-    pub fn loader(&self, root: &Path, episodes: Option<&EpisodeChoice>) -> ChosenLoader {
-        ChosenLoader::native(self.spec(root, episodes))
+    /// The window of a native or `lerobot` cell.
+    pub fn window(&self) -> WindowChoice {
+        self.window.unwrap_or(WindowChoice::Diffusion)
+    }
+
+    /// The loader of this cell over the dataset at `root` (its `episodes` when given); a
+    /// lerobot-train run is built by LeRobot (once per process) to check that it reads `root`.
+    pub fn loader(
+        &self,
+        root: &Path,
+        episodes: Option<&EpisodeChoice>,
+    ) -> Result<ChosenLoader, LoaderError> {
+        let spec = self.spec(root, episodes);
+        let mut options = LerobotOptions::new(None, self.python.as_deref());
+        let choice = match self.loader {
+            LoaderBackend::Native => LoaderChoice::Native,
+            LoaderBackend::Lerobot => {
+                options.video_backend = self.video_backend;
+                LoaderChoice::Lerobot(options)
+            }
+            LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
+                let text = self.lerobot_train.as_deref().unwrap_or_default();
+                let mut run = TrainArgs::parse(&options.python, text)
+                    .map_err(|what| LoaderError::Config(self.named(&what)))?
+                    .reading(root);
+                run.feedbench_reader = self.loader == LoaderBackend::FeedbenchLerobotTrain;
+                let (_, built) = train_run::describe(&run)?;
+                built.refuse_other_root(root, "[dataset]")?;
+                LoaderChoice::LerobotTrain(run)
+            }
+        };
+        Ok(ChosenLoader { choice, spec })
     }
 
     /// What this cell's loader reads and how.
@@ -105,9 +164,67 @@ impl GuardCell {
                 Some(EpisodeChoice::List(list)) => Some(list.clone()),
                 _ => None,
             },
-            window: self.window,
+            window: self.window(),
             config: self.knobs.config(),
         }
+    }
+
+    /// `what`, said of this cell.
+    fn named(&self, what: &str) -> String {
+        format!("cell {:?}: {what}", self.name)
+    }
+
+    /// What its loader takes: LeRobot's keys only for LeRobot's loaders, the run's arguments
+    /// for a lerobot-train run's (which sets the rest itself), no knob the loader lacks.
+    fn check_loader(&self, episodes: Option<&EpisodeChoice>) -> Result<(), String> {
+        let loader = self.loader;
+        let training = loader.is_a_training_run();
+        let given = |key: &str, present: bool| present.then(|| key.to_string());
+        let stray = if loader.is_native() {
+            given("python", self.python.is_some())
+                .or(given("video_backend", self.video_backend.is_some()))
+        } else if training {
+            given("window", self.window.is_some())
+                .or(given("video_backend", self.video_backend.is_some()))
+        } else {
+            None
+        };
+        let stray = stray.or(given("lerobot_train", !training && self.lerobot_train.is_some()));
+        if let Some(key) = stray {
+            return Err(self.named(&format!("{key} is not a key of a loader = \"{loader}\" cell")));
+        }
+        let config = self.knobs.config();
+        if training {
+            let Some(text) = &self.lerobot_train else {
+                return Err(self.named(&format!(
+                    "loader = \"{loader}\" measures a lerobot-train run: add lerobot_train = \
+                     \"ARGS\" (the run's arguments, e.g. \"--policy.type=diffusion\")"
+                )));
+            };
+            TrainArgs::parse(Path::new("python3"), text)
+                .map_err(|what| self.named(&format!("lerobot_train: {what}")))?;
+            if let Some(EpisodeChoice::List(_)) = episodes {
+                return Err(self.named(
+                    "[dataset] episodes is a list, which a lerobot-train run does not take: give \
+                     --dataset.episodes in lerobot_train",
+                ));
+            }
+            let defaults = KnobValues::<GuardKnobs>::default().config();
+            let set = LoaderKnob::ALL
+                .iter()
+                .filter(|k| !A_RUNS_KNOBS.contains(k))
+                .find(|k| k.get(&config) != k.get(&defaults));
+            if let Some(knob) = set {
+                return Err(self.named(&format!(
+                    "{} is the lerobot-train run's to set, in lerobot_train; a cell sets \
+                     workers, batch and prefetch",
+                    knob.key
+                )));
+            }
+        } else if let Some((knob, why)) = LoaderKnob::lacking(&config, loader).next() {
+            return Err(self.named(&format!("{} is not a knob of {loader}: {why}", knob.key)));
+        }
+        Ok(())
     }
 }
 
@@ -136,6 +253,7 @@ impl ConfigFile for GuardConfig {
             if self.cells[..i].iter().any(|c| c.name == cell.name) {
                 return bad(format!("cell name {:?} appears twice", cell.name));
             }
+            cell.check_loader(self.dataset.episodes.as_ref()).or_else(bad)?;
         }
         let run = &self.run;
         if run.repeats < 3 {
@@ -197,7 +315,7 @@ mod tests {
         let cell = &config.cells[0];
         let knobs = cell.knobs.config();
         assert_eq!(
-            (knobs.sampler, knobs.prefetch, cell.window),
+            (knobs.sampler, knobs.prefetch, cell.window()),
             (SamplerKind::Shuffled, 2, WindowChoice::Diffusion)
         );
         assert_eq!(config.run.tolerance, Tolerance(10.0));
@@ -231,6 +349,52 @@ mod tests {
         assert!(typo.unwrap_err().contains("unknown field `worker`"));
         let missing = parse(&format!("{DATASET}[[cell]]\nname = \"m\"\nworkers = 1\n"));
         assert!(missing.unwrap_err().contains("missing field `batch`"));
+    }
+
+    #[test]
+    fn lerobots_loaders_take_their_keys_and_nothing_their_run_sets() {
+        let cell =
+            |keys: &str| format!("{DATASET}[[cell]]\nname = \"r\"\nworkers = 2\nbatch = 8\n{keys}");
+        let run = "loader = \"lerobot-train\"\nlerobot_train = \"--policy.type=act\"\n";
+        let config = parse(&cell(&format!("{run}prefetch = 4\npython = \"/venv/bin/python\"\n")));
+        let config = config.unwrap();
+        let read = &config.cells[0];
+        assert_eq!((read.loader, read.knobs.config().prefetch), (LoaderBackend::LerobotTrain, 4));
+        // Written back as read, and equal to itself read again (a baseline's cell).
+        let again: GuardCell = toml::from_str(&toml::to_string(read).unwrap()).unwrap();
+        assert_eq!(&again, read);
+        let refused = [
+            ("loader = \"lerobot-train\"\n", "add lerobot_train = \"ARGS\""),
+            (
+                &format!("{run}window = \"none\"\n"),
+                "window is not a key of a loader = \"lerobot-train\"",
+            ),
+            (&format!("{run}images = \"u8\"\n"), "images is the lerobot-train run's to set"),
+            (&format!("{run}sampler = \"sequential\"\n"), "sampler is the lerobot-train run's"),
+            (
+                "loader = \"feedbench-lerobot-train\"\nlerobot_train = \"act\"\n",
+                "\"act\" is not a lerobot-train flag",
+            ),
+            ("python = \"/venv/bin/python\"\n", "python is not a key of a loader = \"native\""),
+            (
+                "lerobot_train = \"--policy.type=act\"\n",
+                "lerobot_train is not a key of a loader = \"native\"",
+            ),
+            ("loader = \"lerobot\"\ncache = \"1GiB\"\n", "cache is not a knob of lerobot"),
+        ];
+        for (keys, expected) in refused {
+            let error = parse(&cell(keys)).unwrap_err();
+            assert!(error.contains("cell \"r\": ") && error.contains(expected), "{keys}: {error}");
+        }
+        let listed = "[dataset]\npath = \"/d\"\nepisodes = \"1,2\"\n";
+        let error = parse(&cell(run).replace(DATASET, listed)).unwrap_err();
+        assert!(error.contains("give --dataset.episodes in lerobot_train"), "{error}");
+        // A native cell's window left out is the default it had when written out.
+        let native: GuardCell = toml::from_str("name = \"n\"\nworkers = 0\nbatch = 4\n").unwrap();
+        let written: GuardCell =
+            toml::from_str("name = \"n\"\nwindow = \"diffusion\"\nworkers = 0\nbatch = 4\n")
+                .unwrap();
+        assert_eq!(native, written);
     }
 
     #[test]

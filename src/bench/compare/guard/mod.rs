@@ -41,11 +41,11 @@ pub fn measure(
     mut on_run: impl FnMut(&str, usize),
 ) -> Result<GuardRecord, LoaderError> {
     let root = &setup.root;
-    let specs: Vec<_> = config
+    let loaders = config
         .cells
         .iter()
         .map(|cell| cell.loader(root, config.dataset.episodes.as_ref()))
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     let mut cells: Vec<CellRuns> = config
         .cells
         .iter()
@@ -63,7 +63,10 @@ pub fn measure(
         for i in order {
             on_run(&cells[i].cell.name, repeat);
             cells[i].reference_ms.push(setup.reference.measure().map_err(LoaderError::Dataset)?);
-            let figures = measure_run(&specs[i], config.run.length(), setup.count_instructions)?;
+            // Instructions are counted of feedbench's own pipeline: LeRobot's run in a Python
+            // that starts with each run, whose start-up would swamp them.
+            let count = setup.count_instructions && loaders[i].choice.backend().is_native();
+            let figures = measure_run(&loaders[i], config.run.length(), count)?;
             cells[i].runs.push(figures);
         }
     }
