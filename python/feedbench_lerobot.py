@@ -306,6 +306,13 @@ def run_lerobot_train(request, installed):
     emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(dataset),
           **installed})
     if request["command"] == "batches":
+        if "seed" not in (built.get("sampler") or {}):
+            # Before LeRobot 0.6 the shuffle draws from torch's global generator, which
+            # lerobot-train has drawn from to build the policy and optimizer: built here too,
+            # so that the batches come in the run's order.
+            from feedbench_lerobot_train import TrainingStep
+
+            TrainingStep(cfg, dataset, loader)
         stream = iter(loader)
         for number in range(request["count"]):
             alive()

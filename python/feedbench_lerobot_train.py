@@ -63,6 +63,12 @@ def parse_arguments(args):
             last = last[len("error:"):].strip()
         raise Refused("arguments",
                       f"LeRobot's parser refused the lerobot-train arguments: {last}") from None
+    except Exception as error:
+        # LeRobot before 0.6 lets its parser's (draccus's) errors out as exceptions.
+        if not type(error).__module__.startswith("draccus"):
+            raise
+        raise Refused("arguments", "LeRobot's parser refused the lerobot-train arguments: "
+                      f"{error}") from None
     finally:
         sys.argv = argv
         # Whatever else it printed (warnings) stays where LeRobot's output goes.
@@ -112,19 +118,25 @@ def make_dataset(cfg):
     return factory.make_dataset(cfg)
 
 
+def trained_config(cfg):
+    """The config of what the run trains: `cfg.trainable_config` (LeRobot 0.6), else the
+    policy's (before 0.6 the policy is the only thing a run trains)."""
+    return getattr(cfg, "trainable_config", None) or cfg.policy
+
+
 def device_type(cfg):
     """The device lerobot-train's accelerator picks: the CPU where the policy says so, else
     CUDA where there is one."""
     import torch
 
-    if cfg.trainable_config.device == "cpu" or not torch.cuda.is_available():
+    if trained_config(cfg).device == "cpu" or not torch.cuda.is_available():
         return "cpu"
     return "cuda"
 
 
 def policy_drop_n_last_frames(cfg):
     """The policy's drop_n_last_frames; None where the policy has none."""
-    return getattr(cfg.trainable_config, "drop_n_last_frames", None)
+    return getattr(trained_config(cfg), "drop_n_last_frames", None)
 
 
 def make_sampler(cfg, dataset):
@@ -271,7 +283,7 @@ def build_loader(request):
             dataset, sampler=sampler, shuffle=sampler is None, **kwargs
         )
     facts = {
-        "policy": cfg.trainable_config.type,
+        "policy": trained_config(cfg).type,
         "device": device,
         "num_frames": dataset.num_frames,
         "num_episodes": dataset.num_episodes,
@@ -287,7 +299,7 @@ def make_accelerator(cfg):
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs
 
-    active = cfg.trainable_config
+    active = trained_config(cfg)
     precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}.get(
         getattr(active, "dtype", None))
     if not hasattr(active, "dtype") and getattr(active, "use_amp", False):
@@ -306,7 +318,7 @@ def weights_here(cfg):
     set to None (random weights, the same compute), and said. None where nothing was changed."""
     import torch
 
-    name = getattr(cfg.trainable_config, "pretrained_backbone_weights", None)
+    name = getattr(trained_config(cfg), "pretrained_backbone_weights", None)
     if not name:
         return None
     try:
@@ -317,7 +329,7 @@ def weights_here(cfg):
         return None
     if os.path.exists(os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(url))):
         return None
-    cfg.trainable_config.pretrained_backbone_weights = None
+    trained_config(cfg).pretrained_backbone_weights = None
     return f"{name} is not on this machine: the backbone starts from random weights (same compute)"
 
 
@@ -371,7 +383,7 @@ class TrainingStep:
         if "rename_map" in inspect.signature(make_policy).parameters:
             policy_kwargs["rename_map"] = getattr(cfg, "rename_map", None)
         policy = make_policy(**policy_kwargs)
-        active = cfg.trainable_config
+        active = trained_config(cfg)
         processor_kwargs = {}
         if not active.pretrained_path or not cfg.resume:
             processor_kwargs["dataset_stats"] = dataset.meta.stats

@@ -3,7 +3,8 @@
 # plain loop over the DataLoader that run builds (scripts/lerobot_train_loop.py), alternated,
 # each REPEATS times; with STEP_MS, `feedbench train --lerobot-train ARGS --model
 # synthetic:STEP_MSms` against the loop with lerobot-train's hand-over (uint8 to float32, the
-# pre-processor) and a step of STEP_MS. Prints each run's samples/s and the ratio of medians.
+# pre-processor) and a step of STEP_MS. Prints each run's samples/s (and, without STEP_MS, CPU ms
+# per sample of the main process and workers), and the ratios of the medians.
 #
 #   scripts/lerobot-train-parity.sh "LEROBOT_TRAIN_ARGS" [PYTHON] [REPEATS]
 #
@@ -17,8 +18,13 @@ feedbench=${FEEDBENCH:-target/release/feedbench}
 batches=${BATCHES:-30} warmup=${WARMUP:-5}
 export HF_HUB_OFFLINE=1
 
-rate() { "$python" -c 'import json, sys; print(round(json.load(sys.stdin)["samples_per_s"], 2))'; }
-harness=() plain=()
+# "SAMPLES_PER_S CPU_MS_PER_SAMPLE" of a JSON object on stdin (a train phase's CPU: 0, as the
+# step's sleep would make it meaningless).
+rate() {
+    "$python" -c 'import json, sys; r = json.load(sys.stdin)
+print(round(r["samples_per_s"], 2), round(r.get("cpu_ms_per_sample", 0), 3))'
+}
+harness=() plain=() harness_cpu=() plain_cpu=()
 for ((i = 0; i < repeats; i++)); do
     if [[ -n ${STEP_MS:-} ]]; then
         a=$("$feedbench" train --lerobot-train "$args" --python "$python" \
@@ -34,7 +40,12 @@ for ((i = 0; i < repeats; i++)); do
         b=$("$python" scripts/lerobot_train_loop.py --batches "$batches" --warmup "$warmup" \
             -- $args 2>/dev/null | rate)
     fi
-    harness+=("$a") plain+=("$b")
-    echo "run $((i + 1)): feedbench $a samples/s, plain loop $b samples/s"
+    read -r a a_cpu <<<"$a"
+    read -r b b_cpu <<<"$b"
+    harness+=("$a") plain+=("$b") harness_cpu+=("$a_cpu") plain_cpu+=("$b_cpu")
+    echo "run $((i + 1)): feedbench $a samples/s, $a_cpu CPU ms/sample; plain loop $b, $b_cpu"
 done
 "$python" scripts/parity_ratio.py "feedbench" "${harness[*]}" "${plain[*]}"
+if [[ -z ${STEP_MS:-} ]]; then
+    "$python" scripts/parity_ratio.py --cpu "feedbench" "${harness_cpu[*]}" "${plain_cpu[*]}"
+fi

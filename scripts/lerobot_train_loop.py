@@ -3,7 +3,8 @@
 nothing measuring it but the clock: `--warmup` batches, then `--batches` timed ones, as
 lerobot-train takes them (cycling its loader). With `--step-ms MS`, each batch is handed over as
 lerobot-train's main process hands it over (uint8 cameras to float32, the policy's
-pre-processor) and a step of MS ms follows. Prints one JSON object: samples/s.
+pre-processor) and a step of MS ms follows. Prints one JSON object: samples/s, and CPU ms per
+sample of the main process and its workers over the timed batches (as feedbench counts them).
 
 The DataLoader is built by feedbench's python/feedbench_lerobot_train.py, which
 tests/lerobot_train.rs holds equal to lerobot-train's own (its arguments and first batches);
@@ -29,6 +30,7 @@ def main():
     options = parser.parse_args()
     args = [a for a in options.args if a != "--"]
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+    from feedbench_lerobot_measure import cpu_s
     from feedbench_lerobot_train import TrainingStep, build_loader
 
     cfg, dataset, loader, _ = build_loader({"lerobot_train": args})
@@ -43,13 +45,14 @@ def main():
     samples = 0
     for number in range(options.warmup + options.batches):
         if number == options.warmup:
-            start, samples = time.perf_counter(), 0
+            start, samples, cpu0 = time.perf_counter(), 0, sum(cpu_s())
         batch = next(stream)
         samples += len(batch["index"])
         if training is not None:
             training.hand_over(batch)
             time.sleep(options.step_ms / 1e3)
-    print(json.dumps({"samples_per_s": samples / (time.perf_counter() - start)}))
+    wall_s, cpu_ms = time.perf_counter() - start, (sum(cpu_s()) - cpu0) * 1e3
+    print(json.dumps({"samples_per_s": samples / wall_s, "cpu_ms_per_sample": cpu_ms / samples}))
 
 
 if __name__ == "__main__":

@@ -105,12 +105,15 @@ fn its_items_equal_lerobots_on_g1_partial_written_as_v30() {
 }
 
 #[test]
-fn seeded_lerobot_train_batches_equal_lerobots_under_spawn_fork_and_no_workers_collated_or_not() {
+fn seeded_lerobot_train_batches_equal_lerobots_under_spawn_fork_no_workers_and_accelerates_shards()
+{
     let Some(python) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
-    assert_checks(&python, &package, &["batches", generated.to_str().unwrap()], 5);
+    assert_checks(&python, &package, &["batches", generated.to_str().unwrap()], 6);
+    // accelerate's sharding across ranks, as lerobot-train's `accelerator.prepare` does it.
+    assert_checks(&python, &package, &["shards", generated.to_str().unwrap()], 1);
 }
 
 #[test]

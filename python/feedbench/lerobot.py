@@ -16,23 +16,27 @@ this process may use shared among the DataLoader's workers (all of them at `num_
 else `reader_threads`. It pickles as its arguments, so it runs in spawned and forked workers
 alike; each process opens the dataset once, on first use.
 
-With `collated_batches=True` (feedbench-lerobot-train's), `__getitems__` hands the DataLoader the
-batch already collated: the reader decodes the frames straight into the batch's tensors (in
-shared memory in a worker, as PyTorch's collate allocates them) and PyTorch's default collate
-passes it through unchanged, so no stack copies the frames again. The batch is the one
-`default_collate` makes of the items. Items are still collated by PyTorch where
-`image_transforms` are set (they apply per item) or the dataset has string features.
+The reader decodes a batch's frames straight into one tensor per camera (in shared memory in a
+worker, as PyTorch's collate allocates the batches a worker sends), and each item's frames are a
+row of it: PyTorch's default collate, given every row of that tensor in order, passes the tensor
+through rather than stacking copies of the rows (a `collate_fn` of the user's own gets the items
+as they are, tensors like any other). With `collated_batches=True` (feedbench-lerobot-train's),
+`__getitems__` hands the DataLoader the batch itself, which the default collate passes through
+unchanged. Either way the batch is the one `default_collate` makes of the items. PyTorch collates
+datasets with string features itself, and `image_transforms` apply per item.
 """
 
+import atexit
 import json
 import logging
 import math
 import os
 import sys
+import threading
 from pathlib import Path
 
 import torch
-from torch.utils.data._utils.collate import default_collate_fn_map
+from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
 
 from feedbench import _native
 
@@ -96,6 +100,40 @@ def _pass_through(batch, *, collate_fn_map=None):
 default_collate_fn_map[_Collated] = _pass_through
 
 
+class _BatchRow(torch.Tensor):
+    """One item's camera frames as `__getitems__` gives them: a view of the batch tensor the
+    reader decoded the whole batch into. To anything else it is a tensor like any other (what
+    is computed from it is a plain tensor); PyTorch's default collate, given every row of one
+    batch in order, hands back that batch tensor instead of stacking copies of the rows."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+
+def _collate_rows(batch, *, collate_fn_map=None):
+    """PyTorch's default collate of one key's frames: the batch tensor they are the rows of, or
+    (rows of several batches, some left out, reordered) the stack PyTorch makes."""
+    whole = getattr(batch[0], "_whole", None)
+    if (whole is not None and len(batch) == len(whole)
+            and all(getattr(row, "_whole", None) is whole and row._row == i
+                    for i, row in enumerate(batch))):
+        return whole
+    plain = [row.as_subclass(torch.Tensor) for row in batch]
+    return collate_tensor_fn(plain, collate_fn_map=collate_fn_map)
+
+
+default_collate_fn_map[_BatchRow] = _collate_rows
+
+
+def _rows(whole):
+    """The rows of the batch tensor `whole`, each knowing it."""
+    rows = []
+    for i in range(len(whole)):
+        row = whole[i].as_subclass(_BatchRow)
+        row._whole, row._row = whole, i
+        rows.append(row)
+    return rows
+
+
 class _BatchBuffers:
     """The frames' tensors of the batches the reader collates in the main process (0 workers),
     reused once nothing else holds them: no other Python reference to the tensor, and no view,
@@ -134,6 +172,30 @@ def _batch_tensor(shape, dtype, buffers):
         return buffers.take(torch.Size(shape), dtype)
     storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(math.prod(shape), device="cpu")
     return torch.empty(0, dtype=dtype).new(storage).resize_(shape)
+
+
+_FEEDER_JOIN_S = 5.0
+_feeder_joined_at_exit = False
+
+
+def _join_feeder_at_exit():
+    """In a DataLoader worker: at exit, waits (at most `_FEEDER_JOIN_S`) for the thread that
+    sends its batches to the main process to finish. PyTorch's worker lets the process exit
+    while that thread may still be dropping the last batch it sent; under a spawned worker's
+    interpreter shutdown (Python 3.12) the thread is then stopped inside the tensors' C++
+    destructors, which aborts the worker (`terminate called without an active exception`,
+    "DataLoader worker … is killed by signal: Aborted" in the main process)."""
+    global _feeder_joined_at_exit
+    if _feeder_joined_at_exit:
+        return
+    _feeder_joined_at_exit = True
+
+    def join():
+        for thread in threading.enumerate():
+            if thread.name == "QueueFeederThread" and thread is not threading.current_thread():
+                thread.join(timeout=_FEEDER_JOIN_S)
+
+    atexit.register(join)
 
 
 class FeedbenchDataset(torch.utils.data.Dataset):
@@ -216,6 +278,8 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     def _native(self):
         if self._reader is None:
             self._reader = self._open()
+            if torch.utils.data.get_worker_info() is not None:
+                _join_feeder_at_exit()
         return self._reader
 
     @property
@@ -273,12 +337,20 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         return self._items([idx])[0]
 
     def __getitems__(self, indices):
-        """The items at `indices`, decoded together by the reader's threads; with
-        `collated_batches`, the batch PyTorch's default collate passes through."""
+        """The items at `indices`, decoded together by the reader's threads into one batch
+        tensor per camera whose rows are the items' frames (`_BatchRow`: PyTorch's default
+        collate passes that tensor through); with `collated_batches`, the batch itself."""
+        if not self._batches():
+            return self._items(indices)
+        reader, positions, threads = self._request(indices)
+        frames = {}
+        batch = self._batch(reader, positions, threads, frames)
         if self._collates():
-            reader, positions, threads = self._request(indices)
-            return [_Collated(self._batch(reader, positions, threads))]
-        return self._items(indices)
+            return [_Collated(batch)]
+        columns = {key: _rows(value) if key in frames else value
+                   for key, value in batch.items()}
+        items = [{key: rows[i] for key, rows in columns.items()} for i in range(len(positions))]
+        return self._transformed(items)
 
     def _request(self, indices):
         """This process's reader, `indices` as positions (negative ones from the end), and the
@@ -290,21 +362,30 @@ class FeedbenchDataset(torch.utils.data.Dataset):
 
     def _items(self, indices):
         reader, positions, threads = self._request(indices)
-        items = [self._tensors(raw) for raw in reader.items(positions, threads)]
+        return self._transformed([self._tensors(raw) for raw in reader.items(positions, threads)])
+
+    def _transformed(self, items):
+        """`items` with `image_transforms` applied to each camera's frames."""
         if self.image_transforms is not None:
             for item in items:
                 for camera in self.camera_keys:
                     if camera in item:
-                        item[camera] = self.image_transforms(item[camera])
+                        frames = item[camera].as_subclass(torch.Tensor)
+                        item[camera] = self.image_transforms(frames)
         return items
 
-    def _collates(self):
-        return (self.collated_batches and self.image_transforms is None
-                and not any(f["dtype"] == "string" for f in self.features.values()))
+    def _batches(self):
+        """Whether the reader collates batches: not of string features (PyTorch's collate
+        makes lists of them)."""
+        return not any(f["dtype"] == "string" for f in self.features.values())
 
-    def _batch(self, reader, positions, threads):
-        """The batch `default_collate` makes of the items at `positions`, collated natively."""
-        frames = {}
+    def _collates(self):
+        """Whether `__getitems__` hands over the collated batch itself."""
+        return self.collated_batches and self.image_transforms is None
+
+    def _batch(self, reader, positions, threads, frames):
+        """The batch `default_collate` makes of the items at `positions`, collated natively;
+        its frames' tensors also into `frames`."""
 
         def allocate(key, shape, dtype):
             frames[key] = _batch_tensor(shape, dtype, self._buffers)

@@ -11,7 +11,12 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
                                          batch 8) gives the same first 6 batches with either
                                          dataset: spawn with 2 workers, persistent, prefetch 4,
                                          pin_memory; fork with 1 worker; 0 workers; and with the
-                                         batches collated by the reader, spawn with 2 and 0
+                                         batches collated by the reader, spawn with 2 and 0;
+                                         a collate_fn of its own gets the items, one that
+                                         reorders them the stack of its order
+    check.py shards ROOT                 accelerate's sharding of that DataLoader across 2 ranks
+                                         (`prepare_data_loader`, as `accelerator.prepare` calls it)
+                                         gives each rank LeRobot's batches, the ranks disjoint
     check.py refusals ROOT               a dataset or request it cannot serve is refused naming the
                                          file, key or index: no info.json, a depth-map camera, a
                                          delta for no feature, an index past the end
@@ -140,15 +145,66 @@ def batches(root):
                 kept = next(v for v in batch.values() if isinstance(v, torch.Tensor) and v.dim() > 2)[0]
                 kept_copy = kept.clone()
             taken += 1
+        if workers:
+            # Its workers exit cleanly when the DataLoader shuts them down (no abort at exit).
+            iterator = loader._iterator
+            processes = list(iterator._workers)
+            iterator._shutdown_workers()
+            codes = [process.exitcode for process in processes]
+            if any(codes):
+                fail(f"{workers} workers ({context}): the workers exited with {codes}")
         if not torch.equal(kept, kept_copy):
             fail(f"{workers} workers ({context}): a view of batch 1 kept was overwritten")
         if taken != len(theirs):
             fail(f"{workers} workers ({context}): {taken} batches against LeRobot's {len(theirs)}")
-        if collated and not workers and not ours._buffers.reused:
-            fail("0 workers, the reader's batches: no batch's memory was reused")
+        # Reused memory is the reader's batch tensor: the default collate passed the items'
+        # frames through as the batch (the drop-in's rows, or the reader's collated batch).
+        if not workers and not ours._buffers.reused:
+            fail(f"0 workers{', collated' if collated else ''}: no batch's memory was reused")
         print(f"check: {root.name}: {taken} seeded batches of 8 equal LeRobot's with "
               f"{workers} workers{f' ({context})' if context else ''}"
               f"{', collated by the reader' if collated else ''}")
+    # A collate of its own gets the items; one that reorders them gets the stack of its order.
+    ours = FeedbenchDataset("local/check", root=root, **kwargs)
+    reference = LeRobotDataset("local/check", root=root, **kwargs)
+    indices = [3, 9, 1, 4]
+    items = torch.utils.data.DataLoader(ours, batch_size=4, sampler=indices,
+                                        collate_fn=lambda items: items)
+    for index, item in zip(indices, next(iter(items))):
+        same_value(f"a collate of its own, item {index}:", item, reference[index])
+    reordered = torch.utils.data.DataLoader(
+        ours, batch_size=4, sampler=indices,
+        collate_fn=lambda items: torch.utils.data.default_collate(items[::-1]))
+    expected = torch.utils.data.default_collate([reference[i] for i in indices[::-1]])
+    same_value("a collate of the items reversed:", next(iter(reordered)), expected)
+    print(f"check: {root.name}: a collate of its own gets the items, reordered ones are stacked")
+
+
+def shards(root):
+    """accelerate's sharding of lerobot-train's DataLoader across 2 ranks (what
+    `accelerator.prepare` does with it, by accelerate's own `prepare_data_loader`)."""
+    from accelerate.data_loader import prepare_data_loader
+
+    kwargs = {"delta_timestamps": {"action": [0.0, 0.1]}, "return_uint8": True}
+
+    def sharded(dataset, rank, workers=0, context=None):
+        loader = lerobot_loader(dataset, workers, context, False)
+        shard = prepare_data_loader(loader, device=torch.device("cpu"), num_processes=2,
+                                    process_index=rank, put_on_device=True)
+        return [batch for _, batch in zip(range(3), shard)]
+
+    theirs = [sharded(LeRobotDataset("local/check", root=root, **kwargs), rank) for rank in (0, 1)]
+    seen = [{int(i) for batch in rank_batches for i in batch["index"]} for rank_batches in theirs]
+    if seen[0] & seen[1] or not seen[0] or not seen[1]:
+        fail("accelerate's ranks read the same frames: no sharding to compare against")
+    for collated, workers, context in [(False, 0, None), (True, 0, None), (True, 2, "spawn")]:
+        ours = FeedbenchDataset("local/check", root=root, collated_batches=collated, **kwargs)
+        for rank in (0, 1):
+            for step, (batch, expected) in enumerate(zip(sharded(ours, rank, workers, context),
+                                                         theirs[rank], strict=True)):
+                same_value(f"rank {rank} of 2, {workers} workers, batch {step}:", batch, expected)
+    print(f"check: {root.name}: accelerate's 2 ranks get LeRobot's batches, each its own, with "
+          "the drop-in and the reader's batches (0 workers, 2 spawned)")
 
 
 def refused(what, call, error, *names):
@@ -224,6 +280,8 @@ def main():
         items(Path(sys.argv[2]), int(sys.argv[3]))
     elif command == "batches":
         batches(Path(sys.argv[2]))
+    elif command == "shards":
+        shards(Path(sys.argv[2]))
     elif command == "refusals":
         refusals(Path(sys.argv[2]))
     elif command == "write-lerobot":

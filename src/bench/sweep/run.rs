@@ -23,6 +23,7 @@ use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
+use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::train_run::{self, TrainArgs};
 use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
@@ -171,9 +172,19 @@ impl SweepContext<'_> {
         LoaderSpec { config, ..self.spec.clone() }
     }
 
+    /// `cell`'s spec for the native pipeline, which every cell builds (a LeRobot cell for its
+    /// batch's size and its model phase's batch): the knobs only LeRobot's loader has (a
+    /// lerobot-train run's own, e.g. LeRobot 0.4's workers that do not persist) at the
+    /// defaults.
+    fn native_spec_of(&self, cell: &Cell) -> LoaderSpec {
+        let mut spec = self.spec_of(cell);
+        LoaderKnob::reset_lacking(&mut spec.config, LoaderBackend::Native);
+        spec
+    }
+
     /// The bytes of one batch of `cell`'s knobs, loaded in this thread (nothing is measured).
     pub(crate) fn batch_bytes(&self, cell: &Cell) -> Result<u64, SweepError> {
-        let mut spec = self.spec_of(cell);
+        let mut spec = self.native_spec_of(cell);
         spec.config.workers = 0;
         let loader = spec.build_on(&self.dataset, &self.window)?;
         let batch =
@@ -271,7 +282,7 @@ pub(crate) fn run_cell(
     let spec = context.spec_of(cell);
     // The native pipeline, over the dataset the sweep opened once: it measures native cells,
     // and gives every cell the batch of its model phase.
-    let mut native = spec.build_on(&context.dataset, &context.window)?;
+    let mut native = context.native_spec_of(cell).build_on(&context.dataset, &context.window)?;
     let step = StepSpec {
         model: cell.model.clone(),
         preset: config.model.preset,
