@@ -27,6 +27,7 @@ datasets with string features itself, and `image_transforms` apply per item.
 """
 
 import atexit
+import functools
 import json
 import logging
 import math
@@ -175,20 +176,17 @@ def _batch_tensor(shape, dtype, buffers):
 
 
 _FEEDER_JOIN_S = 5.0
-_feeder_joined_at_exit = False
 
 
+@functools.cache
 def _join_feeder_at_exit():
     """In a DataLoader worker: at exit, waits (at most `_FEEDER_JOIN_S`) for the thread that
     sends its batches to the main process to finish. PyTorch's worker lets the process exit
     while that thread may still be dropping the last batch it sent; under a spawned worker's
     interpreter shutdown (Python 3.12) the thread is then stopped inside the tensors' C++
     destructors, which aborts the worker (`terminate called without an active exception`,
-    "DataLoader worker … is killed by signal: Aborted" in the main process)."""
-    global _feeder_joined_at_exit
-    if _feeder_joined_at_exit:
-        return
-    _feeder_joined_at_exit = True
+    "DataLoader worker … is killed by signal: Aborted" in the main process). Once per process
+    (cached)."""
 
     def join():
         for thread in threading.enumerate():

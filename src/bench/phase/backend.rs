@@ -9,7 +9,7 @@ use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_poli
 use super::measure::{run_loader_phase, run_train_phase};
 use super::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::train_run::TrainArgs;
+use crate::loader::lerobot::train_run::{TrainArgs, SET_BY_FEEDBENCH};
 use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::spec::LoaderSpec;
@@ -213,14 +213,13 @@ impl LoaderChoice {
         Ok(match self {
             LoaderChoice::Native => Box::new(spec.build()?),
             LoaderChoice::Lerobot(options) => Box::new(LerobotLoader::new(spec, options.clone())?),
-            // The run's own knobs, but the workers, batch and prefetch of `spec`.
+            // The run's own knobs, but those feedbench sets (workers, batch, prefetch) `spec`'s.
             LoaderChoice::LerobotTrain(run) => {
-                let c = &spec.config;
-                let adjust = |own| LoaderConfig {
-                    workers: c.workers,
-                    batch_size: c.batch_size,
-                    prefetch: c.prefetch,
-                    ..own
+                let adjust = |mut own: LoaderConfig| {
+                    for knob in SET_BY_FEEDBENCH {
+                        knob.set(&mut own, &knob.get(&spec.config)).expect("a value reads back");
+                    }
+                    own
                 };
                 Box::new(LerobotLoader::of_training(run.clone(), adjust)?.0)
             }

@@ -24,7 +24,7 @@ use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::LoaderKnob;
-use crate::loader::lerobot::train_run::{self, TrainArgs};
+use crate::loader::lerobot::train_run::TrainArgs;
 use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
@@ -307,11 +307,9 @@ pub(crate) fn run_cell(
             let python = LerobotOptions::new(None, config.loader.python.as_deref()).python;
             let text = config.loader.lerobot_train.as_deref().unwrap_or_default();
             let mut run = TrainArgs::parse(&python, text)
-                .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?
-                .reading(context.root);
+                .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?;
             run.feedbench_reader = cell.loader == LoaderBackend::FeedbenchLerobotTrain;
-            train_run::describe(&run)?.1.refuse_other_root(context.root, "[dataset]")?;
-            Some(LoaderChoice::LerobotTrain(run).build(&spec)?)
+            Some(LoaderChoice::LerobotTrain(run.on_dataset(context.root)?).build(&spec)?)
         }
     };
     // A lerobot-train run steps its own policy unless the sweep's step is a fixed cost.

@@ -69,12 +69,19 @@ impl TrainArgs {
         })
     }
 
-    /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): where the
-    /// arguments name no dataset directory (no `--dataset.root`, no `--config_path`) it is
-    /// added, with `--dataset.repo_id=local/NAME` where they give no repo id either. A run whose
-    /// arguments name another directory is refused once LeRobot has built it
-    /// ([`BuiltRun::refuse_other_root`]).
-    pub fn reading(mut self, root: &Path) -> Self {
+    /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): [`Self::reading`]
+    /// it, then built by LeRobot ([`describe`], once per process) to refuse a run whose
+    /// arguments name another directory.
+    pub fn on_dataset(self, root: &Path) -> Result<Self, LoaderError> {
+        let run = self.reading(root);
+        describe(&run)?.1.refuse_other_root(root)?;
+        Ok(run)
+    }
+
+    /// The same run reading `root` where the arguments name no dataset directory (no
+    /// `--dataset.root`, no `--config_path`): it is added, with `--dataset.repo_id=local/NAME`
+    /// where they give no repo id either.
+    fn reading(mut self, root: &Path) -> Self {
         if self.value("dataset.root").is_some() || self.value("config_path").is_some() {
             return self;
         }
@@ -86,6 +93,11 @@ impl TrainArgs {
         self
     }
 }
+
+/// The knobs feedbench sets over a lerobot-train run's own (its flags, a tune's search, a
+/// guard cell's); the run's arguments set the rest.
+pub const SET_BY_FEEDBENCH: [&LoaderKnob; 3] =
+    [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
 
 /// What lerobot-train built for the arguments, as LeRobot's constructors were given it: the
 /// policy and its device, the dataset's, the sampler's and the DataLoader's arguments.
@@ -144,12 +156,11 @@ impl BuiltRun {
         }
     }
 
-    /// Refuses `config` where it changes a knob the run's arguments set: feedbench sets the
-    /// workers, batch and prefetch; the rest is the run's (its policy's, its `--seed`).
+    /// Refuses `config` where it changes a knob the run's arguments set: feedbench sets
+    /// [`SET_BY_FEEDBENCH`]; the rest is the run's (its policy's, its `--seed`).
     pub fn refuse_changes(&self, config: &LoaderConfig) -> Result<(), LoaderError> {
         let own = self.config();
-        let adjustable = [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
-        let fixed = LoaderKnob::ALL.iter().filter(|k| !adjustable.contains(k));
+        let fixed = LoaderKnob::ALL.iter().filter(|k| !SET_BY_FEEDBENCH.contains(k));
         let Some(knob) = fixed.into_iter().find(|k| k.get(config) != k.get(&own)) else {
             return Ok(());
         };
@@ -163,16 +174,15 @@ impl BuiltRun {
         })))
     }
 
-    /// Refuses a run whose dataset is not the one at `root` (`where_` names whose dataset
-    /// that is: `[dataset]`).
-    pub fn refuse_other_root(&self, root: &Path, where_: &str) -> Result<(), LoaderError> {
+    /// Refuses a run whose dataset is not the one at `root`, a config's `[dataset]`.
+    fn refuse_other_root(&self, root: &Path) -> Result<(), LoaderError> {
         let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let own = self.root();
         if canonical(&own) == canonical(root) {
             return Ok(());
         }
         Err(LoaderError::Config(format!(
-            "the run reads {} but {where_} is {}: every cell measures {where_}'s dataset; \
+            "the run reads {} but [dataset] is {}: every cell measures [dataset]'s dataset; \
              leave --dataset.root out of the run's arguments (it is added) or make them the same",
             own.display(),
             root.display()
@@ -327,8 +337,8 @@ mod tests {
         assert_eq!((c.drop_n_last_frames, c.images), (Some(7), ImageFormat::U8));
         assert!(c.persistent_workers && !c.pin_memory);
         assert_eq!(built.root(), Path::new("/d"));
-        assert!(built.refuse_other_root(Path::new("/d"), "[dataset]").is_ok());
-        let other = built.refuse_other_root(Path::new("/e"), "[dataset]").unwrap_err();
+        assert!(built.refuse_other_root(Path::new("/d")).is_ok());
+        let other = built.refuse_other_root(Path::new("/e")).unwrap_err();
         assert!(other.to_string().contains("the run reads /d but [dataset] is /e"), "{other}");
         assert!(built.summary().contains("drop_n_last_frames 7, seed 1000"), "{}", built.summary());
         assert!(built.summary().contains("spawn workers"), "{}", built.summary());

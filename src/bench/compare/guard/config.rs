@@ -117,10 +117,6 @@ impl KnobFront for GuardKnobs {
     }
 }
 
-/// The knobs a lerobot-train cell sets; the run's arguments set the rest.
-const A_RUNS_KNOBS: [&LoaderKnob; 3] =
-    [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
-
 impl GuardCell {
     /// The window of a native or `lerobot` cell.
     pub fn window(&self) -> WindowChoice {
@@ -145,12 +141,9 @@ impl GuardCell {
             LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
                 let text = self.lerobot_train.as_deref().unwrap_or_default();
                 let mut run = TrainArgs::parse(&options.python, text)
-                    .map_err(|what| LoaderError::Config(self.named(&what)))?
-                    .reading(root);
+                    .map_err(|what| LoaderError::Config(self.named(&what)))?;
                 run.feedbench_reader = self.loader == LoaderBackend::FeedbenchLerobotTrain;
-                let (_, built) = train_run::describe(&run)?;
-                built.refuse_other_root(root, "[dataset]")?;
-                LoaderChoice::LerobotTrain(run)
+                LoaderChoice::LerobotTrain(run.on_dataset(root)?)
             }
         };
         Ok(ChosenLoader { choice, spec })
@@ -212,7 +205,7 @@ impl GuardCell {
             let defaults = KnobValues::<GuardKnobs>::default().config();
             let set = LoaderKnob::ALL
                 .iter()
-                .filter(|k| !A_RUNS_KNOBS.contains(k))
+                .filter(|k| !train_run::SET_BY_FEEDBENCH.contains(k))
                 .find(|k| k.get(&config) != k.get(&defaults));
             if let Some(knob) = set {
                 return Err(self.named(&format!(
