@@ -49,7 +49,7 @@ import time
 import traceback
 
 from feedbench_lerobot_measure import Cycle, PeakMemory, batch_size, cpu_s, tensor_bytes
-from feedbench_lerobot_protocol import Refused, alive, emit
+from feedbench_lerobot_protocol import Refused, alive, emit, requests
 from feedbench_lerobot_step import run_model, to_device
 
 SUPPORTED = ((0, 4), (0, 6))  # LeRobot 0.4.x to 0.6.x: v3.0 datasets, lerobot.datasets.*
@@ -164,17 +164,27 @@ def camera_keys(dataset):
 
 
 def run_load(request, dataset, installed):
-    measure_load(request, dataset, make_loader(dataset, request), installed)
+    stream = Cycle(make_loader(dataset, request))
+    measure_load(request, dataset, stream, installed)
+    del stream
 
 
-def measure_load(request, dataset, loader, installed, built=None):
-    """The load loop over `loader` (the request's own, or lerobot-train's: `built` says what
-    was built, and is said with `ready`)."""
+def samples_per_epoch(loader):
+    """The samples of one epoch of `loader`: its sampler's (its batch sampler's, where it has
+    one: accelerate's prepared loader), else its dataset's."""
+    sampler = getattr(loader.batch_sampler, "sampler", None) or loader.sampler
+    return len(sampler) if sampler is not None else len(loader.dataset)
+
+
+def measure_load(request, dataset, stream, installed, built=None):
+    """The load loop over `stream`, a loader's batches epoch after epoch (the request's own
+    loader, or lerobot-train's: `built` says what was built, and is said with `ready`)."""
+    loader = stream.loader
     if len(loader) == 0:
         raise Refused("knob", "the loader has no batch (too few samples for the batch size)")
-    samples = len(loader.sampler) if loader.sampler is not None else len(dataset)
-    ready = {"event": "ready", "samples_per_epoch": samples, "batches_per_epoch": len(loader),
-             "video_backend": video_backend(dataset), **installed}
+    ready = {"event": "ready", "samples_per_epoch": samples_per_epoch(loader),
+             "batches_per_epoch": len(loader), "video_backend": video_backend(dataset),
+             **installed}
     if built is not None:
         ready["lerobot_train"] = built
     emit(ready)
@@ -198,7 +208,6 @@ def measure_load(request, dataset, loader, installed, built=None):
         return h2d_s
     memory = PeakMemory()
     started = time.perf_counter()
-    stream = Cycle(loader)
     next_batch = stream.next
     first_batch_s = None
 
@@ -211,6 +220,7 @@ def measure_load(request, dataset, loader, installed, built=None):
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
+    positions = []
     # feedbench may end the measurement early (a tune's verifying measurement, once it
     # decides): each measured batch is reported as it ends, and the stop file, once there,
     # ends the loop.
@@ -224,6 +234,7 @@ def measure_load(request, dataset, loader, installed, built=None):
         if first_batch_s is None:
             first_batch_s = now - started
         wait_ms.append((now - waited) * 1e3)
+        positions.append(stream.position)
         samples += batch_size(batch)
         size_bytes += tensor_bytes(batch)
         if step is not None:
@@ -237,7 +248,7 @@ def measure_load(request, dataset, loader, installed, built=None):
     wall_s = time.perf_counter() - start
     own1, workers1 = cpu_s()
     peak, kind = memory.stop()
-    del stream, next_batch
+    del next_batch
     emit({
         "event": "result",
         "batches": len(batch_ms),
@@ -253,6 +264,7 @@ def measure_load(request, dataset, loader, installed, built=None):
         "memory": kind,
         "observer_cpu_s": memory.cpu_s,
         "first_batch_s": first_batch_s,
+        "epoch_position": positions,
     })
 
 
@@ -291,57 +303,83 @@ def save_batch(batch, directory):
         json.dump(strings, f)
 
 
-def run_lerobot_train(request, installed):
-    """lerobot-train's run for the request's arguments: `load` measures its DataLoader,
-    `batches` saves the first `count` batches as it yields them, `describe` says what it built."""
-    from feedbench_lerobot_train import build_loader
+def run_lerobot_train(request, installed, runs):
+    """lerobot-train's run for the request's arguments (built once per driver, in `runs`):
+    `load` measures its DataLoader (kept for the next `load` with the same knobs: its workers
+    stay up), `batches` saves the first `count` batches of a run built afresh (as lerobot-train
+    yields them), `describe` says what it built, `model` steps its policy alone."""
+    from feedbench_lerobot_train import Run, close_loader
 
-    cfg, dataset, loader, built = build_loader(request)
-    if request["command"] == "model":
-        return measure_policy_step(request, cfg, dataset, loader, installed, built)
-    if request["command"] == "load" and request.get("step") is not None:
-        return measure_training(request, cfg, dataset, loader, installed, built)
-    if request["command"] == "load":
-        return measure_load(request, dataset, loader, installed, built)
-    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(dataset),
-          **installed})
+    key = (tuple(request["lerobot_train"]), request.get("reader", "lerobot"))
+    if request["command"] == "batches" or key not in runs:
+        for kept in runs.values():
+            kept.close()  # its workers, its dataset and policy: one run at a time
+        runs.clear()
     if request["command"] == "batches":
-        if "seed" not in (built.get("sampler") or {}):
-            # Before LeRobot 0.6 the shuffle draws from torch's global generator, which
-            # lerobot-train has drawn from to build the policy and optimizer: built here too,
-            # so that the batches come in the run's order.
-            from feedbench_lerobot_train import TrainingStep
+        return save_run_batches(request, Run(request), installed)
+    if key not in runs:
+        runs[key] = Run(request)
+    run = runs[key]
+    if request["command"] == "load":
+        stream, built = run.stream(request)
+        built["builds"] = Run.builds
+        if request.get("step") is not None:
+            return measure_training(request, run, stream, installed, built)
+        return measure_load(request, run.dataset, stream, installed, built)
+    run.close()
+    loader, built = run.loader(request)
+    built["builds"] = Run.builds
+    try:
+        if request["command"] == "model":
+            return measure_policy_step(request, run, loader, installed, built)
+        emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
+              **installed})
+        emit({"event": "result", "lerobot_train": built})
+    finally:
+        close_loader(loader)
 
-            TrainingStep(cfg, dataset, loader)
-        stream = iter(loader)
-        for number in range(request["count"]):
-            alive()
-            save_batch(next(stream), os.path.join(request["out"], f"batch-{number}"))
-        del stream
+
+def save_run_batches(request, run, installed):
+    """The first `count` batches of a run built afresh for this request, saved as .npy."""
+    from feedbench_lerobot_train import close_loader
+
+    loader, built = run.loader(request)
+    built["builds"] = run.builds
+    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
+          **installed})
+    if "seed" not in (built.get("sampler") or {}):
+        # Before LeRobot 0.6 the shuffle draws from torch's global generator, which
+        # lerobot-train has drawn from to build the policy and optimizer: built here too,
+        # so that the batches come in the run's order.
+        run.step()
+    stream = iter(loader)
+    for number in range(request["count"]):
+        alive()
+        save_batch(next(stream), os.path.join(request["out"], f"batch-{number}"))
+    close_loader(loader, stream)
     emit({"event": "result", "lerobot_train": built})
 
 
-def measure_training(request, cfg, dataset, loader, installed, built):
+def measure_training(request, run, stream, installed, built):
     """lerobot-train's loop on its own DataLoader: each step the wait for the batch (accelerate's
     prepared loader, which puts it on the device), the hand-over (the uint8 conversion and the
     pre-processor) and the step, which is the policy's own `update_policy` or, with
     `step.compute_ms`, a fixed-length stand-in for it; `warmup` steps, then `batches` measured
     ones, reported as `load` reports them, with the step's parts."""
-    from feedbench_lerobot_train import TrainingStep
-
-    training = TrainingStep(cfg, dataset, loader)
+    training, dataset, loader = run.step(), run.dataset, stream.loader
     built["step"] = training.facts
     step, compute_s = request["step"], None
     if step.get("compute_ms") is not None:
         compute_s = step["compute_ms"] / 1e3
-    emit({"event": "ready", "samples_per_epoch": len(loader.sampler), "batches_per_epoch": len(loader),
-          "video_backend": video_backend(dataset), "lerobot_train": built, **installed})
-    stream = Cycle(training.loader)  # lerobot-train cycles its loader
+    emit({"event": "ready", "samples_per_epoch": samples_per_epoch(loader),
+          "batches_per_epoch": len(loader), "video_backend": video_backend(dataset),
+          "lerobot_train": built, **installed})
     timer = training.timer
     memory = PeakMemory()
     parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
     modules = {name: [] for name in training.module_ms}
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
+    positions = []
     stop_file = request.get("stop_file")
     started = time.perf_counter()
     first_batch_s = None
@@ -379,6 +417,7 @@ def measure_training(request, cfg, dataset, loader, installed, built):
         wait, handed, step_parts = one_step(True)
         now = time.perf_counter()
         wait_ms.append(wait)
+        positions.append(stream.position)
         h2d_ms.append(handed)
         batch_ms.append((now - last) * 1e3)
         last = now
@@ -391,32 +430,35 @@ def measure_training(request, cfg, dataset, loader, installed, built):
     wall_s = time.perf_counter() - start
     own1, workers1 = cpu_s()
     peak, kind = memory.stop()
-    del stream, next_batch
+    del next_batch
     emit({
         "event": "result", "batches": len(batch_ms), "samples": samples, "bytes": size_bytes,
         "wall_s": wall_s, "batch_ms": batch_ms, "wait_ms": wait_ms, "h2d_ms": h2d_ms,
         "main_cpu_s": own1 - own0, "workers_cpu_s": workers1 - workers0,
         "peak_memory_bytes": peak, "memory": kind, "observer_cpu_s": memory.cpu_s,
-        "first_batch_s": first_batch_s, "parts": parts,
+        "first_batch_s": first_batch_s, "epoch_position": positions, "parts": parts,
         "modules_ms": {name: ms for name, ms in modules.items() if ms},
         "peak_device_bytes": peak_device_bytes(training.device),
     })
 
 
-def measure_policy_step(request, cfg, dataset, loader, installed, built):
+def measure_policy_step(request, run, raw_loader, installed, built):
     """The run's step alone: one batch from its DataLoader, handed over and stepped by
     `update_policy` `warmup` times, then `steps` measured times (a copy each, since the hand-over
     changes the batch it is given)."""
     import torch
 
-    from feedbench_lerobot_train import TrainingStep
+    from feedbench_lerobot_train import close_loader
 
-    training = TrainingStep(cfg, dataset, loader)
+    training = run.step()
     built["step"] = training.facts
-    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(dataset),
+    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
           **installed})
-    stream = iter(training.loader)
+    loader = training.prepare(raw_loader)
+    stream = iter(loader)
     first = next(stream)
+    close_loader(loader, stream)
+    training.release(loader)
     del stream
     timer, steps = training.timer, []
     for number in range(request.get("warmup", 1) + request["steps"]):
@@ -470,9 +512,8 @@ def run_sampler(request, dataset, installed):
     emit({"event": "result", "indices": indices})
 
 
-def main():
-    with open(sys.argv[1]) as f:
-        request = json.load(f)
+def serve(request, runs):
+    """Answers one request (its messages on stdout); False where it failed (said as an `error`)."""
     try:
         try:
             import lerobot  # noqa: F401
@@ -487,15 +528,17 @@ def main():
             ) from None
         installed = versions()  # refuses an unsupported LeRobot before any work
         if "lerobot_train" in request:
-            return run_lerobot_train(request, installed)
-        if request["command"] == "model":
-            return run_model(request, installed)
-        dataset = open_dataset(request)
-        command = {"load": run_load, "batches": run_batches, "sampler": run_sampler}[request["command"]]
-        command(request, dataset, installed)
+            run_lerobot_train(request, installed, runs)
+        elif request["command"] == "model":
+            run_model(request, installed)
+        else:
+            dataset = open_dataset(request)
+            command = {"load": run_load, "batches": run_batches,
+                       "sampler": run_sampler}[request["command"]]
+            command(request, dataset, installed)
+        return True
     except Refused as refused:
         emit({"event": "error", "kind": refused.kind, "message": str(refused)})
-        sys.exit(1)
     except Exception as error:  # LeRobot's own errors, with its message, and where they arose
         traceback.print_exc(file=sys.stderr)
         emit({
@@ -503,7 +546,17 @@ def main():
             "kind": "lerobot",
             "message": f"{type(error).__name__}: {error}",
         })
-        sys.exit(1)
+    return False
+
+
+def main():
+    """One request from the file named on the command line, or, with `--session`, one request
+    a line on stdin until it closes, the run a lerobot-train request builds kept between them:
+    a failed request ends the session (exit status 1)."""
+    runs = {}
+    for request in requests(sys.argv[1:]):
+        if not serve(request, runs):
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -106,15 +106,24 @@ def batch_size(batch):
 
 class Cycle:
     """The batches of a loader epoch after epoch, with the same persistent workers (as
-    lerobot-train cycles its loader), saying it is alive between batches."""
+    lerobot-train cycles its loader), saying it is alive between batches. Its workers start
+    with the first batch asked for. `position` is which batch of its epoch the last one was
+    (0: the first), counted from the stream's start: every epoch has the loader's length,
+    whether the loader ends each one or takes them back to back."""
 
     def __init__(self, loader):
-        self.loader, self.stream = loader, iter(loader)
+        self.loader, self.stream = loader, None
+        self.taken, self.position = 0, None
 
     def next(self):
         alive()
+        if self.stream is None:
+            self.stream = iter(self.loader)
         try:
-            return next(self.stream)
+            batch = next(self.stream)
         except StopIteration:
             self.stream = iter(self.loader)
-            return next(self.stream)
+            batch = next(self.stream)
+        self.position = self.taken % max(len(self.loader), 1)
+        self.taken += 1
+        return batch

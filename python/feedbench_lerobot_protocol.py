@@ -1,6 +1,8 @@
-"""How feedbench's LeRobot driver speaks to feedbench: one JSON object a line on stdout
-(`ready`, `result`, `error`, and `alive` at least every ALIVE_EVERY_S while it works), and the
-refusal of a request this LeRobot cannot serve."""
+"""How feedbench's LeRobot driver speaks to feedbench: its requests (one JSON object in the
+file named on its command line, or with `--session` one a line on stdin, until stdin closes),
+its answers (one JSON object a line on stdout: `ready`, `step`, then `result` or `error`, and
+`alive` at least every ALIVE_EVERY_S while it works), and the refusal of a request this LeRobot
+cannot serve. The Rust side of the same protocol is src/loader/lerobot/protocol.rs."""
 
 import json
 import sys
@@ -8,6 +10,18 @@ import time
 
 ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by default)
 _said_at = time.monotonic()
+
+
+def requests(argv):
+    """The requests: the one in the file `argv[0]`, or with `--session` each line of stdin
+    (a socket feedbench holds: it closes when feedbench ends, and so does the session)."""
+    if argv[:1] != ["--session"]:
+        with open(argv[0]) as f:
+            yield json.load(f)
+        return
+    for line in sys.stdin:
+        if line.strip():
+            yield json.loads(line)
 
 
 def emit(message):

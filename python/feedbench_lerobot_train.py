@@ -252,44 +252,127 @@ def seed_like_lerobot_train(cfg):
 def feedbench_reader(request):
     """With `"reader": "feedbench"`: LeRobot's factory made to build feedbench's reader as the
     run's dataset, as feedbench-lerobot-train does (by its own function, from the wheel installed
-    in this environment); the reader's class, for the Recorder. Else nothing."""
+    in this environment); the reader's class, for the Recorder, and the function that makes a
+    DataLoader take its epochs back to back, as feedbench-lerobot-train's loop does. Else
+    nothing."""
     if request.get("reader", "lerobot") != "feedbench":
         return ()
     try:
         from feedbench.lerobot import FeedbenchDataset
-        from feedbench.lerobot_train import use_feedbench_reader
+        from feedbench.lerobot_train import chain_epochs, use_feedbench_reader
     except ImportError as error:
         raise Refused("reader", f"feedbench's reader is not installed for {sys.executable} "
                       f"({error}): pip install feedbench's wheel into that environment")
     use_feedbench_reader()
-    return (FeedbenchDataset,)
+    return (FeedbenchDataset, chain_epochs)
+
+
+class Run:
+    """One lerobot-train run, built once per driver: its config (LeRobot's parser), the seed set
+    as lerobot-train sets it, its training dataset (LeRobot's factory, or feedbench's reader)
+    and, when first asked for, its training step ([`TrainingStep`]: policy, pre-processor,
+    optimizer and scheduler). A measurement builds only a new DataLoader over that dataset
+    ([`Run.loader`]), with its own workers, shut down when it ends ([`close_loader`]).
+    `Run.builds` counts the runs this process built."""
+
+    builds = 0
+
+    def __init__(self, request):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.readers, self.chain_epochs = (), None
+        reader = feedbench_reader(request)
+        if reader:
+            self.readers, self.chain_epochs = reader[:1], reader[1]
+        self.cfg = parse_arguments(request["lerobot_train"])
+        self.own = {field: getattr(self.cfg, field, None) for field in OVERRIDES}
+        seed_like_lerobot_train(self.cfg)
+        self.device = device_type(self.cfg)
+        with Recorder(*self.readers) as recorded:
+            self.dataset = make_dataset(self.cfg)
+        self.recorded_dataset = recorded.calls.get("dataset")
+        self.training = None
+        self.kept = None  # the DataLoader measured last: (its knobs, its batches, what was built)
+        Run.builds += 1
+
+    def loader(self, request):
+        """lerobot-train's DataLoader over the run's dataset with the request's overrides over
+        the run's own arguments, and what was built (the dataset's, the sampler's and the
+        DataLoader's arguments, in JSON)."""
+        import torch
+
+        for field, value in self.own.items():
+            setattr(self.cfg, field, value)
+        apply_overrides(self.cfg, request)
+        with Recorder(*self.readers) as recorded:
+            sampler = make_sampler(self.cfg, self.dataset)
+            kwargs = dataloader_kwargs(self.cfg, self.dataset, self.device)
+            loader = torch.utils.data.DataLoader(
+                self.dataset, sampler=sampler, shuffle=sampler is None, **kwargs
+            )
+        if self.chain_epochs is not None:
+            self.chain_epochs(loader)
+        facts = {
+            "policy": trained_config(self.cfg).type,
+            "device": self.device,
+            "num_frames": self.dataset.num_frames,
+            "num_episodes": self.dataset.num_episodes,
+            "dataset": self.recorded_dataset,
+            **recorded.calls,
+        }
+        return loader, facts
+
+    def step(self):
+        """The run's training step, built on first use and kept."""
+        if self.training is None:
+            self.training = TrainingStep(self.cfg, self.dataset)
+        return self.training
+
+    def stream(self, request):
+        """The batches, epoch after epoch, of the DataLoader lerobot-train iterates (prepared by
+        its accelerator, as its loop takes them) with the request's knobs, and what was built:
+        the one measured last where its knobs are the same (its workers up, its queue full),
+        else a new one, the last one's workers shut down first."""
+        from feedbench_lerobot_measure import Cycle
+
+        knobs = sorted((request.get("overrides") or {}).items())
+        if self.kept is not None and self.kept[0] == knobs:
+            return self.kept[1], dict(self.kept[2])
+        self.close()
+        loader, built = self.loader(request)
+        stream = Cycle(self.step().prepare(loader))
+        self.kept = (knobs, stream, built)
+        return stream, dict(built)
+
+    def close(self):
+        """Shuts down the workers of the DataLoader kept, if any."""
+        if self.kept is not None:
+            stream = self.kept[1]
+            close_loader(stream.loader, stream.stream)
+            self.training.release(stream.loader)
+            self.kept = None
 
 
 def build_loader(request):
-    """lerobot-train's DataLoader for the request's arguments, with what was built: the
-    dataset's arguments, the sampler's and the DataLoader's, in JSON."""
-    import torch
+    """lerobot-train's DataLoader for the request's arguments, built afresh: the config, the
+    dataset, the DataLoader and what was built."""
+    run = Run(request)
+    loader, facts = run.loader(request)
+    return run.cfg, run.dataset, loader, facts
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    cfg = parse_arguments(request["lerobot_train"])
-    apply_overrides(cfg, request)
-    seed_like_lerobot_train(cfg)
-    device = device_type(cfg)
-    with Recorder(*feedbench_reader(request)) as recorded:
-        dataset = make_dataset(cfg)
-        sampler = make_sampler(cfg, dataset)
-        kwargs = dataloader_kwargs(cfg, dataset, device)
-        loader = torch.utils.data.DataLoader(
-            dataset, sampler=sampler, shuffle=sampler is None, **kwargs
-        )
-    facts = {
-        "policy": trained_config(cfg).type,
-        "device": device,
-        "num_frames": dataset.num_frames,
-        "num_episodes": dataset.num_episodes,
-        **recorded.calls,
-    }
-    return cfg, dataset, loader, facts
+
+def close_loader(loader, stream=None):
+    """Shuts down the workers of `loader` (and of `stream`, an iterator over it) now, rather
+    than when the garbage collector gets to them: the next DataLoader of the same run must not
+    share the cores with them."""
+    if stream is not None and hasattr(stream, "close"):
+        stream.close()  # a generator (accelerate's prepared loader) drops its iterator
+    base = getattr(loader, "base_dataloader", loader)  # accelerate's wraps PyTorch's
+    for iterator in (stream, getattr(base, "_iterator", None)):
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+    if hasattr(base, "_iterator"):
+        base._iterator = None
 
 
 def make_accelerator(cfg):
@@ -365,14 +448,14 @@ def top_modules(policy):
 
 
 class TrainingStep:
-    """lerobot-train's step on its own DataLoader: the policy, pre-processor, optimizer and
-    scheduler built by LeRobot's factories, prepared by accelerate as lerobot-train prepares
-    them; each step hands the batch over as lerobot-train's loop does (the uint8 cameras to
-    float32 / 255 on the device, the pre-processor) and runs `update_policy` (forward, backward
-    through accelerate, grad clip, optimizer and scheduler), timed in parts by hooks."""
+    """lerobot-train's step: the policy, pre-processor, optimizer and scheduler built by
+    LeRobot's factories, prepared by accelerate as lerobot-train prepares them (its DataLoaders
+    by [`prepare`], each measurement's own); each step hands the batch over as lerobot-train's
+    loop does (the uint8 cameras to float32 / 255 on the device, the pre-processor) and runs
+    `update_policy` (forward, backward through accelerate, grad clip, optimizer and scheduler),
+    timed in parts by hooks."""
 
-    def __init__(self, cfg, dataset, loader):
-        import torch
+    def __init__(self, cfg, dataset):
         from lerobot.optim.factory import make_optimizer_and_scheduler
         from lerobot.policies.factory import make_policy, make_pre_post_processors
 
@@ -390,8 +473,8 @@ class TrainingStep:
         self.preprocessor, _ = make_pre_post_processors(
             policy_cfg=cfg.policy, pretrained_path=active.pretrained_path, **processor_kwargs)
         optimizer, scheduler = make_optimizer_and_scheduler(cfg, policy)
-        self.policy, self.optimizer, self.loader, self.scheduler = self.accelerator.prepare(
-            policy, optimizer, loader, scheduler)
+        self.policy, self.optimizer, self.scheduler = self.accelerator.prepare(
+            policy, optimizer, scheduler)
         self.device = self.accelerator.device
         self.cameras = list(dataset.meta.camera_keys)
         self.timer = Timer(self.device)
@@ -404,6 +487,18 @@ class TrainingStep:
         self.facts = {"device": str(self.device), "parameters": parameters,
                       "mixed_precision": self.accelerator.mixed_precision,
                       "modules": list(self.modules), "note": self.note}
+
+    def prepare(self, loader):
+        """`loader` as lerobot-train's accelerator prepares its DataLoader (batches put on the
+        device); `release` lets it go."""
+        return self.accelerator.prepare(loader)
+
+    def release(self, prepared):
+        """Forgets a DataLoader [`prepare`] made (accelerate keeps a list of them), after
+        [`close_loader`] shut its workers down."""
+        kept = getattr(self.accelerator, "_dataloaders", [])
+        if prepared in kept:
+            kept.remove(prepared)
 
     def hook(self):
         """Marks around the policy's forward (update_policy calls `policy.forward` itself, which

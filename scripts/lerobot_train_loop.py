@@ -34,8 +34,8 @@ def main():
     from feedbench_lerobot_train import TrainingStep, build_loader
 
     cfg, dataset, loader, _ = build_loader({"lerobot_train": args})
-    training = TrainingStep(cfg, dataset, loader) if options.step_ms is not None else None
-    source = training.loader if training is not None else loader
+    training = TrainingStep(cfg, dataset) if options.step_ms is not None else None
+    source = training.prepare(loader) if training is not None else loader
 
     def batches():
         while True:

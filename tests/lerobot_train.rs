@@ -3,6 +3,7 @@
 //! (recorded alike in both, by a hook in the real run), and the same first batches, key by key
 //! and byte by byte. Skipped, with a note, where no LeRobot venv is found.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
@@ -238,6 +239,19 @@ fn tune_answers_with_the_users_own_lerobot_train_command() {
             (Some("lerobot-train"), Some(4))
         );
     }
+    // The run is built once for the whole tune: each configuration is a new DataLoader of it.
+    let tuned: Json =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    assert_eq!(tuned["runs_built"], 1, "{tuned}");
+    let measured: HashSet<u64> = results
+        .lines()
+        .map(|l| serde_json::from_str::<Json>(l).unwrap()["cell"]["workers"].as_u64().unwrap())
+        .collect();
+    assert!(
+        measured.len() >= 2,
+        "configurations of different workers on the one run: {measured:?}"
+    );
+    assert!(tuned["tune_wall_s"].as_f64().unwrap() > 0.0, "{tuned}");
     // tune searches the workers; the run's arguments set the rest.
     let (ok, _, stderr) = with_run("tune", &text, &python, &["--sampler", "sequential"]);
     assert!(!ok && stderr.contains("--sampler with --lerobot-train"), "{stderr}");

@@ -110,7 +110,13 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
             let why = step["why"].as_str().unwrap();
             let rate_model = why.contains("cost per sample") || why.contains("second worker");
             assert_eq!(r.loader.is_some(), rate_model, "{}: {why}", r.cell.id());
-            assert!((5..=10).contains(&r.train.steps), "{}: {} steps", r.cell.id(), r.train.steps);
+            // At least twice the batches in flight (the queue the warm-up filled is not what
+            // is measured), at most twice that or --train-steps.
+            let in_flight = r.cell.knobs.workers.max(1) * r.cell.knobs.prefetch + 1;
+            let least = (2 * in_flight).max(3);
+            let most = (2 * least).max(10);
+            let steps = r.train.steps;
+            assert!((least.min(5)..=most).contains(&steps), "{}: {steps} steps", r.cell.id());
         }
     }
 }
@@ -218,4 +224,68 @@ fn with_lerobots_loader_the_answer_is_lerobots_training_flags() {
     let lost = tuned["answer"]["default_prefetch_lost"].as_bool().unwrap();
     assert_eq!(stdout.contains("--prefetch_factor="), lost, "{stdout}");
     assert!(!stdout.contains("--workers "), "no feedbench flag: {stdout}");
+}
+
+#[test]
+fn n_ranks_share_the_cores_and_each_gets_its_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    // A 1 ms step outruns two cores: one process takes both, two ranks one each.
+    let (one, _) = tune_json(&root, &dir.path().join("one"), "1", &[]);
+    let (two, err) = tune_json(&root, &dir.path().join("two"), "1", &["--processes", "2"]);
+    assert_eq!(one["knobs"]["processes"], 1);
+    assert_eq!(
+        (two["knobs"]["processes"].as_u64(), two["budgets"]["cpus"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let workers = |a: &serde_json::Value| a["workers"].as_u64().unwrap();
+    assert!(2 * workers(&two) <= 2, "two ranks' workers fit the two cores: {two}");
+    assert!(workers(&one) <= 2 && workers(&two) <= workers(&one), "one {one}\ntwo {two}");
+    assert!(err.contains("per rank, 2 ranks sharing the box (predicted"), "{err}");
+    let (ok, stdout, _) = common::feedbench(
+        &[&tune_args(&root, &dir.path().join("text"), "1")[..], &["--processes", "2"]].concat(),
+    );
+    assert!(ok && stdout.contains("Per rank, for 2 ranks sharing this box (1 core"), "{stdout}");
+    // More ranks than cores leave a rank nothing.
+    let three = dir.path().join("three");
+    let mut args = tune_args(&root, &three, "1");
+    args.extend(["--processes", "3"]);
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(!ok && err.contains("--processes 3: 3 ranks on 2 cores"), "{err}");
+}
+
+#[test]
+fn a_budget_that_runs_out_gives_the_best_answer_so_far_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    // The first configuration is measured whatever the budget; nothing after it fits in 1 s.
+    let out = dir.path().join("out");
+    let (ok, stdout, err) =
+        common::feedbench(&[&tune_args(&root, &out, "100")[..], &["--budget", "1s"]].concat());
+    assert!(ok, "{err}");
+    assert!(err.contains("tune: the budget ran out after"), "{err}");
+    assert!(stdout.contains("The 1 s budget ran out before the search decided"), "{stdout}");
+    assert!(
+        stdout.contains("Flags (feedbench): --workers 1"),
+        "one worker, the one measured: {stdout}"
+    );
+    let tuned: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    assert_eq!(
+        (tuned["budget_ran_out"].as_bool(), tuned["budget_s"].as_f64()),
+        (Some(true), Some(1.0))
+    );
+    assert_eq!(tuned["steps"].as_array().unwrap().len(), 1);
+    assert!(tuned["tune_wall_s"].as_f64().unwrap() >= tuned["measuring_s"].as_f64().unwrap());
+    // A budget it never reaches changes nothing: the search decides.
+    let (ok, stdout, err) = common::feedbench(
+        &[&tune_args(&root, &dir.path().join("long"), "100")[..], &["--budget", "1h"]].concat(),
+    );
+    assert!(ok && !stdout.contains("budget ran out"), "{stdout}{err}");
+    for bad in ["--budget=0s", "--budget=soon", "--budget=-5m"] {
+        let (ok, _, err) = common::feedbench(
+            &[&tune_args(&root, &dir.path().join("bad"), "100")[..], &[bad]].concat(),
+        );
+        assert!(!ok && err.contains("expected a wall time above 0"), "{bad}: {err}");
+    }
 }

@@ -2,6 +2,7 @@
 //! group of knobs, the budgets, a progress line per measurement, and the answer printed.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -18,6 +19,7 @@ use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::loader::knobs::LoaderKnob;
+use feedbench::loader::lerobot::runs_built;
 use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::size::ByteSize;
 use feedbench::loader::spec::LoaderSpec;
@@ -70,9 +72,39 @@ pub struct TuneArgs {
     /// Unmeasured batches or steps before each phase.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// The most wall time the whole tune may take, e.g. 90s or 5m: once the next
+    /// configuration would not fit in what is left, the best answer measured so far is given,
+    /// and said to be so.
+    #[arg(long, value_name = "TIME", value_parser = duration)]
+    budget: Option<Duration>,
+    /// Ranks training at once on this box (`accelerate launch --num_processes N`), each with
+    /// its own DataLoader and workers: the answer is the workers per rank that fit N ranks in
+    /// the cores and memory, each rank's share of them.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    processes: u16,
     /// Print the answer as one JSON object instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// `90s`, `5m`, `1h` or plain seconds: a wall time above 0.
+fn duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => t.split_at(at),
+        None => (t, "s"),
+    };
+    let seconds = match unit.trim() {
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => f64::NAN,
+    };
+    match number.trim().parse::<f64>().map(|n| n * seconds) {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{text:?}: expected a wall time above 0, e.g. 90s, 5m or 1h")),
+    }
 }
 
 /// `5%` or `5`: a percentage from 0 to 50.
@@ -86,9 +118,10 @@ fn percent(text: &str) -> Result<f64, String> {
 
 /// Runs `feedbench tune`.
 pub fn run(args: &TuneArgs) -> Result<()> {
+    let started = (Instant::now(), runs_built());
     let (spec, choice) = args.loader.tuned()?;
     if !args.both_readers {
-        let (tuned, out) = tune(args, &spec, &choice, args.out.clone())?;
+        let (tuned, out) = tune(args, &spec, &choice, args.out.clone(), started)?;
         return print(args, &tuned, &out);
     }
     let LoaderChoice::LerobotTrain(run) = &choice else {
@@ -99,7 +132,8 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     for feedbench_reader in [false, true] {
         let choice = LoaderChoice::LerobotTrain(TrainArgs { feedbench_reader, ..run.clone() });
         let name = choice.backend().name();
-        let (tuned, out) = tune(args, &spec, &choice, Some(out.join(name)))?;
+        let started = (Instant::now(), runs_built());
+        let (tuned, out) = tune(args, &spec, &choice, Some(out.join(name)), started)?;
         if !args.json {
             outln!("{name}:")?;
             print(args, &tuned, &out)?;
@@ -136,13 +170,14 @@ fn default_out(root: &std::path::Path) -> PathBuf {
     PathBuf::from("results").join(format!("tune-{name}"))
 }
 
-/// One tune of `choice` over `spec` into `out` (default: [`default_out`]): what it found, and
-/// where it wrote.
+/// One tune of `choice` over `spec` into `out` (default: [`default_out`]), begun at `started`
+/// (when, and the lerobot-train runs built by then): what it found, and where it wrote.
 fn tune(
     args: &TuneArgs,
     spec: &LoaderSpec,
     choice: &LoaderChoice,
     out: Option<PathBuf>,
+    started: (Instant, usize),
 ) -> Result<(Tuned, PathBuf)> {
     let choice = choice.clone();
     let (model, device) = match args.step_ms {
@@ -176,6 +211,16 @@ fn tune(
         Some(size) => size.0,
         None => default_memory().context("the memory available is unknown here: give --memory")?,
     };
+    // N ranks share the box: each rank's loader gets its share of the cores and memory.
+    let processes = args.processes as usize;
+    if processes > cpus {
+        anyhow::bail!(
+            "--processes {processes}: {processes} ranks on {cpus} core{} leave a rank less than \
+             one; give --cpus for the box's cores, or fewer ranks",
+            if cpus == 1 { "" } else { "s" }
+        );
+    }
+    let (cpus, memory) = (cpus / processes, memory / processes as u64);
     // Tune chooses among workers 0…cpus × prefetch 1, 2 and 4: the exhaustive sweep's grid.
     let depths = |p: usize| vec![1, p, p * 2];
     let grid = (cpus + 1) * depths(2).len();
@@ -230,23 +275,49 @@ fn tune(
         budgets: Budgets { cpus, memory_bytes: memory },
         settings,
         resume: if args.resume { Resume::Yes } else { Resume::No },
+        processes,
+        budget: args.budget,
+        started: started.0,
+        runs_built_before: started.1,
     };
     let from = match cpus_from {
         Source::Flag => "--cpus".to_string(),
         Source::Variable(name) => format!("${name}"),
         Source::Machine => "this process's CPUs".to_string(),
     };
+    let per_rank = if processes > 1 {
+        format!(
+            " per rank, {processes} ranks sharing the box (predicted from one rank measured \
+             alone: the ranks' workers are not measured at once)"
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "tune: up to {cpus} core{} ({from}), {:.2} for batches; results in {}",
+        "tune: up to {cpus} core{} ({from}), {:.2} for batches{per_rank}; results in {}",
         if cpus == 1 { "" } else { "s" },
         Bytes::of(memory).gb(),
         out.display()
     );
     let mut said_step = false;
     let tuned = run_tune(&request, |progress| match progress {
-        TuneProgress::Measuring { workers, prefetch, why } => {
-            eprintln!("tune: measuring {workers} × prefetch {prefetch} ({why}) …")
+        TuneProgress::Measuring { workers, prefetch, why, steps, left } => {
+            let mut time = format!("{:.0} s in", left.elapsed_s);
+            if let Some(each) = left.per_configuration_s {
+                time.push_str(&format!(", about {each:.0} s a configuration"));
+            }
+            if let Some(budget) = left.budget_left_s {
+                time.push_str(&format!(", {:.0} s of the budget left", budget.max(0.0)));
+            }
+            eprintln!(
+                "tune: measuring {workers} × prefetch {prefetch} ({why}; up to {steps} steps; \
+                 {time}) …"
+            )
         }
+        TuneProgress::BudgetRanOut { elapsed_s } => eprintln!(
+            "tune: the budget ran out after {elapsed_s:.0} s: the answer is the best measured \
+             so far"
+        ),
         TuneProgress::Measured { step, demand } => {
             if !said_step {
                 said_step = true;
@@ -279,11 +350,20 @@ fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(tuned)?)?;
     } else {
         out!("{}", tuned.answer)?;
+        if tuned.budget_ran_out {
+            let budget = tuned.budget_s.unwrap_or_default();
+            outln!(
+                "\nThe {budget:.0} s budget ran out before the search decided: this is the best \
+                 answer measured within it; a longer --budget verifies it."
+            )?;
+        }
         outln!(
-            "\nMeasured {} configuration{} in {:.0} s; `feedbench report {}` shows them.",
+            "\nMeasured {} configuration{} in {:.0} s ({:.0} s in all); `feedbench report {}` \
+             shows them.",
             tuned.steps.len(),
             if tuned.steps.len() == 1 { "" } else { "s" },
             tuned.measuring_s,
+            tuned.tune_wall_s,
             out.display()
         )?;
     }

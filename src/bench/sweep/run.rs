@@ -259,12 +259,14 @@ pub(crate) struct CellPhases<'a> {
     /// Ends the `train` phase before its steps once this holds of the steps measured so far
     /// ([`Feed::until`]); None: every step.
     pub until: Option<Until<'a>>,
+    /// Steps of the `train` phase; None: the config's `train_steps`.
+    pub train_steps: Option<usize>,
 }
 
 impl CellPhases<'_> {
     /// A sweep's cell: every phase and step, traced where `traced`.
     pub(crate) fn all(traced: bool) -> Self {
-        Self { loader: true, traced, until: None }
+        Self { loader: true, traced, until: None, train_steps: None }
     }
 }
 
@@ -339,8 +341,12 @@ pub(crate) fn run_cell(
             .into_batch();
         tch::manual_seed(cell.repeat as i64);
         let mut model_step = step.build(shapes)?;
-        let measured =
-            run_model_phase(model_step.as_mut(), &batch, cell.dtype, run.model_steps, run.warmup)?;
+        // A step of fixed cost is what it says: one step shows it, without a warm-up.
+        let (steps, warmup) = match cell.model {
+            ModelSpec::Synthetic { .. } => (1, 0),
+            _ => (run.model_steps, run.warmup),
+        };
+        let measured = run_model_phase(model_step.as_mut(), &batch, cell.dtype, steps, warmup)?;
         models.insert(key.clone(), measured);
     }
 
@@ -364,7 +370,8 @@ pub(crate) fn run_cell(
         trace: trace.as_ref(),
         until: phases.until,
     };
-    let train = loader.train_phase(feed, run.train_steps, run.warmup, &mut |_| {})?;
+    let steps = phases.train_steps.unwrap_or(run.train_steps);
+    let train = loader.train_phase(feed, steps, run.warmup, &mut |_| {})?;
     if let Some(trace) = trace {
         let path = context.out.join(TRACE_FILE);
         trace.write_chrome(&path).map_err(|e| SweepError::Output { path, what: e.to_string() })?;

@@ -63,6 +63,15 @@ pub struct AnswerKnobs {
     /// the answer is that command with its workers set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot_train: Option<String>,
+    /// Ranks training at once on the box (`accelerate launch --num_processes`): the answer is
+    /// per rank, within each rank's share of the budgets.
+    #[serde(default = "one_process")]
+    pub processes: usize,
+}
+
+/// One training process, as tune assumes unless told otherwise.
+fn one_process() -> usize {
+    1
 }
 
 /// The other side of a comparison its interval could not decide: the best measured, where the
@@ -263,7 +272,7 @@ pub(crate) mod tests {
 
     pub(crate) fn knobs(loader: LoaderBackend) -> AnswerKnobs {
         let config = LoaderConfig { batch_size: 16, ..LoaderConfig::default() };
-        AnswerKnobs { loader, config, lerobot_train: None }
+        AnswerKnobs { loader, config, lerobot_train: None, processes: 1 }
     }
 
     /// Cells of 1 and 2 workers at 100 samples/s each feeding a step that needs `need`/s.

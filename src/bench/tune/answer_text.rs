@@ -14,13 +14,23 @@ impl Answer {
     pub fn paragraph(&self) -> String {
         let d = &self.demand;
         let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
-        let mut text = format!(
+        let mut text = String::new();
+        let ranks = self.knobs.processes;
+        if ranks > 1 {
+            text.push_str(&format!(
+                "Per rank, for {ranks} ranks sharing this box ({} and {:.1} GB each; predicted \
+                 from one rank measured alone): ",
+                cores(self.budgets.cpus),
+                self.budgets.memory_bytes as f64 / 1e9
+            ));
+        }
+        text.push_str(&format!(
             "{} (prefetch {}) with batch {}: {} train samples/s",
-            capitalised(&workers(self.workers)),
+            if ranks > 1 { workers(self.workers) } else { capitalised(&workers(self.workers)) },
             self.prefetch,
             self.knobs.config.batch_size,
             rate(self.train_samples_per_s)
-        );
+        ));
         if let Some((low, high)) = self.train_interval {
             text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
         }

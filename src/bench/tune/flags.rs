@@ -43,7 +43,14 @@ impl Answer {
                         LoaderBackend::FeedbenchLerobotTrain => "feedbench-lerobot-train",
                         _ => "lerobot-train",
                     };
-                    own_command(command, args, &flags)
+                    // N ranks: the run launched as LeRobot's docs launch it on several GPUs.
+                    let launch = match k.processes {
+                        1 => command.to_string(),
+                        n => format!(
+                            "accelerate launch --multi_gpu --num_processes={n} $(which {command})"
+                        ),
+                    };
+                    own_command(&launch, args, &flags)
                 }
                 None => {
                     flags.iter().map(|(k, v)| format!("--{k}={v}")).collect::<Vec<_>>().join(" ")

@@ -15,7 +15,7 @@ pub mod search;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +40,15 @@ pub const TUNE_FILE: &str = "tune.json";
 /// The most configurations one tune measures (repeats counted): a search that has not
 /// decided by then answers with what it has.
 const MOST_MEASUREMENTS: usize = 24;
+
+/// A train phase ends early once the 95 % interval of its mean iteration is within this share
+/// of the mean, percent: more steps would not move the figure the search reads.
+const TIGHT_PCT: f64 = 2.0;
+
+/// A train phase measures at least this many times the batches its loader holds in flight
+/// (and at most twice as many, or `--train-steps` where more), so that what it measures is the
+/// loader's rate, not the queue its warm-up filled.
+const IN_FLIGHT_MULTIPLE: usize = 2;
 
 /// Why a tune could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +104,17 @@ pub struct TuneRequest<'a> {
     pub settings: SearchSettings,
     /// Whether to go on with the results already in `out`.
     pub resume: Resume,
+    /// Ranks training at once on the box, each with its loader: the budgets are one rank's
+    /// share, and the answer's command launches them.
+    pub processes: usize,
+    /// The wall time the whole tune may take: once the next configuration would not fit in
+    /// what is left, the best answer measured so far is given, and said to be so.
+    pub budget: Option<Duration>,
+    /// When the tune began (its set-up included), for the budget and `tune_wall_s`.
+    pub started: Instant,
+    /// The lerobot-train runs this process had built when the tune began
+    /// ([`crate::loader::lerobot::runs_built`]): those built since are the tune's.
+    pub runs_built_before: usize,
 }
 
 /// One step of the search: what was measured, why, and what it gave.
@@ -127,6 +147,19 @@ pub struct Tuned {
     pub steps: Vec<TuneStep>,
     /// Wall seconds of the measurements made by this run.
     pub measuring_s: f64,
+    /// Wall seconds of the whole tune, from its start to its answer.
+    pub tune_wall_s: f64,
+    /// The budget of wall time it was given, seconds, where it was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<f64>,
+    /// Whether the budget ran out before the search decided: the answer is the best measured
+    /// so far.
+    #[serde(default)]
+    pub budget_ran_out: bool,
+    /// lerobot-train runs (LeRobot's parser, dataset, policy) built for the tune, where it
+    /// tuned one: once for the whole tune, whatever it measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_built: Option<usize>,
 }
 
 /// What a tune is doing, for a progress line.
@@ -140,6 +173,15 @@ pub enum TuneProgress<'a> {
         prefetch: usize,
         /// Why.
         why: &'a str,
+        /// Steps its train phase measures at most.
+        steps: usize,
+        /// What is known of the time left.
+        left: TimeLeft,
+    },
+    /// The budget ran out: the best answer so far is given.
+    BudgetRanOut {
+        /// Seconds the tune has taken.
+        elapsed_s: f64,
     },
     /// A configuration was measured (or found measured), with the step's demand.
     Measured {
@@ -148,6 +190,17 @@ pub enum TuneProgress<'a> {
         /// What the step asks for.
         demand: Demand,
     },
+}
+
+/// What a tune knows of the time it has left, before a measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeLeft {
+    /// Seconds since the tune began.
+    pub elapsed_s: f64,
+    /// Mean wall seconds of a configuration measured so far (None before the first).
+    pub per_configuration_s: Option<f64>,
+    /// Seconds of the budget left, where there is one.
+    pub budget_left_s: Option<f64>,
 }
 
 /// Runs a tune: measures what the search asks for until it decides, appending each cell to
@@ -179,7 +232,7 @@ pub fn run_tune(
         sink.results().iter().map(|r| (model_key(&r.cell), r.model.clone())).collect();
 
     let mut steps: Vec<TuneStep> = Vec::new();
-    let mut measuring_s = 0.0;
+    let (mut measuring_s, mut measured, mut budget_ran_out) = (0.0, 0, false);
     let state_of = |rows: &[Row]| -> Option<SearchState> {
         let first = rows.first()?;
         Some(SearchState {
@@ -211,28 +264,52 @@ pub fn run_tune(
             },
         };
         let Next::Measure { workers, prefetch, repeat, why, loader_alone } = next else { break };
+        let elapsed_s = request.started.elapsed().as_secs_f64();
+        let per_configuration_s = (measured > 0).then(|| measuring_s / measured as f64);
+        let budget_left_s = request.budget.map(|b| b.as_secs_f64() - elapsed_s);
+        // The first configuration is measured whatever the budget: without it there is no
+        // answer.
+        let over = budget_left_s.is_some_and(|left| left < per_configuration_s.unwrap_or(0.0));
+        if !rows.is_empty() && over {
+            budget_ran_out = true;
+            progress(TuneProgress::BudgetRanOut { elapsed_s });
+            break;
+        }
         let mut cell = Cell { repeat, ..base.clone() };
         (cell.knobs.workers, cell.knobs.prefetch) = (workers, prefetch);
-        progress(TuneProgress::Measuring { workers, prefetch, why: &why });
+        // Enough steps that the queue the warm-up filled is not what is measured.
+        let in_flight = cell.loader_config(&config.loader.knobs.config()).batches_in_flight();
+        let least = (IN_FLIGHT_MULTIPLE * in_flight).max(MIN_STEPS_FOR_INTERVAL);
+        let train_steps = config.run.train_steps.max(2 * least);
+        let left = TimeLeft { elapsed_s, per_configuration_s, budget_left_s };
+        progress(TuneProgress::Measuring {
+            workers,
+            prefetch,
+            why: &why,
+            steps: train_steps,
+            left,
+        });
         let start = Instant::now();
         // A verifying measurement (not the first, not a repeat) ends once its interval against
-        // the best decides, after half its steps at least.
+        // the best decides; any measurement ends once its own interval is tight; either after
+        // `least` steps.
         let target = request.settings.target_pct;
         let best = best_row(&rows, target).filter(|_| repeat == 0);
-        let least = (config.run.train_steps / 2).max(MIN_STEPS_FOR_INTERVAL);
         let until = |steps: &[StepSample]| {
             let iterations: Vec<f64> = steps.iter().map(|s| s.wait_ms + s.step_ms).collect();
             best.is_some_and(|best| decided(best, &iterations, least, target))
+                || tight(&iterations, least)
         };
         let phases = CellPhases {
             loader: loader_alone,
             traced: false,
-            until: best.is_some().then_some(&until as Until<'_>),
+            until: Some(&until as Until<'_>),
+            train_steps: Some(train_steps),
         };
         let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;
         let seconds = start.elapsed().as_secs_f64();
-        measuring_s += seconds;
+        (measuring_s, measured) = (measuring_s + seconds, measured + 1);
         let rows = rows_of(sink.results());
         steps.push(tune_step(&rows, &cell, why, Some(seconds)));
         let demand = state_of(&rows).expect("a row was measured").demand;
@@ -245,13 +322,37 @@ pub fn run_tune(
         loader: base.loader,
         config: base.loader_config(&request.config.loader.knobs.config()),
         lerobot_train: request.config.loader.lerobot_train.clone(),
+        processes: request.processes,
     };
     let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
-    let tuned = Tuned { answer, steps, measuring_s };
+    let lerobot = !base.loader.is_native();
+    let tuned = Tuned {
+        answer,
+        steps,
+        measuring_s,
+        tune_wall_s: request.started.elapsed().as_secs_f64(),
+        budget_s: request.budget.map(|b| b.as_secs_f64()),
+        budget_ran_out,
+        runs_built: lerobot
+            .then(|| crate::loader::lerobot::runs_built() - request.runs_built_before),
+    };
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");
     write_whole(&path, &json).map_err(|source| TuneError::Write { path, source })?;
     Ok(tuned)
+}
+
+/// Whether `iterations` (ms), `least` of them at least, give a mean whose 95 % interval lies
+/// within [`TIGHT_PCT`] of it.
+fn tight(iterations: &[f64], least: usize) -> bool {
+    let n = iterations.len();
+    if n < least.max(2) {
+        return false;
+    }
+    let mean = iterations.iter().sum::<f64>() / n as f64;
+    let variance = iterations.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half_width = 1.96 * (variance / n as f64).sqrt();
+    mean > 0.0 && 100.0 * half_width / mean <= TIGHT_PCT
 }
 
 /// The step that measured `cell`, with its row's figures so far (its repeats aggregated).
@@ -281,5 +382,20 @@ fn rows_of(results: &[CellResult]) -> Vec<Row> {
         Vec::new()
     } else {
         render(results).rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tight;
+
+    #[test]
+    fn a_measurement_is_tight_once_its_interval_is_within_two_percent_of_its_mean() {
+        let steady: Vec<f64> = (0..12).map(|i| 100.0 + (i % 3) as f64).collect();
+        assert!(tight(&steady, 10));
+        assert!(!tight(&steady, 13), "fewer steps than the least");
+        let spread: Vec<f64> = (0..12).map(|i| if i % 2 == 0 { 60.0 } else { 140.0 }).collect();
+        assert!(!tight(&spread, 10));
+        assert!(!tight(&[0.0; 12], 10), "no time, no rate");
     }
 }

@@ -1,6 +1,6 @@
 //! The driver process: feedbench's script (`python/feedbench_lerobot.py`, compiled into the
-//! binary) run by the user's Python. It answers one JSON request with JSON lines on its stdout
-//! (`ready`, then `result` or `error`); whatever LeRobot prints goes to its stderr, whose last
+//! binary) run by the user's Python. It answers a JSON request with JSON lines on its stdout
+//! ([`protocol`](super::protocol)); whatever LeRobot prints goes to its stderr, whose last
 //! lines an error quotes.
 
 use std::io::{BufRead, BufReader};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
+use super::protocol::{ErrorKind, Event};
 use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
 
@@ -73,10 +74,10 @@ fn driver_path() -> Result<PathBuf, LoaderError> {
     Ok(dir.join(DRIVER[0].0))
 }
 
-/// Runs the driver with `python` on `request`: its `ready` and `result` messages. The request
-/// goes in a file beside the driver, named on its command line, not down a pipe: feedbench
-/// dies by SIGPIPE where a pipe it writes to is closed (`feedbench … | head`), and a child that
-/// is no Python may exit before reading.
+/// Runs the driver with `python` on `request`: its `ready` and `result` messages. A
+/// lerobot-train run's requests go to the [session](super::session) that keeps the run built;
+/// any other request gets a driver of its own, the request in a file beside the driver named
+/// on its command line (a child that is no Python may exit before reading).
 pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderError> {
     run_driver_until(python, request, None)
 }
@@ -99,18 +100,23 @@ pub fn run_driver_until(
     if stop.is_some() {
         request["stop_file"] = serde_json::json!(stop_file);
     }
-    crate::dataset::files::write_whole(&request_file, request.to_string().as_bytes()).map_err(
-        |e| LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display())),
-    )?;
-    let stopping = stop.map(|hear| Stopping { hear, file: &stop_file, written: false });
-    let answer = answer(python, &driver, &request_file, stopping);
-    let _ = std::fs::remove_file(&request_file);
+    let mut stopping = stop.map(|hear| Stopping { hear, file: &stop_file, written: false });
+    let answer = if request.get("lerobot_train").is_some() {
+        super::session::ask(python, &driver, &request, stopping.as_mut())
+    } else {
+        crate::dataset::files::write_whole(&request_file, request.to_string().as_bytes()).map_err(
+            |e| LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display())),
+        )?;
+        let answer = once(python, &driver, &request_file, stopping.as_mut());
+        let _ = std::fs::remove_file(&request_file);
+        answer
+    };
     let _ = std::fs::remove_file(&stop_file);
     answer
 }
 
 /// What ends a driver's measurement early: who hears its steps, and the file it looks for.
-struct Stopping<'a> {
+pub(super) struct Stopping<'a> {
     hear: &'a mut dyn FnMut(&Json) -> bool,
     file: &'a Path,
     written: bool,
@@ -173,136 +179,215 @@ fn listen(
     });
 }
 
-/// The driver's answer to the request in `request_file`, its steps heard by `stopping`. The
-/// driver runs in a process group
+/// A driver process and what is heard of it: its stdout and stderr read by threads of their
+/// own, the last lines of its stderr kept for an error to quote. It runs in a process group
 /// of its own (with its DataLoader's worker processes), stopped whole when it goes silent
 /// for longer than [`silence_bound`].
-fn answer(
-    python: &Path,
-    driver: &Path,
-    request_file: &Path,
-    mut stopping: Option<Stopping<'_>>,
-) -> Result<(Json, Json), LoaderError> {
-    let silence = silence_bound()?;
-    let mut child = Command::new(python)
-        .arg(driver)
-        .arg(request_file)
-        // Local datasets only: nothing is fetched from the Hub.
-        .env("HF_HUB_OFFLINE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            let python = python.display().to_string();
-            LoaderError::Refused(Refusal::new(move |name| {
-                let setting = name(Setting::Python);
-                format!(
-                    "{setting} {python}: cannot run it ({e}); point {setting} (or \
-                     FEEDBENCH_PYTHON) at the Python of the environment with LeRobot"
-                )
-            }))
-        })?;
-    let (to, heard) = mpsc::channel();
-    listen(child.stdout.take().expect("piped"), to.clone(), Heard::Out, Heard::OutClosed);
-    listen(child.stderr.take().expect("piped"), to, Heard::Err, Heard::ErrClosed);
-    let (mut ready, mut result, mut error) = (None, None, None);
-    let mut tail: Vec<String> = Vec::new();
-    let (mut open, mut heard_at) = (2, Instant::now());
-    while open > 0 {
-        let next = heard.recv_timeout(silence.min(Duration::from_millis(500)));
-        if next.is_ok() {
-            heard_at = Instant::now();
-        }
-        match next {
-            Ok(Heard::Out(line)) => {
-                let Ok(message) = serde_json::from_str::<Json>(&line) else { continue };
-                match message.get("event").and_then(Json::as_str) {
-                    Some("ready") => ready = Some(message),
-                    Some("result") => result = Some(message),
-                    Some("error") => error = Some(message),
-                    Some("step") => {
-                        if let Some(stopping) = stopping.as_mut() {
-                            stopping.step(&message);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Ok(Heard::Err(line)) => {
-                tail.push(line);
-                if tail.len() > 20 {
-                    tail.remove(0);
-                }
-            }
-            Ok(Heard::OutClosed | Heard::ErrClosed) => open -= 1,
-            // The driver is gone and only its orphaned workers keep a stream open.
-            Err(_) if child.try_wait().is_ok_and(|status| status.is_some()) => {
-                // SAFETY: signals the group of the driver this process started; its workers
-                // keep the group (and so its id) alive.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                break;
-            }
-            Err(_) if heard_at.elapsed() < silence => {}
-            Err(_) => {
-                stop_group(&mut child);
-                return Err(LoaderError::Lerobot(format!(
-                    "the LeRobot driver ({}) said nothing for {} s {}, and was stopped (with its \
-                     workers); the bound is $FEEDBENCH_DRIVER_TIMEOUT_S{}",
-                    python.display(),
-                    silence.as_secs_f64(),
-                    if ready.is_some() { "while it loaded" } else { "before it was ready" },
-                    quoted(&tail)
-                )));
-            }
-        }
+pub(super) struct Driver {
+    python: PathBuf,
+    child: Child,
+    heard: mpsc::Receiver<Heard>,
+    tail: Vec<String>,
+    open: usize,
+}
+
+/// What the driver said to one request.
+#[derive(Default)]
+pub(super) struct Said {
+    /// Its `ready`.
+    pub(super) ready: Option<Json>,
+    /// Its `result`.
+    pub(super) result: Option<Json>,
+    /// Its `error`.
+    pub(super) error: Option<Json>,
+}
+
+impl Said {
+    /// The value `ready` gave under `key`, if any.
+    pub(super) fn ready(&self, key: &str) -> Option<&Json> {
+        self.ready.as_ref().and_then(|r| r.get(key))
     }
-    let status = wait_within(&mut child, silence)
-        .map_err(|e| LoaderError::Lerobot(format!("{}: {e}", python.display())))?;
-    if let Some(error) = error {
-        let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
-        let kind = error.get("kind").and_then(Json::as_str).unwrap_or("lerobot");
-        return Err(match kind {
-            "lerobot" => {
-                LoaderError::Lerobot(format!("LeRobot's loader failed: {}", one_paragraph(message)))
-            }
-            // No LeRobot (or torch) in this Python: the setting that names it, as the front
-            // end spells it (`--python`, `loader.python`).
-            "environment" => {
-                let message = message.to_string();
+}
+
+impl Driver {
+    /// Starts the driver script with `python`, `argument` on its command line and `stdin`.
+    pub(super) fn start(
+        python: &Path,
+        driver: &Path,
+        argument: &str,
+        stdin: Stdio,
+    ) -> Result<Self, LoaderError> {
+        let mut child = Command::new(python)
+            .arg(driver)
+            .arg(argument)
+            // Local datasets only: nothing is fetched from the Hub.
+            .env("HF_HUB_OFFLINE", "1")
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                let python = python.display().to_string();
                 LoaderError::Refused(Refusal::new(move |name| {
+                    let setting = name(Setting::Python);
                     format!(
-                        "{message}: point {} at the environment you train with, or install \
-                         LeRobot there (pip install 'lerobot[dataset]')",
-                        name(Setting::Python)
+                        "{setting} {python}: cannot run it ({e}); point {setting} (or \
+                         FEEDBENCH_PYTHON) at the Python of the environment with LeRobot"
                     )
                 }))
+            })?;
+        let (to, heard) = mpsc::channel();
+        listen(child.stdout.take().expect("piped"), to.clone(), Heard::Out, Heard::OutClosed);
+        listen(child.stderr.take().expect("piped"), to, Heard::Err, Heard::ErrClosed);
+        Ok(Self { python: python.to_path_buf(), child, heard, tail: Vec::new(), open: 2 })
+    }
+
+    /// Hears the driver's answer to one request: until its `result` or `error` where
+    /// `to_the_end` is false (a session, which goes on), else until its output closes. A
+    /// driver silent for longer than [`silence_bound`] is stopped, with its workers.
+    pub(super) fn hear(
+        &mut self,
+        mut stopping: Option<&mut Stopping<'_>>,
+        to_the_end: bool,
+    ) -> Result<Said, LoaderError> {
+        let silence = silence_bound()?;
+        let mut said = Said::default();
+        self.tail.clear();
+        let mut heard_at = Instant::now();
+        while self.open > 0 {
+            if !to_the_end && (said.result.is_some() || said.error.is_some()) {
+                break;
             }
-            _ => LoaderError::Lerobot(message.to_string()),
-        });
+            let next = self.heard.recv_timeout(silence.min(Duration::from_millis(500)));
+            if next.is_ok() {
+                heard_at = Instant::now();
+            }
+            match next {
+                Ok(Heard::Out(line)) => {
+                    let Ok(message) = serde_json::from_str::<Json>(&line) else { continue };
+                    match Event::of(&message) {
+                        Some(Event::Ready) => said.ready = Some(message),
+                        Some(Event::Result) => said.result = Some(message),
+                        Some(Event::Error) => said.error = Some(message),
+                        Some(Event::Step) => {
+                            if let Some(stopping) = stopping.as_mut() {
+                                stopping.step(&message);
+                            }
+                        }
+                        Some(Event::Alive) | None => {}
+                    }
+                }
+                Ok(Heard::Err(line)) => {
+                    self.tail.push(line);
+                    if self.tail.len() > 20 {
+                        self.tail.remove(0);
+                    }
+                }
+                Ok(Heard::OutClosed | Heard::ErrClosed) => self.open -= 1,
+                // The driver is gone and only its orphaned workers keep a stream open.
+                Err(_) if self.child.try_wait().is_ok_and(|status| status.is_some()) => {
+                    self.stop();
+                    break;
+                }
+                Err(_) if heard_at.elapsed() < silence => {}
+                Err(_) => {
+                    self.stop();
+                    return Err(LoaderError::Lerobot(format!(
+                        "the LeRobot driver ({}) said nothing for {} s {}, and was stopped (with \
+                         its workers); the bound is $FEEDBENCH_DRIVER_TIMEOUT_S{}",
+                        self.python.display(),
+                        silence.as_secs_f64(),
+                        if said.ready.is_some() {
+                            "while it loaded"
+                        } else {
+                            "before it was ready"
+                        },
+                        quoted(&self.tail)
+                    )));
+                }
+            }
+        }
+        Ok(said)
     }
-    if let Some(signal) = status.signal() {
-        return Err(LoaderError::Lerobot(format!(
-            "the LeRobot driver ({}) was killed by signal {signal} ({}) {}{}{}",
-            python.display(),
-            signal_name(signal),
-            if ready.is_some() { "while it loaded" } else { "before it was ready" },
-            if signal == libc::SIGKILL { " (out of memory? see dmesg)" } else { "" },
-            quoted(&tail)
-        )));
-    }
-    match (ready, result) {
-        (Some(ready), Some(result)) if status.success() => Ok((ready, result)),
-        _ => {
-            let (python, tail) = (python.display().to_string(), quoted(&tail));
-            Err(LoaderError::Refused(Refusal::new(move |name| {
+
+    /// The answer to a request the driver said `said` to, once it has ended (exited, or been
+    /// stopped): its `ready` and `result`, or the error that names what failed.
+    pub(super) fn judge(mut self, said: Said) -> Result<(Json, Json), LoaderError> {
+        let status = wait_within(&mut self.child, silence_bound()?)
+            .map_err(|e| LoaderError::Lerobot(format!("{}: {e}", self.python.display())))?;
+        let (python, tail) = (self.python.display().to_string(), quoted(&self.tail));
+        if let Some(error) = said.error {
+            return Err(driver_error(&error));
+        }
+        if let Some(signal) = status.signal() {
+            return Err(LoaderError::Lerobot(format!(
+                "the LeRobot driver ({python}) was killed by signal {signal} ({}) {}{}{tail}",
+                signal_name(signal),
+                if said.ready.is_some() { "while it loaded" } else { "before it was ready" },
+                if signal == libc::SIGKILL { " (out of memory? see dmesg)" } else { "" },
+            )));
+        }
+        match (said.ready, said.result) {
+            (Some(ready), Some(result)) if status.success() => Ok((ready, result)),
+            _ => Err(LoaderError::Refused(Refusal::new(move |name| {
                 format!(
                     "{} {python}: did not answer as feedbench's LeRobot driver ({status}){tail}",
                     name(Setting::Python)
                 )
-            })))
+            }))),
+        }
+    }
+
+    /// Kills the driver's process group (the driver and its workers) and reaps the driver.
+    pub(super) fn stop(&mut self) {
+        // SAFETY: signals the process group this process made for its own child, not yet
+        // reaped (its workers keep the group, and so its id, alive).
+        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    /// Whether the driver has exited.
+    pub(super) fn exited(&mut self) -> bool {
+        self.child.try_wait().is_ok_and(|status| status.is_some())
+    }
+}
+
+/// A driver of its own for the request in `request_file`.
+fn once(
+    python: &Path,
+    driver: &Path,
+    request_file: &Path,
+    stopping: Option<&mut Stopping<'_>>,
+) -> Result<(Json, Json), LoaderError> {
+    let argument = request_file.to_string_lossy();
+    let mut driver = Driver::start(python, driver, &argument, Stdio::null())?;
+    let said = driver.hear(stopping, true)?;
+    driver.judge(said)
+}
+
+/// The error a driver's `error` message says, worded for people.
+fn driver_error(error: &Json) -> LoaderError {
+    let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
+    match ErrorKind::of(error) {
+        ErrorKind::Lerobot => {
+            LoaderError::Lerobot(format!("LeRobot's loader failed: {}", one_paragraph(message)))
+        }
+        // No LeRobot (or torch) in this Python: the setting that names it, as the front end
+        // spells it (`--python`, `loader.python`).
+        ErrorKind::Environment => {
+            let message = message.to_string();
+            LoaderError::Refused(Refusal::new(move |name| {
+                format!(
+                    "{message}: point {} at the environment you train with, or install \
+                     LeRobot there (pip install 'lerobot[dataset]')",
+                    name(Setting::Python)
+                )
+            }))
+        }
+        ErrorKind::Version | ErrorKind::Knob | ErrorKind::Arguments | ErrorKind::Reader => {
+            LoaderError::Lerobot(message.to_string())
         }
     }
 }
@@ -329,13 +414,6 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// Kills the driver's process group (the driver and its workers) and reaps the driver.
-fn stop_group(child: &mut Child) {
-    // SAFETY: signals the process group this process made for its own child, not yet reaped.
-    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-    let _ = child.wait();
-}
-
 /// The driver's exit status, once its output closed: it is stopped if it has not exited
 /// within `bound`.
 fn wait_within(child: &mut Child, bound: Duration) -> std::io::Result<ExitStatus> {
@@ -345,7 +423,8 @@ fn wait_within(child: &mut Child, bound: Duration) -> std::io::Result<ExitStatus
             return Ok(status);
         }
         if started.elapsed() > bound {
-            stop_group(child);
+            // SAFETY: signals the process group this process made for its own child.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
             return child.wait();
         }
         std::thread::sleep(Duration::from_millis(10));

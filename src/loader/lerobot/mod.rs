@@ -4,6 +4,8 @@
 //! train with.
 
 pub mod driver;
+pub mod protocol;
+mod session;
 pub mod train_run;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +23,10 @@ use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::{Window, WindowChoice};
 use crate::loader::batch::ImageFormat;
 
+pub use self::protocol::{
+    DriverStep, LerobotRun, LerobotVersions, PolicyStep, PolicySteps, StepParts,
+};
+pub use self::session::runs_built;
 pub use super::knobs::LoaderBackend;
 
 /// LeRobot's video decoding backend.
@@ -71,116 +77,6 @@ pub struct FedStep {
     pub device: tch::Device,
 }
 
-/// The versions the driver ran with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LerobotVersions {
-    /// LeRobot's version.
-    pub lerobot: String,
-    /// PyTorch's.
-    pub torch: String,
-    /// Python's.
-    pub python: String,
-    /// The interpreter.
-    pub executable: String,
-    /// The video backend LeRobot chose (None without video).
-    #[serde(default)]
-    pub video_backend: Option<String>,
-    /// What lerobot-train built, where the loader is its run's (`--lerobot-train`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lerobot_train: Option<BuiltRun>,
-}
-
-/// What LeRobot's loader measured in one `load` request.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct LerobotRun {
-    /// Batches measured.
-    pub batches: usize,
-    /// Samples in them.
-    pub samples: usize,
-    /// Bytes of their tensors.
-    pub bytes: u64,
-    /// Wall time of the measured batches, seconds.
-    pub wall_s: f64,
-    /// Wall ms from one measured batch to the next (step included).
-    pub batch_ms: Vec<f64>,
-    /// Per batch, ms the main process waited for it.
-    pub wait_ms: Vec<f64>,
-    /// Per batch, ms of its copy to the fed step's device (empty without a step).
-    #[serde(default)]
-    pub h2d_ms: Vec<f64>,
-    /// CPU seconds of the main process over the measured batches.
-    pub main_cpu_s: f64,
-    /// CPU seconds of the worker processes over them.
-    pub workers_cpu_s: f64,
-    /// Peak memory of the main process and its workers together, bytes.
-    pub peak_memory_bytes: u64,
-    /// `pss` (proportional set size: shared pages counted once) or `rss`.
-    pub memory: String,
-    /// CPU seconds the driver spent measuring memory (its cost to the loader it measures);
-    /// 0 from drivers before it said.
-    #[serde(default)]
-    pub observer_cpu_s: f64,
-    /// Seconds from starting the iterator to the first batch (workers' start-up included).
-    pub first_batch_s: f64,
-    /// The parts of each step, where the step was lerobot-train's policy's.
-    #[serde(default)]
-    pub parts: Option<StepParts>,
-    /// Per top-level module of that policy, its forward ms each step, in the policy's order.
-    #[serde(default)]
-    pub modules_ms: serde_json::Map<String, Json>,
-    /// The most device memory a step took (CUDA).
-    #[serde(default)]
-    pub peak_device_bytes: Option<u64>,
-}
-
-/// A lerobot-train run's step alone: its policy's `update_policy` on one batch, again and again.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct PolicySteps {
-    /// Each measured step.
-    pub steps: Vec<PolicyStep>,
-    /// The policy's parameters.
-    pub parameters: usize,
-    /// Where it ran, as PyTorch names it (`cpu`, `cuda:0`).
-    pub device: String,
-    /// Samples in the batch.
-    pub batch: usize,
-    /// accelerate's mixed precision: `no`, `bf16` or `fp16`.
-    pub mixed_precision: String,
-    /// PyTorch's intra-op threads.
-    pub threads: i32,
-    /// The last step's loss.
-    pub loss: f64,
-    /// The most device memory a step took (CUDA).
-    #[serde(default)]
-    pub peak_device_bytes: Option<u64>,
-}
-
-/// One step of a [`PolicySteps`], ms.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-pub struct PolicyStep {
-    /// The hand-over: uint8 cameras to float32, the pre-processor.
-    pub h2d_ms: f64,
-    /// The policy's forward and loss.
-    pub forward_ms: f64,
-    /// The backward pass and the grad clip.
-    pub backward_ms: f64,
-    /// The optimizer and scheduler steps.
-    pub optimizer_ms: f64,
-    /// The whole `update_policy`.
-    pub update_ms: f64,
-}
-
-/// The parts of lerobot-train's `update_policy`, ms per measured step.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct StepParts {
-    /// The policy's forward and loss.
-    pub forward_ms: Vec<f64>,
-    /// The backward pass through accelerate and the grad clip.
-    pub backward_ms: Vec<f64>,
-    /// The optimizer and scheduler steps.
-    pub optimizer_ms: Vec<f64>,
-}
-
 /// What a LeRobot loader's batches feed in a measurement.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Feeding {
@@ -195,17 +91,6 @@ pub enum Feeding {
 
 /// Whether a driver's measurement may end, asked of the batches it reported so far.
 pub type StopWhen<'a> = &'a dyn Fn(&[DriverStep]) -> bool;
-
-/// One measured batch of a `load` as the driver reports it while it runs, ms.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-pub struct DriverStep {
-    /// Waiting for the batch.
-    pub wait_ms: f64,
-    /// Its copy to the fed step's device (0 without a step).
-    pub h2d_ms: f64,
-    /// The whole iteration: the wait, the copy and the step's compute.
-    pub whole_ms: f64,
-}
 
 /// A policy's own step asked of a loader that is no lerobot-train run's: only such a run has
 /// one (the front end names where its arguments go).
