@@ -207,6 +207,8 @@ impl FakeCell {
                 decode_limit,
                 batch_ms: Vec::new(),
                 first_batch_s: None,
+                epoch_start_wait_ms: None,
+                steady_wait_ms: None,
                 lerobot: None,
                 cache: self.cache.clone(),
                 frames: self.frames,
@@ -244,6 +246,8 @@ impl FakeCell {
                     p95_pct: p95,
                     verdict: Verdict::of(self.input_bound_pct),
                 },
+                epoch_start_wait_ms: None,
+                steady_wait_ms: None,
                 data_s: wait / 1e3,
                 updt_s: (train_step - wait) / 1e3,
                 process_cpu_ms_per_sample: cpu_ms_per_sample * 2.0,
@@ -268,6 +272,7 @@ impl FakeCell {
                             step_ms,
                             backbone_ms: None,
                             unet_ms: None,
+                            epoch_position: None,
                         }
                     })
                     .collect(),

@@ -1,7 +1,9 @@
 //! `feedbench doctor LOG`: a lerobot-train log read, nothing measured. A log a real
 //! lerobot-train run wrote (ACT on a generated two-camera dataset, CPU, batch 4, 2 workers,
-//! 10 steps logged each step) read to its figures; a fresh run of the installed lerobot-train
-//! read the same way; and files that are no such log refused by name.
+//! 10 steps logged each step) read to its figures; two real runs over 3.5 epochs, one with
+//! LeRobot's reader (its data_s spikes at each epoch start) and one with feedbench's (epochs back
+//! to back); a fresh run of the installed lerobot-train read the same way; and files that are no
+//! such log refused by name.
 
 use std::path::Path;
 
@@ -9,6 +11,43 @@ use crate::common;
 
 fn fixture() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lerobot-train/act-cpu.log")
+}
+
+/// One of the two real diffusion runs (CPU, batch 8, 2 workers, 60 steps logged each step, a
+/// generated pusht-shaped dataset of 4 × 40 frames: 17 batches an epoch), with LeRobot's reader
+/// (`lerobot`) or feedbench's (`feedbench`).
+fn epochs_fixture(reader: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/lerobot-train/diffusion-cpu-epochs-{reader}-reader.log"))
+}
+
+#[test]
+fn the_stall_at_each_epoch_start_is_named_where_a_real_log_has_it() {
+    let stalled = epochs_fixture("lerobot");
+    let (ok, out, err) = common::feedbench(&["doctor", stalled.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let stall = &value["summary"]["epoch_stall"];
+    // Epochs start at steps 18, 35 and 52 (17 batches each); lerobot-train's epch counts 20.
+    assert_eq!((stall["stalls"].as_u64(), stall["period_steps"].as_f64()), (Some(3), Some(17.0)));
+    assert!((stall["epoch_steps"].as_f64().unwrap() - 20.0).abs() < 0.1, "{stall}");
+    assert!(stall["per_epoch_s"].as_f64().unwrap() > 0.03, "{stall}");
+    let (ok, text, _) = common::feedbench(&["doctor", stalled.to_str().unwrap()]);
+    assert!(
+        ok && text
+            .contains("Epoch starts stall: data_s is 56.3 ms at 3 logged steps, every 17 steps"),
+        "{text}"
+    );
+    assert!(text.contains("feedbench-lerobot-train (the same arguments)"), "{text}");
+    // The same run with feedbench's reader: nothing to name.
+    let chained = epochs_fixture("feedbench");
+    let (ok, out, err) = common::feedbench(&["doctor", chained.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(value["summary"]["epoch_stall"], serde_json::Value::Null, "{out}");
+    assert_eq!(value["steps"].as_array().unwrap().len(), 60);
+    let (_, text, _) = common::feedbench(&["doctor", chained.to_str().unwrap()]);
+    assert!(!text.contains("Epoch starts stall"), "{text}");
 }
 
 #[test]

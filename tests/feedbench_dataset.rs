@@ -136,16 +136,19 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
     for arg in ["--dataset.eval_split=0.34", "--max_eval_samples=8", "--eval_steps=2"] {
         args.push(arg.into());
     }
+    // Over three epochs and into a fourth: feedbench's reader takes them back to back (its
+    // DataLoader never drains), with the batches lerobot-train takes epoch by epoch.
+    const STEPS: usize = 40;
     let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
     for out in [&theirs, &ours] {
         std::fs::create_dir_all(out).unwrap();
     }
     let (lerobot_built, lerobot_log) =
-        crate::lerobot_train::recorded_run(&python, &args, 2, &theirs, Some(&package));
+        crate::lerobot_train::recorded_run(&python, &args, STEPS, &theirs, Some(&package));
     std::fs::remove_dir_all(dir.path().join("run")).ok();
     let with_reader = [&["--feedbench-reader".to_string()][..], &args].concat();
     let (built, log) =
-        crate::lerobot_train::recorded_run(&python, &with_reader, 2, &ours, Some(&package));
+        crate::lerobot_train::recorded_run(&python, &with_reader, STEPS, &ours, Some(&package));
 
     assert_eq!(
         built["feedbench_datasets"], 3,
@@ -156,7 +159,23 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
     dataloader["dataset"] = "FeedbenchDataset".into();
     assert_eq!(built["dataloader"], dataloader, "LeRobot's DataLoader, as it builds it");
     let steps = log.lines().filter(|l| l.contains("step:") && l.contains("loss:")).count();
-    assert_eq!(steps, 2, "lerobot-train logs each of its 2 steps:\n{log}");
+    assert_eq!(steps, STEPS, "lerobot-train logs each of its steps:\n{log}");
+    // The sampler's samples of an epoch: the train split's episodes less the frames dropped.
+    let sampler = &built["sampler"];
+    let index = |key: &str| -> Vec<i64> {
+        sampler[key].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect()
+    };
+    let (from, to) = (index("dataset_from_indices"), index("dataset_to_indices"));
+    let used: Vec<usize> = sampler["episode_indices_to_use"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
+    let drop = sampler["drop_n_last_frames"].as_i64().unwrap();
+    let samples: i64 = used.iter().map(|&e| to[e] - from[e] - drop).sum();
+    let per_epoch = (samples as usize).div_ceil(4);
+    assert!(STEPS > 3 * per_epoch, "{STEPS} steps span three epochs of {per_epoch} batches");
     let eval_loss = |log: &str| {
         log.lines()
             .find_map(|l| l.split_once("eval_loss=").map(|(_, v)| v.trim().to_string()))
@@ -170,7 +189,7 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
             .collect::<Vec<_>>()
     };
     let (ours, theirs) = (batches(&ours), batches(&theirs));
-    assert_eq!(ours.len(), 2 * 12, "two batches of 11 tensors and the strings");
+    assert_eq!(ours.len(), STEPS * 12, "the batches, each 11 tensors and the strings");
     assert_eq!(
         ours.iter().map(|f| &f.0).collect::<Vec<_>>(),
         theirs.iter().map(|f| &f.0).collect::<Vec<_>>()
@@ -290,4 +309,63 @@ fn tune_answers_for_a_lerobot_train_run_with_either_reader() {
     assert!(!ok && stderr.contains("feedbench's reader is not installed for"), "{stderr}");
     let (ok, _, stderr) = feedbench_with(None, &["load", "/nowhere", "--loader", reader[1]]);
     assert!(!ok && stderr.contains("add --lerobot-train"), "{stderr}");
+}
+
+#[test]
+fn feedbench_reader_takes_epochs_back_to_back_where_lerobots_stalls_at_each_start() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    // 3 episodes of 24 frames, less 7 dropped from each: 51 samples, 7 batches of 8 an epoch;
+    // 30 steps span 4 epochs. A step of 150 ms that two workers keep fed.
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 3, 24, &[]);
+    let text = format!(
+        "--dataset.repo_id=local/pusht --dataset.root={} --policy.type=diffusion \
+         --policy.device=cpu --policy.push_to_hub=false \
+         --policy.pretrained_backbone_weights=null --policy.down_dims=[32,64,128] \
+         --wandb.enable=false --batch_size=8 --num_workers=2",
+        data.display()
+    );
+    let waits = |loader: &str| {
+        let args = [
+            "train",
+            "--lerobot-train",
+            &text,
+            "--python",
+            python.to_str().unwrap(),
+            "--loader",
+            loader,
+            "--model",
+            "synthetic:150ms",
+            "--steps",
+            "30",
+            "--warmup",
+            "2",
+            "--json",
+        ];
+        let (ok, stdout, stderr) = feedbench_with(Some(&package), &args);
+        assert!(ok, "{stderr}");
+        let phase: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let positions: Vec<u64> = phase["per_step"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["epoch_position"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            positions.iter().filter(|&&p| p == 0).count(),
+            4,
+            "4 epoch starts: {positions:?}"
+        );
+        let ms = |key: &str| phase[key].as_f64().unwrap_or_else(|| panic!("{key}: {phase}"));
+        (ms("epoch_start_wait_ms"), ms("steady_wait_ms"))
+    };
+    let (start, steady) = waits("lerobot-train");
+    assert!(start > 3.0 * steady.max(1.0), "LeRobot's reader stalls: {start} ms against {steady}");
+    let (start, steady) = waits("feedbench-lerobot-train");
+    assert!(
+        start <= (1.5 * steady).max(steady + 2.0),
+        "feedbench's reader does not: {start} ms against {steady}"
+    );
 }

@@ -48,17 +48,75 @@ def streaming_refused(*args, **kwargs):
                   "reader, not feedbench's; run lerobot-train itself for it, or drop the flag")
 
 
+class EpochChain:
+    """A DataLoader's batch sampler taken epoch after epoch without end: the batches of each
+    epoch exactly as the batch sampler gives them (its last, short batch included), the next
+    epoch's drawn from the sampler as soon as this one's are all handed out. The DataLoader then
+    never drains at an epoch boundary: its workers decode the next epoch's first batches while
+    the training loop takes this one's last. Its length is one epoch's, as the DataLoader's
+    length was; `sampler` is the batch sampler's, where accelerate sets the epoch."""
+
+    def __init__(self, batch_sampler):
+        self.batch_sampler = batch_sampler
+        self.sampler = batch_sampler.sampler
+        self.batch_size, self.drop_last = batch_sampler.batch_size, batch_sampler.drop_last
+
+    def __iter__(self):
+        while True:
+            empty = True
+            for batch in self.batch_sampler:
+                empty = False
+                yield batch
+            if empty:  # an epoch without a batch would loop here for ever
+                return
+
+    def __len__(self):
+        return len(self.batch_sampler)
+
+
+def chain_epochs(loader):
+    """Makes `loader` (PyTorch's DataLoader, or accelerate's around one) take its epochs back to
+    back ([`EpochChain`]) where it batches an EpisodeAwareSampler's indices in one process, as
+    lerobot-train's does; any other loader is left as it is (accelerate's shards for several
+    processes pad each epoch's end, which a chain would change). Whether it did."""
+    import torch
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    base = getattr(loader, "base_dataloader", loader)
+    batches = getattr(base, "batch_sampler", None)
+    if type(batches) is not torch.utils.data.BatchSampler:
+        return isinstance(batches, EpochChain)
+    if not isinstance(batches.sampler, EpisodeAwareSampler):
+        return False
+    # PyTorch refuses to set a DataLoader's batch sampler once it is built; its iterators read
+    # it when they start, as they would read the one it was built with.
+    object.__setattr__(base, "batch_sampler", EpochChain(batches))
+    return True
+
+
 def use_feedbench_reader():
-    """Makes LeRobot's dataset factory build FeedbenchDataset where it builds LeRobotDataset."""
+    """Makes LeRobot's dataset factory build FeedbenchDataset where it builds LeRobotDataset,
+    and lerobot-train's loop take its DataLoader's epochs back to back ([`chain_epochs`]: the
+    same batches in the same order, without the stall at each epoch's start)."""
     import functools
 
     import lerobot.datasets.factory as factory
+    import lerobot.scripts.lerobot_train as train
 
     from feedbench.lerobot import FeedbenchDataset
 
     factory.LeRobotDataset = functools.partial(FeedbenchDataset, collated_batches=True)
     if hasattr(factory, "StreamingLeRobotDataset"):
         factory.StreamingLeRobotDataset = streaming_refused
+    if not getattr(train.cycle, "chains_epochs", False):
+        cycle = train.cycle
+
+        def chaining_cycle(iterable):
+            chain_epochs(iterable)
+            return cycle(iterable)
+
+        chaining_cycle.chains_epochs = True
+        train.cycle = chaining_cycle
 
 
 def main():

@@ -43,6 +43,9 @@ pub(super) struct LoaderRun {
     pub cache: Option<CacheFigures>,
     /// What a cache of every camera frame would take, where the loader knows.
     pub frames: Option<FramesSize>,
+    /// Per measured batch, which batch of its epoch it was (0: the first); empty where the
+    /// loader does not say.
+    pub epoch_position: Vec<usize>,
 }
 
 impl LoaderRun {
@@ -53,6 +56,9 @@ impl LoaderRun {
         let samples_per_s = samples as f64 / wall_s;
         let per_sample = |cpu: Duration| cpu.as_secs_f64() * 1e3 / samples.max(1) as f64;
         let loader_cpu = stage::LOADER.iter().filter_map(|s| self.timing.get(s)).map(|t| t.cpu);
+        let positions = self.epoch_position.iter().map(|&p| Some(p));
+        let (epoch_start_wait_ms, steady_wait_ms) =
+            epoch_waits(positions.zip(self.batch_ms.iter().copied()), self.config.workers.max(1));
         LoaderPhase {
             // The decode-only limit is that of decoding every frame; a cache copies some.
             decode_limit: decode_limit(&self.timing, samples, self.decoding_threads(), self.cores)
@@ -72,6 +78,8 @@ impl LoaderRun {
             timing: self.timing,
             batch_ms: self.batch_ms,
             first_batch_s: self.first_batch_s,
+            epoch_start_wait_ms,
+            steady_wait_ms,
             lerobot: self.lerobot,
             cache: self.cache,
             frames: self.frames,
@@ -216,6 +224,26 @@ pub(super) struct TrainRun {
     pub modules_ms: Vec<(String, Vec<f64>)>,
     /// The most device memory a step took (CUDA), where the step reports it.
     pub peak_device_bytes: Option<u64>,
+    /// How many of an epoch's first batches count as its start: one per worker (the batches
+    /// the workers begin an epoch with), one without workers.
+    pub epoch_start_batches: usize,
+}
+
+/// The mean wait of the batches that were one of an epoch's first `first` (one at least), and
+/// of the rest, ms, from each batch's (position in its epoch, wait); None for a side no batch
+/// falls in (or where the loader gave no positions).
+fn epoch_waits(
+    waits: impl Iterator<Item = (Option<usize>, f64)> + Clone,
+    first: usize,
+) -> (Option<f64>, Option<f64>) {
+    let mean = |start: bool| {
+        let (n, sum) = waits
+            .clone()
+            .filter(|(p, _)| p.is_some_and(|p| (p < first.max(1)) == start))
+            .fold((0, 0.0), |(n, sum), (_, wait)| (n + 1, sum + wait));
+        (n > 0).then(|| sum / n as f64)
+    };
+    (mean(true), mean(false))
 }
 
 impl TrainRun {
@@ -237,6 +265,8 @@ impl TrainRun {
             steps.iter().map(f).sum::<f64>() / 1e3 / steps.len().max(1) as f64
         };
         let wall_s = self.wall.as_secs_f64();
+        let waits = steps.iter().map(|s| (s.epoch_position, s.wait_ms));
+        let (epoch_start_wait_ms, steady_wait_ms) = epoch_waits(waits, self.epoch_start_batches);
         TrainPhase {
             steps: steps.len(),
             samples: self.samples,
@@ -247,6 +277,8 @@ impl TrainRun {
             h2d: stats(&|s| s.h2d_ms),
             compute: stats(&|s| (s.step_ms - s.h2d_ms).max(0.0)),
             input_bound: InputBound { median_pct, p95_pct, verdict: Verdict::of(median_pct) },
+            epoch_start_wait_ms,
+            steady_wait_ms,
             data_s: mean_s(|s| s.wait_ms + s.h2d_ms),
             updt_s: mean_s(|s| (s.step_ms - s.h2d_ms).max(0.0)),
             process_cpu_ms_per_sample: self.process_cpu.as_secs_f64() * 1e3
@@ -274,7 +306,31 @@ mod tests {
             step_ms,
             backbone_ms: None,
             unet_ms: None,
+            epoch_position: None,
         }
+    }
+
+    #[test]
+    fn the_wait_of_an_epochs_first_batches_is_told_apart_from_the_rest() {
+        // Epochs of 5 batches, 2 workers: positions 0 and 1 start an epoch.
+        let steps: Vec<StepSample> = [(3, 1.0), (4, 1.0), (0, 40.0), (1, 20.0), (2, 2.0)]
+            .iter()
+            .map(|&(position, wait)| StepSample {
+                epoch_position: Some(position),
+                ..sample(wait, 0.0, 10.0)
+            })
+            .collect();
+        let waits = |steps: &[StepSample], first| {
+            epoch_waits(
+                steps.iter().map(|s| (s.epoch_position, s.wait_ms)).collect::<Vec<_>>().into_iter(),
+                first,
+            )
+        };
+        assert_eq!(waits(&steps, 2), (Some(30.0), Some(4.0 / 3.0)));
+        assert_eq!(waits(&steps, 0), (Some(40.0), Some(24.0 / 4.0)), "no workers: one");
+        assert_eq!(waits(&steps[..2], 2), (None, Some(1.0)), "no epoch start measured");
+        let unknown: Vec<StepSample> = (0..3).map(|_| sample(5.0, 0.0, 10.0)).collect();
+        assert_eq!(waits(&unknown, 2), (None, None), "positions unknown");
     }
 
     #[test]
@@ -289,6 +345,7 @@ mod tests {
             timing: TimingTree::default(),
             modules_ms: Vec::new(),
             peak_device_bytes: None,
+            epoch_start_batches: 1,
         };
         let phase = run.figures();
         // Shares 10 %, 40 % and 77.5 %: the median is 40 %, highly input-bound.

@@ -38,6 +38,7 @@ pub fn run_lerobot_loader_phase(
         peak_rss_bytes: Some(run.peak_memory_bytes),
         timing,
         first_batch_s: Some(run.first_batch_s),
+        epoch_position: run.epoch_position.clone(),
         lerobot: Some(versions),
         cache: None,
         frames: None,
@@ -112,6 +113,10 @@ pub fn run_lerobot_train_phase(
         .zip(h2d)
         .map(|((&wait_ms, &whole_ms), h2d_ms)| step_sample(wait_ms, h2d_ms, whole_ms))
         .collect();
+    // Which batch of its epoch each was, where the driver says.
+    for (sample, &position) in per_step.iter_mut().zip(&run.epoch_position) {
+        sample.epoch_position = Some(position);
+    }
     // The policy's own step says its parts.
     if let Some(parts) = &run.parts {
         let each = parts.forward_ms.iter().zip(&parts.backward_ms).zip(&parts.optimizer_ms);
@@ -139,6 +144,7 @@ pub fn run_lerobot_train_phase(
         timing: process_timing(loader, &run),
         modules_ms,
         peak_device_bytes: run.peak_device_bytes,
+        epoch_start_batches: loader.spec().config.workers.max(1),
     };
     Ok(figures.figures())
 }
@@ -192,6 +198,7 @@ fn step_sample(wait_ms: f64, h2d_ms: f64, whole_ms: f64) -> StepSample {
         step_ms: (whole_ms - wait_ms).max(0.0),
         backbone_ms: None,
         unet_ms: None,
+        epoch_position: None,
     }
 }
 

@@ -82,6 +82,7 @@ pub fn run_loader_phase(
     // Samples and wall ms of the measured batches of the first epoch, and of the later ones.
     let mut epochs = [(0usize, 0.0f64); 2];
     let (mut batch_ms, mut samples, mut bytes) = (Vec::with_capacity(batches), 0, 0);
+    let mut epoch_position = Vec::with_capacity(batches);
     let mut last = clock.wall;
     let (mut first_batch_s, mut frames) = (None, None);
     for iteration in schedule(warmup, batches) {
@@ -103,6 +104,7 @@ pub fn run_loader_phase(
                 let later = usize::from(warmup + batch_ms.len() >= per_epoch);
                 epochs[later].0 += batch.size;
                 epochs[later].1 += ms;
+                epoch_position.push((warmup + batch_ms.len()) % per_epoch);
                 batch_ms.push(ms);
                 last = now;
                 samples += batch.size;
@@ -123,6 +125,7 @@ pub fn run_loader_phase(
         process_cpu,
         peak_rss_bytes: peak_rss_bytes(),
         first_batch_s,
+        epoch_position,
         lerobot: None,
         cache: loader.cache().map(|cache| {
             let rate =
@@ -228,7 +231,8 @@ pub fn run_train_phase(
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
     let mut stream = start_epochs(loader)?;
-    for iteration in schedule(warmup, steps) {
+    let per_epoch = stream.per_epoch();
+    for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
         let batch = stream.next().expect("epoch after epoch: the stream does not end");
         let wait = asked.elapsed();
@@ -247,7 +251,11 @@ pub fn run_train_phase(
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
                 samples += batch.size;
-                per_step.push(StepSample::of(wait, &times, whole));
+                let position = Some(taken % per_epoch);
+                per_step.push(StepSample {
+                    epoch_position: position,
+                    ..StepSample::of(wait, &times, whole)
+                });
                 record_step(&mut timing, &times);
                 on_step(per_step.len());
                 if until.is_some_and(|until| until(&per_step)) {
@@ -267,6 +275,7 @@ pub fn run_train_phase(
         timing,
         modules_ms: Vec::new(),
         peak_device_bytes: None,
+        epoch_start_batches: loader.config().workers.max(1),
     };
     Ok(run.figures())
 }

@@ -71,6 +71,14 @@ pub struct LoaderPhase {
     /// None in results written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_batch_s: Option<f64>,
+    /// Mean ms of the batches that were an epoch's first (one per worker): where a loader
+    /// that drains at each epoch's end makes its consumer wait. None where none was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_start_wait_ms: Option<f64>,
+    /// Mean ms of the other batches (None where the loader did not say which batch of its
+    /// epoch each was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_wait_ms: Option<f64>,
     /// With a decoded-frame cache (the loader's `cache`): what it held and gave. None without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheFigures>,
@@ -155,6 +163,9 @@ pub struct StepSample {
     /// The UNet's forward and backward, when the step reports its parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unet_ms: Option<f64>,
+    /// Which batch of its epoch the step took (0: the epoch's first), where the loader says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_position: Option<usize>,
 }
 
 impl StepSample {
@@ -170,6 +181,7 @@ impl StepSample {
             step_ms,
             backbone_ms: None,
             unet_ms: None,
+            epoch_position: None,
         }
     }
 
@@ -187,6 +199,7 @@ impl StepSample {
             step_ms: ms(whole.max(t.total)),
             backbone_ms: t.components.map(|c| ms(c.backbone_forward + c.backbone_backward)),
             unet_ms: t.components.map(|c| ms(c.unet_forward + c.unet_backward)),
+            epoch_position: None,
         }
     }
 }
@@ -344,6 +357,15 @@ pub struct TrainPhase {
     pub compute: Stats,
     /// `(wait + h2d) / step` per step.
     pub input_bound: InputBound,
+    /// Mean wait of the steps that took an epoch's first batches (one per worker), ms: where
+    /// a loader that drains at each epoch's end makes the step wait. None where no measured
+    /// step took one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_start_wait_ms: Option<f64>,
+    /// Mean wait of the other steps, ms (None where every step took an epoch's first batches,
+    /// or the loader did not say which batch of its epoch each was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_wait_ms: Option<f64>,
     /// Mean wait and hand-over (h2d) per step, seconds: lerobot-train's `data_s` (its batch's
     /// move to the device, uint8 conversion and pre-processor are in it).
     pub data_s: f64,
