@@ -122,7 +122,7 @@ fn what_it_cannot_read_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
-    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 4);
+    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 9);
 }
 
 #[test]
@@ -317,7 +317,8 @@ fn feedbench_reader_takes_epochs_back_to_back_where_lerobots_stalls_at_each_star
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     // 3 episodes of 24 frames, less 7 dropped from each: 51 samples, 7 batches of 8 an epoch;
-    // 30 steps span 4 epochs. A step of 150 ms that two workers keep fed.
+    // 30 steps span 4 epochs. A step of 300 ms that two workers keep fed, with room for a
+    // machine that runs other tests beside this one.
     let data = dir.path().join("pusht");
     common::synth_pusht(&data, 3, 24, &[]);
     let text = format!(
@@ -337,7 +338,7 @@ fn feedbench_reader_takes_epochs_back_to_back_where_lerobots_stalls_at_each_star
             "--loader",
             loader,
             "--model",
-            "synthetic:150ms",
+            "synthetic:300ms",
             "--steps",
             "30",
             "--warmup",
@@ -365,7 +366,7 @@ fn feedbench_reader_takes_epochs_back_to_back_where_lerobots_stalls_at_each_star
     assert!(start > 3.0 * steady.max(1.0), "LeRobot's reader stalls: {start} ms against {steady}");
     let (start, steady) = waits("feedbench-lerobot-train");
     assert!(
-        start <= (1.5 * steady).max(steady + 2.0),
+        start <= (1.5 * steady).max(steady + 3.0),
         "feedbench's reader does not: {start} ms against {steady}"
     );
 }

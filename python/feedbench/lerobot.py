@@ -31,6 +31,7 @@ import functools
 import json
 import logging
 import math
+import operator
 import os
 import sys
 import threading
@@ -196,6 +197,22 @@ def _join_feeder_at_exit():
     atexit.register(join)
 
 
+def position(index, count):
+    """`index` of a dataset of `count` items as a position from 0 (a negative one from the
+    end), as a list takes it: an integer (not a float, which a list refuses too) within range,
+    else TypeError or IndexError naming it."""
+    try:
+        number = operator.index(index)
+    except TypeError:
+        raise TypeError(f"dataset index {index!r}: expected an integer (or a slice), not "
+                        f"{type(index).__name__}") from None
+    at = number + count if number < 0 else number
+    if not 0 <= at < count:
+        raise IndexError(f"dataset index {number} is out of range: the dataset has {count} items "
+                         f"(0 to {count - 1}, or -{count} to -1 from the end)")
+    return at
+
+
 class FeedbenchDataset(torch.utils.data.Dataset):
     """A LeRobot dataset read by feedbench's native reader: `LeRobotDataset`'s items, decoded
     by native threads. Arguments as `LeRobotDataset`'s; `video_backend` is accepted and ignored
@@ -245,8 +262,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
             raise ReaderError(
                 f"{info}: no such file: FeedbenchDataset reads a dataset on disk and downloads "
                 f"nothing (pass root= the dataset's directory)")
-        self._info = json.loads(info.read_text(encoding="utf-8"))
+        # The reader first: it refuses what it cannot read naming the file and key (a corrupt
+        # info.json among them), before Python reads the features from the same file.
         self._reader = self._open()
+        self._info = json.loads(info.read_text(encoding="utf-8"))
         self.meta = _lerobot_meta(repo_id, self.root, revision)
         self._order = None
         self._hf_dataset = None
@@ -355,7 +374,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         reader's threads."""
         reader = self._native()
         count = len(reader)
-        positions = [int(idx) + count if int(idx) < 0 else int(idx) for idx in indices]
+        positions = [position(idx, count) for idx in indices]
         return reader, positions, self.reader_threads or default_reader_threads()
 
     def _items(self, indices):

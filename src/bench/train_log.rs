@@ -280,13 +280,14 @@ fn step_metrics(path: &Path, line_no: usize, line: &str) -> Result<StepMetrics, 
     for token in line.split_whitespace() {
         let Some((key, value)) = token.split_once(':') else { continue };
         let seconds = || {
-            value.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| {
-                TrainLogError::BadValue {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    key: key.to_string(),
-                    value: value.to_string(),
-                }
+            // A step of more than MOST_STEP_S is no step a log reports (1.7e308 would make
+            // every sum of them infinite).
+            let step_like = |v: &f64| v.is_finite() && (0.0..=MOST_STEP_S).contains(v);
+            value.parse::<f64>().ok().filter(step_like).ok_or_else(|| TrainLogError::BadValue {
+                path: path.to_path_buf(),
+                line: line_no,
+                key: key.to_string(),
+                value: value.to_string(),
             })
         };
         match key {
@@ -299,6 +300,9 @@ fn step_metrics(path: &Path, line_no: usize, line: &str) -> Result<StepMetrics, 
     }
     Ok((data_s, update_s, step, epoch))
 }
+
+/// The most seconds a logged step's data_s or updt_s may be: a year.
+const MOST_STEP_S: f64 = 365.0 * 86_400.0;
 
 /// A number as LeRobot's `format_big_number` writes it: `200`, `1K`, `2.5M`.
 fn big_number(text: &str) -> Option<f64> {
@@ -440,6 +444,8 @@ INFO 2026-11-26 10:00:33 ot_train.py:640 step:3 smpl:24 ep:0 epch:0.08 loss:7.00
         assert_eq!(log.summary().verdict, Verdict::HighlyInputBound, "one step, kept");
         let bad = TrainLog::parse(Path::new("l"), "a\nstep:2 updt_s:nan data_s:0.1").unwrap_err();
         assert_eq!(bad.to_string(), "l:2: `updt_s:nan` is not a number of seconds");
+        let huge = TrainLog::parse(Path::new("l"), "step:2 updt_s:1 data_s:1.7e308").unwrap_err();
+        assert_eq!(huge.to_string(), "l:1: `data_s:1.7e308` is not a number of seconds");
         let none = TrainLog::parse(Path::new("l"), "hello\nworld").unwrap_err();
         assert!(none.to_string().contains("no logged step"), "{none}");
     }

@@ -241,11 +241,39 @@ def refusals(root):
         info_path.write_text(json.dumps(info, indent=4))
         refused("a depth-map camera", lambda: FeedbenchDataset("local/x", root=depth), ReaderError,
                 camera, "depth map")
+        corrupt = Path(scratch) / "corrupt"
+        shutil.copytree(root, corrupt)
+        (corrupt / "meta" / "info.json").write_text('{"codebase_version": "v3.0", "fps": ')
+        refused("a corrupt meta/info.json", lambda: FeedbenchDataset("local/x", root=corrupt),
+                ReaderError, str(corrupt / "meta" / "info.json"))
     refused("a delta for no feature",
             lambda: FeedbenchDataset("local/x", root=root, delta_timestamps={"observation.nothing": [0.0]}),
             ReaderError, "observation.nothing")
     dataset = FeedbenchDataset("local/x", root=root)
     refused("an index past the end", lambda: dataset[len(dataset)], IndexError, str(len(dataset)))
+    refused("a float index", lambda: dataset[1.5], TypeError, "1.5")
+    refused("an index far below the start", lambda: dataset[-10**6], IndexError, str(-10**6))
+    refused("an index past any integer", lambda: dataset[2**64], IndexError, str(2**64))
+    with tempfile.TemporaryDirectory() as scratch:
+        damaged = Path(scratch) / "damaged"
+        shutil.copytree(root, damaged)
+        video = sorted(damaged.glob("videos/**/*.mp4"))[0]
+        video.write_bytes(video.read_bytes()[:2000])
+        worker_error(FeedbenchDataset("local/x", root=damaged), str(video))
+
+
+def worker_error(dataset, named):
+    """A reader error in a DataLoader's spawned worker reaches the main process as the
+    ReaderError it is, naming the file (it would not pickle, and the main process waited for
+    it for ever); the DataLoader's own timeout bounds the wait here."""
+    import torch
+
+    from feedbench.lerobot import ReaderError
+
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2, timeout=120,
+                                         multiprocessing_context="spawn")
+    refused("a damaged video read by a DataLoader worker", lambda: [b for b in loader],
+            ReaderError, named)
 
 
 def write_lerobot(out):

@@ -23,8 +23,11 @@ use pyo3::types::{PyDict, PyList, PyString};
 
 mod batch;
 
+// Named by the package path it is imported from, so that pickle finds it: a DataLoader worker
+// sends its error to the main process pickled, and an error that does not pickle never arrives
+// (the main process waits for it for ever).
 pyo3::create_exception!(
-    _native,
+    feedbench._native,
     ReaderError,
     PyException,
     "A dataset the reader cannot read, or a request it refuses; the message names the file or key."
