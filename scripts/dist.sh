@@ -8,7 +8,8 @@
 #     lib/                 the shared libraries it needs beyond glibc, libstdc++, libgcc and
 #                          libtorch (FFmpeg's and the codecs'), each with RPATH $ORIGIN, and
 #                          stand-ins for those FFmpeg names but feedbench never calls
-#                          (lib/STUBS lists them)
+#                          (lib/STUBS lists them), each under a name of its own
+#                          (libavcodec-feedbench-HASH.so.59: lib/SONAMES maps them)
 #     configs/ datasets/ README.md docs/ (the README's linked pages)
 #     scripts/gpu-check.sh the CUDA path's check (it runs bin/feedbench)
 #
@@ -72,7 +73,32 @@ for soname in "${stubs[@]}"; do
     python3 scripts/stub_library.py "${resolved[$soname]}" "$soname" "$stage/lib/$soname" \
         $(ls "$stage"/lib/*.so* | grep -vxFf <(printf "$stage/lib/%s\n" "${stubs[@]}"))
 done
-printf '%s\n' "${stubs[@]}" > "$stage/lib/STUBS"
+# Names of their own, as auditwheel gives them: each library's soname (and file) gets
+# `-feedbench-HASH` (of its content) before `.so`, and every NEEDED entry (and symbol version
+# requirement) naming it follows. In a process that loads other copies of these libraries
+# (torchcodec's or PyAV's FFmpeg, the system's libX11 that libavdevice pulls in), theirs bind to
+# theirs and feedbench's to feedbench's; a stand-in never stands in for anyone else's library.
+# lib/SONAMES maps each original soname to its bundled name (wheel.py renames the module's).
+declare -A renamed
+for path in "$stage"/lib/*.so*; do
+    soname=$(basename "$path")
+    stem=${soname%%.so*}
+    renamed[$soname]="${stem}-feedbench-$(sha256sum "$path" | cut -c1-8)${soname#"$stem"}"
+done
+for soname in "${!renamed[@]}"; do
+    mv "$stage/lib/$soname" "$stage/lib/${renamed[$soname]}"
+    patchelf --set-soname "${renamed[$soname]}" "$stage/lib/${renamed[$soname]}"
+done
+rename_needed() {  # file: its NEEDED entries that name a bundled library, renamed
+    local needed replace=()
+    for needed in $(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+        [ -z "${renamed[$needed]:-}" ] || replace+=(--replace-needed "$needed" "${renamed[$needed]}")
+    done
+    [ ${#replace[@]} -eq 0 ] || patchelf "${replace[@]}" "$1"
+}
+for path in "$stage"/lib/*.so* "$stage/bin/feedbench.bin"; do rename_needed "$path"; done
+for soname in "${!renamed[@]}"; do echo "$soname ${renamed[$soname]}"; done | sort > "$stage/lib/SONAMES"
+for soname in "${stubs[@]}"; do echo "${renamed[$soname]}"; done > "$stage/lib/STUBS"
 patchelf --set-rpath '$ORIGIN/../lib' "$stage/bin/feedbench.bin"
 
 cat > "$stage/bin/feedbench" <<'LAUNCHER'
@@ -104,5 +130,5 @@ cp scripts/gpu-check.sh "$stage/scripts/"
 cp README.md "$stage/"
 XZ_OPT=-T0 tar -C dist -cJf "dist/${name}.tar.xz" "$name"
 echo "dist/${name}.tar.xz: $(du -h "dist/${name}.tar.xz" | cut -f1)" \
-    "($(($(ls "$stage/lib" | wc -l) - 1 - ${#stubs[@]})) libraries and ${#stubs[@]} stand-ins," \
+    "($(($(ls "$stage/lib" | wc -l) - 2 - ${#stubs[@]})) libraries and ${#stubs[@]} stand-ins," \
     "$(du -sh "$stage" | cut -f1) unpacked)"

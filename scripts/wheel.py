@@ -13,7 +13,9 @@ into an environment with torch.
     feedbench/_release.py                this feedbench's version and the torch series it is
                                          built against
     feedbench/bin/feedbench.bin          the bundle's binary (RPATH $ORIGIN/../lib)
-    feedbench/lib/                       the bundle's libraries and stand-ins (lib/STUBS)
+    feedbench/lib/                       the bundle's libraries and stand-ins (lib/STUBS), under
+                                         names of their own (lib/SONAMES), which the module's
+                                         NEEDED entries are given
     feedbench-<version>.data/scripts/feedbench-gpu-check
                                          scripts/gpu-check.sh, installed beside the console script
                                          `feedbench`, which it runs
@@ -134,6 +136,13 @@ def main():
         shutil.copyfile(native, module)
         subprocess.run(["strip", "--strip-unneeded", module], check=True)
         subprocess.run(["patchelf", "--set-rpath", "$ORIGIN/lib", module], check=True)
+        # The bundle's libraries have names of their own (lib/SONAMES): the module asks for them.
+        replace = []
+        for line in open(os.path.join(bundle, "lib", "SONAMES"), encoding="utf-8"):
+            if line.split():
+                original, bundled = line.split()
+                replace += ["--replace-needed", original, bundled]
+        subprocess.run(["patchelf", *replace, module], check=True)
         add_file("feedbench/_native.abi3.so", module)
         elf_files.append(native)
     finally:

@@ -16,7 +16,9 @@
 #      --version, info and load on g1-partial, load --loader lerobot without --python (it must
 #      run the scratch venv's interpreter), a sample of a generated G1-shaped dataset equal to
 #      LeRobot's dataset[index] value for value (tests/wheel/frames_equal.py), the installed
-#      FeedbenchDataset's items equal LeRobot's (tests/feedbench_dataset/check.py) and
+#      FeedbenchDataset's items equal LeRobot's (tests/feedbench_dataset/check.py), and equal
+#      torchcodec's and PyAV's with both loaded in the same process, in either order
+#      (tests/wheel/beside_decoders.py: the bundle's libraries have names of their own), and
 #      feedbench-lerobot-train logging 2 steps, train --model synthetic:10ms, model on CPU,
 #      `python -m feedbench`, and the installed feedbench-gpu-check (its CPU parts without a GPU);
 #   4. beside a torch of another series (a fake torch package) pip refuses the wheel and, when
@@ -172,6 +174,12 @@ if [ $lerobot = yes ]; then
     # equal LeRobot's; and feedbench-lerobot-train trains two logged steps.
     run env HF_HUB_OFFLINE=1 python "$repo/tests/feedbench_dataset/check.py" items "$g1" 24 \
         || fail "FeedbenchDataset's items differ from LeRobot's"
+    # The wheel's FFmpeg and its stand-ins beside torchcodec's and PyAV's in one process, in
+    # either order: names of their own, so that no library binds to another's.
+    for order in feedbench-first decoders-first; do
+        run env HF_HUB_OFFLINE=1 python "$repo/tests/wheel/beside_decoders.py" "$generated" $order \
+            || fail "feedbench's module and LeRobot's decoders do not live in one process ($order)"
+    done
     steps=$(run env HF_HUB_OFFLINE=1 feedbench-lerobot-train --dataset.repo_id=local/pusht \
         --dataset.root="$generated" --policy.type=diffusion --policy.device=cpu \
         --policy.push_to_hub=false --policy.pretrained_backbone_weights=null \
