@@ -10,6 +10,8 @@
 #                                  resized to 224x224) with 2, 4, 8 and 14 workers
 #   trace.json                     the 8-worker u8 run's timeline (chrome://tracing, Perfetto)
 #   sweep/                         a small sweep: results.jsonl, report.md, plots
+#   tune-lerobot-train.json        `tune --lerobot-train` of a real diffusion run on the GPU (where
+#                                  python3 has LeRobot): its wall time, the run built once, the answer
 #   summary.md                     what the above say, printed last
 #
 # Without a GPU (or with a CPU build of libtorch) it says so and runs the CPU parts only,
@@ -120,6 +122,20 @@ if [ $cuda = yes ]; then
     done
     workers="[2, 8, 14]"
     device=cuda
+    # tune of a real lerobot-train run on the GPU (diffusion on the G1-shaped data, batch 64),
+    # where this environment's Python has LeRobot: from start to answer (tune.json's
+    # tune_wall_s), with the run built once (runs_built) and the answer.
+    if python3 -c 'import lerobot, accelerate' 2>> "$log"; then
+        run="--dataset.repo_id=local/g1 --dataset.root=$data/g1 --policy.type=diffusion \
+--policy.device=cuda --policy.push_to_hub=false --policy.pretrained_backbone_weights=null \
+--wandb.enable=false --batch_size=64 --num_workers=4"
+        step "tune a lerobot-train run (cuda)" json_to "$out/tune-lerobot-train.json" \
+            "$feedbench" tune --lerobot-train "$run" --python "$(command -v python3)" \
+            --budget 300s --out "$out/tune-lerobot-train" --json || true
+    else
+        echo "gpu-check: no LeRobot for $(command -v python3): the lerobot-train tune is skipped" \
+            | tee -a "$log"
+    fi
 else
     echo "gpu-check: no usable GPU: the CUDA parts are skipped; the CPU parts run small" | tee -a "$log"
     step "train g1, 2 workers, u8 (cpu)" json_to "$out/train-2-u8.json" "$feedbench" train \
@@ -228,6 +244,21 @@ if rows:
 lines.append(f"Timeline: {os.path.join(out, 'trace.json')} (chrome://tracing or ui.perfetto.dev): "
              "does the trainer's h2d span overlap the workers' decode spans, and the step the next "
              "batch's copy?")
+tuned = os.path.join(out, "tune-lerobot-train.json")
+if os.path.exists(tuned):
+    try:
+        t = json.load(open(tuned))
+        a = t["answer"]
+        lines += ["## `tune --lerobot-train` on a CUDA diffusion run (G1-shaped, batch 64)", "",
+                  f"{t['tune_wall_s']:.0f} s from start to answer ({t['measuring_s']:.0f} s "
+                  f"measuring, {len(t['steps'])} configurations, the run built "
+                  f"{t.get('runs_built')} time(s){', budget ran out' if t.get('budget_ran_out') else ''}): "
+                  f"{a['workers']} workers, prefetch {a['prefetch']}, {a['train_samples_per_s']:.0f} "
+                  f"train samples/s, {a['input_bound_pct'][0]:.1f} % input-bound.", ""]
+        if t.get("runs_built") != 1:
+            failed.append(f"tune built the lerobot-train run {t.get('runs_built')} times, not once")
+    except (ValueError, KeyError) as error:
+        failed.append(f"tune-lerobot-train.json holds no tune ({error})")
 report = os.path.join(out, "sweep", "report.md")
 lines.append(f"Sweep report: {report}" if os.path.exists(report) else "Sweep: no report (see log.txt)")
 if not os.path.exists(report):
