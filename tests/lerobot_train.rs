@@ -115,6 +115,19 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
     let config = &phase["config"];
     let prefetch = if six { 4 } else { 2 };
     assert_eq!((&config["workers"], &config["prefetch"]), (&Json::from(2), &Json::from(prefetch)));
+    // Workers over a run without any: lerobot-train's workers' prefetch, not a default of
+    // feedbench's (its DataLoader without workers has none to say).
+    let alone = text.replace("--num_workers=2", "--num_workers=0");
+    let (ok, stdout, stderr) =
+        with_run("load", &alone, &python, &["--workers", "1", "--batches", "2", "--json"]);
+    assert!(ok, "{stderr}");
+    let phase: Json = serde_json::from_str(&stdout).unwrap();
+    let measured = &phase["lerobot"]["lerobot_train"]["dataloader"];
+    assert_eq!(
+        (&measured["num_workers"], &measured["prefetch_factor"]),
+        (&Json::from(1), &Json::from(prefetch)),
+        "{measured}"
+    );
 
     // The first batches its DataLoader yields are the real run's, file for file.
     let run = TrainArgs { python: python.clone(), args: args.clone(), feedbench_reader: false };

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::{DiffusionConfig, ModelError, PolicyShapes, Precision};
 use crate::loader::batch::ImageFormat;
 use crate::loader::lerobot::driver::{parse, run_driver, torch_device};
+use crate::loader::lerobot::protocol::{Command, PolicyRequest, Reads, Request};
 use crate::loader::lerobot::LerobotVersions;
 
 /// Which implementation runs the diffusion policy's step.
@@ -100,21 +101,23 @@ impl LerobotSteps<'_> {
             .iter()
             .map(|c| json!({"key": c.key, "channels": c.channels, "height": c.height, "width": c.width}))
             .collect();
-        let request = json!({
-            "command": "model",
-            "config": self.config,
-            "cameras": cameras,
-            "state_dim": self.shapes.state_dim,
-            "action_dim": self.shapes.action_dim,
-            "batch_sizes": self.batch_sizes,
-            "dtypes": self.dtypes.iter().map(|d| d.name()).collect::<Vec<_>>(),
-            "images": self.images.name(),
-            "device": torch_device(self.device),
-            "steps": self.steps,
-            "warmup": self.warmup,
-            "seed": self.seed,
-            "threads": self.threads,
-        });
+        let policy = PolicyRequest {
+            config: serde_json::to_value(self.config).expect("a config serialises"),
+            cameras,
+            state_dim: self.shapes.state_dim,
+            action_dim: self.shapes.action_dim,
+            batch_sizes: self.batch_sizes.to_vec(),
+            dtypes: self.dtypes.iter().map(|d| d.name()).collect(),
+            images: self.images.name(),
+            device: torch_device(self.device),
+            seed: self.seed,
+            threads: self.threads,
+        };
+        let request = Request {
+            steps: Some(self.steps),
+            warmup: Some(self.warmup),
+            ..Request::new(Command::Model, Reads::Policy(policy))
+        };
         let lerobot = |e| ModelError::Lerobot(format!("{e}"));
         let (ready, result) = run_driver(python, &request).map_err(lerobot)?;
         let versions = parse(python, ready).map_err(lerobot)?;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
-use super::protocol::{ErrorKind, Event};
+use super::protocol::{ErrorKind, Event, Request};
 use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
 
@@ -78,7 +78,7 @@ fn driver_path() -> Result<PathBuf, LoaderError> {
 /// lerobot-train run's requests go to the [session](super::session) that keeps the run built;
 /// any other request gets a driver of its own, the request in a file beside the driver named
 /// on its command line (a child that is no Python may exit before reading).
-pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderError> {
+pub fn run_driver(python: &Path, request: &Request) -> Result<(Json, Json), LoaderError> {
     run_driver_until(python, request, None)
 }
 
@@ -87,7 +87,7 @@ pub fn run_driver(python: &Path, request: &Json) -> Result<(Json, Json), LoaderE
 /// written, which the driver looks for before each batch.
 pub fn run_driver_until(
     python: &Path,
-    request: &Json,
+    request: &Request,
     stop: Option<&mut dyn FnMut(&Json) -> bool>,
 ) -> Result<(Json, Json), LoaderError> {
     static REQUESTS: AtomicU64 = AtomicU64::new(0);
@@ -97,19 +97,21 @@ pub fn run_driver_until(
     let request_file = driver.with_file_name(format!("{name}.json"));
     let stop_file = driver.with_file_name(format!("{name}.stop"));
     let mut request = request.clone();
-    if stop.is_some() {
-        request["stop_file"] = serde_json::json!(stop_file);
+    if let (Some(load), Some(_)) = (request.load.as_mut(), stop.as_ref()) {
+        load.stop_file = Some(stop_file.clone());
     }
     let mut stopping = stop.map(|hear| Stopping { hear, file: &stop_file, written: false });
-    let answer = if request.get("lerobot_train").is_some() {
-        super::session::ask(python, &driver, &request, stopping.as_mut())
-    } else {
-        crate::dataset::files::write_whole(&request_file, request.to_string().as_bytes()).map_err(
-            |e| LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display())),
-        )?;
-        let answer = once(python, &driver, &request_file, stopping.as_mut());
-        let _ = std::fs::remove_file(&request_file);
-        answer
+    let answer = match request.run() {
+        Some(run) => super::session::ask(python, &driver, run, &request, stopping.as_mut()),
+        None => {
+            let text = serde_json::to_vec(&request).expect("a request serialises");
+            crate::dataset::files::write_whole(&request_file, &text).map_err(|e| {
+                LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display()))
+            })?;
+            let answer = once(python, &driver, &request_file, stopping.as_mut());
+            let _ = std::fs::remove_file(&request_file);
+            answer
+        }
     };
     let _ = std::fs::remove_file(&stop_file);
     answer

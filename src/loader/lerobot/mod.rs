@@ -11,9 +11,10 @@ pub mod train_run;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
 use self::driver::{parse, run_driver, run_driver_until, torch_device};
+use self::protocol::{Command, DatasetRequest, LoadSettings, Reads, Request, StepRequest};
 use self::train_run::{BuiltRun, TrainArgs};
 use super::config::LoaderConfig;
 use super::knobs::LoaderKnob;
@@ -153,37 +154,37 @@ impl LerobotLoader {
     }
 
     /// The request both loaders' knobs make: dataset, episodes, window, sampler, DataLoader.
-    fn request(&self, command: &str) -> Json {
+    fn request(&self, command: Command) -> Request {
         let c = &self.spec.config;
         if let Some(run) = &self.train {
             return train_run::request(command, run, Some(c));
         }
-        let deltas: serde_json::Map<String, Json> = self
+        let delta_timestamps = self
             .window
             .keys()
             .map(|key| {
                 let offsets = self.window.offsets(key).unwrap_or_default();
                 let seconds: Vec<f64> = offsets.iter().map(|&o| o as f64 / self.fps).collect();
-                (key.to_string(), json!(seconds))
+                (key.to_string(), seconds)
             })
             .collect();
-        json!({
-            "command": command,
-            "root": self.spec.dataset,
-            "episodes": self.spec.episodes.as_ref().map(|e| e.indices().to_vec()),
-            "delta_timestamps": deltas,
-            "drop_n_last_frames": c.drop_n_last_frames(&self.window),
-            "sampler": c.sampler.name(),
-            "seed": c.seed,
-            "num_workers": c.workers,
-            "prefetch_factor": c.prefetch,
-            "persistent_workers": c.persistent_workers,
-            "pin_memory": c.pin_memory,
-            "batch_size": c.batch_size,
-            "drop_last": c.drop_last,
-            "uint8": c.images == ImageFormat::U8,
-            "video_backend": self.options.video_backend.map(VideoBackend::name),
-        })
+        let dataset = DatasetRequest {
+            root: self.spec.dataset.clone(),
+            episodes: self.spec.episodes.as_ref().map(|e| e.indices().to_vec()),
+            delta_timestamps,
+            drop_n_last_frames: c.drop_n_last_frames(&self.window),
+            sampler: c.sampler.name(),
+            seed: c.seed,
+            num_workers: c.workers,
+            prefetch_factor: c.prefetch,
+            persistent_workers: c.persistent_workers,
+            pin_memory: c.pin_memory,
+            batch_size: c.batch_size,
+            drop_last: c.drop_last,
+            uint8: c.images == ImageFormat::U8,
+            video_backend: self.options.video_backend.map(VideoBackend::name),
+        };
+        Request::new(command, Reads::Dataset(dataset))
     }
 
     /// Whether it is a lerobot-train run's loader (`--lerobot-train`), which has its policy.
@@ -201,9 +202,11 @@ impl LerobotLoader {
         if self.train.is_none() {
             return Err(no_policy());
         }
-        let mut request = self.request("model");
-        request["steps"] = json!(steps.max(1));
-        request["warmup"] = json!(warmup);
+        let request = Request {
+            steps: Some(steps.max(1)),
+            warmup: Some(warmup),
+            ..self.request(Command::Model)
+        };
         let (ready, result) = run_driver(&self.options.python, &request)?;
         Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
@@ -222,21 +225,22 @@ impl LerobotLoader {
         if batches == 0 {
             return Err(LoaderError::Config("measure at least one batch".into()));
         }
-        let mut request = self.request("load");
-        request["batches"] = json!(batches);
-        request["warmup"] = json!(warmup);
-        match feeding {
-            Feeding::Nothing => {}
+        let mut request = self.request(Command::Load);
+        let step = match feeding {
+            Feeding::Nothing => None,
             Feeding::Fixed(step) => {
-                request["step"] =
-                    json!({ "compute_ms": step.compute_ms, "device": torch_device(step.device) });
-                if step.device.is_cuda() && self.train.is_none() {
-                    request["pin_memory"] = json!(true);
+                // On CUDA LeRobot's loader pins memory, as LeRobot's training sets it.
+                if let (true, Reads::Dataset(dataset)) = (step.device.is_cuda(), &mut request.reads)
+                {
+                    dataset.pin_memory = true;
                 }
+                let device = torch_device(step.device);
+                Some(StepRequest::Fixed { compute_ms: step.compute_ms, device })
             }
-            Feeding::Policy if self.train.is_some() => request["step"] = json!({ "policy": true }),
+            Feeding::Policy if self.train.is_some() => Some(StepRequest::Policy { policy: true }),
             Feeding::Policy => return Err(no_policy()),
-        }
+        };
+        request.load = Some(LoadSettings { batches, warmup, step, stop_file: None });
         let mut heard: Vec<DriverStep> = Vec::new();
         let mut hear = |message: &Json| {
             heard.extend(serde_json::from_value::<DriverStep>(message.clone()));
@@ -254,9 +258,11 @@ impl LerobotLoader {
         index_batches: &[Vec<usize>],
         out: &Path,
     ) -> Result<LerobotVersions, LoaderError> {
-        let mut request = self.request("batches");
-        request["index_batches"] = json!(index_batches);
-        request["out"] = json!(out);
+        let request = Request {
+            index_batches: Some(index_batches.to_vec()),
+            out: Some(out.to_path_buf()),
+            ..self.request(Command::Batches)
+        };
         let (ready, _) = run_driver(&self.options.python, &request)?;
         parse(&self.options.python, ready)
     }
@@ -264,8 +270,7 @@ impl LerobotLoader {
     /// The indices LeRobot's `EpisodeAwareSampler` yields for this spec's episodes and
     /// `drop_n_last_frames`, in its order: shuffled (seeded by the spec's seed) or not.
     pub fn episode_aware_indices(&self, shuffle: bool) -> Result<Vec<usize>, LoaderError> {
-        let mut request = self.request("sampler");
-        request["shuffle"] = json!(shuffle);
+        let request = Request { shuffle: Some(shuffle), ..self.request(Command::Sampler) };
         let (_, result) = run_driver(&self.options.python, &request)?;
         let indices = result.get("indices").cloned().unwrap_or_default();
         parse(&self.options.python, indices)

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use serde_json::Value as Json;
 
 use super::driver::{Driver, Said, Stopping};
+use super::protocol::{Request, RunRequest};
 use crate::loader::pipeline::LoaderError;
 
 /// The open session, if any.
@@ -41,8 +42,8 @@ pub fn runs_built() -> usize {
 struct Key {
     python: PathBuf,
     driver: PathBuf,
-    lerobot_train: Json,
-    reader: Json,
+    lerobot_train: Vec<String>,
+    reader: &'static str,
 }
 
 /// A driver that keeps its run between requests.
@@ -66,8 +67,8 @@ impl Session {
     }
 
     /// Sends `request`, one line.
-    fn send(&self, request: &Json) -> std::io::Result<()> {
-        let line = format!("{request}\n");
+    fn send(&self, request: &Request) -> std::io::Result<()> {
+        let line = serde_json::to_string(request).expect("a request serialises") + "\n";
         let mut rest = line.as_bytes();
         while !rest.is_empty() {
             // SAFETY: the socket is open for as long as `self` is; the pointer and length
@@ -107,19 +108,20 @@ impl Session {
     }
 }
 
-/// The answer of the session for `request`'s run to it, the session started where none is
-/// open for that run (and the one open for another run ended).
+/// The answer of the session for `run` (the run `request` reads) to `request`, the session
+/// started where none is open for that run (and the one open for another run ended).
 pub(super) fn ask(
     python: &Path,
     driver: &Path,
-    request: &Json,
+    run: &RunRequest,
+    request: &Request,
     stopping: Option<&mut Stopping<'_>>,
 ) -> Result<(Json, Json), LoaderError> {
     let key = Key {
         python: python.to_path_buf(),
         driver: driver.to_path_buf(),
-        lerobot_train: request["lerobot_train"].clone(),
-        reader: request.get("reader").cloned().unwrap_or(Json::Null),
+        lerobot_train: run.lerobot_train.clone(),
+        reader: run.reader,
     };
     // A session left by a request that panicked is still whole: its driver answered or not.
     let mut open = SESSION.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

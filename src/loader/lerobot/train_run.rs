@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value as Json};
+use serde_json::Value as Json;
 
 use super::driver::{parse, run_driver};
+use super::protocol::{Command, Overrides, Reads, Request, RunRequest};
 use super::LerobotVersions;
 use crate::dataset::setting::Refusal;
 use crate::loader::batch::ImageFormat;
@@ -119,6 +120,10 @@ pub struct BuiltRun {
     pub sampler: Option<Json>,
     /// `DataLoader`'s arguments.
     pub dataloader: Json,
+    /// The prefetch lerobot-train gives its workers (its config's `prefetch_factor`; 2 before
+    /// LeRobot 0.6), known where the DataLoader has no worker to give it to.
+    #[serde(default)]
+    pub worker_prefetch_factor: Option<usize>,
 }
 
 impl BuiltRun {
@@ -134,7 +139,12 @@ impl BuiltRun {
         LoaderConfig {
             workers: count("num_workers", 0),
             batch_size: count("batch_size", 1),
-            prefetch: count("prefetch_factor", defaults.prefetch),
+            // A run without workers has no prefetch in its DataLoader: the one its workers
+            // would get, so that feedbench's workers over it are lerobot-train's.
+            prefetch: count(
+                "prefetch_factor",
+                self.worker_prefetch_factor.unwrap_or(defaults.prefetch),
+            ),
             pin_memory: flag("pin_memory").unwrap_or(false),
             persistent_workers: flag("persistent_workers").unwrap_or(false),
             drop_last: flag("drop_last").unwrap_or(false),
@@ -224,12 +234,15 @@ impl BuiltRun {
 
 /// The request of a lerobot-train run: the arguments, and `config`'s workers, batch and
 /// prefetch over theirs (None: the arguments' own).
-pub fn request(command: &str, run: &TrainArgs, config: Option<&LoaderConfig>) -> Json {
-    let overrides = config.map_or(json!({}), |c| {
-        json!({ "num_workers": c.workers, "batch_size": c.batch_size, "prefetch_factor": c.prefetch })
+pub fn request(command: Command, run: &TrainArgs, config: Option<&LoaderConfig>) -> Request {
+    let overrides = config.map_or(Overrides::default(), |c| Overrides {
+        num_workers: Some(c.workers),
+        batch_size: Some(c.batch_size),
+        prefetch_factor: Some(c.prefetch),
     });
     let reader = if run.feedbench_reader { "feedbench" } else { "lerobot" };
-    json!({ "command": command, "lerobot_train": run.args, "overrides": overrides, "reader": reader })
+    let run = RunRequest { lerobot_train: run.args.clone(), overrides, reader };
+    Request::new(command, Reads::Run(run))
 }
 
 /// Builds the run the arguments describe, as lerobot-train builds it, and says what it built:
@@ -251,7 +264,7 @@ pub fn describe(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderEr
 
 /// [`describe`], by the driver.
 fn describe_anew(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderError> {
-    let (ready, _) = run_driver(&run.python, &request("describe", run, None))?;
+    let (ready, _) = run_driver(&run.python, &request(Command::Describe, run, None))?;
     let versions: LerobotVersions = parse(&run.python, ready)?;
     let built = versions.lerobot_train.clone().ok_or_else(|| {
         LoaderError::Lerobot(format!(
@@ -270,9 +283,11 @@ pub fn save_first_batches(
     count: usize,
     out: &Path,
 ) -> Result<BuiltRun, LoaderError> {
-    let mut request = request("batches", run, Some(config));
-    request["count"] = json!(count);
-    request["out"] = json!(out);
+    let request = Request {
+        count: Some(count),
+        out: Some(out.to_path_buf()),
+        ..request(Command::Batches, run, Some(config))
+    };
     let (ready, _) = run_driver(&run.python, &request)?;
     let versions: LerobotVersions = parse(&run.python, ready)?;
     versions.lerobot_train.ok_or_else(|| {
@@ -286,6 +301,7 @@ pub fn save_first_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn arguments_split_as_a_shell_splits_them() {
@@ -331,9 +347,17 @@ mod tests {
             dataloader: json!({ "num_workers": 4, "batch_size": 64, "prefetch_factor": 4,
                                 "persistent_workers": true, "pin_memory": false,
                                 "multiprocessing_context": "spawn" }),
+            worker_prefetch_factor: Some(4),
         };
         let c = built.config();
         assert_eq!((c.workers, c.batch_size, c.prefetch, c.seed), (4, 64, 4, 1000));
+        // Without workers the DataLoader has no prefetch: lerobot-train's workers' is the knob.
+        let alone = BuiltRun {
+            dataloader: json!({ "num_workers": 0, "batch_size": 64, "prefetch_factor": null }),
+            worker_prefetch_factor: Some(4),
+            ..built.clone()
+        };
+        assert_eq!((alone.config().workers, alone.config().prefetch), (0, 4));
         assert_eq!((c.drop_n_last_frames, c.images), (Some(7), ImageFormat::U8));
         assert!(c.persistent_workers && !c.pin_memory);
         assert_eq!(built.root(), Path::new("/d"));
