@@ -12,6 +12,7 @@ use feedbench::bench::sweep::results::{append_result, CellResult};
 use feedbench::bench::verdict::Verdict;
 use feedbench::dataset::Resolution;
 use feedbench::loader::batch::ImageFormat;
+use feedbench::model::DeviceChoice;
 use feedbench::testdata::FakeCell;
 use feedbench::timing::stage;
 
@@ -547,4 +548,43 @@ fn feedbench_report_re_renders_from_results_alone() {
     let (ok, _, err) = feedbench(&["report", empty.path().to_str().unwrap()]);
     assert!(!ok && err.contains("no cell results"), "{err}");
     assert!(!empty.path().join("report.md").exists());
+}
+
+#[test]
+fn a_step_bound_by_its_copy_gets_no_worker_or_prefetch_advice() {
+    // On a GPU: the loader alone outruns the model, each step waits 1 % for its batch and
+    // spends 8 % copying it.
+    let cells: Vec<FakeCell> = [1, 2]
+        .iter()
+        .map(|&w| {
+            let mut c = cell(w, 2, 16, 46.0, 9.0);
+            c.cell.device = DeviceChoice::Cuda;
+            c.copy_pct = 8.0;
+            c.train_iteration_ms = vec![16e3 / 46.0; 20];
+            c
+        })
+        .collect();
+    let report = rendered(&cells);
+    let d = report.groups[0].diagnosis.clone().unwrap();
+    let advice = d.advice.join("\n");
+    let r = &report.rows[d.row];
+    assert_eq!((r.wait_pct.0, r.input_bound_pct), (1.0, 9.0));
+    assert!(advice.contains("The loader keeps up: the step waits 1.0 % of its time"), "{advice}");
+    assert!(advice.contains("is the batch's copy to the device, which no worker"), "{advice}");
+    assert!(
+        !advice.contains("prefetch absorbs") && !advice.contains("try more workers"),
+        "{advice}"
+    );
+    // Where the wait is the larger part, the loader's advice stands.
+    let waiting: Vec<FakeCell> = [1, 2]
+        .iter()
+        .map(|&w| {
+            let mut c = cell(w, 2, 16, 30.0, 25.0);
+            c.copy_pct = 2.0;
+            c.train_iteration_ms = vec![16e3 / 30.0; 20];
+            c
+        })
+        .collect();
+    let advice = rendered(&waiting).groups[0].diagnosis.clone().unwrap().advice.join("\n");
+    assert!(!advice.contains("The loader keeps up"), "{advice}");
 }

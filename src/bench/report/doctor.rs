@@ -144,6 +144,9 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
                 plural(w)
             ));
         }
+    } else if let Some(copy) = copy_advice(row) {
+        // Bound by the copy: no worker count, prefetch or loader stage moves it.
+        advice.push(copy);
     } else {
         if let Some(top) = dominant {
             advice.push(stage_advice(&top, row, decode_limit));
@@ -270,6 +273,28 @@ fn stage_advice(cost: &StageCost, row: &Row, decode_limit: Option<&DecodeLimit>)
              prefetch."
         ),
     }
+}
+
+/// Where the step barely waits for its batches (under the knee's tolerance) and the copy to
+/// the device (LeRobot's: the main process's hand-over) is the larger part of its input-bound
+/// share: what that part is and what shortens it. None where the wait is the larger part.
+fn copy_advice(row: &Row) -> Option<String> {
+    let wait = row.wait_pct.0;
+    let copy = (row.input_bound_pct - wait).max(0.0);
+    if wait >= KNEE_TOLERANCE_PCT || copy <= wait {
+        return None;
+    }
+    let what = if row.knobs.loader.is_native() {
+        "the batch's copy to the device"
+    } else {
+        "the main process's hand-over of each batch (uint8 frames to float32, the policy's \
+         pre-processor)"
+    };
+    Some(format!(
+        "The loader keeps up: the step waits {wait:.1} % of its time for batches. The rest of \
+         its input-bound share ({copy:.1} %) is {what}, which no worker count or prefetch \
+         shortens: uint8 frames (`images = [\"u8\"]`: 4× fewer bytes) copy less."
+    ))
 }
 
 /// Whether more workers can help, from the cores and the throughput of the group's rows.
