@@ -7,6 +7,7 @@
 //! steps beside it.
 
 use std::fmt;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -93,23 +94,30 @@ type StepMetrics = (Option<f64>, Option<f64>, Option<f64>, Option<f64>);
 impl TrainLog {
     /// Reads the log at `path`.
     pub fn read(path: &Path) -> Result<Self, TrainLogError> {
-        let text = std::fs::read(path)
+        let file = std::fs::File::open(path)
             .map_err(|source| TrainLogError::Io { path: path.to_path_buf(), source })?;
-        Self::parse(path, &String::from_utf8_lossy(&text))
+        Self::from_reader(path, std::io::BufReader::new(file))
     }
 
     /// The log `text`, read from `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Self, TrainLogError> {
+        Self::from_reader(path, text.as_bytes())
+    }
+
+    /// The log `reader` reads, from `path`, a line at a time: memory holds one line (at most
+    /// [`LONGEST_LINE`] bytes of it) and the steps, whatever the log's size.
+    fn from_reader(path: &Path, reader: impl BufRead) -> Result<Self, TrainLogError> {
         let mut steps = Vec::new();
         let (mut num_workers, mut batch_size) = (None, None);
-        for (i, line) in text.lines().enumerate() {
+        each_line(path, reader, |number, line| {
             num_workers = num_workers.or_else(|| config_count(line, "num_workers"));
             batch_size = batch_size.or_else(|| config_count(line, "batch_size"));
-            if let (Some(data_s), Some(update_s), step, epoch) = step_metrics(path, i + 1, line)? {
+            if let (Some(data_s), Some(update_s), step, epoch) = step_metrics(path, number, line)? {
                 let step = step.unwrap_or((steps.len() + 1) as f64);
                 steps.push(LoggedStep { step, data_s, update_s, epoch });
             }
-        }
+            Ok(())
+        })?;
         if steps.is_empty() {
             return Err(TrainLogError::NoStep { path: path.to_path_buf() });
         }
@@ -138,6 +146,7 @@ impl TrainLog {
             num_workers: self.num_workers,
             batch_size: self.batch_size,
             epoch_stall: self.epoch_stall(),
+            judged: self.steps.len() > 1,
         }
     }
 
@@ -274,6 +283,41 @@ impl fmt::Display for EpochStall {
     }
 }
 
+/// The most bytes of a line the log is read for: a step line is a few hundred; what lies
+/// beyond this in a longer line (a dumped tensor, a progress bar) is no metric of a step.
+pub const LONGEST_LINE: usize = 64 * 1024;
+
+/// Calls `each` with every line of `reader` (numbered from 1, cut at [`LONGEST_LINE`] bytes,
+/// invalid UTF-8 replaced), through one buffer.
+fn each_line(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut each: impl FnMut(usize, &str) -> Result<(), TrainLogError>,
+) -> Result<(), TrainLogError> {
+    let io = |source| TrainLogError::Io { path: path.to_path_buf(), source };
+    let (mut line, mut number) = (Vec::new(), 0);
+    loop {
+        let chunk = reader.fill_buf().map_err(io)?;
+        if chunk.is_empty() {
+            if !line.is_empty() {
+                each(number + 1, &String::from_utf8_lossy(&line))?;
+            }
+            return Ok(());
+        }
+        let end = chunk.iter().position(|&b| b == b'\n');
+        let part = &chunk[..end.unwrap_or(chunk.len())];
+        let room = LONGEST_LINE.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+        let taken = end.map_or(chunk.len(), |at| at + 1);
+        reader.consume(taken);
+        if end.is_some() {
+            number += 1;
+            each(number, &String::from_utf8_lossy(&line))?;
+            line.clear();
+        }
+    }
+}
+
 /// The metrics of a step line, where `line` is one; a metric that does not read is an error.
 fn step_metrics(path: &Path, line_no: usize, line: &str) -> Result<StepMetrics, TrainLogError> {
     let (mut data_s, mut update_s, mut step, mut epoch) = (None, None, None, None);
@@ -351,6 +395,9 @@ pub struct LogSummary {
     pub batch_size: Option<usize>,
     /// The stall at epoch starts, where the log shows one.
     pub epoch_stall: Option<EpochStall>,
+    /// Whether the figures judge the run: false where the only logged step is the first (the
+    /// workers' start-up), whose share and verdict say nothing of the run.
+    pub judged: bool,
 }
 
 impl LogSummary {
@@ -378,6 +425,15 @@ impl LogSummary {
 
 impl fmt::Display for LogSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.judged {
+            return writeln!(
+                f,
+                "1 logged step, the first: {:.1} % of it went to input, but it holds the workers' \
+                 start-up and the first batches, and says nothing of the steps after it. Log \
+                 more steps (a smaller --log_freq, or a longer run) and read the log again.",
+                self.share_pct
+            );
+        }
         let left_out = if self.kept_steps < self.logged_steps {
             " (the first, the workers' start, left out)"
         } else {
@@ -431,6 +487,25 @@ INFO 2026-11-26 10:00:33 ot_train.py:640 step:3 smpl:24 ep:0 epch:0.08 loss:7.00
         assert!((summary.share_pct - 100.0 * 0.4 / 20.4).abs() < 1e-9, "{summary:?}");
         assert_eq!(summary.verdict, Verdict::NotInputBound);
         assert!(summary.to_string().contains("(it had 2)"), "{summary}");
+    }
+
+    #[test]
+    fn one_logged_step_is_not_judged_and_a_long_line_is_read_cut() {
+        let one = TrainLog::parse(Path::new("l"), "step:1 updt_s:1.000 data_s:1.000").unwrap();
+        let summary = one.summary();
+        assert!(!summary.judged);
+        assert!(summary.to_string().contains("1 logged step, the first"), "{summary}");
+        assert!(!summary.to_string().contains("input-bound"), "no verdict: {summary}");
+        // A line far longer than any step line: read, cut, and the steps around it kept.
+        let long = format!(
+            "{}\nstep:2 updt_s:1 data_s:0.5\nstep:3 updt_s:1 data_s:0.1",
+            "x".repeat(200_000)
+        );
+        let log = TrainLog::parse(Path::new("l"), &long).unwrap();
+        assert_eq!(log.steps.len(), 2);
+        assert!(log.summary().judged);
+        let cut = format!("step:4 updt_s:1 {}data_s:0.5", " ".repeat(LONGEST_LINE));
+        assert!(TrainLog::parse(Path::new("l"), &cut).is_err(), "data_s cut off: no step");
     }
 
     #[test]

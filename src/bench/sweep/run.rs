@@ -261,12 +261,14 @@ pub(crate) struct CellPhases<'a> {
     pub until: Option<Until<'a>>,
     /// Steps of the `train` phase; None: the config's `train_steps`.
     pub train_steps: Option<usize>,
+    /// Unmeasured steps before the `train` phase; None: the config's `warmup`.
+    pub train_warmup: Option<usize>,
 }
 
 impl CellPhases<'_> {
     /// A sweep's cell: every phase and step, traced where `traced`.
     pub(crate) fn all(traced: bool) -> Self {
-        Self { loader: true, traced, until: None, train_steps: None }
+        Self { loader: true, traced, until: None, train_steps: None, train_warmup: None }
     }
 }
 
@@ -371,7 +373,8 @@ pub(crate) fn run_cell(
         until: phases.until,
     };
     let steps = phases.train_steps.unwrap_or(run.train_steps);
-    let train = loader.train_phase(feed, steps, run.warmup, &mut |_| {})?;
+    let warmup = phases.train_warmup.unwrap_or(run.warmup);
+    let train = loader.train_phase(feed, steps, warmup, &mut |_| {})?;
     if let Some(trace) = trace {
         let path = context.out.join(TRACE_FILE);
         trace.write_chrome(&path).map_err(|e| SweepError::Output { path, what: e.to_string() })?;

@@ -305,6 +305,10 @@ pub fn run_tune(
             traced: false,
             until: Some(&until as Until<'_>),
             train_steps: Some(train_steps),
+            // A step of fixed cost needs no warm-up of its own: one step takes the loader's
+            // start-up (its first batch) out of the window, which then runs twice the batches
+            // in flight at least.
+            train_warmup: matches!(base.model, ModelSpec::Synthetic { .. }).then_some(1),
         };
         let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;
