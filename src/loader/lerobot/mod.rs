@@ -4,6 +4,7 @@
 //! train with.
 
 pub mod driver;
+mod process;
 pub mod protocol;
 mod session;
 pub mod train_run;

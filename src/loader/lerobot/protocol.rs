@@ -13,8 +13,6 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::train_run::BuiltRun;
-
 /// What a request asks the driver to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -400,4 +398,31 @@ pub struct DriverStep {
     pub h2d_ms: f64,
     /// The whole iteration: the wait, the copy and the step's compute.
     pub whole_ms: f64,
+}
+
+/// What lerobot-train built for the arguments, as LeRobot's constructors were given it
+/// (its methods, what feedbench reads of it, are in [`super::train_run`]): the
+/// policy and its device, the dataset's, the sampler's and the DataLoader's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuiltRun {
+    /// The policy's type (`act`, `diffusion`).
+    pub policy: String,
+    /// `cpu` or `cuda`: where its step runs.
+    pub device: String,
+    /// Frames in the training dataset.
+    pub num_frames: usize,
+    /// Episodes in it.
+    pub num_episodes: usize,
+    /// `LeRobotDataset`'s arguments.
+    pub dataset: Json,
+    /// `EpisodeAwareSampler`'s arguments; None where the DataLoader shuffles (LeRobot before 0.6,
+    /// a policy without `drop_n_last_frames`).
+    #[serde(default)]
+    pub sampler: Option<Json>,
+    /// `DataLoader`'s arguments.
+    pub dataloader: Json,
+    /// The prefetch lerobot-train gives its workers (its config's `prefetch_factor`; 2 before
+    /// LeRobot 0.6), known where the DataLoader has no worker to give it to.
+    #[serde(default)]
+    pub worker_prefetch_factor: Option<usize>,
 }

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use serde_json::Value as Json;
 
-use super::driver::{Driver, Said, Stopping};
+use super::process::{Driver, Said, Stopping};
 use super::protocol::{Request, RunRequest};
 use crate::loader::pipeline::LoaderError;
 

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::driver::{parse, run_driver};
+pub use super::protocol::BuiltRun;
 use super::protocol::{Command, Overrides, Reads, Request, RunRequest};
 use super::LerobotVersions;
 use crate::dataset::setting::Refusal;
@@ -99,32 +100,6 @@ impl TrainArgs {
 /// guard cell's); the run's arguments set the rest.
 pub const SET_BY_FEEDBENCH: [&LoaderKnob; 3] =
     [&LoaderKnob::WORKERS, &LoaderKnob::BATCH, &LoaderKnob::PREFETCH];
-
-/// What lerobot-train built for the arguments, as LeRobot's constructors were given it: the
-/// policy and its device, the dataset's, the sampler's and the DataLoader's arguments.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BuiltRun {
-    /// The policy's type (`act`, `diffusion`).
-    pub policy: String,
-    /// `cpu` or `cuda`: where its step runs.
-    pub device: String,
-    /// Frames in the training dataset.
-    pub num_frames: usize,
-    /// Episodes in it.
-    pub num_episodes: usize,
-    /// `LeRobotDataset`'s arguments.
-    pub dataset: Json,
-    /// `EpisodeAwareSampler`'s arguments; None where the DataLoader shuffles (LeRobot before 0.6,
-    /// a policy without `drop_n_last_frames`).
-    #[serde(default)]
-    pub sampler: Option<Json>,
-    /// `DataLoader`'s arguments.
-    pub dataloader: Json,
-    /// The prefetch lerobot-train gives its workers (its config's `prefetch_factor`; 2 before
-    /// LeRobot 0.6), known where the DataLoader has no worker to give it to.
-    #[serde(default)]
-    pub worker_prefetch_factor: Option<usize>,
-}
 
 impl BuiltRun {
     /// The run's loader knobs: those lerobot-train gives its DataLoader and sampler.
