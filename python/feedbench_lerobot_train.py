@@ -22,6 +22,7 @@ import functools
 import io
 import importlib
 import inspect
+import json
 import os
 import sys
 
@@ -63,6 +64,10 @@ def parse_arguments(args):
             last = last[len("error:"):].strip()
         raise Refused("arguments",
                       f"LeRobot's parser refused the lerobot-train arguments: {last}") from None
+    except json.JSONDecodeError as error:
+        # A --config_path that is no JSON: named, with where it stopped reading.
+        raise Refused("arguments", f"--config_path={argument(args, 'config_path')}: not a "
+                      f"lerobot-train config: {error}") from None
     except Exception as error:
         # LeRobot before 0.6 lets its parser's (draccus's) errors out as exceptions.
         if not type(error).__module__.startswith("draccus"):
@@ -82,6 +87,17 @@ def parse_arguments(args):
     return cfg
 
 
+def argument(args, name):
+    """The value of `--name` in lerobot-train's arguments (`--name=value` or `--name value`)."""
+    flag = f"--{name}"
+    for i, arg in enumerate(args):
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1:]
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
 def check_local(cfg):
     """Refuses what would download, or what feedbench does not measure."""
     dataset = cfg.dataset
@@ -92,9 +108,15 @@ def check_local(cfg):
         raise Refused("arguments", f"--dataset.repo_id={dataset.repo_id} has no local copy "
                       "named: feedbench downloads nothing; add --dataset.root=DIR, the "
                       "directory that holds meta/info.json")
-    if not os.path.isfile(os.path.join(str(dataset.root), "meta", "info.json")):
+    info = os.path.join(str(dataset.root), "meta", "info.json")
+    if not os.path.isfile(info):
         raise Refused("arguments", f"--dataset.root={dataset.root} holds no meta/info.json: "
                       "expected the root of a LeRobot dataset")
+    try:
+        with open(info, encoding="utf-8") as f:
+            json.load(f)
+    except (OSError, ValueError) as error:
+        raise Refused("arguments", f"{info}: not a LeRobot dataset's info ({error})") from None
 
 
 def apply_overrides(cfg, request):

@@ -219,6 +219,15 @@ fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does()
     let torch_only = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let path = package.to_str().unwrap();
 
+    // A --dataset.root with no dataset: one line naming it, not LeRobot's offline traceback.
+    let (code, err) = feedbench_lerobot_train(
+        &lerobot,
+        path,
+        &["--dataset.repo_id=a/b", "--dataset.root=/nowhere/at/all", "--policy.type=act"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--dataset.root=/nowhere/at/all holds no meta/info.json"), "{err}");
+    assert!(err.lines().count() <= 3 && !err.contains("Traceback"), "{err}");
     let (code, err) = feedbench_lerobot_train(&torch_only, path, &["--help"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("LeRobot is not installed") && err.contains("0.4.4 to 0.6.1"), "{err}");

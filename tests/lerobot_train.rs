@@ -162,6 +162,30 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     let said = "LeRobot's parser refused the lerobot-train arguments: `batch_size`: Couldn't \
                 parse 'many' into an int";
     assert!(typo.contains(said), "{typo}");
+    // A config file or a dataset's info that is no JSON: the file named.
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("train_config.json");
+    std::fs::write(&garbage, r#"{"dataset": "#).unwrap();
+    let config = refused(&format!("--config_path={}", garbage.display()));
+    assert!(
+        config
+            .contains(&format!("--config_path={}: not a lerobot-train config", garbage.display())),
+        "{config}"
+    );
+    let corrupt = dir.path().join("corrupt");
+    common::synth_pusht(&corrupt, 2, 20, &[]);
+    std::fs::write(corrupt.join("meta/info.json"), r#"{"fps": "#).unwrap();
+    let info = refused(&format!(
+        "--dataset.repo_id=l/c --dataset.root={} --policy.type=act",
+        corrupt.display()
+    ));
+    assert!(
+        info.contains(&format!(
+            "{}: not a LeRobot dataset's info",
+            corrupt.join("meta/info.json").display()
+        )),
+        "{info}"
+    );
     let stray = refused("--policy.type=act act");
     assert!(stray.contains("--lerobot-train: \"act\" is not a lerobot-train flag"), "{stray}");
     let dir = tempfile::tempdir().unwrap();

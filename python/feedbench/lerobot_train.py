@@ -119,6 +119,23 @@ def use_feedbench_reader():
         train.cycle = chaining_cycle
 
 
+def dataset_on_disk(args):
+    """Refuses a --dataset.root that holds no dataset: LeRobot would try to download it and
+    fail offline deep in a traceback; feedbench's reader reads what is on disk."""
+    import os
+
+    root = None
+    for i, arg in enumerate(args):
+        if arg.startswith("--dataset.root="):
+            root = arg.split("=", 1)[1]
+        elif arg == "--dataset.root" and i + 1 < len(args):
+            root = args[i + 1]
+    if root is not None and not os.path.isfile(os.path.join(root, "meta", "info.json")):
+        raise Refusal(f"--dataset.root={root} holds no meta/info.json: feedbench's reader reads "
+                      "a LeRobot dataset on disk and downloads nothing; point --dataset.root at "
+                      "the dataset's directory")
+
+
 def main():
     """Runs LeRobot's lerobot-train (its `main()`, with this process's arguments) with
     feedbench's reader; refusals exit 2."""
@@ -126,6 +143,7 @@ def main():
 
     try:
         lerobot_version()
+        dataset_on_disk(sys.argv[1:])
         use_feedbench_reader()
         from lerobot.scripts.lerobot_train import main as lerobot_train
 
