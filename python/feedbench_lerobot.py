@@ -37,7 +37,8 @@ alone.
 
 feedbench writes this script beside its modules: feedbench_lerobot_protocol.py (the messages),
 feedbench_lerobot_measure.py (CPU, memory, batches of the processes), feedbench_lerobot_step.py
-(the hand-over to the device and the step) and feedbench_lerobot_train.py (lerobot-train's run).
+(the hand-over to the device and the step), feedbench_lerobot_train.py (lerobot-train's run) and
+feedbench_lerobot_train_step.py (its training step).
 """
 
 import importlib.metadata

@@ -31,7 +31,8 @@ def main():
     args = [a for a in options.args if a != "--"]
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
     from feedbench_lerobot_measure import cpu_s
-    from feedbench_lerobot_train import TrainingStep, build_loader
+    from feedbench_lerobot_train import build_loader
+    from feedbench_lerobot_train_step import TrainingStep
 
     cfg, dataset, loader, _ = build_loader({"lerobot_train": args})
     training = TrainingStep(cfg, dataset) if options.step_ms is not None else None

@@ -15,7 +15,7 @@ use super::protocol::Request;
 use crate::loader::pipeline::LoaderError;
 
 /// The driver script and the modules it imports, as shipped in `python/`: (file name, text).
-pub const DRIVER: [(&str, &str); 5] = [
+pub const DRIVER: [(&str, &str); 6] = [
     ("feedbench_lerobot.py", include_str!("../../../python/feedbench_lerobot.py")),
     (
         "feedbench_lerobot_protocol.py",
@@ -24,6 +24,10 @@ pub const DRIVER: [(&str, &str); 5] = [
     ("feedbench_lerobot_step.py", include_str!("../../../python/feedbench_lerobot_step.py")),
     ("feedbench_lerobot_measure.py", include_str!("../../../python/feedbench_lerobot_measure.py")),
     ("feedbench_lerobot_train.py", include_str!("../../../python/feedbench_lerobot_train.py")),
+    (
+        "feedbench_lerobot_train_step.py",
+        include_str!("../../../python/feedbench_lerobot_train_step.py"),
+    ),
 ];
 
 /// A libtorch device as PyTorch names it.
