@@ -558,6 +558,8 @@ def main():
     for request in requests(sys.argv[1:]):
         if not serve(request, runs):
             sys.exit(1)
+    for run in runs.values():
+        run.close()  # the kept DataLoader's workers, before the interpreter goes
 
 
 if __name__ == "__main__":
