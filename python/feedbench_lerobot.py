@@ -50,7 +50,7 @@ import time
 import traceback
 
 from feedbench_lerobot_measure import Cycle, PeakMemory, batch_size, cpu_s, tensor_bytes
-from feedbench_lerobot_protocol import Refused, alive, emit, requests
+from feedbench_lerobot_protocol import Refused, alive, emit, end_with_feedbench, requests
 from feedbench_lerobot_step import run_model, to_device
 
 SUPPORTED = ((0, 4), (0, 6))  # LeRobot 0.4.x to 0.6.x: v3.0 datasets, lerobot.datasets.*
@@ -554,6 +554,7 @@ def main():
     """One request from the file named on the command line, or, with `--session`, one request
     a line on stdin until it closes, the run a lerobot-train request builds kept between them:
     a failed request ends the session (exit status 1)."""
+    end_with_feedbench()
     runs = {}
     for request in requests(sys.argv[1:]):
         if not serve(request, runs):

@@ -5,11 +5,29 @@ its answers (one JSON object a line on stdout: `ready`, `step`, then `result` or
 cannot serve. The Rust side of the same protocol is src/loader/lerobot/protocol.rs."""
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
 
 ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by default)
 _said_at = time.monotonic()
+
+
+def end_with_feedbench():
+    """Ends this driver and its process group (its DataLoader's workers) within a second of
+    feedbench's end, however feedbench ends (SIGTERM, SIGKILL, Ctrl-C): a thread watches for
+    this process being handed to another parent. Without it a driver went on measuring until
+    it next wrote to feedbench, and its workers with it."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="feedbench-parent-watch", daemon=True).start()
 
 
 def requests(argv):

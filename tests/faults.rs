@@ -525,3 +525,59 @@ fn an_encoder_whose_file_cannot_start_on_a_full_disk_is_an_error_not_a_hang() {
     let err = written.unwrap_err();
     assert!(err.contains("episode_000000.mp4") && err.contains("No space left"), "{err}");
 }
+
+/// The children of process `pid` (every thread's), from /proc.
+fn children(pid: u32) -> Vec<libc::pid_t> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
+        .collect()
+}
+
+#[test]
+fn a_tune_stopped_by_sigterm_leaves_no_driver_or_worker_behind() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 3, 30, &[]);
+    let run = format!(
+        "--dataset.repo_id=local/p --dataset.root={} --policy.type=diffusion --policy.device=cpu \
+         --policy.push_to_hub=false --policy.pretrained_backbone_weights=null \
+         --policy.down_dims=[32,64,128] --wandb.enable=false --batch_size=4 --num_workers=2",
+        data.display()
+    );
+    let out = dir.path().join("tune");
+    let mut tune = spawn(&[
+        "tune",
+        "--lerobot-train",
+        &run,
+        "--python",
+        python.to_str().unwrap(),
+        "--step-ms",
+        "300",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // Its driver (in a process group of its own, with its DataLoader's workers) measuring.
+    let started = Instant::now();
+    let driver = loop {
+        assert!(tune.try_wait().unwrap().is_none(), "tune ended before its driver measured");
+        assert!(started.elapsed() < Duration::from_secs(120), "no driver in two minutes");
+        let kept = children(tune.id());
+        if let Some(&driver) = kept.first().filter(|&&d| !children(d as u32).is_empty()) {
+            break driver;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    signal(&tune, libc::SIGTERM);
+    tune.wait().unwrap();
+    // SAFETY: probes (signal 0) the process group the driver leads; nothing is sent.
+    let alive = || unsafe { libc::kill(-driver, 0) } == 0;
+    let stopped = Instant::now();
+    while alive() && stopped.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!alive(), "the driver's group (pid {driver}) outlived feedbench by 10 s");
+}
