@@ -112,6 +112,12 @@ pub enum ModelSpec {
 }
 
 impl ModelSpec {
+    /// Whether the step is a fixed cost (`synthetic:MS`, `--step-ms`): what it takes is known,
+    /// so one step shows it and it needs no warm-up of its own.
+    pub fn is_fixed_cost(&self) -> bool {
+        matches!(self, ModelSpec::Synthetic { .. })
+    }
+
     /// The step a lerobot-train run's loader takes for this spec: a fixed cost stays one (a
     /// stand-in for the policy, e.g. a log's `updt_s`); anything else is the run's own policy.
     pub fn of_a_run(&self) -> ModelSpec {

@@ -4,7 +4,8 @@
 use super::cache_fit::CacheFit;
 use super::phase_text::sample_steps;
 use super::{
-    millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
+    beside_the_wait, millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost,
+    KNEE_TOLERANCE_PCT,
 };
 use crate::bench::phase::{DecodeLimit, LoaderPhase};
 use crate::bench::stats::median;
@@ -284,12 +285,7 @@ fn copy_advice(row: &Row) -> Option<String> {
     if wait >= KNEE_TOLERANCE_PCT || copy <= wait {
         return None;
     }
-    let what = if row.knobs.loader.is_native() {
-        "the batch's copy to the device"
-    } else {
-        "the main process's hand-over of each batch (uint8 frames to float32, the policy's \
-         pre-processor)"
-    };
+    let what = beside_the_wait(row.knobs.loader);
     Some(format!(
         "The loader keeps up: the step waits {wait:.1} % of its time for batches. The rest of \
          its input-bound share ({copy:.1} %) is {what}, which no worker count or prefetch \

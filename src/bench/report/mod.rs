@@ -31,6 +31,7 @@ use super::table::{Column, Table};
 use super::verdict::Verdict;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
+use crate::loader::knobs::LoaderBackend;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
 /// measurement and the report.
 pub use crate::timing::stage::Stage;
@@ -371,6 +372,19 @@ pub(crate) fn plural(n: usize) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// What a train step's input-bound share holds beside the wait for its batch, in words: the
+/// batch's copy to the device, or in a lerobot-train run the main process's hand-over of it
+/// (where the policy's pre-processor runs). No worker count or prefetch shortens it.
+pub fn beside_the_wait(loader: LoaderBackend) -> &'static str {
+    match loader {
+        LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
+            "the main process's hand-over (the uint8 frames to float32 and the policy's \
+             pre-processor)"
+        }
+        _ => "the batch's copy to the device",
     }
 }
 

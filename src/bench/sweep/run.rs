@@ -344,10 +344,8 @@ pub(crate) fn run_cell(
         tch::manual_seed(cell.repeat as i64);
         let mut model_step = step.build(shapes)?;
         // A step of fixed cost is what it says: one step shows it, without a warm-up.
-        let (steps, warmup) = match cell.model {
-            ModelSpec::Synthetic { .. } => (1, 0),
-            _ => (run.model_steps, run.warmup),
-        };
+        let (steps, warmup) =
+            if cell.model.is_fixed_cost() { (1, 0) } else { (run.model_steps, run.warmup) };
         let measured = run_model_phase(model_step.as_mut(), &batch, cell.dtype, steps, warmup)?;
         models.insert(key.clone(), measured);
     }

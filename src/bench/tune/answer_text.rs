@@ -5,7 +5,7 @@
 use std::fmt;
 
 use super::answer::{Answer, Bound};
-use crate::bench::report::{millis, rate};
+use crate::bench::report::{beside_the_wait, millis, rate};
 use crate::loader::lerobot::LoaderBackend;
 use crate::timing::stage::Stage;
 
@@ -77,14 +77,12 @@ impl Answer {
                 let rest = match self.knobs.loader {
                     // lerobot-train's main process hands each batch over before its step.
                     LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
-                        "the main process's hand-over (the uint8 frames to float32 and the \
-                         policy's pre-processor), which no worker count or prefetch moves; on \
-                         CUDA (--policy.device=cuda) the conversion runs on the device"
+                        "which no worker count or prefetch moves; on CUDA \
+                         (--policy.device=cuda) the conversion runs on the device"
                     }
-                    _ => {
-                        "the batch's copy to the device, which no worker count or prefetch shortens"
-                    }
+                    _ => "which no worker count or prefetch shortens",
                 };
+                let rest = format!("{}, {rest}", beside_the_wait(self.knobs.loader));
                 format!(
                     "The loader keeps up (the wait is {:.1} % of the step): the rest is {rest}.",
                     self.wait_pct.0

@@ -308,7 +308,7 @@ pub fn run_tune(
             // A step of fixed cost needs no warm-up of its own: one step takes the loader's
             // start-up (its first batch) out of the window, which then runs twice the batches
             // in flight at least.
-            train_warmup: matches!(base.model, ModelSpec::Synthetic { .. }).then_some(1),
+            train_warmup: base.model.is_fixed_cost().then_some(1),
         };
         let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;

@@ -13,6 +13,10 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+/// The driver's command-line argument that makes it a session: requests one a line on its
+/// stdin until it closes, rather than one in the file named there.
+pub const SESSION_ARGUMENT: &str = "--session";
+
 /// What a request asks the driver to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use serde_json::Value as Json;
 
 use super::process::{Driver, Said, Stopping};
-use super::protocol::{Request, RunRequest};
+use super::protocol::{Request, RunRequest, SESSION_ARGUMENT};
 use crate::loader::pipeline::LoaderError;
 
 /// The open session, if any.
@@ -62,7 +62,7 @@ impl Session {
             LoaderError::Lerobot(format!("cannot make the socket for the LeRobot driver: {e}"))
         })?;
         let stdin = Stdio::from(OwnedFd::from(theirs));
-        let driver = Driver::start(&key.python, &key.driver, "--session", stdin)?;
+        let driver = Driver::start(&key.python, &key.driver, SESSION_ARGUMENT, stdin)?;
         Ok(Self { key, driver, requests: ours, builds: 0 })
     }
 
