@@ -246,6 +246,11 @@ impl Feature {
             .and_then(Json::as_array)
             .and_then(|dims| dims.iter().map(|d| d.as_u64().map(|d| d as usize)).collect())
             .ok_or_else(|| invalid("expected `shape` as a list of non-negative integers".into()))?;
+        if matches!(kind, FeatureKind::Value(_)) && !(1..=5).contains(&shape.len()) {
+            return Err(invalid(format!(
+                "expected a `shape` of 1 to 5 dimensions (what LeRobot stores), found {shape:?}"
+            )));
+        }
         let names = object.get("names").and_then(flatten_names);
         let image = match kind {
             FeatureKind::Image | FeatureKind::Video => {

@@ -409,6 +409,13 @@ mod tests {
         );
         let err = parse(&text).unwrap_err().to_string();
         assert!(err.contains("observation.state") && err.contains("complex64"), "{err}");
+        // LeRobot stores values of 1 to 5 dimensions (HF Sequence, Array2D to Array5D).
+        let text = MINIMAL.replace(
+            "\"dtype\": \"float32\", \"shape\": [2], \"names\": {",
+            "\"dtype\": \"float32\", \"shape\": [1, 1, 1, 1, 1, 2], \"names\": {",
+        );
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("observation.state") && err.contains("1 to 5 dimensions"), "{err}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
                                          delta for no feature, an index past the end
     check.py write-lerobot OUT           a small dataset written by LeRobot itself (LeRobotDataset
                                          .create: one video camera, one image feature, state,
-                                         action; 3 episodes)
+                                         action, features of 2 to 5 dimensions; 3 episodes)
 """
 
 import sys
@@ -284,6 +284,11 @@ def write_lerobot(out):
                                      "names": ["height", "width", "channels"]},
         "observation.state": {"dtype": "float32", "shape": (4,), "names": None},
         "action": {"dtype": "float32", "shape": (4,), "names": None},
+        # Features of 2 to 5 dimensions: nested lists in parquet (HF Array2D..Array5D).
+        "observation.grid": {"dtype": "float32", "shape": (2, 3), "names": None},
+        "observation.cube": {"dtype": "int64", "shape": (2, 3, 4), "names": None},
+        "observation.tesseract": {"dtype": "float64", "shape": (1, 2, 3, 2), "names": None},
+        "observation.penteract": {"dtype": "float32", "shape": (2, 1, 2, 1, 3), "names": None},
     }
     dataset = LeRobotDataset.create("local/lerobot-written", fps=15, features=features, root=out,
                                     use_videos=True)
@@ -295,6 +300,10 @@ def write_lerobot(out):
                 "observation.images.wrist": generator.integers(0, 256, (24, 32, 3), dtype=np.uint8),
                 "observation.state": generator.standard_normal(4).astype(np.float32),
                 "action": generator.standard_normal(4).astype(np.float32),
+                "observation.grid": generator.standard_normal((2, 3)).astype(np.float32),
+                "observation.cube": generator.integers(-9, 9, (2, 3, 4)),
+                "observation.tesseract": generator.standard_normal((1, 2, 3, 2)),
+                "observation.penteract": generator.standard_normal((2, 1, 2, 1, 3)).astype(np.float32),
                 "task": ["pick", "place"][episode % 2],
             })
         dataset.save_episode()

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray};
+use arrow::array::{Array, AsArray, RecordBatch, StructArray};
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatchReader;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
@@ -19,22 +19,16 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 
+mod column;
+
+pub use column::TableColumn;
+use column::{decode_column, wrong_length};
+
 use super::episodes::{Episode, EpisodeIndex};
 use super::files::PositionedFile;
-use super::meta::{Feature, FeatureKind, ScalarType};
+use super::meta::{Feature, FeatureKind};
 use super::values::Values;
 use super::{DatasetError, Result};
-
-/// A column decoded in bulk: a numeric or string feature.
-#[derive(Debug, Clone)]
-pub struct TableColumn {
-    /// The feature name (= the parquet column name).
-    pub name: String,
-    /// The element type; None for strings.
-    pub scalar: Option<ScalarType>,
-    /// Values per row.
-    pub width: usize,
-}
 
 /// One parquet data file, read by position, with its row groups decoded on demand.
 struct DataFile {
@@ -92,13 +86,17 @@ impl FrameTable {
         let columns: Vec<TableColumn> = features
             .iter()
             .filter_map(|f| match f.kind {
-                FeatureKind::Value(t) => {
-                    Some(TableColumn { name: f.name.clone(), scalar: Some(t), width: f.width() })
-                }
+                FeatureKind::Value(t) => Some(TableColumn {
+                    name: f.name.clone(),
+                    scalar: Some(t),
+                    width: f.width(),
+                    shape: f.shape.clone(),
+                }),
                 FeatureKind::String => Some(TableColumn {
                     name: f.name.clone(),
                     scalar: None,
                     width: f.width().max(1),
+                    shape: vec![f.width().max(1)],
                 }),
                 FeatureKind::Image | FeatureKind::Video => None,
             })
@@ -246,8 +244,8 @@ impl DataFile {
                 )
             })?;
             if let DataType::FixedSizeList(_, n) = field.data_type() {
-                if *n as usize != column.width {
-                    return Err(wrong_width(&path, column, *n as usize));
+                if *n as usize != column.shape[0] {
+                    return Err(wrong_length(&path, column, None, 0, *n as usize));
                 }
             }
         }
@@ -379,106 +377,4 @@ impl DataFile {
 
 fn root_position(schema: &parquet::schema::types::SchemaDescriptor, name: &str) -> Option<usize> {
     schema.root_schema().get_fields().iter().position(|f| f.name() == name)
-}
-
-fn wrong_width(path: &Path, column: &TableColumn, found: usize) -> DatasetError {
-    DatasetError::invalid(
-        path,
-        format!(
-            "column `{}`: expected {} values per row (info.json shape), found {found}",
-            column.name, column.width
-        ),
-    )
-}
-
-/// Flattens a scalar or list column into `rows × width` values of the feature's dtype.
-fn decode_column(batch: &RecordBatch, column: &TableColumn, path: &Path) -> Result<Values> {
-    let array = batch.column_by_name(&column.name).expect("projected");
-    if array.null_count() > 0 {
-        return Err(DatasetError::invalid(
-            path,
-            format!("column `{}` has null values", column.name),
-        ));
-    }
-    let rows = array.len();
-    let flat: ArrayRef = match array.data_type() {
-        DataType::List(_) => contiguous(array.as_list::<i32>().value_offsets(), array.as_list::<i32>().values(), column, path)?,
-        DataType::LargeList(_) => contiguous(array.as_list::<i64>().value_offsets(), array.as_list::<i64>().values(), column, path)?,
-        DataType::FixedSizeList(_, n) => {
-            let list = array.as_fixed_size_list();
-            if *n as usize != column.width {
-                return Err(wrong_width(path, column, *n as usize));
-            }
-            list.values().slice(list.offset() * column.width, rows * column.width)
-        }
-        _ if column.width == 1 => array.clone(),
-        other => {
-            return Err(DatasetError::invalid(
-                path,
-                format!(
-                    "column `{}`: expected a list of {} values per row (info.json shape), found {other}",
-                    column.name, column.width
-                ),
-            ))
-        }
-    };
-    let target = match column.scalar {
-        Some(ScalarType::Float32) => DataType::Float32,
-        Some(ScalarType::Float64) => DataType::Float64,
-        Some(ScalarType::Int64) => DataType::Int64,
-        Some(ScalarType::Int32) => DataType::Int32,
-        Some(ScalarType::Bool) => DataType::Boolean,
-        None => DataType::Utf8,
-    };
-    let typed = cast(&flat, &target).map_err(|e| {
-        DatasetError::invalid(
-            path,
-            format!(
-                "column `{}`: expected {} values (info.json dtype), found {} ({e})",
-                column.name,
-                target,
-                flat.data_type()
-            ),
-        )
-    })?;
-    Ok(match column.scalar {
-        Some(ScalarType::Float32) => {
-            Values::F32(typed.as_primitive::<Float32Type>().values().to_vec())
-        }
-        Some(ScalarType::Float64) => {
-            Values::F64(typed.as_primitive::<Float64Type>().values().to_vec())
-        }
-        Some(ScalarType::Int64) => Values::I64(typed.as_primitive::<Int64Type>().values().to_vec()),
-        Some(ScalarType::Int32) => Values::I32(typed.as_primitive::<Int32Type>().values().to_vec()),
-        Some(ScalarType::Bool) => {
-            Values::Bool(typed.as_boolean().iter().map(|v| v.unwrap_or(false)).collect())
-        }
-        None => Values::Str(
-            typed.as_string::<i32>().iter().map(|v| v.unwrap_or_default().to_string()).collect(),
-        ),
-    })
-}
-
-/// The child values of a variable-size list column whose every row has `width` values.
-fn contiguous<O: arrow::array::OffsetSizeTrait>(
-    offsets: &[O],
-    values: &ArrayRef,
-    column: &TableColumn,
-    path: &Path,
-) -> Result<ArrayRef> {
-    for (row, pair) in offsets.windows(2).enumerate() {
-        let len = pair[1].as_usize() - pair[0].as_usize();
-        if len != column.width {
-            return Err(DatasetError::invalid(
-                path,
-                format!(
-                    "column `{}` row {row}: expected {} values (info.json shape), found {len}",
-                    column.name, column.width
-                ),
-            ));
-        }
-    }
-    let start = offsets.first().map_or(0, |o| o.as_usize());
-    let end = offsets.last().map_or(0, |o| o.as_usize());
-    Ok(values.slice(start, end - start))
 }
