@@ -455,11 +455,11 @@ def measure_policy_step(request, run, raw_loader, installed, built):
     built["step"] = training.facts
     emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
           **installed})
-    loader = training.prepare(raw_loader)
+    loader = run.prepare(raw_loader)
     stream = iter(loader)
     first = next(stream)
     close_loader(loader, stream)
-    training.release(loader)
+    run.release(loader)
     del stream
     timer, steps = training.timer, []
     for number in range(request.get("warmup", 1) + request["steps"]):

@@ -313,7 +313,7 @@ class Run:
         with Recorder(*self.readers) as recorded:
             self.dataset = make_dataset(self.cfg)
         self.recorded_dataset = recorded.calls.get("dataset")
-        self.training = None
+        self.accelerator, self.training = None, None
         self.kept = None  # the DataLoader measured last: (its knobs, its batches, what was built)
         Run.builds += 1
 
@@ -347,12 +347,34 @@ class Run:
         return loader, facts
 
     def step(self):
-        """The run's training step, built on first use and kept."""
+        """The run's training step, built on first use and kept (with the run's accelerator)."""
         if self.training is None:
             from feedbench_lerobot_train_step import TrainingStep
 
-            self.training = TrainingStep(self.cfg, self.dataset)
+            self.training = TrainingStep(self.cfg, self.dataset, self.prepared_by())
         return self.training
+
+    def prepared_by(self):
+        """lerobot-train's Accelerator for this run, made on first use: a DataLoader it prepares
+        yields batches as lerobot-train's loop takes them; the training step prepares its policy
+        with the same one. A loader measured alone builds no policy."""
+        if self.accelerator is None:
+            from feedbench_lerobot_train_step import make_accelerator
+
+            self.accelerator = make_accelerator(self.cfg)
+        return self.accelerator
+
+    def prepare(self, loader):
+        """`loader` as lerobot-train's accelerator prepares its DataLoader (batches put on the
+        device); [`release`] lets it go."""
+        return self.prepared_by().prepare(loader)
+
+    def release(self, prepared):
+        """Forgets a DataLoader [`prepare`] made (accelerate keeps a list of them), after
+        [`close_loader`] shut its workers down."""
+        kept = getattr(self.prepared_by(), "_dataloaders", [])
+        if prepared in kept:
+            kept.remove(prepared)
 
     def stream(self, request):
         """The batches, epoch after epoch, of the DataLoader lerobot-train iterates (prepared by
@@ -366,7 +388,7 @@ class Run:
             return self.kept[1], dict(self.kept[2])
         self.close()
         loader, built = self.loader(request)
-        stream = Cycle(self.step().prepare(loader))
+        stream = Cycle(self.prepare(loader))
         self.kept = (knobs, stream, built)
         return stream, dict(built)
 
@@ -375,16 +397,8 @@ class Run:
         if self.kept is not None:
             stream = self.kept[1]
             close_loader(stream.loader, stream.stream)
-            self.training.release(stream.loader)
+            self.release(stream.loader)
             self.kept = None
-
-
-def build_loader(request):
-    """lerobot-train's DataLoader for the request's arguments, built afresh: the config, the
-    dataset, the DataLoader and what was built."""
-    run = Run(request)
-    loader, facts = run.loader(request)
-    return run.cfg, run.dataset, loader, facts
 
 
 def close_loader(loader, stream=None):

@@ -84,17 +84,17 @@ def top_modules(policy):
 class TrainingStep:
     """lerobot-train's step: the policy, pre-processor, optimizer and scheduler built by
     LeRobot's factories, prepared by accelerate as lerobot-train prepares them (its DataLoaders
-    by [`prepare`], each measurement's own); each step hands the batch over as lerobot-train's
+    by `Run.prepare`, each measurement's own, with the accelerator given); each step hands the batch over as lerobot-train's
     loop does (the uint8 cameras to float32 / 255 on the device, the pre-processor) and runs
     `update_policy` (forward, backward through accelerate, grad clip, optimizer and scheduler),
     timed in parts by hooks."""
 
-    def __init__(self, cfg, dataset):
+    def __init__(self, cfg, dataset, accelerator=None):
         from lerobot.optim.factory import make_optimizer_and_scheduler
         from lerobot.policies.factory import make_policy, make_pre_post_processors
 
         self.cfg, self.dataset = cfg, dataset
-        self.accelerator = make_accelerator(cfg)
+        self.accelerator = accelerator or make_accelerator(cfg)
         self.note = weights_here(cfg)
         policy_kwargs = {"cfg": cfg.policy, "ds_meta": dataset.meta}
         if "rename_map" in inspect.signature(make_policy).parameters:
@@ -121,18 +121,6 @@ class TrainingStep:
         self.facts = {"device": str(self.device), "parameters": parameters,
                       "mixed_precision": self.accelerator.mixed_precision,
                       "modules": list(self.modules), "note": self.note}
-
-    def prepare(self, loader):
-        """`loader` as lerobot-train's accelerator prepares its DataLoader (batches put on the
-        device); `release` lets it go."""
-        return self.accelerator.prepare(loader)
-
-    def release(self, prepared):
-        """Forgets a DataLoader [`prepare`] made (accelerate keeps a list of them), after
-        [`close_loader`] shut its workers down."""
-        kept = getattr(self.accelerator, "_dataloaders", [])
-        if prepared in kept:
-            kept.remove(prepared)
 
     def hook(self):
         """Marks around the policy's forward (update_policy calls `policy.forward` itself, which

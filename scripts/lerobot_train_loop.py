@@ -6,7 +6,8 @@ lerobot-train's main process hands it over (uint8 cameras to float32, the policy
 pre-processor) and a step of MS ms follows. Prints one JSON object: samples/s, and CPU ms per
 sample of the main process and its workers over the timed batches (as feedbench counts them).
 
-The DataLoader is built by feedbench's python/feedbench_lerobot_train.py, which
+The DataLoader is built by feedbench's python/feedbench_lerobot_train.py and prepared by the
+run's accelerator as lerobot-train's loop takes it, which
 tests/lerobot_train.rs holds equal to lerobot-train's own (its arguments and first batches);
 scripts/lerobot-parity.sh runs this loop interleaved with `feedbench load/train --lerobot-train`
 to show that the harness does not slow the run it measures.
@@ -31,12 +32,13 @@ def main():
     args = [a for a in options.args if a != "--"]
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
     from feedbench_lerobot_measure import cpu_s
-    from feedbench_lerobot_train import build_loader
-    from feedbench_lerobot_train_step import TrainingStep
+    from feedbench_lerobot_train import Run
 
-    cfg, dataset, loader, _ = build_loader({"lerobot_train": args})
-    training = TrainingStep(cfg, dataset) if options.step_ms is not None else None
-    source = training.prepare(loader) if training is not None else loader
+    # The DataLoader as lerobot-train's loop takes it: prepared by the run's accelerator.
+    run = Run({"lerobot_train": args})
+    loader, _ = run.loader({})
+    training = run.step() if options.step_ms is not None else None
+    source = run.prepare(loader)
 
     def batches():
         while True:
