@@ -6,7 +6,7 @@ lerobot-train's main process hands it over (uint8 cameras to float32, the policy
 pre-processor) and a step of MS ms follows. Prints one JSON object: samples/s, and CPU ms per
 sample of the main process and its workers over the timed batches (as feedbench counts them).
 
-The DataLoader is built by feedbench's python/feedbench_lerobot_train.py and prepared by the
+The DataLoader is built by feedbench's driver (src/loader/lerobot/feedbench_driver/train_run.py) and prepared by the
 run's accelerator as lerobot-train's loop takes it, which
 tests/lerobot_train.rs holds equal to lerobot-train's own (its arguments and first batches);
 scripts/lerobot-parity.sh runs this loop interleaved with `feedbench load/train --lerobot-train`
@@ -30,9 +30,9 @@ def main():
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     args = [a for a in options.args if a != "--"]
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
-    from feedbench_lerobot_measure import cpu_s
-    from feedbench_lerobot_train import Run
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src", "loader", "lerobot"))
+    from feedbench_driver.measure import cpu_s
+    from feedbench_driver.train_run import Run
 
     # The DataLoader as lerobot-train's loop takes it: prepared by the run's accelerator.
     run = Run({"lerobot_train": args})

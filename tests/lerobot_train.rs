@@ -59,7 +59,7 @@ pub(crate) fn recorded_run(
         .arg(root.join("tests/lerobot_train/record_run.py"))
         .arg(out)
         .arg(count.to_string())
-        .arg(root.join("python"))
+        .arg(root.join("src/loader/lerobot"))
         .args(args)
         .env("HF_HUB_OFFLINE", "1");
     if let Some(path) = pythonpath {
@@ -212,6 +212,80 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
     let (ok, _, stderr) = common::feedbench(&["compare", "--a", side, "--b", side]);
     assert!(!ok && stderr.contains("\"act\" is not a lerobot-train flag"), "{stderr}");
     assert!(stderr.contains("--a"), "the side is named: {stderr}");
+}
+
+/// The one video file under `dataset`'s videos/.
+fn the_video(dataset: &Path) -> PathBuf {
+    let mut found = Vec::new();
+    let mut dirs = vec![dataset.join("videos")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "mp4") {
+                found.push(path);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+#[test]
+fn what_lerobot_fails_on_without_naming_it_is_named() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 2, 20, &[]);
+    let run = |root: &Path, extra: &str| {
+        format!(
+            "--dataset.repo_id=local/p --dataset.root={} --policy.type=act \
+             --policy.push_to_hub=false --num_workers=1 {extra}",
+            root.display()
+        )
+    };
+    let refused = |command: &str, args: &str, flags: &[&str]| {
+        let (ok, _, stderr) = with_run(command, args, &python, flags);
+        assert!(!ok, "{args}: taken");
+        stderr
+    };
+    // LeRobot: `Instruction "train" corresponds to no data!`
+    let episode = refused("load", &run(&data, "--dataset.episodes=[99]"), &[]);
+    assert!(
+        episode.contains("--dataset.episodes: episode 99 is not in the dataset at")
+            && episode.contains("its episodes are 0 to 1"),
+        "{episode}"
+    );
+    // LeRobot: "Neither policy nor reward_model is configured".
+    let nowhere = dir.path().join("no-policy");
+    let args = format!(
+        "--dataset.repo_id=local/p --dataset.root={} --policy.path={} --policy.device=cpu",
+        data.display(),
+        nowhere.display()
+    );
+    let policy = refused("load", &args, &[]);
+    assert!(
+        policy.contains(&format!("--policy.path={}: no such directory", nowhere.display())),
+        "{policy}"
+    );
+    // A partial download: LeRobot would fetch the missing video, and says only that it is
+    // offline.
+    let partial = dir.path().join("partial");
+    common::synth_pusht(&partial, 2, 20, &[]);
+    let video = the_video(&partial);
+    std::fs::remove_file(&video).unwrap();
+    let missing = refused("load", &run(&partial, ""), &[]);
+    assert!(missing.contains(&format!("{}: no such file", video.display())), "{missing}");
+    // A damaged video under lerobot-train's loop: torchcodec names no file.
+    let damaged = dir.path().join("damaged");
+    common::synth_pusht(&damaged, 2, 20, &[]);
+    let video = the_video(&damaged);
+    let bytes = std::fs::read(&video).unwrap();
+    std::fs::write(&video, &bytes[..bytes.len() / 2]).unwrap();
+    let flags = ["--model", "synthetic:10ms", "--steps", "3"];
+    let truncated = refused("train", &run(&damaged, ""), &flags);
+    assert!(truncated.contains(&format!("{} cannot be decoded", video.display())), "{truncated}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ With --feedbench-reader first among the arguments, the run is feedbench-lerobot-
 (feedbench.lerobot_train.main, importable from PYTHONPATH) and built.json also counts the
 FeedbenchDatasets it made (`feedbench_datasets`).
 
-usage: record_run.py OUT COUNT FEEDBENCH_PYTHON_DIR [--feedbench-reader] LEROBOT_TRAIN_ARGS...
+usage: record_run.py OUT COUNT DRIVER_DIR [--feedbench-reader] LEROBOT_TRAIN_ARGS...
 """
 
 import json
@@ -22,9 +22,9 @@ def main():
     feedbench_reader = args[:1] == ["--feedbench-reader"]
     if feedbench_reader:
         args = args[1:]
-    sys.path.append(modules)  # after PYTHONPATH: an installed feedbench package comes first
-    from feedbench_lerobot import save_batch
-    from feedbench_lerobot_train import Recorder
+    sys.path.append(modules)  # the driver package (feedbench_driver), after PYTHONPATH
+    from feedbench_driver.plain import save_batch
+    from feedbench_driver.train_run import Recorder
 
     import lerobot.scripts.lerobot_train as lerobot_train
 

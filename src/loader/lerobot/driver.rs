@@ -1,4 +1,4 @@
-//! The driver process: feedbench's script (`python/feedbench_lerobot.py`, compiled into the
+//! The driver process: feedbench's package (`src/loader/lerobot/feedbench_driver/`, compiled into the
 //! binary) run by the user's Python. It answers a JSON request with JSON lines on its stdout
 //! ([`protocol`](super::protocol)); whatever LeRobot prints goes to its stderr, whose last
 //! lines an error quotes.
@@ -14,21 +14,23 @@ use super::process::{Driver, Stopping};
 use super::protocol::Request;
 use crate::loader::pipeline::LoaderError;
 
-/// The driver script and the modules it imports, as shipped in `python/`: (file name, text).
-pub const DRIVER: [(&str, &str); 6] = [
-    ("feedbench_lerobot.py", include_str!("../../../python/feedbench_lerobot.py")),
-    (
-        "feedbench_lerobot_protocol.py",
-        include_str!("../../../python/feedbench_lerobot_protocol.py"),
-    ),
-    ("feedbench_lerobot_step.py", include_str!("../../../python/feedbench_lerobot_step.py")),
-    ("feedbench_lerobot_measure.py", include_str!("../../../python/feedbench_lerobot_measure.py")),
-    ("feedbench_lerobot_train.py", include_str!("../../../python/feedbench_lerobot_train.py")),
-    (
-        "feedbench_lerobot_train_step.py",
-        include_str!("../../../python/feedbench_lerobot_train_step.py"),
-    ),
+/// The driver package, `feedbench_driver/` beside this file: (file name, text). Written
+/// into a directory of its own and run as `PYTHON DIR/feedbench_driver` (its `__main__.py`).
+pub const DRIVER: [(&str, &str); 10] = [
+    ("__main__.py", include_str!("feedbench_driver/__main__.py")),
+    ("protocol.py", include_str!("feedbench_driver/protocol.py")),
+    ("measure.py", include_str!("feedbench_driver/measure.py")),
+    ("plain.py", include_str!("feedbench_driver/plain.py")),
+    ("policy_step.py", include_str!("feedbench_driver/policy_step.py")),
+    ("run_config.py", include_str!("feedbench_driver/run_config.py")),
+    ("train_run.py", include_str!("feedbench_driver/train_run.py")),
+    ("train_step.py", include_str!("feedbench_driver/train_step.py")),
+    ("train_requests.py", include_str!("feedbench_driver/train_requests.py")),
+    ("__init__.py", include_str!("feedbench_driver/__init__.py")),
 ];
+
+/// The package's name: the directory `python DIR/feedbench_driver` runs.
+pub const DRIVER_PACKAGE: &str = "feedbench_driver";
 
 /// A libtorch device as PyTorch names it.
 pub fn torch_device(device: tch::Device) -> String {
@@ -50,28 +52,29 @@ pub fn parse<T: serde::de::DeserializeOwned>(python: &Path, value: Json) -> Resu
     })
 }
 
-/// The driver script on disk, its modules beside it: written once per content into the
-/// temporary directory.
-fn driver_path() -> Result<PathBuf, LoaderError> {
+/// The driver package on disk: written once per content into the temporary directory; the
+/// package's directory, which Python runs.
+pub(super) fn driver_path() -> Result<PathBuf, LoaderError> {
     let mut digest = Sha256::new();
     for (name, text) in DRIVER {
         digest.update(name.as_bytes());
         digest.update(text.as_bytes());
     }
     let hash: String = digest.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect();
-    let dir = std::env::temp_dir().join(format!("feedbench-lerobot-{hash}"));
+    let package =
+        std::env::temp_dir().join(format!("feedbench-lerobot-{hash}")).join(DRIVER_PACKAGE);
     for (name, text) in DRIVER {
-        let path = dir.join(name);
+        let path = package.join(name);
         if std::fs::read_to_string(&path).is_ok_and(|found| found == text) {
             continue;
         }
         let io = |e: std::io::Error| {
             LoaderError::Lerobot(format!("{}: cannot write the driver ({e})", path.display()))
         };
-        std::fs::create_dir_all(&dir).map_err(io)?;
+        std::fs::create_dir_all(&package).map_err(io)?;
         crate::dataset::files::write_whole(&path, text.as_bytes()).map_err(io)?;
     }
-    Ok(dir.join(DRIVER[0].0))
+    Ok(package)
 }
 
 /// Runs the driver with `python` on `request`: its `ready` and `result` messages. A

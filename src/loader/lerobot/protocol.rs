@@ -1,5 +1,5 @@
 //! What feedbench and its LeRobot driver say to each other, the Rust side of
-//! `python/feedbench_lerobot_protocol.py`: a [`Request`] is one JSON object (in a file named on
+//! `src/loader/lerobot/feedbench_driver/protocol.py`: a [`Request`] is one JSON object (in a file named on
 //! the driver's command line, or one a line on its stdin in a [session](super::session)); the
 //! driver answers with JSON lines on its stdout, each an [`Event`]: `ready` once it built what
 //! it measures ([`LerobotVersions`]), `step` per measured batch where feedbench may stop it
@@ -266,16 +266,32 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in the order the driver's `ErrorKind` lists them.
+    pub const ALL: [ErrorKind; 6] = [
+        Self::Lerobot,
+        Self::Environment,
+        Self::Version,
+        Self::Knob,
+        Self::Arguments,
+        Self::Reader,
+    ];
+
+    /// The kind as an `error` message names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lerobot => "lerobot",
+            Self::Environment => "environment",
+            Self::Version => "version",
+            Self::Knob => "knob",
+            Self::Arguments => "arguments",
+            Self::Reader => "reader",
+        }
+    }
+
     /// The kind an `error` message names (`lerobot` where it names none or another).
     pub fn of(message: &Json) -> Self {
-        match message.get("kind").and_then(Json::as_str) {
-            Some("environment") => Self::Environment,
-            Some("version") => Self::Version,
-            Some("knob") => Self::Knob,
-            Some("arguments") => Self::Arguments,
-            Some("reader") => Self::Reader,
-            _ => Self::Lerobot,
-        }
+        let named = message.get("kind").and_then(Json::as_str);
+        Self::ALL.into_iter().find(|kind| Some(kind.name()) == named).unwrap_or(Self::Lerobot)
     }
 }
 
@@ -429,4 +445,93 @@ pub struct BuiltRun {
     /// LeRobot 0.6), known where the DataLoader has no worker to give it to.
     #[serde(default)]
     pub worker_prefetch_factor: Option<usize>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::process::{Command as Process, Stdio};
+
+    use super::*;
+
+    /// Every command (the match fails to compile when one is added and not listed).
+    fn every_command() -> Vec<Command> {
+        let all =
+            [Command::Load, Command::Batches, Command::Sampler, Command::Model, Command::Describe];
+        for command in all {
+            match command {
+                Command::Load
+                | Command::Batches
+                | Command::Sampler
+                | Command::Model
+                | Command::Describe => {}
+            }
+        }
+        all.to_vec()
+    }
+
+    /// The driver's own protocol module (as shipped in the binary, in the system's Python)
+    /// reads every request kind Rust writes, and every error kind it says reaches Rust as that
+    /// kind: the two sides' lists are the same.
+    #[test]
+    fn every_request_and_error_kind_crosses_between_the_two_protocol_modules() {
+        let Ok(python) = which_python() else {
+            eprintln!("SKIPPED: no python3 on PATH");
+            return;
+        };
+        let package = super::super::driver::driver_path().unwrap();
+        let script = format!(
+            "import json, sys\n\
+             sys.path.insert(0, {dir:?})\n\
+             from feedbench_driver import protocol\n\
+             for request in protocol.requests([{session:?}]):\n\
+             \x20   print(json.dumps({{'command': request['command'], \
+             'known': request['command'] in protocol.COMMANDS, 'keys': sorted(request)}}))\n\
+             for kind in protocol.ErrorKind:\n\
+             \x20   protocol.say_error(kind, 'a ' + kind.value + ' fault')\n",
+            dir = package.parent().unwrap().to_str().unwrap(),
+            session = SESSION_ARGUMENT,
+        );
+        let mut child = Process::new(python)
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let run = RunRequest {
+            lerobot_train: vec!["--dataset.root=/d".into()],
+            overrides: Overrides { num_workers: Some(2), ..Overrides::default() },
+            reader: "feedbench",
+        };
+        let commands = every_command();
+        let mut stdin = child.stdin.take().unwrap();
+        for command in &commands {
+            let request = Request::new(*command, Reads::Run(run.clone()));
+            writeln!(stdin, "{}", serde_json::to_string(&request).unwrap()).unwrap();
+        }
+        drop(stdin);
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success());
+        let lines: Vec<Json> = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let (read, said) = lines.split_at(commands.len());
+        for (command, echo) in commands.iter().zip(read) {
+            assert_eq!(echo["command"], serde_json::to_value(command).unwrap(), "{echo}");
+            assert_eq!(echo["known"], true, "the driver does not know {command:?}: {echo}");
+            assert!(echo["keys"].as_array().unwrap().iter().any(|k| k == "overrides"), "{echo}");
+        }
+        assert_eq!(said.len(), ErrorKind::ALL.len(), "the driver's error kinds: {said:?}");
+        for (kind, message) in ErrorKind::ALL.iter().zip(said) {
+            assert_eq!(Event::of(message), Some(Event::Error), "{message}");
+            assert_eq!(ErrorKind::of(message), *kind, "{message}");
+            assert_eq!(message["kind"], kind.name(), "{message}");
+        }
+    }
+
+    fn which_python() -> std::io::Result<&'static str> {
+        Process::new("python3").arg("--version").output().map(|_| "python3")
+    }
 }

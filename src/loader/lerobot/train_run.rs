@@ -1,6 +1,6 @@
 //! lerobot-train's own run as a loader (`--lerobot-train "ARGS"`): the user's arguments, parsed
 //! by LeRobot's own parser in their Python, and the dataset, sampler and DataLoader built as
-//! `lerobot-train` builds them (`python/feedbench_lerobot_train.py`). The run's knobs (workers,
+//! `lerobot-train` builds them (`src/loader/lerobot/feedbench_driver/train_run.py`). The run's knobs (workers,
 //! batch, prefetch, seed, the policy's drop_n_last_frames, uint8 frames, pinned memory) come
 //! back as a [`LoaderConfig`], so that feedbench's own flags change them where given and every
 //! report names them as it names any loader's.

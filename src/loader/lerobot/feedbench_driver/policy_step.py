@@ -8,7 +8,8 @@ import dataclasses
 import sys
 import time
 
-from feedbench_lerobot_protocol import Refused, alive, emit
+
+from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
 
 
 def to_device(batch, cameras, device):
@@ -66,7 +67,7 @@ def diffusion_config(request, device):
     )
     missing = sorted(set(kwargs) - fields)
     if missing:
-        raise Refused("version", f"this LeRobot's DiffusionConfig has no {', '.join(missing)}")
+        raise Refused(ErrorKind.VERSION, f"this LeRobot's DiffusionConfig has no {', '.join(missing)}")
     return DiffusionConfig(**kwargs)
 
 
@@ -178,7 +179,7 @@ def run_model(request, installed):
         torch.set_num_threads(request["threads"])
     device = torch.device(request["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise Refused("knob", f"the step is to run on {device}, but the torch of {sys.executable} sees no CUDA device")
+        raise Refused(ErrorKind.KNOB, f"the step is to run on {device}, but the torch of {sys.executable} sees no CUDA device")
     emit({"event": "ready", **installed})
     rows = [measure_step(request, device, size, dtype)
             for size in request["batch_sizes"] for dtype in request["dtypes"]]

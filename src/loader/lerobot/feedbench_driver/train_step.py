@@ -1,12 +1,13 @@
 """lerobot-train's training step, as its loop takes it (`train --lerobot-train`, a tune's step):
 the Accelerator lerobot-train makes, the policy, pre-processor, optimizer and scheduler by
 LeRobot's factories, each batch's hand-over and `update_policy`, timed in parts. The run it
-steps is built by feedbench_lerobot_train.py."""
+steps is built by train_run.py."""
 
 import inspect
 import os
 
-from feedbench_lerobot_train import trained_config
+
+from feedbench_driver.run_config import trained_config
 
 
 def make_accelerator(cfg):

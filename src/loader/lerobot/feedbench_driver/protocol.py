@@ -1,9 +1,11 @@
 """How feedbench's LeRobot driver speaks to feedbench: its requests (one JSON object in the
 file named on its command line, or with `--session` one a line on stdin, until stdin closes),
 its answers (one JSON object a line on stdout: `ready`, `step`, then `result` or `error`, and
-`alive` at least every ALIVE_EVERY_S while it works), and the refusal of a request this LeRobot
-cannot serve. The Rust side of the same protocol is src/loader/lerobot/protocol.rs."""
+`alive` at least every ALIVE_EVERY_S while it works), and what may go wrong, by whose fault
+(`ErrorKind`, `Refused`). The Rust side of the same protocol is src/loader/lerobot/protocol.rs;
+tests/lerobot.rs holds the two to the same commands and error kinds."""
 
+import enum
 import json
 import os
 import signal
@@ -11,7 +13,12 @@ import sys
 import threading
 import time
 
+
+# What feedbench asks (the Rust side's Command, value for value).
+COMMANDS = ("load", "batches", "sampler", "model", "describe")
 ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by default)
+
+
 _said_at = time.monotonic()
 
 
@@ -57,9 +64,25 @@ def alive():
         emit({"event": "alive"})
 
 
+class ErrorKind(enum.Enum):
+    """Whose fault an `error` is: its `kind` (the Rust side's ErrorKind, value for value)."""
+
+    LEROBOT = "lerobot"  # LeRobot (or PyTorch) raised: its exception's type and message
+    ENVIRONMENT = "environment"  # this Python has no LeRobot or no torch
+    VERSION = "version"  # a LeRobot the driver does not drive, or that lacks what was asked
+    KNOB = "knob"  # a knob this LeRobot cannot set
+    ARGUMENTS = "arguments"  # lerobot-train's arguments, refused by LeRobot's parser or feedbench
+    READER = "reader"  # feedbench's reader is not installed in this Python
+
+
 class Refused(Exception):
-    """A request this LeRobot cannot serve; `kind` says whose fault."""
+    """A request this LeRobot cannot serve; `kind` (an ErrorKind) says whose fault."""
 
     def __init__(self, kind, message):
         super().__init__(message)
-        self.kind = kind
+        self.kind = ErrorKind(kind)
+
+
+def say_error(kind, message):
+    """The `error` answer: `kind` an ErrorKind, `message` what failed."""
+    emit({"event": "error", "kind": ErrorKind(kind).value, "message": message})

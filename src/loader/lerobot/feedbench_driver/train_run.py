@@ -19,146 +19,113 @@ Nothing is downloaded: the driver runs with HF_HUB_OFFLINE=1, and a dataset with
 import collections.abc
 import contextlib
 import functools
-import io
 import importlib
 import inspect
-import json
 import os
 import sys
 
-from feedbench_lerobot_protocol import Refused
 
-# The knobs feedbench may set over the user's arguments (tune's search, `--workers`), by the
-# TrainPipelineConfig field each one is.
-OVERRIDES = ("num_workers", "batch_size", "prefetch_factor")
-
-
-def parse_arguments(args):
-    """The TrainPipelineConfig lerobot-train would run with these arguments, parsed by LeRobot's
-    own parser (as `lerobot-train ARGS` parses them), checked to need no download, and
-    validated as `train()` validates it."""
-    from lerobot.configs import parser
-    from lerobot.configs.train import TrainPipelineConfig
-
-    training_module()  # its imports register the policies' configs, as `lerobot-train` has them
-    plugins = getattr(importlib.import_module("lerobot.utils.import_utils"),
-                      "register_third_party_plugins", None)
-    if plugins is not None:
-        plugins()
-    parsed = {}
-
-    @parser.wrap()
-    def capture(cfg: TrainPipelineConfig):
-        parsed["cfg"] = cfg
-
-    argv = sys.argv
-    sys.argv = ["lerobot-train", *args]
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            capture()
-    except SystemExit:
-        lines = [line.strip() for line in said.getvalue().splitlines() if line.strip()]
-        last = lines[-1] if lines else "it said nothing"
-        if last.lower().startswith("error:"):
-            last = last[len("error:"):].strip()
-        raise Refused("arguments",
-                      f"LeRobot's parser refused the lerobot-train arguments: {last}") from None
-    except json.JSONDecodeError as error:
-        # A --config_path that is no JSON: named, with where it stopped reading.
-        raise Refused("arguments", f"--config_path={argument(args, 'config_path')}: not a "
-                      f"lerobot-train config: {error}") from None
-    except Exception as error:
-        # LeRobot before 0.6 lets its parser's (draccus's) errors out as exceptions.
-        if not type(error).__module__.startswith("draccus"):
-            raise
-        raise Refused("arguments", "LeRobot's parser refused the lerobot-train arguments: "
-                      f"{error}") from None
-    finally:
-        sys.argv = argv
-        # Whatever else it printed (warnings) stays where LeRobot's output goes.
-        sys.stderr.write(said.getvalue())
-    cfg = parsed["cfg"]
-    # feedbench writes nothing there: a run's output directory that exists (the run is going
-    # on, or it is the one a saved train_config.json names) is no reason to refuse.
-    cfg.output_dir = None
-    check_local(cfg)
-    cfg.validate()
-    return cfg
-
-
-def argument(args, name):
-    """The value of `--name` in lerobot-train's arguments (`--name=value` or `--name value`)."""
-    flag = f"--{name}"
-    for i, arg in enumerate(args):
-        if arg.startswith(flag + "="):
-            return arg[len(flag) + 1:]
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-    return None
-
-
-def check_local(cfg):
-    """Refuses what would download, or what feedbench does not measure."""
-    dataset = cfg.dataset
-    if getattr(dataset, "streaming", False):
-        raise Refused("arguments", "--dataset.streaming=true: feedbench measures map-style "
-                      "datasets on local disk, not streamed ones")
-    if dataset.root is None:
-        raise Refused("arguments", f"--dataset.repo_id={dataset.repo_id} has no local copy "
-                      "named: feedbench downloads nothing; add --dataset.root=DIR, the "
-                      "directory that holds meta/info.json")
-    info = os.path.join(str(dataset.root), "meta", "info.json")
-    if not os.path.isfile(info):
-        raise Refused("arguments", f"--dataset.root={dataset.root} holds no meta/info.json: "
-                      "expected the root of a LeRobot dataset")
-    try:
-        with open(info, encoding="utf-8") as f:
-            json.load(f)
-    except (OSError, ValueError) as error:
-        raise Refused("arguments", f"{info}: not a LeRobot dataset's info ({error})") from None
-
-
-def apply_overrides(cfg, request):
-    """feedbench's knobs over the user's arguments, where the request sets them."""
-    for field in OVERRIDES:
-        value = request.get("overrides", {}).get(field)
-        if value is not None:
-            setattr(cfg, field, value)
-
-
-def training_module():
-    return importlib.import_module("lerobot.scripts.lerobot_train")
+from feedbench_driver.measure import Cycle, video_backend
+from feedbench_driver.protocol import ErrorKind, Refused
+from feedbench_driver.run_config import (
+    OVERRIDES, apply_overrides, device_type, parse_arguments, policy_drop_n_last_frames,
+    seed_like_lerobot_train, trained_config, training_module)
+from feedbench_driver.train_step import TrainingStep, make_accelerator
 
 
 def make_dataset(cfg):
-    """The training dataset, by LeRobot's factory (its train/eval split where it has one)."""
+    """The training dataset, by LeRobot's factory (its train/eval split where it has one). Where
+    LeRobot fails because files of the selected episodes are missing (it would download them:
+    offline, it says only that it cannot reach the Hub), the first missing file is named."""
     factory = importlib.import_module("lerobot.datasets.factory")
     split = getattr(factory, "make_train_eval_datasets", None)
-    if split is not None:
-        return split(cfg)[0]
-    return factory.make_dataset(cfg)
+    try:
+        if split is not None:
+            return split(cfg)[0]
+        return factory.make_dataset(cfg)
+    except Exception:
+        missing = missing_files(cfg)
+        if not missing:
+            raise
+        more = f" ({len(missing)} files of the selected episodes are missing)" if len(missing) > 1 else ""
+        raise Refused(ErrorKind.ARGUMENTS, f"{missing[0]}: no such file{more}: the dataset at "
+                      f"--dataset.root={cfg.dataset.root} lacks it (a partial download?), which "
+                      "LeRobot would download; feedbench downloads nothing") from None
 
 
-def trained_config(cfg):
-    """The config of what the run trains: `cfg.trainable_config` (LeRobot 0.6), else the
-    policy's (before 0.6 the policy is the only thing a run trains)."""
-    return getattr(cfg, "trainable_config", None) or cfg.policy
+def missing_files(cfg):
+    """The data and video files of the run's episodes that are not under its root, by the
+    dataset's own metadata; empty where that cannot be read."""
+    try:
+        try:
+            from lerobot.datasets.dataset_metadata import LeRobotDatasetMetadata
+        except ImportError:  # before 0.6
+            from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+        meta = LeRobotDatasetMetadata(cfg.dataset.repo_id, root=cfg.dataset.root)
+        episodes = cfg.dataset.episodes or range(meta.total_episodes)
+        wanted = []
+        for episode in episodes:
+            wanted.append(meta.get_data_file_path(episode))
+            wanted.extend(meta.get_video_file_path(episode, key) for key in meta.video_keys)
+    except Exception:
+        return []
+    root = str(cfg.dataset.root)
+    paths = dict.fromkeys(os.path.join(root, str(path)) for path in wanted)
+    return [path for path in paths if not os.path.isfile(path)]
 
 
-def device_type(cfg):
-    """The device lerobot-train's accelerator picks: the CPU where the policy says so, else
-    CUDA where there is one."""
-    import torch
+@contextlib.contextmanager
+def videos_named(dataset):
+    """Where reading the dataset fails (LeRobot's decoders name no file: torchcodec's "Failed to
+    open input buffer"), the first of its videos that cannot be decoded named in the error, found
+    by opening each with LeRobot's backend, after the failure."""
+    try:
+        yield
+    except Refused:
+        raise
+    except Exception as error:
+        found = unreadable_video(dataset)
+        if found is None:
+            raise
+        path, why = found
+        raise UnreadableVideo(f"{path} cannot be decoded ({why}); LeRobot's loader failed on "
+                              f"the dataset: {type(error).__name__}: {error}") from error
 
-    if trained_config(cfg).device == "cpu" or not torch.cuda.is_available():
-        return "cpu"
-    return "cuda"
+
+class UnreadableVideo(RuntimeError):
+    """A video of the dataset LeRobot's backend cannot decode, named."""
 
 
-def policy_drop_n_last_frames(cfg):
-    """The policy's drop_n_last_frames; None where the policy has none."""
-    return getattr(trained_config(cfg), "drop_n_last_frames", None)
+def unreadable_video(dataset):
+    """(path, why) of the first video of `dataset`'s episodes its backend cannot open or decode
+    the first and last frame of; None where all can, or where LeRobot's metadata cannot say
+    which files they are."""
+    meta = getattr(dataset, "meta", None)
+    keys = list(getattr(meta, "video_keys", None) or [])
+    if not keys or not hasattr(meta, "get_video_file_path"):
+        return None
+    backend = video_backend(dataset)
+    paths = {}
+    for episode in getattr(dataset, "episodes", None) or range(meta.total_episodes):
+        for key in keys:
+            paths.setdefault(os.path.join(str(dataset.root), str(meta.get_video_file_path(episode, key))))
+    for path in paths:
+        try:
+            if backend == "torchcodec":
+                from torchcodec.decoders import VideoDecoder
+
+                decoder = VideoDecoder(path)
+                decoder[0], decoder[len(decoder) - 1]
+            else:
+                import av
+
+                with av.open(path) as container:
+                    next(container.decode(video=0))
+                    for _ in container.demux(video=0):
+                        pass
+        except Exception as error:
+            return path, f"{type(error).__name__}: {error}"
+    return None
 
 
 def make_sampler(cfg, dataset):
@@ -264,13 +231,6 @@ class Recorder:
             cls.__init__ = original
 
 
-def seed_like_lerobot_train(cfg):
-    if cfg.seed is not None:
-        from lerobot.utils.random_utils import set_seed
-
-        set_seed(cfg.seed)
-
-
 def feedbench_reader(request):
     """With `"reader": "feedbench"`: LeRobot's factory made to build feedbench's reader as the
     run's dataset, as feedbench-lerobot-train does (by its own function, from the wheel installed
@@ -283,7 +243,7 @@ def feedbench_reader(request):
         from feedbench.lerobot import FeedbenchDataset
         from feedbench.lerobot_train import chain_epochs, use_feedbench_reader
     except ImportError as error:
-        raise Refused("reader", f"feedbench's reader is not installed for {sys.executable} "
+        raise Refused(ErrorKind.READER, f"feedbench's reader is not installed for {sys.executable} "
                       f"({error}): pip install feedbench's wheel into that environment")
     use_feedbench_reader()
     return (FeedbenchDataset, chain_epochs)
@@ -292,7 +252,7 @@ def feedbench_reader(request):
 class Run:
     """One lerobot-train run, built once per driver: its config (LeRobot's parser), the seed set
     as lerobot-train sets it, its training dataset (LeRobot's factory, or feedbench's reader)
-    and, when first asked for, its training step (`TrainingStep`, feedbench_lerobot_train_step.py:
+    and, when first asked for, its training step (`TrainingStep`, train_step.py:
     policy, pre-processor,
     optimizer and scheduler). A measurement builds only a new DataLoader over that dataset
     ([`Run.loader`]), with its own workers, shut down when it ends ([`close_loader`]).
@@ -349,8 +309,6 @@ class Run:
     def step(self):
         """The run's training step, built on first use and kept (with the run's accelerator)."""
         if self.training is None:
-            from feedbench_lerobot_train_step import TrainingStep
-
             self.training = TrainingStep(self.cfg, self.dataset, self.prepared_by())
         return self.training
 
@@ -359,8 +317,6 @@ class Run:
         yields batches as lerobot-train's loop takes them; the training step prepares its policy
         with the same one. A loader measured alone builds no policy."""
         if self.accelerator is None:
-            from feedbench_lerobot_train_step import make_accelerator
-
             self.accelerator = make_accelerator(self.cfg)
         return self.accelerator
 
@@ -381,8 +337,6 @@ class Run:
         its accelerator, as its loop takes them) with the request's knobs, and what was built:
         the one measured last where its knobs are the same (its workers up, its queue full),
         else a new one, the last one's workers shut down first."""
-        from feedbench_lerobot_measure import Cycle
-
         knobs = sorted((request.get("overrides") or {}).items())
         if self.kept is not None and self.kept[0] == knobs:
             return self.kept[1], dict(self.kept[2])

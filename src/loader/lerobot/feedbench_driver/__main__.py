@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""feedbench's LeRobot driver: feedbench (the Rust binary) measuring LeRobot in the user's
+Python. feedbench writes this package into its temporary directory and runs
+`PYTHON DIR/feedbench_driver REQUEST_FILE` (or `--session`, requests on stdin); it answers each
+request with JSON lines on stdout (`protocol`). What LeRobot prints goes to stderr.
+
+The package, by what each module holds:
+  protocol        the messages and error kinds (the Rust side: src/loader/lerobot/protocol.rs)
+  measure         CPU, memory and batches of the processes; the `load` loop
+  plain           LeRobot's plain pair, `--loader lerobot`: LeRobotDataset + DataLoader
+  policy_step     `model --impl lerobot`: LeRobot's DiffusionPolicy step on a resident batch
+  run_config      a lerobot-train run's configuration, by LeRobot's parser
+  train_run       the run's dataset, sampler and DataLoader, built as lerobot-train builds them
+  train_step      the run's training step (accelerator, policy, optimizer, update_policy)
+  train_requests  what feedbench asks of a run: load, batches, describe, model
+"""
+
+import importlib.metadata
+import os
+import sys
+import traceback
+
+if __package__ in (None, ""):
+    # Run as `python DIR/feedbench_driver`: Python put the package's own directory first on the
+    # path, where its modules would shadow the environment's (a `protocol`, a `measure`); the
+    # package is imported from DIR instead, by its name.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path = [os.path.dirname(here), *(p for p in sys.path if os.path.abspath(p or ".") != here)]
+
+from feedbench_driver.plain import open_dataset, run_batches, run_load, run_sampler  # noqa: E402
+from feedbench_driver.policy_step import run_model  # noqa: E402
+from feedbench_driver.protocol import (  # noqa: E402
+    COMMANDS, ErrorKind, Refused, end_with_feedbench, requests, say_error)
+from feedbench_driver.train_requests import run_lerobot_train  # noqa: E402
+
+
+SUPPORTED = ((0, 4), (0, 6))  # LeRobot 0.4.x to 0.6.x: v3.0 datasets, lerobot.datasets.*
+
+
+def versions():
+    import torch
+
+    version = importlib.metadata.version("lerobot")
+    numbers = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if not (SUPPORTED[0] <= numbers <= SUPPORTED[1]):
+        raise Refused(
+            ErrorKind.VERSION,
+            f"LeRobot {version} in {sys.executable} is not supported: feedbench drives LeRobot "
+            f"{SUPPORTED[0][0]}.{SUPPORTED[0][1]} to {SUPPORTED[1][0]}.{SUPPORTED[1][1]}",
+        )
+    return {
+        "lerobot": version,
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+    }
+
+
+def serve(request, runs):
+    """Answers one request (its messages on stdout); False where it failed (said as an `error`)."""
+    try:
+        if request.get("command") not in COMMANDS:
+            raise Refused(ErrorKind.VERSION, f"command {request.get('command')!r}: this driver "
+                          f"answers {', '.join(COMMANDS)} (a feedbench of another version?)")
+        try:
+            import lerobot  # noqa: F401
+            import torch  # noqa: F401
+        except ImportError as error:
+            # The facts only: feedbench words the advice as the front end names its Python
+            # (`--python`, a sweep's `loader.python`).
+            raise Refused(
+                ErrorKind.ENVIRONMENT,
+                f"{error.name or error} is not installed in {sys.executable} (Python "
+                f"{sys.version.split()[0]})",
+            ) from None
+        installed = versions()  # refuses an unsupported LeRobot before any work
+        if "lerobot_train" in request:
+            run_lerobot_train(request, installed, runs)
+        elif request["command"] == "model":
+            run_model(request, installed)
+        else:
+            dataset = open_dataset(request)
+            command = {"load": run_load, "batches": run_batches,
+                       "sampler": run_sampler}[request["command"]]
+            command(request, dataset, installed)
+        return True
+    except Refused as refused:
+        say_error(refused.kind, str(refused))
+    except Exception as error:  # LeRobot's own errors, with its message, and where they arose
+        traceback.print_exc(file=sys.stderr)
+        say_error(ErrorKind.LEROBOT, f"{type(error).__name__}: {error}")
+    return False
+
+
+def main():
+    """One request from the file named on the command line, or, with `--session`, one request
+    a line on stdin until it closes, the run a lerobot-train request builds kept between them:
+    a failed request ends the session (exit status 1)."""
+    end_with_feedbench()
+    runs = {}
+    for request in requests(sys.argv[1:]):
+        if not serve(request, runs):
+            sys.exit(1)
+    for run in runs.values():
+        run.close()  # the kept DataLoader's workers, before the interpreter goes
+
+
+if __name__ == "__main__":
+    main()

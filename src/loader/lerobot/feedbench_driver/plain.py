@@ -1,0 +1,158 @@
+"""LeRobot's plain pair, `--loader lerobot`: `LeRobotDataset(root=...)` with the request's
+episodes, `delta_timestamps` and video backend, and `torch.utils.data.DataLoader` with the
+request's sampler, `num_workers`, `prefetch_factor`, `persistent_workers`, `pin_memory`,
+`batch_size` and `drop_last`, built as LeRobot's training script builds it. Its commands:
+`load` (measured by `measure.measure_load`), `batches` (the given lists of absolute frame
+indices loaded as batches, every tensor saved as .npy under `out`) and `sampler` (the
+episode-aware sampler's unshuffled indices, as absolute frame indices)."""
+
+import importlib.metadata
+import inspect
+import json
+import os
+
+from feedbench_driver.measure import Cycle, measure_load, video_backend
+from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
+
+
+def open_dataset(request):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    parameters = inspect.signature(LeRobotDataset.__init__).parameters
+    kwargs = {
+        "repo_id": "local/" + os.path.basename(os.path.normpath(request["root"])),
+        "root": request["root"],
+        "episodes": request.get("episodes"),
+        "delta_timestamps": request.get("delta_timestamps") or None,
+        "video_backend": request.get("video_backend"),
+    }
+    if request.get("uint8"):
+        if "return_uint8" not in parameters:
+            raise Refused(ErrorKind.KNOB,
+                f"LeRobot {importlib.metadata.version('lerobot')} returns frames as float32 "
+                "only (uint8 frames need LeRobot ≥ 0.6)",
+            )
+        kwargs["return_uint8"] = True
+    return LeRobotDataset(**kwargs)
+
+
+def episode_aware_sampler(dataset, request, shuffle):
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    import torch
+
+    parameters = inspect.signature(EpisodeAwareSampler.__init__).parameters
+    kwargs = {
+        "episode_indices_to_use": dataset.episodes,
+        "drop_n_last_frames": request.get("drop_n_last_frames", 0),
+        "shuffle": shuffle,
+    }
+    if "seed" in parameters:
+        kwargs["seed"] = request.get("seed", 0)
+    else:
+        # Before 0.6 the sampler shuffles with torch's global generator.
+        torch.manual_seed(request.get("seed", 0))
+    if "absolute_to_relative_idx" in parameters:
+        kwargs["absolute_to_relative_idx"] = getattr(dataset, "absolute_to_relative_idx", None)
+    episodes = dataset.meta.episodes
+    return EpisodeAwareSampler(
+        episodes["dataset_from_index"], episodes["dataset_to_index"], **kwargs
+    )
+
+
+def make_loader(dataset, request, batch_sampler=None):
+    import torch
+
+    workers = request.get("num_workers", 0)
+    kwargs = {
+        "num_workers": workers,
+        "pin_memory": request.get("pin_memory", False),
+    }
+    if workers > 0:
+        kwargs["prefetch_factor"] = request.get("prefetch_factor", 2)
+        kwargs["persistent_workers"] = request.get("persistent_workers", True)
+    if batch_sampler is not None:
+        return torch.utils.data.DataLoader(dataset, batch_sampler=batch_sampler, **kwargs)
+    kind = request.get("sampler", "episode-aware")
+    if kind == "episode-aware":
+        sampler = episode_aware_sampler(dataset, request, shuffle=True)
+    elif kind == "shuffled":
+        generator = torch.Generator().manual_seed(request.get("seed", 0))
+        sampler = torch.utils.data.RandomSampler(dataset, generator=generator)
+    elif kind == "sequential":
+        sampler = torch.utils.data.SequentialSampler(dataset)
+    else:
+        raise Refused(ErrorKind.KNOB, f"sampler {kind!r}: expected episode-aware, shuffled or sequential")
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=request["batch_size"],
+        sampler=sampler,
+        drop_last=request.get("drop_last", False),
+        **kwargs,
+    )
+
+
+def run_load(request, dataset, installed):
+    stream = Cycle(make_loader(dataset, request))
+    measure_load(request, dataset, stream, installed)
+    del stream
+
+
+def row_positions(dataset):
+    """Absolute frame index -> the row `dataset[...]` takes, for an episode subset (LeRobot
+    reads the subset's rows by position); None where the two are the same. A property from
+    0.6 on; before, an attribute set when the rows are loaded."""
+    if hasattr(type(dataset), "absolute_to_relative_idx"):
+        return dataset.absolute_to_relative_idx
+    load = getattr(dataset, "_ensure_hf_dataset_loaded", None)
+    if load is not None:
+        load()
+    return getattr(dataset, "_absolute_to_relative_idx", None)
+
+
+def sampler_yields_rows():
+    """Whether this LeRobot's EpisodeAwareSampler yields row positions (it is given the
+    absolute-to-row map, from 0.6 on) rather than absolute frame indices."""
+    from lerobot.datasets.sampler import EpisodeAwareSampler
+
+    return "absolute_to_relative_idx" in inspect.signature(EpisodeAwareSampler.__init__).parameters
+
+
+def save_batch(batch, directory):
+    """Every tensor of `batch` as `<key>.npy` in `directory`, strings in strings.json."""
+    import numpy
+
+    os.makedirs(directory, exist_ok=True)
+    strings = {}
+    for key, value in batch.items():
+        if hasattr(value, "numpy"):
+            numpy.save(os.path.join(directory, key + ".npy"), value.numpy())
+        else:
+            strings[key] = list(value)
+    with open(os.path.join(directory, "strings.json"), "w") as f:
+        json.dump(strings, f)
+
+
+def run_batches(request, dataset, installed):
+    rows = row_positions(dataset)
+    batches = request["index_batches"]
+    if rows is not None:
+        batches = [[rows[index] for index in batch] for batch in batches]
+    loader = make_loader(dataset, request, batch_sampler=batches)
+    emit({"event": "ready", "video_backend": video_backend(dataset), **installed})
+    out = request["out"]
+    for number, batch in enumerate(loader):
+        alive()
+        save_batch(batch, os.path.join(out, f"batch-{number}"))
+    emit({"event": "result", "batches": len(request["index_batches"])})
+
+
+def run_sampler(request, dataset, installed):
+    sampler = episode_aware_sampler(dataset, request, shuffle=request.get("shuffle", False))
+    emit({"event": "ready", **installed})
+    rows = row_positions(dataset) if sampler_yields_rows() else None
+    absolute = {row: index for index, row in rows.items()} if rows is not None else None
+    indices = [int(i) for i in sampler]
+    if absolute is not None:
+        indices = [absolute[i] for i in indices]
+    emit({"event": "result", "indices": indices})
