@@ -326,3 +326,56 @@ fn model_rows_of_one_implementation_end_in_one_summary_table() {
     assert_eq!(summary.lines().skip(1).filter(|l| !l.trim().is_empty()).count(), 2, "{out}");
     assert!(!out.contains("tch step beside LeRobot's"), "{out}");
 }
+
+#[test]
+fn more_workers_than_cores_warn_only_where_workers_asks_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 2, 20, &[]);
+    let data = data.to_str().unwrap();
+    let warning = "take turns on the cores";
+    // The default is LeRobot's 4 workers, whatever the machine: no warning for a choice the user
+    // did not make (on a 2-core machine every plain `load` warned).
+    let (ok, _, stderr) = common::feedbench(&["load", data, "--batches", "2", "--batch", "2"]);
+    assert!(ok && !stderr.contains(warning), "{stderr}");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let more = (cores + 1).to_string();
+    let (ok, _, stderr) =
+        common::feedbench(&["load", data, "--batches", "2", "--batch", "2", "--workers", &more]);
+    assert!(ok && stderr.contains(&format!("{more} workers on {cores} cores")), "{stderr}");
+}
+
+#[test]
+fn a_source_build_finds_the_lerobot_venv_that_make_test_made() {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-lerobot/bin/python");
+    if !venv.is_file() {
+        eprintln!("SKIPPED: no LeRobot venv at {}", venv.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pusht");
+    common::synth_pusht(&data, 2, 20, &[]);
+    let args = [
+        "load",
+        data.to_str().unwrap(),
+        "--loader",
+        "lerobot",
+        "--window",
+        "none",
+        "--workers",
+        "0",
+        "--batch",
+        "2",
+        "--batches",
+        "1",
+        "--json",
+    ];
+    // Neither --python nor $FEEDBENCH_PYTHON: the system's python3 (no LeRobot) was taken.
+    let (ok, out, err) = common::outcome(
+        std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"))
+            .args(args)
+            .env_remove("FEEDBENCH_PYTHON"),
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains(".venv-lerobot/bin/python"), "{out}");
+}

@@ -68,7 +68,7 @@ pub struct LoaderFlags {
     #[arg(long, default_value = "native")]
     loader: LoaderBackend,
     /// With --loader lerobot: the Python of the environment with LeRobot (default:
-    /// $FEEDBENCH_PYTHON, else python3).
+    /// $FEEDBENCH_PYTHON, else the source tree's .venv-lerobot, else python3).
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     /// With --loader lerobot: LeRobot's video backend, `torchcodec` or `pyav` (default:
@@ -156,11 +156,13 @@ impl LoaderFlags {
         Ok(Some(ChosenLoader { choice: LoaderChoice::LerobotTrain(run), spec }))
     }
 
-    /// The loader the flags describe; more workers than cores are allowed, with a warning.
+    /// The loader the flags describe; more workers than cores are allowed, with a warning where
+    /// `--workers` asked for them (the default is LeRobot's 4, whatever the cores).
     pub fn spec(&self) -> Result<LoaderSpec> {
         let config = self.knobs.applied_to(LoaderConfig::default());
         let (workers, cores) = (config.workers, available_cores());
-        if workers > cores {
+        let asked = self.knobs.knobs().any(|knob| knob.key == "workers");
+        if asked && workers > cores {
             eprintln!(
                 "warning: {workers} workers on {cores} cores: they take turns on the cores, each \
                  with its batches in flight and its decoders; more than the cores rarely helps"

@@ -69,7 +69,7 @@ pub struct ModelArgs {
     #[arg(long = "impl", value_delimiter = ',', default_value = "tch")]
     pub implementation: Vec<StepImpl>,
     /// The Python of the environment with LeRobot, for `--impl lerobot` (default:
-    /// $FEEDBENCH_PYTHON, else python3).
+    /// $FEEDBENCH_PYTHON, else the source tree's .venv-lerobot, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
     /// Print JSON instead of tables.

@@ -56,15 +56,27 @@ pub struct LerobotOptions {
 
 impl LerobotOptions {
     /// Options with the interpreter from `flag` (`--python`), else `config` (`[loader]
-    /// python`), else `$FEEDBENCH_PYTHON`, else `python3`.
+    /// python`), else `$FEEDBENCH_PYTHON`, else the LeRobot venv of the source tree this binary
+    /// was built in (`.venv-lerobot`, which `make test` makes), else `python3`.
     pub fn new(flag: Option<&Path>, config: Option<&Path>) -> Self {
         let python = flag
             .or(config)
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("FEEDBENCH_PYTHON").map(PathBuf::from))
+            .or_else(source_tree_python)
             .unwrap_or_else(|| PathBuf::from("python3"));
         Self { python, video_backend: None }
     }
+}
+
+/// `.venv-lerobot/bin/python` of the source tree whose `target/` holds this binary; None for
+/// a binary installed elsewhere (the bundle, the wheel).
+fn source_tree_python() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors().skip(1).take(4).find_map(|dir| {
+        let python = dir.join(".venv-lerobot/bin/python");
+        (dir.join("Cargo.toml").is_file() && python.is_file()).then_some(python)
+    })
 }
 
 /// The step LeRobot's loader feeds in a `train` phase: each batch goes to `device` as
