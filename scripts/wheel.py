@@ -9,7 +9,8 @@ into an environment with torch.
     feedbench/lerobot_train.py           the `feedbench-lerobot-train` script: lerobot-train with
                                          FeedbenchDataset
     feedbench/_native.abi3.so            the reader's Python module (python/native, PyO3, abi3:
-                                         one file for every CPython ≥ 3.9), RPATH $ORIGIN/lib
+                                         one file for every CPython ≥ 3.9), RPATH $ORIGIN/lib;
+                                         _native.pyi its types
     feedbench/_release.py                this feedbench's version and the torch series it is
                                          built against
     feedbench/bin/feedbench.bin          the bundle's binary (RPATH $ORIGIN/../lib)
@@ -121,7 +122,7 @@ def main():
         add(name, open(path, "rb").read(), os.access(path, os.X_OK))
 
     for source in sorted(os.listdir(os.path.join(ROOT, "python", "feedbench"))):
-        if source.endswith(".py"):
+        if source.endswith((".py", ".pyi")):
             add_file(f"feedbench/{source}", os.path.join(ROOT, "python", "feedbench", source))
     add("feedbench/_release.py",
         f'"""This build: its version and the torch series its binary is linked against."""\n\n'

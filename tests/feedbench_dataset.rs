@@ -33,7 +33,7 @@ pub(crate) fn python_package(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&package).unwrap();
     for entry in std::fs::read_dir(manifest.join("python/feedbench")).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "py") {
+        if path.extension().is_some_and(|e| e == "py" || e == "pyi") {
             std::fs::copy(&path, package.join(path.file_name().unwrap())).unwrap();
         }
     }
@@ -73,6 +73,7 @@ fn its_items_equal_lerobots_on_generated_and_lerobot_written_datasets() {
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
     assert_checks(&python, &package, &["items", generated.to_str().unwrap(), "300"], 3);
+    assert_checks(&python, &package, &["stub"], 1);
     let written = dir.path().join("lerobot-written");
     assert_checks(&python, &package, &["write-lerobot", written.to_str().unwrap()], 1);
     assert_checks(&python, &package, &["items", written.to_str().unwrap(), "300"], 3);
@@ -122,7 +123,7 @@ fn what_it_cannot_read_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
-    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 9);
+    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 12);
 }
 
 #[test]
@@ -252,6 +253,60 @@ fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does()
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--dataset.streaming=true: a streaming dataset"), "{err}");
     assert_eq!(err.lines().filter(|l| l.starts_with("feedbench-lerobot-train: ")).count(), 1);
+}
+
+/// The pids of `pid`'s child processes.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
+        .collect()
+}
+
+#[test]
+fn feedbench_lerobot_train_says_a_killed_worker_in_one_line() {
+    let Some(lerobot) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let mut args = crate::lerobot_train::diffusion_run(dir.path());
+    args.push("--steps=100000".into());
+    let child = Command::new(&lerobot)
+        .args(["-m", "feedbench.lerobot_train"])
+        .args(&args)
+        .env("PYTHONPATH", &package)
+        .env("HF_HUB_OFFLINE", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its DataLoader's spawned workers, once up; one of them SIGKILLed, as the OOM killer would.
+    let started = std::time::Instant::now();
+    let worker = loop {
+        let workers: Vec<u32> = children(child.id())
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|line| String::from_utf8_lossy(&line).contains("spawn_main"))
+            })
+            .collect();
+        if let Some(&worker) = workers.first() {
+            break worker;
+        }
+        assert!(started.elapsed().as_secs() < 300, "no worker started");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    unsafe { libc::kill(worker as i32, libc::SIGKILL) };
+    let output = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("feedbench-lerobot-train: DataLoader worker"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains(&worker.to_string()) && !err.contains("Traceback"), "{err}");
 }
 
 /// `feedbench ARGS` with `pythonpath` on PYTHONPATH (the driver's Python imports feedbench's

@@ -27,10 +27,12 @@ datasets with string features itself, and `image_transforms` apply per item.
 """
 
 import atexit
+import collections.abc
 import functools
 import json
 import logging
 import math
+import numbers
 import operator
 import os
 import sys
@@ -197,6 +199,20 @@ def _join_feeder_at_exit():
     atexit.register(join)
 
 
+def _episode_list(episodes):
+    """`episodes` as a list of episode indices (whole numbers ≥ 0), or None for all; refused,
+    named, where it is not one."""
+    if episodes is None:
+        return None
+    if isinstance(episodes, (str, bytes)) or not isinstance(episodes, collections.abc.Iterable):
+        raise TypeError(f"episodes={episodes!r}: expected a list of episode indices, or None")
+    listed = list(episodes)
+    for episode in listed:
+        if isinstance(episode, bool) or not isinstance(episode, numbers.Integral) or episode < 0:
+            raise ValueError(f"episodes: {episode!r} is not an episode index (a whole number ≥ 0)")
+    return [int(episode) for episode in listed]
+
+
 def position(index, count):
     """`index` of a dataset of `count` items as a position from 0 (a negative one from the
     end), as a list takes it: an integer (not a float, which a list refuses too) within range,
@@ -248,7 +264,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
                         "with FFmpeg itself", video_backend)
         self.repo_id = repo_id
         self.root = Path(root) if root is not None else _lerobot_home() / repo_id
-        self.episodes = list(episodes) if episodes is not None else None
+        self.episodes = _episode_list(episodes)
         self.image_transforms = image_transforms
         self.delta_timestamps = delta_timestamps
         self.tolerance_s = tolerance_s
@@ -262,10 +278,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
             raise ReaderError(
                 f"{info}: no such file: FeedbenchDataset reads a dataset on disk and downloads "
                 f"nothing (pass root= the dataset's directory)")
-        # The reader first: it refuses what it cannot read naming the file and key (a corrupt
-        # info.json among them), before Python reads the features from the same file.
+        # The reader refuses what it cannot read naming the file and key (a corrupt info.json
+        # among them); the features, fps and episodes are of the info.json it read.
         self._reader = self._open()
-        self._info = json.loads(info.read_text(encoding="utf-8"))
+        self._info = json.loads(self._reader.info_json())
         self.meta = _lerobot_meta(repo_id, self.root, revision)
         self._order = None
         self._hf_dataset = None

@@ -11,7 +11,8 @@ LeRobotDataset's, and which hands the DataLoader whole batches it collated itsel
 PyTorch's collate would make of the items, without the copy). Refused, with one line and exit status 2, rather than training on something
 else: no LeRobot in this environment, a LeRobot outside the versions this was checked against,
 a streaming dataset (`--dataset.streaming=true`: LeRobot's streaming reader would run), and a
-dataset the reader does not read (named by the reader).
+dataset the reader does not read (named by the reader). A DataLoader worker killed mid-run
+ends it with PyTorch's one line and exit status 1.
 """
 
 import importlib.metadata
@@ -151,6 +152,14 @@ def main():
     except (Refusal, ReaderError) as refusal:
         print(f"feedbench-lerobot-train: {refusal}", file=sys.stderr)
         sys.exit(2)
+    except RuntimeError as error:
+        # A DataLoader worker killed mid-run (the OOM killer's SIGKILL, say): PyTorch's words,
+        # one line, rather than the traceback of the training loop that waited for it.
+        if not str(error).startswith("DataLoader worker"):
+            raise
+        print(f"feedbench-lerobot-train: {error} (out of memory? fewer --num_workers or a "
+              "smaller --batch_size need less)", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,12 @@ struct RawInfo {
 impl Info {
     /// Reads and checks `root/meta/info.json`.
     pub fn load(root: &Path) -> Result<Self> {
+        Self::read(root).map(|(info, _)| info)
+    }
+
+    /// [`Info::load`], with the document as the file holds it (every key, `names` as written):
+    /// what LeRobot's metadata reads of the same file.
+    pub fn read(root: &Path) -> Result<(Self, Json)> {
         let path = root.join("meta/info.json");
         if root.to_str().is_none() {
             return Err(DatasetError::invalid(
@@ -128,13 +134,26 @@ impl Info {
             Ok(_) => {}
         }
         let text = super::files::read_regular_text(&path)?;
-        Self::parse(&text, &path)
+        let document = Self::document(&text, &path)?;
+        Ok((Self::of_document(document.clone(), &path)?, document))
+    }
+
+    /// The JSON document of info.json's text.
+    fn document(text: &str, path: &Path) -> Result<Json> {
+        serde_json::from_str(text).map_err(|source| DatasetError::Json {
+            path: path.to_path_buf(),
+            line: None,
+            source,
+        })
     }
 
     /// Parses the text of an info.json file found at `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        let json = |source| DatasetError::Json { path: path.to_path_buf(), line: None, source };
-        let value: Json = serde_json::from_str(text).map_err(json)?;
+        Self::of_document(Self::document(text, path)?, path)
+    }
+
+    /// Checks the document of an info.json file found at `path`.
+    fn of_document(value: Json, path: &Path) -> Result<Self> {
         // Check the version first: an unknown layout gets its own error, whatever else it holds.
         let version = value
             .get("codebase_version")

@@ -60,6 +60,8 @@ impl Default for DatasetOptions {
 pub struct Dataset {
     root: PathBuf,
     info: Info,
+    /// meta/info.json as the file holds it.
+    info_document: serde_json::Value,
     episodes: Vec<Episode>,
     /// Positions in `episodes` of the selected ones, by global index.
     selected: Vec<usize>,
@@ -89,7 +91,7 @@ impl Dataset {
                 ),
             });
         }
-        let info = Info::load(&root)?;
+        let (info, info_document) = Info::read(&root)?;
         let episodes = layout::load_episodes(&root, &info)?;
         let tasks = layout::load_tasks(&root, &info)?;
         let selected: Vec<usize> = match &options.episodes {
@@ -125,6 +127,7 @@ impl Dataset {
         let dataset = Dataset {
             root,
             info,
+            info_document,
             episodes,
             selected,
             tasks,
@@ -144,6 +147,12 @@ impl Dataset {
     /// The parsed info.json.
     pub fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// meta/info.json as the file holds it, every key as written (the features' `names` and
+    /// `info` blocks, keys feedbench does not read): what LeRobot's metadata holds of it.
+    pub fn info_document(&self) -> &serde_json::Value {
+        &self.info_document
     }
 
     /// Every episode listed in the metadata, selected or not, by episode index.

@@ -20,6 +20,8 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
     check.py refusals ROOT               a dataset or request it cannot serve is refused naming the
                                          file, key or index: no info.json, a depth-map camera, a
                                          delta for no feature, an index past the end
+    check.py stub                        feedbench/_native.pyi declares what the native module
+                                         has: its module names, Reader's methods
     check.py write-lerobot OUT           a small dataset written by LeRobot itself (LeRobotDataset
                                          .create: one video camera, one image feature, state,
                                          action, features of 2 to 5 dimensions; 3 episodes)
@@ -249,6 +251,12 @@ def refusals(root):
     refused("a delta for no feature",
             lambda: FeedbenchDataset("local/x", root=root, delta_timestamps={"observation.nothing": [0.0]}),
             ReaderError, "observation.nothing")
+    refused("a negative episode", lambda: FeedbenchDataset("local/x", root=root, episodes=[0, -1]),
+            ValueError, "episodes", "-1")
+    refused("an episode that is no whole number",
+            lambda: FeedbenchDataset("local/x", root=root, episodes=[1.5]), ValueError, "1.5")
+    refused("episodes that are no list", lambda: FeedbenchDataset("local/x", root=root, episodes=3),
+            TypeError, "episodes=3")
     dataset = FeedbenchDataset("local/x", root=root)
     refused("an index past the end", lambda: dataset[len(dataset)], IndexError, str(len(dataset)))
     refused("a float index", lambda: dataset[1.5], TypeError, "1.5")
@@ -311,6 +319,25 @@ def write_lerobot(out):
     print(f"check: LeRobot wrote {out}")
 
 
+def stub():
+    import ast
+
+    from feedbench import _native
+
+    declared = ast.parse((Path(_native.__file__).parent / "_native.pyi").read_text())
+    classes = {node.name: node for node in declared.body if isinstance(node, ast.ClassDef)}
+    names = {n.name for n in declared.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    exported = {name for name in dir(_native) if not name.startswith("_")}
+    if exported != names:
+        fail(f"_native.pyi declares {sorted(names)}; the module has {sorted(exported)}")
+    methods = {n.name for n in classes["Reader"].body if isinstance(n, ast.FunctionDef)}
+    has = {name for name in dir(_native.Reader) if not name.startswith("_") or name == "__len__"}
+    has.add("__init__")
+    if methods != has:
+        fail(f"_native.pyi declares Reader's {sorted(methods)}; it has {sorted(has)}")
+    print(f"check: _native.pyi declares the module's {sorted(names)} and Reader's {sorted(methods)}")
+
+
 def main():
     command = sys.argv[1]
     if command == "items":
@@ -321,6 +348,8 @@ def main():
         shards(Path(sys.argv[2]))
     elif command == "refusals":
         refusals(Path(sys.argv[2]))
+    elif command == "stub":
+        stub()
     elif command == "write-lerobot":
         write_lerobot(Path(sys.argv[2]))
     else:

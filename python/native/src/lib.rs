@@ -143,6 +143,12 @@ impl Reader {
         })
     }
 
+    /// meta/info.json as the reader read it, in JSON: what `FeedbenchDataset` says of the
+    /// dataset (fps, features, episodes), from the one read the reader checked.
+    fn info_json(&self) -> String {
+        self.dataset.info_document().to_string()
+    }
+
     /// Items in the selected episodes (LeRobot's `num_frames`).
     fn __len__(&self) -> usize {
         self.indices.len()

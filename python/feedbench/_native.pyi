@@ -1,0 +1,51 @@
+"""Types of `feedbench._native`, the reader's Python module (python/native, PyO3): the Rust
+reader that `feedbench.lerobot.FeedbenchDataset` wraps."""
+
+from typing import Callable, Optional, Union
+
+import numpy
+
+class ReaderError(Exception):
+    """A dataset or request the reader cannot serve, naming the file, key or index."""
+
+Value = Union[numpy.ndarray, list[str], str]
+
+class Reader:
+    """A dataset opened as LeRobot opens it: its selected episodes, a window of
+    `delta_timestamps`, items as NumPy arrays decoded by the reader's own threads."""
+
+    def __init__(
+        self,
+        root: str,
+        episodes: Optional[list[int]],
+        delta_timestamps: Optional[dict[str, list[float]]],
+        tolerance_s: float,
+        uint8: bool,
+    ) -> None:
+        """Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
+        seconds), `tolerance_s`, `uint8` (camera frames as uint8). Features the reader does not
+        read are refused by name (ReaderError)."""
+
+    def info_json(self) -> str:
+        """meta/info.json as the reader read it, in JSON."""
+
+    def __len__(self) -> int:
+        """Items in the selected episodes (LeRobot's `num_frames`)."""
+
+    def indices(self) -> numpy.ndarray:
+        """The global `index` of every item position, in order (uint64)."""
+
+    def items(self, positions: list[int], threads: int) -> list[dict[str, Value]]:
+        """The items at `positions` (0 ≤ position < len), each a dict of key → NumPy array (or
+        string), decoded by `threads` threads; IndexError for a position past the end."""
+
+    def batch(
+        self,
+        positions: list[int],
+        threads: int,
+        allocate: Callable[[str, list[int], str], numpy.ndarray],
+    ) -> dict[str, Union[numpy.ndarray, list[str]]]:
+        """The items at `positions` collated as `default_collate` collates them. Camera frames
+        are decoded into the arrays `allocate(key, shape, dtype)` returns (C-contiguous, of that
+        shape and dtype, "uint8" or "float32"), which the result leaves out; every other key is
+        in it, as a NumPy array `[B, …]` or a list of strings."""
