@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::stats::Stats;
-use super::verdict::Verdict;
+use crate::measure::stats::Stats;
+use crate::measure::verdict::Verdict;
 
 /// One logged step of the run: lerobot-train's averages over its logging interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

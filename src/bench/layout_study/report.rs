@@ -422,9 +422,9 @@ pub fn report_layout_dir(dir: &Path) -> Result<LayoutReportFiles, LayoutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::change::Change;
     use crate::bench::layout_study::config::Candidate;
     use crate::bench::layout_study::measure::{DecodeCost, LoaderFigures, VsBase};
+    use crate::measure::change::Change;
 
     /// A result `label` of `bytes` per frame, `psnr` dB, `speed`× the base (None: the base).
     fn result(label: &str, bytes: f64, psnr: f64, speed: Option<f64>) -> CandidateResult {

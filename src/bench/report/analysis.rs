@@ -1,5 +1,5 @@
 //! The analysis: repeats aggregated into rows, rows grouped, the knee of workers and the prefetch
-//! depth per group. Statistics come from [`crate::bench::stats`]; the writers only lay it out.
+//! depth per group. Statistics come from [`crate::measure::stats`]; the writers only lay it out.
 
 use std::collections::HashMap;
 
@@ -19,13 +19,13 @@ fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
         1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
     }
 }
-use crate::bench::change::{interval, Change, Decision};
-use crate::bench::phase::{DecodeLimit, LoaderPhase, SampleSteps};
-use crate::bench::stats::{median, median_and_p95};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
-use crate::bench::verdict::Verdict;
 use crate::loader::knobs::LoaderKnob;
+use crate::measure::change::{interval, Change, Decision};
+use crate::measure::phase::{DecodeLimit, LoaderPhase, SampleSteps};
+use crate::measure::stats::{median, median_and_p95};
+use crate::measure::verdict::Verdict;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
 /// and the doctor's diagnosis per group, and the plot groups. Pure: it reads nothing else.

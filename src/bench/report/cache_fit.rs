@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{millis, plural, rate, Row};
-use crate::bench::phase::SampleStep;
 use crate::dataset::bytes::Bytes;
 use crate::loader::size::ByteSize;
+use crate::measure::phase::SampleStep;
 
 /// A cache that would hold every frame, and what the loader would then deliver.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

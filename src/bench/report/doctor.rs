@@ -7,11 +7,11 @@ use super::{
     beside_the_wait, millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost,
     KNEE_TOLERANCE_PCT,
 };
-use crate::bench::phase::{DecodeLimit, LoaderPhase};
-use crate::bench::stats::median;
-use crate::bench::verdict::Verdict;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
+use crate::measure::phase::{DecodeLimit, LoaderPhase};
+use crate::measure::stats::median;
+use crate::measure::verdict::Verdict;
 use crate::model::DeviceChoice;
 
 /// A second stage gets its own advice from this share of the loader's CPU, percent.

@@ -21,17 +21,17 @@ pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
-use super::phase::{CacheFigures, DecodeLimit, FramesSize, SampleSteps};
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
 use super::sweep::results::{read_results, CellResult, ResultsError};
-use super::system::SystemInfo;
 use super::table::{Column, Table};
-use super::verdict::Verdict;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::loader::knobs::LoaderBackend;
+use crate::measure::phase::{CacheFigures, DecodeLimit, FramesSize, SampleSteps};
+use crate::measure::system::SystemInfo;
+use crate::measure::verdict::Verdict;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
 /// measurement and the report.
 pub use crate::timing::stage::Stage;

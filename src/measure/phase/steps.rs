@@ -2,7 +2,7 @@
 //! and the CPU of each step a frame passes, from a loader phase's timing tree. `load` prints
 //! it beneath its figures and the doctor cites it.
 
-use crate::bench::stats::median;
+use crate::measure::stats::median;
 use crate::timing::stage::{self, Stage};
 use crate::timing::TimingTree;
 
