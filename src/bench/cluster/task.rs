@@ -8,7 +8,7 @@ use std::path::Path;
 use super::cells::{finished_cells, write_cell};
 use super::plan_file::{Plan, PlannedCell, TaskShare};
 use super::{ClusterError, CpuBudget};
-use crate::bench::lock::OutputLock;
+use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::{
     dataset_name, model_key, prepare_dataset, run_cell, CellPhases, SweepContext, SweepProgress,
 };

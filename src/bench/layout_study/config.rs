@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::super::sweep::config::ConfigError;
-use crate::bench::knob_values::{KnobFront, KnobValues};
+use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::meta::CodebaseVersion;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::write::transcode::{FrameStorage, TranscodeOptions};

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
-use crate::bench::jsonl::{JsonlError, JsonlStore};
-use crate::bench::lock::OutputLock;
+use crate::bench::store::jsonl::{JsonlError, JsonlStore};
+use crate::bench::store::lock::OutputLock;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::{resolved, write_whole};
 use crate::dataset::video::raw::{self, RawFrames};
@@ -72,7 +72,7 @@ pub enum LayoutError {
     },
     /// Another process writes the output directory.
     #[error(transparent)]
-    Locked(#[from] crate::bench::lock::LockError),
+    Locked(#[from] crate::bench::store::lock::LockError),
     /// A request that cannot be met.
     #[error("{path}: {what}")]
     Refused {

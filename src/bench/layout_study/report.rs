@@ -10,7 +10,7 @@ use super::config::{ChooseSection, LayoutConfig};
 use super::measure::CandidateResult;
 use super::pareto::{self, ParetoPoint};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
-use crate::bench::table::{Column, Table};
+use crate::bench::report::table::{Column, Table};
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::dataset::video::quality::Quality;

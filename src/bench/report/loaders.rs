@@ -4,7 +4,7 @@
 //! the fewest workers with which each keeps the step fed.
 
 use super::{millis, rate, Knob, KnobSet, Report, Row};
-use crate::bench::table::{Column, Table};
+use crate::bench::report::table::{Column, Table};
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{loaders, system_line, Report};
-use crate::bench::table::escape_markdown as escape;
+use crate::bench::report::table::escape_markdown as escape;
 use crate::measure::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
 
 /// The report as a Markdown document.

@@ -6,7 +6,8 @@
 //! and the loader doctor's [`Diagnosis`]. Each export format is its own small module that only
 //! lays out that one [`Report`]: [`terminal`], [`markdown`], [`csv`] and [`plots`] (SVG).
 //! [`write_report`] writes the files into the sweep's directory; [`report_dir`] re-renders a
-//! directory from its `results.jsonl`.
+//! directory from its `results.jsonl`. [`table`] is the one table model that every report's
+//! Markdown, CSV and aligned text lay out (the guard's and the layout study's too).
 
 mod analysis;
 pub mod cache_fit;
@@ -17,6 +18,7 @@ pub mod loaders;
 pub mod markdown;
 pub mod phase_text;
 pub mod plots;
+pub mod table;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -25,7 +27,6 @@ use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
 use super::sweep::results::{read_results, CellResult, ResultsError};
-use super::table::{Column, Table};
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::loader::knobs::LoaderBackend;
@@ -35,6 +36,7 @@ use crate::measure::verdict::Verdict;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
 /// measurement and the report.
 pub use crate::timing::stage::Stage;
+use table::{Column, Table};
 
 pub use analysis::{knee, render, shallowest_prefetch, train_change, Knee};
 

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
-use crate::bench::jsonl::{self, JsonlError, JsonlStore};
-use crate::bench::lock::{LockError, OutputLock};
+use crate::bench::store::jsonl::{self, JsonlError, JsonlStore};
+use crate::bench::store::lock::{LockError, OutputLock};
 use crate::measure::phase::{LoaderPhase, ModelPhase, TrainPhase};
 use crate::measure::system::{Placement, SystemInfo};
 

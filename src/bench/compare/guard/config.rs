@@ -7,8 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::knob_values::{KnobFront, KnobValues};
 use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
+use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::train_run::{self, TrainArgs};

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
 use super::record::GuardRecord;
-use crate::bench::table::{Column, Table};
+use crate::bench::report::table::{Column, Table};
 use crate::measure::loader_run::RunFigures;
 
 /// How to save a new baseline, for the advice that says so: the config and baseline paths.
