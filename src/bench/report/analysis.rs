@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::doctor;
+use super::advice;
 use super::{
     partition, plural, rate, Group, Knob, KnobSet, PlotGroup, Recommendation, Report, Row,
     HEATMAP_PLOT_STEM, KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT,
@@ -28,7 +28,7 @@ use crate::measure::stats::{median, median_and_p95};
 use crate::measure::verdict::Verdict;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
-/// and the doctor's diagnosis per group, and the plot groups. Pure: it reads nothing else.
+/// and the advice's diagnosis per group, and the plot groups. Pure: it reads nothing else.
 pub fn render(results: &[CellResult]) -> Report {
     let mut runs: HashMap<Cell, Vec<&CellResult>> = HashMap::new();
     for result in results {
@@ -76,7 +76,7 @@ pub fn render(results: &[CellResult]) -> Report {
         group.recommendation = recommend(&rows, &group.rows);
         if let Some(rec) = &group.recommendation {
             rows[rec.row].recommended = true;
-            group.diagnosis = Some(doctor::diagnose(&rows, &group.rows, rec));
+            group.diagnosis = Some(advice::diagnose(&rows, &group.rows, rec));
         }
     }
 
@@ -148,7 +148,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loader_cpu_ms_per_sample: loader_med(|l| l.cpu_ms_per_sample),
         loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
         decode_limit,
-        stages: doctor::stage_costs(&loaders),
+        stages: advice::stage_costs(&loaders),
         frames: loaders.iter().find_map(|l| l.frames),
         cache: loaders.iter().find_map(|l| l.cache.clone()),
         steps: SampleSteps::median(

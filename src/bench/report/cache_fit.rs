@@ -1,6 +1,7 @@
 //! The decoded-frame cache as advice: where the step waits for input and every frame at the
 //! configuration's size and format fits in the memory there was, the budget to set and the
-//! loader's predicted rate in the epochs after the first. The doctor and tune say it alike.
+//! loader's predicted rate in the epochs after the first. The report's advice and tune say
+//! it alike.
 
 use serde::{Deserialize, Serialize};
 

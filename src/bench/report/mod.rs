@@ -3,16 +3,16 @@
 //! Analysing and writing are separate stages, as in criterion and hyperfine. [`render`] is the
 //! analysis: one [`Row`] per cell (repeats aggregated by their median), per group of cells the
 //! [`Recommendation`] (the knee of workers, the prefetch depth past which nothing improves)
-//! and the loader doctor's [`Diagnosis`]. Each export format is its own small module that only
-//! lays out that one [`Report`]: [`terminal`], [`markdown`], [`csv`] and [`plots`] (SVG).
+//! and the advice on its loader ([`Diagnosis`], the "Loader doctor"). Each export format is
+//! its own small module that only lays out that one [`Report`]: [`terminal`], [`markdown`], [`csv`] and [`plots`] (SVG).
 //! [`write_report`] writes the files into the sweep's directory; [`report_dir`] re-renders a
 //! directory from its `results.jsonl`. [`table`] is the one table model that every report's
 //! Markdown, CSV and aligned text lay out (the guard's and the layout study's too).
 
+mod advice;
 mod analysis;
 pub mod cache_fit;
 pub mod csv;
-mod doctor;
 mod epochs;
 pub mod loaders;
 pub mod markdown;
@@ -157,7 +157,8 @@ pub struct Recommendation {
     pub text: String,
 }
 
-/// What the loader doctor sees in a group's recommended row, and what it advises.
+/// What the advice (the report's "Loader doctor") sees in a group's recommended row, and what
+/// it advises.
 #[derive(Debug, Clone)]
 pub struct Diagnosis {
     /// The row diagnosed (index into [`Report::rows`]).
@@ -181,7 +182,7 @@ pub struct Group {
     pub rows: Vec<usize>,
     /// None only when no row has a finite train throughput.
     pub recommendation: Option<Recommendation>,
-    /// The doctor's look at the recommended row.
+    /// The advice's look at the recommended row.
     pub diagnosis: Option<Diagnosis>,
 }
 

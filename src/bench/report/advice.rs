@@ -1,5 +1,7 @@
-//! The loader doctor (after FFCV's "bottleneck doctor"): where the loader's CPU goes, from its
-//! timing tree, and what to change, from the verdict, the cores and the decode-only limit.
+//! The sweep report's advice on the loader, its "Loader doctor" section (after FFCV's
+//! "bottleneck doctor"; not `feedbench doctor`, which reads a lerobot-train log: `train_log`):
+//! where the loader's CPU goes, from its timing tree, and what to change, from the verdict, the
+//! cores and the decode-only limit.
 
 use super::cache_fit::CacheFit;
 use super::phase_text::sample_steps;
