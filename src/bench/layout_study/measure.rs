@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Candidate, MeasureSection, Storage};
+use super::candidate::{Candidate, Storage};
+use super::config::MeasureSection;
 use crate::dataset::episodes::files_under;
 use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
@@ -219,7 +220,7 @@ pub fn measure_candidate(
         config: LoaderConfig { workers, ..knobs.clone() },
     };
     let spec = |workers: usize| spec_of(root, workers);
-    let evictable = candidate.location == super::config::Location::Out;
+    let evictable = candidate.location == super::candidate::Location::Out;
     let length = RunLength { batches: measure.batches, warmup: None };
 
     if evictable {

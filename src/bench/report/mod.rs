@@ -18,6 +18,7 @@ pub mod loaders;
 pub mod markdown;
 pub mod phase_text;
 pub mod plots;
+mod recommendation;
 pub mod table;
 pub mod terminal;
 
@@ -38,7 +39,18 @@ use crate::measure::verdict::Verdict;
 pub use crate::timing::stage::Stage;
 use table::{Column, Table};
 
-pub use analysis::{knee, render, shallowest_prefetch, train_change, Knee};
+pub use analysis::render;
+pub use recommendation::{knee, shallowest_prefetch, train_change, Knee};
+
+/// Seed of the report's bootstrap intervals (fixed: one results file, one report).
+const INTERVAL_SEED: u64 = 0x6b6e;
+
+/// Samples/s of train steps of `batch` samples whose iterations took the given ms.
+fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
+    move |iteration_ms: &[f64]| {
+        1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
+    }
+}
 
 /// The knee: the fewest workers whose train throughput is not worse than the group's best
 /// beyond this noise band, percent (by the interval of the change where steps were kept, else
