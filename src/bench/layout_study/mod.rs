@@ -205,6 +205,8 @@ pub fn run_layout(
 /// The results in `path` (none when it does not exist); a torn last line of an interrupted
 /// run is left out, any other line that is not a result is refused, naming it ([`jsonl`]'s
 /// rule, as for a sweep).
+///
+/// [`jsonl`]: crate::bench::store::jsonl
 pub fn read_results(path: &Path) -> Result<Vec<CandidateResult>, LayoutError> {
     Ok(JsonlStore::open_read_only(path)?)
 }
