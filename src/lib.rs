@@ -2,9 +2,11 @@
 //! feeds a diffusion-policy training step.
 //!
 //! Data flows one way (see DESIGN.md), and imports point down only:
-//! `bench → model, loader → dataset → timing`. [`timing`] is the ground floor (timing tree,
-//! trace, clocks); [`dataset`] reads and writes the format, [`loader`] turns a dataset into
-//! batches, [`model`] consumes them and [`bench`] measures all three.
+//! `bench → measure → model, loader → dataset → timing`. [`timing`] is the ground floor
+//! (timing tree, trace, clocks); [`dataset`] reads and writes the format, [`loader`] turns a
+//! dataset into batches, [`model`] consumes them, [`measure`] measures one run of them (a
+//! phase, its statistics and verdict) and [`bench`] runs the studies made of such runs and
+//! reports them.
 //!
 //! Knobs are typed values with one text form each (`96x96`, `episode-aware`, `diffusion:small`),
 //! which the command line, the TOML configs and the results files all read and write.
@@ -68,6 +70,7 @@ macro_rules! named_values {
 pub mod bench;
 pub mod dataset;
 pub mod loader;
+pub mod measure;
 pub mod model;
 #[cfg(any(test, feature = "testdata"))]
 pub mod testdata;

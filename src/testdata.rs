@@ -4,16 +4,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::bench::phase::{
+use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::results::CellResult;
+use crate::loader::config::LoaderConfig;
+use crate::measure::phase::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, StepSample,
     TrainPhase,
 };
-use crate::bench::stats::Stats;
-use crate::bench::sweep::cell::Cell;
-use crate::bench::sweep::results::CellResult;
-use crate::bench::system::SystemInfo;
-use crate::bench::verdict::Verdict;
-use crate::loader::config::LoaderConfig;
+use crate::measure::stats::Stats;
+use crate::measure::system::SystemInfo;
+use crate::measure::verdict::Verdict;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
 

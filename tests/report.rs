@@ -6,12 +6,12 @@ use crate::common;
 use std::path::Path;
 
 use common::feedbench;
-use feedbench::bench::phase::FramesSize;
 use feedbench::bench::report::{self, Stage};
 use feedbench::bench::sweep::results::{append_result, CellResult};
-use feedbench::bench::verdict::Verdict;
 use feedbench::dataset::Resolution;
 use feedbench::loader::batch::ImageFormat;
+use feedbench::measure::phase::FramesSize;
+use feedbench::measure::verdict::Verdict;
 use feedbench::model::DeviceChoice;
 use feedbench::testdata::FakeCell;
 use feedbench::timing::stage;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::results::{read_results, CellResult, ResultsError, Resume};
 use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
-use feedbench::bench::verdict::Verdict;
 use feedbench::dataset::write::{write_tabular, TabularSpec};
+use feedbench::measure::verdict::Verdict;
 
 fn dataset(dir: &Path) -> PathBuf {
     let root = dir.join("tabular");

@@ -4,8 +4,8 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser};
 
 use feedbench::bench::compare::{compare, text, CompareError, CompareSpec, Side};
-use feedbench::bench::phase::ChosenLoader;
 use feedbench::dataset::setting::Setting;
+use feedbench::measure::phase::ChosenLoader;
 
 use super::loader::LoaderFlags;
 use super::progress_bar;

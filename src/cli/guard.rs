@@ -16,8 +16,8 @@ use feedbench::bench::compare::guard::render::{self, UpdateCommand};
 use feedbench::bench::compare::guard::{measure, GuardSetup};
 use feedbench::bench::sweep::config::ConfigFile;
 use feedbench::bench::sweep::prepare_dataset;
-use feedbench::bench::system::system_info;
 use feedbench::dataset::files::write_whole;
+use feedbench::measure::system::system_info;
 use feedbench::timing::InstructionCounter;
 
 use super::progress_bar;

@@ -8,8 +8,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
-use feedbench::bench::phase::{run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
-use feedbench::bench::system::{system_info, Placement};
 use feedbench::dataset::files::{output_apart_from, write_whole};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
@@ -19,6 +17,10 @@ use feedbench::loader::lerobot::{FedStep, LerobotOptions, LoaderBackend, VideoBa
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
+use feedbench::measure::phase::{
+    run_model_phase, ChosenLoader, Feed, LoaderChoice, MeasuredLoader,
+};
+use feedbench::measure::system::{system_info, Placement};
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 use feedbench::model::{NoneStep, StepSpec, TrainStep};
 use feedbench::timing::Trace;

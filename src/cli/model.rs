@@ -4,12 +4,12 @@
 
 use std::path::PathBuf;
 
-use feedbench::bench::model_table::ModelTable;
-use feedbench::bench::phase::ModelPhase;
 use feedbench::bench::report::phase_text;
 use feedbench::dataset::{Info, Resolution};
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::lerobot::LerobotOptions;
+use feedbench::measure::model_table::ModelTable;
+use feedbench::measure::phase::ModelPhase;
 use feedbench::model::lerobot::StepImpl;
 use feedbench::model::StepSpec;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use feedbench::bench::phase::LoaderChoice;
 use feedbench::bench::report::{millis, rate};
 use feedbench::bench::sweep::config::{
     DatasetSource, EpisodeChoice, LoaderAxes, ModelSection, RunSection, SweepConfig,
@@ -23,6 +22,7 @@ use feedbench::loader::lerobot::runs_built;
 use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::size::ByteSize;
 use feedbench::loader::spec::LoaderSpec;
+use feedbench::measure::phase::LoaderChoice;
 use feedbench::model::{DeviceChoice, ModelSpec};
 
 use super::loader::{LoaderFlags, StepFlags};

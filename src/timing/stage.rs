@@ -1,6 +1,6 @@
 //! The stages feedbench records, by path: one definition for the code that records them (the
 //! loader's workers, the video decoder, the trainer) and the code that reads them (phases,
-//! the doctor, tests). A path's parent is the stage it runs inside. [`Stage`] names the parts
+//! the report's advice, tests). A path's parent is the stage it runs inside. [`Stage`] names the parts
 //! of the loader's CPU time that measurements compare and reports show.
 
 /// An epoch's sample order, made by the first thread that needs it.

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use super::ClusterError;
-use crate::bench::system::allowed_cpus;
+use crate::measure::system::allowed_cpus;
 
 /// The CPUs a task may use, and what says so: the loader workers it may run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use super::ClusterError;
 use crate::bench::report::{write_report, ReportFiles};
 use crate::bench::sweep::cell::{Knob, KnobSet};
 use crate::bench::sweep::results::{result_line, CellResult, RESULTS_FILE};
-use crate::bench::system::SystemInfo;
 use crate::dataset::files::write_whole;
+use crate::measure::system::SystemInfo;
 
 /// What a merge found and wrote.
 #[derive(Debug)]
@@ -141,7 +141,7 @@ mod tests {
             .collect();
         assert!(mixed_hardware(&results).is_empty(), "one machine");
         // Another host of the same make is the same hardware.
-        results[1].placement = Some(crate::bench::system::Placement::here());
+        results[1].placement = Some(crate::measure::system::Placement::here());
         assert!(mixed_hardware(&results).is_empty());
         results[3].system.cpu = "Other CPU".into();
         let mixed = mixed_hardware(&results);

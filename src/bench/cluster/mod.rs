@@ -27,7 +27,7 @@ use super::sweep::SweepError;
 pub enum ClusterError {
     /// Another process writes the output directory.
     #[error(transparent)]
-    Locked(#[from] crate::bench::lock::LockError),
+    Locked(#[from] crate::bench::store::lock::LockError),
     /// A file or directory could not be read or written.
     #[error("{path}: {source}")]
     Io {

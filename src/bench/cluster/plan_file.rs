@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::ClusterError;
-use crate::bench::lock::OutputLock;
+use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::config::{ConfigFile, SweepConfig};
 use crate::bench::sweep::plan::plan;

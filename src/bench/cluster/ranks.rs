@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ClusterError;
-use crate::bench::phase::{LoaderPhase, TrainPhase};
-use crate::bench::system::{Placement, SystemInfo};
 use crate::dataset::files::write_whole;
+use crate::measure::phase::{LoaderPhase, TrainPhase};
+use crate::measure::system::{Placement, SystemInfo};
 
 /// What one rank measured: one `rank-<r>.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -8,12 +8,12 @@ use std::path::Path;
 use super::cells::{finished_cells, write_cell};
 use super::plan_file::{Plan, PlannedCell, TaskShare};
 use super::{ClusterError, CpuBudget};
-use crate::bench::lock::OutputLock;
-use crate::bench::phase::ModelPhase;
+use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::{
     dataset_name, model_key, prepare_dataset, run_cell, CellPhases, SweepContext, SweepProgress,
 };
-use crate::bench::system::Placement;
+use crate::measure::phase::ModelPhase;
+use crate::measure::system::Placement;
 
 /// What a task did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

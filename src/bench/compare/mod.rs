@@ -10,10 +10,10 @@ pub mod text;
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Change, Decision, NOISE_PCT};
-use super::loader_run::{measure_run, stage_changes, RunFigures, RunLength, StageChange};
-use super::phase::ChosenLoader;
 use crate::loader::pipeline::LoaderError;
+use crate::measure::change::{Change, Decision, NOISE_PCT};
+use crate::measure::loader_run::{measure_run, stage_changes, RunFigures, RunLength, StageChange};
+use crate::measure::phase::ChosenLoader;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
 const SEED: u64 = 0x5eed;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{Comparison, Side};
-use crate::bench::change::{Change, Decision};
+use crate::measure::change::{Change, Decision};
 
 /// The verdict on B's CPU per sample against A's, in one line.
 pub fn verdict(c: &Comparison) -> String {
@@ -38,8 +38,8 @@ pub fn render(c: &Comparison, a: &str, b: &str) -> String {
     if !per_sample.is_empty() {
         let _ = writeln!(out, "per sample: {}", per_sample.join(", "));
     }
-    let median_of = |side, figure: fn(&crate::bench::loader_run::RunFigures) -> f64| {
-        crate::bench::stats::median(c.values(side, figure))
+    let median_of = |side, figure: fn(&crate::measure::loader_run::RunFigures) -> f64| {
+        crate::measure::stats::median(c.values(side, figure))
     };
     let _ = writeln!(
         out,

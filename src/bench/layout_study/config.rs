@@ -3,238 +3,16 @@
 //! recommendation keeps to. Every key is checked and a bad value is refused naming its key.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::super::sweep::config::ConfigError;
-use crate::bench::knob_values::{KnobFront, KnobValues};
-use crate::dataset::meta::CodebaseVersion;
-use crate::dataset::video::VideoCodec;
-use crate::dataset::write::transcode::{FrameStorage, TranscodeOptions};
-use crate::dataset::write::{EncodeSetting, EncodeSettings, PixFmt};
-use crate::dataset::{Resolution, WindowChoice};
+use super::candidate::{as_table, Candidate};
+use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
+use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::sampler::SamplerKind;
-
-/// How a candidate stores camera frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Storage {
-    /// mp4 files.
-    Video,
-    /// PNG images in the parquet data files.
-    Png,
-    /// Raw uint8 frames (feedbench's own files): the zero-decode reference.
-    Raw,
-}
-
-named_values!(Storage { Video => "video", Png => "png", Raw => "raw" });
-
-/// Where a candidate's files live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    /// Under the study's output directory (its filesystem, usually a disk).
-    Out,
-    /// Under `/dev/shm` (memory).
-    Shm,
-}
-
-named_values!(Location { Out => "out", Shm => "shm" });
-
-/// One candidate layout: every setting, each a key of `[base]` and of `[axes]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Candidate {
-    /// `video` or `png`.
-    #[serde(default = "default_storage")]
-    pub storage: Storage,
-    /// `av1` (libsvtav1), `h264` (libx264), `hevc` (libx265).
-    #[serde(default = "default_codec")]
-    pub codec: VideoCodec,
-    /// Keyframe interval, frames.
-    #[serde(default = "default_gop")]
-    pub gop: u32,
-    /// Constant rate factor.
-    #[serde(default = "default_crf")]
-    pub crf: u32,
-    /// The encoder's speed preset; the codec's default (LeRobot's 12 for libsvtav1) when left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
-    /// `yuv420p` or `yuv444p`.
-    #[serde(default)]
-    pub pix_fmt: PixFmt,
-    /// SVT-AV1's fast-decode, x264's and x265's `tune=fastdecode`.
-    #[serde(default)]
-    pub fast_decode: bool,
-    /// `native` or `HxW`.
-    #[serde(default)]
-    pub resolution: Resolution,
-    /// File layout: `v2.1` (a file per episode) or `v3.0` (episodes concatenated).
-    #[serde(default = "default_version")]
-    pub version: CodebaseVersion,
-    /// v3.0: episodes per file; LeRobot's file sizes (100 MB data, 200 MB video) when left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub episodes_per_file: Option<usize>,
-    /// `out` (the output directory's filesystem) or `shm` (`/dev/shm`).
-    #[serde(default = "default_location")]
-    pub location: Location,
-}
-
-fn default_storage() -> Storage {
-    Storage::Video
-}
-fn default_codec() -> VideoCodec {
-    VideoCodec::Av1
-}
-fn default_gop() -> u32 {
-    2
-}
-fn default_crf() -> u32 {
-    30
-}
-fn default_version() -> CodebaseVersion {
-    CodebaseVersion::V21
-}
-fn default_location() -> Location {
-    Location::Out
-}
-
-impl Default for Candidate {
-    /// LeRobot's recording defaults: AV1, GOP 2, CRF 30, yuv420p, native size, v2.1 files.
-    fn default() -> Self {
-        toml::from_str("").expect("every key has a default")
-    }
-}
-
-impl Candidate {
-    /// The keys an axis may vary, in the order names list them.
-    pub const KEYS: [&'static str; 11] = [
-        "storage",
-        "codec",
-        "gop",
-        "crf",
-        "preset",
-        "pix_fmt",
-        "fast_decode",
-        "resolution",
-        "version",
-        "episodes_per_file",
-        "location",
-    ];
-
-    /// The encoder settings of a video candidate.
-    pub fn encode_settings(&self) -> EncodeSettings {
-        EncodeSettings {
-            codec: self.codec,
-            gop: self.gop,
-            crf: self.crf,
-            speed: self.preset.clone(),
-            pix_fmt: self.pix_fmt,
-            fast_decode: self.fast_decode,
-        }
-    }
-
-    /// What `transcode` writes for it.
-    pub fn transcode_options(&self) -> TranscodeOptions {
-        TranscodeOptions {
-            version: self.version,
-            storage: match self.storage {
-                Storage::Video => FrameStorage::Video(self.encode_settings()),
-                Storage::Png => FrameStorage::Png,
-                Storage::Raw => FrameStorage::Raw,
-            },
-            resolution: match self.resolution {
-                Resolution::Native => None,
-                Resolution::Size { height, width } => Some((height, width)),
-            },
-            episodes_per_file: self.episodes_per_file,
-        }
-    }
-
-    /// What is wrong with it, naming the key (`where_` says which table it came from).
-    pub fn problem(&self) -> Option<String> {
-        if let Resolution::Size { height, width } = self.resolution {
-            if height == 0 || width == 0 {
-                return Some(format!(
-                    "resolution {}: expected a size of at least 1x1",
-                    self.resolution
-                ));
-            }
-            if self.storage == Storage::Video {
-                if let Some(problem) = self.encode_settings().size_problem(height, width) {
-                    return Some(format!("resolution {}: {problem}", self.resolution));
-                }
-            }
-        }
-        if self.episodes_per_file == Some(0) {
-            return Some("episodes_per_file 0: expected at least 1".into());
-        }
-        if self.storage == Storage::Video {
-            if let Some(p) = self.encode_settings().problem() {
-                // Named by the candidate's keys (the speed preset is `preset` here).
-                return Some(match p.setting {
-                    EncodeSetting::Speed => format!("preset {}: {}", p.value, p.expected),
-                    _ => p.to_string(),
-                });
-            }
-        }
-        None
-    }
-
-    /// A name that spells out every setting that matters for its storage, used as its
-    /// directory under `candidates/` and its key in the results: `av1-gop2-crf30-native-v2.1`.
-    pub fn name(&self) -> String {
-        let mut name = match self.storage {
-            Storage::Png => "png".to_string(),
-            Storage::Raw => "raw".to_string(),
-            Storage::Video => {
-                let mut name = format!("{}-gop{}-crf{}", self.codec, self.gop, self.crf);
-                if let Some(preset) = &self.preset {
-                    name.push_str(&format!("-p{preset}"));
-                }
-                if self.pix_fmt != PixFmt::Yuv420p {
-                    name.push_str(&format!("-{}", self.pix_fmt));
-                }
-                if self.fast_decode {
-                    name.push_str("-fastdecode");
-                }
-                name
-            }
-        };
-        name.push_str(&format!("-{}-{}", self.resolution, self.version));
-        if let Some(n) = self.episodes_per_file {
-            name.push_str(&format!("-{n}perfile"));
-        }
-        if self.location == Location::Shm {
-            name.push_str("-shm");
-        }
-        name
-    }
-
-    /// The settings in which it differs from `base`, as `key=value` (`base` when none).
-    pub fn label(&self, base: &Candidate) -> String {
-        let (mine, theirs) = (as_table(self), as_table(base));
-        let differences: Vec<String> = Self::KEYS
-            .iter()
-            .filter(|key| mine.get(**key) != theirs.get(**key))
-            .map(|key| match mine.get(*key) {
-                Some(toml::Value::String(s)) => format!("{key}={s}"),
-                Some(value) => format!("{key}={value}"),
-                None => format!("{key}=default"),
-            })
-            .collect();
-        if differences.is_empty() {
-            "base".into()
-        } else {
-            differences.join(" ")
-        }
-    }
-}
-
-fn as_table(candidate: &Candidate) -> toml::Table {
-    toml::Table::try_from(candidate).expect("a candidate serialises")
-}
 
 /// How each candidate is measured (unknown keys are refused by the knobs' reader).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -428,28 +206,10 @@ fn error(path: &Path, what: String) -> ConfigError {
     ConfigError { path: path.to_path_buf(), what }
 }
 
-/// Where a candidate's dataset is written: `DIR/candidates/<name>`, or for `/dev/shm` a
-/// directory named after the study's.
-pub fn candidate_root(out: &Path, candidate: &Candidate) -> PathBuf {
-    match candidate.location {
-        Location::Out => out.join("candidates").join(candidate.name()),
-        Location::Shm => {
-            let study =
-                out.file_name().map_or("layout".into(), |n| n.to_string_lossy().into_owned());
-            PathBuf::from("/dev/shm/feedbench-layout").join(study).join(candidate.name())
-        }
-    }
-}
-
-impl fmt::Display for Candidate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::layout_study::candidate::Storage;
 
     fn parse(text: &str) -> Result<Vec<Candidate>, String> {
         let path = Path::new("layout.toml");
@@ -502,27 +262,6 @@ mod tests {
         }
         let error = parse("[base]\ncolour = 1").unwrap_err();
         assert!(error.contains("colour"), "{error}");
-    }
-
-    #[test]
-    fn names_spell_out_what_differs_from_lerobots_defaults() {
-        let candidate = Candidate {
-            codec: VideoCodec::H264,
-            pix_fmt: PixFmt::Yuv444p,
-            fast_decode: true,
-            preset: Some("slow".into()),
-            resolution: Resolution::Size { height: 96, width: 128 },
-            version: CodebaseVersion::V30,
-            episodes_per_file: Some(4),
-            location: Location::Shm,
-            ..Candidate::default()
-        };
-        assert_eq!(
-            candidate.name(),
-            "h264-gop2-crf30-pslow-yuv444p-fastdecode-96x128-v3.0-4perfile-shm"
-        );
-        let png = Candidate { storage: Storage::Png, ..Candidate::default() };
-        assert_eq!(png.name(), "png-native-v2.1");
     }
 
     #[test]

@@ -9,11 +9,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{Candidate, MeasureSection, Storage};
-use crate::bench::change::{interval, Change};
-use crate::bench::loader_run::{measure_run, RunFigures, RunLength};
-use crate::bench::phase::{run_loader_phase, ChosenLoader};
-use crate::bench::stats::median;
+use super::candidate::{Candidate, Storage};
+use super::config::MeasureSection;
 use crate::dataset::episodes::files_under;
 use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
@@ -25,6 +22,10 @@ use crate::dataset::{Dataset, DatasetError, FeatureKind, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
+use crate::measure::change::{interval, Change};
+use crate::measure::loader_run::{measure_run, RunFigures, RunLength};
+use crate::measure::phase::{run_loader_phase, ChosenLoader};
+use crate::measure::stats::median;
 
 /// Throughput figures of repeated loader runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -219,7 +220,7 @@ pub fn measure_candidate(
         config: LoaderConfig { workers, ..knobs.clone() },
     };
     let spec = |workers: usize| spec_of(root, workers);
-    let evictable = candidate.location == super::config::Location::Out;
+    let evictable = candidate.location == super::candidate::Location::Out;
     let length = RunLength { batches: measure.batches, warmup: None };
 
     if evictable {

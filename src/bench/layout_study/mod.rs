@@ -2,16 +2,20 @@
 //! own dataset with the loader that will read it.
 //!
 //! - [`config`]: the base candidate, the axes around it, how to measure, what to keep to;
+//! - [`candidate`]: one candidate layout, its settings, name and label;
 //! - each candidate is written from the source's decoded frames by
 //!   [`crate::dataset::write::transcode`] into `DIR/candidates/<name>/` (or `/dev/shm`);
 //! - [`measure`]: its size, encode cost, decode cost, throughput, first batch and quality;
 //! - results are appended to `DIR/layout.jsonl` as each candidate finishes, so an interrupted
 //!   study loses nothing finished and `--resume` goes on where it stopped;
+//! - [`ranking`]: the candidates ranked, held to the floors, and the recommendation;
 //! - [`report`]: the table, the recommendation and the Pareto plot, from `layout.jsonl` alone.
 
+pub mod candidate;
 pub mod config;
 pub mod measure;
 pub mod pareto;
+pub mod ranking;
 pub mod report;
 
 use std::path::{Path, PathBuf};
@@ -19,10 +23,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use self::config::{candidate_root, Candidate, LayoutConfig, Location, Storage};
+use self::candidate::{candidate_root, Candidate, Location, Storage};
+use self::config::LayoutConfig;
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
-use crate::bench::jsonl::{JsonlError, JsonlStore};
-use crate::bench::lock::OutputLock;
+use crate::bench::store::jsonl::{JsonlError, JsonlStore};
+use crate::bench::store::lock::OutputLock;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::{resolved, write_whole};
 use crate::dataset::video::raw::{self, RawFrames};
@@ -72,7 +77,7 @@ pub enum LayoutError {
     },
     /// Another process writes the output directory.
     #[error(transparent)]
-    Locked(#[from] crate::bench::lock::LockError),
+    Locked(#[from] crate::bench::store::lock::LockError),
     /// A request that cannot be met.
     #[error("{path}: {what}")]
     Refused {
@@ -200,6 +205,8 @@ pub fn run_layout(
 /// The results in `path` (none when it does not exist); a torn last line of an interrupted
 /// run is left out, any other line that is not a result is refused, naming it ([`jsonl`]'s
 /// rule, as for a sweep).
+///
+/// [`jsonl`]: crate::bench::store::jsonl
 pub fn read_results(path: &Path) -> Result<Vec<CandidateResult>, LayoutError> {
     Ok(JsonlStore::open_read_only(path)?)
 }

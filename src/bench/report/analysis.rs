@@ -1,34 +1,25 @@
-//! The analysis: repeats aggregated into rows, rows grouped, the knee of workers and the prefetch
-//! depth per group. Statistics come from [`crate::bench::stats`]; the writers only lay it out.
+//! The analysis: repeats aggregated into rows, rows grouped, and per group the recommendation
+//! (the knee of workers and the prefetch depth: `recommendation`) and the advice on its
+//! loader. Statistics come from [`crate::measure::stats`]; the writers only lay it out.
 
 use std::collections::HashMap;
 
-use super::doctor;
+use super::advice;
+use super::recommendation::recommend;
 use super::{
-    partition, plural, rate, Group, Knob, KnobSet, PlotGroup, Recommendation, Report, Row,
-    HEATMAP_PLOT_STEM, KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT,
-    TRAIN_PLOT_STEM,
+    partition, train_rate, Group, Knob, KnobSet, PlotGroup, Report, Row, HEATMAP_PLOT_STEM,
+    INTERVAL_SEED, MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
 };
-
-/// Seed of the report's bootstrap intervals (fixed: one results file, one report).
-const INTERVAL_SEED: u64 = 0x6b6e;
-
-/// Samples/s of train steps of `batch` samples whose iterations took the given ms.
-fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
-    move |iteration_ms: &[f64]| {
-        1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
-    }
-}
-use crate::bench::change::{interval, Change, Decision};
-use crate::bench::phase::{DecodeLimit, LoaderPhase, SampleSteps};
-use crate::bench::stats::{median, median_and_p95};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
-use crate::bench::verdict::Verdict;
 use crate::loader::knobs::LoaderKnob;
+use crate::measure::change::interval;
+use crate::measure::phase::{DecodeLimit, LoaderPhase, SampleSteps};
+use crate::measure::stats::{median, median_and_p95};
+use crate::measure::verdict::Verdict;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
-/// and the doctor's diagnosis per group, and the plot groups. Pure: it reads nothing else.
+/// and the advice's diagnosis per group, and the plot groups. Pure: it reads nothing else.
 pub fn render(results: &[CellResult]) -> Report {
     let mut runs: HashMap<Cell, Vec<&CellResult>> = HashMap::new();
     for result in results {
@@ -76,7 +67,7 @@ pub fn render(results: &[CellResult]) -> Report {
         group.recommendation = recommend(&rows, &group.rows);
         if let Some(rec) = &group.recommendation {
             rows[rec.row].recommended = true;
-            group.diagnosis = Some(doctor::diagnose(&rows, &group.rows, rec));
+            group.diagnosis = Some(advice::diagnose(&rows, &group.rows, rec));
         }
     }
 
@@ -148,7 +139,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loader_cpu_ms_per_sample: loader_med(|l| l.cpu_ms_per_sample),
         loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
         decode_limit,
-        stages: doctor::stage_costs(&loaders),
+        stages: advice::stage_costs(&loaders),
         frames: loaders.iter().find_map(|l| l.frames),
         cache: loaders.iter().find_map(|l| l.cache.clone()),
         steps: SampleSteps::median(
@@ -212,187 +203,10 @@ fn file_part(label: &str) -> String {
         .join("_")
 }
 
-fn within(x: f64, best: f64, tolerance_pct: f64) -> bool {
-    x >= best * (1.0 - tolerance_pct / 100.0)
-}
-
-/// The change of row `i`'s train throughput against row `best`'s with its interval, where both
-/// kept enough steps.
-fn knee_change(rows: &[Row], best: usize, i: usize) -> Option<Change> {
-    let (b, r) = (&rows[best], &rows[i]);
-    train_change(&b.train_iteration_ms, &r.train_iteration_ms, b.knobs.knobs.batch_size)
-}
-
-/// The change of train throughput of steps whose iterations took `other` ms against steps of
-/// `best` ms, batches of `batch`, with its interval, where both sides kept
-/// [`MIN_STEPS_FOR_INTERVAL`] steps: the knee's comparison.
-pub fn train_change(best: &[f64], other: &[f64], batch: usize) -> Option<Change> {
-    let enough = |steps: &[f64]| steps.len() >= MIN_STEPS_FOR_INTERVAL;
-    if !enough(best) || !enough(other) {
-        return None;
-    }
-    // Rows of a group share their batch size: the change of samples/s is that of steps/s.
-    Change::of_by(best, other, INTERVAL_SEED, train_rate(batch))
-}
-
-/// Whether row `i` trains slower than row `best` beyond `tolerance_pct`: the whole interval of
-/// the `change` below it where there is one, else its median.
-fn worse_than_best(
-    rows: &[Row],
-    best: usize,
-    i: usize,
-    change: Option<Change>,
-    tolerance_pct: f64,
-) -> bool {
-    match change {
-        Some(change) => change.decision(tolerance_pct) == Decision::Lower,
-        None => !within(rows[i].train_samples_per_s, rows[best].train_samples_per_s, tolerance_pct),
-    }
-}
-
-/// The knee of workers among some rows: the best train throughput, and the fewest workers not
-/// worse than it beyond a tolerance.
-#[derive(Debug, Clone)]
-pub struct Knee {
-    /// The row with the best train throughput (on a tie the fewest workers, then the
-    /// shallowest prefetch).
-    pub best: usize,
-    /// The fewest workers not worse than the best.
-    pub workers: usize,
-    /// Each row with a finite throughput and its change against the best (None where a side
-    /// kept too few steps for an interval).
-    pub judged: Vec<(usize, Option<Change>)>,
-}
-
-/// The knee among `members` of `rows`, with changes within `tolerance_pct` counted as no loss;
-/// None when no row has a finite train throughput. The sweep's recommendation uses
-/// [`KNEE_TOLERANCE_PCT`]; `tune` its target.
-pub fn knee(rows: &[Row], members: &[usize], tolerance_pct: f64) -> Option<Knee> {
-    let finite: Vec<usize> =
-        members.iter().copied().filter(|&i| rows[i].train_samples_per_s.is_finite()).collect();
-    let train = |i: usize| rows[i].train_samples_per_s;
-    let (workers, prefetch) =
-        (|i: usize| rows[i].knobs.knobs.workers, |i: usize| rows[i].knobs.knobs.prefetch);
-    let best = finite.iter().copied().min_by(|&a, &b| {
-        train(b)
-            .total_cmp(&train(a))
-            .then(workers(a).cmp(&workers(b)))
-            .then(prefetch(a).cmp(&prefetch(b)))
-    })?;
-    let judged: Vec<(usize, Option<Change>)> =
-        finite.iter().map(|&i| (i, knee_change(rows, best, i))).collect();
-    let knee = judged
-        .iter()
-        .filter(|&&(i, change)| !worse_than_best(rows, best, i, change, tolerance_pct))
-        .map(|&(i, _)| workers(i))
-        .min()?;
-    Some(Knee { best, workers: knee, judged })
-}
-
-/// Among rows of the same workers (`at_knee`), the shallowest prefetch within
-/// [`PREFETCH_TOLERANCE_PCT`] of the best of them.
-pub fn shallowest_prefetch(rows: &[Row], at_knee: &[usize]) -> Option<usize> {
-    let train = |i: usize| rows[i].train_samples_per_s;
-    let best_at_knee = at_knee.iter().map(|&i| train(i)).fold(f64::NEG_INFINITY, f64::max);
-    at_knee
-        .iter()
-        .copied()
-        .filter(|&i| within(train(i), best_at_knee, PREFETCH_TOLERANCE_PCT))
-        .min_by_key(|&i| rows[i].knobs.knobs.prefetch)
-}
-
-/// The knee of workers and the prefetch depth past which nothing improves, among `members`.
-fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendation> {
-    let train = |i: usize| rows[i].train_samples_per_s;
-    let (workers, prefetch) =
-        (|i: usize| rows[i].knobs.knobs.workers, |i: usize| rows[i].knobs.knobs.prefetch);
-    let Knee { best, workers: knee, judged } = knee(rows, members, KNEE_TOLERANCE_PCT)?;
-    let finite: Vec<usize> = judged.iter().map(|&(i, _)| i).collect();
-    let at_knee: Vec<usize> = finite.iter().copied().filter(|&i| workers(i) == knee).collect();
-    let row = shallowest_prefetch(rows, &at_knee)?;
-    let depths: Vec<usize> = {
-        let mut d: Vec<usize> = at_knee.iter().map(|&i| prefetch(i)).collect();
-        d.sort();
-        d.dedup();
-        d
-    };
-    let fewer_measured = finite.iter().any(|&i| workers(i) < knee);
-
-    let r = &rows[row];
-    let mut text = format!(
-        "workers {knee}, prefetch {}: {} train samples/s",
-        r.knobs.knobs.prefetch,
-        rate(r.train_samples_per_s)
-    );
-    if let Some((low, high)) = r.train_interval {
-        text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
-    }
-    let change = judged.iter().find(|(i, _)| *i == row).and_then(|(_, change)| *change);
-    if row == best || train(row) >= train(best) {
-        text.push_str(", the best measured");
-        if fewer_measured {
-            text.push_str(&format!(
-                " (fewer workers fall more than {KNEE_TOLERANCE_PCT:.0} % below it)"
-            ));
-        }
-    } else {
-        let b = &rows[best];
-        let against = format!(
-            "the best ({} at workers {}, prefetch {})",
-            rate(b.train_samples_per_s),
-            b.knobs.knobs.workers,
-            b.knobs.knobs.prefetch
-        );
-        text.push_str(&match change {
-            Some(c) if c.decision(KNEE_TOLERANCE_PCT) == Decision::Undecided => format!(
-                ", perhaps as good as {against}: the difference ({:+.1} %, {}) straddles the \
-                 {KNEE_TOLERANCE_PCT:.0} % noise band — too wide to decide; measure longer \
-                 (run.train_steps, run.repeats)",
-                c.percent,
-                c.interval()
-            ),
-            Some(c) => format!(
-                ", not worse than {against} beyond {KNEE_TOLERANCE_PCT:.0} % noise ({})",
-                c.interval()
-            ),
-            None => format!(", within {KNEE_TOLERANCE_PCT:.0} % of {against}"),
-        });
-    }
-    text.push_str(". ");
-    let p = r.knobs.knobs.prefetch;
-    text.push_str(&if knee == 0 {
-        "Prefetch does not apply: with 0 workers batches load in the training thread.".to_string()
-    } else if depths.len() == 1 {
-        format!("Prefetch {p} is the only depth measured at {knee} worker{}.", plural(knee))
-    } else if Some(&p) == depths.last() {
-        format!(
-            "Prefetch {p} is the deepest measured, and shallower ones lose more than {PREFETCH_TOLERANCE_PCT:.0} %: try deeper."
-        )
-    } else {
-        let deeper_best = at_knee
-            .iter()
-            .copied()
-            .filter(|&i| prefetch(i) > p)
-            .max_by(|&a, &b| train(a).total_cmp(&train(b)))
-            .expect("a deeper depth was measured");
-        format!(
-            "Prefetch past {p} improves nothing: deeper gains under {PREFETCH_TOLERANCE_PCT:.0} % (best {} at prefetch {}).",
-            rate(train(deeper_best)),
-            prefetch(deeper_best)
-        )
-    });
-    Some(Recommendation {
-        row,
-        workers: knee,
-        prefetch: r.knobs.knobs.prefetch,
-        best_row: best,
-        text,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::report::Recommendation;
     use crate::testdata::FakeCell;
 
     fn cell(workers: usize, prefetch: usize, train: f64) -> FakeCell {

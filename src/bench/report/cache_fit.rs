@@ -1,13 +1,14 @@
 //! The decoded-frame cache as advice: where the step waits for input and every frame at the
 //! configuration's size and format fits in the memory there was, the budget to set and the
-//! loader's predicted rate in the epochs after the first. The doctor and tune say it alike.
+//! loader's predicted rate in the epochs after the first. The report's advice and tune say
+//! it alike.
 
 use serde::{Deserialize, Serialize};
 
 use super::{millis, plural, rate, Row};
-use crate::bench::phase::SampleStep;
 use crate::dataset::bytes::Bytes;
 use crate::loader::size::ByteSize;
+use crate::measure::phase::SampleStep;
 
 /// A cache that would hold every frame, and what the loader would then deliver.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! stable column names.
 
 use super::{Knob, KnobSet, Report, Stage};
-use crate::bench::table::{Column, Table};
+use crate::bench::report::table::{Column, Table};
 
 /// The knob columns of `report`: every knob its cells show (the loader where a cell ran
 /// LeRobot's, decoder threads where a cell had more than one).

@@ -4,9 +4,9 @@
 //! the fewest workers with which each keeps the step fed.
 
 use super::{millis, rate, Knob, KnobSet, Report, Row};
-use crate::bench::table::{Column, Table};
-use crate::bench::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
+use crate::bench::report::table::{Column, Table};
 use crate::loader::lerobot::LoaderBackend;
+use crate::measure::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
 
 /// A cell measured with both loaders: indices into [`Report::rows`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_cached_cell_says_what_each_epoch_gave_beside_lerobots_which_decodes_every_epoch() {
-        use crate::bench::phase::CacheFigures;
+        use crate::measure::phase::CacheFigures;
         use LoaderBackend::{Lerobot, Native};
         let figures = |later: Option<f64>| CacheFigures {
             budget_bytes: 4 << 30,

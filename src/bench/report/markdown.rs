@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{loaders, system_line, Report};
-use crate::bench::table::escape_markdown as escape;
-use crate::bench::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
+use crate::bench::report::table::escape_markdown as escape;
+use crate::measure::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
 
 /// The report as a Markdown document.
 pub fn render(report: &Report) -> String {

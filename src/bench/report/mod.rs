@@ -3,40 +3,54 @@
 //! Analysing and writing are separate stages, as in criterion and hyperfine. [`render`] is the
 //! analysis: one [`Row`] per cell (repeats aggregated by their median), per group of cells the
 //! [`Recommendation`] (the knee of workers, the prefetch depth past which nothing improves)
-//! and the loader doctor's [`Diagnosis`]. Each export format is its own small module that only
-//! lays out that one [`Report`]: [`terminal`], [`markdown`], [`csv`] and [`plots`] (SVG).
+//! and the advice on its loader ([`Diagnosis`], the "Loader doctor"). Each export format is
+//! its own small module that only lays out that one [`Report`]: [`terminal`], [`markdown`], [`csv`] and [`plots`] (SVG).
 //! [`write_report`] writes the files into the sweep's directory; [`report_dir`] re-renders a
-//! directory from its `results.jsonl`.
+//! directory from its `results.jsonl`. [`table`] is the one table model that every report's
+//! Markdown, CSV and aligned text lay out (the guard's and the layout study's too).
 
+mod advice;
 mod analysis;
 pub mod cache_fit;
 pub mod csv;
-mod doctor;
 mod epochs;
 pub mod loaders;
 pub mod markdown;
 pub mod phase_text;
 pub mod plots;
+mod recommendation;
+pub mod table;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
-use super::phase::{CacheFigures, DecodeLimit, FramesSize, SampleSteps};
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
 pub use super::sweep::results::RESULTS_FILE;
 use super::sweep::results::{read_results, CellResult, ResultsError};
-use super::system::SystemInfo;
-use super::table::{Column, Table};
-use super::verdict::Verdict;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::loader::knobs::LoaderBackend;
+use crate::measure::phase::{CacheFigures, DecodeLimit, FramesSize, SampleSteps};
+use crate::measure::system::SystemInfo;
+use crate::measure::verdict::Verdict;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
 /// measurement and the report.
 pub use crate::timing::stage::Stage;
+use table::{Column, Table};
 
-pub use analysis::{knee, render, shallowest_prefetch, train_change, Knee};
+pub use analysis::render;
+pub use recommendation::{knee, shallowest_prefetch, train_change, Knee};
+
+/// Seed of the report's bootstrap intervals (fixed: one results file, one report).
+const INTERVAL_SEED: u64 = 0x6b6e;
+
+/// Samples/s of train steps of `batch` samples whose iterations took the given ms.
+fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
+    move |iteration_ms: &[f64]| {
+        1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
+    }
+}
 
 /// The knee: the fewest workers whose train throughput is not worse than the group's best
 /// beyond this noise band, percent (by the interval of the change where steps were kept, else
@@ -155,7 +169,8 @@ pub struct Recommendation {
     pub text: String,
 }
 
-/// What the loader doctor sees in a group's recommended row, and what it advises.
+/// What the advice (the report's "Loader doctor") sees in a group's recommended row, and what
+/// it advises.
 #[derive(Debug, Clone)]
 pub struct Diagnosis {
     /// The row diagnosed (index into [`Report::rows`]).
@@ -179,7 +194,7 @@ pub struct Group {
     pub rows: Vec<usize>,
     /// None only when no row has a finite train throughput.
     pub recommendation: Option<Recommendation>,
-    /// The doctor's look at the recommended row.
+    /// The advice's look at the recommended row.
     pub diagnosis: Option<Diagnosis>,
 }
 

@@ -3,10 +3,10 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::bench::phase::{
+use crate::measure::phase::{
     LoaderPhase, ModelPhase, SampleStep, SampleSteps, StepSample, TrainPhase,
 };
-use crate::bench::stats::median;
+use crate::measure::stats::median;
 
 impl fmt::Display for LoaderPhase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

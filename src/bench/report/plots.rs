@@ -141,7 +141,7 @@ fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(
     let hi = hi.max(lo + 1);
     let ceiling = |c: &Curve| {
         let ceilings = c.points.iter().map(|r| r.model_samples_per_s).filter(|x| x.is_finite());
-        let median = crate::bench::stats::median(ceilings.clone());
+        let median = crate::measure::stats::median(ceilings.clone());
         (ceilings.count() > 0).then_some(median)
     };
     let top = curves

@@ -1,4 +1,5 @@
-//! The report as terminal text: an aligned table, the recommendation and the doctor's lines.
+//! The report as terminal text: an aligned table, the recommendation and the advice's
+//! lines (its "Doctor").
 
 use std::fmt::Write as _;
 

@@ -2,7 +2,7 @@
 //! for a knob a cell carries (the table gives it cell facts: one cell per value), one value that
 //! every cell shares for the rest.
 
-use crate::bench::knob_values::{KnobFront, KnobValues};
+use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::loader::knobs::LoaderKnob;
 
 /// What a sweep makes of the loader's table: its `[loader]` section.

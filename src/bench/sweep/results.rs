@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::cell::Cell;
-use crate::bench::jsonl::{self, JsonlError, JsonlStore};
-use crate::bench::lock::{LockError, OutputLock};
-use crate::bench::phase::{LoaderPhase, ModelPhase, TrainPhase};
-use crate::bench::system::{Placement, SystemInfo};
+use crate::bench::store::jsonl::{self, JsonlError, JsonlStore};
+use crate::bench::store::lock::{LockError, OutputLock};
+use crate::measure::phase::{LoaderPhase, ModelPhase, TrainPhase};
+use crate::measure::system::{Placement, SystemInfo};
 
 /// What a sweep appends to in its output directory, one line per measured cell.
 pub const RESULTS_FILE: &str = "results.jsonl";

@@ -15,10 +15,6 @@ use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
-use crate::bench::phase::{
-    run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError, Until,
-};
-use crate::bench::system::{system_info, SystemInfo};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
@@ -28,6 +24,10 @@ use crate::loader::lerobot::train_run::TrainArgs;
 use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
+use crate::measure::phase::{
+    run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError, Until,
+};
+use crate::measure::system::{system_info, SystemInfo};
 use crate::model::{DeviceChoice, ModelError, ModelSpec, NoneStep, PolicyShapes, StepSpec};
 use crate::timing::Trace;
 

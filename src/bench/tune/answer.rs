@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use super::predict::{Demand, RateModel};
 use super::search::{Budgets, SearchState};
-use crate::bench::change::{Change, Decision};
 use crate::bench::report::cache_fit::CacheFit;
 use crate::bench::report::{knee, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PCT};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
+use crate::measure::change::{Change, Decision};
 
 /// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
 /// `--prefetch_factor` only where a measured depth beat it.
@@ -338,7 +338,7 @@ pub(crate) mod tests {
                 c.time_each_step();
                 let bytes = (frames_gb * 1e9) as u64;
                 let available_bytes = Some(8_000_000_000);
-                c.frames = Some(crate::bench::phase::FramesSize { bytes, available_bytes });
+                c.frames = Some(crate::measure::phase::FramesSize { bytes, available_bytes });
             })
         };
         let native = knobs(LoaderBackend::Native);

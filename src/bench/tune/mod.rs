@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use self::answer::{answer, Answer, AnswerKnobs};
 use self::predict::Demand;
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
-use super::phase::{StepSample, Until};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
@@ -32,6 +31,7 @@ use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
 use crate::dataset::files::write_whole;
+use crate::measure::phase::{StepSample, Until};
 use crate::model::ModelSpec;
 
 /// The file of a tune's output directory holding its search and its answer.

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::predict::{Demand, MemoryModel, RateModel};
-use crate::bench::change::Decision;
 use crate::bench::report::{knee, train_change, Row, MIN_STEPS_FOR_INTERVAL};
+use crate::measure::change::Decision;
 
 /// Late batches make a tail: the p95 wait at least this many times the median wait.
 const TAIL_RATIO: f64 = 2.0;

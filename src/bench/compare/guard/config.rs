@@ -7,10 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::knob_values::{KnobFront, KnobValues};
-use crate::bench::loader_run::RunLength;
-use crate::bench::phase::{ChosenLoader, LoaderChoice};
 use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
+use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::train_run::{self, TrainArgs};
@@ -18,6 +16,8 @@ use crate::loader::lerobot::{LerobotOptions, LoaderBackend, VideoBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
+use crate::measure::loader_run::RunLength;
+use crate::measure::phase::{ChosenLoader, LoaderChoice};
 
 /// What the guard measures and how it decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::config::{GuardConfig, Tolerance};
 use super::record::{CellRuns, DatasetFingerprint, GuardRecord};
-use crate::bench::change::{Change, Decision};
-use crate::bench::loader_run::{stage_changes, RunFigures, StageChange};
-use crate::bench::stats::median;
-use crate::bench::system::SystemInfo;
+use crate::measure::change::{Change, Decision};
+use crate::measure::loader_run::{stage_changes, RunFigures, StageChange};
+use crate::measure::stats::median;
+use crate::measure::system::SystemInfo;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
 const SEED: u64 = 0x6a4d;
@@ -277,7 +277,7 @@ mod tests {
         GuardRecord {
             feedbench_guard_baseline: BASELINE_FORMAT,
             measured_at: 0,
-            machine: crate::bench::system::system_info(tch::Device::Cpu),
+            machine: crate::measure::system::system_info(tch::Device::Cpu),
             dataset: DatasetFingerprint { files: 1, bytes: 1, sha256: "0".into() },
             run: Default::default(),
             cells: vec![CellRuns { reference_ms: vec![100.0; runs.len()], cell, runs }],

@@ -13,9 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use self::config::GuardConfig;
 use self::record::{CellRuns, DatasetFingerprint, GuardRecord, BASELINE_FORMAT};
 use self::reference::ReferenceClip;
-use crate::bench::loader_run::measure_run;
-use crate::bench::system::SystemInfo;
 use crate::loader::pipeline::LoaderError;
+use crate::measure::loader_run::measure_run;
+use crate::measure::system::SystemInfo;
 
 /// What a guard run measures on, besides its config.
 pub struct GuardSetup {

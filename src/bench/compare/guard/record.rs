@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::config::{GuardCell, GuardRun};
-use crate::bench::loader_run::RunFigures;
-use crate::bench::system::SystemInfo;
+use crate::measure::loader_run::RunFigures;
+use crate::measure::system::SystemInfo;
 
 /// The format of baseline files this feedbench writes and reads.
 pub const BASELINE_FORMAT: u32 = 1;
@@ -51,7 +51,7 @@ impl CellRuns {
         self.runs.iter().map(figure).collect()
     }
 
-    /// The runs, by reference (as [`crate::bench::loader_run::stage_changes`] takes them).
+    /// The runs, by reference (as [`crate::measure::loader_run::stage_changes`] takes them).
     pub fn run_refs(&self) -> Vec<&RunFigures> {
         self.runs.iter().collect()
     }

@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
 use super::record::GuardRecord;
-use crate::bench::loader_run::RunFigures;
-use crate::bench::table::{Column, Table};
+use crate::bench::report::table::{Column, Table};
+use crate::measure::loader_run::RunFigures;
 
 /// How to save a new baseline, for the advice that says so: the config and baseline paths.
 pub struct UpdateCommand<'a> {
@@ -215,7 +215,7 @@ pub fn action_benchmark(
         ActionBenchmarkEntry {
             name,
             unit,
-            value: crate::bench::stats::median(values.iter().copied()),
+            value: crate::measure::stats::median(values.iter().copied()),
             range: format!("± {sd:.4}"),
             extra: format!(
                 "median of {} runs; {}, {} cores",

@@ -8,10 +8,10 @@ use super::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, StepSample,
     TrainPhase,
 };
-use crate::bench::stats::{median, median_and_p95, Stats};
-use crate::bench::verdict::Verdict;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LerobotVersions;
+use crate::measure::stats::{median, median_and_p95, Stats};
+use crate::measure::verdict::Verdict;
 use crate::model::Precision;
 use crate::timing::{stage, TimingTree};
 

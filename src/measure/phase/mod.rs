@@ -4,7 +4,7 @@
 //!
 //! Measuring, analysing and displaying are apart: `measure` runs a phase and keeps every raw
 //! sample (per batch, per step), `analyse` makes the figures of these types from them, and
-//! [`crate::bench::report::phase_text`] lays them out.
+//! the report above (`bench::report::phase_text`) lays them out.
 
 mod analyse;
 mod backend;

@@ -1,5 +1,7 @@
-//! The loader doctor (after FFCV's "bottleneck doctor"): where the loader's CPU goes, from its
-//! timing tree, and what to change, from the verdict, the cores and the decode-only limit.
+//! The sweep report's advice on the loader, its "Loader doctor" section (after FFCV's
+//! "bottleneck doctor"; not `feedbench doctor`, which reads a lerobot-train log: `train_log`):
+//! where the loader's CPU goes, from its timing tree, and what to change, from the verdict, the
+//! cores and the decode-only limit.
 
 use super::cache_fit::CacheFit;
 use super::phase_text::sample_steps;
@@ -7,11 +9,11 @@ use super::{
     beside_the_wait, millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost,
     KNEE_TOLERANCE_PCT,
 };
-use crate::bench::phase::{DecodeLimit, LoaderPhase};
-use crate::bench::stats::median;
-use crate::bench::verdict::Verdict;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
+use crate::measure::phase::{DecodeLimit, LoaderPhase};
+use crate::measure::stats::median;
+use crate::measure::verdict::Verdict;
 use crate::model::DeviceChoice;
 
 /// A second stage gets its own advice from this share of the loader's CPU, percent.

@@ -1,8 +1,8 @@
 //! A sample's way from packet to batch: the frames decoded, converted and copied per sample,
 //! and the CPU of each step a frame passes, from a loader phase's timing tree. `load` prints
-//! it beneath its figures and the doctor cites it.
+//! it beneath its figures and the sweep report's advice cites it.
 
-use crate::bench::stats::median;
+use crate::measure::stats::median;
 use crate::timing::stage::{self, Stage};
 use crate::timing::TimingTree;
 
