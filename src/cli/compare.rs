@@ -7,7 +7,7 @@ use feedbench::bench::compare::{compare, text, CompareError, CompareSpec, Side};
 use feedbench::dataset::setting::Setting;
 use feedbench::measure::phase::ChosenLoader;
 
-use super::loader::LoaderFlags;
+use super::loader_flags::LoaderFlags;
 use super::progress_bar;
 
 /// Arguments of `feedbench compare`.

@@ -26,6 +26,7 @@ pub mod guard;
 pub mod knob_flags;
 pub mod layout;
 pub mod loader;
+pub mod loader_flags;
 pub mod model;
 pub mod sweep;
 pub mod tune;

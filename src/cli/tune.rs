@@ -22,10 +22,11 @@ use feedbench::loader::lerobot::runs_built;
 use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::size::ByteSize;
 use feedbench::loader::spec::LoaderSpec;
-use feedbench::measure::phase::LoaderChoice;
+use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
 use feedbench::model::{DeviceChoice, ModelSpec};
 
-use super::loader::{LoaderFlags, StepFlags};
+use super::loader::StepFlags;
+use super::loader_flags::LoaderFlags;
 
 /// Arguments of `feedbench tune`.
 #[derive(Args)]
@@ -194,14 +195,13 @@ fn tune(
         }
         None => (args.step.model.clone(), args.step.device),
     };
-    let (python, video_backend, lerobot_train) = match &choice {
-        LoaderChoice::Native => (None, None, None),
-        LoaderChoice::Lerobot(options) => {
-            (Some(options.python.clone()), options.video_backend, None)
-        }
-        LoaderChoice::LerobotTrain(run) => {
-            (Some(run.python.clone()), None, args.loader.lerobot_train().map(str::to_string))
-        }
+    // The loader kept whole: the sweep's `[loader]` declares the same one.
+    let declared = match &choice {
+        LoaderChoice::LerobotTrain(_) => LoaderDeclaration {
+            lerobot_train: args.loader.lerobot_train().map(str::to_string),
+            ..choice.declaration()
+        },
+        _ => choice.declaration(),
     };
     let (cpus, cpus_from) = match args.cpus {
         Some(n) => (n as usize, Source::Flag),
@@ -246,10 +246,10 @@ fn tune(
             knobs: KnobAxes::from_config(&spec.config)
                 .with(&LoaderKnob::WORKERS, 0..=cpus)
                 .with(&LoaderKnob::PREFETCH, depths(settings.prefetch)),
-            loader: vec![choice.backend()],
-            python,
-            video_backend,
-            lerobot_train,
+            loader: vec![declared.backend],
+            python: declared.python,
+            video_backend: declared.video_backend,
+            lerobot_train: declared.lerobot_train,
         },
         model: ModelSection {
             model: vec![model],

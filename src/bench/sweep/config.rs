@@ -16,6 +16,7 @@ use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LoaderBackend, VideoBackend};
+use crate::measure::phase::LoaderDeclaration;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.
@@ -140,7 +141,7 @@ pub struct LoaderAxes {
     #[serde(skip_serializing_if = "only_native")]
     pub loader: Vec<LoaderBackend>,
     /// The Python of the environment with LeRobot, for `lerobot` cells (default:
-    /// `$FEEDBENCH_PYTHON`, else `python3`).
+    /// `$FEEDBENCH_PYTHON`, else the source tree's `.venv-lerobot`, else `python3`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub python: Option<PathBuf>,
     /// LeRobot's video backend for `lerobot` cells, `torchcodec` or `pyav` (default:
@@ -152,6 +153,19 @@ pub struct LoaderAxes {
     /// (added where the arguments name no `--dataset.root`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lerobot_train: Option<String>,
+}
+
+impl LoaderAxes {
+    /// Which loader a cell of `backend` declares: the backend, with the section's `python`,
+    /// `video_backend` and `lerobot_train`.
+    pub fn declaration(&self, backend: LoaderBackend) -> LoaderDeclaration {
+        LoaderDeclaration {
+            backend,
+            python: self.python.clone(),
+            video_backend: self.video_backend,
+            lerobot_train: self.lerobot_train.clone(),
+        }
+    }
 }
 
 /// Whether the loader axis is the default, the native loader alone (left out of the config

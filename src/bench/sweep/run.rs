@@ -20,8 +20,7 @@ use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::LoaderKnob;
-use crate::loader::lerobot::train_run::TrainArgs;
-use crate::loader::lerobot::{LerobotOptions, LoaderBackend};
+use crate::loader::lerobot::LoaderBackend;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
@@ -300,20 +299,11 @@ pub(crate) fn run_cell(
     let shapes = shapes.as_ref();
 
     // LeRobot's loader, for its cells: the same knobs, run by its driver.
-    let lerobot = match cell.loader {
-        LoaderBackend::Native => None,
-        LoaderBackend::Lerobot => {
-            let mut options = LerobotOptions::new(None, config.loader.python.as_deref());
-            options.video_backend = config.loader.video_backend;
-            Some(LoaderChoice::Lerobot(options).build(&spec)?)
-        }
-        LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
-            let python = LerobotOptions::new(None, config.loader.python.as_deref()).python;
-            let text = config.loader.lerobot_train.as_deref().unwrap_or_default();
-            let mut run = TrainArgs::parse(&python, text)
-                .map_err(|what| LoaderError::Config(format!("loader.lerobot_train: {what}")))?;
-            run.feedbench_reader = cell.loader == LoaderBackend::FeedbenchLerobotTrain;
-            Some(LoaderChoice::LerobotTrain(run.on_dataset(context.root)?).build(&spec)?)
+    let lerobot = match config.loader.declaration(cell.loader).choice() {
+        Ok(LoaderChoice::Native) => None,
+        Ok(choice) => Some(choice.on_dataset(context.root)?.build(&spec)?),
+        Err(what) => {
+            return Err(LoaderError::Config(format!("loader.lerobot_train: {what}")).into())
         }
     };
     // A lerobot-train run steps its own policy unless the sweep's step is a fixed cost.

@@ -71,6 +71,20 @@ impl TrainArgs {
         })
     }
 
+    /// The arguments as one text that [`Self::parse`] reads back (each quoted as a shell
+    /// quotes it, where it needs quoting).
+    pub fn text(&self) -> String {
+        let plain = |arg: &str| {
+            !arg.is_empty()
+                && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%[]".contains(c))
+        };
+        let quoted = |arg: &String| match plain(arg) {
+            true => arg.clone(),
+            false => shlex::try_quote(arg).map_or_else(|_| arg.clone(), |q| q.into_owned()),
+        };
+        self.args.iter().map(quoted).collect::<Vec<_>>().join(" ")
+    }
+
     /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): [`Self::reading`]
     /// it, then built by LeRobot ([`describe`], once per process) to refuse a run whose
     /// arguments name another directory.

@@ -9,10 +9,8 @@ use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_poli
 use super::measure::{run_loader_phase, run_train_phase};
 use super::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::train_run::{TrainArgs, SET_BY_FEEDBENCH};
-use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotOptions, LoaderBackend};
+use crate::loader::lerobot::{FedStep, LerobotLoader};
 use crate::loader::pipeline::{Loader, LoaderError};
-use crate::loader::spec::LoaderSpec;
 use crate::model::TrainStep;
 use crate::timing::Trace;
 
@@ -158,71 +156,5 @@ impl MeasuredLoader for LerobotLoader {
 
     fn native(&self) -> Option<&Loader> {
         None
-    }
-}
-
-/// A loader spec and which loader reads it: what `compare`, the guard and the layout study
-/// build their runs from.
-#[derive(Debug, Clone)]
-pub struct ChosenLoader {
-    /// Which loader.
-    pub choice: LoaderChoice,
-    /// What it reads and how.
-    pub spec: LoaderSpec,
-}
-
-impl ChosenLoader {
-    /// The native loader of `spec`.
-    pub fn native(spec: LoaderSpec) -> Self {
-        Self { choice: LoaderChoice::Native, spec }
-    }
-
-    /// The loader, built.
-    pub fn build(&self) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
-        self.choice.build(&self.spec)
-    }
-}
-
-/// Which loader reads a [`LoaderSpec`]: feedbench's, or LeRobot's with how it runs.
-#[derive(Debug, Clone, Default)]
-pub enum LoaderChoice {
-    /// feedbench's own pipeline.
-    #[default]
-    Native,
-    /// LeRobot's loader in the given Python.
-    Lerobot(LerobotOptions),
-    /// The DataLoader a lerobot-train run builds from these arguments, with its policy.
-    LerobotTrain(TrainArgs),
-}
-
-impl LoaderChoice {
-    /// Which loader it is.
-    pub fn backend(&self) -> LoaderBackend {
-        match self {
-            LoaderChoice::Native => LoaderBackend::Native,
-            LoaderChoice::Lerobot(_) => LoaderBackend::Lerobot,
-            LoaderChoice::LerobotTrain(run) if run.feedbench_reader => {
-                LoaderBackend::FeedbenchLerobotTrain
-            }
-            LoaderChoice::LerobotTrain(_) => LoaderBackend::LerobotTrain,
-        }
-    }
-
-    /// The loader of `spec`.
-    pub fn build(&self, spec: &LoaderSpec) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
-        Ok(match self {
-            LoaderChoice::Native => Box::new(spec.build()?),
-            LoaderChoice::Lerobot(options) => Box::new(LerobotLoader::new(spec, options.clone())?),
-            // The run's own knobs, but those feedbench sets (workers, batch, prefetch) `spec`'s.
-            LoaderChoice::LerobotTrain(run) => {
-                let adjust = |mut own: LoaderConfig| {
-                    for knob in SET_BY_FEEDBENCH {
-                        knob.set(&mut own, &knob.get(&spec.config)).expect("a value reads back");
-                    }
-                    own
-                };
-                Box::new(LerobotLoader::of_training(run.clone(), adjust)?.0)
-            }
-        })
     }
 }

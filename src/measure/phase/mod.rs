@@ -8,6 +8,7 @@
 
 mod analyse;
 mod backend;
+mod choice;
 mod lerobot;
 mod measure;
 mod steps;
@@ -24,7 +25,8 @@ use crate::loader::pipeline::LoaderError;
 use crate::model::{ModelError, StepTimes};
 use crate::timing::TimingTree;
 
-pub use backend::{ChosenLoader, Feed, LoaderChoice, MeasuredLoader};
+pub use backend::{Feed, MeasuredLoader};
+pub use choice::{ChosenLoader, LoaderChoice, LoaderDeclaration};
 pub use lerobot::lerobot_model_phases;
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 pub use steps::{SampleStep, SampleSteps};

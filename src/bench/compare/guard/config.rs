@@ -12,12 +12,12 @@ use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::train_run::{self, TrainArgs};
-use crate::loader::lerobot::{LerobotOptions, LoaderBackend, VideoBackend};
+use crate::loader::lerobot::{LoaderBackend, VideoBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::loader_run::RunLength;
-use crate::measure::phase::{ChosenLoader, LoaderChoice};
+use crate::measure::phase::{ChosenLoader, LoaderDeclaration};
 
 /// What the guard measures and how it decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,22 +131,19 @@ impl GuardCell {
         episodes: Option<&EpisodeChoice>,
     ) -> Result<ChosenLoader, LoaderError> {
         let spec = self.spec(root, episodes);
-        let mut options = LerobotOptions::new(None, self.python.as_deref());
-        let choice = match self.loader {
-            LoaderBackend::Native => LoaderChoice::Native,
-            LoaderBackend::Lerobot => {
-                options.video_backend = self.video_backend;
-                LoaderChoice::Lerobot(options)
-            }
-            LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
-                let text = self.lerobot_train.as_deref().unwrap_or_default();
-                let mut run = TrainArgs::parse(&options.python, text)
-                    .map_err(|what| LoaderError::Config(self.named(&what)))?;
-                run.feedbench_reader = self.loader == LoaderBackend::FeedbenchLerobotTrain;
-                LoaderChoice::LerobotTrain(run.on_dataset(root)?)
-            }
-        };
-        Ok(ChosenLoader { choice, spec })
+        let choice =
+            self.declaration().choice().map_err(|what| LoaderError::Config(self.named(&what)))?;
+        Ok(ChosenLoader { choice: choice.on_dataset(root)?, spec })
+    }
+
+    /// Which loader the cell declares (`loader`, `python`, `video_backend`, `lerobot_train`).
+    pub fn declaration(&self) -> LoaderDeclaration {
+        LoaderDeclaration {
+            backend: self.loader,
+            python: self.python.clone(),
+            video_backend: self.video_backend,
+            lerobot_train: self.lerobot_train.clone(),
+        }
     }
 
     /// What this cell's loader reads and how.

@@ -1,0 +1,285 @@
+//! The flags that choose a loader and shape it, shared by `load`, `train`, `compare`'s sides
+//! and `tune`: the dataset or a lerobot-train run, which loader (declared as every front end
+//! declares it, [`LoaderDeclaration`]), its Python, and the loader's knobs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use feedbench::dataset::files::output_apart_from;
+use feedbench::dataset::{EpisodeList, WindowChoice};
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::knobs::{LoaderKnob, TuneRole};
+use feedbench::loader::lerobot::train_run;
+use feedbench::loader::lerobot::{LoaderBackend, VideoBackend};
+use feedbench::loader::sampler::Shard;
+use feedbench::loader::spec::LoaderSpec;
+use feedbench::measure::phase::{ChosenLoader, LoaderChoice, LoaderDeclaration};
+
+use super::knob_flags::KnobFlags;
+
+/// The loader's knobs, shared by `load`, `train` and `compare`'s specs.
+#[derive(Args)]
+pub struct LoaderFlags {
+    /// The dataset root.
+    #[arg(required_unless_present = "lerobot_train")]
+    dataset: Option<PathBuf>,
+    /// Your lerobot-train run's arguments, quoted as one: e.g. "--dataset.repo_id=me/pick
+    /// --dataset.root=/data/pick --policy.type=diffusion", or
+    /// "--config_path=outputs/train/pick/checkpoints/last/pretrained_model/train_config.json".
+    /// The loader is then the DataLoader lerobot-train builds from them, by LeRobot's own code
+    /// in --python's environment (uint8 frames, the policy's window and drop_n_last_frames,
+    /// its seed, spawned persistent workers, prefetch 4); --workers, --batch and --prefetch
+    /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true,
+          conflicts_with_all = ["dataset", "episodes", "window", "video_backend"])]
+    lerobot_train: Option<String>,
+    /// Only these episodes, e.g. `1,2,4` or `0-9`.
+    #[arg(long)]
+    episodes: Option<EpisodeList>,
+    /// The sample window: `diffusion` (observations at offsets [-1, 0], action at [-1 … 14])
+    /// or `none` (every key is the row's own value).
+    #[arg(long, default_value = "diffusion")]
+    window: WindowChoice,
+    /// The loader's knobs, from its one table.
+    #[command(flatten)]
+    knobs: KnobFlags,
+    /// This process's rank (default: $RANK or $SLURM_PROCID, else 0).
+    #[arg(long, requires = "world_size")]
+    rank: Option<usize>,
+    /// Number of processes (default: $WORLD_SIZE or $SLURM_NTASKS, else 1).
+    #[arg(long, requires = "rank")]
+    world_size: Option<usize>,
+    /// Which loader: feedbench's `native` one, or `lerobot` (LeRobotDataset + PyTorch's
+    /// DataLoader, in a Python process with the same knobs: the plain pair, not lerobot-train's
+    /// run, which loads uint8 in spawned workers with prefetch 4 and the policy's window, then
+    /// converts and preprocesses in the main process: --lerobot-train measures that run). With
+    /// --lerobot-train, `feedbench-lerobot-train` measures that run with feedbench's reader as
+    /// its dataset, as the wheel's feedbench-lerobot-train runs it (the wheel installed in
+    /// --python's environment).
+    #[arg(long, default_value = "native")]
+    loader: LoaderBackend,
+    /// With --loader lerobot: the Python of the environment with LeRobot (default:
+    /// $FEEDBENCH_PYTHON, else the source tree's .venv-lerobot, else python3).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// With --loader lerobot: LeRobot's video backend, `torchcodec` or `pyav` (default:
+    /// LeRobot's choice).
+    #[arg(long)]
+    video_backend: Option<VideoBackend>,
+}
+
+impl LoaderFlags {
+    /// Which loader the flags choose, and how LeRobot's runs. The LeRobot-only flags
+    /// without `--loader lerobot` are refused.
+    pub fn choice(&self) -> Result<LoaderChoice> {
+        if self.loader.is_a_training_run() && self.lerobot_train.is_none() {
+            anyhow::bail!(
+                "--loader {} measures a lerobot-train run: add --lerobot-train \"ARGS\" (the \
+                 run's arguments)",
+                self.loader
+            );
+        }
+        if self.loader == LoaderBackend::Native && self.lerobot_train.is_none() {
+            let knobs = self.knobs.applied_to(LoaderConfig::default());
+            let lacking = LoaderKnob::lacking(&knobs, LoaderBackend::Native).map(|(k, _)| k.flag);
+            let lerobots = [
+                self.python.is_some().then_some("python"),
+                self.video_backend.is_some().then_some("video-backend"),
+            ];
+            if let Some(flag) = lerobots.into_iter().flatten().chain(lacking).next() {
+                anyhow::bail!("--{flag} is a knob of LeRobot's loader: add --loader lerobot");
+            }
+            return Ok(LoaderChoice::Native);
+        }
+        self.declaration().choice().map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))
+    }
+
+    /// Which loader the flags declare (`--loader`, `--python`, `--video-backend`,
+    /// `--lerobot-train`), unchecked: [`Self::choice`] checks it.
+    pub fn declaration(&self) -> LoaderDeclaration {
+        LoaderDeclaration {
+            backend: self.loader,
+            python: self.python.clone(),
+            video_backend: self.video_backend,
+            lerobot_train: self.lerobot_train.clone(),
+        }
+    }
+
+    /// `--lerobot-train`'s arguments, where given.
+    pub fn lerobot_train(&self) -> Option<&str> {
+        self.lerobot_train.as_deref()
+    }
+
+    /// The dataset root (given unless the loader is lerobot-train's, which names its own).
+    fn dataset(&self) -> &Path {
+        self.dataset.as_deref().expect("clap requires the dataset without --lerobot-train")
+    }
+
+    /// Refuses a `--trace` or `--out` inside the dataset (or holding it).
+    pub(super) fn outputs_apart(&self, outputs: [&Option<PathBuf>; 2]) -> Result<()> {
+        for (flag, path) in ["--trace", "--out"].into_iter().zip(outputs) {
+            if let Some(path) = path {
+                output_apart_from(path, self.dataset()).with_context(|| flag.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The loader the flags choose, with what it reads and how (a lerobot-train run's: the
+    /// dataset and knobs its arguments give, the flags' workers, batch and prefetch over them).
+    pub fn chosen(&self) -> Result<ChosenLoader> {
+        if let Some(chosen) = self.training_run()? {
+            return Ok(chosen);
+        }
+        Ok(ChosenLoader { choice: self.choice()?, spec: self.spec()? })
+    }
+
+    /// The lerobot-train run `--lerobot-train` gives, described by LeRobot in --python's
+    /// environment: its dataset and knobs, the flags given over them (its workers, batch and
+    /// prefetch; any other knob its arguments set is refused).
+    pub(super) fn training_run(&self) -> Result<Option<ChosenLoader>> {
+        if self.lerobot_train.is_none() {
+            return Ok(None);
+        }
+        // `--loader` says whose reader the run's dataset is; a plain --loader lerobot is the run.
+        let backend = match self.loader {
+            LoaderBackend::FeedbenchLerobotTrain => LoaderBackend::FeedbenchLerobotTrain,
+            _ => LoaderBackend::LerobotTrain,
+        };
+        let declared = LoaderDeclaration { backend, ..self.declaration() };
+        let choice =
+            declared.choice().map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
+        let LoaderChoice::LerobotTrain(run) = choice else {
+            anyhow::bail!("--lerobot-train: {} is not a lerobot-train run's loader", self.loader)
+        };
+        let (_, built) = train_run::describe(&run)?;
+        let config = self.knobs.applied_to(built.config());
+        built.refuse_changes(&config)?;
+        eprintln!("lerobot-train's run: {}", built.summary());
+        let spec = LoaderSpec {
+            dataset: built.root(),
+            episodes: None,
+            window: WindowChoice::None,
+            config,
+        };
+        Ok(Some(ChosenLoader { choice: LoaderChoice::LerobotTrain(run), spec }))
+    }
+
+    /// The loader the flags describe; more workers than cores are allowed, with a warning where
+    /// `--workers` asked for them (the default is LeRobot's 4, whatever the cores).
+    pub fn spec(&self) -> Result<LoaderSpec> {
+        let config = self.knobs.applied_to(LoaderConfig::default());
+        let (workers, cores) = (config.workers, available_cores());
+        let asked = self.knobs.knobs().any(|knob| knob.key == "workers");
+        if asked && workers > cores {
+            eprintln!(
+                "warning: {workers} workers on {cores} cores: they take turns on the cores, each \
+                 with its batches in flight and its decoders; more than the cores rarely helps"
+            );
+        }
+        self.spec_with(config)
+    }
+
+    /// The knobs `tune` keeps fixed while it searches the workers and the prefetch: the knobs
+    /// it searches, and those of one training process it has no use for, are refused.
+    pub fn fixed_knobs(&self, command: &str) -> Result<LoaderSpec> {
+        let not_fixed = self.knobs.knobs().find(|k| k.tune != TuneRole::Fixed).map(|k| k.flag);
+        if let Some(flag) = not_fixed.or(self.rank.is_some().then_some("rank")) {
+            anyhow::bail!(
+                "--{flag} is not a flag of {command}: it searches the workers and prefetch \
+                 itself, for one training process"
+            );
+        }
+        self.spec_with(self.knobs.applied_to(LoaderConfig::default()))
+    }
+
+    /// What `tune` measures: the flags' loader with the knobs it keeps fixed, or a lerobot-train
+    /// run's own DataLoader with the run's knobs (its batch changed by --batch; the workers and
+    /// prefetch are searched, the rest the run's arguments set).
+    pub fn tuned(&self) -> Result<(LoaderSpec, LoaderChoice)> {
+        if self.lerobot_train.is_none() {
+            return Ok((self.fixed_knobs("tune")?, self.choice()?));
+        }
+        if let Some(knob) = self.knobs.knobs().find(|k| **k != LoaderKnob::BATCH) {
+            anyhow::bail!(
+                "--{} with --lerobot-train: tune searches the workers and prefetch, and the \
+                 run's own arguments set the rest (--batch changes its batch_size)",
+                knob.flag
+            );
+        }
+        let chosen = self.training_run()?.ok_or_else(|| anyhow::anyhow!("no --lerobot-train"))?;
+        Ok((chosen.spec, chosen.choice))
+    }
+
+    /// The loader the flags describe, with the knobs of `config` and this process's shard.
+    fn spec_with(&self, mut config: LoaderConfig) -> Result<LoaderSpec> {
+        config.shard = match (self.rank, self.world_size) {
+            (Some(rank), Some(world)) => Shard::new(rank, world),
+            _ => Shard::from_env(),
+        }?;
+        Ok(LoaderSpec {
+            dataset: self.dataset().to_path_buf(),
+            episodes: self.episodes.clone(),
+            window: self.window,
+            config,
+        })
+    }
+}
+
+/// The cores this process may use.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use feedbench::bench::compare::guard::config::GuardCell;
+    use feedbench::bench::sweep::config::SweepConfig;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        loader: LoaderFlags,
+    }
+
+    /// The loader declared by flags, by a sweep's `[loader]` and by a guard's cell.
+    fn declared_three_ways(flags: &[&str], keys: &str) -> [LoaderDeclaration; 3] {
+        // A lerobot-train run names its own dataset.
+        let dataset: &[&str] = if flags.contains(&"--lerobot-train") { &[] } else { &["/data"] };
+        let line = Line::try_parse_from([&["load"], dataset, flags].concat()).unwrap();
+        let sweep: SweepConfig =
+            toml::from_str(&format!("[dataset]\nsynth = \"pusht\"\n[loader]\n{keys}")).unwrap();
+        let backend = sweep.loader.loader[0];
+        let keys = keys.replace("loader = [", "loader = ").replace("\"]", "\"");
+        let cell = format!("name = \"c\"\nworkers = 0\nbatch = 4\n{keys}");
+        let cell: GuardCell = toml::from_str(&cell).unwrap();
+        [line.loader.declaration(), sweep.loader.declaration(backend), cell.declaration()]
+    }
+
+    #[test]
+    fn every_front_end_declares_a_loader_alike_and_its_choice_declares_it_back() {
+        let lerobot = declared_three_ways(
+            &["--loader", "lerobot", "--python", "/env/bin/python", "--video-backend", "pyav"],
+            "loader = [\"lerobot\"]\npython = \"/env/bin/python\"\nvideo_backend = \"pyav\"\n",
+        );
+        let run = "--policy.type=act --dataset.root=/d";
+        let flags =
+            ["--loader", "feedbench-lerobot-train", "--python", "/p", "--lerobot-train", run];
+        let reader = declared_three_ways(
+            &flags,
+            &format!("loader = [\"feedbench-lerobot-train\"]\npython = \"/p\"\nlerobot_train = {run:?}\n"),
+        );
+        let native = declared_three_ways(&[], "loader = [\"native\"]\n");
+        for declared in [native, lerobot, reader] {
+            assert_eq!(declared[0], declared[1], "flags against a sweep's [loader]");
+            assert_eq!(declared[0], declared[2], "flags against a guard's cell");
+            let choice = declared[0].choice().unwrap();
+            assert_eq!(choice.declaration(), declared[0], "the choice declares it back");
+        }
+    }
+}

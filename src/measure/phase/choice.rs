@@ -1,0 +1,150 @@
+//! Which loader, as one value: a front end's declaration of it ([`LoaderDeclaration`]: the
+//! backend and, for LeRobot's loaders, the Python, LeRobot's video backend and a lerobot-train
+//! run's arguments), the loader it chooses ([`LoaderChoice`]) and that loader with what it
+//! reads ([`ChosenLoader`]). The command line, a sweep's `[loader]`, a guard's cell and tune all
+//! build their loader through [`LoaderDeclaration::choice`], and tune writes its sweep's back
+//! through [`LoaderChoice::declaration`].
+
+use std::path::PathBuf;
+
+use super::backend::MeasuredLoader;
+use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::train_run::{TrainArgs, SET_BY_FEEDBENCH};
+use crate::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend};
+use crate::loader::pipeline::LoaderError;
+use crate::loader::spec::LoaderSpec;
+
+/// "Which loader" as a front end declares it. Its settings are the same wherever it is written
+/// (`--loader`, `--python`, `--video-backend`, `--lerobot-train`; a sweep's or a guard cell's
+/// `loader`, `python`, `video_backend`, `lerobot_train`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoaderDeclaration {
+    /// Which loader.
+    pub backend: LoaderBackend,
+    /// The Python of the environment with LeRobot (None: `$FEEDBENCH_PYTHON`, the source
+    /// tree's LeRobot venv, `python3`).
+    pub python: Option<PathBuf>,
+    /// LeRobot's video backend (None: LeRobot's choice).
+    pub video_backend: Option<VideoBackend>,
+    /// A lerobot-train run's arguments, as one shell-quoted text.
+    pub lerobot_train: Option<String>,
+}
+
+impl LoaderDeclaration {
+    /// The loader declared: LeRobot's with its Python and video backend, a lerobot-train run's
+    /// arguments parsed (with feedbench's reader for `feedbench-lerobot-train`). The error says
+    /// what is wrong; the caller names where it was written.
+    pub fn choice(&self) -> Result<LoaderChoice, String> {
+        let mut options = LerobotOptions::new(None, self.python.as_deref());
+        Ok(match self.backend {
+            LoaderBackend::Native => LoaderChoice::Native,
+            LoaderBackend::Lerobot => {
+                options.video_backend = self.video_backend;
+                LoaderChoice::Lerobot(options)
+            }
+            LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
+                let text = self.lerobot_train.as_deref().ok_or_else(|| {
+                    format!("{} measures a lerobot-train run: give its arguments", self.backend)
+                })?;
+                let mut run = TrainArgs::parse(&options.python, text)?;
+                run.feedbench_reader = self.backend == LoaderBackend::FeedbenchLerobotTrain;
+                LoaderChoice::LerobotTrain(run)
+            }
+        })
+    }
+}
+
+/// A loader spec and which loader reads it: what `compare`, the guard and the layout study
+/// build their runs from.
+#[derive(Debug, Clone)]
+pub struct ChosenLoader {
+    /// Which loader.
+    pub choice: LoaderChoice,
+    /// What it reads and how.
+    pub spec: LoaderSpec,
+}
+
+impl ChosenLoader {
+    /// The native loader of `spec`.
+    pub fn native(spec: LoaderSpec) -> Self {
+        Self { choice: LoaderChoice::Native, spec }
+    }
+
+    /// The loader, built.
+    pub fn build(&self) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
+        self.choice.build(&self.spec)
+    }
+}
+
+/// Which loader reads a [`LoaderSpec`]: feedbench's, or LeRobot's with how it runs.
+#[derive(Debug, Clone, Default)]
+pub enum LoaderChoice {
+    /// feedbench's own pipeline.
+    #[default]
+    Native,
+    /// LeRobot's loader in the given Python.
+    Lerobot(LerobotOptions),
+    /// The DataLoader a lerobot-train run builds from these arguments, with its policy.
+    LerobotTrain(TrainArgs),
+}
+
+impl LoaderChoice {
+    /// The declaration that chooses it: [`LoaderDeclaration::choice`] of it gives it back.
+    pub fn declaration(&self) -> LoaderDeclaration {
+        let backend = self.backend();
+        match self {
+            LoaderChoice::Native => LoaderDeclaration::default(),
+            LoaderChoice::Lerobot(options) => LoaderDeclaration {
+                backend,
+                python: Some(options.python.clone()),
+                video_backend: options.video_backend,
+                lerobot_train: None,
+            },
+            LoaderChoice::LerobotTrain(run) => LoaderDeclaration {
+                backend,
+                python: Some(run.python.clone()),
+                video_backend: None,
+                lerobot_train: Some(run.text()),
+            },
+        }
+    }
+
+    /// The same loader reading the dataset at `root` (a sweep's or a guard's `[dataset]`): a
+    /// lerobot-train run's [`TrainArgs::on_dataset`].
+    pub fn on_dataset(self, root: &std::path::Path) -> Result<Self, LoaderError> {
+        Ok(match self {
+            LoaderChoice::LerobotTrain(run) => LoaderChoice::LerobotTrain(run.on_dataset(root)?),
+            other => other,
+        })
+    }
+
+    /// Which loader it is.
+    pub fn backend(&self) -> LoaderBackend {
+        match self {
+            LoaderChoice::Native => LoaderBackend::Native,
+            LoaderChoice::Lerobot(_) => LoaderBackend::Lerobot,
+            LoaderChoice::LerobotTrain(run) if run.feedbench_reader => {
+                LoaderBackend::FeedbenchLerobotTrain
+            }
+            LoaderChoice::LerobotTrain(_) => LoaderBackend::LerobotTrain,
+        }
+    }
+
+    /// The loader of `spec`.
+    pub fn build(&self, spec: &LoaderSpec) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
+        Ok(match self {
+            LoaderChoice::Native => Box::new(spec.build()?),
+            LoaderChoice::Lerobot(options) => Box::new(LerobotLoader::new(spec, options.clone())?),
+            // The run's own knobs, but those feedbench sets (workers, batch, prefetch) `spec`'s.
+            LoaderChoice::LerobotTrain(run) => {
+                let adjust = |mut own: LoaderConfig| {
+                    for knob in SET_BY_FEEDBENCH {
+                        knob.set(&mut own, &knob.get(&spec.config)).expect("a value reads back");
+                    }
+                    own
+                };
+                Box::new(LerobotLoader::of_training(run.clone(), adjust)?.0)
+            }
+        })
+    }
+}
