@@ -85,12 +85,16 @@ dist-check: dist
 
 # The same bundle as a wheel for `pip install` into an environment with torch 2.11:
 # dist/feedbench-<version>-cp39-abi3-manylinux_<glibc>_x86_64.whl, with the reader's Python module
-# (scripts/wheel.py says what is in it).
+# (scripts/wheel.py says what is in it); and the reader alone, for any torch ≥ 2.4:
+# dist/feedbench_reader-<version>-….whl.
 wheel: dist
 	$(PYTHON) scripts/wheel.py $(DIST_BUNDLE) target/release/lib_native.so $(VENV)/libtorch dist
+	$(PYTHON) scripts/wheel.py --reader $(DIST_BUNDLE) target/release/lib_native.so $(VENV)/libtorch dist
 
 # The wheel installed as a user would install it, beside LeRobot, and run from a shell that knows
 # neither this repository nor .venv (tests/wheel/run.sh).
 wheel-check: wheel lerobot
 	tests/wheel/run.sh "$$(ls dist/feedbench-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
 		$(TORCH_VERSION) $(LEROBOT_VENV)/bin/python $(VENV)/bin/python
+	tests/wheel/reader.sh "$$(ls dist/feedbench_reader-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
+		$(LEROBOT_VENV)/bin/python

@@ -31,7 +31,12 @@ nothing to compile and nothing to fetch. maturin would build the module alone, a
 would copy FFmpeg's libraries a second time (renamed, beside the module) although the binary's
 copies and stand-ins are in feedbench/lib already; here both load the one set.
 
-Usage: scripts/wheel.py BUNDLE_DIR NATIVE_MODULE LIBTORCH_DIR OUT_DIR
+With --reader: dist/feedbench_reader-<version>-cp39-abi3-manylinux_<glibc>_x86_64.whl, the reader
+alone for any torch ≥ 2.4 — the same package without the binary (no bin/, no feedbench-gpu-check,
+no `feedbench` script): FeedbenchDataset and feedbench-lerobot-train, whose module needs no
+libtorch (tensors are handed over as NumPy arrays to the environment's own torch).
+
+Usage: scripts/wheel.py [--reader] BUNDLE_DIR NATIVE_MODULE LIBTORCH_DIR OUT_DIR
 """
 
 import base64
@@ -97,10 +102,18 @@ def record_line(name, data):
     return f"{name},sha256={digest},{len(data)}"
 
 
+# The oldest torch the reader wheel is meant for (its Python side uses torch's public Dataset,
+# DataLoader and tensor API only).
+READER_TORCH = "2.4"
+
+
 def main():
-    if len(sys.argv) != 5:
+    args = sys.argv[1:]
+    reader = args[:1] == ["--reader"]
+    args = args[1:] if reader else args
+    if len(args) != 4:
         sys.exit(__doc__.split("Usage: ")[1].strip())
-    bundle, native, libtorch, out = sys.argv[1:]
+    bundle, native, libtorch, out = args
     package = cargo_package()
     version = package["version"]
     if os.path.basename(os.path.normpath(bundle)) != f"feedbench-{version}-x86_64-linux":
@@ -111,6 +124,9 @@ def main():
     series = torch_series(libtorch)
     major, minor = series.split(".")
     requirement = f"torch>={series},<{major}.{int(minor) + 1}"
+    distribution = "feedbench"
+    if reader:
+        distribution, requirement = "feedbench_reader", f"torch>={READER_TORCH}"
 
     # (name in the wheel, bytes, executable), in the wheel's order.
     entries = []
@@ -125,10 +141,13 @@ def main():
         if source.endswith((".py", ".pyi")):
             add_file(f"feedbench/{source}", os.path.join(ROOT, "python", "feedbench", source))
     add("feedbench/_release.py",
-        f'"""This build: its version and the torch series its binary is linked against."""\n\n'
-        f'__version__ = "{version}"\nTORCH_SERIES = "{series}"\n'.encode())
-    add_file("feedbench/bin/feedbench.bin", binary)
-    elf_files = [binary]
+        f'"""This build: its version and the torch series its binary is linked against (None: the '
+        f'reader alone, no binary)."""\n\n'
+        f'__version__ = "{version}"\nTORCH_SERIES = {None if reader else repr(series)}\n'.encode())
+    elf_files = []
+    if not reader:
+        add_file("feedbench/bin/feedbench.bin", binary)
+        elf_files.append(binary)
     if not os.path.isfile(native):
         fail(f"{native}: no such file: build the module (cargo build --release -p feedbench-python)")
     scratch = tempfile.mkdtemp()
@@ -154,39 +173,46 @@ def main():
         add_file(f"feedbench/lib/{name}", path)
         if is_elf(path):
             elf_files.append(path)
-    data = f"feedbench-{version}.data"
-    add_file(f"{data}/scripts/feedbench-gpu-check", os.path.join(bundle, "scripts", "gpu-check.sh"))
+    if not reader:
+        data = f"feedbench-{version}.data"
+        add_file(f"{data}/scripts/feedbench-gpu-check", os.path.join(bundle, "scripts", "gpu-check.sh"))
 
     glibc = glibc_needed(elf_files)
     tag = f"cp39-abi3-manylinux_{glibc[0]}_{glibc[1]}_x86_64"
-    info = f"feedbench-{version}.dist-info"
+    info = f"{distribution}-{version}.dist-info"
+    about = ("The feedbench command, with the torch of the environment it is installed in: "
+             "`feedbench --help`; feedbench's reader in LeRobot's training: "
+             "`from feedbench.lerobot import FeedbenchDataset` and `feedbench-lerobot-train`.\n")
+    if reader:
+        about = (f"feedbench's reader alone, for any torch ≥ {READER_TORCH}: "
+                 "`from feedbench.lerobot import FeedbenchDataset` and `feedbench-lerobot-train`. "
+                 f"The feedbench command comes with the `feedbench` wheel (torch {series}).\n")
     add(f"{info}/METADATA", (
         "Metadata-Version: 2.1\n"
-        "Name: feedbench\n"
+        f"Name: {distribution.replace('_', '-')}\n"
         f"Version: {version}\n"
         f"Summary: {package['description']}\n"
         f"License: {package['license']}\n"
         "Requires-Python: >=3.10\n"
         f"Requires-Dist: {requirement}\n"
-        "\n"
-        "The feedbench command, with the torch of the environment it is installed in: "
-        "`feedbench --help`; feedbench's reader in LeRobot's training: "
-        "`from feedbench.lerobot import FeedbenchDataset` and `feedbench-lerobot-train`.\n").encode())
+        "\n" + about).encode())
     add(f"{info}/WHEEL", (
         "Wheel-Version: 1.0\n"
         "Generator: feedbench scripts/wheel.py\n"
         "Root-Is-Purelib: false\n"
         f"Tag: {tag}\n").encode())
-    add(f"{info}/entry_points.txt", b"[console_scripts]\nfeedbench = feedbench:main\n"
-        b"feedbench-lerobot-train = feedbench.lerobot_train:main\n")
+    scripts = b"feedbench-lerobot-train = feedbench.lerobot_train:main\n"
+    if not reader:
+        scripts = b"feedbench = feedbench:main\n" + scripts
+    add(f"{info}/entry_points.txt", b"[console_scripts]\n" + scripts)
     record = [record_line(name, data) for name, data, _ in entries] + [f"{info}/RECORD,,"]
     add(f"{info}/RECORD", ("\n".join(record) + "\n").encode())
 
     os.makedirs(out, exist_ok=True)
     for stale in os.listdir(out):  # this version's wheel of an earlier build, whatever its tag
-        if stale.startswith(f"feedbench-{version}-") and stale.endswith(".whl"):
+        if stale.startswith(f"{distribution}-{version}-") and stale.endswith(".whl"):
             os.remove(os.path.join(out, stale))
-    wheel = os.path.join(out, f"feedbench-{version}-{tag}.whl")
+    wheel = os.path.join(out, f"{distribution}-{version}-{tag}.whl")
     partial = wheel + ".partial"
     try:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:

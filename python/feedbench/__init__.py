@@ -5,7 +5,8 @@ package that this interpreter would import (without importing it), refuses a tor
 series than the binary was linked against, and then execs the binary in bin/ with torch's lib/
 on LD_LIBRARY_PATH (the binary's own libraries are found through its RPATH) and
 FEEDBENCH_PYTHON set to this interpreter unless already set, so that `--loader lerobot` and
-`model --impl lerobot` run LeRobot in this same environment.
+`model --impl lerobot` run LeRobot in this same environment. Installed from the reader wheel
+(`feedbench-reader`: no binary, TORCH_SERIES None) it says so instead.
 """
 
 import os
@@ -64,7 +65,13 @@ def torch_lib():
 
 def main():
     """Runs the binary with this environment's torch; returns 2 with one line on stderr when it
-    cannot."""
+    cannot (the reader wheel, `feedbench-reader`, has no binary)."""
+    if TORCH_SERIES is None:
+        sys.stderr.write(
+            f"feedbench: this is feedbench-reader {__version__}, feedbench's reader alone "
+            "(FeedbenchDataset, feedbench-lerobot-train) for any torch; the feedbench command "
+            "comes with the feedbench wheel, built for one torch series\n")
+        return 2
     lib, problem = torch_lib()
     if problem is None:
         previous = os.environ.get("LD_LIBRARY_PATH")
