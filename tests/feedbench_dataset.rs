@@ -359,6 +359,29 @@ fn tune_answers_for_a_lerobot_train_run_with_either_reader() {
         }
     }
 
+    // The run's own policy step (no --step-ms): measured once, its model phase taken by the
+    // second reader's tune (it was measured twice); --budget ends each after one configuration.
+    let own = dir.path().join("own-step");
+    let tune = [
+        &["tune"][..],
+        &run,
+        &["--both-readers", "--cpus", "1", "--budget", "1s"],
+        &lengths,
+        &["--out", own.to_str().unwrap()],
+    ]
+    .concat();
+    let (ok, _, stderr) = feedbench_with(Some(&package), &tune);
+    assert!(ok, "{stderr}");
+    let model_phase = |loader: &str| {
+        let results = std::fs::read_to_string(own.join(loader).join("results.jsonl")).unwrap();
+        let first = results.lines().next().expect("a measured configuration").to_string();
+        serde_json::from_str::<serde_json::Value>(&first).unwrap()["model"].clone()
+    };
+    let (lerobots, feedbenchs) =
+        (model_phase("lerobot-train"), model_phase("feedbench-lerobot-train"));
+    assert!(lerobots["parameters"].as_u64().is_some_and(|n| n > 0), "{lerobots}");
+    assert_eq!(lerobots, feedbenchs, "the second reader measured the same step again");
+
     // What the run built: feedbench's reader, with the arguments LeRobot's factory gives it.
     let load = [&["load"][..], &run, &reader, &["--batches", "2", "--json"]].concat();
     let (ok, stdout, stderr) = feedbench_with(Some(&package), &load);

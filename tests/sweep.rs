@@ -126,3 +126,16 @@ fn the_traced_cell_has_a_track_per_worker_and_the_trainer() {
     tracks.sort();
     assert_eq!(tracks, ["feedbench-worker-0", "feedbench-worker-1", "trainer"]);
 }
+
+#[test]
+fn a_loader_phase_measures_more_than_the_batches_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    // 2 workers × prefetch 2 hold 5 batches in flight; the config asks for 4 measured ones,
+    // which measured the batches the warm-up left ready (at 14 workers: 290 070 samples/s).
+    let config = config(&root, "synthetic:0ms", &[2]);
+    let results = run_sweep(&config, &root, &dir.path().join("out"), Resume::No, |_| {}).unwrap();
+    let loader = results[0].loader.as_ref().expect("a loader phase");
+    assert_eq!(loader.config.batches_in_flight(), 5);
+    assert_eq!(loader.batches, 10, "twice the batches in flight, not the config's 4");
+}

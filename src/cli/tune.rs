@@ -122,7 +122,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let started = (Instant::now(), runs_built());
     let (spec, choice) = args.loader.tuned()?;
     if !args.both_readers {
-        let (tuned, out) = tune(args, &spec, &choice, args.out.clone(), started)?;
+        let (tuned, out) = tune(args, &spec, &choice, args.out.clone(), started, None)?;
         return print(args, &tuned, &out);
     }
     let LoaderChoice::LerobotTrain(run) = &choice else {
@@ -130,11 +130,15 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     };
     let out = args.out.clone().unwrap_or_else(|| default_out(&spec.dataset));
     let mut answers = Vec::new();
+    // The run's policy steps alike with either reader: the second takes the first's model phase.
+    let mut first_results: Option<PathBuf> = None;
     for feedbench_reader in [false, true] {
         let choice = LoaderChoice::LerobotTrain(TrainArgs { feedbench_reader, ..run.clone() });
         let name = choice.backend().name();
         let started = (Instant::now(), runs_built());
-        let (tuned, out) = tune(args, &spec, &choice, Some(out.join(name)), started)?;
+        let models_from = first_results.as_deref();
+        let (tuned, out) = tune(args, &spec, &choice, Some(out.join(name)), started, models_from)?;
+        first_results.get_or_insert_with(|| out.join("results.jsonl"));
         if !args.json {
             outln!("{name}:")?;
             print(args, &tuned, &out)?;
@@ -172,13 +176,15 @@ fn default_out(root: &std::path::Path) -> PathBuf {
 }
 
 /// One tune of `choice` over `spec` into `out` (default: [`default_out`]), begun at `started`
-/// (when, and the lerobot-train runs built by then): what it found, and where it wrote.
+/// (when, and the lerobot-train runs built by then), taking the model phases of `models_from`
+/// (another tune's results) where given: what it found, and where it wrote.
 fn tune(
     args: &TuneArgs,
     spec: &LoaderSpec,
     choice: &LoaderChoice,
     out: Option<PathBuf>,
     started: (Instant, usize),
+    models_from: Option<&std::path::Path>,
 ) -> Result<(Tuned, PathBuf)> {
     let choice = choice.clone();
     let (model, device) = match args.step_ms {
@@ -279,6 +285,7 @@ fn tune(
         budget: args.budget,
         started: started.0,
         runs_built_before: started.1,
+        models_from,
     };
     let from = match cpus_from {
         Source::Flag => "--cpus".to_string(),

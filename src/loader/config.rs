@@ -120,6 +120,13 @@ impl LoaderConfig {
     pub fn batches_in_flight(&self) -> usize {
         self.workers.max(1) * self.prefetch.max(1) + 1
     }
+
+    /// The fewest batches a measurement of this loader takes (twice those in flight): fewer,
+    /// and it measures the batches its warm-up left ready, which every worker hands over at
+    /// once, rather than the loader's rate.
+    pub fn least_measured_batches(&self) -> usize {
+        2 * self.batches_in_flight()
+    }
 }
 
 /// A [`Resolution`] as results files have always stored it: `null` or `[height, width]`.

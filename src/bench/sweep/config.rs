@@ -219,7 +219,9 @@ impl Default for ModelSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunSection {
-    /// Batches measured by the `loader` phase.
+    /// Batches measured by the `loader` phase (at least twice those a cell holds in flight:
+    /// fewer are raised to that, so that the ready batches its warm-up left are not what is
+    /// measured).
     pub loader_batches: usize,
     /// Steps measured by the `model` phase.
     pub model_steps: usize,

@@ -26,7 +26,7 @@ use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
 use super::sweep::plan::plan;
-use super::sweep::results::{CellResult, ResultsSink, Resume};
+use super::sweep::results::{read_results, CellResult, ResultsSink, Resume};
 use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
@@ -44,11 +44,6 @@ const MOST_MEASUREMENTS: usize = 24;
 /// A train phase ends early once the 95 % interval of its mean iteration is within this share
 /// of the mean, percent: more steps would not move the figure the search reads.
 const TIGHT_PCT: f64 = 2.0;
-
-/// A train phase measures at least this many times the batches its loader holds in flight
-/// (and at most twice as many, or `--train-steps` where more), so that what it measures is the
-/// loader's rate, not the queue its warm-up filled.
-const IN_FLIGHT_MULTIPLE: usize = 2;
 
 /// Why a tune could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +110,9 @@ pub struct TuneRequest<'a> {
     /// The lerobot-train runs this process had built when the tune began
     /// ([`crate::loader::lerobot::runs_built`]): those built since are the tune's.
     pub runs_built_before: usize,
+    /// The results of another tune of the same step (`--both-readers`: the first reader's),
+    /// whose `model` phases this one takes instead of measuring the same step again.
+    pub models_from: Option<&'a Path>,
 }
 
 /// One step of the search: what was measured, why, and what it gave.
@@ -230,6 +228,11 @@ pub fn run_tune(
         ResultsSink::open(out, request.resume, &config_text(config)).map_err(SweepError::from)?;
     let mut models: HashMap<String, _> =
         sink.results().iter().map(|r| (model_key(&r.cell), r.model.clone())).collect();
+    if let Some(path) = request.models_from {
+        for result in read_results(path).map_err(SweepError::from)? {
+            models.entry(model_key(&result.cell)).or_insert(result.model);
+        }
+    }
 
     let mut steps: Vec<TuneStep> = Vec::new();
     let (mut measuring_s, mut measured, mut budget_ran_out) = (0.0, 0, false);
@@ -277,9 +280,10 @@ pub fn run_tune(
         }
         let mut cell = Cell { repeat, ..base.clone() };
         (cell.knobs.workers, cell.knobs.prefetch) = (workers, prefetch);
-        // Enough steps that the queue the warm-up filled is not what is measured.
-        let in_flight = cell.loader_config(&config.loader.knobs.config()).batches_in_flight();
-        let least = (IN_FLIGHT_MULTIPLE * in_flight).max(MIN_STEPS_FOR_INTERVAL);
+        // Enough steps that the queue the warm-up filled is not what is measured: the loader's
+        // least measured batches (and at most twice as many, or --train-steps where more).
+        let config_of_cell = cell.loader_config(&config.loader.knobs.config());
+        let least = config_of_cell.least_measured_batches().max(MIN_STEPS_FOR_INTERVAL);
         let train_steps = config.run.train_steps.max(2 * least);
         let left = TimeLeft { elapsed_s, per_configuration_s, budget_left_s };
         progress(TuneProgress::Measuring {
