@@ -274,9 +274,13 @@ fn a_refused_run_leaves_its_output_directory_as_it_was() {
     write(2);
     let (c, out) = (config.to_str().unwrap(), dir.path().join("out"));
     let o = out.to_str().unwrap();
+    // An existing directory of the user's: the sweep writes its results, and no lock file.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
     let sweep = ["sweep", "--config", c, "--out", o];
     let (ok, _, err) = feedbench(&sweep);
     assert!(ok, "{err}");
+    assert!(!out.join(".lock").exists(), "the lock left a file in the user's directory");
     let refused = |args: &[&str], dir: &Path, says: &str| {
         let before = common::file_tree(dir);
         let (ok, _, err) = feedbench(args);

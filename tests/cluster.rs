@@ -105,6 +105,13 @@ fn the_tasks_shares_together_measure_the_plan_and_merge_into_one_report() {
     // Task 0 from the flags, then the merge is complete, in plan order.
     let task = run(&["sweep", "run", "--out", out_arg, "--task", "0", "--tasks", "2"], &[]);
     assert!(task.status.success(), "{}", text(&task.stderr));
+    // While a task still writes there (its shared lock), the merge is refused (it merged a
+    // results file under the task's feet).
+    let writing = feedbench::bench::store::lock::OutputLock::shared(&out).unwrap();
+    let merged = run(&["merge", out_arg], &[]);
+    let said = text(&merged.stderr);
+    assert!(!merged.status.success() && said.contains("another feedbench"), "{said}");
+    drop(writing);
     let merged = run(&["merge", out_arg], &[]);
     assert!(merged.status.success(), "{}", text(&merged.stderr));
     let results =

@@ -88,6 +88,16 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
     let c = c.to_str().unwrap();
     let (ok, _, stderr) = feedbench(&["layout", s, "--config", c, "--out", o]);
     assert!(!ok && stderr.contains("--resume"), "{stderr}");
+    // Resumed with another [measure], refused: its candidates would not compare with the
+    // earlier ones (it measured them with the new settings).
+    let other = dir.path().join("other-measure.toml");
+    let text = std::fs::read_to_string(c).unwrap().replace("batches = 2", "batches = 3");
+    std::fs::write(&other, text).unwrap();
+    let kept = file_tree(&out);
+    let args = ["layout", s, "--config", other.to_str().unwrap(), "--out", o, "--resume"];
+    let (ok, _, stderr) = feedbench(&args);
+    assert!(!ok && stderr.contains("layout.toml: its [measure] differs from"), "{stderr}");
+    assert_eq!(file_tree(&out), kept, "a refused resume leaves the study as it was");
     let (ok, _, stderr) = feedbench(&["layout", s, "--config", c, "--out", o, "--resume"]);
     assert!(ok, "{stderr}");
     assert!(stderr.contains("[1/1] gop=6: writing"), "{stderr}");

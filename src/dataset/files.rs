@@ -197,7 +197,8 @@ pub fn outermost_missing(path: &Path) -> Option<PathBuf> {
     missing.last().map(Path::to_path_buf)
 }
 
-/// A lock file, opened (made where absent) and locked, or held by another process.
+/// A lock file (or directory), opened (a file made where absent) and locked, or held by another
+/// process.
 #[derive(Debug)]
 pub enum LockFile {
     /// Locked by this process: the kernel drops the lock when the file is closed, a crash
@@ -221,6 +222,17 @@ pub fn try_lock_file(path: &Path, exclusive: bool) -> std::io::Result<LockFile> 
         .create(true)
         .truncate(false)
         .open(path)?;
+    try_lock_open(file, exclusive)
+}
+
+/// Takes an advisory lock (`flock`) on the directory `dir` itself, without waiting, shared or
+/// exclusive: nothing is made in it.
+pub fn try_lock_dir(dir: &Path, exclusive: bool) -> std::io::Result<LockFile> {
+    try_lock_open(File::open(dir)?, exclusive)
+}
+
+/// `flock` on the open `file` without waiting: taken, or held by another.
+fn try_lock_open(file: File, exclusive: bool) -> std::io::Result<LockFile> {
     if flock(&file, exclusive, false)? {
         return Ok(LockFile::Taken(file));
     }

@@ -9,6 +9,7 @@ use super::cells::{finished_cells, CELLS_DIR};
 use super::plan_file::Plan;
 use super::ClusterError;
 use crate::bench::report::{write_report, ReportFiles};
+use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::cell::{Knob, KnobSet};
 use crate::bench::sweep::results::{result_line, CellResult, RESULTS_FILE};
 use crate::dataset::files::write_whole;
@@ -40,10 +41,12 @@ pub struct MixedGroup {
 }
 
 /// Merges the cell files of the plan in `out` into `out/results.jsonl` (written whole,
-/// replacing an earlier merge's) and writes its report. Missing cells are listed, not an
-/// error; a plan with no finished cell is.
+/// replacing an earlier merge's) and writes its report, the directory held alone while it does
+/// (refused while a task of the plan, or another merge, writes there). Missing cells are listed,
+/// not an error; a plan with no finished cell is.
 pub fn merge_sweep(out: &Path) -> Result<MergeOutcome, ClusterError> {
     let (_, plan) = Plan::read(out)?;
+    let _alone = OutputLock::exclusive(out)?;
     let mut finished = finished_cells(out)?;
     let mut results = Vec::new();
     let mut missing = Vec::new();

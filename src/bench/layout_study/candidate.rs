@@ -234,13 +234,20 @@ pub(super) fn as_table(candidate: &Candidate) -> toml::Table {
 }
 
 /// Where a candidate's dataset is written: `DIR/candidates/<name>`, or for `/dev/shm` a
-/// directory named after the study's.
+/// directory named after the study's directory and its whole path (two studies whose `--out`
+/// share a name, `runs/a/study` and `runs/b/study`, shared their candidates there).
 pub fn candidate_root(out: &Path, candidate: &Candidate) -> PathBuf {
     match candidate.location {
         Location::Out => out.join("candidates").join(candidate.name()),
         Location::Shm => {
-            let study =
-                out.file_name().map_or("layout".into(), |n| n.to_string_lossy().into_owned());
+            use sha2::{Digest, Sha256};
+            use std::os::unix::ffi::OsStrExt;
+            let whole = std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf());
+            let name =
+                whole.file_name().map_or("layout".into(), |n| n.to_string_lossy().into_owned());
+            let digest = Sha256::digest(whole.as_os_str().as_bytes());
+            let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+            let study = format!("{name}-{hash}");
             PathBuf::from("/dev/shm/feedbench-layout").join(study).join(candidate.name())
         }
     }
@@ -275,5 +282,19 @@ mod tests {
         );
         let png = Candidate { storage: Storage::Png, ..Candidate::default() };
         assert_eq!(png.name(), "png-native-v2.1");
+    }
+
+    #[test]
+    fn studies_of_one_name_in_two_places_keep_their_shm_candidates_apart() {
+        let shm = Candidate { location: Location::Shm, ..Candidate::default() };
+        let (a, b) = (Path::new("/runs/a/study"), Path::new("/runs/b/study"));
+        assert_ne!(candidate_root(a, &shm), candidate_root(b, &shm));
+        assert_eq!(candidate_root(a, &shm), candidate_root(a, &shm), "a resumed study finds them");
+        assert!(candidate_root(a, &shm).starts_with("/dev/shm/feedbench-layout"));
+        let out = Candidate::default();
+        assert_eq!(
+            candidate_root(a, &out),
+            Path::new("/runs/a/study/candidates/").join(out.name())
+        );
     }
 }

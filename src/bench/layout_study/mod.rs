@@ -151,6 +151,21 @@ pub fn run_layout(
             "holds an earlier study; pass --resume to go on with it, or choose another --out",
         ));
     }
+    // Its candidates were measured as its kept config says: a resumed study measures alike.
+    let kept = out.join(CONFIG_FILE);
+    if !earlier.is_empty() && kept.is_file() {
+        let before = LayoutConfig::load(&kept).map_err(|e| refused(&e.path, e.what))?;
+        if before.measure != study.config.measure {
+            return Err(refused(
+                &kept,
+                format!(
+                    "its [measure] differs from {}'s: the earlier candidates were measured with \
+                     those settings; resume with the same [measure], or choose another --out",
+                    study.config_path.display()
+                ),
+            ));
+        }
+    }
     let left = |done: &[CandidateResult]| -> Vec<&Candidate> {
         candidates.iter().filter(|c| !done.iter().any(|r| r.name == c.name())).collect()
     };

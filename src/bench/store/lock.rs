@@ -1,4 +1,5 @@
-//! One writer of an output directory at a time: an advisory lock (`flock`) on `DIR/.lock`,
+//! One writer of an output directory at a time: an advisory lock (`flock`) on the directory
+//! itself (no lock file is made in it: a user's existing `--out` got a `.lock` it never had),
 //! held for as long as the process writes there and released by the kernel on any exit, a crash
 //! included, so that a resumed run is never refused by a lock its killed predecessor held.
 //! A sweep or a layout study holds it alone; the tasks of one sweep plan share it, and keep a
@@ -7,10 +8,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::dataset::files::{try_lock_file, LockFile};
-
-/// The lock file of an output directory.
-pub const LOCK_FILE: &str = ".lock";
+use crate::dataset::files::{try_lock_dir, LockFile};
 
 /// Another process writes the directory.
 #[derive(Debug, thiserror::Error)]
@@ -27,10 +25,10 @@ pub enum LockError {
         /// The holder's process id, where it wrote it.
         holder: Option<u32>,
     },
-    /// The lock file could not be made or locked.
+    /// The directory could not be opened or locked.
     #[error("{}: {source}", path.display())]
     Io {
-        /// The lock file.
+        /// The output directory.
         path: PathBuf,
         /// The underlying error.
         #[source]
@@ -45,9 +43,9 @@ pub struct OutputLock {
 }
 
 impl OutputLock {
-    /// The directory `dir` (which must exist) for this process alone. The lock file is made
-    /// where absent and never written: a run that takes the lock and then refuses leaves the
-    /// directory as it was (another process's message names the holder from `/proc/locks`).
+    /// The directory `dir` (which must exist) for this process alone. Nothing is written: a
+    /// run that takes the lock and then refuses leaves the directory as it was (another
+    /// process's message names the holder from `/proc/locks`).
     pub fn exclusive(dir: &Path) -> Result<Self, LockError> {
         Ok(Self { _file: Self::take(dir, true)? })
     }
@@ -59,9 +57,8 @@ impl OutputLock {
     }
 
     fn take(dir: &Path, exclusive: bool) -> Result<File, LockError> {
-        let path = dir.join(LOCK_FILE);
-        let io = |source| LockError::Io { path: path.clone(), source };
-        match try_lock_file(&path, exclusive).map_err(io)? {
+        let io = |source| LockError::Io { path: dir.to_path_buf(), source };
+        match try_lock_dir(dir, exclusive).map_err(io)? {
             LockFile::Taken(file) => Ok(file),
             LockFile::Held { holder, .. } => {
                 Err(LockError::Held { dir: dir.to_path_buf(), holder })
@@ -78,6 +75,8 @@ mod tests {
     fn one_writer_at_a_time_and_the_lock_goes_with_its_holder() {
         let dir = tempfile::tempdir().unwrap();
         let first = OutputLock::exclusive(dir.path()).unwrap();
+        let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(made.is_empty(), "the lock made {made:?} in the directory");
         // flock locks belong to the open file: a second open is a second holder, as another
         // process would be.
         let second = OutputLock::exclusive(dir.path()).unwrap_err().to_string();
