@@ -122,7 +122,7 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
 
     // Stage advice is the native loader's: LeRobot's has no stages to act on.
     let dominant = if lerobot { None } else { loader.and_then(Row::dominant_stage).copied() };
-    let mut advice = Vec::new();
+    let mut advice: Vec<String> = contradiction(row).into_iter().collect();
     if row.verdict == Verdict::NotInputBound {
         let enough = members
             .iter()
@@ -189,6 +189,29 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
         }
     }
     Diagnosis { row: rec.row, headline, breakdown, dominant: dominant.map(|d| d.stage), advice }
+}
+
+/// How far above the model phase's ceiling a train phase may go before the two contradict each
+/// other (a loader feeding the step cannot outrun the step): the phases' own spread.
+const CONTRADICTING_RATIO: f64 = 1.10;
+
+/// Where `row`'s train phase outran its model phase's ceiling: the machine's speed changed
+/// between them (a fresh machine's first report gave train 33.4 against a ceiling of 22.4),
+/// said first, with which figure to distrust and what to do; None where they agree.
+fn contradiction(row: &Row) -> Option<String> {
+    let (train, model) = (row.train_samples_per_s, row.model_samples_per_s);
+    (model > 0.0 && train > model * CONTRADICTING_RATIO).then(|| {
+        format!(
+            "The phases contradict each other: train {} samples/s is {:.2}× the model ceiling \
+             {} measured alone, which a loader feeding that step cannot reach: the machine's \
+             speed changed between the phases (other load, clock scaling). Distrust the model \
+             ceiling and what rests on it; measure again on a quiet machine, or with more \
+             `repeats`.",
+            rate(train),
+            train / model,
+            rate(model)
+        )
+    })
 }
 
 /// The row whose loader phase tells `row`'s loader cost per sample: its own, else the
@@ -358,4 +381,39 @@ fn ceilings_advice(row: &Row, l: f64) -> String {
 fn capitalised(s: &str) -> String {
     let mut chars = s.chars();
     chars.next().map_or(String::new(), |c| c.to_uppercase().chain(chars).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bench::report::render;
+    use crate::testdata::FakeCell;
+
+    fn diagnosed(train: f64, model: f64) -> Vec<String> {
+        let cells: Vec<_> = [1, 2]
+            .iter()
+            .map(|&workers| {
+                let mut c = FakeCell::new(workers, 2, 64);
+                (c.train_samples_per_s, c.model_samples_per_s) = (train, model);
+                c.input_bound_pct = 1.0;
+                c.result()
+            })
+            .collect();
+        render(&cells).groups[0].diagnosis.clone().expect("a diagnosis").advice
+    }
+
+    #[test]
+    fn phases_that_contradict_each_other_are_said_first() {
+        // A fresh machine's first report: train 33.4 samples/s against a model ceiling of 22.4.
+        let advice = diagnosed(33.4, 22.4);
+        assert!(
+            advice[0].starts_with(
+                "The phases contradict each other: train 33.4 samples/s is 1.49× the model \
+                 ceiling 22.4 measured alone"
+            ),
+            "{advice:?}"
+        );
+        // Within the phases' spread they agree, and nothing is said.
+        let advice = diagnosed(22.9, 22.4);
+        assert!(!advice.iter().any(|a| a.contains("contradict")), "{advice:?}");
+    }
 }
