@@ -162,3 +162,41 @@ fn the_installed_lerobot_train_writes_what_doctor_reads() {
     assert_eq!(value["summary"]["batch_size"], 2, "{out}");
     assert_eq!(value["summary"]["num_workers"], 0, "{out}");
 }
+
+/// The peak resident memory of `feedbench ARGS`, bytes (the kernel's count for that child
+/// alone), and whether it succeeded.
+fn peak_memory(args: &[&str]) -> (bool, u64) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for this test's own child, whose pid std has not reaped.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    (libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn doctors_memory_stays_flat_in_the_logs_size() {
+    // The real log, then 60 MB of other output and one 40 MB line (a dumped tensor, say): it
+    // peaked at 606 MB on a 200 MB log when the log was read whole.
+    let log = std::fs::read_to_string(fixture()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.log");
+    let mut text = log.clone();
+    let noise = format!("{}\n", "warning: something said at length ".repeat(600));
+    text.push_str(&noise.repeat(60_000_000 / noise.len()));
+    text.push_str(&"x".repeat(40_000_000));
+    text.push('\n');
+    text.push_str(&log);
+    std::fs::write(&big, text).unwrap();
+    let (ok, small_peak) = peak_memory(&["doctor", fixture().to_str().unwrap()]);
+    assert!(ok);
+    let (ok, big_peak) = peak_memory(&["doctor", big.to_str().unwrap()]);
+    assert!(ok, "the big log is read");
+    let grown = big_peak.saturating_sub(small_peak) as f64 / 1e6;
+    assert!(grown < 20.0, "100 MB more of log took {grown:.0} MB more memory");
+}
