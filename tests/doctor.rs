@@ -165,6 +165,7 @@ fn the_installed_lerobot_train_writes_what_doctor_reads() {
 
 /// The peak resident memory of `feedbench ARGS`, bytes (the kernel's count for that child
 /// alone), and whether it succeeded.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which alone gives the child's rusage
 fn peak_memory(args: &[&str]) -> (bool, u64) {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"))
         .args(args)
