@@ -128,6 +128,9 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
         (&Json::from(1), &Json::from(prefetch)),
         "{measured}"
     );
+    // And the line that describes the run says what is measured, not only its arguments'.
+    let said = format!("measured with --workers 1, --batch 4, --prefetch {prefetch} over it");
+    assert!(stderr.contains(&said), "{stderr}");
 
     // The first batches its DataLoader yields are the real run's, file for file.
     let run = TrainArgs { python: python.clone(), args: args.clone(), feedbench_reader: false };

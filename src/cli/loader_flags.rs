@@ -155,9 +155,22 @@ impl LoaderFlags {
             anyhow::bail!("--lerobot-train: {} is not a lerobot-train run's loader", self.loader)
         };
         let (_, built) = train_run::describe(&run)?;
-        let config = self.knobs.applied_to(built.config());
+        let own = built.config();
+        let config = self.knobs.applied_to(own.clone());
         built.refuse_changes(&config)?;
-        eprintln!("lerobot-train's run: {}", built.summary());
+        // What is measured, where the flags change the run's own (its arguments' num_workers 0
+        // and --workers 1 measured one worker at the run's worker prefetch, and the line said 0
+        // workers, prefetch null).
+        let knobs = train_run::SET_BY_FEEDBENCH;
+        let measured = match knobs.iter().any(|knob| knob.get(&config) != knob.get(&own)) {
+            false => String::new(),
+            true => {
+                let set: Vec<String> =
+                    knobs.iter().map(|k| format!("--{} {}", k.flag, k.get(&config))).collect();
+                format!("; measured with {} over it", set.join(", "))
+            }
+        };
+        eprintln!("lerobot-train's run: {}{measured}", built.summary());
         let spec = LoaderSpec {
             dataset: built.root(),
             episodes: None,
