@@ -43,11 +43,7 @@ fn argument(knob: &'static LoaderKnob) -> Arg {
     match knob.form {
         FlagForm::Switch(_) => arg.action(ArgAction::SetTrue).help(help(knob)),
         FlagForm::Value(name) => {
-            let help = if knob.help.contains("[default") {
-                help(knob)
-            } else {
-                format!("{} [default: {}]", help(knob), knob.default_text())
-            };
+            let help = format!("{} [default: {}]", help(knob), knob.default_said());
             // A negative count reaches the knob's check, which names what it expects.
             arg.value_name(name).help(help).allow_negative_numbers(true).value_parser(
                 move |text: &str| {
@@ -108,6 +104,23 @@ mod tests {
     fn parse(args: &[&str]) -> Result<KnobFlags, String> {
         use clap::Parser;
         Line::try_parse_from([&["x"], args].concat()).map(|l| l.knobs).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn help_says_each_default_from_the_table() {
+        let help: Vec<String> = LoaderKnob::ALL
+            .iter()
+            .filter(|k| matches!(k.form, FlagForm::Value(_)))
+            .map(|k| argument(k).get_help().unwrap().to_string())
+            .collect();
+        // No row writes its default into its help: each is said from the table.
+        assert!(LoaderKnob::ALL.iter().all(|k| !k.help.contains("[default")));
+        assert!(help.iter().all(|h| h.matches("[default: ").count() == 1), "{help:#?}");
+        let workers = argument(&LoaderKnob::WORKERS).get_help().unwrap().to_string();
+        assert_eq!(
+            workers,
+            "Worker threads (0: load in the consuming thread) [default: 4, LeRobot's]"
+        );
     }
 
     #[test]

@@ -15,9 +15,12 @@ pub struct LoaderKnob {
     pub flag: &'static str,
     /// Whether the flag takes a value or is a switch.
     pub form: FlagForm,
-    /// Its help line; a front end adds the default (from [`LoaderConfig::default`], unless the
-    /// text says it) and the loader it is for (its reach).
+    /// Its help line; a front end adds the default ([`Self::default_said`]) and the loader it is
+    /// for (its reach).
     pub help: &'static str,
+    /// What the default is, or why, said after its value in help (`LeRobot's` after `4`);
+    /// None where the value says it all.
+    pub default_why: Option<&'static str>,
     /// Which loaders it acts in.
     pub reach: Reach,
     /// What tune does with it.
@@ -84,6 +87,15 @@ impl LoaderKnob {
     /// Its default, in its text form.
     pub fn default_text(&self) -> String {
         self.get(&LoaderConfig::default())
+    }
+
+    /// The default as help says it: its text form, and what it is where the row says
+    /// (`4, LeRobot's`).
+    pub fn default_said(&self) -> String {
+        match self.default_why {
+            Some(why) => format!("{}, {why}", self.default_text()),
+            None => self.default_text(),
+        }
     }
 
     /// Whether `config` holds another value than the default.

@@ -62,7 +62,8 @@ impl LoaderKnob {
         key: "workers",
         flag: "workers",
         form: FlagForm::Value("N"),
-        help: "Worker threads (0: load in the consuming thread) [default: 4, LeRobot's]",
+        help: "Worker threads (0: load in the consuming thread)",
+        default_why: Some("LeRobot's"),
         reach: Reach::Both,
         tune: TuneRole::Searched,
         toml: TomlType::Integer,
@@ -86,7 +87,8 @@ impl LoaderKnob {
         key: "prefetch",
         flag: "prefetch",
         form: FlagForm::Value("N"),
-        help: "Batches in flight per worker, at least 1 [default: 2, DataLoader's]",
+        help: "Batches in flight per worker, at least 1",
+        default_why: Some("DataLoader's"),
         reach: Reach::Both,
         tune: TuneRole::Searched,
         toml: TomlType::Integer,
@@ -111,6 +113,7 @@ impl LoaderKnob {
         flag: "batch",
         form: FlagForm::Value("N"),
         help: "Samples per batch, at least 1",
+        default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
@@ -136,6 +139,7 @@ impl LoaderKnob {
         form: FlagForm::Value("N"),
         help: "Threads inside each worker's video decoder (libdav1d's or libavcodec's own), 1 \
                to 16: fewer workers for the same decode rate, with fewer batches in flight",
+        default_why: None,
         reach: Reach::Native(
             "LeRobot's video backend keeps its own threading, which feedbench does not set",
         ),
@@ -169,7 +173,8 @@ impl LoaderKnob {
         form: FlagForm::Value("SIZE"),
         help: "Keep up to this many bytes of decoded frames (e.g. 4GiB), shared by the \
                workers, so that the epochs after the first copy them instead of decoding \
-               them again [default: none]",
+               them again",
+        default_why: Some("none kept"),
         reach: Reach::Native(
             "LeRobot's loader keeps no decoded frames; every epoch decodes them again",
         ),
@@ -196,6 +201,7 @@ impl LoaderKnob {
         flag: "resolution",
         form: FlagForm::Value("HxW"),
         help: "Resize camera frames to HxW (bilinear), e.g. 96x96, or `native`",
+        default_why: None,
         reach: Reach::Native("LeRobot's loader has no resizing; frames come at their stored size"),
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
@@ -220,6 +226,7 @@ impl LoaderKnob {
         flag: "uint8",
         form: FlagForm::Switch("u8"),
         help: "Camera frames as uint8 instead of float32 in [0, 1]",
+        default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
@@ -244,6 +251,7 @@ impl LoaderKnob {
         flag: "drop-last",
         form: FlagForm::Switch("true"),
         help: "Drop the last incomplete batch of an epoch",
+        default_why: None,
         reach: Reach::Both,
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
@@ -264,6 +272,7 @@ impl LoaderKnob {
         help: "Index order: `sequential`, `shuffled` (seeded, anew each epoch) or \
                `episode-aware` (LeRobot's: no sample starts in an episode's last \
                drop_n_last_frames frames)",
+        default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
@@ -283,8 +292,8 @@ impl LoaderKnob {
         form: FlagForm::Value("N"),
         help: "Frames at the end of each episode that the episode-aware sampler never starts \
                a sample at, as LeRobot's EpisodeAwareSampler (lerobot-train takes the \
-               policy's: diffusion's horizon − n_action_steps − n_obs_steps + 1), or `window` \
-               [default: window: the window's, 7 for `diffusion`, 0 for `none`]",
+               policy's: diffusion's horizon − n_action_steps − n_obs_steps + 1), or `window`",
+        default_why: Some("the window's, 7 for `diffusion`, 0 for `none`"),
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
@@ -309,6 +318,7 @@ impl LoaderKnob {
         flag: "seed",
         form: FlagForm::Value("N"),
         help: "Seed of the shuffled orders",
+        default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
@@ -328,6 +338,7 @@ impl LoaderKnob {
         flag: "unordered",
         form: FlagForm::Switch("true"),
         help: "Deliver batches as soon as ready instead of in sampler order",
+        default_why: None,
         reach: Reach::Native("DataLoader delivers batches in order"),
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
@@ -346,6 +357,7 @@ impl LoaderKnob {
         flag: "pin-memory",
         form: FlagForm::Switch("true"),
         help: "`pin_memory=True` (lerobot-train sets it on CUDA)",
+        default_why: None,
         reach: Reach::Lerobot("feedbench's loader keeps its batches in its own pool"),
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
@@ -365,6 +377,7 @@ impl LoaderKnob {
         form: FlagForm::Switch("false"),
         help: "`persistent_workers=False` (workers started again every epoch; lerobot-train \
                keeps them)",
+        default_why: None,
         reach: Reach::Lerobot("feedbench's workers live as long as the loader"),
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
