@@ -16,7 +16,9 @@ pub struct LoaderConfig {
     pub prefetch: usize,
     /// Samples per batch.
     pub batch_size: usize,
-    /// Drop the last incomplete batch.
+    /// Drop the last incomplete batch. Left out of JSON when false, as the knob table leaves
+    /// it out of configs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drop_last: bool,
     /// The order of indices.
     pub sampler: SamplerKind,
@@ -24,7 +26,9 @@ pub struct LoaderConfig {
     pub seed: u64,
     /// This process's share of the data.
     pub shard: Shard,
-    /// Deliver batches in sampler order (true) or as soon as any is ready.
+    /// Deliver batches in sampler order (true) or as soon as any is ready. Left out of JSON
+    /// when true, as the knob table leaves `unordered` out of configs.
+    #[serde(default = "ordered", skip_serializing_if = "is_ordered")]
     pub ordered: bool,
     /// Camera frames at native size or resized; in JSON `null` or `[height, width]`.
     #[serde(with = "resolution_as_size")]
@@ -56,6 +60,14 @@ pub struct LoaderConfig {
 
 fn persistent() -> bool {
     true
+}
+
+fn ordered() -> bool {
+    true
+}
+
+fn is_ordered(ordered: &bool) -> bool {
+    *ordered
 }
 
 fn is_persistent(persistent: &bool) -> bool {
@@ -161,5 +173,50 @@ mod images_as_uint8 {
         deserializer: D,
     ) -> Result<ImageFormat, D::Error> {
         Ok(if bool::deserialize(deserializer)? { ImageFormat::U8 } else { ImageFormat::F32 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loader::knobs::LoaderKnob;
+
+    /// Each knob's key in LoaderConfig's JSON (results, rank files, `--json`).
+    const JSON_KEYS: [(&str, &str); 14] = [
+        ("workers", "workers"),
+        ("prefetch", "prefetch"),
+        ("batch", "batch_size"),
+        ("resolution", "resolution"),
+        ("images", "uint8"),
+        ("decoder_threads", "decoder_threads"),
+        ("cache", "cache_bytes"),
+        ("sampler", "sampler"),
+        ("seed", "seed"),
+        ("drop_last", "drop_last"),
+        ("drop_n_last_frames", "drop_n_last_frames"),
+        ("unordered", "ordered"),
+        ("pin_memory", "pin_memory"),
+        ("persistent_workers", "persistent_workers"),
+    ];
+
+    #[test]
+    fn json_leaves_out_at_their_default_the_knobs_the_table_leaves_out_of_configs() {
+        let keys: Vec<&str> = LoaderKnob::ALL.iter().map(|k| k.key).collect();
+        assert_eq!(keys, JSON_KEYS.map(|(knob, _)| knob), "every knob, in the table's order");
+        let json = serde_json::to_value(LoaderConfig::default()).unwrap();
+        for (knob, (_, key)) in LoaderKnob::ALL.iter().zip(JSON_KEYS) {
+            assert_eq!(
+                json.get(key).is_none(),
+                knob.omit_at_default,
+                "`{key}` of {json}: the table's omission rule for `{}`",
+                knob.key
+            );
+        }
+        // What was kept with every key reads back the same.
+        let mut whole = json.as_object().unwrap().clone();
+        whole.insert("drop_last".into(), false.into());
+        whole.insert("ordered".into(), true.into());
+        let read: LoaderConfig = serde_json::from_value(whole.into()).unwrap();
+        assert_eq!(read, LoaderConfig::default());
     }
 }
