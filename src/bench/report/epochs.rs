@@ -4,7 +4,6 @@
 
 use super::{rate, Knob, Report, Row};
 use crate::loader::knobs::LoaderKnob;
-use crate::loader::size::ByteSize;
 
 impl Report {
     /// One line per row with a cache; empty where no row had one.
@@ -45,26 +44,45 @@ impl Report {
             .collect()
     }
 
-    /// A (native) row's knobs as `2 workers, prefetch 2, batch 64, cache 4GiB` and the other
-    /// knobs the sweep varied.
+    /// A (native) row's knobs as `workers 2, prefetch 2, batch 64, cache 4GiB` and the other
+    /// knobs the sweep varied, each named and valued by the sweep's table of knobs.
     fn label(&self, row: &Row) -> String {
-        let k = &row.knobs;
-        let mut parts = vec![
-            format!("{} worker{}", k.knobs.workers, super::plural(k.knobs.workers)),
-            format!("prefetch {}", k.knobs.prefetch),
-            format!("batch {}", k.knobs.batch_size),
-            format!("cache {}", ByteSize::compact(k.knobs.cache_bytes)),
-        ];
-        parts.extend(
-            (self.varying.iter())
-                .filter(|knob| {
-                    let shown = [&LoaderKnob::WORKERS, &LoaderKnob::PREFETCH, &LoaderKnob::BATCH];
-                    let shown = shown.into_iter().chain([&LoaderKnob::CACHE]).map(Knob::Loader);
-                    // Only the native loader has a cache.
-                    !shown.into_iter().any(|s| s == **knob) && **knob != Knob::Backend
-                })
-                .map(|knob| format!("{} {}", knob.name(), knob.value(k))),
+        let shown =
+            [&LoaderKnob::WORKERS, &LoaderKnob::PREFETCH, &LoaderKnob::BATCH, &LoaderKnob::CACHE]
+                .map(Knob::Loader);
+        // Only the native loader has a cache: the backend goes without saying.
+        let others = (self.varying.iter().copied())
+            .filter(|knob| !shown.contains(knob) && *knob != Knob::Backend);
+        (shown.into_iter().chain(others))
+            .map(|knob| format!("{} {}", knob.name(), knob.value(&row.knobs)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bench::report::render;
+    use crate::measure::phase::CacheFigures;
+    use crate::testdata::FakeCell;
+
+    #[test]
+    fn a_cached_row_is_named_by_the_knobs_table_and_its_epochs_compared() {
+        let mut cell = FakeCell::new(2, 2, 64);
+        cell.cell.knobs.cache_bytes = 4 << 30;
+        cell.cache = Some(CacheFigures {
+            budget_bytes: 4 << 30,
+            held_bytes: 1 << 30,
+            frames: 100,
+            hit_pct: 81.0,
+            first_epoch_samples_per_s: Some(238.2),
+            later_epochs_samples_per_s: Some(2225.7),
+        });
+        let lines = render(&[cell.result()]).epoch_lines();
+        assert_eq!(
+            lines,
+            ["workers 2, prefetch 2, batch 64, cache 4GiB: epoch 1 238 samples/s, later epochs \
+              2226 (9.3×); 81 % of the frames written were copied from the cache"]
         );
-        parts.join(", ")
     }
 }
