@@ -59,30 +59,3 @@ impl Report {
             .join(", ")
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::bench::report::render;
-    use crate::measure::phase::CacheFigures;
-    use crate::testdata::FakeCell;
-
-    #[test]
-    fn a_cached_row_is_named_by_the_knobs_table_and_its_epochs_compared() {
-        let mut cell = FakeCell::new(2, 2, 64);
-        cell.cell.knobs.cache_bytes = 4 << 30;
-        cell.cache = Some(CacheFigures {
-            budget_bytes: 4 << 30,
-            held_bytes: 1 << 30,
-            frames: 100,
-            hit_pct: 81.0,
-            first_epoch_samples_per_s: Some(238.2),
-            later_epochs_samples_per_s: Some(2225.7),
-        });
-        let lines = render(&[cell.result()]).epoch_lines();
-        assert_eq!(
-            lines,
-            ["workers 2, prefetch 2, batch 64, cache 4GiB: epoch 1 238 samples/s, later epochs \
-              2226 (9.3×); 81 % of the frames written were copied from the cache"]
-        );
-    }
-}

@@ -258,16 +258,17 @@ mod tests {
         let report = render(&results);
         let lines = report.epoch_lines();
         assert_eq!(lines.len(), 2, "{lines:?}");
-        let two = lines.iter().find(|l| l.starts_with("2 workers")).unwrap();
+        // Each row named by the sweep's table of knobs.
+        let two = lines.iter().find(|l| l.starts_with("workers 2")).unwrap();
         assert!(
             two.starts_with(
-                "2 workers, prefetch 2, batch 16, cache 4GiB: epoch 1 200 samples/s, later \
+                "workers 2, prefetch 2, batch 16, cache 4GiB: epoch 1 200 samples/s, later \
                  epochs 2000 (10.0×); 80 % of the frames written were copied from the cache; \
                  LeRobot's loader decodes every epoch: 30.0 samples/s"
             ),
             "{two}"
         );
-        let one = lines.iter().find(|l| l.starts_with("1 worker,")).unwrap();
+        let one = lines.iter().find(|l| l.starts_with("workers 1,")).unwrap();
         assert!(one.contains("later epochs not reached by the loader phase"), "{one}");
         assert!(!one.contains("LeRobot"), "no twin measured: {one}");
         assert!(terminal::render(&report).contains("Frame cache, epoch by epoch:"));
