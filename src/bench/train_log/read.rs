@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::loader::knobs::LoaderKnob;
+
 /// One logged step of the run: lerobot-train's averages over its logging interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LoggedStep {
@@ -100,9 +102,12 @@ impl TrainLog {
     fn from_reader(path: &Path, reader: impl BufRead) -> Result<Self, TrainLogError> {
         let mut steps = Vec::new();
         let (mut num_workers, mut batch_size) = (None, None);
+        // lerobot-train's config dump names them as its DataLoader's keywords do.
+        let keyword = |knob: &LoaderKnob| knob.dataloader.expect("a DataLoader keyword");
+        let (workers_key, batch_key) = (keyword(&LoaderKnob::WORKERS), keyword(&LoaderKnob::BATCH));
         each_line(path, reader, |number, line| {
-            num_workers = num_workers.or_else(|| config_count(line, "num_workers"));
-            batch_size = batch_size.or_else(|| config_count(line, "batch_size"));
+            num_workers = num_workers.or_else(|| config_count(line, workers_key));
+            batch_size = batch_size.or_else(|| config_count(line, batch_key));
             if let (Some(data_s), Some(update_s), step, epoch) = step_metrics(path, number, line)? {
                 let step = step.unwrap_or((steps.len() + 1) as f64);
                 steps.push(LoggedStep { step, data_s, update_s, epoch });

@@ -5,6 +5,7 @@
 use super::facts::{CellFacts, FlagForm, LoaderBackend, Reach, TomlType, TuneRole};
 use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::config::LoaderConfig;
+use serde_json::Value as Json;
 
 /// One knob of the loader.
 #[derive(Clone, Copy)]
@@ -21,6 +22,9 @@ pub struct LoaderKnob {
     /// What the default is, or why, said after its value in help (`LeRobot's` after `4`);
     /// None where the value says it all.
     pub default_why: Option<&'static str>,
+    /// Its keyword in PyTorch's `DataLoader` (`num_workers`), where it is one: the name by
+    /// which LeRobot's driver sets it and a lerobot-train run's DataLoader says it.
+    pub dataloader: Option<&'static str>,
     /// Which loaders it acts in.
     pub reach: Reach,
     /// What tune does with it.
@@ -87,6 +91,19 @@ impl LoaderKnob {
     /// Its default, in its text form.
     pub fn default_text(&self) -> String {
         self.get(&LoaderConfig::default())
+    }
+
+    /// Its value in `config` as a `DataLoader` keyword takes it (a number or a bool, by its
+    /// TOML type), under that keyword; None for a knob that is no `DataLoader` keyword.
+    pub fn dataloader_value(&self, config: &LoaderConfig) -> Option<(&'static str, Json)> {
+        let keyword = self.dataloader?;
+        let text = self.get(config);
+        let value = match self.toml {
+            TomlType::Boolean => Json::from(text == "true"),
+            TomlType::Integer => text.parse::<u64>().map_or(Json::from(text), Json::from),
+            TomlType::Text => Json::from(text),
+        };
+        Some((keyword, value))
     }
 
     /// The default as help says it: its text form, and what it is where the row says
@@ -161,6 +178,19 @@ impl LoaderKnob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dataloader_keywords_come_from_the_table_typed_as_the_dataloader_takes_them() {
+        let config = LoaderConfig { workers: 3, pin_memory: true, ..LoaderConfig::default() };
+        let said: std::collections::BTreeMap<_, _> =
+            LoaderKnob::ALL.iter().filter_map(|k| k.dataloader_value(&config)).collect();
+        let expected = serde_json::json!({
+            "num_workers": 3, "prefetch_factor": 2, "batch_size": 8, "drop_last": false,
+            "pin_memory": true, "persistent_workers": true,
+        });
+        assert_eq!(serde_json::to_value(&said).unwrap(), expected);
+        assert_eq!(LoaderKnob::CACHE.dataloader_value(&config), None, "no DataLoader keyword");
+    }
 
     #[test]
     fn the_native_only_knobs_set_are_named_with_why() {

@@ -63,6 +63,7 @@ impl LoaderKnob {
         flag: "workers",
         form: FlagForm::Value("N"),
         help: "Worker threads (0: load in the consuming thread)",
+        dataloader: Some("num_workers"),
         default_why: Some("LeRobot's"),
         reach: Reach::Both,
         tune: TuneRole::Searched,
@@ -88,6 +89,7 @@ impl LoaderKnob {
         flag: "prefetch",
         form: FlagForm::Value("N"),
         help: "Batches in flight per worker, at least 1",
+        dataloader: Some("prefetch_factor"),
         default_why: Some("DataLoader's"),
         reach: Reach::Both,
         tune: TuneRole::Searched,
@@ -113,6 +115,7 @@ impl LoaderKnob {
         flag: "batch",
         form: FlagForm::Value("N"),
         help: "Samples per batch, at least 1",
+        dataloader: Some("batch_size"),
         default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
@@ -139,6 +142,7 @@ impl LoaderKnob {
         form: FlagForm::Value("N"),
         help: "Threads inside each worker's video decoder (libdav1d's or libavcodec's own), 1 \
                to 16: fewer workers for the same decode rate, with fewer batches in flight",
+        dataloader: None,
         default_why: None,
         reach: Reach::Native(
             "LeRobot's video backend keeps its own threading, which feedbench does not set",
@@ -174,6 +178,7 @@ impl LoaderKnob {
         help: "Keep up to this many bytes of decoded frames (e.g. 4GiB), shared by the \
                workers, so that the epochs after the first copy them instead of decoding \
                them again",
+        dataloader: None,
         default_why: Some("none kept"),
         reach: Reach::Native(
             "LeRobot's loader keeps no decoded frames; every epoch decodes them again",
@@ -201,6 +206,7 @@ impl LoaderKnob {
         flag: "resolution",
         form: FlagForm::Value("HxW"),
         help: "Resize camera frames to HxW (bilinear), e.g. 96x96, or `native`",
+        dataloader: None,
         default_why: None,
         reach: Reach::Native("LeRobot's loader has no resizing; frames come at their stored size"),
         tune: TuneRole::Fixed,
@@ -226,6 +232,7 @@ impl LoaderKnob {
         flag: "uint8",
         form: FlagForm::Switch("u8"),
         help: "Camera frames as uint8 instead of float32 in [0, 1]",
+        dataloader: None,
         default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
@@ -251,6 +258,7 @@ impl LoaderKnob {
         flag: "drop-last",
         form: FlagForm::Switch("true"),
         help: "Drop the last incomplete batch of an epoch",
+        dataloader: Some("drop_last"),
         default_why: None,
         reach: Reach::Both,
         tune: TuneRole::NotTuned,
@@ -272,6 +280,7 @@ impl LoaderKnob {
         help: "Index order: `sequential`, `shuffled` (seeded, anew each epoch) or \
                `episode-aware` (LeRobot's: no sample starts in an episode's last \
                drop_n_last_frames frames)",
+        dataloader: None,
         default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
@@ -293,6 +302,7 @@ impl LoaderKnob {
         help: "Frames at the end of each episode that the episode-aware sampler never starts \
                a sample at, as LeRobot's EpisodeAwareSampler (lerobot-train takes the \
                policy's: diffusion's horizon − n_action_steps − n_obs_steps + 1), or `window`",
+        dataloader: None,
         default_why: Some("the window's, 7 for `diffusion`, 0 for `none`"),
         reach: Reach::Both,
         tune: TuneRole::Fixed,
@@ -318,6 +328,7 @@ impl LoaderKnob {
         flag: "seed",
         form: FlagForm::Value("N"),
         help: "Seed of the shuffled orders",
+        dataloader: None,
         default_why: None,
         reach: Reach::Both,
         tune: TuneRole::Fixed,
@@ -338,6 +349,7 @@ impl LoaderKnob {
         flag: "unordered",
         form: FlagForm::Switch("true"),
         help: "Deliver batches as soon as ready instead of in sampler order",
+        dataloader: None,
         default_why: None,
         reach: Reach::Native("DataLoader delivers batches in order"),
         tune: TuneRole::NotTuned,
@@ -357,6 +369,7 @@ impl LoaderKnob {
         flag: "pin-memory",
         form: FlagForm::Switch("true"),
         help: "`pin_memory=True` (lerobot-train sets it on CUDA)",
+        dataloader: Some("pin_memory"),
         default_why: None,
         reach: Reach::Lerobot("feedbench's loader keeps its batches in its own pool"),
         tune: TuneRole::NotTuned,
@@ -377,6 +390,7 @@ impl LoaderKnob {
         form: FlagForm::Switch("false"),
         help: "`persistent_workers=False` (workers started again every epoch; lerobot-train \
                keeps them)",
+        dataloader: Some("persistent_workers"),
         default_why: None,
         reach: Reach::Lerobot("feedbench's workers live as long as the loader"),
         tune: TuneRole::NotTuned,

@@ -188,12 +188,7 @@ impl LerobotLoader {
             drop_n_last_frames: c.drop_n_last_frames(&self.window),
             sampler: c.sampler.name(),
             seed: c.seed,
-            num_workers: c.workers,
-            prefetch_factor: c.prefetch,
-            persistent_workers: c.persistent_workers,
-            pin_memory: c.pin_memory,
-            batch_size: c.batch_size,
-            drop_last: c.drop_last,
+            dataloader: LoaderKnob::ALL.iter().filter_map(|k| k.dataloader_value(c)).collect(),
             uint8: c.images == ImageFormat::U8,
             video_backend: self.options.video_backend.map(VideoBackend::name),
         };
@@ -245,7 +240,11 @@ impl LerobotLoader {
                 // On CUDA LeRobot's loader pins memory, as LeRobot's training sets it.
                 if let (true, Reads::Dataset(dataset)) = (step.device.is_cuda(), &mut request.reads)
                 {
-                    dataset.pin_memory = true;
+                    let mut pinned = self.spec.config.clone();
+                    pinned.pin_memory = true;
+                    let (keyword, value) =
+                        LoaderKnob::PIN_MEMORY.dataloader_value(&pinned).expect("a keyword");
+                    dataset.dataloader.insert(keyword, value);
                 }
                 let device = torch_device(step.device);
                 Some(StepRequest::Fixed { compute_ms: step.compute_ms, device })

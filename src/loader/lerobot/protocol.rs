@@ -74,7 +74,7 @@ mod tests {
             .unwrap();
         let run = RunRequest {
             lerobot_train: vec!["--dataset.root=/d".into()],
-            overrides: Overrides { num_workers: Some(2), ..Overrides::default() },
+            overrides: Overrides([("num_workers", 2.into())].into()),
             reader: "feedbench",
         };
         let commands = every_command();

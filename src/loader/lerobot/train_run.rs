@@ -118,25 +118,18 @@ pub const SET_BY_FEEDBENCH: [&LoaderKnob; 3] =
 impl BuiltRun {
     /// The run's loader knobs: those lerobot-train gives its DataLoader and sampler.
     pub fn config(&self) -> LoaderConfig {
-        let loader = &self.dataloader;
-        let count = |key: &str, default: usize| {
-            loader.get(key).and_then(Json::as_u64).map_or(default, |n| n as usize)
-        };
-        let flag = |key: &str| loader.get(key).and_then(Json::as_bool);
         let defaults = LoaderConfig::default();
         let sampler = self.sampler.as_ref();
-        LoaderConfig {
-            workers: count("num_workers", 0),
-            batch_size: count("batch_size", 1),
+        let mut config = LoaderConfig {
+            // PyTorch's DataLoader's own defaults, where the run's says nothing.
+            workers: 0,
+            batch_size: 1,
             // A run without workers has no prefetch in its DataLoader: the one its workers
             // would get, so that feedbench's workers over it are lerobot-train's.
-            prefetch: count(
-                "prefetch_factor",
-                self.worker_prefetch_factor.unwrap_or(defaults.prefetch),
-            ),
-            pin_memory: flag("pin_memory").unwrap_or(false),
-            persistent_workers: flag("persistent_workers").unwrap_or(false),
-            drop_last: flag("drop_last").unwrap_or(false),
+            prefetch: self.worker_prefetch_factor.unwrap_or(defaults.prefetch),
+            pin_memory: false,
+            persistent_workers: false,
+            drop_last: false,
             sampler: if sampler.is_some() {
                 SamplerKind::EpisodeAware
             } else {
@@ -152,7 +145,17 @@ impl BuiltRun {
                 _ => ImageFormat::F32,
             },
             ..defaults
+        };
+        // Every knob that is a DataLoader keyword, as the run's DataLoader says it.
+        for knob in LoaderKnob::ALL {
+            let said = knob.dataloader.and_then(|keyword| self.dataloader.get(keyword));
+            if let Some(value) = said.filter(|v| !v.is_null()) {
+                let text = value.as_str().map_or_else(|| value.to_string(), str::to_string);
+                // A value the knob refuses (none lerobot-train builds) leaves the default.
+                let _ = knob.set(&mut config, &text);
+            }
         }
+        config
     }
 
     /// Refuses `config` where it changes a knob the run's arguments set: feedbench sets
@@ -196,7 +199,10 @@ impl BuiltRun {
     /// One line for people: the policy, the sampler, the DataLoader's worker options.
     pub fn summary(&self) -> String {
         let loader = &self.dataloader;
-        let text = |key: &str| loader.get(key).map_or("-".into(), |v| v.to_string());
+        let text = |knob: &LoaderKnob| {
+            let keyword = knob.dataloader.expect("a DataLoader keyword");
+            loader.get(keyword).map_or("-".into(), |v| v.to_string())
+        };
         let sampler = match &self.sampler {
             Some(s) => format!(
                 "EpisodeAwareSampler (drop_n_last_frames {}, seed {})",
@@ -211,12 +217,12 @@ impl BuiltRun {
             self.policy,
             self.device,
             self.num_frames,
-            text("num_workers"),
-            text("batch_size"),
-            text("prefetch_factor"),
+            text(&LoaderKnob::WORKERS),
+            text(&LoaderKnob::BATCH),
+            text(&LoaderKnob::PREFETCH),
             loader.get("multiprocessing_context").and_then(Json::as_str).unwrap_or("forked"),
-            text("persistent_workers"),
-            text("pin_memory"),
+            text(&LoaderKnob::PERSISTENT_WORKERS),
+            text(&LoaderKnob::PIN_MEMORY),
         )
     }
 }
@@ -224,10 +230,8 @@ impl BuiltRun {
 /// The request of a lerobot-train run: the arguments, and `config`'s workers, batch and
 /// prefetch over theirs (None: the arguments' own).
 pub fn request(command: Command, run: &TrainArgs, config: Option<&LoaderConfig>) -> Request {
-    let overrides = config.map_or(Overrides::default(), |c| Overrides {
-        num_workers: Some(c.workers),
-        batch_size: Some(c.batch_size),
-        prefetch_factor: Some(c.prefetch),
+    let overrides = config.map_or(Overrides::default(), |c| {
+        Overrides(SET_BY_FEEDBENCH.iter().filter_map(|k| k.dataloader_value(c)).collect())
     });
     let reader = if run.feedbench_reader { "feedbench" } else { "lerobot" };
     let run = RunRequest { lerobot_train: run.args.clone(), overrides, reader };

@@ -63,15 +63,16 @@ def episode_aware_sampler(dataset, request, shuffle):
 def make_loader(dataset, request, batch_sampler=None):
     import torch
 
-    workers = request.get("num_workers", 0)
-    kwargs = {
-        "num_workers": workers,
-        "pin_memory": request.get("pin_memory", False),
-    }
-    if workers > 0:
-        kwargs["prefetch_factor"] = request.get("prefetch_factor", 2)
-        kwargs["persistent_workers"] = request.get("persistent_workers", True)
+    # The DataLoader's keywords as feedbench's table of knobs sends them (num_workers, …).
+    kwargs = dict(request["dataloader"])
+    if kwargs.get("num_workers", 0) == 0:
+        # PyTorch refuses both for a DataLoader without workers.
+        kwargs.pop("prefetch_factor", None)
+        kwargs.pop("persistent_workers", None)
     if batch_sampler is not None:
+        # The batches are given: no batch size, nothing to drop.
+        kwargs.pop("batch_size", None)
+        kwargs.pop("drop_last", None)
         return torch.utils.data.DataLoader(dataset, batch_sampler=batch_sampler, **kwargs)
     kind = request.get("sampler", "episode-aware")
     if kind == "episode-aware":
@@ -83,13 +84,7 @@ def make_loader(dataset, request, batch_sampler=None):
         sampler = torch.utils.data.SequentialSampler(dataset)
     else:
         raise Refused(ErrorKind.KNOB, f"sampler {kind!r}: expected episode-aware, shuffled or sequential")
-    return torch.utils.data.DataLoader(
-        dataset,
-        batch_size=request["batch_size"],
-        sampler=sampler,
-        drop_last=request.get("drop_last", False),
-        **kwargs,
-    )
+    return torch.utils.data.DataLoader(dataset, sampler=sampler, **kwargs)
 
 
 def run_load(request, dataset, installed):

@@ -14,11 +14,6 @@ import sys
 from feedbench_driver.protocol import ErrorKind, Refused
 
 
-# The knobs feedbench may set over the user's arguments (tune's search, `--workers`), by the
-# TrainPipelineConfig field each one is.
-OVERRIDES = ("num_workers", "batch_size", "prefetch_factor")
-
-
 def parse_arguments(args):
     """The TrainPipelineConfig lerobot-train would run with these arguments, parsed by LeRobot's
     own parser (as `lerobot-train ARGS` parses them), checked to need no download, and
@@ -127,9 +122,10 @@ def check_local(cfg):
 
 
 def apply_overrides(cfg, request):
-    """feedbench's knobs over the user's arguments, where the request sets them."""
-    for field in OVERRIDES:
-        value = request.get("overrides", {}).get(field)
+    """feedbench's knobs over the user's arguments: the request's `overrides`, each under its
+    DataLoader keyword, which is the TrainPipelineConfig field (feedbench's table of knobs names
+    them: tune's search and `--workers` set num_workers, batch_size, prefetch_factor)."""
+    for field, value in (request.get("overrides") or {}).items():
         if value is not None:
             setattr(cfg, field, value)
 

@@ -28,7 +28,7 @@ import sys
 from feedbench_driver.measure import Cycle, video_backend
 from feedbench_driver.protocol import ErrorKind, Refused
 from feedbench_driver.run_config import (
-    OVERRIDES, apply_overrides, device_type, parse_arguments, policy_drop_n_last_frames,
+    apply_overrides, device_type, parse_arguments, policy_drop_n_last_frames,
     seed_like_lerobot_train, trained_config, training_module)
 from feedbench_driver.train_step import TrainingStep, make_accelerator
 
@@ -267,7 +267,7 @@ class Run:
         if reader:
             self.readers, self.chain_epochs = reader[:1], reader[1]
         self.cfg = parse_arguments(request["lerobot_train"])
-        self.own = {field: getattr(self.cfg, field, None) for field in OVERRIDES}
+        self.own = {}  # the arguments' own value of each field a request has set
         seed_like_lerobot_train(self.cfg)
         self.device = device_type(self.cfg)
         with Recorder(*self.readers) as recorded:
@@ -283,6 +283,8 @@ class Run:
         DataLoader's arguments, in JSON)."""
         import torch
 
+        for field in request.get("overrides") or {}:
+            self.own.setdefault(field, getattr(self.cfg, field, None))
         for field, value in self.own.items():
             setattr(self.cfg, field, value)
         apply_overrides(self.cfg, request)

@@ -137,18 +137,9 @@ pub struct DatasetRequest {
     pub sampler: &'static str,
     /// The sampler's seed.
     pub seed: u64,
-    /// DataLoader's `num_workers`.
-    pub num_workers: usize,
-    /// DataLoader's `prefetch_factor`.
-    pub prefetch_factor: usize,
-    /// DataLoader's `persistent_workers`.
-    pub persistent_workers: bool,
-    /// DataLoader's `pin_memory`.
-    pub pin_memory: bool,
-    /// DataLoader's `batch_size`.
-    pub batch_size: usize,
-    /// DataLoader's `drop_last`.
-    pub drop_last: bool,
+    /// The DataLoader's keywords the knobs set (`num_workers`, `prefetch_factor`, …), as the
+    /// knob table's `dataloader` column names them: the driver passes them on as they are.
+    pub dataloader: BTreeMap<&'static str, Json>,
     /// Camera frames as uint8 (`return_uint8`).
     pub uint8: bool,
     /// LeRobot's video backend; None for its default.
@@ -167,19 +158,11 @@ pub struct RunRequest {
     pub reader: &'static str,
 }
 
-/// The DataLoader knobs feedbench sets over a lerobot-train run's own.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct Overrides {
-    /// `num_workers`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_workers: Option<usize>,
-    /// `batch_size`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<usize>,
-    /// `prefetch_factor`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefetch_factor: Option<usize>,
-}
+/// The DataLoader knobs feedbench sets over a lerobot-train run's own, by their `DataLoader`
+/// keywords (the knob table's `dataloader` column): `{"num_workers": 2, …}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(transparent)]
+pub struct Overrides(pub BTreeMap<&'static str, Json>);
 
 /// How a `load` measures: warm-up, measured batches, what they feed, and where the driver
 /// looks for feedbench's word to stop.
