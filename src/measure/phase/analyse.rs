@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{
+use super::figures::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, StepSample,
     TrainPhase,
 };

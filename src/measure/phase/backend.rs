@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use super::figures::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
 use super::measure::{run_loader_phase, run_train_phase};
-use super::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotLoader};
 use crate::loader::pipeline::{Loader, LoaderError};

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
+use super::figures::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
 use crate::loader::lerobot::{
     DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
 };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::{
+use super::figures::{
     CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until,
 };
 use crate::loader::batch::Batch;
