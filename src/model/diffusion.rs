@@ -15,11 +15,11 @@ use super::autocast::Bf16Autocast;
 use super::config::DiffusionConfig;
 use super::noise::DdpmSchedule;
 use super::shapes::{PolicyShapes, ACTION_KEY, ACTION_PAD_KEY, STATE_KEY};
-use super::unet::ConditionalUnet1d;
-use super::vision::RgbEncoder;
-use super::{
+use super::step::{
     host_tensor, host_to_device, sync, Components, ModelError, Precision, StepTimes, TrainStep,
 };
+use super::unet::ConditionalUnet1d;
+use super::vision::RgbEncoder;
 use crate::loader::batch::{Batch, BatchTensor};
 
 /// Fixed image normalisation (mean-std).

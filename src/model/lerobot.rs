@@ -8,7 +8,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{DiffusionConfig, ModelError, PolicyShapes, Precision};
+use super::config::DiffusionConfig;
+use super::shapes::PolicyShapes;
+use super::step::{ModelError, Precision};
 use crate::loader::batch::ImageFormat;
 use crate::loader::lerobot::driver::{parse, run_driver, torch_device};
 use crate::loader::lerobot::protocol::{Command, PolicyRequest, Reads, Request};

@@ -3,7 +3,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use super::ModelError;
+use super::step::ModelError;
 
 /// The cumulative signal level of a DDPM schedule, resident on the device.
 #[derive(Debug)]

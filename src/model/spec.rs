@@ -7,8 +7,11 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{DiffusionConfig, DiffusionPolicy, ModelError, NoneStep, PolicyShapes, ShapesError};
-use super::{SyntheticStep, TrainStep};
+use super::config::DiffusionConfig;
+use super::diffusion::DiffusionPolicy;
+use super::shapes::{PolicyShapes, ShapesError};
+use super::step::{ModelError, NoneStep, Precision, TrainStep};
+use super::synthetic::SyntheticStep;
 
 /// Where the step runs: CPU, CUDA, or CUDA when libtorch sees one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,18 +57,6 @@ impl DeviceChoice {
         }
     }
 }
-
-/// Arithmetic of the step: float32, or bf16 autocast over the forward pass (weights and
-/// optimizer state stay float32, as with `torch.autocast`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Precision {
-    /// Plain float32.
-    F32,
-    /// bf16 autocast.
-    Bf16,
-}
-
-named_values!(Precision { F32 => "f32" | "float32", Bf16 => "bf16" | "bfloat16" });
 
 /// The diffusion policy's size: LeRobot's PushT recipe, a narrow UNet for CPUs, or whichever
 /// suits the device.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tch::{Device, Kind, Tensor};
 
-use super::{host_tensor, host_to_device, sync, ModelError, StepTimes, TrainStep};
+use super::step::{host_tensor, host_to_device, sync, ModelError, StepTimes, TrainStep};
 use crate::loader::batch::Batch;
 
 /// A training step that costs a fixed time per batch.

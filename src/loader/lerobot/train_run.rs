@@ -14,8 +14,7 @@ use serde_json::Value as Json;
 
 use super::driver::{parse, run_driver};
 pub use super::protocol::BuiltRun;
-use super::protocol::{Command, Overrides, Reads, Request, RunRequest};
-use super::LerobotVersions;
+use super::protocol::{Command, LerobotVersions, Overrides, Reads, Request, RunRequest};
 use crate::dataset::setting::Refusal;
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
