@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatchReader;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use super::{DatasetError, Result};
+use super::error::{DatasetError, Result};
 
 /// Reads a whole (small) parquet file, keeping only the columns `keep` accepts, as one batch.
 pub fn read_parquet(path: &Path, keep: impl Fn(&str) -> bool) -> Result<RecordBatch> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{DatasetError, Result};
+use super::error::{DatasetError, Result};
 
 /// An episode's `episode_index`: never to be confused with a frame index.
 #[derive(

@@ -79,7 +79,7 @@ pub enum DatasetError {
         /// The preset or output directory.
         path: PathBuf,
         /// Which setting and why.
-        problem: crate::dataset::write::EncodeProblem,
+        problem: crate::dataset::write::encode::problem::EncodeProblem,
     },
     /// Writing was stopped (by a signal) before the dataset was complete; nothing is left.
     #[error("{}: stopped before it was complete; nothing was written", path.display())]

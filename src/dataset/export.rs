@@ -7,10 +7,10 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::WritableElement;
 use serde_json::{json, Map, Value as Json};
 
+use super::error::{DatasetError, Result};
 use super::sample::Sample;
 use super::setting::Setting;
 use super::values::{Array, Values};
-use super::{DatasetError, Result};
 
 /// What [`write_sample`] wrote.
 #[derive(Debug, Clone, Default, PartialEq)]

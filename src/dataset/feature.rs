@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use super::{DatasetError, Result};
+use super::error::{DatasetError, Result};
 
 /// The element type of a numeric feature, as numpy names it in info.json.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

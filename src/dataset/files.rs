@@ -12,7 +12,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use serde_json::Value as Json;
 
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 
 /// Opens `path` for reading; what is not a regular file (after symlinks) is an error naming
 /// it and what is there instead, before anything could block on it.

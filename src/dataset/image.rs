@@ -8,8 +8,8 @@ use std::path::Path;
 use image::imageops::FilterType;
 use image::ImageReader;
 
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::video::FrameBuffer;
-use crate::dataset::{DatasetError, Result};
 
 /// `(height, width)` of an encoded image, read from its header without decoding it. `source`
 /// (the file the bytes come from) names the error.

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
+use super::error::{DatasetError, Result};
 use super::feature::number;
 pub use super::feature::{Feature, FeatureKind, ImageShape, ScalarType, VideoInfo};
-use super::{DatasetError, Result};
 
 /// The layout versions this reader knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::episodes::parquet_files_under;
+use super::error::{DatasetError, Result};
 use super::layout::load_episodes;
 use super::meta::Info;
 use super::setting::Setting;
 use super::write::write_atomically;
-use super::{DatasetError, Result};
 
 /// Where feedbench keeps fast copies and generated datasets: RAM-backed `/dev/shm/feedbench`,
 /// or `feedbench` in the temporary directory where there is no `/dev/shm`.

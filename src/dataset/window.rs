@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::error::{DatasetError, Result};
 use super::meta::Info;
-use super::{DatasetError, Result};
 
 /// LeRobot's default tolerance between a timestamp and the frame that serves it, seconds.
 pub const DEFAULT_TOLERANCE_S: f64 = 1e-4;

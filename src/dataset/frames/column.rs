@@ -7,9 +7,9 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float32Type, Float64Type, Int32Type, Int64Type};
 
+use super::super::error::{DatasetError, Result};
 use super::super::meta::ScalarType;
 use super::super::values::Values;
-use super::super::{DatasetError, Result};
 
 /// A column decoded in bulk: a numeric or string feature.
 #[derive(Debug, Clone)]

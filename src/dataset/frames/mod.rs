@@ -25,10 +25,10 @@ pub use column::TableColumn;
 use column::{decode_column, wrong_length};
 
 use super::episodes::{Episode, EpisodeIndex};
+use super::error::{DatasetError, Result};
 use super::files::PositionedFile;
 use super::meta::{Feature, FeatureKind};
 use super::values::Values;
-use super::{DatasetError, Result};
 
 /// One parquet data file, read by position, with its row groups decoded on demand.
 struct DataFile {

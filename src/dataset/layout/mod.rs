@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::episodes::{Episode, TaskIndex};
+use super::error::{DatasetError, Result};
 use super::meta::{CodebaseVersion, Info};
 use super::stats::FeatureStats;
-use super::{DatasetError, Result};
 
 /// Files per chunk directory that feedbench writes (LeRobot's `chunks_size`).
 pub const CHUNKS_SIZE: usize = 1000;

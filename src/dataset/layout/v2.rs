@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::{stats_json, EpisodeTables};
 use crate::dataset::episodes::{Episode, EpisodeIndex, EpisodeVideo, TaskIndex};
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::files::write_lines;
 use crate::dataset::meta::{Info, TemplateValue};
-use crate::dataset::{DatasetError, Result};
 
 /// info.json's `data_path` as LeRobot writes it.
 pub const DATA_PATH: &str = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet";

@@ -18,10 +18,10 @@ use crate::dataset::columns::{
 use crate::dataset::episodes::{
     parquet_files_under, Episode, EpisodeIndex, EpisodeVideo, TaskIndex,
 };
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::files::{write_json, write_parquet};
 use crate::dataset::meta::{render_template, Info, TemplateValue};
 use crate::dataset::stats::FeatureStats;
-use crate::dataset::{DatasetError, Result};
 
 /// info.json's `data_path` as LeRobot writes it.
 pub const DATA_PATH: &str = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet";

@@ -17,7 +17,7 @@ use ffmpeg_next::frame;
 use ffmpeg_next::software::scaling::Flags;
 
 use super::planes;
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 
 /// Where the values of one or more frames go: `frames × 3 × height × width`, CHW, RGB.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use super::convert::{Converter, FrameBuffer};
 use super::probe::init_ffmpeg;
 use super::raw::{self, RawFrames};
 use super::table::VideoFile;
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
 
 mod stream;

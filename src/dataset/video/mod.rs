@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 
 pub mod convert;
 pub mod decode;

@@ -10,7 +10,7 @@ use ffmpeg_next::{ffi, format};
 
 use serde::Serialize;
 
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 
 /// The video stream of an mp4 file as FFmpeg reads it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::check_rgb_frame;
 use super::convert::FrameBuffer;
 use super::probe::VideoStreamInfo;
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 
 /// The extension of raw frame files.
 pub const EXTENSION: &str = "rgb";

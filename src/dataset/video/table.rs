@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use memmap2::Mmap;
 use re_mp4::{Mp4, StsdBoxContent, TrakBox};
 
-use crate::dataset::{DatasetError, Result};
+use crate::dataset::error::{DatasetError, Result};
 
 /// The video codecs feedbench decodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,8 +24,8 @@ use crate::dataset::meta::{
 };
 use crate::dataset::stats::FeatureStats;
 
+use crate::dataset::error::{DatasetError, Result};
 pub use crate::dataset::layout::CameraClip;
-use crate::dataset::{DatasetError, Result};
 
 /// The shape of a dataset to write: version, rate, episodes, tasks and data file layout.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,13 +19,15 @@ use ffmpeg_next::software::scaling;
 use ffmpeg_next::util::error::EAGAIN;
 use ffmpeg_next::{encoder, frame, Packet, Rational};
 
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::video::check_rgb_frame;
 use crate::dataset::video::probe::init_ffmpeg;
-use crate::dataset::{DatasetError, Result};
 
+pub(crate) mod problem;
 mod settings;
 
-pub use settings::{EncodeProblem, EncodeSetting, EncodeSettings, PixFmt};
+pub use problem::{EncodeProblem, EncodeSetting};
+pub use settings::{EncodeSettings, PixFmt};
 
 /// Where an episode lies in its mp4 file, seconds: `[from, to)`.
 #[derive(Debug, Clone, Copy, PartialEq)]

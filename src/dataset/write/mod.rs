@@ -29,11 +29,11 @@ use self::dataset::{
     dataset_info, groups_of, round_robin_tasks, write_dataset, Contents, ImageFeature, Layout,
     VectorFeature,
 };
+use super::error::{DatasetError, Result};
 use super::files::WriterLock;
 use super::meta::CodebaseVersion;
 use super::setting::Setting;
 use super::stats::ImageStats;
-use super::{DatasetError, Result};
 
 pub use self::encode::{EncodeProblem, EncodeSetting, EncodeSettings, PixFmt};
 pub use self::preset::{Preset, PresetOverrides};

@@ -9,8 +9,8 @@ use serde::{Deserialize, Deserializer};
 use super::encode::{EncodeSettings, PixFmt};
 use super::scene::SplitMix64;
 use crate::dataset::bytes::Bytes;
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::video::VideoCodec;
-use crate::dataset::{DatasetError, Result};
 
 /// The presets shipped in `datasets/`, by name.
 const BUILTIN: [(&str, &str); 4] = [

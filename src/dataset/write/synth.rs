@@ -20,10 +20,10 @@ use super::png_bytes;
 use super::preset::Preset;
 use super::scene::{Camera, Motion};
 use super::{write_atomically, ListLayout};
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::files::WriterLock;
 use crate::dataset::meta::{CodebaseVersion, Info};
 use crate::dataset::stats::ImageStats;
-use crate::dataset::{DatasetError, Result};
 
 /// How `synth` stores the rendered camera frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

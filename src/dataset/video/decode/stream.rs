@@ -15,8 +15,8 @@ use ffmpeg_next::codec::{self, threading};
 use ffmpeg_next::util::error::EAGAIN;
 use ffmpeg_next::{decoder, frame, Packet};
 
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::video::table::{VideoCodec, VideoFile};
-use crate::dataset::{DatasetError, Result};
 use crate::timing::HelperThreads;
 
 /// An open decoder of one file and where it stands in the file.

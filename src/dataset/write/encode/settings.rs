@@ -6,6 +6,7 @@ use ffmpeg_next::format::Pixel;
 use ffmpeg_next::Dictionary;
 use serde_json::Value as Json;
 
+use super::problem::{EncodeProblem, EncodeSetting};
 use crate::dataset::meta::VideoInfo;
 use crate::dataset::video::VideoCodec;
 
@@ -180,50 +181,5 @@ impl EncodeSettings {
         let speed = speed.parse::<i64>().map_or_else(|_| Json::from(speed), Json::from);
         info.other.insert("video.preset".into(), speed);
         info
-    }
-}
-
-/// An encoder setting [`EncodeSettings::problem`] can refuse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EncodeSetting {
-    /// The pixel format.
-    PixFmt,
-    /// The keyframe interval.
-    Gop,
-    /// The constant rate factor.
-    Crf,
-    /// The encoder's speed preset.
-    Speed,
-}
-
-impl EncodeSetting {
-    /// How a message names it: `pix_fmt`, `gop`, `crf`, `encoder preset`.
-    pub fn label(self) -> &'static str {
-        match self {
-            EncodeSetting::PixFmt => "pix_fmt",
-            EncodeSetting::Gop => "gop",
-            EncodeSetting::Crf => "crf",
-            EncodeSetting::Speed => "encoder preset",
-        }
-    }
-}
-
-/// A value the encoder would refuse, naming no flag or key: each front end says where it came
-/// from ([`EncodeProblem::from_source`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{} {value}: {expected}", setting.label())]
-pub struct EncodeProblem {
-    /// Which setting.
-    pub setting: EncodeSetting,
-    /// Its value, as written.
-    pub value: String,
-    /// What the encoder takes.
-    pub expected: String,
-}
-
-impl EncodeProblem {
-    /// The message with where the value came from: `crf 99 (--crf): libsvtav1 takes 0 to 63`.
-    pub fn from_source(&self, source: &str) -> String {
-        format!("{} {} ({source}): {}", self.setting.label(), self.value, self.expected)
     }
 }
