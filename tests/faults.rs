@@ -284,16 +284,6 @@ fn a_sweep_whose_first_cell_fails_leaves_no_output_directory() {
     }
 }
 
-/// The children of process `pid` (every thread's), from /proc.
-fn children(pid: u32) -> Vec<libc::pid_t> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
-        .collect()
-}
-
 #[test]
 fn a_tune_stopped_by_sigterm_leaves_no_driver_or_worker_behind() {
     let Some(python) = common::lerobot_python() else { return };
@@ -323,9 +313,9 @@ fn a_tune_stopped_by_sigterm_leaves_no_driver_or_worker_behind() {
     let driver = loop {
         assert!(tune.try_wait().unwrap().is_none(), "tune ended before its driver measured");
         assert!(started.elapsed() < Duration::from_secs(120), "no driver in two minutes");
-        let kept = children(tune.id());
-        if let Some(&driver) = kept.first().filter(|&&d| !children(d as u32).is_empty()) {
-            break driver;
+        let kept = common::children(tune.id());
+        if let Some(&driver) = kept.first().filter(|&&d| !common::children(d).is_empty()) {
+            break driver as libc::pid_t;
         }
         std::thread::sleep(Duration::from_millis(100));
     };

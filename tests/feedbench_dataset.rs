@@ -255,15 +255,6 @@ fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does()
     assert_eq!(err.lines().filter(|l| l.starts_with("feedbench-lerobot-train: ")).count(), 1);
 }
 
-/// The pids of `pid`'s child processes.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    tasks
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
-        .flat_map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
-        .collect()
-}
-
 #[test]
 fn feedbench_lerobot_train_says_a_killed_worker_in_one_line() {
     let Some(lerobot) = lerobot_python() else { return };
@@ -283,7 +274,7 @@ fn feedbench_lerobot_train_says_a_killed_worker_in_one_line() {
     // Its DataLoader's spawned workers, once up; one of them SIGKILLed, as the OOM killer would.
     let started = std::time::Instant::now();
     let worker = loop {
-        let workers: Vec<u32> = children(child.id())
+        let workers: Vec<u32> = common::children(child.id())
             .into_iter()
             .filter(|pid| {
                 std::fs::read(format!("/proc/{pid}/cmdline"))

@@ -219,20 +219,10 @@ fn runs_feedbench_cannot_measure_here_are_refused_with_what_to_pass() {
 
 /// The one video file under `dataset`'s videos/.
 fn the_video(dataset: &Path) -> PathBuf {
-    let mut found = Vec::new();
-    let mut dirs = vec![dataset.join("videos")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "mp4") {
-                found.push(path);
-            }
-        }
-    }
+    let videos = dataset.join("videos");
+    let found: Vec<PathBuf> = common::file_tree(&videos).into_keys().collect();
     assert_eq!(found.len(), 1, "{found:?}");
-    found.remove(0)
+    videos.join(&found[0])
 }
 
 #[test]

@@ -156,3 +156,13 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     std::fs::read_dir(dir).unwrap().flat_map(|e| walk(&e.unwrap().path())).collect()
 }
+
+/// The child processes of process `pid` (every thread's), from /proc; none once it is gone.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
+        .collect()
+}

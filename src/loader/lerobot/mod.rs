@@ -240,11 +240,8 @@ impl LerobotLoader {
                 // On CUDA LeRobot's loader pins memory, as LeRobot's training sets it.
                 if let (true, Reads::Dataset(dataset)) = (step.device.is_cuda(), &mut request.reads)
                 {
-                    let mut pinned = self.spec.config.clone();
-                    pinned.pin_memory = true;
-                    let (keyword, value) =
-                        LoaderKnob::PIN_MEMORY.dataloader_value(&pinned).expect("a keyword");
-                    dataset.dataloader.insert(keyword, value);
+                    let keyword = LoaderKnob::PIN_MEMORY.dataloader.expect("a DataLoader keyword");
+                    dataset.dataloader.insert(keyword, Json::from(true));
                 }
                 let device = torch_device(step.device);
                 Some(StepRequest::Fixed { compute_ms: step.compute_ms, device })
