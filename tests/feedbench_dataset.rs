@@ -49,7 +49,17 @@ pub(crate) fn python_package(dir: &Path) -> PathBuf {
 /// `check.py ARGS` in the LeRobot venv with the package of `python_package` importable:
 /// (success, stdout, stderr).
 fn check(python: &Path, package: &Path, args: &[&str]) -> (bool, String, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/feedbench_dataset/check.py");
+    run_script("check.py", python, package, args)
+}
+
+/// tests/feedbench_dataset/`script` `args`, as [`check`] runs check.py.
+fn run_script(
+    script: &str,
+    python: &Path,
+    package: &Path,
+    args: &[&str],
+) -> (bool, String, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/feedbench_dataset").join(script);
     common::outcome(
         Command::new(python)
             .arg(script)
@@ -127,7 +137,19 @@ fn what_it_cannot_read_is_refused_by_name() {
 }
 
 #[test]
-fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loader() {
+fn its_frame_cache_is_shared_by_the_workers_and_leaves_the_batches_lerobots() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
+    let (ok, out, err) = run_script("cache.py", &python, &package, &[generated.to_str().unwrap()]);
+    assert!(ok, "cache.py:\n{out}\n{err}");
+    print!("{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 5, "{out}");
+}
+
+#[test]
+fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loader_cached_or_not() {
     let Some(python) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
@@ -138,7 +160,8 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
         args.push(arg.into());
     }
     // Over three epochs and into a fourth: feedbench's reader takes them back to back (its
-    // DataLoader never drains), with the batches lerobot-train takes epoch by epoch.
+    // DataLoader never drains), with the batches lerobot-train takes epoch by epoch; the
+    // epochs after the first copy their frames from the frame cache.
     const STEPS: usize = 40;
     let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
     for out in [&theirs, &ours] {
@@ -147,7 +170,8 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
     let (lerobot_built, lerobot_log) =
         crate::lerobot_train::recorded_run(&python, &args, STEPS, &theirs, Some(&package));
     std::fs::remove_dir_all(dir.path().join("run")).ok();
-    let with_reader = [&["--feedbench-reader".to_string()][..], &args].concat();
+    let with_reader =
+        [&["--feedbench-reader".to_string(), "--feedbench.cache=64MB".into()][..], &args].concat();
     let (built, log) =
         crate::lerobot_train::recorded_run(&python, &with_reader, STEPS, &ours, Some(&package));
 
@@ -159,6 +183,13 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
     let mut dataloader = lerobot_built["dataloader"].clone();
     dataloader["dataset"] = "FeedbenchDataset".into();
     assert_eq!(built["dataloader"], dataloader, "LeRobot's DataLoader, as it builds it");
+    let cache = log
+        .lines()
+        .find_map(|l| l.strip_prefix("feedbench-lerobot-train: frame cache: "))
+        .unwrap_or_else(|| panic!("no line on the frame cache:\n{log}"));
+    let copied =
+        cache.split(", ").nth(1).and_then(|c| c.strip_suffix(" copied instead of decoded"));
+    assert!(copied.and_then(|c| c.parse::<u64>().ok()).is_some_and(|c| c > 0), "{cache}");
     let steps = log.lines().filter(|l| l.contains("step:") && l.contains("loss:")).count();
     assert_eq!(steps, STEPS, "lerobot-train logs each of its steps:\n{log}");
     // The sampler's samples of an epoch: the train split's episodes less the frames dropped.

@@ -21,10 +21,21 @@ class Reader:
         delta_timestamps: Optional[dict[str, list[float]]],
         tolerance_s: float,
         uint8: bool,
+        cache_bytes: Optional[int] = None,
+        cache_path: Optional[str] = None,
     ) -> None:
         """Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
-        seconds), `tolerance_s`, `uint8` (camera frames as uint8). Features the reader does not
-        read are refused by name (ReaderError)."""
+        seconds), `tolerance_s`, `uint8` (camera frames as uint8). `cache_bytes` makes a
+        decoded-frame cache of that many bytes in shared memory (ValueError where it holds no
+        frame or does not fit); `cache_path` opens the one another process's reader made.
+        Features the reader does not read are refused by name (ReaderError)."""
+
+    def cache_path(self) -> Optional[str]:
+        """The decoded-frame cache's file, for another process's reader; None without one."""
+
+    def cache_stats(self) -> Optional[dict[str, Union[int, bool]]]:
+        """What the decoded-frame cache holds and has done, over every process using it:
+        `slots`, `slot_bytes`, `frames`, `bytes`, `copied`, `not_kept`, `full`; None without one."""
 
     def info_json(self) -> str:
         """meta/info.json as the reader read it, in JSON."""
@@ -49,3 +60,6 @@ class Reader:
         are decoded into the arrays `allocate(key, shape, dtype)` returns (C-contiguous, of that
         shape and dtype, "uint8" or "float32"), which the result leaves out; every other key is
         in it, as a NumPy array `[B, …]` or a list of strings."""
+
+def size_bytes(text: str) -> int:
+    """`text` (`2GB`, `512MiB`, `1.5GB`, `123456`) as bytes; ValueError naming it where it is none."""

@@ -24,6 +24,11 @@ as they are, tensors like any other). With `collated_batches=True` (feedbench-le
 `__getitems__` hands the DataLoader the batch itself, which the default collate passes through
 unchanged. Either way the batch is the one `default_collate` makes of the items. PyTorch collates
 datasets with string features itself, and `image_transforms` apply per item.
+
+With `cache_bytes`, decoded camera frames are kept in one file of shared memory (/dev/shm) that
+the process making the dataset creates and removes, and every DataLoader worker maps: the epochs
+after the first copy the frames that fit instead of decoding them. Frames are never evicted; the
+cache is for datasets that fit in it (`cache_stats` says what it holds).
 """
 
 import atexit
@@ -37,6 +42,7 @@ import operator
 import os
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import torch
@@ -213,6 +219,33 @@ def _episode_list(episodes):
     return [int(episode) for episode in listed]
 
 
+def _cache_bytes(cache_bytes):
+    """`cache_bytes` (None, a whole number of bytes, or a size such as "2GB") as bytes, None
+    for no cache; refused, named, where it is none of these."""
+    if cache_bytes is None:
+        return None
+    if isinstance(cache_bytes, str):
+        try:
+            return _native.size_bytes(cache_bytes)
+        except ValueError as error:
+            raise ValueError(f"cache_bytes={cache_bytes!r}: {error}") from None
+    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, numbers.Integral):
+        raise TypeError(f"cache_bytes={cache_bytes!r}: expected bytes (a whole number), a size "
+                        "such as \"2GB\", or None")
+    if cache_bytes < 0:
+        raise ValueError(f"cache_bytes={cache_bytes}: expected a number of bytes ≥ 0")
+    return int(cache_bytes) or None
+
+
+def _remove_cache(path, maker):
+    """Removes the frame cache at `path`, in the process that made it (`maker`) only."""
+    if os.getpid() == maker:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
 def position(index, count):
     """`index` of a dataset of `count` items as a position from 0 (a negative one from the
     end), as a list takes it: an integer (not a float, which a list refuses too) within range,
@@ -234,7 +267,9 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     by native threads. Arguments as `LeRobotDataset`'s; `video_backend` is accepted and ignored
     (said once); `reader_threads` sets the reader's threads per process (default: see
     `default_reader_threads`); `collated_batches` hands the DataLoader whole batches (see the
-    module's documentation)."""
+    module's documentation); `cache_bytes` (bytes, or a size such as "2GB") keeps decoded
+    camera frames in shared memory for every DataLoader worker, so that epochs after the first
+    copy the frames that fit instead of decoding them (see `cache_stats`)."""
 
     def __init__(
         self,
@@ -253,6 +288,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         *,
         reader_threads=None,
         collated_batches=False,
+        cache_bytes=None,
     ):
         super().__init__()
         if image_transforms is not None and not callable(image_transforms):
@@ -272,6 +308,8 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.video_backend = video_backend
         self.reader_threads = reader_threads
         self.collated_batches = bool(collated_batches)
+        self.cache_bytes = _cache_bytes(cache_bytes)
+        self._cache_path = None
         self._return_uint8 = bool(return_uint8)
         info = self.root / "meta" / "info.json"
         if not info.is_file():
@@ -281,6 +319,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         # The reader refuses what it cannot read naming the file and key (a corrupt info.json
         # among them); the features, fps and episodes are of the info.json it read.
         self._reader = self._open()
+        self._cache_path = self._reader.cache_path()
+        if self._cache_path is not None:
+            # The reader that made the cache removes it when it goes; this, at the latest at exit.
+            weakref.finalize(self, _remove_cache, self._cache_path, os.getpid())
         self._info = json.loads(self._reader.info_json())
         self.meta = _lerobot_meta(repo_id, self.root, revision)
         self._order = None
@@ -291,8 +333,11 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         deltas = None
         if self.delta_timestamps is not None:
             deltas = {key: [float(d) for d in values] for key, values in self.delta_timestamps.items()}
+        # A spawned worker opens the cache its dataset's maker made; the maker makes it.
+        cache = ({"cache_path": self._cache_path} if self._cache_path is not None
+                 else {"cache_bytes": self.cache_bytes})
         return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
-                              self._return_uint8)
+                              self._return_uint8, **cache)
 
     # What a spawned worker receives: the arguments, not the open reader (it opens its own), and
     # not LeRobot's metadata, which the reader does not need and whose unpickling would import
@@ -314,6 +359,14 @@ class FeedbenchDataset(torch.utils.data.Dataset):
             if torch.utils.data.get_worker_info() is not None:
                 _join_feeder_at_exit()
         return self._reader
+
+    @property
+    def cache_stats(self):
+        """What the decoded-frame cache (`cache_bytes`) holds and has done, summed over this
+        process and the DataLoader's workers: `frames` and `bytes` held, `copied` (frames not
+        decoded again), `not_kept` (decoded, no room), `full` (shared memory refused more),
+        `slots`, `slot_bytes`; None without a cache."""
+        return self._native().cache_stats()
 
     @property
     def fps(self):

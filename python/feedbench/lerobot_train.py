@@ -8,7 +8,10 @@ processors, optimizer, sampler, DataLoader, accelerate and logging. One name cha
 dataset LeRobot's factory builds (`make_dataset`, `make_train_eval_datasets`) is a
 `feedbench.lerobot.FeedbenchDataset` made with the same arguments, whose items equal
 LeRobotDataset's, and which hands the DataLoader whole batches it collated itself (the batch
-PyTorch's collate would make of the items, without the copy). Refused, with one line and exit status 2, rather than training on something
+PyTorch's collate would make of the items, without the copy). One argument is feedbench's:
+`--feedbench.cache=SIZE` (`2GB`, `512MiB`) keeps the decoded camera frames in shared memory
+for every DataLoader worker (FeedbenchDataset's `cache_bytes`), so that epochs after the first
+copy the frames that fit instead of decoding them; what it held is said at the end. Refused, with one line and exit status 2, rather than training on something
 else: no LeRobot in this environment, a LeRobot outside the versions this was checked against,
 a streaming dataset (`--dataset.streaming=true`: LeRobot's streaming reader would run), and a
 dataset the reader does not read (named by the reader). A DataLoader worker killed mid-run
@@ -95,18 +98,80 @@ def chain_epochs(loader):
     return True
 
 
-def use_feedbench_reader():
-    """Makes LeRobot's dataset factory build FeedbenchDataset where it builds LeRobotDataset,
-    and lerobot-train's loop take its DataLoader's epochs back to back ([`chain_epochs`]: the
-    same batches in the same order, without the stall at each epoch's start)."""
-    import functools
+CACHE_FLAG = "--feedbench.cache"
 
+
+def cache_flag(args):
+    """`--feedbench.cache=SIZE` (or `--feedbench.cache SIZE`) taken out of `args` (LeRobot's
+    parser would refuse it): the size as given, None where absent; refused where it has no
+    value."""
+    size = None
+    for i, arg in enumerate(args):
+        if arg.startswith(CACHE_FLAG + "="):
+            size, at, taken = arg.split("=", 1)[1], i, 1
+        elif arg == CACHE_FLAG:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                raise Refusal(f"{CACHE_FLAG}: expected a size such as {CACHE_FLAG}=2GB")
+            size, at, taken = args[i + 1], i, 2
+        else:
+            continue
+        del args[at:at + taken]
+        from feedbench import _native
+
+        try:
+            _native.size_bytes(size)
+        except ValueError as error:
+            raise Refusal(f"{CACHE_FLAG}={size}: {error}") from None
+        return size
+    return None
+
+
+# The datasets this run made (the cache's figures are said at the end).
+MADE = []
+
+
+def cache_summary():
+    """One line on what each dataset's frame cache held and saved, or None without one."""
+    lines = []
+    for dataset in MADE:
+        stats = dataset.cache_stats
+        if stats is None or not stats["frames"]:
+            continue
+        line = (f"frame cache: {stats['frames']} frames held ({stats['bytes'] / 1e6:.1f} MB of "
+                f"{stats['slots'] * stats['slot_bytes'] / 1e6:.1f} MB), {stats['copied']} copied "
+                "instead of decoded")
+        if stats["full"]:
+            line += "; shared memory ran out (give the container more: docker run --shm-size)"
+        elif stats["not_kept"]:
+            line += (f"; {stats['not_kept']} decoded frames did not fit (a larger "
+                     f"{CACHE_FLAG} holds them)")
+        lines.append(line)
+    return "\n".join(lines) or None
+
+
+def use_feedbench_reader(cache=None):
+    """Makes LeRobot's dataset factory build FeedbenchDataset where it builds LeRobotDataset
+    (with a frame cache of `cache`, a size, where given), and lerobot-train's loop take its
+    DataLoader's epochs back to back ([`chain_epochs`]: the same batches in the same order,
+    without the stall at each epoch's start)."""
     import lerobot.datasets.factory as factory
     import lerobot.scripts.lerobot_train as train
 
     from feedbench.lerobot import FeedbenchDataset
 
-    factory.LeRobotDataset = functools.partial(FeedbenchDataset, collated_batches=True)
+    def feedbench_dataset(*args, **kwargs):
+        if cache is not None:
+            kwargs["cache_bytes"] = cache
+        try:
+            dataset = FeedbenchDataset(*args, collated_batches=True, **kwargs)
+        except ValueError as error:
+            if cache is None:
+                raise
+            raise Refusal(f"{CACHE_FLAG}={cache}: {error}") from None
+        MADE.append(dataset)
+        return dataset
+
+    factory.LeRobotDataset = feedbench_dataset
     if hasattr(factory, "StreamingLeRobotDataset"):
         factory.StreamingLeRobotDataset = streaming_refused
     if not getattr(train.cycle, "chains_epochs", False):
@@ -144,11 +209,15 @@ def main():
 
     try:
         lerobot_version()
+        cache = cache_flag(sys.argv)
         dataset_on_disk(sys.argv[1:])
-        use_feedbench_reader()
+        use_feedbench_reader(cache)
         from lerobot.scripts.lerobot_train import main as lerobot_train
 
         lerobot_train()
+        summary = cache_summary()
+        if summary:
+            print(f"feedbench-lerobot-train: {summary}", file=sys.stderr)
     except (Refusal, ReaderError) as refusal:
         print(f"feedbench-lerobot-train: {refusal}", file=sys.stderr)
         sys.exit(2)

@@ -116,7 +116,7 @@ impl Reader {
         for key in samples[0].pixel_keys() {
             let mut dims = None;
             for sample in samples {
-                let shape = sample.pixel_shape(key, &*decoder)?.ok_or_else(|| {
+                let shape = sample.pixel_shape(key, &**decoder)?.ok_or_else(|| {
                     DatasetError::invalid(
                         self.dataset.root(),
                         format!("item {} has no `{key}`", sample.index),
@@ -156,7 +156,7 @@ impl Reader {
                 // Safety: the column's array holds samples.len() × item_len values (checked
                 // against the shape it was allocated with), and item `item` is decoded once.
                 let part = unsafe { column.out.part(item, column.item_len) };
-                samples[item].decode_pixels_into(&column.key, &mut *decoder, part)?;
+                samples[item].decode_pixels_into(&column.key, &mut **decoder, part)?;
             }
             Ok(())
         };

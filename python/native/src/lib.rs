@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use feedbench::dataset::video::{DecodeOptions, FrameBuffer, VideoDecoder};
+use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder};
 use feedbench::dataset::{
     Dataset, DatasetError, DatasetOptions, PixelShape, Sample, Values, Window, WindowSpec,
 };
+use feedbench::loader::cache::{CachedDecoder, SharedFrames};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{Element, IntoPyArray};
 use pyo3::exceptions::{PyException, PyIndexError};
@@ -22,6 +23,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 mod batch;
+mod cache;
 
 // Named by the package path it is imported from, so that pickle finds it: a DataLoader worker
 // sends its error to the main process pickled, and an error that does not pickle never arrives
@@ -56,12 +58,16 @@ pub(crate) struct Workers {
     pid: u32,
     pub(crate) threads: usize,
     pub(crate) pool: Option<rayon::ThreadPool>,
-    /// One decoder per pool thread, then the caller's.
-    pub(crate) decoders: Vec<Mutex<VideoDecoder>>,
+    /// One decoder per pool thread, then the caller's; behind the frame cache where there is one.
+    pub(crate) decoders: Vec<Mutex<Box<dyn FrameDecoder>>>,
 }
 
 impl Workers {
-    fn new(threads: usize, options: &DecodeOptions) -> PyResult<Self> {
+    fn new(
+        threads: usize,
+        options: &DecodeOptions,
+        frames: Option<&Arc<SharedFrames>>,
+    ) -> PyResult<Self> {
         let pool = if threads > 1 {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -74,13 +80,19 @@ impl Workers {
         } else {
             None
         };
-        let decoders =
-            (0..=threads).map(|_| Mutex::new(VideoDecoder::new(options.clone()))).collect();
+        let decoder = || -> Box<dyn FrameDecoder> {
+            let decoder = Box::new(VideoDecoder::new(options.clone()));
+            match frames {
+                Some(frames) => Box::new(CachedDecoder::new(decoder, frames.clone())),
+                None => decoder,
+            }
+        };
+        let decoders = (0..=threads).map(|_| Mutex::new(decoder())).collect();
         Ok(Self { pid: std::process::id(), threads, pool, decoders })
     }
 
     /// The decoder of the thread this runs on: a pool thread's own, else the caller's.
-    pub(crate) fn decoder(&self) -> &Mutex<VideoDecoder> {
+    pub(crate) fn decoder(&self) -> &Mutex<Box<dyn FrameDecoder>> {
         let slot = rayon::current_thread_index().unwrap_or(self.threads);
         &self.decoders[slot.min(self.threads)]
     }
@@ -98,16 +110,21 @@ pub(crate) struct Reader {
     /// float32 either way, as LeRobot returns them.
     uint8: bool,
     decode: DecodeOptions,
+    /// The decoded-frame cache, shared with the DataLoader's workers; None without one.
+    frames: Option<Arc<SharedFrames>>,
     workers: Mutex<Option<Arc<Workers>>>,
 }
 
 #[pymethods]
 impl Reader {
     /// Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
-    /// seconds), `tolerance_s`, `uint8` (camera frames as uint8). Features the reader does not
-    /// read are refused by name.
+    /// seconds), `tolerance_s`, `uint8` (camera frames as uint8). `cache_bytes` makes a
+    /// decoded-frame cache of that many bytes in shared memory; `cache_path` opens the one
+    /// another process's reader made (its `cache_path()`). Features the reader does not read
+    /// are refused by name.
     #[new]
-    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8))]
+    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8, cache_bytes=None, cache_path=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         root: PathBuf,
@@ -115,6 +132,8 @@ impl Reader {
         delta_timestamps: Option<BTreeMap<String, Vec<f64>>>,
         tolerance_s: f64,
         uint8: bool,
+        cache_bytes: Option<u64>,
+        cache_path: Option<PathBuf>,
     ) -> PyResult<Self> {
         py.detach(|| {
             let options = DatasetOptions { episodes, tolerance_s };
@@ -139,8 +158,20 @@ impl Reader {
             let window = dataset.window(&spec).map_err(reader_error)?;
             let indices = dataset.sample_indices(0);
             let decode = DecodeOptions { tolerance_s, ..DecodeOptions::default() };
-            Ok(Self { dataset, window, indices, uint8, decode, workers: Mutex::new(None) })
+            let frames = cache::frame_store(&dataset, uint8, cache_bytes, cache_path)?;
+            Ok(Self { dataset, window, indices, uint8, decode, frames, workers: Mutex::new(None) })
         })
+    }
+
+    /// The decoded-frame cache's file, for another process's reader to open; None without one.
+    fn cache_path(&self) -> Option<PathBuf> {
+        self.frames.as_ref().map(|frames| frames.path().to_path_buf())
+    }
+
+    /// What the decoded-frame cache holds and has done, summed over every process using it
+    /// (`slots`, `slot_bytes`, `frames`, `bytes`, `copied`, `not_kept`, `full`); None without one.
+    fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.frames.as_deref().map(|frames| cache::stats(py, frames)).transpose()
     }
 
     /// meta/info.json as the reader read it, in JSON: what `FeedbenchDataset` says of the
@@ -242,7 +273,7 @@ impl Reader {
                 std::mem::forget(stale);
             }
         }
-        let workers = Arc::new(Workers::new(threads, &self.decode)?);
+        let workers = Arc::new(Workers::new(threads, &self.decode, self.frames.as_ref())?);
         *held = Some(workers.clone());
         Ok(workers)
     }
@@ -251,7 +282,7 @@ impl Reader {
     fn read(&self, workers: &Workers, positions: &[usize]) -> Result<Vec<Item>, DatasetError> {
         let one = |&position: &usize| {
             let mut decoder = workers.decoder().lock().unwrap_or_else(|e| e.into_inner());
-            self.item(self.indices[position], &mut decoder)
+            self.item(self.indices[position], &mut **decoder)
         };
         match &workers.pool {
             Some(pool) if positions.len() > 1 => {
@@ -264,7 +295,7 @@ impl Reader {
 
     /// The item of global `index`: every parquet column (windowed where asked), the window's
     /// `<key>_is_pad`, camera frames and images, and `task`.
-    fn item(&self, index: usize, decoder: &mut VideoDecoder) -> Result<Item, DatasetError> {
+    fn item(&self, index: usize, decoder: &mut dyn FrameDecoder) -> Result<Item, DatasetError> {
         let mut sample = Sample::default();
         self.dataset.sample_into(index, &self.window, &mut sample)?;
         let mut item = Item::with_capacity(sample.arrays.len() + sample.pad_masks.len() + 4);
@@ -338,10 +369,11 @@ pub(crate) fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAn
     }
 }
 
-/// The module: [`Reader`] and [`ReaderError`].
+/// The module: [`Reader`], [`ReaderError`] and `size_bytes`.
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Reader>()?;
+    module.add_function(wrap_pyfunction!(cache::size_bytes, module)?)?;
     module.add("ReaderError", module.py().get_type::<ReaderError>())?;
     Ok(())
 }

@@ -1,144 +1,61 @@
 //! The decoded-frame cache (the loader's `cache` knob): camera frames kept after conversion, at
 //! the loader's output size and format, so that the epochs after the first copy them instead of
-//! decoding them again. One cache for every worker (they are threads), bounded by a byte budget:
-//! whole frames are evicted by quick_cache's policy (S3-FIFO), and the frames held never weigh
-//! more than the budget. A frame is cached as it was written into the batch, so a cached frame
-//! equals the decoded one value for value.
+//! decoding them again. A frame is kept as it was written into the batch, so a cached frame
+//! equals the decoded one value for value. Where the frames are kept is a [`FrameStore`]: one
+//! process's memory for the native loader's worker threads ([`memory::FrameCache`]), or shared
+//! memory for the worker processes of a PyTorch DataLoader ([`shared::SharedFrames`]).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
-
-use quick_cache::sync::Cache;
-use quick_cache::{OptionsBuilder, Weighter};
 
 use crate::dataset::video::{FrameBuffer, FrameDecoder, VideoFile};
 use crate::dataset::Result;
 use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
 
-/// Bytes a cached frame is counted for beyond its values (its key and bookkeeping).
-const ENTRY_OVERHEAD_BYTES: u64 = 64;
-/// Frames each shard of the cache should hold at least: a frame heavier than its shard's share
-/// of the budget would never be kept.
-const FRAMES_PER_SHARD: u64 = 16;
-/// The most shards (quick_cache's locks) the cache is split into.
-const MOST_SHARDS: u64 = 64;
+pub mod memory;
+pub mod shared;
 
-/// A frame's place: its file (numbered by the cache) and the time asked for, to the bit.
+pub use memory::FrameCache;
+pub use shared::SharedFrames;
+
+/// A frame's place: its file (numbered by the store) and the time asked for, to the bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct FrameKey {
-    file: u32,
-    time_bits: u64,
+pub struct FrameKey {
+    /// The file's number, from [`FrameStore::file`].
+    pub file: u64,
+    /// The time asked for (`f64::to_bits`).
+    pub time_bits: u64,
 }
 
-/// A frame's values as the batch holds them.
-#[derive(Debug)]
-enum Frame {
-    U8(Box<[u8]>),
-    F32(Box<[f32]>),
+/// Where decoded frames are kept, for every worker that shares it.
+pub trait FrameStore: Send + Sync {
+    /// The number `path`'s frames are kept under.
+    fn file(&self, path: &Path) -> u64;
+
+    /// Copies the frame kept at `key` into `out`; false where none is, or it is not of `out`'s
+    /// format and length (`out` is then left as it was).
+    fn copy_out(&self, key: FrameKey, out: FrameBuffer<'_>) -> bool;
+
+    /// Keeps a copy of `frame` at `key`, where the store has room for it.
+    fn keep(&self, key: FrameKey, frame: &FrameBuffer<'_>);
 }
 
-impl Frame {
-    /// A copy of `values`.
-    fn of(values: &FrameBuffer<'_>) -> Self {
-        match values {
-            FrameBuffer::U8(v) => Frame::U8(v.to_vec().into_boxed_slice()),
-            FrameBuffer::F32(v) => Frame::F32(v.to_vec().into_boxed_slice()),
-        }
-    }
-
-    /// Bytes of its values.
-    fn bytes(&self) -> u64 {
-        match self {
-            Frame::U8(v) => v.len() as u64,
-            Frame::F32(v) => 4 * v.len() as u64,
-        }
-    }
-
-    /// Copies it into `out`, which must be of its format and length; false where it is not.
-    fn copy_into(&self, out: FrameBuffer<'_>) -> bool {
-        match (self, out) {
-            (Frame::U8(v), FrameBuffer::U8(out)) if out.len() == v.len() => out.copy_from_slice(v),
-            (Frame::F32(v), FrameBuffer::F32(out)) if out.len() == v.len() => {
-                out.copy_from_slice(v)
-            }
-            _ => return false,
-        }
-        true
+/// Copies `from` into `to`, of the same format and length.
+fn copy_values(from: &FrameBuffer<'_>, to: FrameBuffer<'_>) {
+    match (from, to) {
+        (FrameBuffer::U8(from), FrameBuffer::U8(to)) => to.copy_from_slice(from),
+        (FrameBuffer::F32(from), FrameBuffer::F32(to)) => to.copy_from_slice(from),
+        _ => unreachable!("a scratch buffer is of its output's format"),
     }
 }
 
-/// A cached frame's weight: its bytes and its entry's.
-#[derive(Debug, Clone, Copy)]
-struct FrameWeight;
-
-impl Weighter<FrameKey, Arc<Frame>> for FrameWeight {
-    fn weight(&self, _key: &FrameKey, frame: &Arc<Frame>) -> u64 {
-        frame.bytes() + ENTRY_OVERHEAD_BYTES
-    }
-}
-
-/// The frames kept, shared by every worker of a loader (and by its epochs).
-pub struct FrameCache {
-    budget_bytes: u64,
-    /// Made at the first frame, whose size sets the shards (each must hold several frames).
-    frames: OnceLock<Cache<FrameKey, Arc<Frame>, FrameWeight>>,
-    /// The files' numbers.
-    files: Mutex<HashMap<PathBuf, u32>>,
-}
-
-impl FrameCache {
-    /// An empty cache holding at most `budget_bytes` of frames.
-    pub fn new(budget_bytes: u64) -> Self {
-        Self { budget_bytes, frames: OnceLock::new(), files: Mutex::default() }
-    }
-
-    /// The budget, bytes.
-    pub fn budget_bytes(&self) -> u64 {
-        self.budget_bytes
-    }
-
-    /// Bytes of the frames held now (never above the budget).
-    pub fn held_bytes(&self) -> u64 {
-        self.frames.get().map_or(0, |c| c.weight())
-    }
-
-    /// Frames held now.
-    pub fn frames(&self) -> usize {
-        self.frames.get().map_or(0, |c| c.len())
-    }
-
-    fn file(&self, path: &Path) -> u32 {
-        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let next = files.len() as u32;
-        *files.entry(path.to_path_buf()).or_insert(next)
-    }
-
-    /// The cache, made for frames of `frame_bytes` on first use.
-    fn frames_for(&self, frame_bytes: u64) -> &Cache<FrameKey, Arc<Frame>, FrameWeight> {
-        self.frames.get_or_init(|| {
-            let weight = frame_bytes + ENTRY_OVERHEAD_BYTES;
-            let fit = (self.budget_bytes / weight.max(1) / FRAMES_PER_SHARD).clamp(1, MOST_SHARDS);
-            // quick_cache wants a power of two.
-            let shards = 1u64 << (63 - fit.leading_zeros());
-            let options = OptionsBuilder::new()
-                .estimated_items_capacity((self.budget_bytes / weight.max(1)).max(1) as usize)
-                .weight_capacity(self.budget_bytes)
-                .shards(shards as usize)
-                .build()
-                .expect("the cache's options are complete");
-            Cache::with_options(options, FrameWeight, Default::default(), Default::default())
-        })
-    }
-}
-
-/// A worker's video decoder in front of the shared [`FrameCache`]: frames found there are
-/// copied (stage `batch/video/cache`, a call per frame), the others decoded by the decoder it
-/// wraps and kept.
+/// A worker's video decoder in front of a shared [`FrameStore`]: frames found there are copied
+/// (stage `batch/video/cache`, a call per frame), the others decoded by the decoder it wraps and
+/// kept.
 pub struct CachedDecoder {
     inner: Box<dyn FrameDecoder>,
-    cache: Arc<FrameCache>,
+    store: Arc<dyn FrameStore>,
     /// Positions of the frames of a call that were not cached.
     missing: Vec<usize>,
     missing_times: Vec<f64>,
@@ -148,11 +65,11 @@ pub struct CachedDecoder {
 }
 
 impl CachedDecoder {
-    /// `inner`, with `cache` in front.
-    pub fn new(inner: Box<dyn FrameDecoder>, cache: Arc<FrameCache>) -> Self {
+    /// `inner`, with `store` in front.
+    pub fn new(inner: Box<dyn FrameDecoder>, store: Arc<dyn FrameStore>) -> Self {
         Self {
             inner,
-            cache,
+            store,
             missing: Vec::new(),
             missing_times: Vec::new(),
             scratch_u8: Vec::new(),
@@ -170,17 +87,12 @@ impl CachedDecoder {
         mut out: FrameBuffer<'_>,
         per_frame: usize,
     ) -> Result<()> {
-        let cache = self.cache.clone();
-        let keep = |frame: &FrameBuffer<'_>, key: FrameKey| {
-            let frame = Arc::new(Frame::of(frame));
-            cache.frames_for(frame.bytes()).insert(key, frame.clone());
-            frame
-        };
+        let store = self.store.clone();
         if self.missing.len() == times.len() {
             self.inner.decode_into(file, times, out.frame(0, out.len()))?;
             for (i, &key) in keys.iter().enumerate() {
                 let frame = out.frame(i, per_frame);
-                self.timing.time(stage::CACHE_FILL, || keep(&frame, key));
+                self.timing.time(stage::CACHE_FILL, || store.keep(key, &frame));
             }
             return Ok(());
         }
@@ -200,8 +112,8 @@ impl CachedDecoder {
         self.inner.decode_into(file, &self.missing_times, scratch.frame(0, values))?;
         for (n, &i) in self.missing.iter().enumerate() {
             let frame = scratch.frame(n, per_frame);
-            let kept = self.timing.time(stage::CACHE_FILL, || keep(&frame, keys[i]));
-            kept.copy_into(out.frame(i, per_frame));
+            self.timing.time(stage::CACHE_FILL, || store.keep(keys[i], &frame));
+            copy_values(&frame, out.frame(i, per_frame));
         }
         Ok(())
     }
@@ -222,16 +134,14 @@ impl FrameDecoder for CachedDecoder {
             return self.inner.decode_into(file, times, out);
         }
         let per_frame = out.len() / times.len();
-        let id = self.cache.file(file);
+        let id = self.store.file(file);
         let keys: Vec<FrameKey> =
             times.iter().map(|t| FrameKey { file: id, time_bits: t.to_bits() }).collect();
         let (wall, cpu) = (Instant::now(), thread_cpu_time());
         self.missing.clear();
         for (i, key) in keys.iter().enumerate() {
-            let hit = self.cache.frames.get().and_then(|c| c.get(key));
-            match hit {
-                Some(frame) if frame.copy_into(out.frame(i, per_frame)) => {}
-                _ => self.missing.push(i),
+            if !self.store.copy_out(*key, out.frame(i, per_frame)) {
+                self.missing.push(i);
             }
         }
         let hits = (times.len() - self.missing.len()) as u64;
@@ -254,6 +164,7 @@ impl FrameDecoder for CachedDecoder {
 
 #[cfg(test)]
 mod tests {
+    use super::memory::ENTRY_OVERHEAD_BYTES;
     use super::*;
 
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -351,10 +262,7 @@ mod tests {
         // What is still held is copied, not decoded, and equals a decoded frame.
         let held: Vec<f64> = (0..200)
             .map(|n| n as f64 / 100.0)
-            .filter(|t| {
-                let key = FrameKey { file: 0, time_bits: t.to_bits() };
-                cache.frames.get().unwrap().get(&key).is_some()
-            })
+            .filter(|t| cache.holds(FrameKey { file: 0, time_bits: t.to_bits() }))
             .collect();
         assert_eq!(held.len(), cache.frames());
         d.decode_into(file, &held[..1], FrameBuffer::U8(&mut out)).unwrap();
