@@ -1,8 +1,9 @@
 //! `feedbench tune` end to end on a generated video dataset with synthetic steps of very
 //! different lengths: a long step is fed by fewer workers than a short one (which the cores
 //! bound), budgets and flags it cannot take are refused before measuring, a killed tune resumes
-//! without measuring anything twice and `report` re-renders it, and with `--loader lerobot` it
-//! prints LeRobot's training flags.
+//! without measuring anything twice and `report` re-renders it, with `--loader lerobot` it
+//! prints LeRobot's training flags, and given a run's accelerate launch line it reads the ranks
+//! from it and prints the line back with its workers set.
 
 use crate::common;
 
@@ -288,4 +289,65 @@ fn a_budget_that_runs_out_gives_the_best_answer_so_far_and_says_so() {
         );
         assert!(!ok && err.contains("expected a wall time above 0"), "{bad}: {err}");
     }
+}
+
+#[test]
+fn a_launch_line_gives_the_ranks_and_is_printed_back_with_its_workers_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("accelerate.yaml");
+    let settings = "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\n\
+                    num_machines: 1\nnum_processes: 2\ngpu_ids: all\n";
+    std::fs::write(&config, settings).unwrap();
+    let launcher =
+        format!("accelerate launch --config_file {} $(which lerobot-train)", config.display());
+    // A count that contradicts the line's is refused before anything is built.
+    let line = format!("{launcher} --policy.type=act");
+    let (ok, _, err) = common::feedbench(&["tune", "--lerobot-train", &line, "--processes", "3"]);
+    let said = format!(
+        "--processes 3, but the launch line starts 2 ranks (num_processes: 2 in {}",
+        config.display()
+    );
+    assert!(!ok && err.contains(&said), "{err}");
+
+    let Some(python) = common::lerobot_python() else { return };
+    let line = format!("{launcher} {}", crate::lerobot_train::diffusion_run(dir.path()).join(" "));
+    let out = dir.path().join("tune");
+    let (ok, stdout, err) = common::feedbench(&[
+        "tune",
+        "--lerobot-train",
+        &line,
+        "--python",
+        python.to_str().unwrap(),
+        "--step-ms",
+        "100",
+        "--cpus",
+        "2",
+        "--loader-batches",
+        "4",
+        "--train-steps",
+        "6",
+        "--warmup",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    // Each of the 2 ranks the config launches has 1 of the 2 cores.
+    assert!(err.contains("up to 1 core") && err.contains("2 ranks sharing the box"), "{err}");
+    let flags = stdout.lines().find(|l| l.starts_with("Flags (lerobot-train): ")).expect(&stdout);
+    let command = flags.trim_start_matches("Flags (lerobot-train): ");
+    let own = format!("{launcher} --dataset.repo_id=local/pusht ");
+    assert!(command.starts_with(&own), "the user's line as written: {command}");
+    assert_eq!(command.matches("--num_workers=").count(), 1, "{command}");
+    assert!(!command.contains("--num_workers=2"), "the run's own 2 replaced: {command}");
+    assert!(stdout.contains("Ranks: 2 (num_processes: 2 in "), "{stdout}");
+    let tuned: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    let knobs = &tuned["answer"]["knobs"];
+    assert_eq!(
+        (knobs["processes"].as_u64(), knobs["launcher"].as_str()),
+        (Some(2), Some(&launcher[..]))
+    );
+    // Measured as one rank from the run's arguments alone.
+    assert!(!knobs["lerobot_train"].as_str().unwrap().contains("accelerate"), "{knobs}");
 }

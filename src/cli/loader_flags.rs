@@ -20,7 +20,7 @@ use feedbench::measure::phase::{ChosenLoader, LoaderChoice, LoaderDeclaration};
 use super::knob_flags::KnobFlags;
 
 /// The loader's knobs, shared by `load`, `train` and `compare`'s specs.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct LoaderFlags {
     /// The dataset root.
     #[arg(required_unless_present = "lerobot_train")]
@@ -31,7 +31,9 @@ pub struct LoaderFlags {
     /// The loader is then the DataLoader lerobot-train builds from them, by LeRobot's own code
     /// in --python's environment (uint8 frames, the policy's window and drop_n_last_frames,
     /// its seed, spawned persistent workers, prefetch 4); --workers, --batch and --prefetch
-    /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded.
+    /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded. `tune`
+    /// also takes the line that launches the run, "accelerate launch [OPTIONS] $(which
+    /// lerobot-train) ARGS": it reads the ranks from it and answers with it.
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true,
           conflicts_with_all = ["dataset", "episodes", "window", "video_backend"])]
     lerobot_train: Option<String>,
@@ -105,6 +107,25 @@ impl LoaderFlags {
             video_backend: self.video_backend,
             lerobot_train: self.lerobot_train.clone(),
         }
+    }
+
+    /// The same flags with `--lerobot-train` the run's arguments `args` alone (from its launch
+    /// line), measured with feedbench's reader where the line runs feedbench-lerobot-train
+    /// (`feedbench_reader`), which `--loader lerobot` or `lerobot-train` contradicts.
+    pub(super) fn launched(&self, args: String, feedbench_reader: bool) -> Result<Self> {
+        let loader = match self.loader {
+            LoaderBackend::Lerobot | LoaderBackend::LerobotTrain if feedbench_reader => {
+                anyhow::bail!(
+                    "--loader {} measures LeRobot's reader, but --lerobot-train's launch line \
+                     runs feedbench-lerobot-train: leave --loader out (the line's script says \
+                     the reader), or launch lerobot-train",
+                    self.loader
+                )
+            }
+            _ if feedbench_reader => LoaderBackend::FeedbenchLerobotTrain,
+            other => other,
+        };
+        Ok(Self { lerobot_train: Some(args), loader, ..self.clone() })
     }
 
     /// `--lerobot-train`'s arguments, where given.
@@ -272,6 +293,26 @@ mod tests {
         let cell = format!("name = \"c\"\nworkers = 0\nbatch = 4\n{keys}");
         let cell: GuardCell = toml::from_str(&cell).unwrap();
         [line.loader.declaration(), sweep.loader.declaration(backend), cell.declaration()]
+    }
+
+    #[test]
+    fn a_launch_line_of_feedbench_lerobot_train_measures_feedbenchs_reader() {
+        let flags = |loader: &[&str]| {
+            let run = ["load", "--lerobot-train", "accelerate launch lerobot-train --a=1"];
+            Line::try_parse_from([&run[..], loader].concat()).unwrap().loader
+        };
+        let args = "--a=1".to_string();
+        let launched = flags(&[]).launched(args.clone(), true).unwrap();
+        assert_eq!(launched.lerobot_train(), Some("--a=1"));
+        assert_eq!(launched.loader, LoaderBackend::FeedbenchLerobotTrain);
+        // lerobot-train's line measured with feedbench's reader where --loader asks for it.
+        let asked = ["--loader", "feedbench-lerobot-train"];
+        let reader = flags(&asked).launched(args.clone(), false).unwrap();
+        assert_eq!(reader.loader, LoaderBackend::FeedbenchLerobotTrain);
+        assert_eq!(flags(&[]).launched(args.clone(), false).unwrap().loader, LoaderBackend::Native);
+        let err =
+            flags(&["--loader", "lerobot-train"]).launched(args, true).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("--loader lerobot-train measures LeRobot's reader"));
     }
 
     #[test]

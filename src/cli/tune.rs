@@ -14,6 +14,7 @@ use feedbench::bench::sweep::config::{
 use feedbench::bench::sweep::knob_axes::KnobAxes;
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
+use feedbench::bench::tune::launch::{LaunchLine, Ranks};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
@@ -80,10 +81,10 @@ pub struct TuneArgs {
     budget: Option<Duration>,
     /// Ranks training at once on this box (`accelerate launch --num_processes N`), each with
     /// its own DataLoader and workers: the answer is the workers per rank that fit N ranks in
-    /// the cores and memory, each rank's share of them.
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u16).range(1..))]
-    processes: u16,
+    /// the cores and memory, each rank's share of them [default: --lerobot-train's launch
+    /// line's (its --num_processes, else its accelerate config's num_processes), else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    processes: Option<u16>,
     /// Print the answer as one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -117,12 +118,44 @@ fn percent(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The run as its user launches it: `--lerobot-train`'s launch line, where it gives one, and
+/// the loader flags with the run's arguments alone; the ranks sharing the box.
+struct Launched {
+    /// The loader flags (with a launch line, `--lerobot-train` its run's arguments alone).
+    loader: LoaderFlags,
+    /// The launch line.
+    line: Option<LaunchLine>,
+    /// The ranks.
+    ranks: Ranks,
+}
+
+/// `--lerobot-train`'s launch line read, where it gives one (a line that runs
+/// feedbench-lerobot-train measures feedbench's reader), and the ranks: the line's, checked
+/// against `--processes`.
+fn launched(args: &TuneArgs) -> Result<Launched> {
+    let line = match args.loader.lerobot_train() {
+        Some(text) => {
+            LaunchLine::parse(text).map_err(|e| anyhow::anyhow!("--lerobot-train: {e}"))?
+        }
+        None => None,
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let flag = args.processes.map(usize::from);
+    let ranks = Ranks::of(line.as_ref(), flag, &env).map_err(anyhow::Error::msg)?;
+    let loader = match &line {
+        Some(line) => args.loader.launched(line.args(), line.feedbench_reader())?,
+        None => args.loader.clone(),
+    };
+    Ok(Launched { loader, line, ranks })
+}
+
 /// Runs `feedbench tune`.
 pub fn run(args: &TuneArgs) -> Result<()> {
     let started = (Instant::now(), runs_built());
-    let (spec, choice) = args.loader.tuned()?;
+    let launched = launched(args)?;
+    let (spec, choice) = launched.loader.tuned()?;
     if !args.both_readers {
-        let (tuned, out) = tune(args, &spec, &choice, args.out.clone(), started, None)?;
+        let (tuned, out) = tune(args, &launched, &spec, &choice, args.out.clone(), started, None)?;
         return print(args, &tuned, &out);
     }
     let LoaderChoice::LerobotTrain(run) = &choice else {
@@ -137,7 +170,8 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         let name = choice.backend().name();
         let started = (Instant::now(), runs_built());
         let models_from = first_results.as_deref();
-        let (tuned, out) = tune(args, &spec, &choice, Some(out.join(name)), started, models_from)?;
+        let into = Some(out.join(name));
+        let (tuned, out) = tune(args, &launched, &spec, &choice, into, started, models_from)?;
         first_results.get_or_insert_with(|| out.join("results.jsonl"));
         if !args.json {
             outln!("{name}:")?;
@@ -175,11 +209,12 @@ fn default_out(root: &std::path::Path) -> PathBuf {
     PathBuf::from("results").join(format!("tune-{name}"))
 }
 
-/// One tune of `choice` over `spec` into `out` (default: [`default_out`]), begun at `started`
-/// (when, and the lerobot-train runs built by then), taking the model phases of `models_from`
-/// (another tune's results) where given: what it found, and where it wrote.
+/// One tune of `choice` over `spec` into `out` (default: [`default_out`]), as `launched`, begun
+/// at `started` (when, and the lerobot-train runs built by then), taking the model phases of
+/// `models_from` (another tune's results) where given: what it found, and where it wrote.
 fn tune(
     args: &TuneArgs,
+    launched: &Launched,
     spec: &LoaderSpec,
     choice: &LoaderChoice,
     out: Option<PathBuf>,
@@ -204,7 +239,7 @@ fn tune(
     // The loader kept whole: the sweep's `[loader]` declares the same one.
     let declared = match &choice {
         LoaderChoice::LerobotTrain(_) => LoaderDeclaration {
-            lerobot_train: args.loader.lerobot_train().map(str::to_string),
+            lerobot_train: launched.loader.lerobot_train().map(str::to_string),
             ..choice.declaration()
         },
         _ => choice.declaration(),
@@ -218,11 +253,15 @@ fn tune(
         None => default_memory().context("the memory available is unknown here: give --memory")?,
     };
     // N ranks share the box: each rank's loader gets its share of the cores and memory.
-    let processes = args.processes as usize;
+    let processes = launched.ranks.n;
     if processes > cpus {
+        let ranks = match &launched.ranks.from {
+            Some(from) => format!("{processes} ranks ({from})"),
+            None => format!("--processes {processes}: {processes} ranks"),
+        };
         anyhow::bail!(
-            "--processes {processes}: {processes} ranks on {cpus} core{} leave a rank less than \
-             one; give --cpus for the box's cores, or fewer ranks",
+            "{ranks} on {cpus} core{} leave a rank less than one; give --cpus for the box's \
+             cores, or fewer ranks",
             if cpus == 1 { "" } else { "s" }
         );
     }
@@ -281,7 +320,13 @@ fn tune(
         budgets: Budgets { cpus, memory_bytes: memory },
         settings,
         resume: if args.resume { Resume::Yes } else { Resume::No },
-        processes,
+        ranks: launched.ranks.clone(),
+        // The line's script is the run measured: feedbench-lerobot-train for feedbench's reader.
+        launcher: launched.line.as_ref().map(|line| {
+            line.launcher(
+                matches!(&choice, LoaderChoice::LerobotTrain(run) if run.feedbench_reader),
+            )
+        }),
         budget: args.budget,
         started: started.0,
         runs_built_before: started.1,

@@ -67,6 +67,15 @@ pub struct AnswerKnobs {
     /// per rank, within each rank's share of the budgets.
     #[serde(default = "one_process")]
     pub processes: usize,
+    /// Where the count of ranks was read (or why it was assumed), where `--lerobot-train`
+    /// gave a launch line: said beside the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_from: Option<String>,
+    /// The user's launch line up to the run's arguments, as written (`accelerate launch
+    /// --config_file c.yaml $(which lerobot-train)`), where `--lerobot-train` gave one: the
+    /// answer is that line with its workers set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
 }
 
 /// One training process, as tune assumes unless told otherwise.
@@ -272,7 +281,14 @@ pub(crate) mod tests {
 
     pub(crate) fn knobs(loader: LoaderBackend) -> AnswerKnobs {
         let config = LoaderConfig { batch_size: 16, ..LoaderConfig::default() };
-        AnswerKnobs { loader, config, lerobot_train: None, processes: 1 }
+        AnswerKnobs {
+            loader,
+            config,
+            lerobot_train: None,
+            processes: 1,
+            processes_from: None,
+            launcher: None,
+        }
     }
 
     /// Cells of 1 and 2 workers at 100 samples/s each feeding a step that needs `need`/s.

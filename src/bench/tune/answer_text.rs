@@ -174,6 +174,9 @@ impl fmt::Display for Answer {
             LoaderBackend::Lerobot | LoaderBackend::LerobotTrain => "lerobot-train",
         };
         writeln!(f, "Flags ({whose}): {}", self.flags())?;
+        if let Some(from) = &self.knobs.processes_from {
+            writeln!(f, "Ranks: {} ({from}).", self.knobs.processes)?;
+        }
         writeln!(f)?;
         writeln!(f, "A faster step (same loader, {:.0} % target):", self.target_pct)?;
         writeln!(

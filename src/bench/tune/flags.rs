@@ -3,6 +3,7 @@
 //! a measurement says so.
 
 use super::answer::{Answer, LEROBOT_PREFETCH_FACTOR};
+use super::launch::shell_word;
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::{FlagForm, LoaderBackend, LoaderKnob};
 
@@ -43,10 +44,12 @@ impl Answer {
                         LoaderBackend::FeedbenchLerobotTrain => "feedbench-lerobot-train",
                         _ => "lerobot-train",
                     };
-                    // N ranks: the run launched as LeRobot's docs launch it on several GPUs.
-                    let launch = match k.processes {
-                        1 => command.to_string(),
-                        n => format!(
+                    // The user's own launch line, else, for N ranks, the run launched as
+                    // LeRobot's docs launch it on several GPUs.
+                    let launch = match (&k.launcher, k.processes) {
+                        (Some(line), _) => line.clone(),
+                        (None, 1) => command.to_string(),
+                        (None, n) => format!(
                             "accelerate launch --multi_gpu --num_processes={n} $(which {command})"
                         ),
                     };
@@ -60,9 +63,9 @@ impl Answer {
     }
 }
 
-/// The user's own `lerobot-train ARGS` (or `command`'s, `feedbench-lerobot-train`), their
-/// arguments unchanged but `flags`, each given where it was (`--name=value` or `--name value`)
-/// or added at the end.
+/// The user's own `lerobot-train ARGS` (or `command`'s: `feedbench-lerobot-train`, their
+/// launch line), their arguments unchanged but `flags`, each given where it was (`--name=value`
+/// or `--name value`) or added at the end.
 fn own_command(command: &str, args: &str, flags: &[(&str, String)]) -> String {
     let mut args = shlex::split(args).unwrap_or_default();
     for (name, value) in flags {
@@ -75,22 +78,15 @@ fn own_command(command: &str, args: &str, flags: &[(&str, String)]) -> String {
         }
     }
     // Quoted where a shell would read it otherwise (a space, `[32,64]`'s brackets).
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c);
-    let quoted: Vec<String> = args
-        .iter()
-        .map(|a| match a.chars().all(safe) && !a.is_empty() {
-            true => a.clone(),
-            false => shlex::try_quote(a).map_or_else(|_| a.clone(), |q| q.into_owned()),
-        })
-        .collect();
+    let quoted: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
     format!("{command} {}", quoted.join(" "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::tune::answer::answer;
     use crate::bench::tune::answer::tests::{knobs, rows_with, state};
+    use crate::bench::tune::answer::{answer, AnswerKnobs};
     use crate::loader::lerobot::LoaderBackend;
 
     #[test]
@@ -118,6 +114,38 @@ mod tests {
         // feedbench's flags always carry the depth.
         let native = answer(&rows, &s, knobs(LoaderBackend::Native)).unwrap();
         assert_eq!(native.flags(), "--workers 1 --prefetch 2 --batch 16");
+    }
+
+    #[test]
+    fn a_launch_line_is_printed_back_as_written_with_its_flags_set() {
+        let (s, rows) = (state(200.0, 2), rows_with(80.0, |_| {}));
+        let from = "num_processes: 4 in c.yaml (the launch line's --config_file)";
+        let launched = AnswerKnobs {
+            lerobot_train: Some("--policy.type=act --num_workers 8".into()),
+            processes: 4,
+            processes_from: Some(from.into()),
+            launcher: Some("accelerate launch --config_file c.yaml $(which lerobot-train)".into()),
+            ..knobs(LoaderBackend::LerobotTrain)
+        };
+        let a = answer(&rows, &s, launched.clone()).unwrap();
+        assert_eq!(
+            a.flags(),
+            "accelerate launch --config_file c.yaml $(which lerobot-train) --policy.type=act \
+             --num_workers 1 --batch_size=16"
+        );
+        assert!(a.to_string().contains(&format!("\nRanks: 4 ({from}).\n")), "{a}");
+        // Without a line, the ranks launched as LeRobot's docs launch them, nothing said.
+        let plain = AnswerKnobs { launcher: None, processes_from: None, ..launched };
+        let a = answer(&rows, &s, plain).unwrap();
+        assert!(
+            a.flags().starts_with(
+                "accelerate launch --multi_gpu --num_processes=4 $(which lerobot-train) \
+                 --policy.type=act"
+            ),
+            "{}",
+            a.flags()
+        );
+        assert!(!a.to_string().contains("Ranks:"), "{a}");
     }
 
     #[test]

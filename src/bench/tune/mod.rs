@@ -6,10 +6,12 @@
 //! tune resumes without measuring anything twice); the search's steps and the answer go to
 //! `DIR/tune.json`.
 
+mod accelerate;
 pub mod answer;
 mod answer_text;
 pub mod budget;
 pub mod flags;
+pub mod launch;
 pub mod predict;
 pub mod search;
 
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use self::answer::{answer, Answer, AnswerKnobs};
+use self::launch::Ranks;
 use self::predict::Demand;
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
@@ -101,7 +104,10 @@ pub struct TuneRequest<'a> {
     pub resume: Resume,
     /// Ranks training at once on the box, each with its loader: the budgets are one rank's
     /// share, and the answer's command launches them.
-    pub processes: usize,
+    pub ranks: Ranks,
+    /// The user's launch line up to the run's arguments, where `--lerobot-train` gave one:
+    /// the answer's command is it with the flags set.
+    pub launcher: Option<String>,
     /// The wall time the whole tune may take: once the next configuration would not fit in
     /// what is left, the best answer measured so far is given, and said to be so.
     pub budget: Option<Duration>,
@@ -330,7 +336,9 @@ pub fn run_tune(
         loader: base.loader,
         config: base.loader_config(&request.config.loader.knobs.config()),
         lerobot_train: request.config.loader.lerobot_train.clone(),
-        processes: request.processes,
+        processes: request.ranks.n,
+        processes_from: request.ranks.from.clone(),
+        launcher: request.launcher.clone(),
     };
     let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
     let lerobot = !base.loader.is_native();

@@ -46,6 +46,13 @@ impl TrainArgs {
                         --policy.type=diffusion\""
                 .into());
         }
+        if !args[0].starts_with('-') {
+            return Err(format!(
+                "{:?}: expected lerobot-train's arguments (--name=value …), not the command that \
+                 launches them (`feedbench tune` alone reads a launch line)",
+                args[0]
+            ));
+        }
         // Each argument a flag, or the value of the flag before it (`--name value`).
         let mut takes_a_value = false;
         for arg in &args {
@@ -304,6 +311,9 @@ mod tests {
         let stray = TrainArgs::parse(python, "--policy.type=act act").unwrap_err();
         assert!(stray.contains("\"act\" is not a lerobot-train flag"), "{stray}");
         assert!(TrainArgs::parse(python, "--a='b").unwrap_err().contains("unbalanced"));
+        let line = TrainArgs::parse(python, "accelerate launch lerobot-train --a=1").unwrap_err();
+        assert!(line.contains("\"accelerate\": expected lerobot-train's arguments"), "{line}");
+        assert!(line.contains("`feedbench tune` alone reads a launch line"), "{line}");
         assert!(TrainArgs::parse(python, "  ").unwrap_err().contains("no arguments"));
     }
 

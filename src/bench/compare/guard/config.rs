@@ -363,7 +363,7 @@ mod tests {
             (&format!("{run}sampler = \"sequential\"\n"), "sampler is the lerobot-train run's"),
             (
                 "loader = \"feedbench-lerobot-train\"\nlerobot_train = \"act\"\n",
-                "\"act\" is not a lerobot-train flag",
+                "\"act\": expected lerobot-train's arguments",
             ),
             ("python = \"/venv/bin/python\"\n", "python is not a key of a loader = \"native\""),
             (
