@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::loader::Loader;
-use super::plans::{Plans, Span};
+use super::plans::{Plan, Plans, Span};
 use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 use crate::loader::batch::{Batch, BatchError, BatchLayout, ImageFormat};
@@ -73,31 +73,33 @@ impl BatchBuilder {
         }
     }
 
-    /// Builds the stream's batch `i`; the epoch's plan is made first if no thread made it yet.
-    /// A panic while building is caught, and is the batch's error: it ends the stream with its
-    /// message, in whichever thread and delivery order it happens.
-    pub(super) fn build_at(&mut self, span: &Span, i: usize) -> Built {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.build_at_unguarded(span, i)))
-            .unwrap_or_else(|payload| {
-                let message =
-                    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
-                        (Some(text), _) => text.to_string(),
-                        (_, Some(text)) => text.clone(),
-                        _ => "no message".into(),
-                    };
-                let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
-                (Err(LoaderError::Panicked { thread, message }), TimingTree::default())
-            })
+    /// Builds the stream's batch `i` from its epoch's `plan` where the batch was taken with it
+    /// ([`Plans::claim`]), else from the plan made first if no thread made it yet. A panic while
+    /// building is caught, and is the batch's error: it ends the stream with its message, in
+    /// whichever thread and delivery order it happens.
+    pub(super) fn build_at(&mut self, span: &Span, i: usize, plan: Option<Plan>) -> Built {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.build_at_unguarded(span, i, plan)
+        }))
+        .unwrap_or_else(|payload| {
+            let message = match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+                (Some(text), _) => text.to_string(),
+                (_, Some(text)) => text.clone(),
+                _ => "no message".into(),
+            };
+            let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+            (Err(LoaderError::Panicked { thread, message }), TimingTree::default())
+        })
     }
 
-    fn build_at_unguarded(&mut self, span: &Span, i: usize) -> Built {
+    fn build_at_unguarded(&mut self, span: &Span, i: usize, plan: Option<Plan>) -> Built {
         #[cfg(any(test, feature = "testdata"))]
         if self.plans.panic_at.load(Ordering::Relaxed) == i {
             panic!("a fault injected at batch {i}");
         }
         let (epoch, position) = span.locate(i);
         let mut timing = TimingTree::default();
-        let plan = self.plans.get(epoch, &mut timing);
+        let plan = plan.unwrap_or_else(|| self.plans.get(epoch, &mut timing));
         let (batch, built) = self.build(&plan[position]);
         timing.merge(&built);
         (batch, timing)

@@ -2,8 +2,7 @@
 //! shared by the threads that build them; and the span that numbers a stream's batches across
 //! epochs.
 
-#[cfg(any(test, feature = "testdata"))]
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::dataset::{Dataset, Window};
@@ -36,6 +35,16 @@ impl Plans {
     /// It is made under the lock, so that workers reaching a new epoch together make it once.
     pub(super) fn get(&self, epoch: u64, timing: &mut TimingTree) -> Plan {
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        self.get_locked(&mut recent, epoch, timing)
+    }
+
+    /// [`Plans::get`], `recent` locked.
+    fn get_locked(
+        &self,
+        recent: &mut Vec<(u64, Plan)>,
+        epoch: u64,
+        timing: &mut TimingTree,
+    ) -> Plan {
         if let Some((_, plan)) = recent.iter().find(|(e, _)| *e == epoch) {
             return plan.clone();
         }
@@ -46,6 +55,26 @@ impl Plans {
         }
         recent.push((epoch, plan.clone()));
         plan
+    }
+
+    /// Takes the stream's next batch from `next` and, in the same lock, its epoch's plan (made,
+    /// and timed in `timing`, unless already made): None past the stream's end. Workers that
+    /// take batches in turn take them so; a worker delayed between taking a batch and getting
+    /// its plan (a busy machine) would otherwise find the plan dropped once the others were two
+    /// epochs on, and make it again.
+    pub(super) fn claim(
+        &self,
+        next: &AtomicUsize,
+        span: &Span,
+        timing: &mut TimingTree,
+    ) -> Option<(usize, Plan)> {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if !span.contains(i) {
+            return None;
+        }
+        let plan = self.get_locked(&mut recent, span.locate(i).0, timing);
+        Some((i, plan))
     }
 
     /// The indices the sampler draws from: every frame of the selected episodes, or (episode

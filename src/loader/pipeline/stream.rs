@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 
 use super::builder::{BatchBuilder, Built};
 use super::loader::Loader;
-use super::plans::Span;
+use super::plans::{Plan, Span};
 use crate::loader::error::LoaderError;
 use crate::loader::pool::{BatchPool, LoadedBatch};
 use crate::timing::{stage, starting_threads, TimingTree};
@@ -59,7 +59,10 @@ impl Loader {
             let stop = Arc::new(AtomicBool::new(false));
             for worker in 0..workers {
                 let (sender, receiver) = sync_channel(queued);
-                let tasks = (worker..).step_by(workers).take_while(move |&i| span.contains(i));
+                let tasks = (worker..)
+                    .step_by(workers)
+                    .take_while(move |&i| span.contains(i))
+                    .map(|i| (i, None, TimingTree::default()));
                 handles.push(self.spawn(worker, span, tasks, sender, stop.clone()));
                 receivers.push(receiver);
             }
@@ -70,10 +73,13 @@ impl Loader {
             let next = Arc::new(AtomicUsize::new(0));
             let handles = (0..workers)
                 .map(|worker| {
-                    let next = next.clone();
-                    let tasks =
-                        std::iter::from_fn(move || Some(next.fetch_add(1, Ordering::Relaxed)))
-                            .take_while(move |&i| span.contains(i));
+                    let (next, plans) = (next.clone(), self.plans.clone());
+                    // Each batch taken with its epoch's plan.
+                    let tasks = std::iter::from_fn(move || {
+                        let mut timing = TimingTree::default();
+                        let (i, plan) = plans.claim(&next, &span, &mut timing)?;
+                        Some((i, Some(plan), timing))
+                    });
                     self.spawn(worker, span, tasks, sender.clone(), stop.clone())
                 })
                 .collect();
@@ -87,7 +93,7 @@ impl Loader {
         &self,
         worker: usize,
         span: Span,
-        tasks: impl Iterator<Item = usize> + Send + 'static,
+        tasks: impl Iterator<Item = Task> + Send + 'static,
         sender: SyncSender<Built>,
         stop: Arc<AtomicBool>,
     ) -> JoinHandle<()> {
@@ -99,11 +105,12 @@ impl Loader {
         std::thread::Builder::new()
             .name(name)
             .spawn(move || {
-                for task in tasks {
+                for (i, plan, taken) in tasks {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    let result = builder.build_at(&span, task);
+                    let mut result = builder.build_at(&span, i, plan);
+                    result.1.merge(&taken);
                     let failed = result.0.is_err();
                     // A closed channel means the stream was dropped: stop quietly.
                     if sender.send(result).is_err() || failed {
@@ -114,6 +121,10 @@ impl Loader {
             .expect("spawning a loader worker thread")
     }
 }
+
+/// A batch for a worker to build: its number in the stream, its epoch's plan where it was taken
+/// with it, and the time its plan took to make there.
+type Task = (usize, Option<Plan>, TimingTree);
 
 enum Source {
     InThread(Box<BatchBuilder>),
@@ -159,7 +170,7 @@ impl Iterator for Batches {
         }
         let position = self.delivered;
         let (built, timing) = match &mut self.source {
-            Source::InThread(builder) => builder.build_at(&self.span, position),
+            Source::InThread(builder) => builder.build_at(&self.span, position, None),
             Source::Workers { receivers, .. } => {
                 let worker = position % receivers.len();
                 // Workers send their errors, panics included, before they end.
