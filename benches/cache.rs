@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, Criterion, Throughput};
+use feedbench::dataset::video::cache::{CachedDecoder, FrameCache};
 use feedbench::dataset::video::{
     DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder, VideoFile,
 };
-use feedbench::loader::cache::{CachedDecoder, FrameCache};
 
 /// Pairs per iteration.
 const PAIRS: usize = 32;

@@ -32,13 +32,10 @@ cache is for datasets that fit in it (`cache_stats` says what it holds).
 """
 
 import atexit
-import collections.abc
 import functools
 import json
 import logging
 import math
-import numbers
-import operator
 import os
 import sys
 import threading
@@ -49,6 +46,7 @@ import torch
 from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_fn_map
 
 from feedbench import _native
+from feedbench._arguments import cache_bytes_of, episode_list, position, remove_cache
 
 ReaderError = _native.ReaderError
 
@@ -205,63 +203,6 @@ def _join_feeder_at_exit():
     atexit.register(join)
 
 
-def _episode_list(episodes):
-    """`episodes` as a list of episode indices (whole numbers ≥ 0), or None for all; refused,
-    named, where it is not one."""
-    if episodes is None:
-        return None
-    if isinstance(episodes, (str, bytes)) or not isinstance(episodes, collections.abc.Iterable):
-        raise TypeError(f"episodes={episodes!r}: expected a list of episode indices, or None")
-    listed = list(episodes)
-    for episode in listed:
-        if isinstance(episode, bool) or not isinstance(episode, numbers.Integral) or episode < 0:
-            raise ValueError(f"episodes: {episode!r} is not an episode index (a whole number ≥ 0)")
-    return [int(episode) for episode in listed]
-
-
-def _cache_bytes(cache_bytes):
-    """`cache_bytes` (None, a whole number of bytes, or a size such as "2GB") as bytes, None
-    for no cache; refused, named, where it is none of these."""
-    if cache_bytes is None:
-        return None
-    if isinstance(cache_bytes, str):
-        try:
-            return _native.size_bytes(cache_bytes)
-        except ValueError as error:
-            raise ValueError(f"cache_bytes={cache_bytes!r}: {error}") from None
-    if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, numbers.Integral):
-        raise TypeError(f"cache_bytes={cache_bytes!r}: expected bytes (a whole number), a size "
-                        "such as \"2GB\", or None")
-    if cache_bytes < 0:
-        raise ValueError(f"cache_bytes={cache_bytes}: expected a number of bytes ≥ 0")
-    return int(cache_bytes) or None
-
-
-def _remove_cache(path, maker):
-    """Removes the frame cache at `path`, in the process that made it (`maker`) only."""
-    if os.getpid() == maker:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
-def position(index, count):
-    """`index` of a dataset of `count` items as a position from 0 (a negative one from the
-    end), as a list takes it: an integer (not a float, which a list refuses too) within range,
-    else TypeError or IndexError naming it."""
-    try:
-        number = operator.index(index)
-    except TypeError:
-        raise TypeError(f"dataset index {index!r}: expected an integer (or a slice), not "
-                        f"{type(index).__name__}") from None
-    at = number + count if number < 0 else number
-    if not 0 <= at < count:
-        raise IndexError(f"dataset index {number} is out of range: the dataset has {count} items "
-                         f"(0 to {count - 1}, or -{count} to -1 from the end)")
-    return at
-
-
 class FeedbenchDataset(torch.utils.data.Dataset):
     """A LeRobot dataset read by feedbench's native reader: `LeRobotDataset`'s items, decoded
     by native threads. Arguments as `LeRobotDataset`'s; `video_backend` is accepted and ignored
@@ -300,7 +241,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
                         "with FFmpeg itself", video_backend)
         self.repo_id = repo_id
         self.root = Path(root) if root is not None else _lerobot_home() / repo_id
-        self.episodes = _episode_list(episodes)
+        self.episodes = episode_list(episodes)
         self.image_transforms = image_transforms
         self.delta_timestamps = delta_timestamps
         self.tolerance_s = tolerance_s
@@ -308,7 +249,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.video_backend = video_backend
         self.reader_threads = reader_threads
         self.collated_batches = bool(collated_batches)
-        self.cache_bytes = _cache_bytes(cache_bytes)
+        self.cache_bytes = cache_bytes_of(cache_bytes)
         self._cache_path = None
         self._return_uint8 = bool(return_uint8)
         info = self.root / "meta" / "info.json"
@@ -322,7 +263,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self._cache_path = self._reader.cache_path()
         if self._cache_path is not None:
             # The reader that made the cache removes it when it goes; this, at the latest at exit.
-            weakref.finalize(self, _remove_cache, self._cache_path, os.getpid())
+            weakref.finalize(self, remove_cache, self._cache_path, os.getpid())
         self._info = json.loads(self._reader.info_json())
         self.meta = _lerobot_meta(repo_id, self.root, revision)
         self._order = None

@@ -1,7 +1,7 @@
 //! Byte counts as people read them, in decimal units (`999 B`, `23.4 MB`, `2.0 GB`): the one
 //! formatter of sizes in messages and reports. It sits on the dataset's floor so that every
 //! module above (the loader, the measurements, the front ends) can use it. The sizes users
-//! write (`8GiB`) and their read-back form are the loader's `size::ByteSize`.
+//! write (`8GiB`) and their read-back form are [`super::size::ByteSize`].
 
 use std::fmt;
 

@@ -19,6 +19,7 @@ pub mod meta;
 pub mod rate;
 pub mod sample;
 pub mod setting;
+pub mod size;
 pub mod stage;
 pub mod stats;
 pub mod summary;

@@ -1,8 +1,7 @@
-//! The loader pipeline: samplers, workers and batches, the decoded-frame cache, and the builder
+//! The loader pipeline: samplers, workers and batches, the decoded-frame cache knob, and the builder
 //! of a loader from its knobs.
 
 pub mod batch;
-pub mod cache;
 pub mod config;
 pub mod error;
 pub mod knobs;
@@ -10,5 +9,4 @@ pub mod lerobot;
 pub mod pipeline;
 mod pool;
 pub mod sampler;
-pub mod size;
 pub mod spec;

@@ -7,6 +7,7 @@ use numpy::{Element, PyReadwriteArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use feedbench::dataset::video::cache::copy_held;
 use feedbench::dataset::video::FrameBuffer;
 use feedbench::dataset::{DatasetError, Sample, Values};
 
@@ -143,14 +144,29 @@ impl Reader {
         Ok(layout)
     }
 
-    /// Decodes every item's frames into its part of each column, on the pool.
+    /// Whether every frame of item `item` was copied from the frame cache into its part of each
+    /// column (on the calling thread: a batch the cache holds wakes no pool thread).
+    fn copied_held(&self, samples: &[Sample], columns: &[PixelColumn], item: usize) -> bool {
+        let Some(store) = &self.frames else { return false };
+        columns.iter().all(|column| {
+            let Some(frames) = samples[item].videos.get(&column.key) else { return false };
+            // Safety: as in `decode_batch`; the items are copied one after the other.
+            let part = unsafe { column.out.part(item, column.item_len) };
+            copy_held(&**store, &frames.path, &frames.timestamps, part)
+        })
+    }
+
+    /// Fills every item's part of each column: from the frame cache where it holds all of an
+    /// item's frames, else decoded, on the pool.
     fn decode_batch(
         &self,
         workers: &Workers,
         samples: &[Sample],
         columns: &[PixelColumn],
     ) -> Result<(), DatasetError> {
-        let one = |item: usize| {
+        let pending: Vec<usize> =
+            (0..samples.len()).filter(|&i| !self.copied_held(samples, columns, i)).collect();
+        let one = |&item: &usize| {
             let mut decoder = workers.decoder().lock().unwrap_or_else(|e| e.into_inner());
             for column in columns {
                 // Safety: the column's array holds samples.len() × item_len values (checked
@@ -161,11 +177,11 @@ impl Reader {
             Ok(())
         };
         match &workers.pool {
-            Some(pool) if samples.len() > 1 => {
+            Some(pool) if pending.len() > 1 => {
                 use rayon::prelude::*;
-                pool.install(|| (0..samples.len()).into_par_iter().try_for_each(one))
+                pool.install(|| pending.par_iter().try_for_each(one))
             }
-            _ => (0..samples.len()).try_for_each(one),
+            _ => pending.iter().try_for_each(one),
         }
     }
 }

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use feedbench::dataset::size::ByteSize;
+use feedbench::dataset::video::cache::SharedFrames;
 use feedbench::dataset::Dataset;
-use feedbench::loader::cache::SharedFrames;
-use feedbench::loader::size::ByteSize;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use feedbench::dataset::video::cache::{CachedDecoder, SharedFrames};
 use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder};
 use feedbench::dataset::{
     Dataset, DatasetError, DatasetOptions, PixelShape, Sample, Values, Window, WindowSpec,
 };
-use feedbench::loader::cache::{CachedDecoder, SharedFrames};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{Element, IntoPyArray};
 use pyo3::exceptions::{PyException, PyIndexError};

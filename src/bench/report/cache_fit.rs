@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{millis, plural, rate, Row};
 use crate::dataset::bytes::Bytes;
-use crate::loader::size::ByteSize;
+use crate::dataset::size::ByteSize;
 use crate::measure::phase::SampleStep;
 
 /// A cache that would hold every frame, and what the loader would then deliver.

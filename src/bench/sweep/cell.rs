@@ -8,9 +8,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use super::knob::{Knob, KnobSet};
+use crate::dataset::size::CacheSize;
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::{LoaderBackend, LoaderKnob, Stored};
-use crate::loader::size::CacheSize;
 use crate::model::{DeviceChoice, ModelSpec, Precision};
 
 /// One point of a sweep: the dataset and every knob. In `results.jsonl` each knob is written

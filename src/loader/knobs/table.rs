@@ -4,10 +4,10 @@
 
 use super::facts::{CellFacts, CellRole, FlagForm, Reach, Stored, TomlType, TuneRole};
 use super::knob::LoaderKnob;
+use crate::dataset::size::CacheSize;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
 use crate::loader::sampler::SamplerKind;
-use crate::loader::size::CacheSize;
 
 /// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
 const MAX_DECODER_THREADS: usize = 16;

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use super::loader::Loader;
 use super::plans::{Plan, Plans, Span};
+use crate::dataset::video::cache::CachedDecoder;
 use crate::dataset::video::{FrameDecoder, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 use crate::loader::batch::{Batch, BatchError, BatchLayout, ImageFormat};
-use crate::loader::cache::CachedDecoder;
 use crate::loader::error::LoaderError;
 use crate::loader::pool::BatchPool;
 use crate::timing::{available_memory_bytes, stage, TimingTree, TraceTrack};

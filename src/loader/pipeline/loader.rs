@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use super::plans::Plans;
 use crate::dataset::setting::Refusal;
+use crate::dataset::video::cache::FrameCache;
 use crate::dataset::{Dataset, Window};
-use crate::loader::cache::FrameCache;
 use crate::loader::config::LoaderConfig;
 use crate::loader::error::LoaderError;
 use crate::loader::knobs::{LoaderBackend, LoaderKnob};

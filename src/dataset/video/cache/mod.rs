@@ -1,5 +1,5 @@
-//! The decoded-frame cache (the loader's `cache` knob): camera frames kept after conversion, at
-//! the loader's output size and format, so that the epochs after the first copy them instead of
+//! The decoded-frame cache (the loader's `cache` knob, the Python reader's `cache_bytes`): camera
+//! frames kept after conversion, at the output size and format, so that the epochs after the first copy them instead of
 //! decoding them again. A frame is kept as it was written into the batch, so a cached frame
 //! equals the decoded one value for value. Where the frames are kept is a [`FrameStore`]: one
 //! process's memory for the native loader's worker threads ([`memory::FrameCache`]), or shared
@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::dataset::error::Result;
 use crate::dataset::video::{FrameBuffer, FrameDecoder, VideoFile};
-use crate::dataset::Result;
 use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
 
 pub mod memory;
@@ -39,6 +39,25 @@ pub trait FrameStore: Send + Sync {
 
     /// Keeps a copy of `frame` at `key`, where the store has room for it.
     fn keep(&self, key: FrameKey, frame: &FrameBuffer<'_>);
+}
+
+/// Copies the frames of `file` at every one of `times` from `store` into `out` (`times.len()`
+/// frames, as [`FrameDecoder::decode_into`] writes them), without a decoder: false where one of
+/// them is not held (`out` is then partly written, for a decoder to fill).
+pub fn copy_held(
+    store: &dyn FrameStore,
+    file: &Path,
+    times: &[f64],
+    mut out: FrameBuffer<'_>,
+) -> bool {
+    if times.is_empty() || !out.len().is_multiple_of(times.len()) {
+        return false;
+    }
+    let per_frame = out.len() / times.len();
+    let file = store.file(file);
+    times.iter().enumerate().all(|(i, time)| {
+        store.copy_out(FrameKey { file, time_bits: time.to_bits() }, out.frame(i, per_frame))
+    })
 }
 
 /// Copies `from` into `to`, of the same format and length.
@@ -268,6 +287,22 @@ mod tests {
         d.decode_into(file, &held[..1], FrameBuffer::U8(&mut out)).unwrap();
         assert_eq!(decoded(), 200, "a held frame is not decoded again");
         assert!(out.iter().all(|&v| v == (held[0] + 5.0) as u8));
+    }
+
+    #[test]
+    fn held_frames_are_copied_without_a_decoder_only_where_all_are_held() {
+        let (mut d, cache, decoded) = decoder(1 << 30);
+        let file = Path::new("a.mp4");
+        let mut first = vec![0u8; 2 * VALUES];
+        d.decode_into(file, &[0.5, 1.0], FrameBuffer::U8(&mut first)).unwrap();
+        let mut copied = vec![0u8; 2 * VALUES];
+        assert!(copy_held(&*cache, file, &[0.5, 1.0], FrameBuffer::U8(&mut copied)));
+        assert_eq!((decoded(), &copied), (2, &first));
+        // One of them not held, another file, or a buffer of no whole frames: not copied.
+        assert!(!copy_held(&*cache, file, &[0.5, 1.5], FrameBuffer::U8(&mut copied)));
+        assert!(!copy_held(&*cache, Path::new("b.mp4"), &[0.5], FrameBuffer::U8(&mut copied)));
+        assert!(!copy_held(&*cache, file, &[0.5, 1.0, 1.5], FrameBuffer::U8(&mut copied)));
+        assert_eq!(decoded(), 2);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Sizes in bytes as users write them (`8GiB`, `500MB`): tune's memory budget, the loader's
-//! frame cache (`--cache`, a sweep's `loader.cache`, a guard cell's `cache`).
+//! Sizes in bytes as users write them (`8GiB`, `500MB`): tune's memory budget, the frame cache's
+//! (`--cache`, a sweep's `loader.cache`, a guard cell's `cache`, the reader's `cache_bytes`). On
+//! the dataset's floor, beside [`super::bytes`] (sizes printed), for every module above.
 
 use std::fmt;
 use std::str::FromStr;

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::{FrameKey, FrameStore};
+use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::video::FrameBuffer;
-use crate::dataset::{DatasetError, Result};
 
 /// Entries a key may be kept in or looked for, from the one it hashes to.
 pub const PROBES: u64 = 32;
