@@ -14,8 +14,7 @@ repeats=${2:-1}
 epochs=${3:-3}
 export HF_HUB_OFFLINE=1
 
-cargo build --release --quiet -p feedbench --bin feedbench
-cargo build --release --quiet -p feedbench-python
+cargo build --release --quiet --workspace # as make build: the binary and the module
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/python/feedbench"

@@ -105,7 +105,6 @@ def cache_flag(args):
     """`--feedbench.cache=SIZE` (or `--feedbench.cache SIZE`) taken out of `args` (LeRobot's
     parser would refuse it): the size as given, None where absent; refused where it has no
     value."""
-    size = None
     for i, arg in enumerate(args):
         if arg.startswith(CACHE_FLAG + "="):
             size, at, taken = arg.split("=", 1)[1], i, 1

@@ -1,6 +1,6 @@
 //! The decoded-frame cache (the loader's `cache` knob, the Python reader's `cache_bytes`): camera
-//! frames kept after conversion, at the output size and format, so that the epochs after the first copy them instead of
-//! decoding them again. A frame is kept as it was written into the batch, so a cached frame
+//! frames kept after conversion, at the output size and format, so that the epochs after the
+//! first copy them instead of decoding them again. A frame is kept as it was written into the batch, so a cached frame
 //! equals the decoded one value for value. Where the frames are kept is a [`FrameStore`]: one
 //! process's memory for the native loader's worker threads ([`memory::FrameCache`]), or shared
 //! memory for the worker processes of a PyTorch DataLoader ([`shared::SharedFrames`]).
@@ -106,7 +106,7 @@ impl CachedDecoder {
         mut out: FrameBuffer<'_>,
         per_frame: usize,
     ) -> Result<()> {
-        let store = self.store.clone();
+        let store = &self.store;
         if self.missing.len() == times.len() {
             self.inner.decode_into(file, times, out.frame(0, out.len()))?;
             for (i, &key) in keys.iter().enumerate() {

@@ -208,26 +208,21 @@ impl SharedFrames {
             )
             .expect("an unused name");
         let file = file.map_err(|e| DatasetError::io(&path, e))?;
-        let made = Self::lay_out(file, &path, slots, slot_bytes, Some(pid));
+        let made = Self::lay_out(file, &path, slots, slot_bytes);
         if made.is_err() {
             let _ = std::fs::remove_file(&path);
         }
         made
     }
 
-    /// `file`, new and empty, made a store of `slots` slots and mapped.
-    fn lay_out(
-        file: File,
-        path: &Path,
-        slots: u64,
-        slot_bytes: u64,
-        owner: Option<u32>,
-    ) -> Result<Self> {
+    /// `file`, new and empty, made a store of `slots` slots and mapped; this process its owner.
+    fn lay_out(file: File, path: &Path, slots: u64, slot_bytes: u64) -> Result<Self> {
         let (data_offset, len) = layout(slots, slot_bytes).expect("within the budget");
         let io = |e| DatasetError::io(path, e);
         file.set_len(len).map_err(io)?;
         reserve(&file, 0, data_offset).map_err(io)?;
         let map = MmapOptions::new().map_raw(&file).map_err(io)?;
+        let owner = Some(std::process::id());
         let store =
             Self { map, file, path: path.to_path_buf(), slots, slot_bytes, data_offset, owner };
         // Safety: the header is reserved and only this process knows the file yet.
@@ -376,6 +371,14 @@ fn bytes_of<'a>(frame: &'a FrameBuffer<'_>) -> (u32, &'a [u8]) {
     }
 }
 
+/// The state a frame for `out` is published with, and `out`'s bytes to copy it into.
+fn bytes_of_mut(out: FrameBuffer<'_>) -> (u32, &mut [u8]) {
+    match out {
+        FrameBuffer::U8(v) => (READY_U8, v),
+        FrameBuffer::F32(v) => (READY_F32, bytemuck::cast_slice_mut(v)),
+    }
+}
+
 impl FrameStore for SharedFrames {
     /// The path's hash: the same in every process of one build (SipHash, fixed keys).
     fn file(&self, path: &Path) -> u64 {
@@ -384,11 +387,9 @@ impl FrameStore for SharedFrames {
         hasher.finish()
     }
 
-    fn copy_out(&self, key: FrameKey, mut out: FrameBuffer<'_>) -> bool {
-        let (want, len) = match &mut out {
-            FrameBuffer::U8(v) => (READY_U8, v.len()),
-            FrameBuffer::F32(v) => (READY_F32, 4 * v.len()),
-        };
+    fn copy_out(&self, key: FrameKey, out: FrameBuffer<'_>) -> bool {
+        let (want, to) = bytes_of_mut(out);
+        let len = to.len();
         for slot in self.probes(key) {
             let state = self.state(slot).load(Ordering::Acquire);
             if state == EMPTY {
@@ -404,10 +405,6 @@ impl FrameStore for SharedFrames {
             if state != want || bytes != len as u64 {
                 return false;
             }
-            let to: &mut [u8] = match out {
-                FrameBuffer::U8(v) => v,
-                FrameBuffer::F32(v) => bytemuck::cast_slice_mut(v),
-            };
             // Safety: a published slot's `bytes` never change.
             unsafe { std::ptr::copy_nonoverlapping(self.slot(slot), to.as_mut_ptr(), len) };
             self.counter(at::COPIED).fetch_add(1, Ordering::Relaxed);
