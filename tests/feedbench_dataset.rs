@@ -133,7 +133,7 @@ fn what_it_cannot_read_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
-    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 12);
+    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 15);
 }
 
 #[test]

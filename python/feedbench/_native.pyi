@@ -54,12 +54,13 @@ class Reader:
         self,
         positions: list[int],
         threads: int,
-        allocate: Callable[[str, list[int], str], numpy.ndarray],
+        allocate: Optional[Callable[[str, list[int], str], numpy.ndarray]] = None,
     ) -> dict[str, Union[numpy.ndarray, list[str]]]:
-        """The items at `positions` collated as `default_collate` collates them. Camera frames
-        are decoded into the arrays `allocate(key, shape, dtype)` returns (C-contiguous, of that
-        shape and dtype, "uint8" or "float32"), which the result leaves out; every other key is
-        in it, as a NumPy array `[B, …]` or a list of strings."""
+        """The items at `positions` collated as `default_collate` collates them: every key a
+        NumPy array `[B, …]` or a list of strings. Camera frames are decoded into the arrays
+        `allocate(key, shape, dtype)` returns (C-contiguous, of that shape and dtype, "uint8" or
+        "float32"), which the result leaves out; without `allocate`, into arrays the reader
+        keeps and hands out again once nothing else refers to them (no tensor, view or name)."""
 
 def size_bytes(text: str) -> int:
     """`text` (`2GB`, `512MiB`, `1.5GB`, `123456`) as bytes; ValueError naming it where it is none."""

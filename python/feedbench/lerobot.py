@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import os
-import sys
 import threading
 import weakref
 from pathlib import Path
@@ -142,42 +141,10 @@ def _rows(whole):
     return rows
 
 
-class _BatchBuffers:
-    """The frames' tensors of the batches the reader collates in the main process (0 workers),
-    reused once nothing else holds them: no other Python reference to the tensor, and no view,
-    NumPy array or other tensor on its memory (its storage's use count, a private torch call;
-    without it nothing is reused). A fresh batch costs the kernel's zeroing of every page on first
-    touch, about 1 CPU ms per G1-shaped sample; a reused one does not. A DataLoader worker's
-    batches go to the main process in shared memory and are never reused."""
-
-    KEPT = 3  # per shape: the batch being filled, the one the training loop holds, one spare
-
-    def __init__(self):
-        self.tensors = {}  # (shape, dtype) → the tensors kept
-        self.reused = 0
-
-    def take(self, shape, dtype):
-        use_count = getattr(torch._C, "_storage_Use_Count", None)
-        kept = self.tensors.setdefault((shape, dtype), [])
-        for tensor in kept:
-            # References: the list, this loop's name and getrefcount's argument; the storage's:
-            # the tensor and the storage object asked for here.
-            if (use_count is not None and sys.getrefcount(tensor) == 3
-                    and use_count(tensor.untyped_storage()._cdata) == 2):
-                self.reused += 1
-                return tensor
-        tensor = torch.empty(shape, dtype=dtype)
-        kept[:] = kept[-(self.KEPT - 1):] + [tensor]
-        return tensor
-
-
-def _batch_tensor(shape, dtype, buffers):
-    """An uninitialised tensor for a batch: from `buffers` in the main process, in fresh shared
-    memory inside a DataLoader worker (as PyTorch's collate allocates the batches a worker
-    sends)."""
+def _shared_tensor(shape, dtype):
+    """An uninitialised tensor for a batch in fresh shared memory, as PyTorch's collate allocates
+    the batches a DataLoader worker sends to the main process."""
     dtype = getattr(torch, dtype)
-    if torch.utils.data.get_worker_info() is None:
-        return buffers.take(torch.Size(shape), dtype)
     storage = torch.empty(0, dtype=dtype)._typed_storage()._new_shared(math.prod(shape), device="cpu")
     return torch.empty(0, dtype=dtype).new(storage).resize_(shape)
 
@@ -268,7 +235,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.meta = _lerobot_meta(repo_id, self.root, revision)
         self._order = None
         self._hf_dataset = None
-        self._buffers = _BatchBuffers()
+        self._threads_of = None  # (process id, the reader's default threads there)
+        # Whether the reader collates batches: not of string features (PyTorch's collate makes
+        # lists of them).
+        self._batches = not any(f["dtype"] == "string" for f in self.features.values())
 
     def _open(self):
         deltas = None
@@ -288,7 +258,6 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         state["_reader"] = None
         state["meta"] = None
         state["_hf_dataset"] = None
-        state["_buffers"] = _BatchBuffers()
         return state
 
     def __setstate__(self, state):
@@ -367,29 +336,37 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         """The items at `indices`, decoded together by the reader's threads into one batch
         tensor per camera whose rows are the items' frames (`_BatchRow`: PyTorch's default
         collate passes that tensor through); with `collated_batches`, the batch itself."""
-        if not self._batches():
+        if not self._batches:
             return self._items(indices)
-        reader, positions, threads = self._request(indices)
-        frames = {}
-        batch = self._batch(reader, positions, threads, frames)
-        if self._collates():
+        batch = self._batch(indices)
+        if self.collated_batches and self.image_transforms is None:
             return [_Collated(batch)]
-        columns = {key: _rows(value) if key in frames else value
+        cameras = set(self.camera_keys)
+        columns = {key: _rows(value) if key in cameras else value
                    for key, value in batch.items()}
-        items = [{key: rows[i] for key, rows in columns.items()} for i in range(len(positions))]
+        items = [{key: rows[i] for key, rows in columns.items()} for i in range(len(indices))]
         return self._transformed(items)
 
-    def _request(self, indices):
-        """This process's reader, `indices` as positions (negative ones from the end), and the
-        reader's threads."""
-        reader = self._native()
+    def _positions(self, reader, indices):
+        """`indices` as positions in `reader` (negative ones from the end); TypeError or
+        IndexError naming a bad one."""
         count = len(reader)
-        positions = [position(idx, count) for idx in indices]
-        return reader, positions, self.reader_threads or default_reader_threads()
+        return [position(idx, count) for idx in indices]
+
+    def _threads(self):
+        """The reader's threads in this process (the default worked out once per process)."""
+        if self.reader_threads:
+            return self.reader_threads
+        pid = os.getpid()
+        if self._threads_of is None or self._threads_of[0] != pid:
+            self._threads_of = (pid, default_reader_threads())
+        return self._threads_of[1]
 
     def _items(self, indices):
-        reader, positions, threads = self._request(indices)
-        return self._transformed([self._tensors(raw) for raw in reader.items(positions, threads)])
+        reader = self._native()
+        positions = self._positions(reader, indices)
+        items = reader.items(positions, self._threads())
+        return self._transformed([self._tensors(raw) for raw in items])
 
     def _transformed(self, items):
         """`items` with `image_transforms` applied to each camera's frames."""
@@ -401,24 +378,24 @@ class FeedbenchDataset(torch.utils.data.Dataset):
                         item[camera] = self.image_transforms(frames)
         return items
 
-    def _batches(self):
-        """Whether the reader collates batches: not of string features (PyTorch's collate
-        makes lists of them)."""
-        return not any(f["dtype"] == "string" for f in self.features.values())
+    def _batch(self, indices):
+        """The batch `default_collate` makes of the items at `indices`, collated natively: in
+        the main process into arrays the reader keeps and reuses once nothing refers to them
+        (no fresh pages to fault in), in a DataLoader worker into shared memory."""
+        frames, allocate = {}, None
+        if torch.utils.data.get_worker_info() is not None:
 
-    def _collates(self):
-        """Whether `__getitems__` hands over the collated batch itself."""
-        return self.collated_batches and self.image_transforms is None
+            def allocate(key, shape, dtype):
+                frames[key] = _shared_tensor(shape, dtype)
+                return frames[key].numpy()
 
-    def _batch(self, reader, positions, threads, frames):
-        """The batch `default_collate` makes of the items at `positions`, collated natively;
-        its frames' tensors also into `frames`."""
-
-        def allocate(key, shape, dtype):
-            frames[key] = _batch_tensor(shape, dtype, self._buffers)
-            return frames[key].numpy()
-
-        raw = reader.batch(positions, threads, allocate)
+        reader, threads = self._native(), self._threads()
+        try:
+            # The sampler's indices as they come: positions the reader takes as they are.
+            raw = reader.batch(indices, threads, allocate)
+        except (TypeError, OverflowError, IndexError):
+            # Negative indices, or ones refused: as a list takes them, or named.
+            raw = reader.batch(self._positions(reader, indices), threads, allocate)
         raw.update(frames)
         return self._tensors(raw)
 

@@ -100,6 +100,9 @@ def items(root, count):
         batch = ours.__getitems__(indices)
         for index, item in zip(indices, batch):
             same_value(f"{name}, item {index}:", item, theirs[int(index)])
+        # A batch's indices as a list takes them: negative ones from the end, NumPy's integers.
+        for index, item in zip([-1, -len(theirs)], ours.__getitems__([np.int64(-1), -len(theirs)])):
+            same_value(f"{name}, item {index} of a batch:", item, theirs[index % len(theirs)])
         print(f"check: {root.name}, {name}: {len(indices)} items equal LeRobot's "
               f"({len(batch[0])} keys: {', '.join(batch[0])})")
 
@@ -138,13 +141,15 @@ def batches(root):
         ours = FeedbenchDataset("local/check", root=root, collated_batches=collated, **kwargs)
         ours[0]  # the reader's threads started here, before the workers are spawned or forked
         loader = lerobot_loader(ours, workers, context, pin_memory)
-        taken, kept = 0, None
+        taken, kept, starts = 0, None, []
         # Compared as they come and dropped, as a training loop does: the reader reuses the
         # memory of a batch nothing holds any more (0 workers), never of one a view still holds.
         for (step, batch), (_, expected) in zip(zip(range(6), loader), theirs):
             same_value(f"{workers} workers ({context}), batch {step}:", batch, expected)
+            frames = next(v for v in batch.values() if isinstance(v, torch.Tensor) and v.dim() > 2)
+            starts.append(frames.data_ptr())
             if step == 1:
-                kept = next(v for v in batch.values() if isinstance(v, torch.Tensor) and v.dim() > 2)[0]
+                kept = frames[0]
                 kept_copy = kept.clone()
             taken += 1
         if workers:
@@ -159,9 +164,10 @@ def batches(root):
             fail(f"{workers} workers ({context}): a view of batch 1 kept was overwritten")
         if taken != len(theirs):
             fail(f"{workers} workers ({context}): {taken} batches against LeRobot's {len(theirs)}")
-        # Reused memory is the reader's batch tensor: the default collate passed the items'
-        # frames through as the batch (the drop-in's rows, or the reader's collated batch).
-        if not workers and not ours._buffers.reused:
+        # Reused memory is the reader's batch array: the default collate passed the items'
+        # frames through as the batch (the drop-in's rows, or the reader's collated batch), and
+        # the reader keeps the arrays it made (none is freed for another to land on).
+        if not workers and len(set(starts)) == len(starts):
             fail(f"0 workers{', collated' if collated else ''}: no batch's memory was reused")
         print(f"check: {root.name}: {taken} seeded batches of 8 equal LeRobot's with "
               f"{workers} workers{f' ({context})' if context else ''}"
@@ -262,6 +268,11 @@ def refusals(root):
     refused("a float index", lambda: dataset[1.5], TypeError, "1.5")
     refused("an index far below the start", lambda: dataset[-10**6], IndexError, str(-10**6))
     refused("an index past any integer", lambda: dataset[2**64], IndexError, str(2**64))
+    refused("a batch's index past the end", lambda: dataset.__getitems__([0, len(dataset)]),
+            IndexError, str(len(dataset)))
+    refused("a batch's float index", lambda: dataset.__getitems__([0, 1.5]), TypeError, "1.5")
+    refused("a batch's index far below the start", lambda: dataset.__getitems__([-10**6]),
+            IndexError, str(-10**6))
     with tempfile.TemporaryDirectory() as scratch:
         damaged = Path(scratch) / "damaged"
         shutil.copytree(root, damaged)

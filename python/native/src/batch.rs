@@ -54,23 +54,52 @@ impl Reader {
         py: Python<'py>,
         positions: Vec<usize>,
         threads: usize,
-        allocate: Bound<'py, PyAny>,
+        allocate: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_positions(&positions)?;
         let workers = self.workers(threads.max(1))?;
         let samples = py.detach(|| self.samples(&positions)).map_err(reader_error)?;
+        let batch = self.collate_samples(py, &workers, &samples, allocate);
+        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = samples;
+        batch
+    }
+
+    /// The batch of `samples`, their frames decoded into the arrays `allocate` returns (left
+    /// out of the batch), or without it into kept arrays (in the batch).
+    fn collate_samples<'py>(
+        &self,
+        py: Python<'py>,
+        workers: &Workers,
+        samples: &[Sample],
+        allocate: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         if samples.is_empty() {
             return Ok(PyDict::new(py));
         }
 
-        // The frames' arrays, from the caller, borrowed for writing until the decode is done.
+        // The frames' arrays (the caller's or kept), borrowed for writing until the decode is done.
         let (mut bytes, mut floats) = (Vec::new(), Vec::new());
         let mut columns = Vec::new();
-        for (key, dims, uint8) in self.pixel_layout(&workers, &samples).map_err(reader_error)? {
+        let mut kept = Vec::new();
+        for (key, dims, uint8) in self.pixel_layout(workers, samples).map_err(reader_error)? {
             let item_len: usize = dims.iter().product();
             let shape: Vec<usize> = std::iter::once(samples.len()).chain(dims).collect();
-            let array =
-                allocate.call1((&key, shape.clone(), if uint8 { "uint8" } else { "float32" }))?;
+            let array = match &allocate {
+                Some(allocate) => allocate.call1((
+                    &key,
+                    shape.clone(),
+                    if uint8 { "uint8" } else { "float32" },
+                ))?,
+                None => {
+                    let array = if uint8 {
+                        self.arrays.take::<u8>(py, &shape)
+                    } else {
+                        self.arrays.take::<f32>(py, &shape)
+                    };
+                    kept.push((key.clone(), array.clone()));
+                    array
+                }
+            };
             let wrong = || {
                 ReaderError::new_err(format!(
                     "allocate({key:?}, {shape:?}) returned no C-contiguous {} array of that shape",
@@ -88,11 +117,14 @@ impl Reader {
             };
             columns.push(PixelColumn { key, item_len, out });
         }
-        py.detach(|| self.decode_batch(&workers, &samples, &columns)).map_err(reader_error)?;
+        py.detach(|| self.decode_batch(workers, samples, &columns)).map_err(reader_error)?;
         drop((bytes, floats));
 
         let batch = PyDict::new(py);
-        for (key, value) in collate_values(&samples)? {
+        for (key, array) in kept {
+            batch.set_item(key, array)?;
+        }
+        for (key, value) in collate_values(samples)? {
             batch.set_item(key, to_python(py, value)?)?;
         }
         let tasks: Vec<&str> = samples.iter().map(|s| s.task.as_str()).collect();
@@ -100,9 +132,16 @@ impl Reader {
         Ok(batch)
     }
 
-    /// The samples (rows, windows, frame times; nothing decoded) at `positions`.
+    /// The samples (rows, windows, frame times; nothing decoded) at `positions`, built in the
+    /// buffers of the last batch's (a batch like the last one allocates nothing here).
     fn samples(&self, positions: &[usize]) -> Result<Vec<Sample>, DatasetError> {
-        positions.iter().map(|&p| self.dataset.sample(self.indices[p], &self.window)).collect()
+        let mut samples =
+            std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        samples.resize_with(positions.len(), Sample::default);
+        for (sample, &position) in samples.iter_mut().zip(positions) {
+            self.dataset.sample_into(self.indices[position], &self.window, sample)?;
+        }
+        Ok(samples)
     }
 
     /// Per pixel key: its name, one item's dimensions (as [`Reader::item`] shapes them) and
@@ -205,13 +244,16 @@ fn writable<'py, T: Element>(
 fn collate_values(samples: &[Sample]) -> PyResult<Vec<(String, Value)>> {
     let first = &samples[0];
     let mut values = Vec::new();
+    // Every sample's keys in the same order: each walked once alongside the first's.
+    let mut rest: Vec<_> = samples[1..].iter().map(|sample| sample.arrays.iter()).collect();
     for (key, array) in &first.arrays {
         if first.videos.contains_key(key) || first.images.contains_key(key) {
             continue;
         }
         let mut stacked = array.values.clone();
-        for sample in &samples[1..] {
-            let other = sample.arrays.get(key).filter(|a| a.shape == array.shape).ok_or_else(|| {
+        for (sample, arrays) in samples[1..].iter().zip(&mut rest) {
+            let found = arrays.find(|(other_key, _)| *other_key == key).map(|(_, other)| other);
+            let other = found.filter(|a| a.shape == array.shape).ok_or_else(|| {
                 ReaderError::new_err(format!(
                     "`{key}` of index {} is not shaped as index {}'s {:?}: a batch stacks one shape",
                     sample.index, first.index, array.shape

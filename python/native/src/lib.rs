@@ -22,6 +22,7 @@ use pyo3::exceptions::{PyException, PyIndexError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+mod arrays;
 mod batch;
 mod cache;
 
@@ -113,6 +114,10 @@ pub(crate) struct Reader {
     /// The decoded-frame cache, shared with the DataLoader's workers; None without one.
     frames: Option<Arc<SharedFrames>>,
     workers: Mutex<Option<Arc<Workers>>>,
+    /// The samples of the last batch, whose buffers the next batch's are built in.
+    spare: Mutex<Vec<Sample>>,
+    /// The frames' arrays of batches collated without `allocate`, for reuse.
+    arrays: arrays::BatchArrays,
 }
 
 #[pymethods]
@@ -159,7 +164,17 @@ impl Reader {
             let indices = dataset.sample_indices(0);
             let decode = DecodeOptions { tolerance_s, ..DecodeOptions::default() };
             let frames = cache::frame_store(&dataset, uint8, cache_bytes, cache_path)?;
-            Ok(Self { dataset, window, indices, uint8, decode, frames, workers: Mutex::new(None) })
+            Ok(Self {
+                dataset,
+                window,
+                indices,
+                uint8,
+                decode,
+                frames,
+                workers: Mutex::new(None),
+                spare: Mutex::new(Vec::new()),
+                arrays: arrays::BatchArrays::default(),
+            })
         })
     }
 
@@ -190,16 +205,18 @@ impl Reader {
         self.indices.clone().into_pyarray(py).into_any()
     }
 
-    /// The items at `positions` collated as `default_collate` collates them. Camera frames are
-    /// decoded into arrays `allocate(key, shape, dtype)` returns (C-contiguous NumPy arrays of
-    /// that shape and dtype, "uint8" or "float32"), which the result leaves out; every other
-    /// key is in the result, as a NumPy array `[B, …]` or a list of strings.
+    /// The items at `positions` collated as `default_collate` collates them: every key a NumPy
+    /// array `[B, …]` or a list of strings. Camera frames are decoded into arrays
+    /// `allocate(key, shape, dtype)` returns (C-contiguous NumPy arrays of that shape and dtype,
+    /// "uint8" or "float32"), which the result leaves out; without `allocate`, into arrays the
+    /// reader keeps and hands out again once nothing else refers to them.
+    #[pyo3(signature = (positions, threads, allocate=None))]
     fn batch<'py>(
         &self,
         py: Python<'py>,
         positions: Vec<usize>,
         threads: usize,
-        allocate: Bound<'py, PyAny>,
+        allocate: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.collate(py, positions, threads, allocate)
     }
