@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # FeedbenchDataset's decoded-frame cache in lerobot-train's own loop (issue #48): a pusht-shaped
-# dataset (one 96×96 AV1 camera, 4 episodes of 100 frames), feedbench-lerobot-train with a
-# diffusion policy on the CPU, 0 workers (so a batch's data time is the loader's own), batch
-# BATCH (default 16), for EPOCHS epochs — with --feedbench.cache=1GB and without, alternated,
-# REPEATS times. Prints each epoch's data ms per batch (scripts/cache_epochs.py) and how many
-# times faster than the first epoch each was.
+# dataset (one 96×96 AV1 camera, EPISODES (default 4) episodes of 100 frames),
+# feedbench-lerobot-train with a diffusion policy on the CPU, 0 workers (so a batch's data time
+# is the loader's own), batch BATCH (default 16), for EPOCHS epochs — with --feedbench.cache=1GB and without, alternated,
+# REPEATS times. Prints each epoch's data ms per batch and the reader's own share of it
+# (scripts/cache_epochs.py), and how many times faster than the first epoch each was.
 #
 #   scripts/cache-epochs.sh [PYTHON] [REPEATS] [EPOCHS]
 set -euo pipefail
@@ -21,7 +21,7 @@ mkdir -p "$work/python/feedbench"
 cp python/feedbench/*.py python/feedbench/*.pyi "$work/python/feedbench/"
 printf '__version__ = "0.1.0"\nTORCH_SERIES = "2.11"\n' >"$work/python/feedbench/_release.py"
 cp target/release/lib_native.so "$work/python/feedbench/_native.abi3.so"
-target/release/feedbench synth --preset pusht --episodes 4 --frames-per-episode 100 \
+target/release/feedbench synth --preset pusht --episodes "${EPISODES:-4}" --frames-per-episode 100 \
     --out "$work/pusht" >/dev/null
 
 args=(--dataset.repo_id=local/pusht "--dataset.root=$work/pusht" --policy.type=diffusion

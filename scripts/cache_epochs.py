@@ -2,8 +2,9 @@
 (LeRobot's `main()`, feedbench's reader) with the arguments given, times each batch its training
 loop takes from `cycle(dataloader)` (what lerobot-train's `data_s` times), and stops the run
 after EPOCHS epochs of the DataLoader. Prints a line per epoch: its batches, data ms per batch
-(mean and median) and how many times faster than the first it was; then what the frame cache
-held.
+(mean and median) and how many times faster than the first it was, and of that the reader's
+own ms per batch (FeedbenchDataset.__getitems__ in this process: 0 workers; the rest is
+LeRobot's sampler, the DataLoader and accelerate); then what the frame cache held.
 
     cache_epochs.py EPOCHS -- LEROBOT_TRAIN_ARGS...   (with feedbench importable)
 
@@ -26,8 +27,18 @@ def main():
     import lerobot.scripts.lerobot_train as train
 
     from feedbench import lerobot_train
+    from feedbench.lerobot import FeedbenchDataset
 
-    times, per_epoch = [], []
+    times, per_epoch, reader = [], [], []
+    getitems = FeedbenchDataset.__getitems__
+
+    def timed_getitems(dataset, indices):
+        start = time.perf_counter()
+        items = getitems(dataset, indices)
+        reader.append(time.perf_counter() - start)
+        return items
+
+    FeedbenchDataset.__getitems__ = timed_getitems
     original = train.cycle
 
     def timed_cycle(iterable):
@@ -55,10 +66,14 @@ def main():
         taken = times[epoch * n:(epoch + 1) * n]
         ms = 1000 * sum(taken) / len(taken)
         median = 1000 * statistics.median(taken)
-        first = first or (ms, median)
+        # The reader's calls of the epoch (accelerate fetches one batch ahead: off by one at its edges).
+        own = reader[epoch * n:(epoch + 1) * n]
+        own_ms = 1000 * sum(own) / len(own) if own else float("nan")
+        first = first or (ms, median, own_ms)
         print(f"  epoch {epoch + 1}: {len(taken)} batches, {ms:.2f} data ms per batch "
               f"({first[0] / ms:.2f}x the first), median {median:.2f} "
-              f"({first[1] / median:.2f}x)")
+              f"({first[1] / median:.2f}x); the reader's own {own_ms:.2f} "
+              f"({first[2] / own_ms:.2f}x)")
     summary = lerobot_train.cache_summary()
     if summary:
         print(f"  {summary}")
