@@ -1,7 +1,8 @@
 //! `feedbench.lerobot.FeedbenchDataset` (the native reader through PyO3, `feedbench._native`)
 //! against LeRobot's `LeRobotDataset` in the LeRobot venv (tests/feedbench_dataset/check.py):
 //! items key for key and bit for bit, seeded lerobot-train DataLoader batches under spawn and
-//! fork, and its refusals; feedbench-lerobot-train against lerobot-train. The module is the one
+//! fork, and its refusals; feedbench-lerobot-train against lerobot-train, and its epoch chain
+//! against LeRobot's sampler (epochs.py). The module is the one
 //! `cargo build --workspace` makes (`make test` builds it first). Skipped, with a note, where no LeRobot venv is found.
 
 use crate::common;
@@ -144,6 +145,17 @@ fn its_frame_cache_is_shared_by_the_workers_and_leaves_the_batches_lerobots() {
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
     let (ok, out, err) = run_script("cache.py", &python, &package, &[generated.to_str().unwrap()]);
     assert!(ok, "cache.py:\n{out}\n{err}");
+    print!("{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 5, "{out}");
+}
+
+#[test]
+fn the_epoch_chain_draws_each_epoch_at_once_with_lerobot_trains_batches() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let (ok, out, err) = run_script("epochs.py", &python, &package, &[]);
+    assert!(ok, "epochs.py:\n{out}\n{err}");
     print!("{out}");
     assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 5, "{out}");
 }
