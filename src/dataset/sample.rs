@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::bytes::Bytes;
-use super::frames::{FrameTable, Row};
+use super::frames::{FrameTable, Row, TableColumn};
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
 use super::video::raw::{self, RawFrames};
@@ -307,6 +307,23 @@ fn reuse<'m, V>(
     map.get_mut(key).expect("inserted above")
 }
 
+/// Makes `arrays` hold an entry for each of `columns` and no other (`by_name`: their positions
+/// ordered by name). A map that holds them already (a sample of this table was built in it) is
+/// only compared, key for key; another is re-keyed, its arrays kept where their key stays.
+fn key_arrays(arrays: &mut BTreeMap<String, Array>, columns: &[TableColumn], by_name: &[usize]) {
+    let names = by_name.iter().map(|&position| columns[position].name.as_str());
+    if arrays.len() == columns.len() && arrays.keys().zip(names.clone()).all(|(k, n)| k == n) {
+        return;
+    }
+    arrays.retain(|key, _| columns.iter().any(|c| c.name == *key));
+    for column in columns {
+        if !arrays.contains_key(&column.name) {
+            let values = Values::with_capacity(column.scalar, 0);
+            arrays.insert(column.name.clone(), Array { shape: Vec::new(), values });
+        }
+    }
+}
+
 /// Drops the entries of `map` that were not written (`written` were): left from an earlier
 /// sample of another window or dataset.
 fn drop_stale<V>(map: &mut BTreeMap<String, V>, written: usize, keep: impl Fn(&str) -> bool) {
@@ -347,12 +364,12 @@ impl Dataset {
         let frames = &self.frames;
         let (mut masks_written, mut images_written) = (0, 0);
 
-        for (position, column) in frames.columns().iter().enumerate() {
+        let columns = frames.columns();
+        key_arrays(&mut sample.arrays, columns, frames.columns_by_name());
+        // The map's entries in key order, each beside its column: no lookup per column.
+        for (array, &position) in sample.arrays.values_mut().zip(frames.columns_by_name()) {
+            let column = &columns[position];
             let (rows, windowed) = rows_of(&column.name);
-            let array = reuse(&mut sample.arrays, &column.name, || Array {
-                shape: Vec::new(),
-                values: Values::with_capacity(column.scalar, rows.len() * column.width),
-            });
             if !array.values.is_of(column.scalar) {
                 array.values = Values::with_capacity(column.scalar, rows.len() * column.width);
             }
@@ -361,13 +378,17 @@ impl Dataset {
                 let (source, range) = sample.rows.get(frames, row)?.values(position, column.width);
                 array.values.extend_from(source, range);
             }
-            let feature = self.info.feature(&column.name).expect("columns come from features");
             array.shape.clear();
             if windowed {
                 array.shape.push(rows.len());
             }
-            if feature.shape != [1] {
-                array.shape.extend_from_slice(&feature.shape);
+            // A value column's shape is its feature's; a string column's is flattened.
+            let shape = match column.scalar {
+                Some(_) => &column.shape,
+                None => &self.info.feature(&column.name).expect("a feature's column").shape,
+            };
+            if *shape != [1] {
+                array.shape.extend_from_slice(shape);
             }
             if windowed {
                 set_mask(&mut sample.pad_masks, &column.name, rows);
@@ -437,8 +458,6 @@ impl Dataset {
             }
         }
 
-        let columns = frames.columns();
-        drop_stale(&mut sample.arrays, columns.len(), |k| columns.iter().any(|c| c.name == k));
         drop_stale(&mut sample.images, images_written, |k| {
             frames.image_columns().iter().any(|name| name == k)
         });

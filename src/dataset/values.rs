@@ -37,6 +37,19 @@ impl Values {
         }
     }
 
+    /// An empty buffer of this one's element type with room for `capacity` values.
+    pub fn empty_like(&self, capacity: usize) -> Self {
+        match self {
+            Self::F32(_) => Self::F32(Vec::with_capacity(capacity)),
+            Self::F64(_) => Self::F64(Vec::with_capacity(capacity)),
+            Self::I64(_) => Self::I64(Vec::with_capacity(capacity)),
+            Self::I32(_) => Self::I32(Vec::with_capacity(capacity)),
+            Self::Bool(_) => Self::Bool(Vec::with_capacity(capacity)),
+            Self::U8(_) => Self::U8(Vec::with_capacity(capacity)),
+            Self::Str(_) => Self::Str(Vec::with_capacity(capacity)),
+        }
+    }
+
     /// Removes every value, keeping the allocation.
     pub fn clear(&mut self) {
         match self {

@@ -244,16 +244,19 @@ fn writable<'py, T: Element>(
 fn collate_values(samples: &[Sample]) -> PyResult<Vec<(String, Value)>> {
     let first = &samples[0];
     let mut values = Vec::new();
-    // Every sample's keys in the same order: each walked once alongside the first's.
-    let mut rest: Vec<_> = samples[1..].iter().map(|sample| sample.arrays.iter()).collect();
+    // Samples built with one window hold the same keys, shaped alike (`Dataset::sample_into`):
+    // each sample's entries are walked alongside the first's, their lengths compared.
+    let mut rest: Vec<_> = samples[1..].iter().map(|sample| sample.arrays.values()).collect();
     for (key, array) in &first.arrays {
+        let others = rest.iter_mut().map(|arrays| arrays.next());
         if first.videos.contains_key(key) || first.images.contains_key(key) {
+            others.for_each(drop);
             continue;
         }
-        let mut stacked = array.values.clone();
-        for (sample, arrays) in samples[1..].iter().zip(&mut rest) {
-            let found = arrays.find(|(other_key, _)| *other_key == key).map(|(_, other)| other);
-            let other = found.filter(|a| a.shape == array.shape).ok_or_else(|| {
+        let mut stacked = array.values.empty_like(array.values.len() * samples.len());
+        stacked.extend_from(&array.values, 0..array.values.len());
+        for (sample, other) in samples[1..].iter().zip(others) {
+            let other = other.filter(|a| a.values.len() == array.values.len()).ok_or_else(|| {
                 ReaderError::new_err(format!(
                     "`{key}` of index {} is not shaped as index {}'s {:?}: a batch stacks one shape",
                     sample.index, first.index, array.shape

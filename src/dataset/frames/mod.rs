@@ -67,6 +67,8 @@ pub struct Row {
 pub struct FrameTable {
     root: PathBuf,
     columns: Vec<TableColumn>,
+    /// Positions in `columns`, ordered by name (as a map keyed by name holds them).
+    by_name: Vec<usize>,
     image_columns: Vec<String>,
     files: Vec<DataFile>,
     /// Sorted by `from`.
@@ -108,6 +110,8 @@ impl FrameTable {
             .collect();
         let index_column =
             columns.iter().position(|c| c.name == "index").expect("info.json checked");
+        let mut by_name: Vec<usize> = (0..columns.len()).collect();
+        by_name.sort_by(|&a, &b| columns[a].name.cmp(&columns[b].name));
 
         // Rows of every episode in a file, by file: an episode starts after those before it.
         let mut file_episodes: BTreeMap<&Path, Vec<&Episode>> = BTreeMap::new();
@@ -151,12 +155,18 @@ impl FrameTable {
             files,
             episodes,
             index_column,
+            by_name,
         })
     }
 
     /// The columns decoded in bulk, in feature order.
     pub fn columns(&self) -> &[TableColumn] {
         &self.columns
+    }
+
+    /// The positions in [`Self::columns`] ordered by column name.
+    pub fn columns_by_name(&self) -> &[usize] {
+        &self.by_name
     }
 
     /// The position of column `name` in [`Self::columns`].
