@@ -75,14 +75,14 @@ class EpochChain:
                 return
 
     def _epoch(self):
-        """The next epoch's batches: the batch sampler's, cut from the whole epoch's indices
-        where the sampler draws them at once ([`episode_aware_order`]), else as it gives them."""
+        """The next epoch's batches: PyTorch's BatchSampler over the whole epoch's indices where
+        the sampler draws them at once ([`episode_aware_order`]), else the batch sampler's."""
+        import torch
+
         order = episode_aware_order(self.sampler)
         if order is None:
             return self.batch_sampler
-        size = self.batch_size
-        end = len(order) - len(order) % size if self.drop_last else len(order)
-        return (order[start:start + size] for start in range(0, end, size))
+        return torch.utils.data.BatchSampler(order, self.batch_size, self.drop_last)
 
     def __len__(self):
         return len(self.batch_sampler)

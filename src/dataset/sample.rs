@@ -317,10 +317,10 @@ fn key_arrays(arrays: &mut BTreeMap<String, Array>, columns: &[TableColumn], by_
     }
     arrays.retain(|key, _| columns.iter().any(|c| c.name == *key));
     for column in columns {
-        if !arrays.contains_key(&column.name) {
-            let values = Values::with_capacity(column.scalar, 0);
-            arrays.insert(column.name.clone(), Array { shape: Vec::new(), values });
-        }
+        reuse(arrays, &column.name, || Array {
+            shape: Vec::new(),
+            values: Values::with_capacity(column.scalar, 0),
+        });
     }
 }
 
