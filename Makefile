@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch lerobot build run test dist dist-check wheel wheel-check fmt clippy clean
+.PHONY: all setup system-packages torch lerobot oldest-torch build run test dist dist-check wheel wheel-check fmt clippy clean
 
 all: build
 
@@ -49,6 +49,12 @@ $(VENV)/libtorch:
 LEROBOT_VENV := .venv-lerobot
 lerobot:
 	@scripts/lerobot-venv.sh $(LEROBOT_VENV)
+
+# The oldest torch and NumPy the reader wheel declares it runs beside (2.4.1, 1.24.4), in a venv
+# of their own with nothing else, for the wheel check.
+OLDEST_TORCH_VENV := .venv-torch2.4
+oldest-torch:
+	@PYTHON=$(PYTHON) scripts/oldest-torch-venv.sh $(OLDEST_TORCH_VENV)
 
 # The binary and the reader's Python module (python/native) in one build, so that the
 # dependencies they share are compiled once, with one set of features.
@@ -85,7 +91,7 @@ dist-check: dist
 
 # The same bundle as a wheel for `pip install` into an environment with torch 2.11:
 # dist/feedbench-<version>-cp39-abi3-manylinux_<glibc>_x86_64.whl, with the reader's Python module
-# (scripts/wheel.py says what is in it); and the reader alone, for any torch ≥ 2.4:
+# (scripts/wheel.py says what is in it); and the reader alone, for any torch ≥ 2.4 (NumPy ≥ 1.24):
 # dist/feedbench_reader-<version>-….whl.
 wheel: dist
 	$(PYTHON) scripts/wheel.py $(DIST_BUNDLE) target/release/lib_native.so $(VENV)/libtorch dist
@@ -93,8 +99,8 @@ wheel: dist
 
 # The wheel installed as a user would install it, beside LeRobot, and run from a shell that knows
 # neither this repository nor .venv (tests/wheel/run.sh).
-wheel-check: wheel lerobot
+wheel-check: wheel lerobot oldest-torch
 	tests/wheel/run.sh "$$(ls dist/feedbench-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
 		$(TORCH_VERSION) $(LEROBOT_VENV)/bin/python $(VENV)/bin/python
 	tests/wheel/reader.sh "$$(ls dist/feedbench_reader-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
-		$(LEROBOT_VENV)/bin/python
+		$(LEROBOT_VENV)/bin/python $(OLDEST_TORCH_VENV)/bin/python

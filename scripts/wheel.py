@@ -21,7 +21,7 @@ into an environment with torch.
     feedbench-<version>.data/scripts/feedbench-gpu-check
                                          scripts/gpu-check.sh, installed beside the console script
                                          `feedbench`, which it runs
-    feedbench-<version>.dist-info/       METADATA (requires the torch series, nothing else),
+    feedbench-<version>.dist-info/       METADATA (requires the torch series and NumPy),
                                          WHEEL, entry_points.txt (the `feedbench` and
                                          `feedbench-lerobot-train` scripts), RECORD
 
@@ -104,8 +104,10 @@ def record_line(name, data):
 
 
 # The oldest torch the reader wheel is meant for (its Python side uses torch's public Dataset,
-# DataLoader and tensor API only).
+# DataLoader and tensor API only), and the oldest NumPy the module hands its arrays through
+# (both checked: tests/wheel/reader.sh, scripts/oldest-torch-venv.sh).
 READER_TORCH = "2.4"
+NUMPY = "1.24"
 
 
 def main():
@@ -196,6 +198,7 @@ def main():
         f"License: {package['license']}\n"
         "Requires-Python: >=3.10\n"
         f"Requires-Dist: {requirement}\n"
+        f"Requires-Dist: numpy>={NUMPY}\n"
         "\n" + about).encode())
     add(f"{info}/WHEEL", (
         "Wheel-Version: 1.0\n"

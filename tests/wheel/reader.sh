@@ -10,14 +10,22 @@
 #      environment (its torch, its LeRobot), from a shell that knows neither this repository nor
 #      .venv: FeedbenchDataset's items equal LeRobot's (tests/feedbench_dataset/check.py),
 #      feedbench-lerobot-train trains and logs 2 steps, and `python -m feedbench` says it is the
-#      reader alone (exit 2).
+#      reader alone (exit 2);
+#   3. installed the same way beside OLDEST_PYTHON's environment — the oldest torch and NumPy
+#      it requires and nothing else (scripts/oldest-torch-venv.sh: torch 2.4.1, NumPy 1.24.4, no
+#      LeRobot) — after pip, offline, finds its requirements met there: what FeedbenchDataset
+#      reads (items and DataLoader batches, 0 and 2 workers, of the generated dataset and one
+#      LeRobot wrote with features of 2 to 5 dimensions) is byte for byte what it reads beside
+#      LEROBOT_PYTHON's torch (tests/wheel/batches_file.py).
 #
-# Usage: tests/wheel/reader.sh WHEEL LEROBOT_PYTHON
+# Usage: tests/wheel/reader.sh WHEEL LEROBOT_PYTHON OLDEST_PYTHON
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 WHEEL LEROBOT_PYTHON" >&2; exit 2; }
+[ $# -eq 3 ] || { echo "usage: $0 WHEEL LEROBOT_PYTHON OLDEST_PYTHON" >&2; exit 2; }
 wheel=$(realpath "$1")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-python="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+python=$(absolute "$2")
+oldest_python=$(absolute "$3")
 fail() { echo "wheel-check (reader): $*" >&2; exit 1; }
 [ -f "$wheel" ] || fail "no wheel at $1 (make wheel)"
 version=$(basename "$wheel" | sed -n 's/^feedbench_reader-\([^-]*\)-cp39-abi3-manylinux_[0-9]*_[0-9]*_x86_64\.whl$/\1/p')
@@ -43,12 +51,13 @@ assert not [n for n in names if "libtorch" in n or "libc10" in n], "libtorch in 
 metadata = archive.read(f"{info}/METADATA").decode().split("\n\n")[0].splitlines()
 assert "Name: feedbench-reader" in metadata, metadata
 requires = [line for line in metadata if line.startswith("Requires-Dist:")]
-assert requires == ["Requires-Dist: torch>=2.4"], requires
+assert requires == ["Requires-Dist: torch>=2.4", "Requires-Dist: numpy>=1.24"], requires
 assert archive.read(f"{info}/entry_points.txt").decode() == (
     "[console_scripts]\nfeedbench-lerobot-train = feedbench.lerobot_train:main\n")
 release = archive.read("feedbench/_release.py").decode()
 assert "TORCH_SERIES = None" in release, release
-print(f"wheel-check (reader): {len(names)} files, no binary, {requires[0]}")
+print(f"wheel-check (reader): {len(names)} files, no binary, "
+      f"{', '.join(line.split(': ')[1] for line in requires)}")
 PYTHON
 unpacked=$work/unpacked
 python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$unpacked"
@@ -60,12 +69,16 @@ done
 echo "wheel-check (reader): neither the module nor a library in it needs libtorch"
 
 # 2. Installed beside LEROBOT_PYTHON's torch and LeRobot.
-env_dir=$work/env
-"$python" -m venv "$env_dir"
 purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-site=$(purelib "$env_dir/bin/python")
-echo "import site; site.addsitedir('$(realpath "$(purelib "$python")")')" > "$site/torch-environment.pth"
-"$env_dir/bin/python" -m pip --disable-pip-version-check install -q --no-deps --no-index "$wheel"
+pip() { "$1" -m pip --disable-pip-version-check "${@:2}"; }
+scratch_venv() {  # VENV PYTHON: a venv that sees PYTHON's environment through a .pth file
+    "$2" -m venv "$1"
+    echo "import site; site.addsitedir('$(realpath "$(purelib "$2")")')" \
+        > "$(purelib "$1/bin/python")/torch-environment.pth"
+}
+env_dir=$work/env
+scratch_venv "$env_dir" "$python"
+pip "$env_dir/bin/python" install -q --no-deps --no-index "$wheel"
 torch=$("$env_dir/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
 run() {
     echo "+ $*" >&2
@@ -86,3 +99,20 @@ said=$(run python -m feedbench 2>&1) && fail "python -m feedbench ran: $said"
 [[ $said == *"feedbench-reader $version"*"the feedbench command comes with the feedbench wheel"* ]] \
     || fail "python -m feedbench: $said"
 echo "wheel-check (reader): beside torch $torch, items equal LeRobot's, feedbench-lerobot-train trained 2 steps, python -m feedbench says it is the reader alone"
+
+# 3. Beside the oldest torch and NumPy it requires, with no LeRobot.
+written=$work/lerobot-written
+run python "$repo/tests/feedbench_dataset/check.py" write-lerobot "$written" > "$work/written.log" 2>&1 \
+    || { cat "$work/written.log" >&2; fail "LeRobot could not write $written"; }
+run python "$repo/tests/wheel/batches_file.py" write "$work/beside-lerobot.npz" "$generated" "$written"
+oldest_dir=$work/oldest
+scratch_venv "$oldest_dir" "$oldest_python"
+pip "$oldest_dir/bin/python" install --dry-run --no-index "$wheel" | grep -q "Would install feedbench-reader-$version" \
+    || fail "pip does not find the wheel's requirements met beside $oldest_python's torch and NumPy"
+pip "$oldest_dir/bin/python" install -q --no-deps --no-index "$wheel"
+oldest=$("$oldest_dir/bin/python" -c 'import importlib.metadata as m; print("torch", m.version("torch"), "numpy", m.version("numpy"))')
+"$oldest_dir/bin/python" -c 'import lerobot' 2>/dev/null && fail "$oldest_python's environment has LeRobot"
+env_dir=$oldest_dir run python "$repo/tests/wheel/batches_file.py" write "$work/oldest.npz" "$generated" "$written"
+run python "$repo/tests/wheel/batches_file.py" compare "$work/oldest.npz" "$work/beside-lerobot.npz" \
+    || fail "FeedbenchDataset beside $oldest reads otherwise than beside torch $torch"
+echo "wheel-check (reader): beside $oldest alone, FeedbenchDataset reads what it reads beside torch $torch"

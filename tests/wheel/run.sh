@@ -2,7 +2,7 @@
 # Checks the wheel (`make wheel`) as a user installs and runs it:
 #
 #   1. its contents: every file under feedbench/, its .dist-info or its scripts; RECORD's hashes
-#      and sizes; torch of the series the binary is built against required, nothing else; a
+#      and sizes; torch of the series the binary is built against required, and NumPy, nothing else; a
 #      platform tag whose glibc is the highest GLIBC_ version its ELF files need;
 #   2. pip, offline, finds that requirement met by the LeRobot environment's torch; then the
 #      wheel is installed with `pip install --no-deps` into a scratch venv that sees the LeRobot
@@ -83,7 +83,8 @@ for name in names:
 metadata = archive.read(f"{info}/METADATA").decode().split("\n\n")[0].splitlines()
 major, minor = series.split(".")
 requires = [line for line in metadata if line.startswith("Requires-Dist:")]
-assert requires == [f"Requires-Dist: torch>={series},<{major}.{int(minor) + 1}"], requires
+assert requires == [f"Requires-Dist: torch>={series},<{major}.{int(minor) + 1}",
+                    "Requires-Dist: numpy>=1.24"], requires
 tag = wheel.rsplit("/", 1)[1][len(f"feedbench-{version}-"):-len(".whl")]
 assert f"Tag: {tag}" in archive.read(f"{info}/WHEEL").decode().splitlines(), "WHEEL's tag differs"
 assert archive.read(f"{info}/entry_points.txt").decode() == (
@@ -93,7 +94,7 @@ assert "feedbench/_native.abi3.so" in names, "the reader's Python module is miss
 for name in ("feedbench/bin/feedbench.bin", f"{data}/scripts/feedbench-gpu-check"):
     assert archive.getinfo(name).external_attr >> 16 & 0o111, f"{name} is not executable"
 print(f"wheel-check: {len(names)} files, all under feedbench/, {info}/ or {data}/scripts/; "
-      f"RECORD right; {requires[0]}")
+      f"RECORD right; {', '.join(line.split(': ')[1] for line in requires)}")
 PYTHON
 
 # 2. Installed into a scratch venv that sees the LeRobot environment.
