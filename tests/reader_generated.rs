@@ -92,6 +92,30 @@ fn v3_files_with_several_episodes_and_unaligned_row_groups() {
 }
 
 #[test]
+fn windows_with_gaps_read_each_row_of_its_own_row_group() {
+    // Offsets 0 and 5 over row groups of 4 rows: a window's rows at positions 1 and 2 of two
+    // row groups (index 5's and 10's), the second not the row after the first.
+    let (_dir, root) = generated(CodebaseVersion::V30, ListLayout::FixedSize);
+    let dataset = Dataset::open(&root).unwrap();
+    let deltas = ["action=0,0.5"];
+    let window = dataset.window(&WindowSpec::parse_deltas(&deltas).unwrap()).unwrap();
+    for episode in dataset.episodes() {
+        for index in episode.from..episode.to {
+            let rows = [0i64, 5].map(|o| {
+                (index as i64 + o).clamp(episode.from as i64, episode.to as i64 - 1) as usize
+            });
+            let Values::F32(action) =
+                &dataset.sample(index, &window).unwrap().arrays["action"].values
+            else {
+                panic!("action is float32")
+            };
+            let Values::F32(state) = expected_state(&rows, 2) else { panic!() };
+            assert_eq!(action, &state.iter().map(|v| -v).collect::<Vec<_>>(), "index {index}");
+        }
+    }
+}
+
+#[test]
 fn v2_files_one_per_episode() {
     let (_dir, root) = generated(CodebaseVersion::V21, ListLayout::List);
     assert!(root.join("data/chunk-000/episode_000004.parquet").is_file());

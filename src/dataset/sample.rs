@@ -1,6 +1,7 @@
 //! One sample, as LeRobot's `LeRobotDataset[index]` returns it.
 
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::bytes::Bytes;
@@ -259,20 +260,70 @@ fn bad_timestamp(frames: &FrameTable, root: &Path, index: usize, time: f64) -> D
     }
 }
 
-/// kept in the [`Sample`] so that its allocation is reused, and emptied after each sample.
+/// The rows one sample reads, each fetched once (a window's keys read the same rows), kept in
+/// the [`Sample`] so that its allocation is reused, and emptied after each sample.
 #[derive(Default)]
-struct RowCache(Vec<(usize, Row)>);
+struct RowCache {
+    /// The rows fetched so far for this sample, by global index, in the order first asked for.
+    rows: Vec<(usize, Row)>,
+    /// The position of the row asked for last: windows ask for rows in order.
+    last: usize,
+}
 
 impl RowCache {
-    fn get(&mut self, frames: &FrameTable, index: usize) -> Result<&Row> {
-        let position = match self.0.iter().position(|(i, _)| *i == index) {
-            Some(position) => position,
-            None => {
-                self.0.push((index, frames.row(index)?));
-                self.0.len() - 1
-            }
+    /// The position in `rows` of the row with global `index`, fetched on first use.
+    fn position(&mut self, frames: &FrameTable, index: usize) -> Result<usize> {
+        let next = self.last + 1;
+        let position = if self.rows.get(next).is_some_and(|(i, _)| *i == index) {
+            next
+        } else if let Some(position) = self.rows.iter().position(|(i, _)| *i == index) {
+            position
+        } else {
+            self.rows.push((index, frames.row(index)?));
+            self.rows.len() - 1
         };
-        Ok(&self.0[position].1)
+        self.last = position;
+        Ok(position)
+    }
+
+    fn get(&mut self, frames: &FrameTable, index: usize) -> Result<&Row> {
+        let position = self.position(frames, index)?;
+        Ok(&self.rows[position].1)
+    }
+
+    /// Appends the values of column `column` at `rows` to `values`: rows that follow one
+    /// another in a row group (a window away from its episode's ends) as one copy.
+    fn extend(
+        &mut self,
+        frames: &FrameTable,
+        rows: impl Iterator<Item = (usize, bool)>,
+        (column, width): (usize, usize),
+        values: &mut Values,
+    ) -> Result<()> {
+        // The run being gathered: its first row's position, and how many rows it holds.
+        let mut run: Option<(usize, usize)> = None;
+        for (row, _) in rows {
+            let next = self.position(frames, row)?;
+            if let Some((first, count)) = &mut run {
+                if self.rows[*first].1.is_followed_by(&self.rows[next].1, *count) {
+                    *count += 1;
+                    continue;
+                }
+                let (source, range) = self.rows[*first].1.run_values(column, width, *count);
+                values.extend_from(source, range);
+            }
+            run = Some((next, 1));
+        }
+        if let Some((first, count)) = run {
+            let (source, range) = self.rows[first].1.run_values(column, width, count);
+            values.extend_from(source, range);
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.rows.clear();
+        self.last = 0;
     }
 }
 
@@ -347,7 +398,7 @@ impl Dataset {
     /// [`Sample::decode_pixels`]); ones left from an earlier decode are removed.
     pub fn sample_into(&self, index: usize, window: &Window, sample: &mut Sample) -> Result<()> {
         let result = self.fill_sample(index, window, sample);
-        sample.rows.0.clear();
+        sample.rows.clear();
         result
     }
 
@@ -374,10 +425,12 @@ impl Dataset {
                 array.values = Values::with_capacity(column.scalar, rows.len() * column.width);
             }
             array.values.clear();
-            for (row, _) in rows.clone() {
-                let (source, range) = sample.rows.get(frames, row)?.values(position, column.width);
-                array.values.extend_from(source, range);
-            }
+            sample.rows.extend(
+                frames,
+                rows.clone(),
+                (position, column.width),
+                &mut array.values,
+            )?;
             array.shape.clear();
             if windowed {
                 array.shape.push(rows.len());
@@ -439,7 +492,7 @@ impl Dataset {
                     .and_then(|f| f.image)
                     .map_or((0, 0), |image| (image.height, image.width)),
             });
-            if frames_of_key.path.strip_prefix(&self.root).ok() != Some(video.path.as_path()) {
+            if !is_joined(&frames_of_key.path, &self.root, &video.path) {
                 frames_of_key.path = self.root.join(&video.path);
             }
             frames_of_key.windowed = windowed;
@@ -479,13 +532,53 @@ impl Dataset {
     }
 }
 
+/// Whether `path` is `root.join(relative)` for a relative path, compared as bytes (a sample of
+/// the same episode's file keeps its path; no components parsed).
+fn is_joined(path: &Path, root: &Path, relative: &Path) -> bool {
+    let (path, root) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    let relative = relative.as_os_str().as_bytes();
+    let separator = usize::from(!root.ends_with(b"/"));
+    path.len() == root.len() + separator + relative.len()
+        && path.starts_with(root)
+        && path.ends_with(relative)
+        && (separator == 0 || path[root.len()] == b'/')
+}
+
 /// Writes the pad mask of `key` (`<key>_is_pad`) from the window's `rows`.
 fn set_mask(
     masks: &mut BTreeMap<String, Vec<bool>>,
     key: &str,
     rows: impl Iterator<Item = (usize, bool)>,
 ) {
-    let mask = reuse(masks, key, Vec::new);
-    mask.clear();
-    mask.extend(rows.map(|(_, is_pad)| is_pad));
+    let is_pad = rows.map(|(_, is_pad)| is_pad);
+    // One lookup where the mask is there already (every sample after the first).
+    if let Some(mask) = masks.get_mut(key) {
+        mask.clear();
+        mask.extend(is_pad);
+    } else {
+        masks.insert(key.to_owned(), is_pad.collect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joined_path_is_recognised_as_path_join_makes_it() {
+        let relative = Path::new("videos/chunk-000/cam/episode_000001.mp4");
+        for root in ["/data/pick", "/data/pick/", "pick", "/"] {
+            let root = Path::new(root);
+            assert!(is_joined(&root.join(relative), root, relative), "{root:?}");
+            for other in ["/data/pick2", "/data/pic", "/data"] {
+                assert!(!is_joined(&Path::new(other).join(relative), root, relative), "{other:?}");
+            }
+            let episode_2 = Path::new("videos/chunk-000/cam/episode_000002.mp4");
+            assert!(!is_joined(&root.join(episode_2), root, relative));
+            assert!(!is_joined(Path::new(""), root, relative));
+        }
+        // Root and file around another byte than the separator are not the joined path.
+        let (root, file) = (Path::new("/data/pick"), Path::new("videos/a.mp4"));
+        assert!(!is_joined(Path::new("/data/pick_videos/a.mp4"), root, file));
+    }
 }

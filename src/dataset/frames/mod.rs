@@ -231,7 +231,24 @@ impl FrameTable {
 impl Row {
     /// The values of bulk column `column` (a position in [`FrameTable::columns`]) at this row.
     pub fn values(&self, column: usize, width: usize) -> (&Values, std::ops::Range<usize>) {
-        (&self.group.columns[column], self.row * width..(self.row + 1) * width)
+        self.run_values(column, width, 1)
+    }
+
+    /// The values of bulk column `column` at this row and the `rows - 1` after it in its row
+    /// group (see [`Row::is_followed_by`]): one range.
+    pub fn run_values(
+        &self,
+        column: usize,
+        width: usize,
+        rows: usize,
+    ) -> (&Values, std::ops::Range<usize>) {
+        (&self.group.columns[column], self.row * width..(self.row + rows) * width)
+    }
+
+    /// Whether `other` is the row `rows` after this one in the same row group, so that a
+    /// column's values of both and those between are one range.
+    pub fn is_followed_by(&self, other: &Row, rows: usize) -> bool {
+        Arc::ptr_eq(&self.group, &other.group) && other.row == self.row + rows
     }
 }
 
