@@ -33,30 +33,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from check_requests import requests
 from feedbench.lerobot import FeedbenchDataset
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 
 def fail(message):
     sys.exit(f"check: {message}")
-
-
-def requests(root):
-    """The three requests, as (name, LeRobotDataset keyword arguments)."""
-    info = LeRobotDataset("local/check", root=root).meta
-    fps = info.fps
-    observations = [key for key in info.features if key.startswith("observation.")]
-    window = {key: [-1 / fps, 0.0] for key in observations}
-    window["action"] = [i / fps for i in range(-1, 15)]
-    one_step = {key: [0.0] for key in observations}
-    one_step["action"] = [0.0, 1 / fps]
-    episodes = sorted(range(info.total_episodes))[-2:]
-    return [
-        ("window, uint8", {"delta_timestamps": window, "return_uint8": True}),
-        ("no window, float32", {}),
-        (f"episodes {episodes}, one-step windows", {"delta_timestamps": one_step,
-                                                    "episodes": episodes, "return_uint8": True}),
-    ]
 
 
 def same_value(what, ours, theirs):

@@ -1,20 +1,19 @@
 """What FeedbenchDataset reads, written to a file in one environment and compared with another's:
 the reader wheel beside the oldest torch and NumPy it declares against the same wheel beside
 LeRobot's torch (where tests/feedbench_dataset/check.py has found its items equal LeRobot's).
-Needs no LeRobot: the requests come from the dataset's info.json.
+Needs no LeRobot: the requests are check.py's (check_requests.py), from the dataset's info.json.
 
-    batches_file.py write OUT ROOT...   for each dataset, three requests (a diffusion-like window
-                                        in uint8, no window in float32, the last two episodes with
-                                        one-step windows): items at evenly spread indices, and
-                                        the first 6 batches of 8 of a DataLoader in a fixed
-                                        shuffled order with 0 and 2 spawned workers, the items
+    batches_file.py write OUT ROOT...   for each dataset, check.py's three requests (a diffusion-
+                                        like window in uint8, no window in float32, the last two
+                                        episodes with one-step windows): items at evenly spread
+                                        indices, and the first 6 batches of 8 of a DataLoader in
+                                        a fixed shuffled order with 0 and 2 spawned workers, the items
                                         collated by PyTorch and by the reader; every key's value
                                         as an array, in the items' key order, into OUT (.npz)
     batches_file.py compare A B         A and B hold the same entries in the same order, each of
                                         the same dtype, shape and bytes
 """
 
-import json
 import random
 import sys
 from pathlib import Path
@@ -24,27 +23,12 @@ import torch
 
 from feedbench.lerobot import FeedbenchDataset
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "feedbench_dataset"))
+from check_requests import requests  # noqa: E402  (check.py's requests, which need no LeRobot)
+
 
 def fail(message):
     sys.exit(f"batches_file: {message}")
-
-
-def requests(root):
-    """The three requests, as (name, FeedbenchDataset keyword arguments), from info.json."""
-    info = json.loads((root / "meta" / "info.json").read_text())
-    fps = info["fps"]
-    observations = [key for key in info["features"] if key.startswith("observation.")]
-    window = {key: [-1 / fps, 0.0] for key in observations}
-    window["action"] = [i / fps for i in range(-1, 15)]
-    one_step = {key: [0.0] for key in observations}
-    one_step["action"] = [0.0, 1 / fps]
-    episodes = list(range(info["total_episodes"]))[-2:]
-    return [
-        ("window, uint8", {"delta_timestamps": window, "return_uint8": True}),
-        ("no window, float32", {}),
-        ("last two episodes, one-step windows", {"delta_timestamps": one_step,
-                                                 "episodes": episodes, "return_uint8": True}),
-    ]
 
 
 def as_array(value):

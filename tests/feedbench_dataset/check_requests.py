@@ -1,0 +1,24 @@
+"""The three requests the reader's checks read a dataset with, from its info.json (no LeRobot
+needed): tests/feedbench_dataset/check.py compares them with LeRobot's items, and
+tests/wheel/batches_file.py between two environments."""
+
+import json
+
+
+def requests(root):
+    """(name, keyword arguments of FeedbenchDataset and LeRobotDataset): a diffusion-like window
+    in uint8, no window in float32, the last two episodes with one-step windows."""
+    info = json.loads((root / "meta" / "info.json").read_text())
+    fps = info["fps"]
+    observations = [key for key in info["features"] if key.startswith("observation.")]
+    window = {key: [-1 / fps, 0.0] for key in observations}
+    window["action"] = [i / fps for i in range(-1, 15)]
+    one_step = {key: [0.0] for key in observations}
+    one_step["action"] = [0.0, 1 / fps]
+    episodes = list(range(info["total_episodes"]))[-2:]
+    return [
+        ("window, uint8", {"delta_timestamps": window, "return_uint8": True}),
+        ("no window, float32", {}),
+        (f"episodes {episodes}, one-step windows", {"delta_timestamps": one_step,
+                                                    "episodes": episodes, "return_uint8": True}),
+    ]
