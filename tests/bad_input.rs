@@ -358,43 +358,54 @@ fn an_empty_episode_list_is_named() {
     }
 }
 
+/// Rewrites column `name` of the parquet file `data` as `change` makes it (an Arrow array in,
+/// one of the same length out), keeping the other columns.
+fn rewrite_column(
+    data: &Path,
+    name: &str,
+    change: impl FnOnce(&arrow::array::ArrayRef) -> arrow::array::ArrayRef,
+) {
+    use arrow::array::RecordBatch;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+
+    let file = std::fs::File::open(data).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+    let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    let column = batch.schema().index_of(name).unwrap();
+    let mut columns = batch.columns().to_vec();
+    columns[column] = change(&columns[column]);
+    let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(data).unwrap(), batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
 #[test]
 fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
     use std::sync::Arc;
 
-    use arrow::array::{Array, ArrayRef, Float32Array, Float64Array, RecordBatch};
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use parquet::arrow::ArrowWriter;
+    use arrow::array::{Array, ArrayRef, Float32Array, Float64Array};
 
     let dir = tempfile::tempdir().unwrap();
     let root = video_dataset(dir.path());
     let data = root.join("data/chunk-000/episode_000000.parquet");
     for bad in [f64::NAN, -1.0] {
-        let file = std::fs::File::open(&data).unwrap();
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
-        let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
-        let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
-        let column = batch.schema().index_of("timestamp").unwrap();
-        let old = batch.column(column);
-        let mut times: Vec<f64> = match old.as_any().downcast_ref::<Float32Array>() {
-            Some(f) => f.values().iter().map(|&t| f64::from(t)).collect(),
-            None => old.as_any().downcast_ref::<Float64Array>().unwrap().values().to_vec(),
-        };
-        times[3] = bad;
-        let new: ArrayRef = match old.data_type() {
-            arrow::datatypes::DataType::Float32 => {
-                Arc::new(Float32Array::from(times.iter().map(|&t| t as f32).collect::<Vec<_>>()))
+        rewrite_column(&data, "timestamp", |old| {
+            let mut times: Vec<f64> = match old.as_any().downcast_ref::<Float32Array>() {
+                Some(f) => f.values().iter().map(|&t| f64::from(t)).collect(),
+                None => old.as_any().downcast_ref::<Float64Array>().unwrap().values().to_vec(),
+            };
+            times[3] = bad;
+            match old.data_type() {
+                arrow::datatypes::DataType::Float32 => Arc::new(Float32Array::from(
+                    times.iter().map(|&t| t as f32).collect::<Vec<_>>(),
+                )) as ArrayRef,
+                _ => Arc::new(Float64Array::from(times)),
             }
-            _ => Arc::new(Float64Array::from(times)),
-        };
-        let mut columns = batch.columns().to_vec();
-        columns[column] = new;
-        let batch = RecordBatch::try_new(batch.schema(), columns).unwrap();
-        let mut writer =
-            ArrowWriter::try_new(std::fs::File::create(&data).unwrap(), batch.schema(), None)
-                .unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
+        });
         let out = dir.path().join(format!("sample-{bad}"));
         let (ok, _, err) = sample_into(&root, "3", &out);
         clear_error(ok, &err);
@@ -402,6 +413,36 @@ fn a_timestamp_that_is_no_time_is_named_by_its_parquet_row() {
             err.contains("episode_000000.parquet: row 3: column `timestamp`")
                 && err.contains("is not a time ≥ 0"),
             "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_row_whose_index_is_not_the_metadatas_is_named_inside_a_window_too() {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Int64Array};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = video_dataset(dir.path());
+    let data = root.join("data/chunk-000/episode_000000.parquet");
+    rewrite_column(&data, "index", |old| {
+        let mut indices = old.as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec();
+        indices[6] = 999;
+        Arc::new(Int64Array::from(indices))
+    });
+    // Row 6 is read as its own row, and inside the diffusion window of index 3 (its action's
+    // rows 2–9 of the 10, then padded), where it follows row 5.
+    for (index, window) in [("6", "none"), ("3", "diffusion")] {
+        let out = dir.path().join(format!("sample-{index}"));
+        let root = root.to_str().unwrap();
+        let out = out.to_str().unwrap();
+        let args = ["sample", root, "--index", index, "--window", window, "--out", out];
+        let (ok, _, err) = feedbench(&args);
+        clear_error(ok, &err);
+        assert!(
+            err.contains("episode_000000.parquet: expected index 6 at row 6 (from the episode metadata), found 999"),
+            "{index} {window}: {err}"
         );
     }
 }

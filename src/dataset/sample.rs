@@ -279,7 +279,13 @@ impl RowCache {
         } else if let Some(position) = self.rows.iter().position(|(i, _)| *i == index) {
             position
         } else {
-            self.rows.push((index, frames.row(index)?));
+            // A window's next row is mostly the one after the last in its row group.
+            let after = self.rows.get(self.last).filter(|(i, _)| i + 1 == index);
+            let row = match after.and_then(|(_, previous)| frames.row_after(previous, index)) {
+                Some(row) => row,
+                None => frames.row(index)?,
+            };
+            self.rows.push((index, row));
             self.rows.len() - 1
         };
         self.last = position;

@@ -208,6 +208,18 @@ impl FrameTable {
         Ok(row)
     }
 
+    /// The row with global `index` where it follows `previous` (the row of `index - 1`, of the
+    /// same episode) in its row group: found without locating it again; None at the group's
+    /// end or where the row there holds another index (then [`FrameTable::row`] says which).
+    pub fn row_after(&self, previous: &Row, index: usize) -> Option<Row> {
+        let Values::I64(found) = &previous.group.columns[self.index_column] else {
+            unreachable!("index is int64 (info.json checked)")
+        };
+        let row = previous.row + 1;
+        (found.get(row) == Some(&(index as i64)))
+            .then(|| Row { group: previous.group.clone(), row })
+    }
+
     /// The parquet file holding global `index`, and its row there; None where not selected.
     pub fn location(&self, index: usize) -> Option<(&Path, usize)> {
         let (file_id, row) = self.locate(index)?;
