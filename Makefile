@@ -104,3 +104,9 @@ wheel-check: wheel lerobot oldest-torch
 		$(TORCH_VERSION) $(LEROBOT_VENV)/bin/python $(VENV)/bin/python
 	tests/wheel/reader.sh "$$(ls dist/feedbench_reader-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
 		$(LEROBOT_VENV)/bin/python $(OLDEST_TORCH_VENV)/bin/python
+
+# Build outputs (target/, dist/); the venvs stay, as set-up is the slow part (remove .venv* to
+# redo it).
+clean:
+	$(CARGO) clean
+	rm -rf dist

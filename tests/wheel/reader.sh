@@ -23,7 +23,8 @@ set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 WHEEL LEROBOT_PYTHON OLDEST_PYTHON" >&2; exit 2; }
 wheel=$(realpath "$1")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+# shellcheck source=tests/wheel/lib.sh
+source "$repo/tests/wheel/lib.sh"
 python=$(absolute "$2")
 oldest_python=$(absolute "$3")
 fail() { echo "wheel-check (reader): $*" >&2; exit 1; }
@@ -69,13 +70,6 @@ done
 echo "wheel-check (reader): neither the module nor a library in it needs libtorch"
 
 # 2. Installed beside LEROBOT_PYTHON's torch and LeRobot.
-purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-pip() { "$1" -m pip --disable-pip-version-check "${@:2}"; }
-scratch_venv() {  # VENV PYTHON: a venv that sees PYTHON's environment through a .pth file
-    "$2" -m venv "$1"
-    echo "import site; site.addsitedir('$(realpath "$(purelib "$2")")')" \
-        > "$(purelib "$1/bin/python")/torch-environment.pth"
-}
 env_dir=$work/env
 scratch_venv "$env_dir" "$python"
 pip "$env_dir/bin/python" install -q --no-deps --no-index "$wheel"

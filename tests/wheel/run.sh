@@ -33,9 +33,8 @@ set -euo pipefail
 wheel=$(realpath "$1")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 series=$(echo "$2" | cut -d. -f1,2)
-# Absolute, links kept (a venv's python is a link to the base interpreter): the checks run
-# from a scratch directory.
-absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+# shellcheck source=tests/wheel/lib.sh
+source "$repo/tests/wheel/lib.sh"
 set -- "$1" "$2" "$(absolute "$3")" "$(absolute "$4")"
 fail() { echo "wheel-check: $*" >&2; exit 1; }
 [ -f "$wheel" ] || fail "no wheel at $1 (make wheel)"
@@ -99,12 +98,9 @@ PYTHON
 
 # 2. Installed into a scratch venv that sees the LeRobot environment.
 env_dir=$work/env
-"$python" -m venv "$env_dir"
-purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+scratch_venv "$env_dir" "$python"
 torch_site=$(realpath "$(purelib "$python")")
 site=$(purelib "$env_dir/bin/python")
-echo "import site; site.addsitedir('$torch_site')" > "$site/torch-environment.pth"
-pip() { "$1" -m pip --disable-pip-version-check "${@:2}"; }
 pip "$env_dir/bin/python" install --dry-run --no-index "$wheel" | grep -q "Would install feedbench-$version" \
     || fail "pip does not find the wheel's requirement met by the torch of $python"
 pip "$env_dir/bin/python" install -q --no-deps --no-index "$wheel"
