@@ -5,13 +5,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::bytes::Bytes;
-use super::frames::{FrameTable, Row, TableColumn};
+use super::frames::{FrameTable, TableColumn};
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
 use super::video::raw::{self, RawFrames};
 use super::video::{FrameBuffer, FrameDecoder, VideoFile};
 use super::window::{query_rows, Window};
 use super::{Dataset, DatasetError, EpisodeIndex, Result, TaskIndex};
+use rows::RowCache;
+
+mod rows;
 
 /// Encoded images (PNG/JPEG files) of an image feature, one per time step.
 #[derive(Debug, Clone, PartialEq)]
@@ -249,7 +252,6 @@ impl Sample {
     }
 }
 
-/// Rows already fetched for the sample being built (a window reads a few rows many times);
 /// A `timestamp` that is no time to look a frame up at (NaN, negative), named by its parquet
 /// file and row rather than blamed on the video.
 fn bad_timestamp(frames: &FrameTable, root: &Path, index: usize, time: f64) -> DatasetError {
@@ -257,98 +259,6 @@ fn bad_timestamp(frames: &FrameTable, root: &Path, index: usize, time: f64) -> D
     match frames.location(index) {
         Some((path, row)) => DatasetError::invalid(path, format!("row {row}: {what}")),
         None => DatasetError::invalid(root, format!("index {index}: {what}")),
-    }
-}
-
-/// The rows one sample reads, each fetched once (a window's keys read the same rows), kept in
-/// the [`Sample`] so that its allocation is reused, and emptied after each sample.
-#[derive(Default)]
-struct RowCache {
-    /// The rows fetched so far for this sample, by global index, in the order first asked for.
-    rows: Vec<(usize, Row)>,
-    /// The position of the row asked for last: windows ask for rows in order.
-    last: usize,
-}
-
-impl RowCache {
-    /// The position in `rows` of the row with global `index`, fetched on first use.
-    fn position(&mut self, frames: &FrameTable, index: usize) -> Result<usize> {
-        let next = self.last + 1;
-        let position = if self.rows.get(next).is_some_and(|(i, _)| *i == index) {
-            next
-        } else if let Some(position) = self.rows.iter().position(|(i, _)| *i == index) {
-            position
-        } else {
-            // A window's next row is mostly the one after the last in its row group.
-            let after = self.rows.get(self.last).filter(|(i, _)| i + 1 == index);
-            let row = match after.and_then(|(_, previous)| frames.row_after(previous, index)) {
-                Some(row) => row,
-                None => frames.row(index)?,
-            };
-            self.rows.push((index, row));
-            self.rows.len() - 1
-        };
-        self.last = position;
-        Ok(position)
-    }
-
-    fn get(&mut self, frames: &FrameTable, index: usize) -> Result<&Row> {
-        let position = self.position(frames, index)?;
-        Ok(&self.rows[position].1)
-    }
-
-    /// Appends the values of column `column` at `rows` to `values`: rows that follow one
-    /// another in a row group (a window away from its episode's ends) as one copy.
-    fn extend(
-        &mut self,
-        frames: &FrameTable,
-        rows: impl Iterator<Item = (usize, bool)>,
-        (column, width): (usize, usize),
-        values: &mut Values,
-    ) -> Result<()> {
-        // The run being gathered: its first row's position, and how many rows it holds.
-        let mut run: Option<(usize, usize)> = None;
-        for (row, _) in rows {
-            let next = self.position(frames, row)?;
-            if let Some((first, count)) = &mut run {
-                if self.rows[*first].1.is_followed_by(&self.rows[next].1, *count) {
-                    *count += 1;
-                    continue;
-                }
-                let (source, range) = self.rows[*first].1.run_values(column, width, *count);
-                values.extend_from(source, range);
-            }
-            run = Some((next, 1));
-        }
-        if let Some((first, count)) = run {
-            let (source, range) = self.rows[first].1.run_values(column, width, count);
-            values.extend_from(source, range);
-        }
-        Ok(())
-    }
-
-    fn clear(&mut self) {
-        self.rows.clear();
-        self.last = 0;
-    }
-}
-
-impl Clone for RowCache {
-    fn clone(&self) -> Self {
-        Self::default()
-    }
-}
-
-impl PartialEq for RowCache {
-    /// A scratch buffer: never part of what a sample is.
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for RowCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RowCache")
     }
 }
 
