@@ -74,6 +74,7 @@ test: setup lerobot
 	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --no-deps --workspace --quiet
 	$(MAKE) dist-check wheel-check
 
 # A relocatable bundle for a machine with PyTorch 2.11 and nothing else of ours:

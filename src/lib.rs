@@ -5,7 +5,7 @@
 //! `bench → measure → model, loader → dataset → timing`. [`timing`] is the ground floor
 //! (timing tree, trace, clocks); [`dataset`] reads and writes the format, [`loader`] turns a
 //! dataset into batches, [`model`] consumes them, [`measure`] measures one run of them (a
-//! phase, its statistics and verdict) and [`bench`] runs the studies made of such runs and
+//! phase, its statistics and verdict) and [`mod@bench`] runs the studies made of such runs and
 //! reports them.
 //!
 //! Knobs are typed values with one text form each (`96x96`, `episode-aware`, `diffusion:small`),

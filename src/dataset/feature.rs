@@ -86,7 +86,7 @@ pub struct ImageShape {
 }
 
 /// The `info` (or legacy `video_info`) block of a video feature. It describes episode 0
-/// only: the files themselves are the truth (see [`super::video::probe`]).
+/// only: the files themselves are the truth (see [`mod@super::video::probe`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct VideoInfo {
     /// `video.codec` (av1, h264, hevc).

@@ -4,7 +4,7 @@
 //! episode's first and last timestamp.
 //!
 //! A wrong fps is a warning (LeRobot reads the dataset); an fps so large that no window can be
-//! read at it is refused ([`Dataset::check_fps_is_a_rate`]).
+//! read at it is refused (`Dataset::check_fps_is_a_rate`).
 
 use std::fmt;
 

@@ -40,7 +40,7 @@ pub struct LoaderConfig {
     /// 1 decodes on the worker's thread alone. Left out of JSON at 1, as before the knob.
     #[serde(default = "one_decoder_thread", skip_serializing_if = "is_one_decoder_thread")]
     pub decoder_threads: usize,
-    /// Bytes of decoded frames kept for later epochs, shared by the workers ([`super::cache`]);
+    /// Bytes of decoded frames kept for later epochs, shared by the workers ([`crate::dataset::video::cache`]);
     /// 0 keeps none. Left out of JSON at 0, as before the knob.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_bytes: u64,

@@ -1,6 +1,6 @@
 //! `feedbench._native`: feedbench's reader of LeRobot datasets, for Python.
 //!
-//! One class, [`Reader`]: a dataset opened with LeRobot's `episodes`, `delta_timestamps` and
+//! One class, `Reader`: a dataset opened with LeRobot's `episodes`, `delta_timestamps` and
 //! `tolerance_s`, whose items are what `LeRobotDataset[i]` returns, as NumPy arrays that own the
 //! reader's buffers (no copy on the way to torch). `feedbench.lerobot.FeedbenchDataset` is the
 //! torch Dataset on top: it orders the keys as LeRobot does, makes tensors, applies

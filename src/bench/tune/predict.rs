@@ -65,7 +65,7 @@ impl RateModel {
     }
 
     /// The fewest workers predicted to train within `target_pct` of the step's own rate; None
-    /// when no count up to [`MOST_WORKERS`] does (the loader does not scale).
+    /// when no count up to `MOST_WORKERS` does (the loader does not scale).
     pub fn workers_needed(&self, demand: &Demand, target_pct: f64) -> Option<usize> {
         let enough = demand.samples_per_s() * (1.0 - target_pct / 100.0);
         (0..=MOST_WORKERS).find(|&w| self.train_rate(w, demand) >= enough)

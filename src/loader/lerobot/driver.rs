@@ -78,7 +78,7 @@ pub(super) fn driver_path() -> Result<PathBuf, LoaderError> {
 }
 
 /// Runs the driver with `python` on `request`: its `ready` and `result` messages. A
-/// lerobot-train run's requests go to the [session](super::session) that keeps the run built;
+/// lerobot-train run's requests go to the session (`super::session`) that keeps the run built;
 /// any other request gets a driver of its own, the request in a file beside the driver named
 /// on its command line (a child that is no Python may exit before reading).
 pub fn run_driver(python: &Path, request: &Request) -> Result<(Json, Json), LoaderError> {

@@ -1,6 +1,6 @@
 //! What feedbench and its LeRobot driver say to each other, the Rust side of
 //! `src/loader/lerobot/feedbench_driver/protocol.py`: a [`Request`] is one JSON object (in a file named on
-//! the driver's command line, or one a line on its stdin in a [session](super::session)); the
+//! the driver's command line, or one a line on its stdin in a session (`super::session`)); the
 //! driver answers with JSON lines on its stdout, each an [`Event`]: `ready` once it built what
 //! it measures ([`LerobotVersions`]), `step` per measured batch where feedbench may stop it
 //! early ([`DriverStep`]), `alive` while it works, and `result` ([`LerobotRun`],

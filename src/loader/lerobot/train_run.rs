@@ -91,7 +91,7 @@ impl TrainArgs {
         self.args.iter().map(quoted).collect::<Vec<_>>().join(" ")
     }
 
-    /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): [`Self::reading`]
+    /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): `Self::reading`
     /// it, then built by LeRobot ([`describe`], once per process) to refuse a run whose
     /// arguments name another directory.
     pub fn on_dataset(self, root: &Path) -> Result<Self, LoaderError> {

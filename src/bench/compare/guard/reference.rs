@@ -50,7 +50,7 @@ impl ReferenceClip {
         Ok(Self { path })
     }
 
-    /// Decodes the clip [`PASSES`] times on this thread; the CPU time it took, ms.
+    /// Decodes the clip `PASSES` times on this thread; the CPU time it took, ms.
     pub fn measure(&self) -> Result<f64> {
         let start = thread_cpu_time();
         for _ in 0..PASSES {
