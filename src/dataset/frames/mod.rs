@@ -192,16 +192,13 @@ impl FrameTable {
         let group_id = file.row_group_starts.partition_point(|&start| start <= row) - 1;
         let group = file.row_group(group_id, &self.columns)?;
         let row = Row { group, row: row - file.row_group_starts[group_id] };
-        let Values::I64(found) = &row.group.columns[self.index_column] else {
-            unreachable!("index is int64 (info.json checked)")
-        };
-        if found[row.row] != index as i64 {
+        let found = self.index_of(&row.group, row.row).expect("a located row is in its group");
+        if found != index as i64 {
             return Err(DatasetError::invalid(
                 &file.path,
                 format!(
-                    "expected index {index} at row {} (from the episode metadata), found {}",
+                    "expected index {index} at row {} (from the episode metadata), found {found}",
                     row.row + file.row_group_starts[group_id],
-                    found[row.row]
                 ),
             ));
         }
@@ -212,12 +209,17 @@ impl FrameTable {
     /// same episode) in its row group: found without locating it again; None at the group's
     /// end or where the row there holds another index (then [`FrameTable::row`] says which).
     pub fn row_after(&self, previous: &Row, index: usize) -> Option<Row> {
-        let Values::I64(found) = &previous.group.columns[self.index_column] else {
+        let row = previous.row + 1;
+        (self.index_of(&previous.group, row) == Some(index as i64))
+            .then(|| Row { group: previous.group.clone(), row })
+    }
+
+    /// The `index` column's value at `row` of `group`; None past the group's end.
+    fn index_of(&self, group: &RowGroup, row: usize) -> Option<i64> {
+        let Values::I64(found) = &group.columns[self.index_column] else {
             unreachable!("index is int64 (info.json checked)")
         };
-        let row = previous.row + 1;
-        (found.get(row) == Some(&(index as i64)))
-            .then(|| Row { group: previous.group.clone(), row })
+        found.get(row).copied()
     }
 
     /// The parquet file holding global `index`, and its row there; None where not selected.

@@ -60,16 +60,26 @@ impl RowCache {
                     *count += 1;
                     continue;
                 }
-                let (source, range) = self.rows[*first].1.run_values(column, width, *count);
-                values.extend_from(source, range);
+                self.copy_run((*first, *count), (column, width), values);
             }
             run = Some((next, 1));
         }
-        if let Some((first, count)) = run {
-            let (source, range) = self.rows[first].1.run_values(column, width, count);
-            values.extend_from(source, range);
+        if let Some(run) = run {
+            self.copy_run(run, (column, width), values);
         }
         Ok(())
+    }
+
+    /// Appends column `column`'s values of the run `(first, count)` (a position in `rows` and
+    /// the rows after it in its row group) to `values`: one copy.
+    fn copy_run(
+        &self,
+        (first, count): (usize, usize),
+        (column, width): (usize, usize),
+        values: &mut Values,
+    ) {
+        let (source, range) = self.rows[first].1.run_values(column, width, count);
+        values.extend_from(source, range);
     }
 
     /// Forgets the rows, keeping the allocation for the next sample.
