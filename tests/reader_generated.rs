@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use feedbench::dataset::sample::BatchSamples;
 use feedbench::dataset::write::{
     synthetic_png, synthetic_state, write_tabular, ListLayout, TabularSpec, IMAGE_KEY,
 };
@@ -281,14 +282,22 @@ fn image_features_come_back_as_the_encoded_files() {
     assert!(!single.images[IMAGE_KEY].windowed);
 }
 
-#[test]
-fn a_reused_sample_equals_a_fresh_one_across_windows_and_datasets() {
+/// A v3.0 dataset with an image feature (row groups of 4 rows, across episodes) and a v2.1 one
+/// without, in one directory.
+fn two_kinds() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let with_images = dir.path().join("images");
-    let spec =
+    let images =
         TabularSpec { image_size: Some((6, 8)), ..spec(CodebaseVersion::V30, ListLayout::List) };
-    write_tabular(&with_images, &spec).unwrap();
-    let (_dir, plain) = generated(CodebaseVersion::V21, ListLayout::FixedSize);
+    write_tabular(&with_images, &images).unwrap();
+    let plain = dir.path().join("plain");
+    write_tabular(&plain, &spec(CodebaseVersion::V21, ListLayout::FixedSize)).unwrap();
+    (dir, with_images, plain)
+}
+
+#[test]
+fn a_reused_sample_equals_a_fresh_one_across_windows_and_datasets() {
+    let (_dir, with_images, plain) = two_kinds();
     let mut reused = feedbench::dataset::Sample::default();
     // Windows and datasets alternate so that each call finds the last one's keys and shapes.
     for (root, window, index) in [
@@ -302,5 +311,62 @@ fn a_reused_sample_equals_a_fresh_one_across_windows_and_datasets() {
         let window = dataset.window(&window).unwrap();
         dataset.sample_into(index, &window, &mut reused).unwrap();
         assert_eq!(reused, dataset.sample(index, &window).unwrap(), "{root:?} index {index}");
+    }
+}
+
+#[test]
+fn a_batch_stacks_what_its_samples_hold_item_after_item() {
+    let (_dir, with_images, plain) = two_kinds();
+    let mut batch = BatchSamples::default();
+    // Windows, datasets and batch sizes alternate, each batch built in the last one's buffers;
+    // episodes start at 0, 5, 12, 15 and 24: windows pad at either end.
+    for (root, window, indices) in [
+        (&with_images, WindowSpec::diffusion(), vec![13, 0, 4, 12, 27]),
+        (&with_images, WindowSpec::Single, vec![12, 3]),
+        (&plain, WindowSpec::diffusion(), vec![20, 5, 11, 23, 24, 6, 14]),
+        (&with_images, WindowSpec::diffusion(), vec![0]),
+        (&plain, WindowSpec::Single, vec![27, 0, 1]),
+    ] {
+        let dataset = Dataset::open(root).unwrap();
+        let window = dataset.window(&window).unwrap();
+        dataset.batch_into(indices.iter().copied(), &window, &mut batch).unwrap();
+        let samples: Vec<_> =
+            indices.iter().map(|&i| dataset.sample(i, &window).unwrap()).collect();
+        let at = format!("{root:?} {indices:?}");
+        let first = &samples[0];
+        assert_eq!(
+            batch.stacked.arrays.keys().collect::<Vec<_>>(),
+            first.arrays.keys().collect::<Vec<_>>(),
+            "{at}"
+        );
+        for (key, stacked) in &batch.stacked.arrays {
+            let mut shape = vec![indices.len()];
+            shape.extend(&first.arrays[key].shape);
+            assert_eq!(stacked.shape, shape, "{at} {key}");
+            let mut values = first.arrays[key].values.empty_like(0);
+            for sample in &samples {
+                let own = &sample.arrays[key].values;
+                values.extend_from(own, 0..own.len());
+            }
+            assert_eq!(stacked.values, values, "{at} {key}");
+        }
+        assert_eq!(
+            batch.stacked.pad_masks.keys().collect::<Vec<_>>(),
+            first.pad_masks.keys().collect::<Vec<_>>(),
+            "{at}"
+        );
+        for (key, stacked) in &batch.stacked.pad_masks {
+            let masks: Vec<bool> = samples.iter().flat_map(|s| s.pad_masks[key].clone()).collect();
+            assert_eq!(*stacked, masks, "{at} {key}");
+        }
+        assert_eq!(batch.items.len(), indices.len(), "{at}");
+        for (item, sample) in batch.items.iter().zip(&samples) {
+            assert!(
+                item.arrays.is_empty() && item.pad_masks.is_empty(),
+                "{at}: values stacked only"
+            );
+            assert_eq!((item.index, &item.task), (sample.index, &sample.task), "{at}");
+            assert_eq!((&item.images, &item.videos), (&sample.images, &sample.videos), "{at}");
+        }
     }
 }

@@ -7,6 +7,7 @@ use numpy::{Element, PyReadwriteArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use feedbench::dataset::sample::{BatchSamples, Stacked};
 use feedbench::dataset::video::cache::copy_held;
 use feedbench::dataset::video::FrameBuffer;
 use feedbench::dataset::{DatasetError, Sample, Values};
@@ -58,21 +59,31 @@ impl Reader {
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_positions(&positions)?;
         let workers = self.workers(threads.max(1))?;
-        let samples = py.detach(|| self.samples(&positions)).map_err(reader_error)?;
-        let batch = self.collate_samples(py, &workers, &samples, allocate);
+        let mut samples =
+            std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        let built = py.detach(|| {
+            let indices = positions.iter().map(|&position| self.indices[position]);
+            self.dataset.batch_into(indices, &self.window, &mut samples)
+        });
+        let batch = match built {
+            Ok(()) => self.collate_samples(py, &workers, &mut samples, allocate),
+            Err(error) => Err(reader_error(error)),
+        };
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = samples;
         batch
     }
 
-    /// The batch of `samples`, their frames decoded into the arrays `allocate` returns (left
-    /// out of the batch), or without it into kept arrays (in the batch).
+    /// The batch of `batch`'s items, their frames decoded into the arrays `allocate` returns
+    /// (left out of the batch), or without it into kept arrays (in the batch); their stacked
+    /// values handed over.
     fn collate_samples<'py>(
         &self,
         py: Python<'py>,
         workers: &Workers,
-        samples: &[Sample],
+        batch: &mut BatchSamples,
         allocate: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let samples = &batch.items[..];
         if samples.is_empty() {
             return Ok(PyDict::new(py));
         }
@@ -120,28 +131,16 @@ impl Reader {
         py.detach(|| self.decode_batch(workers, samples, &columns)).map_err(reader_error)?;
         drop((bytes, floats));
 
-        let batch = PyDict::new(py);
+        let dict = PyDict::new(py);
         for (key, array) in kept {
-            batch.set_item(key, array)?;
+            dict.set_item(key, array)?;
         }
-        for (key, value) in collate_values(samples)? {
-            batch.set_item(key, to_python(py, value)?)?;
+        for (key, value) in stacked_values(samples.len(), &mut batch.stacked) {
+            dict.set_item(key, to_python(py, value)?)?;
         }
-        let tasks: Vec<&str> = samples.iter().map(|s| s.task.as_str()).collect();
-        batch.set_item("task", PyList::new(py, tasks)?)?;
-        Ok(batch)
-    }
-
-    /// The samples (rows, windows, frame times; nothing decoded) at `positions`, built in the
-    /// buffers of the last batch's (a batch like the last one allocates nothing here).
-    fn samples(&self, positions: &[usize]) -> Result<Vec<Sample>, DatasetError> {
-        let mut samples =
-            std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
-        samples.resize_with(positions.len(), Sample::default);
-        for (sample, &position) in samples.iter_mut().zip(positions) {
-            self.dataset.sample_into(self.indices[position], &self.window, sample)?;
-        }
-        Ok(samples)
+        let tasks: Vec<&str> = batch.items.iter().map(|s| s.task.as_str()).collect();
+        dict.set_item("task", PyList::new(py, tasks)?)?;
+        Ok(dict)
     }
 
     /// Per pixel key: its name, one item's dimensions (as [`Reader::item`] shapes them) and
@@ -239,49 +238,22 @@ fn writable<'py, T: Element>(
     Some((writable, start))
 }
 
-/// Every non-pixel key of the samples stacked: parquet columns and pad masks as `[B, …]`
-/// arrays, string columns as lists.
-fn collate_values(samples: &[Sample]) -> PyResult<Vec<(String, Value)>> {
-    let first = &samples[0];
-    let mut values = Vec::new();
-    // Samples built with one window hold the same keys, shaped alike (`Dataset::sample_into`):
-    // each sample's entries are walked alongside the first's, their lengths compared.
-    let mut rest: Vec<_> = samples[1..].iter().map(|sample| sample.arrays.values()).collect();
-    for (key, array) in &first.arrays {
-        let others = rest.iter_mut().map(|arrays| arrays.next());
-        if first.videos.contains_key(key) || first.images.contains_key(key) {
-            others.for_each(drop);
-            continue;
-        }
-        let mut stacked = array.values.empty_like(array.values.len() * samples.len());
-        stacked.extend_from(&array.values, 0..array.values.len());
-        for (sample, other) in samples[1..].iter().zip(others) {
-            let other = other.filter(|a| a.values.len() == array.values.len()).ok_or_else(|| {
-                ReaderError::new_err(format!(
-                    "`{key}` of index {} is not shaped as index {}'s {:?}: a batch stacks one shape",
-                    sample.index, first.index, array.shape
-                ))
-            })?;
-            stacked.extend_from(&other.values, 0..other.values.len());
-        }
-        let value = match stacked {
+/// The batch's columns and pad masks as values: each column's stack `[B, …]` (a string
+/// column's as a list), each `<key>_is_pad` `[B, T]`; their values taken out of `stacked`.
+fn stacked_values(items: usize, stacked: &mut Stacked) -> Vec<(String, Value)> {
+    let mut values = Vec::with_capacity(stacked.arrays.len() + stacked.pad_masks.len());
+    for (key, array) in &mut stacked.arrays {
+        // An empty placeholder: the next `batch_into` gives every stack fresh values.
+        let value = match std::mem::replace(&mut array.values, Values::Bool(Vec::new())) {
             Values::Str(values) => Value::Text { values, windowed: true },
-            values => {
-                let shape =
-                    std::iter::once(samples.len()).chain(array.shape.iter().copied()).collect();
-                Value::Array { shape, values }
-            }
+            taken => Value::Array { shape: array.shape.clone(), values: taken },
         };
         values.push((key.clone(), value));
     }
-    for (key, mask) in &first.pad_masks {
-        let mut stacked = Vec::with_capacity(mask.len() * samples.len());
-        for sample in samples {
-            stacked.extend_from_slice(&sample.pad_masks[key]);
-        }
-        let shape = vec![samples.len(), mask.len()];
-        values
-            .push((format!("{key}_is_pad"), Value::Array { shape, values: Values::Bool(stacked) }));
+    for (key, mask) in &mut stacked.pad_masks {
+        let shape = vec![items, mask.len() / items];
+        let mask = Values::Bool(std::mem::take(mask));
+        values.push((format!("{key}_is_pad"), Value::Array { shape, values: mask }));
     }
-    Ok(values)
+    values
 }

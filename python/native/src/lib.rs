@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use feedbench::dataset::sample::BatchSamples;
 use feedbench::dataset::video::cache::{CachedDecoder, SharedFrames};
 use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder};
 use feedbench::dataset::{
@@ -115,7 +116,7 @@ pub(crate) struct Reader {
     frames: Option<Arc<SharedFrames>>,
     workers: Mutex<Option<Arc<Workers>>>,
     /// The samples of the last batch, whose buffers the next batch's are built in.
-    spare: Mutex<Vec<Sample>>,
+    spare: Mutex<BatchSamples>,
     /// The frames' arrays of batches collated without `allocate`, for reuse.
     arrays: arrays::BatchArrays,
 }
@@ -172,7 +173,7 @@ impl Reader {
                 decode,
                 frames,
                 workers: Mutex::new(None),
-                spare: Mutex::new(Vec::new()),
+                spare: Mutex::new(BatchSamples::default()),
                 arrays: arrays::BatchArrays::default(),
             })
         })

@@ -12,8 +12,10 @@ use super::video::raw::{self, RawFrames};
 use super::video::{FrameBuffer, FrameDecoder, VideoFile};
 use super::window::{query_rows, Window};
 use super::{Dataset, DatasetError, EpisodeIndex, Result, TaskIndex};
+pub use batch::{BatchSamples, Stacked};
 use rows::RowCache;
 
+mod batch;
 mod rows;
 
 /// Encoded images (PNG/JPEG files) of an image feature, one per time step.
@@ -313,12 +315,20 @@ impl Dataset {
     /// loader's workers keep one each. Pixel arrays are not decoded (see
     /// [`Sample::decode_pixels`]); ones left from an earlier decode are removed.
     pub fn sample_into(&self, index: usize, window: &Window, sample: &mut Sample) -> Result<()> {
-        let result = self.fill_sample(index, window, sample);
+        let result = self.fill_sample(index, window, sample, None);
         sample.rows.clear();
         result
     }
 
-    fn fill_sample(&self, index: usize, window: &Window, sample: &mut Sample) -> Result<()> {
+    /// Builds the sample at `index` in `sample`; its columns and pad masks in its own maps, or
+    /// with `stack` appended to the batch's (the sample's own left empty).
+    fn fill_sample(
+        &self,
+        index: usize,
+        window: &Window,
+        sample: &mut Sample,
+        stack: Option<&mut Stacked>,
+    ) -> Result<()> {
         let episode = self.episode_of(index)?;
         let (from, to) = (episode.from, episode.to);
         let own = [0i64];
@@ -332,15 +342,25 @@ impl Dataset {
         let (mut masks_written, mut images_written) = (0, 0);
 
         let columns = frames.columns();
-        key_arrays(&mut sample.arrays, columns, frames.columns_by_name());
+        let stacking = stack.is_some();
+        let (arrays, masks) = match stack {
+            // Keyed and typed for the batch (`Dataset::batch_into`).
+            Some(stack) => (&mut stack.arrays, &mut stack.pad_masks),
+            None => {
+                key_arrays(&mut sample.arrays, columns, frames.columns_by_name());
+                (&mut sample.arrays, &mut sample.pad_masks)
+            }
+        };
         // The map's entries in key order, each beside its column: no lookup per column.
-        for (array, &position) in sample.arrays.values_mut().zip(frames.columns_by_name()) {
+        for (array, &position) in arrays.values_mut().zip(frames.columns_by_name()) {
             let column = &columns[position];
             let (rows, windowed) = rows_of(&column.name);
-            if !array.values.is_of(column.scalar) {
-                array.values = Values::with_capacity(column.scalar, rows.len() * column.width);
+            if !stacking {
+                if !array.values.is_of(column.scalar) {
+                    array.values = Values::with_capacity(column.scalar, rows.len() * column.width);
+                }
+                array.values.clear();
             }
-            array.values.clear();
             sample.rows.extend(
                 frames,
                 rows.clone(),
@@ -360,7 +380,7 @@ impl Dataset {
                 array.shape.extend_from_slice(shape);
             }
             if windowed {
-                set_mask(&mut sample.pad_masks, &column.name, rows);
+                set_mask(masks, &column.name, rows, stacking);
                 masks_written += 1;
             }
         }
@@ -380,7 +400,7 @@ impl Dataset {
                 images.images.push(frames.image(row, name)?);
             }
             if windowed {
-                set_mask(&mut sample.pad_masks, name, rows);
+                set_mask(masks, name, rows, stacking);
                 masks_written += 1;
             }
             images_written += 1;
@@ -422,7 +442,7 @@ impl Dataset {
                 frames_of_key.timestamps.push(video.from_timestamp + time);
             }
             if windowed {
-                set_mask(&mut sample.pad_masks, key, rows);
+                set_mask(masks, key, rows, stacking);
                 masks_written += 1;
             }
         }
@@ -431,7 +451,9 @@ impl Dataset {
             frames.image_columns().iter().any(|name| name == k)
         });
         drop_stale(&mut sample.videos, episode.videos.len(), |k| episode.videos.contains_key(k));
-        drop_stale(&mut sample.pad_masks, masks_written, |k| window.offsets(k).is_some());
+        if !stacking {
+            drop_stale(masks, masks_written, |k| window.offsets(k).is_some());
+        }
 
         let task_position = frames.column_position("task_index").expect("info.json checked");
         let (values, range) = sample.rows.get(frames, index)?.values(task_position, 1);
@@ -460,16 +482,20 @@ fn is_joined(path: &Path, root: &Path, relative: &Path) -> bool {
         && (separator == 0 || path[root.len()] == b'/')
 }
 
-/// Writes the pad mask of `key` (`<key>_is_pad`) from the window's `rows`.
+/// Writes the pad mask of `key` (`<key>_is_pad`) from the window's `rows`; with `append`,
+/// after what it holds (a batch's stack).
 fn set_mask(
     masks: &mut BTreeMap<String, Vec<bool>>,
     key: &str,
     rows: impl Iterator<Item = (usize, bool)>,
+    append: bool,
 ) {
     let is_pad = rows.map(|(_, is_pad)| is_pad);
     // One lookup where the mask is there already (every sample after the first).
     if let Some(mask) = masks.get_mut(key) {
-        mask.clear();
+        if !append {
+            mask.clear();
+        }
         mask.extend(is_pad);
     } else {
         masks.insert(key.to_owned(), is_pad.collect());
