@@ -318,6 +318,9 @@ fn a_reused_sample_equals_a_fresh_one_across_windows_and_datasets() {
 fn a_batch_stacks_what_its_samples_hold_item_after_item() {
     let (_dir, with_images, plain) = two_kinds();
     let mut batch = BatchSamples::default();
+    // An item built alone before: its own values go.
+    let first = Dataset::open(&with_images).unwrap();
+    batch.items.push(first.sample(3, &first.window(&WindowSpec::diffusion()).unwrap()).unwrap());
     // Windows, datasets and batch sizes alternate, each batch built in the last one's buffers;
     // episodes start at 0, 5, 12, 15 and 24: windows pad at either end.
     for (root, window, indices) in [

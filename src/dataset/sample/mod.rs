@@ -344,8 +344,13 @@ impl Dataset {
         let columns = frames.columns();
         let stacking = stack.is_some();
         let (arrays, masks) = match stack {
-            // Keyed and typed for the batch (`Dataset::batch_into`).
-            Some(stack) => (&mut stack.arrays, &mut stack.pad_masks),
+            // Keyed and typed for the batch (`Dataset::batch_into`); the item holds no values
+            // of its own (one built alone in it before would have left some).
+            Some(stack) => {
+                sample.arrays.clear();
+                sample.pad_masks.clear();
+                (&mut stack.arrays, &mut stack.pad_masks)
+            }
             None => {
                 key_arrays(&mut sample.arrays, columns, frames.columns_by_name());
                 (&mut sample.arrays, &mut sample.pad_masks)
