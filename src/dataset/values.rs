@@ -63,6 +63,19 @@ impl Values {
         }
     }
 
+    /// Makes room for `additional` more values (none allocated where there is room).
+    pub fn reserve(&mut self, additional: usize) {
+        match self {
+            Self::F32(v) => v.reserve(additional),
+            Self::F64(v) => v.reserve(additional),
+            Self::I64(v) => v.reserve(additional),
+            Self::I32(v) => v.reserve(additional),
+            Self::Bool(v) => v.reserve(additional),
+            Self::U8(v) => v.reserve(additional),
+            Self::Str(v) => v.reserve(additional),
+        }
+    }
+
     /// Whether it holds values of `scalar` type (None: strings).
     pub fn is_of(&self, scalar: Option<ScalarType>) -> bool {
         matches!(

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{key_arrays, Sample};
-use crate::dataset::values::{Array, Values};
+use super::{drop_unwritten, ready_values, Sample};
+use crate::dataset::values::Array;
 use crate::dataset::{Dataset, Result, Window};
 
 /// Every column and pad mask of a batch's items, stacked along a new first dimension.
@@ -39,30 +39,18 @@ impl Dataset {
         window: &Window,
         batch: &mut BatchSamples,
     ) -> Result<()> {
-        let frames = &self.frames;
-        let (columns, by_name) = (frames.columns(), frames.columns_by_name());
         let items = indices.len();
-        let stacked = &mut batch.stacked;
-        key_arrays(&mut stacked.arrays, columns, by_name);
-        for (array, &position) in stacked.arrays.values_mut().zip(by_name) {
-            let column = &columns[position];
-            let steps = window.offsets(&column.name).map_or(1, <[i64]>::len);
-            // Fresh: a batch's stacks are handed out whole (to NumPy, which owns them then).
-            array.values = Values::with_capacity(column.scalar, items * steps * column.width);
-            array.shape.clear();
-        }
-        stacked.pad_masks.retain(|key, mask| {
-            mask.clear();
-            window.offsets(key).is_some()
-        });
-
+        let Stacked { arrays, pad_masks: masks } = &mut batch.stacked;
+        ready_values(arrays, masks, &self.frames, window, items);
         batch.items.resize_with(items, Sample::default);
         for (sample, index) in batch.items.iter_mut().zip(indices) {
-            let result = self.fill_sample(index, window, sample, Some(stacked));
-            sample.rows.clear();
-            result?;
+            // The item holds no values of its own (one built alone in it before had some).
+            sample.arrays.clear();
+            sample.pad_masks.clear();
+            self.fill_sample(index, window, sample, (arrays, masks))?;
         }
-        for array in stacked.arrays.values_mut() {
+        drop_unwritten(masks);
+        for array in arrays.values_mut() {
             array.shape.insert(0, items);
         }
         Ok(())

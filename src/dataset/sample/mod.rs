@@ -1,11 +1,12 @@
 //! One sample, as LeRobot's `LeRobotDataset[index]` returns it.
 
 use std::collections::BTreeMap;
+use std::mem::take;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::bytes::Bytes;
-use super::frames::{FrameTable, TableColumn};
+use super::frames::FrameTable;
 use super::image::{decode_image_into, image_size};
 use super::values::{Array, Values};
 use super::video::raw::{self, RawFrames};
@@ -276,21 +277,42 @@ fn reuse<'m, V>(
     map.get_mut(key).expect("inserted above")
 }
 
-/// Makes `arrays` hold an entry for each of `columns` and no other (`by_name`: their positions
-/// ordered by name). A map that holds them already (a sample of this table was built in it) is
-/// only compared, key for key; another is re-keyed, its arrays kept where their key stays.
-fn key_arrays(arrays: &mut BTreeMap<String, Array>, columns: &[TableColumn], by_name: &[usize]) {
+/// Readies `arrays` and `masks` to be appended to by `items` samples of `frames` with `window`
+/// ([`Dataset::fill_sample`]): an array for each column and no other, of the column's type,
+/// empty, with room for all; a mask for each windowed key, empty. A map that holds them already
+/// (a sample of this table was built in it) is only compared, key for key, and emptied.
+fn ready_values(
+    arrays: &mut BTreeMap<String, Array>,
+    masks: &mut BTreeMap<String, Vec<bool>>,
+    frames: &FrameTable,
+    window: &Window,
+    items: usize,
+) {
+    let (columns, by_name) = (frames.columns(), frames.columns_by_name());
     let names = by_name.iter().map(|&position| columns[position].name.as_str());
-    if arrays.len() == columns.len() && arrays.keys().zip(names.clone()).all(|(k, n)| k == n) {
-        return;
+    if arrays.len() != columns.len() || arrays.keys().zip(names).any(|(k, n)| k != n) {
+        arrays.retain(|key, _| columns.iter().any(|c| c.name == *key));
+        for column in columns {
+            reuse(arrays, &column.name, || Array {
+                shape: Vec::new(),
+                values: Values::with_capacity(column.scalar, 0),
+            });
+        }
     }
-    arrays.retain(|key, _| columns.iter().any(|c| c.name == *key));
-    for column in columns {
-        reuse(arrays, &column.name, || Array {
-            shape: Vec::new(),
-            values: Values::with_capacity(column.scalar, 0),
-        });
+    for (array, &position) in arrays.values_mut().zip(by_name) {
+        let column = &columns[position];
+        let steps = window.offsets(&column.name).map_or(1, <[i64]>::len);
+        array.values.clear();
+        if !array.values.is_of(column.scalar) {
+            array.values = Values::with_capacity(column.scalar, 0);
+        }
+        array.values.reserve(items * steps * column.width);
+        array.shape.clear();
     }
+    masks.retain(|key, mask| {
+        mask.clear();
+        window.offsets(key).is_some()
+    });
 }
 
 /// Drops the entries of `map` that were not written (`written` were): left from an earlier
@@ -299,6 +321,12 @@ fn drop_stale<V>(map: &mut BTreeMap<String, V>, written: usize, keep: impl Fn(&s
     if map.len() > written {
         map.retain(|key, _| keep(key));
     }
+}
+
+/// Drops the masks no sample wrote (a windowed key this dataset does not hold, left from an
+/// earlier one's samples).
+fn drop_unwritten(masks: &mut BTreeMap<String, Vec<bool>>) {
+    masks.retain(|_, mask| !mask.is_empty());
 }
 
 impl Dataset {
@@ -315,19 +343,36 @@ impl Dataset {
     /// loader's workers keep one each. Pixel arrays are not decoded (see
     /// [`Sample::decode_pixels`]); ones left from an earlier decode are removed.
     pub fn sample_into(&self, index: usize, window: &Window, sample: &mut Sample) -> Result<()> {
-        let result = self.fill_sample(index, window, sample, None);
-        sample.rows.clear();
+        let (mut arrays, mut masks) = (take(&mut sample.arrays), take(&mut sample.pad_masks));
+        ready_values(&mut arrays, &mut masks, &self.frames, window, 1);
+        let result = self.fill_sample(index, window, sample, (&mut arrays, &mut masks));
+        drop_unwritten(&mut masks);
+        (sample.arrays, sample.pad_masks) = (arrays, masks);
         result
     }
 
-    /// Builds the sample at `index` in `sample`; its columns and pad masks in its own maps, or
-    /// with `stack` appended to the batch's (the sample's own left empty).
+    /// Builds the sample at `index` in `sample` (its frames' times, images, task), its columns
+    /// and pad masks appended to `arrays` and `masks` (readied by [`ready_values`]).
     fn fill_sample(
         &self,
         index: usize,
         window: &Window,
         sample: &mut Sample,
-        stack: Option<&mut Stacked>,
+        (arrays, masks): (&mut BTreeMap<String, Array>, &mut BTreeMap<String, Vec<bool>>),
+    ) -> Result<()> {
+        let result = self.write_sample(index, window, sample, (arrays, masks));
+        // Its rows hold the table's row groups: none kept past the sample.
+        sample.rows.clear();
+        result
+    }
+
+    /// [`Dataset::fill_sample`], its rows left in `sample.rows`.
+    fn write_sample(
+        &self,
+        index: usize,
+        window: &Window,
+        sample: &mut Sample,
+        (arrays, masks): (&mut BTreeMap<String, Array>, &mut BTreeMap<String, Vec<bool>>),
     ) -> Result<()> {
         let episode = self.episode_of(index)?;
         let (from, to) = (episode.from, episode.to);
@@ -339,33 +384,13 @@ impl Dataset {
         sample.index = index;
         sample.episode = episode.index;
         let frames = &self.frames;
-        let (mut masks_written, mut images_written) = (0, 0);
+        let mut images_written = 0;
 
         let columns = frames.columns();
-        let stacking = stack.is_some();
-        let (arrays, masks) = match stack {
-            // Keyed and typed for the batch (`Dataset::batch_into`); the item holds no values
-            // of its own (one built alone in it before would have left some).
-            Some(stack) => {
-                sample.arrays.clear();
-                sample.pad_masks.clear();
-                (&mut stack.arrays, &mut stack.pad_masks)
-            }
-            None => {
-                key_arrays(&mut sample.arrays, columns, frames.columns_by_name());
-                (&mut sample.arrays, &mut sample.pad_masks)
-            }
-        };
         // The map's entries in key order, each beside its column: no lookup per column.
         for (array, &position) in arrays.values_mut().zip(frames.columns_by_name()) {
             let column = &columns[position];
             let (rows, windowed) = rows_of(&column.name);
-            if !stacking {
-                if !array.values.is_of(column.scalar) {
-                    array.values = Values::with_capacity(column.scalar, rows.len() * column.width);
-                }
-                array.values.clear();
-            }
             sample.rows.extend(
                 frames,
                 rows.clone(),
@@ -385,8 +410,7 @@ impl Dataset {
                 array.shape.extend_from_slice(shape);
             }
             if windowed {
-                set_mask(masks, &column.name, rows, stacking);
-                masks_written += 1;
+                set_mask(masks, &column.name, rows);
             }
         }
 
@@ -405,8 +429,7 @@ impl Dataset {
                 images.images.push(frames.image(row, name)?);
             }
             if windowed {
-                set_mask(masks, name, rows, stacking);
-                masks_written += 1;
+                set_mask(masks, name, rows);
             }
             images_written += 1;
         }
@@ -447,8 +470,7 @@ impl Dataset {
                 frames_of_key.timestamps.push(video.from_timestamp + time);
             }
             if windowed {
-                set_mask(masks, key, rows, stacking);
-                masks_written += 1;
+                set_mask(masks, key, rows);
             }
         }
 
@@ -456,9 +478,6 @@ impl Dataset {
             frames.image_columns().iter().any(|name| name == k)
         });
         drop_stale(&mut sample.videos, episode.videos.len(), |k| episode.videos.contains_key(k));
-        if !stacking {
-            drop_stale(masks, masks_written, |k| window.offsets(k).is_some());
-        }
 
         let task_position = frames.column_position("task_index").expect("info.json checked");
         let (values, range) = sample.rows.get(frames, index)?.values(task_position, 1);
@@ -487,20 +506,15 @@ fn is_joined(path: &Path, root: &Path, relative: &Path) -> bool {
         && (separator == 0 || path[root.len()] == b'/')
 }
 
-/// Writes the pad mask of `key` (`<key>_is_pad`) from the window's `rows`; with `append`,
-/// after what it holds (a batch's stack).
+/// Appends the pad mask of `key` (`<key>_is_pad`) from the window's `rows` to what it holds.
 fn set_mask(
     masks: &mut BTreeMap<String, Vec<bool>>,
     key: &str,
     rows: impl Iterator<Item = (usize, bool)>,
-    append: bool,
 ) {
     let is_pad = rows.map(|(_, is_pad)| is_pad);
     // One lookup where the mask is there already (every sample after the first).
     if let Some(mask) = masks.get_mut(key) {
-        if !append {
-            mask.clear();
-        }
         mask.extend(is_pad);
     } else {
         masks.insert(key.to_owned(), is_pad.collect());
