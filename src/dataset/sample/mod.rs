@@ -360,20 +360,8 @@ impl Dataset {
         sample: &mut Sample,
         (arrays, masks): (&mut BTreeMap<String, Array>, &mut BTreeMap<String, Vec<bool>>),
     ) -> Result<()> {
-        let result = self.write_sample(index, window, sample, (arrays, masks));
-        // Its rows hold the table's row groups: none kept past the sample.
+        // Rows an earlier sample that failed part-way left (a finished one empties them).
         sample.rows.clear();
-        result
-    }
-
-    /// [`Dataset::fill_sample`], its rows left in `sample.rows`.
-    fn write_sample(
-        &self,
-        index: usize,
-        window: &Window,
-        sample: &mut Sample,
-        (arrays, masks): (&mut BTreeMap<String, Array>, &mut BTreeMap<String, Vec<bool>>),
-    ) -> Result<()> {
         let episode = self.episode_of(index)?;
         let (from, to) = (episode.from, episode.to);
         let own = [0i64];
@@ -482,6 +470,8 @@ impl Dataset {
         let task_position = frames.column_position("task_index").expect("info.json checked");
         let (values, range) = sample.rows.get(frames, index)?.values(task_position, 1);
         let task_index = values.get_f64(range.start) as usize;
+        // The last row read: its rows hold the table's row groups, none kept past the sample.
+        sample.rows.clear();
         let task = self.tasks.get(&TaskIndex(task_index)).ok_or_else(|| {
             DatasetError::invalid(
                 self.root.join("meta"),

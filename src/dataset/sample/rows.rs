@@ -5,7 +5,8 @@ use crate::dataset::values::Values;
 use crate::dataset::Result;
 
 /// The rows one sample reads, each fetched once (a window's keys read the same rows), kept in
-/// the [`Sample`](super::Sample) so that its allocation is reused, and emptied after each sample.
+/// the [`Sample`](super::Sample) so that its allocation is reused, and emptied once the sample
+/// is built (and before the next, where one failed part-way).
 #[derive(Default)]
 pub(super) struct RowCache {
     /// The rows fetched so far for this sample, by global index, in the order first asked for.
