@@ -233,13 +233,16 @@ for path in sorted(glob.glob(os.path.join(out, "train-*.json"))):
 if rows:
     lines += ["## Feeding the step (`train` on a generated G1-shaped dataset, 224x224, batch "
               f"{'64' if cuda else '8'})", "",
-              "| workers | transfer | samples/s | step ms | wait ms | h2d ms | input-bound % | verdict |",
-              "|--:|---|--:|--:|--:|--:|--:|---|"]
+              "| workers | transfer | samples/s | step ms | wait ms | pin ms | h2d ms | input-bound % | of it the copy % | verdict |",
+              "|--:|---|--:|--:|--:|--:|--:|--:|--:|---|"]
     for workers, images, t in sorted(rows, key=lambda r: (r[0], r[1])):
         ib = t["input_bound"]
+        # The batches pinned ahead of the trainer (its own thread, with workers): ms a batch.
+        pin = t.get("timing", {}).get("stages", {}).get("pin")
+        pin_ms = f"{pin['wall'] * 1e3 / max(pin['calls'], 1):.2f}" if pin else "-"
         lines.append(f"| {workers} | {images} | {t['samples_per_s']:.0f} | {t['step']['median_ms']:.1f} "
-                     f"| {t['wait']['median_ms']:.1f} | {t['h2d']['median_ms']:.2f} "
-                     f"| {ib['median_pct']:.1f} | {ib['verdict']} |")
+                     f"| {t['wait']['median_ms']:.1f} | {pin_ms} | {t['h2d']['median_ms']:.2f} "
+                     f"| {ib['median_pct']:.1f} | {ib.get('copy_pct', 0):.1f} | {ib['verdict']} |")
     lines.append("")
 lines.append(f"Timeline: {os.path.join(out, 'trace.json')} (chrome://tracing or ui.perfetto.dev): "
              "does the trainer's h2d span overlap the workers' decode spans, and the step the next "

@@ -245,6 +245,7 @@ impl FakeCell {
                     median_pct: self.input_bound_pct,
                     p95_pct: p95,
                     verdict: Verdict::of(self.input_bound_pct),
+                    copy_pct: self.copy_pct,
                 },
                 epoch_start_wait_ms: None,
                 steady_wait_ms: None,

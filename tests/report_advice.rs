@@ -263,6 +263,15 @@ fn a_step_bound_by_its_copy_gets_no_worker_or_prefetch_advice() {
         !advice.contains("prefetch absorbs") && !advice.contains("try more workers"),
         "{advice}"
     );
+    // The train phase's verdict names the copy too, not the loader.
+    let phase = cells[0].result().train.to_string();
+    assert!(
+        phase.contains(
+            "of it the copy to the device 8.0 %: moderately input-bound — the copy to the \
+             device is most of it, not the loader"
+        ),
+        "{phase}"
+    );
     // Where the wait is the larger part, the loader's advice stands.
     let waiting: Vec<FakeCell> = [1, 2]
         .iter()

@@ -19,5 +19,5 @@ pub use config::DiffusionConfig;
 pub use diffusion::DiffusionPolicy;
 pub use shapes::{synthetic_batch, CameraShape, MissingInput, PolicyShapes, ShapesError};
 pub use spec::{DeviceChoice, DiffusionPreset, ModelSpec, StepSpec};
-pub use step::{Components, ModelError, NoneStep, Precision, StepTimes, TrainStep};
+pub use step::{Components, ModelError, NoneStep, PinnedBatch, Precision, StepTimes, TrainStep};
 pub use synthetic::SyntheticStep;

@@ -1,8 +1,9 @@
 //! The step's contract and what every step shares: [`TrainStep`] (a batch in, its parts'
 //! times out), [`StepTimes`] and their [`Components`], [`ModelError`], the no-op
-//! [`NoneStep`], and the batch's way onto the device (a host view of its values, the copy,
-//! the device's sync).
+//! [`NoneStep`], and the batch's way onto the device (a host view of its values, its copy in
+//! page-locked memory, the copy to the device, the device's sync).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::shapes::ShapesError;
@@ -91,7 +92,18 @@ impl StepTimes {
 pub trait TrainStep {
     /// Runs one step on `batch` (copy to the device, forward, backward, optimizer) and says
     /// how long each part took. A batch whose keys or shapes do not fit is an error.
-    fn step(&mut self, batch: &Batch) -> Result<StepTimes, ModelError>;
+    fn step(&mut self, batch: &Batch) -> Result<StepTimes, ModelError> {
+        self.step_with(batch, None)
+    }
+    /// [`step`](Self::step), copying the batch's tensors from `pinned` where given: their
+    /// page-locked copies, made ahead off the trainer thread (the train phase does for a CUDA
+    /// step), so that the step's `h2d` is the transfer alone. A step that copies nothing to a
+    /// device ignores them.
+    fn step_with(
+        &mut self,
+        batch: &Batch,
+        pinned: Option<&PinnedBatch>,
+    ) -> Result<StepTimes, ModelError>;
     /// A short description (`diffusion pusht`, `synthetic:40ms`, `none`).
     fn name(&self) -> String;
     /// Number of trainable parameters (0 when there is no model).
@@ -107,7 +119,11 @@ pub trait TrainStep {
 pub struct NoneStep;
 
 impl TrainStep for NoneStep {
-    fn step(&mut self, _batch: &Batch) -> Result<StepTimes, ModelError> {
+    fn step_with(
+        &mut self,
+        _batch: &Batch,
+        _pinned: Option<&PinnedBatch>,
+    ) -> Result<StepTimes, ModelError> {
         let start = Instant::now();
         Ok(StepTimes { total: start.elapsed(), ..Default::default() })
     }
@@ -127,12 +143,50 @@ impl TrainStep for NoneStep {
 
 /// A host tensor on `device`. On CUDA it is copied as LeRobot's loop copies batches
 /// (`pin_memory=True` in its DataLoader, `non_blocking=True` in `.to(device)`): from page-locked
-/// memory, asynchronously to the host. Untested on CUDA so far (no GPU in the sessions that built it).
-pub(crate) fn host_to_device(host: tch::Tensor, device: tch::Device) -> tch::Tensor {
-    if device.is_cuda() {
-        host.pin_memory(device).to_device_(device, host.kind(), true, false)
-    } else {
-        host
+/// memory, asynchronously to the host — from `pinned` where the batch was pinned ahead, else
+/// through a page-locked copy made here.
+pub(crate) fn host_to_device(
+    host: tch::Tensor,
+    pinned: Option<&tch::Tensor>,
+    device: tch::Device,
+) -> tch::Tensor {
+    if !device.is_cuda() {
+        return host;
+    }
+    match pinned {
+        Some(pinned) => pinned.to_device_(device, pinned.kind(), true, false),
+        None => host.pin_memory(device).to_device_(device, host.kind(), true, false),
+    }
+}
+
+/// A batch's tensors copied into page-locked host memory, by key: what a DataLoader's
+/// pin-memory thread hands the training loop (`pin_memory=True`, as lerobot-train sets it for
+/// a CUDA device), made before the step so that the step's copy to the device is the
+/// transfer alone.
+pub struct PinnedBatch {
+    tensors: HashMap<String, tch::Tensor>,
+}
+
+impl PinnedBatch {
+    /// Every tensor of `batch` copied into memory page-locked for `device` (a CUDA device;
+    /// libtorch without CUDA refuses).
+    pub fn pin(batch: &Batch, device: tch::Device) -> Result<Self, ModelError> {
+        let tensors = batch
+            .tensors
+            .iter()
+            .map(|(key, t)| {
+                // SAFETY: the view is only read, copied into page-locked memory and dropped
+                // before this call returns.
+                let host = unsafe { host_tensor(key, t)? };
+                Ok((key.clone(), host.f_pin_memory(device)?))
+            })
+            .collect::<Result<_, ModelError>>()?;
+        Ok(Self { tensors })
+    }
+
+    /// The page-locked copy of `key`'s tensor, if the batch had one.
+    pub fn get(&self, key: &str) -> Option<&tch::Tensor> {
+        self.tensors.get(key)
     }
 }
 

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use tch::{Device, Kind, Tensor};
 
-use super::step::{host_tensor, host_to_device, sync, ModelError, StepTimes, TrainStep};
+use super::step::{
+    host_tensor, host_to_device, sync, ModelError, PinnedBatch, StepTimes, TrainStep,
+};
 use crate::loader::batch::Batch;
 
 /// A training step that costs a fixed time per batch.
@@ -63,11 +65,16 @@ impl SyntheticStep {
 }
 
 impl TrainStep for SyntheticStep {
-    fn step(&mut self, batch: &Batch) -> Result<StepTimes, ModelError> {
+    fn step_with(
+        &mut self,
+        batch: &Batch,
+        pinned: Option<&PinnedBatch>,
+    ) -> Result<StepTimes, ModelError> {
         let t0 = Instant::now();
         for (key, t) in &batch.tensors {
             // SAFETY: dropped at once, within `step(&batch)`, and only read (copied on CUDA).
-            let _ = host_to_device(unsafe { host_tensor(key, t)? }, self.device);
+            let host = unsafe { host_tensor(key, t)? };
+            let _ = host_to_device(host, pinned.and_then(|p| p.get(key)), self.device);
         }
         sync(self.device);
         let t1 = Instant::now();

@@ -29,6 +29,9 @@ pub const CACHE_FILL: &str = "batch/video/cache_fill";
 pub const IMAGE: &str = "batch/image";
 /// Parquet values into the batch.
 pub const COLLATE: &str = "batch/collate";
+/// A batch's tensors copied into page-locked memory for a CUDA step, on a thread of their own
+/// ahead of the trainer (a DataLoader's pin-memory thread).
+pub const PIN: &str = "pin";
 /// One training step (device time, synchronised).
 pub const STEP: &str = "step";
 /// The batch's host→device copy.

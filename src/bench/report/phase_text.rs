@@ -123,13 +123,18 @@ impl fmt::Display for TrainPhase {
             self.data_s,
             self.updt_s
         )?;
+        let ib = &self.input_bound;
+        let copy = match ib.copy_pct > 0.0 {
+            true => format!(", of it the copy to the device {:.1} %", ib.copy_pct),
+            false => String::new(),
+        };
         writeln!(
             f,
-            "input-bound {:.1} % (median), {:.1} % (p95): {} — {}",
-            self.input_bound.median_pct,
-            self.input_bound.p95_pct,
-            self.input_bound.verdict,
-            self.input_bound.verdict.dominant_side()
+            "input-bound {:.1} % (median), {:.1} % (p95){copy}: {} — {}",
+            ib.median_pct,
+            ib.p95_pct,
+            ib.verdict,
+            ib.dominant_side()
         )?;
         if !self.modules.is_empty() {
             let part = |f: fn(&StepSample) -> f64| median(self.per_step.iter().map(f));

@@ -371,7 +371,10 @@ impl LoaderKnob {
         help: "`pin_memory=True` (lerobot-train sets it on CUDA)",
         dataloader: Some("pin_memory"),
         default_why: None,
-        reach: Reach::Lerobot("feedbench's loader keeps its batches in its own pool"),
+        reach: Reach::Lerobot(
+            "feedbench's train phase pins the batches of a CUDA step itself, on a thread ahead \
+             of the trainer, as lerobot-train has its DataLoader do",
+        ),
         tune: TuneRole::NotTuned,
         toml: TomlType::Boolean,
         omit_at_default: true,

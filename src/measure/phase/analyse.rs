@@ -252,15 +252,18 @@ impl TrainRun {
     pub fn figures(self) -> TrainPhase {
         let steps = &self.per_step;
         let stats = |f: &dyn Fn(&StepSample) -> f64| Stats::of_ms(steps.iter().map(f));
-        let shares = steps.iter().map(|s| {
-            let whole = s.wait_ms + s.step_ms;
-            if whole > 0.0 {
-                100.0 * (s.wait_ms + s.h2d_ms) / whole
-            } else {
-                0.0
-            }
-        });
-        let (median_pct, p95_pct) = median_and_p95(shares);
+        let share = |part: fn(&StepSample) -> f64| {
+            steps.iter().map(move |s| {
+                let whole = s.wait_ms + s.step_ms;
+                if whole > 0.0 {
+                    100.0 * part(s) / whole
+                } else {
+                    0.0
+                }
+            })
+        };
+        let (median_pct, p95_pct) = median_and_p95(share(|s| s.wait_ms + s.h2d_ms));
+        let copy_pct = median(share(|s| s.h2d_ms));
         let mean_s = |f: fn(&StepSample) -> f64| {
             steps.iter().map(f).sum::<f64>() / 1e3 / steps.len().max(1) as f64
         };
@@ -276,7 +279,12 @@ impl TrainRun {
             wait: stats(&|s| s.wait_ms),
             h2d: stats(&|s| s.h2d_ms),
             compute: stats(&|s| (s.step_ms - s.h2d_ms).max(0.0)),
-            input_bound: InputBound { median_pct, p95_pct, verdict: Verdict::of(median_pct) },
+            input_bound: InputBound {
+                median_pct,
+                p95_pct,
+                verdict: Verdict::of(median_pct),
+                copy_pct,
+            },
             epoch_start_wait_ms,
             steady_wait_ms,
             data_s: mean_s(|s| s.wait_ms + s.h2d_ms),
@@ -333,21 +341,26 @@ mod tests {
         assert_eq!(waits(&unknown, 2), (None, None), "positions unknown");
     }
 
-    #[test]
-    fn the_input_bound_share_and_verdict_come_from_each_step() {
-        // Waits of 0, 5 and 30 ms before a 10 ms step (1 ms of it the copy).
-        let run = TrainRun {
-            per_step: vec![sample(0.0, 1.0, 10.0), sample(5.0, 1.0, 10.0), sample(30.0, 1.0, 10.0)],
-            samples: 24,
-            wall: Duration::from_millis(60),
+    /// A train phase's raw samples: `per_step`, of `samples` samples in `wall_ms`.
+    fn train_run(per_step: Vec<StepSample>, samples: usize, wall_ms: u64) -> TrainRun {
+        TrainRun {
+            per_step,
+            samples,
+            wall: Duration::from_millis(wall_ms),
             process_cpu: Duration::from_millis(30),
             peak_rss_bytes: None,
             timing: TimingTree::default(),
             modules_ms: Vec::new(),
             peak_device_bytes: None,
             epoch_start_batches: 1,
-        };
-        let phase = run.figures();
+        }
+    }
+
+    #[test]
+    fn the_input_bound_share_and_verdict_come_from_each_step() {
+        // Waits of 0, 5 and 30 ms before a 10 ms step (1 ms of it the copy).
+        let steps = vec![sample(0.0, 1.0, 10.0), sample(5.0, 1.0, 10.0), sample(30.0, 1.0, 10.0)];
+        let phase = train_run(steps, 24, 60).figures();
         // Shares 10 %, 40 % and 77.5 %: the median is 40 %, highly input-bound.
         assert!((phase.input_bound.median_pct - 40.0).abs() < 1e-9, "{:?}", phase.input_bound);
         assert_eq!(phase.input_bound.verdict, Verdict::HighlyInputBound);
@@ -357,6 +370,26 @@ mod tests {
         assert!((phase.data_s - 38.0 / 3.0 / 1e3).abs() < 1e-12);
         assert!((phase.updt_s - 9.0 / 1e3).abs() < 1e-12);
         assert_eq!(phase.per_step.len(), 3, "the raw samples are kept");
+        // The copy: 10 %, 6.7 % and 2.5 % of the steps, median 6.7 %; the wait is most of it.
+        assert!(
+            (phase.input_bound.copy_pct - 100.0 / 15.0).abs() < 1e-9,
+            "{:?}",
+            phase.input_bound
+        );
+        assert!(!phase.input_bound.copy_bound());
+        assert_eq!(phase.input_bound.dominant_side(), "the loader dominates");
+    }
+
+    #[test]
+    fn a_share_that_is_mostly_the_copy_names_the_copy_not_the_loader() {
+        // No wait, a 3 ms copy of a 20 ms step: 15 % input-bound, all of it the copy.
+        let steps = vec![sample(0.0, 3.0, 20.0), sample(0.5, 3.0, 19.5)];
+        let ib = train_run(steps, 16, 40).figures().input_bound;
+        assert_eq!(ib.verdict, Verdict::ModeratelyInputBound);
+        assert!(ib.copy_bound(), "{ib:?}");
+        assert_eq!(ib.dominant_side(), "the copy to the device is most of it, not the loader");
+        let not = InputBound { verdict: Verdict::NotInputBound, median_pct: 4.0, ..ib };
+        assert!(!not.copy_bound(), "a share under the verdict's threshold names no side");
     }
 
     #[test]

@@ -316,6 +316,27 @@ pub struct InputBound {
     pub p95_pct: f64,
     /// The verdict on the median.
     pub verdict: Verdict,
+    /// Of it, the copy to the device: the median over the steps of `h2d / step`, percent —
+    /// what no loader setting shortens (0 in results kept before it was).
+    #[serde(default)]
+    pub copy_pct: f64,
+}
+
+impl InputBound {
+    /// Whether the copy to the device, not the wait for the loader, is most of an input-bound
+    /// share.
+    pub fn copy_bound(&self) -> bool {
+        self.verdict != Verdict::NotInputBound && 2.0 * self.copy_pct > self.median_pct
+    }
+
+    /// Which side dominates, in words: the verdict's, where the copy is not most of it.
+    pub fn dominant_side(&self) -> &'static str {
+        if self.copy_bound() {
+            "the copy to the device is most of it, not the loader"
+        } else {
+            self.verdict.dominant_side()
+        }
+    }
 }
 
 /// The figures of a `train` phase: the loader feeding the step as in real training, warm-up

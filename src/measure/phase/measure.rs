@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::ahead::Feeder;
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{
     CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until,
@@ -221,31 +222,58 @@ pub fn run_train_phase(
     warmup: usize,
     trace: Option<&Arc<Trace>>,
     until: Option<Until<'_>>,
-    mut on_step: impl FnMut(usize),
+    on_step: impl FnMut(usize),
 ) -> Result<TrainPhase, TrainError> {
     let trainer = trace.map(|trace| trace.track("trainer"));
     if steps == 0 {
         return Err(LoaderError::Config("measure at least one step".into()).into());
     }
+    let stream = start_epochs(loader)?;
+    let per_epoch = stream.per_epoch();
+    let (device, workers) = (step.device(), loader.config().workers);
+    let run = std::thread::scope(|scope| {
+        let pins = trace.map(|trace| trace.track("pin"));
+        let mut feeder = Feeder::start(scope, stream, device, workers, warmup, pins);
+        let fed = feed_steps(&mut feeder, step, steps, warmup, per_epoch, trainer, until, on_step);
+        let timing = feeder.finish();
+        fed.map(|mut run| {
+            run.timing.merge(&timing);
+            run
+        })
+    })?;
+    Ok(TrainRun { epoch_start_batches: workers.max(1), ..run }.figures())
+}
+
+/// The train phase's loop: `warmup` unmeasured steps, then `steps` measured ones (fewer where
+/// `until` holds), each on the feeder's next batch; the steps' samples and timing.
+#[allow(clippy::too_many_arguments)]
+fn feed_steps(
+    feeder: &mut Feeder<'_>,
+    step: &mut dyn TrainStep,
+    steps: usize,
+    warmup: usize,
+    per_epoch: usize,
+    trainer: Option<TraceTrack>,
+    until: Option<Until<'_>>,
+    mut on_step: impl FnMut(usize),
+) -> Result<TrainRun, TrainError> {
     let mut timing = TimingTree::default();
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
-    let mut stream = start_epochs(loader)?;
-    let per_epoch = stream.per_epoch();
     for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
-        let batch = stream.next().expect("epoch after epoch: the stream does not end");
+        let fed = feeder.next();
         let wait = asked.elapsed();
-        let batch = batch?;
+        let (batch, pinned) = fed?;
         let stepped = Instant::now();
-        let times = step.step(&batch)?;
+        let times = step.step_with(&batch, pinned.as_ref())?;
         let whole = stepped.elapsed();
         if let Some(track) = &trainer {
             trace_step(track, asked, wait, stepped, &times);
         }
         match iteration {
             Iteration::Warmup { last: true } => {
-                stream.take_timing();
+                feeder.warmed_up();
                 clock = Clock::start();
             }
             Iteration::Warmup { last: false } => {}
@@ -264,9 +292,8 @@ pub fn run_train_phase(
             }
         }
     }
-    timing.merge(&stream.take_timing());
     let (wall, process_cpu) = clock.elapsed();
-    let run = TrainRun {
+    Ok(TrainRun {
         per_step,
         samples,
         wall,
@@ -275,9 +302,8 @@ pub fn run_train_phase(
         timing,
         modules_ms: Vec::new(),
         peak_device_bytes: None,
-        epoch_start_batches: loader.config().workers.max(1),
-    };
-    Ok(run.figures())
+        epoch_start_batches: 1,
+    })
 }
 
 /// Records the trainer's wait and the step's phases (consecutive, as the step runs them).

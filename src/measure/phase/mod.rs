@@ -6,6 +6,7 @@
 //! sample (per batch, per step), `analyse` makes the figures (`figures`: what results keep)
 //! from them, and the report above (`bench::report::phase_text`) lays them out.
 
+mod ahead;
 mod analyse;
 mod backend;
 mod choice;
