@@ -245,8 +245,8 @@ if rows:
                      f"| {ib['median_pct']:.1f} | {ib.get('copy_pct', 0):.1f} | {ib['verdict']} |")
     lines.append("")
 lines.append(f"Timeline: {os.path.join(out, 'trace.json')} (chrome://tracing or ui.perfetto.dev): "
-             "does the trainer's h2d span overlap the workers' decode spans, and the step the next "
-             "batch's copy?")
+             "does the `pin` track pin the next batch while the trainer steps on this one, and how "
+             "long are the trainer's h2d spans?")
 tuned = os.path.join(out, "tune-lerobot-train.json")
 if os.path.exists(tuned):
     try:
