@@ -243,6 +243,10 @@ if rows:
         lines.append(f"| {workers} | {images} | {t['samples_per_s']:.0f} | {t['step']['median_ms']:.1f} "
                      f"| {t['wait']['median_ms']:.1f} | {pin_ms} | {t['h2d']['median_ms']:.2f} "
                      f"| {ib['median_pct']:.1f} | {ib.get('copy_pct', 0):.1f} | {ib['verdict']} |")
+    staging = {t.get("staging") for _, _, t in rows} - {None}
+    lines += [f"Batches to the device: {s}." for s in sorted(staging)]
+    if cuda and any("side stream, ahead" not in s for s in staging):
+        failed.append("a train run did not copy its batches on a side stream (see above)")
     lines.append("")
 lines.append(f"Timeline: {os.path.join(out, 'trace.json')} (chrome://tracing or ui.perfetto.dev): "
              "does the `pin` track pin the next batch while the trainer steps on this one, and how "

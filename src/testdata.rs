@@ -249,6 +249,7 @@ impl FakeCell {
                 },
                 epoch_start_wait_ms: None,
                 steady_wait_ms: None,
+                staging: None,
                 data_s: wait / 1e3,
                 updt_s: (train_step - wait) / 1e3,
                 process_cpu_ms_per_sample: cpu_ms_per_sample * 2.0,

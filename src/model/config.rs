@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::step::ModelError;
+use super::error::ModelError;
 
 /// Every knob of the diffusion policy's training step (names follow LeRobot's
 /// `DiffusionConfig`). Build one from a preset and change fields as needed.

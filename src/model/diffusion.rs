@@ -13,12 +13,11 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use super::autocast::Bf16Autocast;
 use super::config::DiffusionConfig;
+use super::error::ModelError;
+use super::host::host_tensor;
 use super::noise::DdpmSchedule;
 use super::shapes::{PolicyShapes, ACTION_KEY, ACTION_PAD_KEY, STATE_KEY};
-use super::step::{
-    host_tensor, host_to_device, sync, Components, ModelError, PinnedBatch, Precision, StepTimes,
-    TrainStep,
-};
+use super::step::{host_to_device, sync, Components, Precision, StagedBatch, StepTimes, TrainStep};
 use super::unet::ConditionalUnet1d;
 use super::vision::RgbEncoder;
 use crate::loader::batch::{Batch, BatchTensor};
@@ -137,9 +136,12 @@ impl DiffusionPolicy {
         &self.shapes
     }
 
-    /// Copies the keys the policy reads to the device (from `pinned` where the batch was
-    /// pinned ahead), checking their shapes.
-    fn upload(&self, batch: &Batch, pinned: Option<&PinnedBatch>) -> Result<Uploaded, ModelError> {
+    /// Copies the keys the policy reads to the device (taken from `staged` where the batch was
+    /// staged ahead), checking their shapes.
+    fn upload(&self, batch: &Batch, staged: Option<&StagedBatch>) -> Result<Uploaded, ModelError> {
+        if let Some(staged) = staged {
+            staged.order_step_after_copy()?;
+        }
         let b = batch.size;
         let (s, h) = (self.cfg.n_obs_steps, self.cfg.horizon);
         let device = self.vs.device();
@@ -149,13 +151,13 @@ impl DiffusionPolicy {
             .iter()
             .map(|c| {
                 let want = [b, s, c.channels, c.height, c.width];
-                to_device(batch, pinned, &c.key, &want, device)
+                to_device(batch, staged, &c.key, &want, device)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let state = to_device(batch, pinned, STATE_KEY, &[b, s, self.shapes.state_dim], device)?;
-        let action = to_device(batch, pinned, ACTION_KEY, &[b, h, self.shapes.action_dim], device)?;
+        let state = to_device(batch, staged, STATE_KEY, &[b, s, self.shapes.state_dim], device)?;
+        let action = to_device(batch, staged, ACTION_KEY, &[b, h, self.shapes.action_dim], device)?;
         let action_is_pad = if self.cfg.do_mask_loss_for_padding {
-            Some(to_device(batch, pinned, ACTION_PAD_KEY, &[b, h], device)?)
+            Some(to_device(batch, staged, ACTION_PAD_KEY, &[b, h], device)?)
         } else {
             None
         };
@@ -235,11 +237,11 @@ fn check_shapes(cfg: &DiffusionConfig, shapes: &PolicyShapes) -> Result<(), Mode
     Ok(())
 }
 
-/// `batch[key]` as a device tensor (copied from its page-locked copy in `pinned`, where
-/// there is one), if its shape is `want`.
+/// `batch[key]` as a device tensor (taken from its copy in `staged`, where there is one), if
+/// its shape is `want`.
 fn to_device(
     batch: &Batch,
-    pinned: Option<&PinnedBatch>,
+    staged: Option<&StagedBatch>,
     key: &str,
     want: &[usize],
     device: Device,
@@ -254,7 +256,7 @@ fn to_device(
     }
     // SAFETY: the tensor lives in the step's `Upload`, dropped before `step(&batch)` returns,
     // and is only read (normalisation makes new tensors; CUDA copies it).
-    Ok(host_to_device(unsafe { host_tensor(key, t)? }, pinned.and_then(|p| p.get(key)), device))
+    Ok(host_to_device(unsafe { host_tensor(key, t)? }, staged.and_then(|p| p.get(key)), device))
 }
 
 /// Min-max normalisation to [-1, 1] with the fixed constants.
@@ -279,7 +281,7 @@ impl TrainStep for DiffusionPolicy {
     fn step_with(
         &mut self,
         batch: &Batch,
-        pinned: Option<&PinnedBatch>,
+        staged: Option<&StagedBatch>,
     ) -> Result<StepTimes, ModelError> {
         let device = self.vs.device();
         let mark = || {
@@ -287,7 +289,7 @@ impl TrainStep for DiffusionPolicy {
             Instant::now()
         };
         let t0 = mark();
-        let input = self.upload(batch, pinned)?;
+        let input = self.upload(batch, staged)?;
         let t_h2d = mark();
 
         // Forward. The conditioning vector is cut from the graph at `cond_leaf` so that the

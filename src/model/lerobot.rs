@@ -9,8 +9,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::config::DiffusionConfig;
+use super::error::ModelError;
 use super::shapes::PolicyShapes;
-use super::step::{ModelError, Precision};
+use super::step::Precision;
 use crate::loader::batch::ImageFormat;
 use crate::loader::lerobot::driver::{parse, run_driver, torch_device};
 use crate::loader::lerobot::protocol::{Command, PolicyRequest, Reads, Request};

@@ -5,10 +5,13 @@
 mod autocast;
 pub mod config;
 pub mod diffusion;
+mod error;
+mod host;
 mod layers;
 pub mod lerobot;
 pub mod noise;
 pub mod shapes;
+pub mod side_stream;
 pub mod spec;
 mod step;
 pub mod synthetic;
@@ -17,7 +20,8 @@ pub mod vision;
 
 pub use config::DiffusionConfig;
 pub use diffusion::DiffusionPolicy;
+pub use error::ModelError;
 pub use shapes::{synthetic_batch, CameraShape, MissingInput, PolicyShapes, ShapesError};
 pub use spec::{DeviceChoice, DiffusionPreset, ModelSpec, StepSpec};
-pub use step::{Components, ModelError, NoneStep, PinnedBatch, Precision, StepTimes, TrainStep};
+pub use step::{Components, NoneStep, Precision, StagedBatch, StepTimes, TrainStep};
 pub use synthetic::SyntheticStep;

@@ -3,7 +3,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use super::step::ModelError;
+use super::error::ModelError;
 
 /// The cumulative signal level of a DDPM schedule, resident on the device.
 #[derive(Debug)]

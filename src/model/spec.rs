@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use super::config::DiffusionConfig;
 use super::diffusion::DiffusionPolicy;
+use super::error::ModelError;
 use super::shapes::{PolicyShapes, ShapesError};
-use super::step::{ModelError, NoneStep, Precision, TrainStep};
+use super::step::{NoneStep, Precision, TrainStep};
 use super::synthetic::SyntheticStep;
 
 /// Where the step runs: CPU, CUDA, or CUDA when libtorch sees one.

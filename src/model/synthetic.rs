@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use tch::{Device, Kind, Tensor};
 
-use super::step::{
-    host_tensor, host_to_device, sync, ModelError, PinnedBatch, StepTimes, TrainStep,
-};
+use super::error::ModelError;
+use super::host::host_tensor;
+use super::step::{host_to_device, sync, StagedBatch, StepTimes, TrainStep};
 use crate::loader::batch::Batch;
 
 /// A training step that costs a fixed time per batch.
@@ -68,13 +68,16 @@ impl TrainStep for SyntheticStep {
     fn step_with(
         &mut self,
         batch: &Batch,
-        pinned: Option<&PinnedBatch>,
+        staged: Option<&StagedBatch>,
     ) -> Result<StepTimes, ModelError> {
         let t0 = Instant::now();
+        if let Some(staged) = staged {
+            staged.order_step_after_copy()?;
+        }
         for (key, t) in &batch.tensors {
             // SAFETY: dropped at once, within `step(&batch)`, and only read (copied on CUDA).
             let host = unsafe { host_tensor(key, t)? };
-            let _ = host_to_device(host, pinned.and_then(|p| p.get(key)), self.device);
+            let _ = host_to_device(host, staged.and_then(|p| p.get(key)), self.device);
         }
         sync(self.device);
         let t1 = Instant::now();

@@ -123,6 +123,9 @@ impl fmt::Display for TrainPhase {
             self.data_s,
             self.updt_s
         )?;
+        if let Some(staging) = &self.staging {
+            writeln!(f, "batches to the device: {staging}")?;
+        }
         let ib = &self.input_bound;
         let copy = match ib.copy_pct > 0.0 {
             true => format!(", of it the copy to the device {:.1} %", ib.copy_pct),

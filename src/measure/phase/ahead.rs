@@ -1,9 +1,11 @@
 //! The batches of a `train` phase on their way to the trainer. For a CUDA step they pass a stage
 //! of their own, as a DataLoader's pin-memory thread (lerobot-train sets `pin_memory=True` for
-//! a CUDA device): a thread takes each batch from the loader's stream and copies its tensors
-//! into page-locked memory while the trainer steps on the one before, so that the step's copy
-//! to the device is the transfer alone. With no workers there is no such thread in PyTorch
-//! either: the batch is pinned where it is made, in the trainer's wait.
+//! a CUDA device): a thread takes each batch from the loader's stream, copies its tensors into
+//! page-locked memory and from there to the device on a side stream
+//! ([`SideStreamCopier`]) while the trainer steps on the one before, so that the step waits
+//! only for what of the copy is left. Where the process has no side stream to give, the
+//! thread pins and the step copies. With no workers there is no such thread in PyTorch either:
+//! the batch is pinned where it is made, in the trainer's wait.
 
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -11,7 +13,8 @@ use std::thread::{Scope, ScopedJoinHandle};
 use super::figures::TrainError;
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, LoadedBatch};
-use crate::model::{ModelError, PinnedBatch};
+use crate::model::side_stream::SideStreamCopier;
+use crate::model::{ModelError, StagedBatch};
 use crate::timing::{stage, TimingTree, TraceTrack};
 
 /// A batch and what was readied of it ahead of the step.
@@ -87,13 +90,13 @@ pub(super) enum Feeder<'s> {
         /// The device batches are pinned for, if any.
         pin: Option<tch::Device>,
     },
-    /// Through the pinning thread.
-    Pinned(Ahead<'s, PinnedBatch>),
+    /// Through the staging thread.
+    Staged(Ahead<'s, StagedBatch>),
 }
 
 impl<'s> Feeder<'s> {
-    /// The feeder for a step on `device` with `workers` loader workers: the pinning thread for
-    /// a CUDA device with workers.
+    /// The feeder for a step on `device` with `workers` loader workers — the staging thread
+    /// for a CUDA device with workers — and how its batches reach a CUDA device, in words.
     pub(super) fn start<'e>(
         scope: &'s Scope<'s, 'e>,
         stream: Batches,
@@ -101,28 +104,44 @@ impl<'s> Feeder<'s> {
         workers: usize,
         warmup: usize,
         track: Option<TraceTrack>,
-    ) -> Self {
-        match (device.is_cuda(), workers) {
-            (true, 1..) => Feeder::Pinned(Ahead::start(scope, stream, warmup, track, move |b| {
-                PinnedBatch::pin(b, device)
-            })),
-            (cuda, _) => Feeder::Loader { stream, pin: cuda.then_some(device) },
+    ) -> (Self, Option<String>) {
+        if !device.is_cuda() {
+            return (Feeder::Loader { stream, pin: None }, None);
         }
+        if workers == 0 {
+            let how = "pinned in the trainer's wait (no workers), copied to the device by the step";
+            return (Feeder::Loader { stream, pin: Some(device) }, Some(how.into()));
+        }
+        let (how, ahead) = match SideStreamCopier::new(device) {
+            Ok(mut copier) => (
+                "pinned and copied to the device on a side stream, ahead of the step".into(),
+                Ahead::start(scope, stream, warmup, track, move |b| {
+                    copier.copy(b).map(StagedBatch::OnDevice)
+                }),
+            ),
+            Err(why) => (
+                format!(
+                    "pinned ahead of the step, copied to the device by it (no side stream: {why})"
+                ),
+                Ahead::start(scope, stream, warmup, track, move |b| StagedBatch::pin(b, device)),
+            ),
+        };
+        (Feeder::Staged(ahead), Some(how))
     }
 
-    /// The next batch, and its tensors pinned where the step is on CUDA.
-    pub(super) fn next(&mut self) -> Readied<Option<PinnedBatch>> {
+    /// The next batch, and its tensors staged where the step is on CUDA.
+    pub(super) fn next(&mut self) -> Readied<Option<StagedBatch>> {
         match self {
             Feeder::Loader { stream, pin } => {
                 let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
-                let pinned = pin.map(|device| PinnedBatch::pin(&batch, device)).transpose()?;
+                let pinned = pin.map(|device| StagedBatch::pin(&batch, device)).transpose()?;
                 Ok((batch, pinned))
             }
-            Feeder::Pinned(ahead) => ahead.next().map(|(batch, pinned)| (batch, Some(pinned))),
+            Feeder::Staged(ahead) => ahead.next().map(|(batch, staged)| (batch, Some(staged))),
         }
     }
 
-    /// The trainer's warm-up ended: the loader's timing so far is dropped (the pinning thread
+    /// The trainer's warm-up ended: the loader's timing so far is dropped (the staging thread
     /// drops its own when it has readied the warm-up's batches).
     pub(super) fn warmed_up(&mut self) {
         if let Feeder::Loader { stream, .. } = self {
@@ -134,7 +153,7 @@ impl<'s> Feeder<'s> {
     pub(super) fn finish(self) -> TimingTree {
         match self {
             Feeder::Loader { mut stream, .. } => stream.take_timing(),
-            Feeder::Pinned(ahead) => ahead.finish(),
+            Feeder::Staged(ahead) => ahead.finish(),
         }
     }
 }

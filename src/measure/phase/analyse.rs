@@ -287,6 +287,7 @@ impl TrainRun {
             },
             epoch_start_wait_ms,
             steady_wait_ms,
+            staging: None,
             data_s: mean_s(|s| s.wait_ms + s.h2d_ms),
             updt_s: mean_s(|s| (s.step_ms - s.h2d_ms).max(0.0)),
             process_cpu_ms_per_sample: self.process_cpu.as_secs_f64() * 1e3

@@ -372,6 +372,10 @@ pub struct TrainPhase {
     /// or the loader did not say which batch of its epoch each was).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_wait_ms: Option<f64>,
+    /// How the batches reached a CUDA step's device (pinned where, copied by whom), in words;
+    /// None on the CPU or where the loader's run did it (LeRobot's loaders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<String>,
     /// Mean wait and hand-over (h2d) per step, seconds: lerobot-train's `data_s` (its batch's
     /// move to the device, uint8 conversion and pre-processor are in it).
     pub data_s: f64,

@@ -233,15 +233,17 @@ pub fn run_train_phase(
     let (device, workers) = (step.device(), loader.config().workers);
     let run = std::thread::scope(|scope| {
         let pins = trace.map(|trace| trace.track("pin"));
-        let mut feeder = Feeder::start(scope, stream, device, workers, warmup, pins);
+        let (mut feeder, staging) = Feeder::start(scope, stream, device, workers, warmup, pins);
         let fed = feed_steps(&mut feeder, step, steps, warmup, per_epoch, trainer, until, on_step);
         let timing = feeder.finish();
         fed.map(|mut run| {
             run.timing.merge(&timing);
-            run
+            (run, staging)
         })
     })?;
-    Ok(TrainRun { epoch_start_batches: workers.max(1), ..run }.figures())
+    let (run, staging) = run;
+    let phase = TrainRun { epoch_start_batches: workers.max(1), ..run }.figures();
+    Ok(TrainPhase { staging, ..phase })
 }
 
 /// The train phase's loop: `warmup` unmeasured steps, then `steps` measured ones (fewer where
@@ -264,9 +266,9 @@ fn feed_steps(
         let asked = Instant::now();
         let fed = feeder.next();
         let wait = asked.elapsed();
-        let (batch, pinned) = fed?;
+        let (batch, staged) = fed?;
         let stepped = Instant::now();
-        let times = step.step_with(&batch, pinned.as_ref())?;
+        let times = step.step_with(&batch, staged.as_ref())?;
         let whole = stepped.elapsed();
         if let Some(track) = &trainer {
             trace_step(track, asked, wait, stepped, &times);
