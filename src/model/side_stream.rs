@@ -36,7 +36,9 @@ const HOST_TO_DEVICE: c_int = 1;
 struct Runtime {
     set_device: unsafe extern "C" fn(c_int) -> c_int,
     stream_create: unsafe extern "C" fn(*mut Handle, c_uint) -> c_int,
+    stream_destroy: unsafe extern "C" fn(Handle) -> c_int,
     event_create: unsafe extern "C" fn(*mut Handle, c_uint) -> c_int,
+    event_destroy: unsafe extern "C" fn(Handle) -> c_int,
     event_record: unsafe extern "C" fn(Handle, Handle) -> c_int,
     event_synchronize: unsafe extern "C" fn(Handle) -> c_int,
     stream_wait_event: unsafe extern "C" fn(Handle, Handle, c_uint) -> c_int,
@@ -69,7 +71,9 @@ impl Runtime {
         Some(Runtime {
             set_device: function!("cudaSetDevice"),
             stream_create: function!("cudaStreamCreateWithFlags"),
+            stream_destroy: function!("cudaStreamDestroy"),
             event_create: function!("cudaEventCreateWithFlags"),
+            event_destroy: function!("cudaEventDestroy"),
             event_record: function!("cudaEventRecord"),
             event_synchronize: function!("cudaEventSynchronize"),
             stream_wait_event: function!("cudaStreamWaitEvent"),
@@ -124,6 +128,22 @@ struct Slot {
     copied: Handle,
     /// Recorded on the step's stream after the step that read the slot.
     released: Handle,
+    runtime: &'static Runtime,
+}
+
+impl Drop for Slot {
+    /// Frees the slot's buffers only once its last copy is done (a copy still in flight must
+    /// not write memory the allocator hands out again), and its events.
+    fn drop(&mut self) {
+        let rt = self.runtime;
+        // SAFETY: runtime calls on the slot's own events, not used after this.
+        unsafe {
+            let _ = (rt.event_synchronize)(self.copied);
+            self.buffers.clear();
+            let _ = (rt.event_destroy)(self.copied);
+            let _ = (rt.event_destroy)(self.released);
+        }
+    }
 }
 
 // SAFETY: the handles are CUDA runtime objects, usable from any thread; a slot is used by one
@@ -172,6 +192,7 @@ impl SideStreamCopier {
                 buffers: HashMap::new(),
                 copied: runtime.event()?,
                 released: runtime.event()?,
+                runtime,
             };
             back.send(slot).expect("the receiver is held here");
         }
@@ -270,6 +291,14 @@ impl SideStreamCopier {
             slot.buffers.insert(key.to_string(), Buffers { host, device });
         }
         Ok(slot.buffers.get_mut(key).expect("inserted above"))
+    }
+}
+
+impl Drop for SideStreamCopier {
+    /// Destroys the stream (the runtime frees it once its work is done).
+    fn drop(&mut self) {
+        // SAFETY: a runtime call on this copier's own stream, not used after this.
+        let _ = unsafe { (self.runtime.stream_destroy)(self.stream.0) };
     }
 }
 
