@@ -135,7 +135,9 @@ pub(crate) fn host_to_device(
     }
     match staged {
         Some(staged) => staged.to_device_(device, staged.kind(), true, false),
-        None => host.pin_memory(device).to_device_(device, host.kind(), true, false),
+        // `_pin_memory`: what `pin_memory` does, without the warning libtorch 2.x prints on
+        // every call that names the device (tch's `pin_memory` always does).
+        None => host.internal_pin_memory(device).to_device_(device, host.kind(), true, false),
     }
 }
 
@@ -161,7 +163,7 @@ impl StagedBatch {
                 // SAFETY: the view is only read, copied into page-locked memory and dropped
                 // before this call returns.
                 let host = unsafe { host_tensor(key, t)? };
-                Ok((key.clone(), host.f_pin_memory(device)?))
+                Ok((key.clone(), host.f_internal_pin_memory(device)?))
             })
             .collect::<Result<_, ModelError>>()?;
         Ok(Self::Pinned(tensors))

@@ -227,6 +227,34 @@ mod tests {
     }
 
     #[test]
+    fn a_cuda_step_without_a_side_stream_has_its_batches_pinned_ahead_and_is_told_why() {
+        if tch::Cuda::is_available() {
+            eprintln!("a GPU is here: the fallback without a side stream is not tested");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let loader = loader(dir.path());
+        let cuda = tch::Device::Cuda(0);
+        std::thread::scope(|scope| {
+            let (mut feeder, staging) = Feeder::start(scope, loader.epochs(0), cuda, 2, 0, None);
+            let staging = staging.expect("a CUDA step's batches are staged");
+            assert!(staging.starts_with("pinned ahead of the step, copied to the device by it (no side stream: device: cudaSetDevice: CUDA error")
+                || staging.contains("no side stream: device: this libtorch loaded no CUDA runtime"), "{staging}");
+            assert!(matches!(feeder, Feeder::Staged(_)), "a thread of its own, with workers");
+            // Pinning needs a driver too: the batch comes as an error, not a crash.
+            let Err(err) = feeder.next() else { panic!("pinned without a GPU") };
+            assert!(err.to_string().contains("libtorch"), "{err}");
+            feeder.finish();
+            let (feeder, staging) = Feeder::start(scope, loader.epochs(0), cuda, 0, 0, None);
+            assert!(staging.unwrap().starts_with("pinned in the trainer's wait (no workers)"));
+            assert!(matches!(feeder, Feeder::Loader { pin: Some(_), .. }));
+            let (feeder, staging) =
+                Feeder::start(scope, loader.epochs(0), tch::Device::Cpu, 2, 0, None);
+            assert!(staging.is_none() && matches!(feeder, Feeder::Loader { pin: None, .. }));
+        });
+    }
+
+    #[test]
     fn the_timing_of_the_warm_ups_batches_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let loader = loader(dir.path());
