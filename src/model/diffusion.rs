@@ -14,10 +14,11 @@ use tch::{Device, Kind, Reduction, Tensor};
 use super::autocast::Bf16Autocast;
 use super::config::DiffusionConfig;
 use super::error::ModelError;
-use super::host::host_tensor;
 use super::noise::DdpmSchedule;
 use super::shapes::{PolicyShapes, ACTION_KEY, ACTION_PAD_KEY, STATE_KEY};
-use super::step::{host_to_device, sync, Components, Precision, StagedBatch, StepTimes, TrainStep};
+use super::step::{
+    batch_tensor_on, sync, Components, Precision, StagedBatch, StepTimes, TrainStep,
+};
 use super::unet::ConditionalUnet1d;
 use super::vision::RgbEncoder;
 use crate::loader::batch::{Batch, BatchTensor};
@@ -256,7 +257,7 @@ fn to_device(
     }
     // SAFETY: the tensor lives in the step's `Upload`, dropped before `step(&batch)` returns,
     // and is only read (normalisation makes new tensors; CUDA copies it).
-    Ok(host_to_device(unsafe { host_tensor(key, t)? }, staged.and_then(|p| p.get(key)), device))
+    unsafe { batch_tensor_on(key, t, staged, device) }
 }
 
 /// Min-max normalisation to [-1, 1] with the fixed constants.

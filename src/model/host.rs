@@ -3,6 +3,16 @@
 
 use super::error::ModelError;
 
+/// `host` copied into memory page-locked for `device` (a CUDA device; libtorch without CUDA
+/// refuses). libtorch's `_pin_memory`, which `pin_memory` calls: tch's `pin_memory` always
+/// names the device, for which libtorch 2.x warns on every call.
+pub(crate) fn page_locked(
+    host: &tch::Tensor,
+    device: tch::Device,
+) -> Result<tch::Tensor, ModelError> {
+    Ok(host.f_internal_pin_memory(device)?)
+}
+
 /// One batch key as a host tensor of its shape, if its values fill the shape: a view of the
 /// batch's memory, not a copy (a DataLoader's batch is a torch tensor already; on the CPU this
 /// is the whole hand-over, on CUDA the one copy into pinned memory follows).

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 use tch::{Device, Kind, Tensor};
 
 use super::error::ModelError;
-use super::host::host_tensor;
+use super::host::{host_tensor, page_locked};
 use crate::loader::batch::Batch;
 
 /// `cudaStream_t`, `cudaEvent_t`.
@@ -275,8 +275,7 @@ impl SideStreamCopier {
         let (size, kind) = (like.size(), like.kind());
         let fits = |b: &Buffers| b.host.size() == size && b.host.kind() == kind;
         if !slot.buffers.get(key).is_some_and(fits) {
-            let host =
-                Tensor::f_empty(&size, (kind, Device::Cpu))?.f_internal_pin_memory(self.device)?;
+            let host = page_locked(&Tensor::f_empty(&size, (kind, Device::Cpu))?, self.device)?;
             let device = Tensor::f_empty(&size, (kind, self.device))?;
             // The device memory may have been the step stream's until now: the side stream
             // writes it after what that stream was given so far.

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::error::ModelError;
-use super::host::host_tensor;
+use super::host::{host_tensor, page_locked};
 use super::side_stream::{synchronize_step_stream, OnDevice};
-use crate::loader::batch::Batch;
+use crate::loader::batch::{Batch, BatchTensor};
 
 /// Arithmetic of the step: float32, or bf16 autocast over the forward pass (weights and
 /// optimizer state stay float32, as with `torch.autocast`).
@@ -121,24 +121,30 @@ impl TrainStep for NoneStep {
     }
 }
 
-/// A host tensor on `device`. On CUDA it is copied as LeRobot's loop copies batches
-/// (`pin_memory=True` in its DataLoader, `non_blocking=True` in `.to(device)`): from page-locked
-/// memory, asynchronously to the host — from `staged` where the batch was staged ahead (a
-/// tensor already on the device is taken as it is), else through a page-locked copy made here.
-pub(crate) fn host_to_device(
-    host: tch::Tensor,
-    staged: Option<&tch::Tensor>,
+/// The batch's tensor `t` of `key` on `device`. On CUDA it is copied as LeRobot's loop copies
+/// batches (`pin_memory=True` in its DataLoader, `non_blocking=True` in `.to(device)`): from
+/// page-locked memory, asynchronously to the host — taken from `staged` where the batch was
+/// staged ahead (a tensor already on the device as it is), else through a page-locked copy made
+/// here. On the CPU it is [`host_tensor`]'s view of the batch's values.
+///
+/// # Safety
+/// As [`host_tensor`]'s: the tensor may borrow `t`'s values, and is only read and dropped before
+/// `t` is.
+pub(crate) unsafe fn batch_tensor_on(
+    key: &str,
+    t: &BatchTensor,
+    staged: Option<&StagedBatch>,
     device: tch::Device,
-) -> tch::Tensor {
+) -> Result<tch::Tensor, ModelError> {
+    if let Some(staged) = staged.and_then(|staged| staged.get(key)) {
+        return Ok(staged.f_to_device_(device, staged.kind(), true, false)?);
+    }
+    // SAFETY: the caller keeps to host_tensor's contract.
+    let host = unsafe { host_tensor(key, t)? };
     if !device.is_cuda() {
-        return host;
+        return Ok(host);
     }
-    match staged {
-        Some(staged) => staged.to_device_(device, staged.kind(), true, false),
-        // `_pin_memory`: what `pin_memory` does, without the warning libtorch 2.x prints on
-        // every call that names the device (tch's `pin_memory` always does).
-        None => host.internal_pin_memory(device).to_device_(device, host.kind(), true, false),
-    }
+    Ok(page_locked(&host, device)?.f_to_device_(device, host.kind(), true, false)?)
 }
 
 /// A batch's tensors staged ahead of the step, off the trainer thread (the train phase does,
@@ -163,7 +169,7 @@ impl StagedBatch {
                 // SAFETY: the view is only read, copied into page-locked memory and dropped
                 // before this call returns.
                 let host = unsafe { host_tensor(key, t)? };
-                Ok((key.clone(), host.f_internal_pin_memory(device)?))
+                Ok((key.clone(), page_locked(&host, device)?))
             })
             .collect::<Result<_, ModelError>>()?;
         Ok(Self::Pinned(tensors))

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
 use super::error::ModelError;
-use super::host::host_tensor;
-use super::step::{host_to_device, sync, StagedBatch, StepTimes, TrainStep};
+use super::step::{batch_tensor_on, sync, StagedBatch, StepTimes, TrainStep};
 use crate::loader::batch::Batch;
 
 /// A training step that costs a fixed time per batch.
@@ -76,8 +75,7 @@ impl TrainStep for SyntheticStep {
         }
         for (key, t) in &batch.tensors {
             // SAFETY: dropped at once, within `step(&batch)`, and only read (copied on CUDA).
-            let host = unsafe { host_tensor(key, t)? };
-            let _ = host_to_device(host, staged.and_then(|p| p.get(key)), self.device);
+            let _ = unsafe { batch_tensor_on(key, t, staged, self.device)? };
         }
         sync(self.device);
         let t1 = Instant::now();

@@ -68,7 +68,7 @@ impl<'s, P: Send + 's> Ahead<'s, P> {
     pub(super) fn next(&self) -> Readied<P> {
         let readied = self.readied.as_ref().expect("taken only by finish, which consumes self");
         readied.recv().unwrap_or_else(|_| {
-            Err(ModelError::Device("the thread that pins batches stopped".into()).into())
+            Err(ModelError::Device("the thread that stages batches stopped".into()).into())
         })
     }
 
@@ -80,7 +80,7 @@ impl<'s, P: Send + 's> Ahead<'s, P> {
     }
 }
 
-/// Where the trainer takes its batches from: the loader's stream, or the pinning thread.
+/// Where the trainer takes its batches from: the loader's stream, or the staging thread.
 pub(super) enum Feeder<'s> {
     /// Straight from the loader's stream; batches for `pin` (a CUDA device) pinned in the
     /// trainer's wait, as PyTorch does without workers.

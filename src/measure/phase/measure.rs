@@ -229,36 +229,49 @@ pub fn run_train_phase(
         return Err(LoaderError::Config("measure at least one step".into()).into());
     }
     let stream = start_epochs(loader)?;
-    let per_epoch = stream.per_epoch();
     let (device, workers) = (step.device(), loader.config().workers);
-    let run = std::thread::scope(|scope| {
+    let plan = TrainLoop {
+        steps,
+        warmup,
+        per_epoch: stream.per_epoch(),
+        epoch_start_batches: workers.max(1),
+    };
+    let (run, staging) = std::thread::scope(|scope| {
         let pins = trace.map(|trace| trace.track("pin"));
         let (mut feeder, staging) = Feeder::start(scope, stream, device, workers, warmup, pins);
-        let fed = feed_steps(&mut feeder, step, steps, warmup, per_epoch, trainer, until, on_step);
+        let fed = feed_steps(&mut feeder, step, &plan, trainer, until, on_step);
         let timing = feeder.finish();
         fed.map(|mut run| {
             run.timing.merge(&timing);
             (run, staging)
         })
     })?;
-    let (run, staging) = run;
-    let phase = TrainRun { epoch_start_batches: workers.max(1), ..run }.figures();
-    Ok(TrainPhase { staging, ..phase })
+    Ok(TrainPhase { staging, ..run.figures() })
 }
 
-/// The train phase's loop: `warmup` unmeasured steps, then `steps` measured ones (fewer where
-/// `until` holds), each on the feeder's next batch; the steps' samples and timing.
-#[allow(clippy::too_many_arguments)]
+/// What the train phase's loop runs: its steps, and the epochs its batches come in.
+struct TrainLoop {
+    /// Measured steps.
+    steps: usize,
+    /// Unmeasured steps before them.
+    warmup: usize,
+    /// Batches an epoch.
+    per_epoch: usize,
+    /// The batches at an epoch's start told apart (one per worker).
+    epoch_start_batches: usize,
+}
+
+/// The train phase's loop: `plan`'s warm-up steps, then its measured ones (fewer where `until`
+/// holds), each on the feeder's next batch; the steps' samples and timing.
 fn feed_steps(
     feeder: &mut Feeder<'_>,
     step: &mut dyn TrainStep,
-    steps: usize,
-    warmup: usize,
-    per_epoch: usize,
+    plan: &TrainLoop,
     trainer: Option<TraceTrack>,
     until: Option<Until<'_>>,
     mut on_step: impl FnMut(usize),
 ) -> Result<TrainRun, TrainError> {
+    let TrainLoop { steps, warmup, per_epoch, epoch_start_batches } = *plan;
     let mut timing = TimingTree::default();
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
@@ -304,7 +317,7 @@ fn feed_steps(
         timing,
         modules_ms: Vec::new(),
         peak_device_bytes: None,
-        epoch_start_batches: 1,
+        epoch_start_batches,
     })
 }
 
