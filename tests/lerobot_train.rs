@@ -104,6 +104,14 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
         assert_eq!(built[part], recorded[part], "{part}");
     }
     assert_eq!(recorded["sampler"]["drop_n_last_frames"], 7, "the policy's");
+    // torch's backend as lerobot-train sets it (cuDNN autotuning, TF32 matmuls: not torch's
+    // defaults), so that a step measured on CUDA is the one it takes.
+    assert_eq!(built["backend"], recorded["backend"]);
+    let backend = &recorded["backend"];
+    assert_eq!(
+        (&backend["cudnn_benchmark"], &backend["matmul_tf32"]),
+        (&Json::from(true), &Json::from(true))
+    );
     // What lerobot-train gives its DataLoader by version (FEEDBENCH_LEROBOT_PYTHON may name a
     // venv with another LeRobot): 0.6 spawns persistent workers prefetching 4 uint8 batches;
     // 0.4 and 0.5 fork workers prefetching 2 float32 batches.
@@ -117,11 +125,18 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
     assert_eq!((&config["workers"], &config["prefetch"]), (&Json::from(2), &Json::from(prefetch)));
     // Workers over a run without any: lerobot-train's workers' prefetch, not a default of
     // feedbench's (its DataLoader without workers has none to say).
-    let alone = text.replace("--num_workers=2", "--num_workers=0");
+    // (With LeRobot 0.6's --cudnn_deterministic=true, cuDNN is made deterministic instead.)
+    let mut alone = text.replace("--num_workers=2", "--num_workers=0");
+    if six {
+        alone.push_str(" --cudnn_deterministic=true");
+    }
     let (ok, stdout, stderr) =
         with_run("load", &alone, &python, &["--workers", "1", "--batches", "2", "--json"]);
     assert!(ok, "{stderr}");
     let phase: Json = serde_json::from_str(&stdout).unwrap();
+    let backend = &phase["lerobot"]["lerobot_train"]["backend"];
+    let deterministic = (&backend["cudnn_benchmark"], &backend["cudnn_deterministic"]);
+    assert_eq!(deterministic, (&Json::from(!six), &Json::from(six)), "{backend}");
     let measured = &phase["lerobot"]["lerobot_train"]["dataloader"];
     assert_eq!(
         (&measured["num_workers"], &measured["prefetch_factor"]),

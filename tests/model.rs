@@ -8,8 +8,8 @@ use std::time::Duration;
 use feedbench::dataset::Resolution;
 use feedbench::loader::batch::{BatchData, ImageFormat};
 use feedbench::model::{
-    synthetic_batch, CameraShape, DiffusionConfig, DiffusionPolicy, ModelError, NoneStep,
-    PolicyShapes, Precision, SyntheticStep, TrainStep,
+    synthetic_batch, BackendSettings, CameraShape, DiffusionConfig, DiffusionPolicy, ModelError,
+    NoneStep, PolicyShapes, Precision, SyntheticStep, TrainStep,
 };
 use tch::Device;
 
@@ -144,6 +144,21 @@ fn global_conditioning_width_follows_the_cameras() {
     };
     let extra_inputs = 64 * cfg.n_obs_steps;
     assert_eq!(count(2) - count(1), film_outputs * extra_inputs);
+}
+
+#[test]
+fn a_step_is_built_with_the_backend_lerobot_train_sets() {
+    let _generator = setup();
+    // cuDNN autotuning and TF32 matmuls, as lerobot-train sets them before it builds its run
+    // (libtorch's defaults are both off; nothing else in feedbench sets them).
+    let shapes = PolicyShapes {
+        cameras: vec![camera("observation.images.top", 64, 64)],
+        state_dim: 2,
+        action_dim: 2,
+    };
+    DiffusionPolicy::new(&tiny((56, 56)), &shapes, Device::Cpu, Precision::F32).unwrap();
+    let lerobot_train = BackendSettings { cudnn_benchmark: true, matmul_tf32: true };
+    assert_eq!(BackendSettings::current(), lerobot_train);
 }
 
 #[test]

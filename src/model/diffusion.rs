@@ -12,6 +12,7 @@ use tch::nn::{self, OptimizerConfig};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use super::autocast::Bf16Autocast;
+use super::backend::BackendSettings;
 use super::config::DiffusionConfig;
 use super::error::ModelError;
 use super::noise::DdpmSchedule;
@@ -53,7 +54,8 @@ pub struct DiffusionPolicy {
 
 impl DiffusionPolicy {
     /// Builds the policy for `shapes` on `device` (parameters initialised from libtorch's
-    /// generator: call `tch::manual_seed` first for a reproducible model).
+    /// generator: call `tch::manual_seed` first for a reproducible model), with the backend
+    /// settings lerobot-train makes ([`BackendSettings::as_lerobot_train`]).
     pub fn new(
         cfg: &DiffusionConfig,
         shapes: &PolicyShapes,
@@ -62,6 +64,7 @@ impl DiffusionPolicy {
     ) -> Result<Self, ModelError> {
         cfg.validate()?;
         check_shapes(cfg, shapes)?;
+        BackendSettings::as_lerobot_train();
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let cam = &shapes.cameras[0];

@@ -3,6 +3,7 @@
 //! It owns the device, the host→device copy and the optimizer.
 
 mod autocast;
+mod backend;
 pub mod config;
 pub mod diffusion;
 mod error;
@@ -18,6 +19,7 @@ pub mod synthetic;
 pub mod unet;
 pub mod vision;
 
+pub use backend::BackendSettings;
 pub use config::DiffusionConfig;
 pub use diffusion::DiffusionPolicy;
 pub use error::ModelError;

@@ -2,7 +2,8 @@
 what it builds: the arguments its LeRobotDataset, EpisodeAwareSampler and DataLoader are
 constructed with (by feedbench's Recorder, the one feedbench records its own build with), and
 the first COUNT batches its training loop takes from the DataLoader, as .npy files (by
-feedbench's save_batch). It trains COUNT steps.
+feedbench's save_batch), and torch's backend settings it made (`backend`). It trains COUNT
+steps.
 
 With --feedbench-reader first among the arguments, the run is feedbench-lerobot-train's
 (feedbench.lerobot_train.main, importable from PYTHONPATH) and built.json also counts the
@@ -24,6 +25,7 @@ def main():
         args = args[1:]
     sys.path.append(modules)  # the driver package (feedbench_driver), after PYTHONPATH
     from feedbench_driver.plain import save_batch
+    from feedbench_driver.run_config import backend_settings
     from feedbench_driver.train_run import Recorder
 
     import lerobot.scripts.lerobot_train as lerobot_train
@@ -55,6 +57,7 @@ def main():
                 f"--steps={count}"]
     with Recorder() as recorded:
         run()
+    recorded.calls["backend"] = backend_settings()  # as the run left torch's settings
     if feedbench_reader:
         recorded.calls["feedbench_datasets"] = len(made)
     with open(os.path.join(out, "built.json"), "w") as f:

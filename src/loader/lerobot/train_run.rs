@@ -350,6 +350,7 @@ mod tests {
                                 "persistent_workers": true, "pin_memory": false,
                                 "multiprocessing_context": "spawn" }),
             worker_prefetch_factor: Some(4),
+            backend: None,
         };
         let c = built.config();
         assert_eq!((c.workers, c.batch_size, c.prefetch, c.seed), (4, 64, 4, 1000));

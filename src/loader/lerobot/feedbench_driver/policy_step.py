@@ -1,6 +1,7 @@
 """The step's side of feedbench's LeRobot driver: a batch handed to the device as LeRobot's
 training loop hands it, and the `model` command: LeRobot's DiffusionPolicy training step, as
-its training script runs it, on a resident random batch per (batch size, dtype): per step, ms
+its training script runs it (with the backend settings it makes: cuDNN autotuning, TF32
+matmuls), on a resident random batch per (batch size, dtype): per step, ms
 of the hand-over to the device (preprocessor included), forward, backward and optimizer
 (clipping, step, zeroing); trainable parameters, last loss, peak memory on the CPU."""
 
@@ -10,6 +11,7 @@ import time
 
 
 from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
+from feedbench_driver.run_config import backend_like_lerobot_train
 
 
 def to_device(batch, cameras, device):
@@ -177,6 +179,7 @@ def run_model(request, installed):
 
     if request.get("threads"):
         torch.set_num_threads(request["threads"])
+    backend_like_lerobot_train(None)  # the backend a default run of lerobot-train sets
     device = torch.device(request["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
         raise Refused(ErrorKind.KNOB, f"the step is to run on {device}, but the torch of {sys.executable} sees no CUDA device")

@@ -1,6 +1,6 @@
 """lerobot-train's configuration, as LeRobot's own parser makes it from the user's arguments
-(`TrainPipelineConfig`, `--config_path` included), with feedbench's knobs over it, the seed set
-as lerobot-train sets it, and what the run's other parts read of it (the trained policy's
+(`TrainPipelineConfig`, `--config_path` included), with feedbench's knobs over it, the seed and torch's backend
+settings set as lerobot-train sets them, and what the run's other parts read of it (the trained policy's
 config, its device, its `drop_n_last_frames`). Nothing is downloaded: a dataset without a local
 `--dataset.root` is refused with what to pass."""
 
@@ -153,6 +153,31 @@ def device_type(cfg):
 def policy_drop_n_last_frames(cfg):
     """The policy's drop_n_last_frames; None where the policy has none."""
     return getattr(trained_config(cfg), "drop_n_last_frames", None)
+
+
+def backend_like_lerobot_train(cfg):
+    """torch's backend settings lerobot-train makes before it builds the run: cuDNN autotunes
+    its convolutions (`benchmark`) unless the run asks for `--cudnn_deterministic=true` (LeRobot
+    0.6; before it always autotunes), and float32 matmuls may use TF32. They change the step's
+    speed on CUDA, not what it computes beyond TF32's rounding; a step measured without them is
+    not the one lerobot-train takes."""
+    import torch
+
+    if getattr(cfg, "cudnn_deterministic", False):
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+
+
+def backend_settings():
+    """torch's backend settings as they stand (what [`backend_like_lerobot_train`] sets)."""
+    import torch
+
+    return {"cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "matmul_tf32": torch.backends.cuda.matmul.allow_tf32}
 
 
 def seed_like_lerobot_train(cfg):

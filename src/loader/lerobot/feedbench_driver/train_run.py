@@ -28,8 +28,8 @@ import sys
 from feedbench_driver.measure import Cycle, video_backend
 from feedbench_driver.protocol import ErrorKind, Refused
 from feedbench_driver.run_config import (
-    apply_overrides, device_type, parse_arguments, policy_drop_n_last_frames,
-    seed_like_lerobot_train, trained_config, training_module)
+    apply_overrides, backend_like_lerobot_train, backend_settings, device_type, parse_arguments,
+    policy_drop_n_last_frames, seed_like_lerobot_train, trained_config, training_module)
 from feedbench_driver.train_step import TrainingStep, make_accelerator
 
 
@@ -269,6 +269,7 @@ class Run:
         self.cfg = parse_arguments(request["lerobot_train"])
         self.own = {}  # the arguments' own value of each field a request has set
         seed_like_lerobot_train(self.cfg)
+        backend_like_lerobot_train(self.cfg)
         self.device = device_type(self.cfg)
         with Recorder(*self.readers) as recorded:
             self.dataset = make_dataset(self.cfg)
@@ -304,6 +305,7 @@ class Run:
             "num_frames": self.dataset.num_frames,
             "num_episodes": self.dataset.num_episodes,
             "dataset": self.recorded_dataset,
+            "backend": backend_settings(),
             **recorded.calls,
         }
         return loader, facts

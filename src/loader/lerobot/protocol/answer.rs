@@ -231,4 +231,9 @@ pub struct BuiltRun {
     /// LeRobot 0.6), known where the DataLoader has no worker to give it to.
     #[serde(default)]
     pub worker_prefetch_factor: Option<usize>,
+    /// torch's backend settings lerobot-train made before it built the run (cuDNN's
+    /// `benchmark` and `deterministic`, TF32 matmuls), read back: a step measured without
+    /// them on CUDA is not the one lerobot-train takes.
+    #[serde(default)]
+    pub backend: Option<Json>,
 }
