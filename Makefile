@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch lerobot oldest-torch build run test dist dist-check wheel wheel-check fmt clippy clean
+.PHONY: all setup system-packages torch lerobot oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
 
 all: build
 
@@ -105,6 +105,11 @@ wheel-check: wheel lerobot oldest-torch
 		$(TORCH_VERSION) $(LEROBOT_VENV)/bin/python $(VENV)/bin/python
 	tests/wheel/reader.sh "$$(ls dist/feedbench_reader-$(VERSION)-cp39-abi3-manylinux_*_x86_64.whl)" \
 		$(LEROBOT_VENV)/bin/python $(OLDEST_TORCH_VENV)/bin/python
+
+# What the GPU check needs on a machine with a GPU and PyTorch but no network: .gpu-kit/ (the wheel,
+# LeRobot's and its requirements', packed to travel; `bash .gpu-kit/run.sh OUT` there runs it).
+gpu-kit: wheel lerobot
+	scripts/gpu-kit.sh .gpu-kit
 
 # Build outputs (target/, dist/); the venvs stay, as set-up is the slow part (remove .venv* to
 # redo it).
