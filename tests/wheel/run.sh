@@ -20,7 +20,8 @@
 #      torchcodec's and PyAV's with both loaded in the same process, in either order
 #      (tests/wheel/beside_decoders.py: the bundle's libraries have names of their own), and
 #      feedbench-lerobot-train logging 2 steps, train --model synthetic:10ms, model on CPU,
-#      `python -m feedbench`, and the installed feedbench-gpu-check (its CPU parts without a GPU);
+#      `python -m feedbench`, and the installed feedbench-gpu-check (its CPU parts without a GPU,
+#      the lerobot-train run with feedbench's reader among them);
 #   4. beside a torch of another series (a fake torch package) pip refuses the wheel and, when
 #      installed anyway, the launcher refuses to start naming both versions; so it does without
 #      torch, and with a torch that holds no libtorch.
@@ -190,6 +191,10 @@ run feedbench train "$dataset" --episodes 1 --workers 1 --batch 4 --steps 3 --wa
     --model synthetic:10ms | tail -2
 run feedbench model --device cpu --preset small --batch 4 --steps 2 --warmup 1 | tail -2
 run feedbench-gpu-check "$work/gpu-check" | tail -4
+# Its lerobot part ran here (LeRobot and the installed module beside it): tune, the run, doctor.
+grep -q "^feedbench-lerobot-train at .* workers, 30 logged steps" "$work/gpu-check/summary.md" \
+    || fail "feedbench-gpu-check did not train a lerobot-train run with feedbench's reader"
+echo "wheel-check: feedbench-gpu-check tuned and trained a lerobot-train run with feedbench's reader"
 
 # 4. Another torch, none, and one without libtorch: refused with one clear line, exit 2.
 fake=$work/fake
