@@ -1,8 +1,8 @@
 """lerobot-train's configuration, as LeRobot's own parser makes it from the user's arguments
-(`TrainPipelineConfig`, `--config_path` included), with feedbench's knobs over it, the seed and torch's backend
-settings set as lerobot-train sets them, and what the run's other parts read of it (the trained policy's
-config, its device, its `drop_n_last_frames`). Nothing is downloaded: a dataset without a local
-`--dataset.root` is refused with what to pass."""
+(`TrainPipelineConfig`, `--config_path` included), with feedbench's knobs over it, the seed and
+torch's backend settings set as lerobot-train sets them, and what the run's other parts read of
+it (the trained policy's config, its device, its `drop_n_last_frames`). Nothing is downloaded:
+a dataset without a local `--dataset.root` is refused with what to pass."""
 
 import contextlib
 import importlib

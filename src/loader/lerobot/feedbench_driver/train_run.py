@@ -270,6 +270,7 @@ class Run:
         self.own = {}  # the arguments' own value of each field a request has set
         seed_like_lerobot_train(self.cfg)
         backend_like_lerobot_train(self.cfg)
+        self.backend = backend_settings()  # as set, for what was built
         self.device = device_type(self.cfg)
         with Recorder(*self.readers) as recorded:
             self.dataset = make_dataset(self.cfg)
@@ -305,7 +306,7 @@ class Run:
             "num_frames": self.dataset.num_frames,
             "num_episodes": self.dataset.num_episodes,
             "dataset": self.recorded_dataset,
-            "backend": backend_settings(),
+            "backend": self.backend,
             **recorded.calls,
         }
         return loader, facts
