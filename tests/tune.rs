@@ -234,14 +234,15 @@ fn n_ranks_share_the_cores_and_each_gets_its_part() {
     // A 1 ms step outruns two cores: one process takes both, two ranks one each.
     let (one, _) = tune_json(&root, &dir.path().join("one"), "1", &[]);
     let (two, err) = tune_json(&root, &dir.path().join("two"), "1", &["--processes", "2"]);
-    assert_eq!(one["knobs"]["processes"], 1);
-    assert_eq!(
-        (two["knobs"]["processes"].as_u64(), two["budgets"]["cpus"].as_u64()),
-        (Some(2), Some(1))
-    );
+    let split =
+        |a: &serde_json::Value| (a["knobs"]["processes"].as_u64(), a["budgets"]["cpus"].as_u64());
+    assert_eq!((split(&one), split(&two)), ((Some(1), Some(2)), (Some(2), Some(1))));
+    // Each answer stays within its rank's part of the cores. The two answers are not compared
+    // with each other: each is measured, and on two loaded cores the single process may find
+    // one worker no surer a gain than loading inline (CI saw 0 for one rank, 1 for two).
     let workers = |a: &serde_json::Value| a["workers"].as_u64().unwrap();
     assert!(2 * workers(&two) <= 2, "two ranks' workers fit the two cores: {two}");
-    assert!(workers(&one) <= 2 && workers(&two) <= workers(&one), "one {one}\ntwo {two}");
+    assert!(workers(&one) <= 2, "one process's workers fit the two cores: {one}");
     assert!(err.contains("per rank, 2 ranks sharing the box (predicted"), "{err}");
     let (ok, stdout, _) = common::feedbench(
         &[&tune_args(&root, &dir.path().join("text"), "1")[..], &["--processes", "2"]].concat(),
