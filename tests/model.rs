@@ -327,7 +327,10 @@ fn cuda_steps_drawn_on_the_host_match_the_cpu() {
     }
     let cpu = fixed_noise_losses(Device::Cpu, true, 5);
     let cuda = fixed_noise_losses(Device::Cuda(0), true, 5);
+    // CUDA's convolutions (libtorch's default) and matmuls (set as lerobot-train sets them)
+    // round their inputs to TF32's 10-bit mantissa, so 1 % is allowed; noise other than the
+    // CPU's draws moves the first loss by 13–26 % (seeds 9, 10, 11 on the CPU).
     for (step, (c, g)) in cpu.iter().zip(&cuda).enumerate() {
-        assert!((c - g).abs() <= 1e-3 * c.abs().max(1.0), "step {step}: cpu {c}, cuda {g}");
+        assert!((c - g).abs() <= 1e-2 * c.abs().max(1.0), "step {step}: cpu {c}, cuda {g}");
     }
 }
