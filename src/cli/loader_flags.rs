@@ -11,11 +11,11 @@ use feedbench::dataset::files::output_apart_from;
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
-use feedbench::loader::lerobot::train_run;
+use feedbench::loader::lerobot::train_run::{self, TrainArgsError};
 use feedbench::loader::lerobot::{LoaderBackend, VideoBackend};
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
-use feedbench::measure::phase::{ChosenLoader, LoaderChoice, LoaderDeclaration};
+use feedbench::measure::phase::{ChoiceError, ChosenLoader, LoaderChoice, LoaderDeclaration};
 
 use super::knob_flags::KnobFlags;
 
@@ -95,7 +95,7 @@ impl LoaderFlags {
             }
             return Ok(LoaderChoice::Native);
         }
-        self.declaration().choice().map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))
+        chosen_from_flags(&self.declaration())
     }
 
     /// Which loader the flags declare (`--loader`, `--python`, `--video-backend`,
@@ -170,8 +170,7 @@ impl LoaderFlags {
             _ => LoaderBackend::LerobotTrain,
         };
         let declared = LoaderDeclaration { backend, ..self.declaration() };
-        let choice =
-            declared.choice().map_err(|what| anyhow::anyhow!("--lerobot-train: {what}"))?;
+        let choice = chosen_from_flags(&declared)?;
         let LoaderChoice::LerobotTrain(run) = choice else {
             anyhow::bail!("--lerobot-train: {} is not a lerobot-train run's loader", self.loader)
         };
@@ -267,6 +266,20 @@ fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The loader `declared` by the flags, an error naming `--lerobot-train`; a launch line given
+/// where a run's arguments are expected points to `tune`, which reads one.
+fn chosen_from_flags(declared: &LoaderDeclaration) -> Result<LoaderChoice> {
+    declared.choice().map_err(|error| {
+        let hint = match error {
+            ChoiceError::Args(TrainArgsError::LaunchLine(_)) => {
+                " (`feedbench tune` alone reads a launch line)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("--lerobot-train: {error}{hint}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -313,6 +326,19 @@ mod tests {
         let err =
             flags(&["--loader", "lerobot-train"]).launched(args, true).map(|_| ()).unwrap_err();
         assert!(err.to_string().contains("--loader lerobot-train measures LeRobot's reader"));
+    }
+
+    #[test]
+    fn a_launch_line_where_arguments_are_expected_points_to_tune() {
+        let choose = |run: &str| {
+            let line = ["load", "--loader", "lerobot-train", "--lerobot-train", run];
+            Line::try_parse_from(line).unwrap().loader.choice().map(|_| ()).unwrap_err()
+        };
+        let said = choose("accelerate launch lerobot-train --a=1").to_string();
+        assert!(said.starts_with("--lerobot-train: \"accelerate\": expected"), "{said}");
+        assert!(said.ends_with("(`feedbench tune` alone reads a launch line)"), "{said}");
+        let said = choose("--a=1 b").to_string();
+        assert!(!said.contains("tune"), "no hint where it is no launch line: {said}");
     }
 
     #[test]

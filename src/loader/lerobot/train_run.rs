@@ -35,23 +35,36 @@ pub struct TrainArgs {
     pub feedbench_reader: bool,
 }
 
+/// Why a text is not a lerobot-train run's arguments. The front end that read the text names
+/// where it was written, and may say what it takes instead (`tune` reads a launch line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrainArgsError {
+    /// A quote is opened and never closed.
+    #[error("{0:?}: unbalanced quotes")]
+    UnbalancedQuotes(String),
+    /// Nothing but spaces.
+    #[error(
+        "no arguments: expected lerobot-train's, e.g. \"--dataset.repo_id=me/pick \
+         --dataset.root=/data/pick --policy.type=diffusion\""
+    )]
+    NoArguments,
+    /// The first word is not a flag: the command that launches the run, most likely.
+    #[error("{0:?}: expected lerobot-train's arguments (--name=value …), not the command that launches them")]
+    LaunchLine(String),
+    /// A word that is neither a flag nor the value of the flag before it.
+    #[error("{0:?} is not a lerobot-train flag (--name=value)")]
+    NotAFlag(String),
+}
+
 impl TrainArgs {
     /// `text` split as a shell splits it (`--dataset.root="/data/my set"`), for `python`. An
     /// argument that is not a lerobot-train flag (`--name=value` or `--name value`) is an error.
-    pub fn parse(python: &Path, text: &str) -> Result<Self, String> {
-        let args = shlex::split(text).ok_or_else(|| format!("{text:?}: unbalanced quotes"))?;
-        if args.is_empty() {
-            return Err("no arguments: expected lerobot-train's, e.g. \
-                        \"--dataset.repo_id=me/pick --dataset.root=/data/pick \
-                        --policy.type=diffusion\""
-                .into());
-        }
-        if !args[0].starts_with('-') {
-            return Err(format!(
-                "{:?}: expected lerobot-train's arguments (--name=value …), not the command that \
-                 launches them (`feedbench tune` alone reads a launch line)",
-                args[0]
-            ));
+    pub fn parse(python: &Path, text: &str) -> Result<Self, TrainArgsError> {
+        let args =
+            shlex::split(text).ok_or_else(|| TrainArgsError::UnbalancedQuotes(text.into()))?;
+        let Some(first) = args.first() else { return Err(TrainArgsError::NoArguments) };
+        if !first.starts_with('-') {
+            return Err(TrainArgsError::LaunchLine(first.clone()));
         }
         // Each argument a flag, or the value of the flag before it (`--name value`).
         let mut takes_a_value = false;
@@ -61,7 +74,7 @@ impl TrainArgs {
             } else if std::mem::take(&mut takes_a_value) {
                 continue;
             } else {
-                return Err(format!("{arg:?} is not a lerobot-train flag (--name=value)"));
+                return Err(TrainArgsError::NotAFlag(arg.clone()));
             }
         }
         Ok(Self { python: python.to_path_buf(), args, feedbench_reader: false })
@@ -308,13 +321,15 @@ mod tests {
         let run =
             TrainArgs::parse(python, "--dataset.root='/data/my set' --policy.type act").unwrap();
         assert_eq!(run.args, ["--dataset.root=/data/my set", "--policy.type", "act"]);
-        let stray = TrainArgs::parse(python, "--policy.type=act act").unwrap_err();
-        assert!(stray.contains("\"act\" is not a lerobot-train flag"), "{stray}");
-        assert!(TrainArgs::parse(python, "--a='b").unwrap_err().contains("unbalanced"));
-        let line = TrainArgs::parse(python, "accelerate launch lerobot-train --a=1").unwrap_err();
-        assert!(line.contains("\"accelerate\": expected lerobot-train's arguments"), "{line}");
-        assert!(line.contains("`feedbench tune` alone reads a launch line"), "{line}");
-        assert!(TrainArgs::parse(python, "  ").unwrap_err().contains("no arguments"));
+        let error = |text| TrainArgs::parse(python, text).unwrap_err();
+        assert_eq!(error("--policy.type=act act"), TrainArgsError::NotAFlag("act".into()));
+        assert_eq!(error("--a='b"), TrainArgsError::UnbalancedQuotes("--a='b".into()));
+        let line = error("accelerate launch lerobot-train --a=1");
+        assert_eq!(line, TrainArgsError::LaunchLine("accelerate".into()));
+        let said = line.to_string();
+        assert!(said.contains("\"accelerate\": expected lerobot-train's arguments"), "{said}");
+        assert!(!said.contains("feedbench"), "the front end names itself: {said}");
+        assert!(error("  ").to_string().contains("no arguments"));
     }
 
     #[test]

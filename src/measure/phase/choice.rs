@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::backend::MeasuredLoader;
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::train_run::{TrainArgs, SET_BY_FEEDBENCH};
+use crate::loader::lerobot::train_run::{TrainArgs, TrainArgsError, SET_BY_FEEDBENCH};
 use crate::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
@@ -34,7 +34,7 @@ impl LoaderDeclaration {
     /// The loader declared: LeRobot's with its Python and video backend, a lerobot-train run's
     /// arguments parsed (with feedbench's reader for `feedbench-lerobot-train`). The error says
     /// what is wrong; the caller names where it was written.
-    pub fn choice(&self) -> Result<LoaderChoice, String> {
+    pub fn choice(&self) -> Result<LoaderChoice, ChoiceError> {
         let mut options = LerobotOptions::new(None, self.python.as_deref());
         Ok(match self.backend {
             LoaderBackend::Native => LoaderChoice::Native,
@@ -43,15 +43,24 @@ impl LoaderDeclaration {
                 LoaderChoice::Lerobot(options)
             }
             LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
-                let text = self.lerobot_train.as_deref().ok_or_else(|| {
-                    format!("{} measures a lerobot-train run: give its arguments", self.backend)
-                })?;
+                let text = self.lerobot_train.as_deref().ok_or(ChoiceError::NoRun(self.backend))?;
                 let mut run = TrainArgs::parse(&options.python, text)?;
                 run.feedbench_reader = self.backend == LoaderBackend::FeedbenchLerobotTrain;
                 LoaderChoice::LerobotTrain(run)
             }
         })
     }
+}
+
+/// Why a declared loader cannot be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    /// A lerobot-train run's loader, declared without the run's arguments.
+    #[error("{0} measures a lerobot-train run: give its arguments")]
+    NoRun(LoaderBackend),
+    /// The run's arguments are not lerobot-train's.
+    #[error(transparent)]
+    Args(#[from] TrainArgsError),
 }
 
 /// A loader spec and which loader reads it: what `compare`, the guard and the layout study

@@ -16,7 +16,7 @@ mod measure;
 mod steps;
 
 pub use backend::{Feed, MeasuredLoader};
-pub use choice::{ChosenLoader, LoaderChoice, LoaderDeclaration};
+pub use choice::{ChoiceError, ChosenLoader, LoaderChoice, LoaderDeclaration};
 pub use figures::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, StepSample,
     TrainError, TrainPhase, Until,

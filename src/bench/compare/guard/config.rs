@@ -131,8 +131,10 @@ impl GuardCell {
         episodes: Option<&EpisodeChoice>,
     ) -> Result<ChosenLoader, LoaderError> {
         let spec = self.spec(root, episodes);
-        let choice =
-            self.declaration().choice().map_err(|what| LoaderError::Config(self.named(&what)))?;
+        let choice = self
+            .declaration()
+            .choice()
+            .map_err(|what| LoaderError::Config(self.named(&what.to_string())))?;
         Ok(ChosenLoader { choice: choice.on_dataset(root)?, spec })
     }
 
