@@ -2,7 +2,7 @@
 //! group of knobs, the budgets, a progress line per measurement, and the answer printed.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -16,11 +16,10 @@ use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::launch::{LaunchLine, Ranks};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
-use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
+use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, TuneStart, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::size::ByteSize;
 use feedbench::loader::knobs::LoaderKnob;
-use feedbench::loader::lerobot::runs_built;
 use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
@@ -151,7 +150,7 @@ fn launched(args: &TuneArgs) -> Result<Launched> {
 
 /// Runs `feedbench tune`.
 pub fn run(args: &TuneArgs) -> Result<()> {
-    let started = (Instant::now(), runs_built());
+    let started = TuneStart::now();
     let launched = launched(args)?;
     let (spec, choice) = launched.loader.tuned()?;
     if !args.both_readers {
@@ -168,7 +167,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     for feedbench_reader in [false, true] {
         let choice = LoaderChoice::LerobotTrain(TrainArgs { feedbench_reader, ..run.clone() });
         let name = choice.backend().name();
-        let started = (Instant::now(), runs_built());
+        let started = TuneStart::now();
         let models_from = first_results.as_deref();
         let into = Some(out.join(name));
         let (tuned, out) = tune(args, &launched, &spec, &choice, into, started, models_from)?;
@@ -210,7 +209,7 @@ fn default_out(root: &std::path::Path) -> PathBuf {
 }
 
 /// One tune of `choice` over `spec` into `out` (default: [`default_out`]), as `launched`, begun
-/// at `started` (when, and the lerobot-train runs built by then), taking the model phases of
+/// at `started`, taking the model phases of
 /// `models_from` (another tune's results) where given: what it found, and where it wrote.
 fn tune(
     args: &TuneArgs,
@@ -218,7 +217,7 @@ fn tune(
     spec: &LoaderSpec,
     choice: &LoaderChoice,
     out: Option<PathBuf>,
-    started: (Instant, usize),
+    started: TuneStart,
     models_from: Option<&std::path::Path>,
 ) -> Result<(Tuned, PathBuf)> {
     let choice = choice.clone();
@@ -328,8 +327,7 @@ fn tune(
             )
         }),
         budget: args.budget,
-        started: started.0,
-        runs_built_before: started.1,
+        started,
         models_from,
     };
     let from = match cpus_from {
@@ -409,9 +407,12 @@ fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
                  answer measured within it; a longer --budget verifies it."
             )?;
         }
+        let building = tuned
+            .run_build_s
+            .map_or(String::new(), |s| format!(", {s:.0} s of it building the run"));
         outln!(
-            "\nMeasured {} configuration{} in {:.0} s ({:.0} s in all); `feedbench report {}` \
-             shows them.",
+            "\nMeasured {} configuration{} in {:.0} s ({:.0} s in all{building}); `feedbench \
+             report {}` shows them.",
             tuned.steps.len(),
             if tuned.steps.len() == 1 { "" } else { "s" },
             tuned.measuring_s,

@@ -111,14 +111,35 @@ pub struct TuneRequest<'a> {
     /// The wall time the whole tune may take: once the next configuration would not fit in
     /// what is left, the best answer measured so far is given, and said to be so.
     pub budget: Option<Duration>,
-    /// When the tune began (its set-up included), for the budget and `tune_wall_s`.
-    pub started: Instant,
-    /// The lerobot-train runs this process had built when the tune began
-    /// ([`crate::loader::lerobot::runs_built`]): those built since are the tune's.
-    pub runs_built_before: usize,
+    /// When the tune began, and what this process had built by then.
+    pub started: TuneStart,
     /// The results of another tune of the same step (`--both-readers`: the first reader's),
     /// whose `model` phases this one takes instead of measuring the same step again.
     pub models_from: Option<&'a Path>,
+}
+
+/// When a tune began (its set-up included: the budget and `tune_wall_s` count from it) and the
+/// lerobot-train runs this process had built by then: those built since, and the time building
+/// them took, are the tune's.
+#[derive(Debug, Clone, Copy)]
+pub struct TuneStart {
+    /// When.
+    pub at: Instant,
+    /// [`crate::loader::lerobot::runs_built`] then.
+    pub runs_built: usize,
+    /// [`crate::loader::lerobot::run_build_seconds`] then.
+    pub run_build_s: f64,
+}
+
+impl TuneStart {
+    /// Now.
+    pub fn now() -> Self {
+        Self {
+            at: Instant::now(),
+            runs_built: crate::loader::lerobot::runs_built(),
+            run_build_s: crate::loader::lerobot::run_build_seconds(),
+        }
+    }
 }
 
 /// One step of the search: what was measured, why, and what it gave.
@@ -164,6 +185,11 @@ pub struct Tuned {
     /// tuned one: once for the whole tune, whatever it measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_built: Option<usize>,
+    /// Wall seconds of `tune_wall_s` spent building them (CUDA's start and the policy on the
+    /// device included), where it tuned a run: the rest is the search from the run's first
+    /// measured step on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_build_s: Option<f64>,
 }
 
 /// What a tune is doing, for a progress line.
@@ -273,7 +299,7 @@ pub fn run_tune(
             },
         };
         let Next::Measure { workers, prefetch, repeat, why, loader_alone } = next else { break };
-        let elapsed_s = request.started.elapsed().as_secs_f64();
+        let elapsed_s = request.started.at.elapsed().as_secs_f64();
         let per_configuration_s = (measured > 0).then(|| measuring_s / measured as f64);
         let budget_left_s = request.budget.map(|b| b.as_secs_f64() - elapsed_s);
         // The first configuration is measured whatever the budget: without it there is no
@@ -346,11 +372,13 @@ pub fn run_tune(
         answer,
         steps,
         measuring_s,
-        tune_wall_s: request.started.elapsed().as_secs_f64(),
+        tune_wall_s: request.started.at.elapsed().as_secs_f64(),
         budget_s: request.budget.map(|b| b.as_secs_f64()),
         budget_ran_out,
         runs_built: lerobot
-            .then(|| crate::loader::lerobot::runs_built() - request.runs_built_before),
+            .then(|| crate::loader::lerobot::runs_built() - request.started.runs_built),
+        run_build_s: lerobot
+            .then(|| crate::loader::lerobot::run_build_seconds() - request.started.run_build_s),
     };
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");

@@ -28,7 +28,7 @@ use crate::loader::batch::ImageFormat;
 pub use self::protocol::{
     DriverStep, LerobotRun, LerobotVersions, PolicyStep, PolicySteps, StepParts,
 };
-pub use self::session::runs_built;
+pub use self::session::{run_build_seconds, runs_built};
 pub use super::knobs::LoaderBackend;
 
 /// LeRobot's video decoding backend.

@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde_json::Value as Json;
@@ -30,11 +30,21 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 /// lerobot-train runs the drivers of this process have built.
 static RUNS_BUILT: AtomicUsize = AtomicUsize::new(0);
 
+/// The milliseconds the drivers of this process took to build them.
+static RUN_BUILD_MS: AtomicU64 = AtomicU64::new(0);
+
 /// How many lerobot-train runs (LeRobot's parser, dataset and the rest) the drivers of this
 /// process have built so far: a tune of one run builds it once, or once more per request that
 /// needs a run built afresh (the first batches of a run, in its order).
 pub fn runs_built() -> usize {
     RUNS_BUILT.load(Ordering::Relaxed)
+}
+
+/// The seconds the drivers of this process took to build their lerobot-train runs so far
+/// (LeRobot's parser, the dataset and, where a step was measured, the policy, pre-processor
+/// and optimizer on the run's device): what a tune spends before its first measured step.
+pub fn run_build_seconds() -> f64 {
+    RUN_BUILD_MS.load(Ordering::Relaxed) as f64 / 1e3
 }
 
 /// Which run a session holds: the request's Python, driver script, arguments and reader.
@@ -53,6 +63,8 @@ struct Session {
     requests: UnixStream,
     /// The runs its driver said it built so far.
     builds: usize,
+    /// The milliseconds its driver said building them took so far.
+    build_ms: u64,
 }
 
 impl Session {
@@ -63,7 +75,7 @@ impl Session {
         })?;
         let stdin = Stdio::from(OwnedFd::from(theirs));
         let driver = Driver::start(&key.python, &key.driver, SESSION_ARGUMENT, stdin)?;
-        Ok(Self { key, driver, requests: ours, builds: 0 })
+        Ok(Self { key, driver, requests: ours, builds: 0, build_ms: 0 })
     }
 
     /// Sends `request`, one line.
@@ -93,12 +105,17 @@ impl Session {
         Ok(())
     }
 
-    /// Counts the runs the driver says it built, from a `ready`.
+    /// Counts the runs the driver says it built, and the time it took, from a `ready`.
     fn count_builds(&mut self, said: &Said) {
-        let reported = said.ready("lerobot_train").and_then(|r| r.get("builds"));
-        if let Some(builds) = reported.and_then(Json::as_u64).map(|n| n as usize) {
+        let built = said.ready("lerobot_train");
+        let reported = |key| built.and_then(|r| r.get(key));
+        if let Some(builds) = reported("builds").and_then(Json::as_u64).map(|n| n as usize) {
             RUNS_BUILT.fetch_add(builds.saturating_sub(self.builds), Ordering::Relaxed);
             self.builds = self.builds.max(builds);
+        }
+        if let Some(ms) = reported("build_s").and_then(Json::as_f64).map(|s| (s * 1e3) as u64) {
+            RUN_BUILD_MS.fetch_add(ms.saturating_sub(self.build_ms), Ordering::Relaxed);
+            self.build_ms = self.build_ms.max(ms);
         }
     }
 

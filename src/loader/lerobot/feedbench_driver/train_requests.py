@@ -31,14 +31,14 @@ def run_lerobot_train(request, installed, runs):
     run = runs[key]
     if request["command"] == "load":
         stream, built = run.stream(request)
-        built["builds"] = Run.builds
+        built.update(Run.counts())
         with videos_named(run.dataset):
             if request.get("step") is not None:
                 return measure_training(request, run, stream, installed, built)
             return measure_load(request, run.dataset, stream, installed, built)
     run.close()
     loader, built = run.loader(request)
-    built["builds"] = Run.builds
+    built.update(Run.counts())
     try:
         if request["command"] == "model":
             return measure_policy_step(request, run, loader, installed, built)
@@ -52,7 +52,7 @@ def run_lerobot_train(request, installed, runs):
 def save_run_batches(request, run, installed):
     """The first `count` batches of a run built afresh for this request, saved as .npy."""
     loader, built = run.loader(request)
-    built["builds"] = run.builds
+    built.update(Run.counts())
     emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
           **installed})
     if "seed" not in (built.get("sampler") or {}):
@@ -75,7 +75,7 @@ def measure_training(request, run, stream, installed, built):
     `step.compute_ms`, a fixed-length stand-in for it; `warmup` steps, then `batches` measured
     ones, reported as `load` reports them, with the step's parts."""
     training, dataset, loader = run.step(), run.dataset, stream.loader
-    built["step"] = training.facts
+    built.update(step=training.facts, **Run.counts())
     step, compute_s = request["step"], None
     if step.get("compute_ms") is not None:
         compute_s = step["compute_ms"] / 1e3
@@ -157,7 +157,7 @@ def measure_policy_step(request, run, raw_loader, installed, built):
     import torch
 
     training = run.step()
-    built["step"] = training.facts
+    built.update(step=training.facts, **Run.counts())
     emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
           **installed})
     loader = run.prepare(raw_loader)

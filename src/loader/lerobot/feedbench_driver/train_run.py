@@ -23,6 +23,7 @@ import importlib
 import inspect
 import os
 import sys
+import time
 
 
 from feedbench_driver.measure import Cycle, video_backend
@@ -256,11 +257,13 @@ class Run:
     policy, pre-processor,
     optimizer and scheduler). A measurement builds only a new DataLoader over that dataset
     ([`Run.loader`]), with its own workers, shut down when it ends ([`close_loader`]).
-    `Run.builds` counts the runs this process built."""
+    `Run.builds` counts the runs this process built, `Run.build_s` the seconds it took (the
+    training steps' included)."""
 
-    builds = 0
+    builds, build_s = 0, 0.0
 
     def __init__(self, request):
+        started = time.monotonic()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.readers, self.chain_epochs = (), None
         reader = feedbench_reader(request)
@@ -278,6 +281,12 @@ class Run:
         self.accelerator, self.training = None, None
         self.kept = None  # the DataLoader measured last: (its knobs, its batches, what was built)
         Run.builds += 1
+        Run.build_s += time.monotonic() - started
+
+    @staticmethod
+    def counts():
+        """The runs this process built and the seconds it took, as a run's facts say them."""
+        return {"builds": Run.builds, "build_s": Run.build_s}
 
     def loader(self, request):
         """lerobot-train's DataLoader over the run's dataset with the request's overrides over
@@ -314,7 +323,9 @@ class Run:
     def step(self):
         """The run's training step, built on first use and kept (with the run's accelerator)."""
         if self.training is None:
+            started = time.monotonic()
             self.training = TrainingStep(self.cfg, self.dataset, self.prepared_by())
+            Run.build_s += time.monotonic() - started
         return self.training
 
     def prepared_by(self):
