@@ -209,8 +209,8 @@ fn default_out(root: &std::path::Path) -> PathBuf {
 }
 
 /// One tune of `choice` over `spec` into `out` (default: [`default_out`]), as `launched`, begun
-/// at `started`, taking the model phases of
-/// `models_from` (another tune's results) where given: what it found, and where it wrote.
+/// at `started`, taking the model phases of `models_from` (another tune's results) where given:
+/// what it found, and where it wrote.
 fn tune(
     args: &TuneArgs,
     launched: &Launched,

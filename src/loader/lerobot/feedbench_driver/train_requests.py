@@ -31,17 +31,17 @@ def run_lerobot_train(request, installed, runs):
     run = runs[key]
     if request["command"] == "load":
         stream, built = run.stream(request)
-        built.update(Run.counts())
         with videos_named(run.dataset):
             if request.get("step") is not None:
                 return measure_training(request, run, stream, installed, built)
+            built.update(Run.counts())
             return measure_load(request, run.dataset, stream, installed, built)
     run.close()
     loader, built = run.loader(request)
-    built.update(Run.counts())
     try:
         if request["command"] == "model":
             return measure_policy_step(request, run, loader, installed, built)
+        built.update(Run.counts())
         emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
               **installed})
         emit({"event": "result", "lerobot_train": built})

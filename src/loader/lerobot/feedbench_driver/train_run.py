@@ -285,7 +285,8 @@ class Run:
 
     @staticmethod
     def counts():
-        """The runs this process built and the seconds it took, as a run's facts say them."""
+        """The runs this process built and the seconds it took, as a run's facts say them: each
+        request's `ready` says them once, after all that request built (its step included)."""
         return {"builds": Run.builds, "build_s": Run.build_s}
 
     def loader(self, request):
