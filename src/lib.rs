@@ -1,7 +1,7 @@
 //! feedbench: a native reader of LeRobot datasets and a benchmark of the data loader that
 //! feeds a diffusion-policy training step.
 //!
-//! Data flows one way (see DESIGN.md), and imports point down only:
+//! Data flows one way (see docs/design.md), and imports point down only:
 //! `bench → measure → model, loader → dataset → timing`. [`timing`] is the ground floor
 //! (timing tree, trace, clocks); [`dataset`] reads and writes the format, [`loader`] turns a
 //! dataset into batches, [`model`] consumes them, [`measure`] measures one run of them (a

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
 use feedbench::loader::config::LoaderConfig;
-use feedbench::loader::lerobot::{LerobotLoader, LerobotOptions};
+use feedbench::loader::lerobot::{LerobotBridge, LerobotLoader, LerobotOptions};
 use feedbench::loader::sampler::SamplerKind;
 use feedbench::loader::spec::LoaderSpec;
 use ndarray::{ArrayD, IxDyn};
@@ -87,8 +87,12 @@ fn assert_same_batches(python: &Path, root: &Path, images: ImageFormat, out: &Pa
     index_batches.extend(first);
     batches.extend(first_batch);
     let lerobot_spec = spec(root, SamplerKind::Sequential, images, None);
-    let lerobot =
-        LerobotLoader::new(&lerobot_spec, LerobotOptions::new(Some(python), None)).unwrap();
+    let lerobot = LerobotLoader::new(
+        &lerobot_spec,
+        LerobotOptions::new(Some(python), None),
+        &LerobotBridge::new(),
+    )
+    .unwrap();
     lerobot.save_batches(&index_batches, out).unwrap();
     assert!(index_batches.iter().flatten().any(|&i| i == 0));
     for (number, batch) in batches.iter().enumerate() {
@@ -171,7 +175,12 @@ fn lerobots_episode_aware_sampler_visits_the_native_candidates() {
         let spec = spec(&root, SamplerKind::EpisodeAware, ImageFormat::F32, episodes);
         let mut native: Vec<usize> = spec.build().unwrap().plan(0).concat();
         native.sort_unstable();
-        let lerobot = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
+        let lerobot = LerobotLoader::new(
+            &spec,
+            LerobotOptions::new(Some(&python), None),
+            &LerobotBridge::new(),
+        )
+        .unwrap();
         let lerobot = lerobot.episode_aware_indices(false).unwrap();
         assert_eq!(native, lerobot, "episodes {episodes:?}");
         // The diffusion window drops the last 7 frames of each episode.
@@ -202,7 +211,7 @@ fn drop_n_last_frames_drops_what_lerobots_sampler_drops() {
             }
             assert_eq!(candidates, expected, "drop {drop:?}, episodes {episodes:?}");
             let options = LerobotOptions::new(Some(&python), None);
-            let lerobot = LerobotLoader::new(&spec, options).unwrap();
+            let lerobot = LerobotLoader::new(&spec, options, &LerobotBridge::new()).unwrap();
             let what = format!("drop {drop:?}, episodes {episodes:?}");
             if candidates.is_empty() {
                 // Every selected episode dropped whole: both refuse rather than yield nothing.

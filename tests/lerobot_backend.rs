@@ -12,7 +12,9 @@ use common::lerobot_python;
 use std::path::{Path, PathBuf};
 
 use feedbench::loader::batch::ImageFormat;
-use feedbench::loader::lerobot::{DriverStep, Feeding, LerobotLoader, LerobotOptions};
+use feedbench::loader::lerobot::{
+    DriverStep, Feeding, LerobotBridge, LerobotLoader, LerobotOptions,
+};
 use feedbench::loader::sampler::SamplerKind;
 
 #[test]
@@ -69,7 +71,9 @@ fn measuring_lerobots_loader_costs_it_next_to_nothing() {
     let root = dataset(dir.path(), "av1", &[]);
     let mut spec = spec(&root, SamplerKind::Shuffled, ImageFormat::F32, None);
     spec.config.workers = 2;
-    let loader = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
+    let loader =
+        LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None), &LerobotBridge::new())
+            .unwrap();
     // Enough batches that the fixed cost of measuring is weighed against a real run (20 took
     // 0.6 s of loading CPU on a quiet machine, where 38 ms was 6 %).
     let (_, run) = loader.load(80, 2, Feeding::Nothing, None).unwrap();
@@ -94,7 +98,9 @@ fn a_measurement_of_lerobots_loader_ends_when_told() {
     let dir = tempfile::tempdir().unwrap();
     let root = dataset(dir.path(), "av1", &[]);
     let spec = spec(&root, SamplerKind::Shuffled, ImageFormat::F32, None);
-    let loader = LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None)).unwrap();
+    let loader =
+        LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None), &LerobotBridge::new())
+            .unwrap();
     // Told to stop once 5 batches were heard, of 60 asked for: it ends a batch or two later.
     let heard = std::cell::Cell::new(0);
     let stop = |steps: &[DriverStep]| {

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use feedbench::loader::lerobot::train_run::{self, TrainArgs};
+use feedbench::loader::lerobot::train_run::TrainArgs;
+use feedbench::loader::lerobot::{LerobotBridge, Reader};
 
 use crate::common;
 
@@ -148,9 +149,10 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
     assert!(stderr.contains(&said), "{stderr}");
 
     // The first batches its DataLoader yields are the real run's, file for file.
-    let run = TrainArgs { python: python.clone(), args: args.clone(), feedbench_reader: false };
-    let (_, described) = train_run::describe(&run).unwrap();
-    train_run::save_first_batches(&run, &described.config(), 2, &ours).unwrap();
+    let run = TrainArgs { python: python.clone(), args: args.clone(), reader: Reader::Lerobot };
+    let bridge = LerobotBridge::new();
+    let (_, described) = bridge.describe(&run).unwrap();
+    bridge.save_first_batches(&run, &described.config(), 2, &ours).unwrap();
     let theirs: Vec<_> =
         files(&theirs).into_iter().filter(|(p, _)| p != Path::new("built.json")).collect();
     let ours = files(&ours);

@@ -10,6 +10,7 @@ mod cache;
 mod cli;
 mod cluster;
 mod compare;
+mod docs;
 mod doctor;
 mod faults;
 mod faults_disk;

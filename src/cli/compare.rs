@@ -5,6 +5,7 @@ use clap::{Args, Parser};
 
 use feedbench::bench::compare::{compare, text, CompareError, CompareSpec, Side};
 use feedbench::dataset::setting::Setting;
+use feedbench::loader::lerobot::LerobotBridge;
 use feedbench::measure::phase::ChosenLoader;
 
 use super::loader_flags::LoaderFlags;
@@ -44,13 +45,14 @@ struct SpecLine {
 }
 
 /// The loader `text` describes (the native one, LeRobot's with `--loader lerobot`, or a
-/// lerobot-train run's with `--lerobot-train`); `flag` names it in errors.
-fn parse_spec(flag: &str, text: &str) -> Result<ChosenLoader> {
+/// lerobot-train run's with `--lerobot-train`, described through `bridge`); `flag` names it in
+/// errors.
+fn parse_spec(flag: &str, text: &str, bridge: &LerobotBridge) -> Result<ChosenLoader> {
     let words =
         shlex::split(text).ok_or_else(|| anyhow::anyhow!("{flag} {text:?}: unbalanced quotes"))?;
     let line = SpecLine::try_parse_from(words)
         .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {}", e.render().to_string().trim()))?;
-    line.loader.chosen().with_context(|| format!("{flag} {text:?}"))
+    line.loader.chosen(bridge).with_context(|| format!("{flag} {text:?}"))
 }
 
 /// A setting of the loader spec given as `flag` (`--b`), named with where it goes: a Python
@@ -65,15 +67,17 @@ fn in_spec(flag: &str, setting: Setting) -> String {
 
 /// Runs `feedbench compare`.
 pub fn run(args: &CompareArgs) -> Result<()> {
+    // One bridge for the comparison: a lerobot-train run is built once for all its runs.
+    let bridge = LerobotBridge::new();
     let spec = CompareSpec {
-        a: parse_spec("--a", &args.a)?,
-        b: parse_spec("--b", &args.b)?,
+        a: parse_spec("--a", &args.a, &bridge)?,
+        b: parse_spec("--b", &args.b, &bridge)?,
         repeats: args.repeats,
         batches: args.batches,
         warmup: args.warmup,
     };
     let progress = progress_bar(2 * args.repeats, args.json, "comparing");
-    let comparison = compare(&spec, |_, _| progress.inc(1)).map_err(|e| match e {
+    let comparison = compare(&spec, &bridge, |_, _| progress.inc(1)).map_err(|e| match e {
         CompareError::Side { side, error } => {
             let (flag, text) = match side {
                 Side::A => ("--a", &args.a),

@@ -9,7 +9,7 @@ use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
 use feedbench::dataset::files::write_whole;
-use feedbench::loader::lerobot::FedStep;
+use feedbench::loader::lerobot::{FedStep, LerobotBridge};
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoader};
@@ -236,14 +236,16 @@ fn start_loader(
 ) -> Result<StartedLoader> {
     let choice = flags.choice()?;
     refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
-    if let Some(run) = flags.training_run()? {
-        let loader = run.build()?;
+    // The command's bridge to LeRobot: the loader keeps it (and its driver) while it lives.
+    let bridge = LerobotBridge::new();
+    if let Some(run) = flags.training_run(&bridge)? {
+        let loader = run.build(&bridge)?;
         return Ok((run.spec, loader, None));
     }
     flags.outputs_apart([trace, out])?;
     let spec = flags.spec()?;
     super::warn_of_rates(&spec.open()?.0)?;
-    let mut loader = choice.build(&spec)?;
+    let mut loader = choice.build(&spec, &bridge)?;
     claim_rank_file(out.as_deref(), loader.as_ref())?;
     let trace = start_trace(trace.as_deref(), loader.as_mut())?;
     Ok((spec, loader, trace))

@@ -12,7 +12,7 @@ use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
 use feedbench::loader::lerobot::train_run::{self, TrainArgsError};
-use feedbench::loader::lerobot::{LoaderBackend, VideoBackend};
+use feedbench::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{ChoiceError, ChosenLoader, LoaderChoice, LoaderDeclaration};
@@ -149,18 +149,19 @@ impl LoaderFlags {
     }
 
     /// The loader the flags choose, with what it reads and how (a lerobot-train run's: the
-    /// dataset and knobs its arguments give, the flags' workers, batch and prefetch over them).
-    pub fn chosen(&self) -> Result<ChosenLoader> {
-        if let Some(chosen) = self.training_run()? {
+    /// dataset and knobs its arguments give, the flags' workers, batch and prefetch over them,
+    /// described through `bridge`).
+    pub fn chosen(&self, bridge: &LerobotBridge) -> Result<ChosenLoader> {
+        if let Some(chosen) = self.training_run(bridge)? {
             return Ok(chosen);
         }
         Ok(ChosenLoader { choice: self.choice()?, spec: self.spec()? })
     }
 
     /// The lerobot-train run `--lerobot-train` gives, described by LeRobot in --python's
-    /// environment: its dataset and knobs, the flags given over them (its workers, batch and
-    /// prefetch; any other knob its arguments set is refused).
-    pub(super) fn training_run(&self) -> Result<Option<ChosenLoader>> {
+    /// environment (through `bridge`): its dataset and knobs, the flags given over them (its
+    /// workers, batch and prefetch; any other knob its arguments set is refused).
+    pub(super) fn training_run(&self, bridge: &LerobotBridge) -> Result<Option<ChosenLoader>> {
         if self.lerobot_train.is_none() {
             return Ok(None);
         }
@@ -174,7 +175,7 @@ impl LoaderFlags {
         let LoaderChoice::LerobotTrain(run) = choice else {
             anyhow::bail!("--lerobot-train: {} is not a lerobot-train run's loader", self.loader)
         };
-        let (_, built) = train_run::describe(&run)?;
+        let (_, built) = bridge.describe(&run)?;
         let own = built.config();
         let config = self.knobs.applied_to(own.clone());
         built.refuse_changes(&config)?;
@@ -230,8 +231,8 @@ impl LoaderFlags {
 
     /// What `tune` measures: the flags' loader with the knobs it keeps fixed, or a lerobot-train
     /// run's own DataLoader with the run's knobs (its batch changed by --batch; the workers and
-    /// prefetch are searched, the rest the run's arguments set).
-    pub fn tuned(&self) -> Result<(LoaderSpec, LoaderChoice)> {
+    /// prefetch are searched, the rest the run's arguments set), described through `bridge`.
+    pub fn tuned(&self, bridge: &LerobotBridge) -> Result<(LoaderSpec, LoaderChoice)> {
         if self.lerobot_train.is_none() {
             return Ok((self.fixed_knobs("tune")?, self.choice()?));
         }
@@ -242,7 +243,8 @@ impl LoaderFlags {
                 knob.flag
             );
         }
-        let chosen = self.training_run()?.ok_or_else(|| anyhow::anyhow!("no --lerobot-train"))?;
+        let chosen =
+            self.training_run(bridge)?.ok_or_else(|| anyhow::anyhow!("no --lerobot-train"))?;
         Ok((chosen.spec, chosen.choice))
     }
 

@@ -2,7 +2,7 @@
 //! group of knobs, the budgets, a progress line per measurement, and the answer printed.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -16,11 +16,12 @@ use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::launch::{LaunchLine, Ranks};
 use feedbench::bench::tune::search::{Budgets, SearchSettings};
-use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, TuneStart, Tuned};
+use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::size::ByteSize;
 use feedbench::loader::knobs::LoaderKnob;
 use feedbench::loader::lerobot::train_run::TrainArgs;
+use feedbench::loader::lerobot::{LerobotBridge, Reader};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
 use feedbench::model::{DeviceChoice, ModelSpec};
@@ -148,11 +149,25 @@ fn launched(args: &TuneArgs) -> Result<Launched> {
     Ok(Launched { loader, line, ranks })
 }
 
+/// When a tune began, and the bridge its LeRobot loaders go through: what the bridge built
+/// is the tune's.
+struct Begun {
+    at: Instant,
+    bridge: LerobotBridge,
+}
+
+impl Begun {
+    /// A tune beginning now, with a bridge of its own.
+    fn now() -> Self {
+        Self { at: Instant::now(), bridge: LerobotBridge::new() }
+    }
+}
+
 /// Runs `feedbench tune`.
 pub fn run(args: &TuneArgs) -> Result<()> {
-    let started = TuneStart::now();
+    let started = Begun::now();
     let launched = launched(args)?;
-    let (spec, choice) = launched.loader.tuned()?;
+    let (spec, choice) = launched.loader.tuned(&started.bridge)?;
     if !args.both_readers {
         let (tuned, out) = tune(args, &launched, &spec, &choice, args.out.clone(), started, None)?;
         return print(args, &tuned, &out);
@@ -164,10 +179,12 @@ pub fn run(args: &TuneArgs) -> Result<()> {
     let mut answers = Vec::new();
     // The run's policy steps alike with either reader: the second takes the first's model phase.
     let mut first_results: Option<PathBuf> = None;
-    for feedbench_reader in [false, true] {
-        let choice = LoaderChoice::LerobotTrain(TrainArgs { feedbench_reader, ..run.clone() });
+    // The first tune's bridge is the one that read the run's arguments.
+    let mut started = Some(started);
+    for reader in [Reader::Lerobot, Reader::Feedbench] {
+        let choice = LoaderChoice::LerobotTrain(TrainArgs { reader, ..run.clone() });
         let name = choice.backend().name();
-        let started = TuneStart::now();
+        let started = started.take().unwrap_or_else(Begun::now);
         let models_from = first_results.as_deref();
         let into = Some(out.join(name));
         let (tuned, out) = tune(args, &launched, &spec, &choice, into, started, models_from)?;
@@ -177,10 +194,9 @@ pub fn run(args: &TuneArgs) -> Result<()> {
             print(args, &tuned, &out)?;
             outln!("")?;
         }
-        let whose = if feedbench_reader {
-            "feedbench's reader in lerobot-train"
-        } else {
-            "LeRobot's loader"
+        let whose = match reader {
+            Reader::Feedbench => "feedbench's reader in lerobot-train",
+            Reader::Lerobot => "LeRobot's loader",
         };
         answers.push((name, whose, tuned));
     }
@@ -217,7 +233,7 @@ fn tune(
     spec: &LoaderSpec,
     choice: &LoaderChoice,
     out: Option<PathBuf>,
-    started: TuneStart,
+    started: Begun,
     models_from: Option<&std::path::Path>,
 ) -> Result<(Tuned, PathBuf)> {
     let choice = choice.clone();
@@ -323,11 +339,12 @@ fn tune(
         // The line's script is the run measured: feedbench-lerobot-train for feedbench's reader.
         launcher: launched.line.as_ref().map(|line| {
             line.launcher(
-                matches!(&choice, LoaderChoice::LerobotTrain(run) if run.feedbench_reader),
+                matches!(&choice, LoaderChoice::LerobotTrain(run) if run.reader == Reader::Feedbench),
             )
         }),
         budget: args.budget,
-        started,
+        started: started.at,
+        bridge: &started.bridge,
         models_from,
     };
     let from = match cpus_from {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::change::Change;
 use super::phase::ChosenLoader;
 use super::stats::median;
+use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::timing::stage::Stage;
 use crate::timing::InstructionCounter;
@@ -43,16 +44,18 @@ pub struct RunLength {
     pub warmup: Option<usize>,
 }
 
-/// Builds `loader` and measures it for `length`; with `count_instructions` this process's
-/// instructions are counted too (silently none where the counter cannot start:
-/// [`InstructionCounter::start`] says why, and callers ask it once up front).
+/// Builds `loader` (LeRobot's through `bridge`) and measures it for `length`; with
+/// `count_instructions` this process's instructions are counted too (silently none where the
+/// counter cannot start: [`InstructionCounter::start`] says why, and callers ask it once up
+/// front).
 pub fn measure_run(
     loader: &ChosenLoader,
     length: RunLength,
     count_instructions: bool,
+    bridge: &LerobotBridge,
 ) -> Result<RunFigures, LoaderError> {
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
-    let loader = loader.build()?;
+    let loader = loader.build(bridge)?;
     let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase = loader.loader_phase(length.batches, warmup, &mut |_| {})?;
     // The workers' instructions count once they have exited.

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::phase::{lerobot_model_phases, run_model_phase, ModelPhase};
 use crate::loader::batch::ImageFormat;
+use crate::loader::lerobot::LerobotBridge;
 use crate::model::lerobot::LerobotSteps;
 use crate::model::{synthetic_batch, ModelError, ModelSpec, PolicyShapes, Precision, StepSpec};
 
@@ -90,7 +91,7 @@ impl ModelTable {
             seed: self.seed,
             threads,
         };
-        let (versions, measured) = steps.measure(python)?;
+        let (versions, measured) = steps.measure(python, &LerobotBridge::new())?;
         let mut rows: Vec<ModelPhase> = Vec::new();
         for mut row in lerobot_model_phases(&versions, measured, device, &config)? {
             row.speedup_over_f32 = speedup_over_f32(&rows, &row);

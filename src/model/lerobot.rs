@@ -6,16 +6,15 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::json;
 
 use super::config::DiffusionConfig;
 use super::error::ModelError;
 use super::shapes::PolicyShapes;
 use super::step::Precision;
 use crate::loader::batch::ImageFormat;
-use crate::loader::lerobot::driver::{parse, run_driver, torch_device};
-use crate::loader::lerobot::protocol::{Command, PolicyRequest, Reads, Request};
-use crate::loader::lerobot::LerobotVersions;
+use crate::loader::lerobot::driver::{parse, torch_device};
+use crate::loader::lerobot::protocol::{CameraShape, ModelRequest, PolicyRequest, Request};
+use crate::loader::lerobot::{LerobotBridge, LerobotVersions};
 
 /// Which implementation runs the diffusion policy's step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,11 +88,12 @@ pub struct LerobotStepRow {
 }
 
 impl LerobotSteps<'_> {
-    /// Runs every row with the Python at `python`: LeRobot's versions and the rows, batch
-    /// size outermost.
+    /// Runs every row with the Python at `python`, through `bridge`: LeRobot's versions and
+    /// the rows, batch size outermost.
     pub fn measure(
         &self,
         python: &Path,
+        bridge: &LerobotBridge,
     ) -> Result<(LerobotVersions, Vec<LerobotStepRow>), ModelError> {
         if self.steps == 0 {
             return Err(ModelError::Config("measure at least one step".into()));
@@ -102,7 +102,12 @@ impl LerobotSteps<'_> {
             .shapes
             .cameras
             .iter()
-            .map(|c| json!({"key": c.key, "channels": c.channels, "height": c.height, "width": c.width}))
+            .map(|c| CameraShape {
+                key: c.key.clone(),
+                channels: c.channels,
+                height: c.height,
+                width: c.width,
+            })
             .collect();
         let policy = PolicyRequest {
             config: serde_json::to_value(self.config).expect("a config serialises"),
@@ -110,19 +115,16 @@ impl LerobotSteps<'_> {
             state_dim: self.shapes.state_dim,
             action_dim: self.shapes.action_dim,
             batch_sizes: self.batch_sizes.to_vec(),
-            dtypes: self.dtypes.iter().map(|d| d.name()).collect(),
-            images: self.images.name(),
+            dtypes: self.dtypes.iter().map(|d| d.name().to_string()).collect(),
+            images: self.images.name().to_string(),
             device: torch_device(self.device),
             seed: self.seed,
             threads: self.threads,
         };
-        let request = Request {
-            steps: Some(self.steps),
-            warmup: Some(self.warmup),
-            ..Request::new(Command::Model, Reads::Policy(policy))
-        };
+        let (steps, warmup) = (self.steps, self.warmup);
+        let request = Request::Model(ModelRequest::Policy { policy, steps, warmup });
         let lerobot = |e| ModelError::Lerobot(format!("{e}"));
-        let (ready, result) = run_driver(python, &request).map_err(lerobot)?;
+        let (ready, result) = bridge.ask(python, &request).map_err(lerobot)?;
         let versions = parse(python, ready).map_err(lerobot)?;
         let rows =
             parse(python, result.get("rows").cloned().unwrap_or_default()).map_err(lerobot)?;

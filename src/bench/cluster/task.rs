@@ -12,6 +12,7 @@ use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::{
     dataset_name, model_key, prepare_dataset, run_cell, CellPhases, SweepContext, SweepProgress,
 };
+use crate::loader::lerobot::LerobotBridge;
 use crate::measure::phase::ModelPhase;
 use crate::measure::system::Placement;
 
@@ -57,7 +58,8 @@ pub fn run_task(
             format!("is dataset {name}, but the plan's cells read {}", other.cell.dataset),
         ));
     }
-    let (context, _) = SweepContext::open(&config, &root, out, first.cell.device)?;
+    let bridge = LerobotBridge::new();
+    let (context, _) = SweepContext::open(&config, &root, out, first.cell.device, &bridge)?;
     let mut models: HashMap<String, ModelPhase> =
         finished.values().map(|r| (model_key(&r.cell), r.model.clone())).collect();
     let placement = Placement::here();

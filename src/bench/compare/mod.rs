@@ -10,6 +10,7 @@ pub mod text;
 
 use serde::{Deserialize, Serialize};
 
+use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::measure::change::{Change, Decision, NOISE_PCT};
 use crate::measure::loader_run::{measure_run, stage_changes, RunFigures, RunLength, StageChange};
@@ -99,9 +100,12 @@ pub enum CompareError {
     },
 }
 
-/// Runs A and B interleaved, `repeats` times each; `on_run` hears each run as it starts.
+/// Runs A and B interleaved, `repeats` times each, LeRobot's loaders through `bridge` (the
+/// one that described them: a lerobot-train run is built once for all its runs); `on_run`
+/// hears each run as it starts.
 pub fn compare(
     spec: &CompareSpec,
+    bridge: &LerobotBridge,
     mut on_run: impl FnMut(Side, usize),
 ) -> Result<Comparison, CompareError> {
     if spec.repeats < 2 {
@@ -117,7 +121,7 @@ pub fn compare(
         for (side, loader) in order {
             on_run(side, repeat);
             let length = RunLength { batches: spec.batches, warmup: spec.warmup };
-            let figures = measure_run(loader, length, false)
+            let figures = measure_run(loader, length, false, bridge)
                 .map_err(|error| CompareError::Side { side, error })?;
             runs.push(Run { side, figures });
         }

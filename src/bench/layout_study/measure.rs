@@ -20,6 +20,7 @@ use crate::dataset::write::scene::SplitMix64;
 use crate::dataset::write::transcode::{FrameReader, TranscodeReport};
 use crate::dataset::{Dataset, DatasetError, FeatureKind, Window};
 use crate::loader::config::LoaderConfig;
+use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::change::{interval, Change};
@@ -248,6 +249,8 @@ pub fn measure_candidate(
     };
 
     let (mut warm, mut cold, mut base_runs) = (Vec::new(), Vec::new(), Vec::new());
+    // Native loaders only: the bridge stays unused.
+    let bridge = LerobotBridge::new();
     for repeat in 0..measure.repeats {
         let base_run = |runs: &mut Vec<RunFigures>| -> Result<(), MeasureError> {
             if let Some(base) = base {
@@ -255,6 +258,7 @@ pub fn measure_candidate(
                     &ChosenLoader::native(spec_of(base, knobs.workers)),
                     length,
                     false,
+                    &bridge,
                 )?);
             }
             Ok(())
@@ -262,14 +266,15 @@ pub fn measure_candidate(
         if repeat % 2 == 0 {
             base_run(&mut base_runs)?;
         }
-        warm.push(measure_run(&ChosenLoader::native(spec(knobs.workers)), length, false)?);
+        warm.push(measure_run(&ChosenLoader::native(spec(knobs.workers)), length, false, &bridge)?);
         if repeat % 2 == 1 {
             base_run(&mut base_runs)?;
         }
         if evictable {
             evict_from_page_cache(root)?;
             let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
-            cold.push(measure_run(&ChosenLoader::native(spec(knobs.workers)), cold_length, false)?);
+            let native = ChosenLoader::native(spec(knobs.workers));
+            cold.push(measure_run(&native, cold_length, false, &bridge)?);
         }
     }
 

@@ -20,7 +20,7 @@ use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::LoaderKnob;
-use crate::loader::lerobot::LoaderBackend;
+use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
@@ -134,16 +134,20 @@ pub(crate) struct SweepContext<'a> {
     dataset: Arc<Dataset>,
     window: Window,
     system: SystemInfo,
+    /// LeRobot's loaders' requests go through it.
+    bridge: LerobotBridge,
 }
 
 impl<'a> SweepContext<'a> {
     /// Opens the dataset at `root` as `config` reads it, for cells with the step on `device`
-    /// (which must be there), writing into `out`. Returns the concrete device too.
+    /// (which must be there), writing into `out`, LeRobot's loaders through `bridge`. Returns
+    /// the concrete device too.
     pub(crate) fn open(
         config: &'a SweepConfig,
         root: &'a Path,
         out: &'a Path,
         device: DeviceChoice,
+        bridge: &LerobotBridge,
     ) -> Result<(Self, tch::Device), SweepError> {
         let device = device.resolve()?;
         if let Some(threads) = config.model.threads {
@@ -160,7 +164,8 @@ impl<'a> SweepContext<'a> {
         };
         let (dataset, window) = spec.open()?;
         let system = system_info(device);
-        Ok((Self { config, root, spec, out, dataset, window, system }, device))
+        let bridge = bridge.clone();
+        Ok((Self { config, root, spec, out, dataset, window, system, bridge }, device))
     }
 }
 
@@ -216,7 +221,8 @@ pub fn run_sweep(
     mut progress: impl FnMut(SweepProgress<'_>),
 ) -> Result<Vec<CellResult>, SweepError> {
     crate::dataset::files::output_apart_from(out, root)?;
-    let (context, device) = SweepContext::open(config, root, out, config.model.device)?;
+    let bridge = LerobotBridge::new();
+    let (context, device) = SweepContext::open(config, root, out, config.model.device, &bridge)?;
     let plan = plan(config, &dataset_name(root), device)?;
     // The output directory is made only once the dataset opened and the plan stands.
     let mut sink = ResultsSink::open(out, resume, &config_text(config))?;
@@ -301,7 +307,10 @@ pub(crate) fn run_cell(
     // LeRobot's loader, for its cells: the same knobs, run by its driver.
     let lerobot = match config.loader.declaration(cell.loader).choice() {
         Ok(LoaderChoice::Native) => None,
-        Ok(choice) => Some(choice.on_dataset(context.root)?.build(&spec)?),
+        Ok(choice) => {
+            let bridge = &context.bridge;
+            Some(choice.on_dataset(context.root, bridge)?.build(&spec, bridge)?)
+        }
         Err(what) => {
             return Err(LoaderError::Config(format!("loader.lerobot_train: {what}")).into())
         }

@@ -34,6 +34,7 @@ use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
 use crate::dataset::files::write_whole;
+use crate::loader::lerobot::LerobotBridge;
 use crate::measure::phase::{StepSample, Until};
 use crate::model::ModelSpec;
 
@@ -111,35 +112,15 @@ pub struct TuneRequest<'a> {
     /// The wall time the whole tune may take: once the next configuration would not fit in
     /// what is left, the best answer measured so far is given, and said to be so.
     pub budget: Option<Duration>,
-    /// When the tune began, and what this process had built by then.
-    pub started: TuneStart,
+    /// When the tune began (its set-up included: the budget and `tune_wall_s` count from it).
+    pub started: Instant,
+    /// The bridge LeRobot's loaders go through: the lerobot-train runs it built, and the time
+    /// building them took, are the tune's (those built to read the run's arguments before the
+    /// tune began included).
+    pub bridge: &'a LerobotBridge,
     /// The results of another tune of the same step (`--both-readers`: the first reader's),
     /// whose `model` phases this one takes instead of measuring the same step again.
     pub models_from: Option<&'a Path>,
-}
-
-/// When a tune began (its set-up included: the budget and `tune_wall_s` count from it) and the
-/// lerobot-train runs this process had built by then: those built since, and the time building
-/// them took, are the tune's.
-#[derive(Debug, Clone, Copy)]
-pub struct TuneStart {
-    /// When.
-    pub at: Instant,
-    /// [`crate::loader::lerobot::runs_built`] then.
-    pub runs_built: usize,
-    /// [`crate::loader::lerobot::run_build_seconds`] then.
-    pub run_build_s: f64,
-}
-
-impl TuneStart {
-    /// Now.
-    pub fn now() -> Self {
-        Self {
-            at: Instant::now(),
-            runs_built: crate::loader::lerobot::runs_built(),
-            run_build_s: crate::loader::lerobot::run_build_seconds(),
-        }
-    }
 }
 
 /// One step of the search: what was measured, why, and what it gave.
@@ -244,7 +225,8 @@ pub fn run_tune(
         return Err(TuneError::NoStep);
     }
     crate::dataset::files::output_apart_from(out, root).map_err(SweepError::from)?;
-    let (context, device) = SweepContext::open(config, root, out, config.model.device)?;
+    let (context, device) =
+        SweepContext::open(config, root, out, config.model.device, request.bridge)?;
     let base =
         plan(config, &dataset_name(root), device).map_err(SweepError::from)?.cells[0].clone();
     let batch_bytes = context.batch_bytes(&base)?;
@@ -299,7 +281,7 @@ pub fn run_tune(
             },
         };
         let Next::Measure { workers, prefetch, repeat, why, loader_alone } = next else { break };
-        let elapsed_s = request.started.at.elapsed().as_secs_f64();
+        let elapsed_s = request.started.elapsed().as_secs_f64();
         let per_configuration_s = (measured > 0).then(|| measuring_s / measured as f64);
         let budget_left_s = request.budget.map(|b| b.as_secs_f64() - elapsed_s);
         // The first configuration is measured whatever the budget: without it there is no
@@ -368,17 +350,16 @@ pub fn run_tune(
     };
     let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
     let lerobot = !base.loader.is_native();
+    let builds = request.bridge.builds();
     let tuned = Tuned {
         answer,
         steps,
         measuring_s,
-        tune_wall_s: request.started.at.elapsed().as_secs_f64(),
+        tune_wall_s: request.started.elapsed().as_secs_f64(),
         budget_s: request.budget.map(|b| b.as_secs_f64()),
         budget_ran_out,
-        runs_built: lerobot
-            .then(|| crate::loader::lerobot::runs_built() - request.started.runs_built),
-        run_build_s: lerobot
-            .then(|| crate::loader::lerobot::run_build_seconds() - request.started.run_build_s),
+        runs_built: lerobot.then_some(builds.runs),
+        run_build_s: lerobot.then_some(builds.seconds),
     };
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");

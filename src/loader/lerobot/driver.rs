@@ -1,17 +1,15 @@
-//! The driver process: feedbench's package (`src/loader/lerobot/feedbench_driver/`, compiled into the
-//! binary) run by the user's Python. It answers a JSON request with JSON lines on its stdout
+//! The driver process: feedbench's package (`src/loader/lerobot/feedbench_driver/`, compiled into
+//! the binary) run by the user's Python. It answers a JSON request with JSON lines on its stdout
 //! ([`protocol`](super::protocol)); whatever LeRobot prints goes to its stderr, whose last
 //! lines an error quotes.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 use super::process::{Driver, Stopping};
-use super::protocol::Request;
 use crate::loader::pipeline::LoaderError;
 
 /// The driver package, `feedbench_driver/` beside this file: (file name, text). Written
@@ -77,51 +75,9 @@ pub(super) fn driver_path() -> Result<PathBuf, LoaderError> {
     Ok(package)
 }
 
-/// Runs the driver with `python` on `request`: its `ready` and `result` messages. A
-/// lerobot-train run's requests go to the session (`super::session`) that keeps the run built;
-/// any other request gets a driver of its own, the request in a file beside the driver named
-/// on its command line (a child that is no Python may exit before reading).
-pub fn run_driver(python: &Path, request: &Request) -> Result<(Json, Json), LoaderError> {
-    run_driver_until(python, request, None)
-}
-
-/// [`run_driver`], where `stop` (if any) hears each measured batch of a `load` as the driver
-/// reports it (its `step` event) and ends the measurement once it says so: a stop file is
-/// written, which the driver looks for before each batch.
-pub fn run_driver_until(
-    python: &Path,
-    request: &Request,
-    stop: Option<&mut dyn FnMut(&Json) -> bool>,
-) -> Result<(Json, Json), LoaderError> {
-    static REQUESTS: AtomicU64 = AtomicU64::new(0);
-    let driver = driver_path()?;
-    let number = REQUESTS.fetch_add(1, Ordering::Relaxed);
-    let name = format!("request-{}-{number}", std::process::id());
-    let request_file = driver.with_file_name(format!("{name}.json"));
-    let stop_file = driver.with_file_name(format!("{name}.stop"));
-    let mut request = request.clone();
-    if let (Some(load), Some(_)) = (request.load.as_mut(), stop.as_ref()) {
-        load.stop_file = Some(stop_file.clone());
-    }
-    let mut stopping = stop.map(|hear| Stopping::new(hear, &stop_file));
-    let answer = match request.run() {
-        Some(run) => super::session::ask(python, &driver, run, &request, stopping.as_mut()),
-        None => {
-            let text = serde_json::to_vec(&request).expect("a request serialises");
-            crate::dataset::files::write_whole(&request_file, &text).map_err(|e| {
-                LoaderError::Lerobot(format!("{}: cannot write ({e})", request_file.display()))
-            })?;
-            let answer = once(python, &driver, &request_file, stopping.as_mut());
-            let _ = std::fs::remove_file(&request_file);
-            answer
-        }
-    };
-    let _ = std::fs::remove_file(&stop_file);
-    answer
-}
-
-/// A driver of its own for the request in `request_file`.
-fn once(
+/// A driver of its own for the request in `request_file`: its `ready` and `result`, or the
+/// error naming what failed.
+pub(super) fn once(
     python: &Path,
     driver: &Path,
     request_file: &Path,

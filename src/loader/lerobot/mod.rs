@@ -3,6 +3,7 @@
 //! user's choosing, so that the same knobs and the same measurement apply to the loader they
 //! train with.
 
+mod bridge;
 pub mod driver;
 mod process;
 pub mod protocol;
@@ -14,9 +15,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use self::driver::{parse, run_driver, run_driver_until, torch_device};
-use self::protocol::{Command, DatasetRequest, LoadSettings, Reads, Request, StepRequest};
-use self::train_run::{BuiltRun, TrainArgs};
+use self::driver::{parse, torch_device};
+use self::protocol::{
+    BatchesRequest, DatasetRequest, LoadRequest, ModelRequest, Request, SamplerRequest, Source,
+    StepRequest,
+};
+use self::train_run::{run_request, BuiltRun, TrainArgs};
 use super::config::LoaderConfig;
 use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;
@@ -25,10 +29,11 @@ use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::{Window, WindowChoice};
 use crate::loader::batch::ImageFormat;
 
+pub use self::bridge::LerobotBridge;
 pub use self::protocol::{
-    DriverStep, LerobotRun, LerobotVersions, PolicyStep, PolicySteps, StepParts,
+    DriverStep, LerobotRun, LerobotVersions, PolicyStep, PolicySteps, Reader, StepParts,
 };
-pub use self::session::{run_build_seconds, runs_built};
+pub use self::session::RunBuilds;
 pub use super::knobs::LoaderBackend;
 
 /// LeRobot's video decoding backend.
@@ -123,12 +128,18 @@ pub struct LerobotLoader {
     options: LerobotOptions,
     /// lerobot-train's run, where the loader is the one it builds from these arguments.
     train: Option<TrainArgs>,
+    /// The bridge its requests go through.
+    bridge: LerobotBridge,
 }
 
 impl LerobotLoader {
     /// Checks the spec against the dataset (natively: the window, the episodes) and against
-    /// what LeRobot's loader has: no resizing, one process.
-    pub fn new(spec: &LoaderSpec, options: LerobotOptions) -> Result<Self, LoaderError> {
+    /// what LeRobot's loader has: no resizing, one process. Its requests go through `bridge`.
+    pub fn new(
+        spec: &LoaderSpec,
+        options: LerobotOptions,
+        bridge: &LerobotBridge,
+    ) -> Result<Self, LoaderError> {
         let config = &spec.config;
         LoaderKnob::refuse_lacking(config, LoaderBackend::Lerobot).map_err(LoaderError::Refused)?;
         if config.shard.world > 1 {
@@ -137,17 +148,21 @@ impl LerobotLoader {
             ));
         }
         let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
-        Ok(Self { spec: spec.clone(), window, fps: dataset.info().fps, options, train: None })
+        let fps = dataset.info().fps;
+        let bridge = bridge.clone();
+        Ok(Self { spec: spec.clone(), window, fps, options, train: None, bridge })
     }
 
     /// The DataLoader lerobot-train builds from `run`'s arguments, its workers, batch and
     /// prefetch changed by `adjust` (feedbench's flags given over the run's own), and what was
-    /// built. A change to any other knob is refused: the run's arguments set it.
+    /// built. A change to any other knob is refused: the run's arguments set it. Its requests
+    /// go through `bridge`, which describes the run once.
     pub fn of_training(
         run: TrainArgs,
         adjust: impl FnOnce(LoaderConfig) -> LoaderConfig,
+        bridge: &LerobotBridge,
     ) -> Result<(Self, LerobotVersions, BuiltRun), LoaderError> {
-        let (versions, built) = train_run::describe(&run)?;
+        let (versions, built) = bridge.describe(&run)?;
         let config = adjust(built.config());
         built.refuse_changes(&config)?;
         let spec = LoaderSpec {
@@ -157,7 +172,14 @@ impl LerobotLoader {
             config,
         };
         let options = LerobotOptions { python: run.python.clone(), video_backend: None };
-        let loader = Self { spec, window: Window::default(), fps: 0.0, options, train: Some(run) };
+        let loader = Self {
+            spec,
+            window: Window::default(),
+            fps: 0.0,
+            options,
+            train: Some(run),
+            bridge: bridge.clone(),
+        };
         Ok((loader, versions, built))
     }
 
@@ -166,12 +188,19 @@ impl LerobotLoader {
         &self.spec
     }
 
-    /// The request both loaders' knobs make: dataset, episodes, window, sampler, DataLoader.
-    fn request(&self, command: Command) -> Request {
+    /// Whose loader a request reads: the lerobot-train run's, or LeRobot's over the dataset
+    /// with both loaders' knobs (dataset, episodes, window, sampler, DataLoader).
+    fn source(&self) -> Source {
         let c = &self.spec.config;
         if let Some(run) = &self.train {
-            return train_run::request(command, run, Some(c));
+            return Source::Run(run_request(run, Some(c)));
         }
+        Source::Dataset(self.dataset_request())
+    }
+
+    /// LeRobot's dataset and DataLoader as this loader's knobs set them.
+    fn dataset_request(&self) -> DatasetRequest {
+        let c = &self.spec.config;
         let delta_timestamps = self
             .window
             .keys()
@@ -181,18 +210,18 @@ impl LerobotLoader {
                 (key.to_string(), seconds)
             })
             .collect();
-        let dataset = DatasetRequest {
+        let dataloader = LoaderKnob::ALL.iter().filter_map(|k| k.dataloader_value(c));
+        DatasetRequest {
             root: self.spec.dataset.clone(),
             episodes: self.spec.episodes.as_ref().map(|e| e.indices().to_vec()),
             delta_timestamps,
             drop_n_last_frames: c.drop_n_last_frames(&self.window),
-            sampler: c.sampler.name(),
+            sampler: c.sampler.name().to_string(),
             seed: c.seed,
-            dataloader: LoaderKnob::ALL.iter().filter_map(|k| k.dataloader_value(c)).collect(),
+            dataloader: dataloader.map(|(keyword, value)| (keyword.to_string(), value)).collect(),
             uint8: c.images == ImageFormat::U8,
-            video_backend: self.options.video_backend.map(VideoBackend::name),
-        };
-        Request::new(command, Reads::Dataset(dataset))
+            video_backend: self.options.video_backend.map(|b| b.name().to_string()),
+        }
     }
 
     /// Whether it is a lerobot-train run's loader (`--lerobot-train`), which has its policy.
@@ -207,15 +236,10 @@ impl LerobotLoader {
         steps: usize,
         warmup: usize,
     ) -> Result<(LerobotVersions, PolicySteps), LoaderError> {
-        if self.train.is_none() {
-            return Err(no_policy());
-        }
-        let request = Request {
-            steps: Some(steps.max(1)),
-            warmup: Some(warmup),
-            ..self.request(Command::Model)
-        };
-        let (ready, result) = run_driver(&self.options.python, &request)?;
+        let Some(run) = &self.train else { return Err(no_policy()) };
+        let run = run_request(run, Some(&self.spec.config));
+        let request = Request::Model(ModelRequest::Run { run, steps: steps.max(1), warmup });
+        let (ready, result) = self.bridge.ask(&self.options.python, &request)?;
         Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
 
@@ -233,15 +257,14 @@ impl LerobotLoader {
         if batches == 0 {
             return Err(LoaderError::Config("measure at least one batch".into()));
         }
-        let mut request = self.request(Command::Load);
+        let mut source = self.source();
         let step = match feeding {
             Feeding::Nothing => None,
             Feeding::Fixed(step) => {
                 // On CUDA LeRobot's loader pins memory, as LeRobot's training sets it.
-                if let (true, Reads::Dataset(dataset)) = (step.device.is_cuda(), &mut request.reads)
-                {
+                if let (true, Source::Dataset(dataset)) = (step.device.is_cuda(), &mut source) {
                     let keyword = LoaderKnob::PIN_MEMORY.dataloader.expect("a DataLoader keyword");
-                    dataset.dataloader.insert(keyword, Json::from(true));
+                    dataset.dataloader.insert(keyword.to_string(), Json::from(true));
                 }
                 let device = torch_device(step.device);
                 Some(StepRequest::Fixed { compute_ms: step.compute_ms, device })
@@ -249,14 +272,14 @@ impl LerobotLoader {
             Feeding::Policy if self.train.is_some() => Some(StepRequest::Policy { policy: true }),
             Feeding::Policy => return Err(no_policy()),
         };
-        request.load = Some(LoadSettings { batches, warmup, step, stop_file: None });
+        let request = Request::Load(LoadRequest { source, batches, warmup, step, stop_file: None });
         let mut heard: Vec<DriverStep> = Vec::new();
         let mut hear = |message: &Json| {
             heard.extend(serde_json::from_value::<DriverStep>(message.clone()));
             stop.is_some_and(|stop| stop(&heard))
         };
         let hear = stop.is_some().then_some(&mut hear as &mut dyn FnMut(&Json) -> bool);
-        let (ready, result) = run_driver_until(&self.options.python, &request, hear)?;
+        let (ready, result) = self.bridge.ask_until(&self.options.python, &request, hear)?;
         Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
 
@@ -267,20 +290,20 @@ impl LerobotLoader {
         index_batches: &[Vec<usize>],
         out: &Path,
     ) -> Result<LerobotVersions, LoaderError> {
-        let request = Request {
-            index_batches: Some(index_batches.to_vec()),
-            out: Some(out.to_path_buf()),
-            ..self.request(Command::Batches)
-        };
-        let (ready, _) = run_driver(&self.options.python, &request)?;
+        let request = Request::Batches(BatchesRequest::Indices {
+            dataset: self.dataset_request(),
+            index_batches: index_batches.to_vec(),
+            out: out.to_path_buf(),
+        });
+        let (ready, _) = self.bridge.ask(&self.options.python, &request)?;
         parse(&self.options.python, ready)
     }
 
     /// The indices LeRobot's `EpisodeAwareSampler` yields for this spec's episodes and
     /// `drop_n_last_frames`, in its order: shuffled (seeded by the spec's seed) or not.
     pub fn episode_aware_indices(&self, shuffle: bool) -> Result<Vec<usize>, LoaderError> {
-        let request = Request { shuffle: Some(shuffle), ..self.request(Command::Sampler) };
-        let (_, result) = run_driver(&self.options.python, &request)?;
+        let request = Request::Sampler(SamplerRequest { dataset: self.dataset_request(), shuffle });
+        let (_, result) = self.bridge.ask(&self.options.python, &request)?;
         let indices = result.get("indices").cloned().unwrap_or_default();
         parse(&self.options.python, indices)
     }

@@ -280,9 +280,27 @@ fn driver_error(error: &Json) -> LoaderError {
                 )
             }))
         }
-        ErrorKind::Version | ErrorKind::Knob | ErrorKind::Arguments | ErrorKind::Reader => {
-            LoaderError::Lerobot(message.to_string())
+        // The run's arguments, refused by LeRobot's parser or by the driver: named as the front
+        // end names where they were given (`--lerobot-train`, a cell's `lerobot_train`).
+        ErrorKind::Arguments => {
+            let message = message.to_string();
+            LoaderError::Refused(Refusal::new(move |name| {
+                format!("{}: {message}", name(Setting::LerobotTrain))
+            }))
         }
+        // A LeRobot it does not drive, or no feedbench reader, in that Python: the setting
+        // that names the Python, as the front end spells it.
+        ErrorKind::Version | ErrorKind::Reader => {
+            let message = message.to_string();
+            LoaderError::Refused(Refusal::new(move |name| {
+                format!(
+                    "{message}; or point {} at the environment that has it",
+                    name(Setting::Python)
+                )
+            }))
+        }
+        // A knob this LeRobot cannot set: the message names it as LeRobot knows it.
+        ErrorKind::Knob => LoaderError::Lerobot(message.to_string()),
     }
 }
 

@@ -1,11 +1,12 @@
 //! What feedbench and its LeRobot driver say to each other, the Rust side of
-//! `src/loader/lerobot/feedbench_driver/protocol.py`: a [`Request`] is one JSON object (in a file named on
-//! the driver's command line, or one a line on its stdin in a session (`super::session`)); the
-//! driver answers with JSON lines on its stdout, each an [`Event`]: `ready` once it built what
-//! it measures ([`LerobotVersions`]), `step` per measured batch where feedbench may stop it
-//! early ([`DriverStep`]), `alive` while it works, and `result` ([`LerobotRun`],
-//! [`PolicySteps`], …) or `error` (an [`ErrorKind`] and a message) last. Every key a request
-//! has is a field here; the driver reads them by these names.
+//! `src/loader/lerobot/feedbench_driver/protocol.py`: a [`Request`] is one JSON object tagged by
+//! its `command` (in a file named on the driver's command line, or one a line on its stdin in a
+//! session (`super::session`)), one variant per command with only its fields, which the driver
+//! declares again as one `TypedDict` per command and checks on arrival; the driver answers
+//! with JSON lines on its stdout, each an [`Event`]: `ready` once it built what it measures
+//! ([`LerobotVersions`]), `step` per measured batch where feedbench may stop it early
+//! ([`DriverStep`]), `alive` while it works, and `result` ([`LerobotRun`], [`PolicySteps`], …)
+//! or `error` (an [`ErrorKind`] and a message) last.
 
 mod answer;
 mod request;
@@ -15,38 +16,103 @@ pub use answer::{
     StepParts,
 };
 pub use request::{
-    Command, DatasetRequest, LoadSettings, Overrides, PolicyRequest, Reads, Request, RunRequest,
-    StepRequest, SESSION_ARGUMENT,
+    BatchesRequest, CameraShape, DatasetRequest, DescribeRequest, LoadRequest, ModelRequest,
+    Overrides, PolicyRequest, Reader, Request, RunRequest, SamplerRequest, Source, StepRequest,
+    SESSION_ARGUMENT,
 };
 
 #[cfg(test)]
 mod tests {
     use std::io::Write;
+    use std::path::PathBuf;
     use std::process::{Command as Process, Stdio};
 
-    use serde_json::Value as Json;
+    use serde_json::{json, Value as Json};
 
     use super::*;
 
-    /// Every command (the match fails to compile when one is added and not listed).
-    fn every_command() -> Vec<Command> {
-        let all =
-            [Command::Load, Command::Batches, Command::Sampler, Command::Model, Command::Describe];
-        for command in all {
-            match command {
-                Command::Load
-                | Command::Batches
-                | Command::Sampler
-                | Command::Model
-                | Command::Describe => {}
-            }
-        }
-        all.to_vec()
+    /// One example of every request, each with the name of the driver's `TypedDict` it is
+    /// (the match fails to compile when a variant is added and not listed).
+    fn every_request() -> Vec<(Request, &'static str)> {
+        let run = RunRequest {
+            lerobot_train: vec!["--dataset.root=/d".into(), "--policy.type=act".into()],
+            overrides: Overrides([("num_workers".to_string(), 2.into())].into()),
+            reader: Reader::Feedbench,
+        };
+        let dataset = DatasetRequest {
+            root: "/d".into(),
+            episodes: Some(vec![0, 2]),
+            delta_timestamps: [("action".to_string(), vec![0.0, 0.1])].into(),
+            drop_n_last_frames: 7,
+            sampler: "episode-aware".into(),
+            seed: 3,
+            dataloader: [("num_workers".to_string(), json!(2))].into(),
+            uint8: true,
+            video_backend: None,
+        };
+        let policy = PolicyRequest {
+            config: json!({"horizon": 16}),
+            cameras: vec![CameraShape { key: "c".into(), channels: 3, height: 96, width: 96 }],
+            state_dim: 2,
+            action_dim: 2,
+            batch_sizes: vec![8],
+            dtypes: vec!["f32".into()],
+            images: "u8".into(),
+            device: "cpu".into(),
+            seed: 1,
+            threads: None,
+        };
+        let out = PathBuf::from("/out");
+        let fixed = StepRequest::Fixed { compute_ms: 40.5, device: "cpu".into() };
+        let all = vec![
+            Request::Load(LoadRequest {
+                source: Source::Dataset(dataset.clone()),
+                batches: 5,
+                warmup: 1,
+                step: Some(fixed),
+                stop_file: Some("/tmp/stop".into()),
+            }),
+            Request::Load(LoadRequest {
+                source: Source::Run(run.clone()),
+                batches: 5,
+                warmup: 1,
+                step: Some(StepRequest::Policy { policy: true }),
+                stop_file: None,
+            }),
+            Request::Batches(BatchesRequest::Indices {
+                dataset: dataset.clone(),
+                index_batches: vec![vec![0, 1]],
+                out: out.clone(),
+            }),
+            Request::Batches(BatchesRequest::First { run: run.clone(), count: 2, out }),
+            Request::Sampler(SamplerRequest { dataset, shuffle: true }),
+            Request::Model(ModelRequest::Policy { policy, steps: 3, warmup: 1 }),
+            Request::Model(ModelRequest::Run { run: run.clone(), steps: 3, warmup: 1 }),
+            Request::Describe(DescribeRequest { run }),
+        ];
+        all.into_iter()
+            .map(|request| {
+                let shape = match &request {
+                    Request::Load(LoadRequest { source: Source::Dataset(_), .. }) => {
+                        "LoadDatasetRequest"
+                    }
+                    Request::Load(LoadRequest { source: Source::Run(_), .. }) => "LoadRunRequest",
+                    Request::Batches(BatchesRequest::Indices { .. }) => "BatchesDatasetRequest",
+                    Request::Batches(BatchesRequest::First { .. }) => "BatchesRunRequest",
+                    Request::Sampler(_) => "SamplerRequest",
+                    Request::Model(ModelRequest::Policy { .. }) => "ModelPolicyRequest",
+                    Request::Model(ModelRequest::Run { .. }) => "ModelRunRequest",
+                    Request::Describe(_) => "DescribeRequest",
+                };
+                (request, shape)
+            })
+            .collect()
     }
 
     /// The driver's own protocol module (as shipped in the binary, in the system's Python)
-    /// reads every request kind Rust writes, and every error kind it says reaches Rust as that
-    /// kind: the two sides' lists are the same.
+    /// reads every request Rust writes as the `TypedDict` of its variant, and what it read comes
+    /// back to the same `Request`; every error kind it says reaches Rust as that kind; and a
+    /// request of no shape is refused by name.
     #[test]
     fn every_request_and_error_kind_crosses_between_the_two_protocol_modules() {
         let Ok(python) = which_python() else {
@@ -59,8 +125,11 @@ mod tests {
              sys.path.insert(0, {dir:?})\n\
              from feedbench_driver import protocol\n\
              for request in protocol.requests([{session:?}]):\n\
-             \x20   print(json.dumps({{'command': request['command'], \
-             'known': request['command'] in protocol.COMMANDS, 'keys': sorted(request)}}))\n\
+             \x20   try:\n\
+             \x20       shape = protocol.check_request(request).__name__\n\
+             \x20   except protocol.Refused as refused:\n\
+             \x20       shape = refused.kind.value + ': ' + str(refused)\n\
+             \x20   print(json.dumps({{'shape': shape, 'request': request}}))\n\
              for kind in protocol.ErrorKind:\n\
              \x20   protocol.say_error(kind, 'a ' + kind.value + ' fault')\n",
             dir = package.parent().unwrap().to_str().unwrap(),
@@ -72,17 +141,16 @@ mod tests {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let run = RunRequest {
-            lerobot_train: vec!["--dataset.root=/d".into()],
-            overrides: Overrides([("num_workers", 2.into())].into()),
-            reader: "feedbench",
-        };
-        let commands = every_command();
+        let requests = every_request();
         let mut stdin = child.stdin.take().unwrap();
-        for command in &commands {
-            let request = Request::new(*command, Reads::Run(run.clone()));
-            writeln!(stdin, "{}", serde_json::to_string(&request).unwrap()).unwrap();
+        for (request, _) in &requests {
+            writeln!(stdin, "{}", serde_json::to_string(request).unwrap()).unwrap();
         }
+        // A `describe` with a key no shape has, and one without its run.
+        let mut stray = serde_json::to_value(&requests.last().unwrap().0).unwrap();
+        stray["index_batches"] = json!([[0]]);
+        writeln!(stdin, "{stray}").unwrap();
+        writeln!(stdin, "{}", json!({"command": "describe"})).unwrap();
         drop(stdin);
         let output = child.wait_with_output().unwrap();
         assert!(output.status.success());
@@ -91,12 +159,19 @@ mod tests {
             .lines()
             .map(|line| serde_json::from_str(line).unwrap())
             .collect();
-        let (read, said) = lines.split_at(commands.len());
-        for (command, echo) in commands.iter().zip(read) {
-            assert_eq!(echo["command"], serde_json::to_value(command).unwrap(), "{echo}");
-            assert_eq!(echo["known"], true, "the driver does not know {command:?}: {echo}");
-            assert!(echo["keys"].as_array().unwrap().iter().any(|k| k == "overrides"), "{echo}");
+        let (read, rest) = lines.split_at(requests.len());
+        for ((request, shape), echo) in requests.iter().zip(read) {
+            assert_eq!(echo["shape"], *shape, "{echo}");
+            assert_eq!(echo["request"], serde_json::to_value(request).unwrap());
+            let back: Request = serde_json::from_value(echo["request"].clone()).unwrap();
+            assert_eq!(back, *request, "{echo}");
         }
+        let (refused, said) = rest.split_at(2);
+        let unknown = refused[0]["shape"].as_str().unwrap();
+        assert!(unknown.starts_with("version: a 'describe' request"), "{unknown}");
+        assert!(unknown.contains("unknown ['index_batches']"), "{unknown}");
+        let missing = refused[1]["shape"].as_str().unwrap();
+        assert!(missing.contains("missing ['lerobot_train', 'overrides', 'reader']"), "{missing}");
         assert_eq!(said.len(), ErrorKind::ALL.len(), "the driver's error kinds: {said:?}");
         for (kind, message) in ErrorKind::ALL.iter().zip(said) {
             assert_eq!(Event::of(message), Some(Event::Error), "{message}");

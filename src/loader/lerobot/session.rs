@@ -7,75 +7,85 @@
 //!
 //! The requests go one a line down a socket that is the driver's stdin (written with
 //! `MSG_NOSIGNAL`: a driver that died is an error here, not a SIGPIPE); the driver exits when
-//! it closes, which it does when feedbench ends, however it ends. One session is open at a time:
-//! a request for another run ends the one before (its dataset and policy are what a driver
-//! holds). A request that fails ends its session; the next request starts a new one.
+//! it closes, which it does when its session ends, however feedbench ends. The bridge
+//! ([`super::bridge`]) holds one session at a time: a request for another run ends the one
+//! before (its dataset and policy are what a driver holds). A request that fails ends its
+//! session; the next request starts a new one.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use serde_json::Value as Json;
 
 use super::process::{Driver, Said, Stopping};
-use super::protocol::{Request, RunRequest, SESSION_ARGUMENT};
+use super::protocol::{Reader, Request, RunRequest, SESSION_ARGUMENT};
 use crate::loader::pipeline::LoaderError;
 
-/// The open session, if any.
-static SESSION: Mutex<Option<Session>> = Mutex::new(None);
-
-/// lerobot-train runs the drivers of this process have built.
-static RUNS_BUILT: AtomicUsize = AtomicUsize::new(0);
-
-/// The milliseconds the drivers of this process took to build them.
-static RUN_BUILD_MS: AtomicU64 = AtomicU64::new(0);
-
-/// How many lerobot-train runs (LeRobot's parser, dataset and the rest) the drivers of this
-/// process have built so far: a tune of one run builds it once, or once more per request that
-/// needs a run built afresh (the first batches of a run, in its order).
-pub fn runs_built() -> usize {
-    RUNS_BUILT.load(Ordering::Relaxed)
+/// The lerobot-train runs drivers built, and the time building them took: a tune's cost
+/// before its first measured step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunBuilds {
+    /// Runs built (LeRobot's parser and dataset, and where a step was asked the policy,
+    /// pre-processor and optimizer): once per run, or once more per request that needs a run
+    /// built afresh (the first batches of a run, in its order).
+    pub runs: usize,
+    /// Wall seconds building them took.
+    pub seconds: f64,
 }
 
-/// The seconds the drivers of this process took to build their lerobot-train runs so far
-/// (LeRobot's parser, the dataset and, where a step was measured, the policy, pre-processor
-/// and optimizer on the run's device): what a tune spends before its first measured step.
-pub fn run_build_seconds() -> f64 {
-    RUN_BUILD_MS.load(Ordering::Relaxed) as f64 / 1e3
+impl std::ops::AddAssign for RunBuilds {
+    fn add_assign(&mut self, other: Self) {
+        self.runs += other.runs;
+        self.seconds += other.seconds;
+    }
 }
 
 /// Which run a session holds: the request's Python, driver script, arguments and reader.
 #[derive(Debug, Clone, PartialEq)]
-struct Key {
+pub(super) struct Key {
     python: PathBuf,
     driver: PathBuf,
     lerobot_train: Vec<String>,
-    reader: &'static str,
+    reader: Reader,
+}
+
+impl Key {
+    /// The session for `run`, driven by `python` running the package at `driver`.
+    pub(super) fn of(python: &Path, driver: &Path, run: &RunRequest) -> Self {
+        Self {
+            python: python.to_path_buf(),
+            driver: driver.to_path_buf(),
+            lerobot_train: run.lerobot_train.clone(),
+            reader: run.reader,
+        }
+    }
 }
 
 /// A driver that keeps its run between requests.
-struct Session {
+pub(super) struct Session {
     key: Key,
     driver: Driver,
     requests: UnixStream,
-    /// The runs its driver said it built so far.
-    builds: usize,
-    /// The milliseconds its driver said building them took so far.
-    build_ms: u64,
+    /// What its driver said it built so far.
+    built: RunBuilds,
 }
 
 impl Session {
     /// Starts a driver with `--session` and the socket for its requests as its stdin.
-    fn start(key: Key) -> Result<Self, LoaderError> {
+    pub(super) fn start(key: Key) -> Result<Self, LoaderError> {
         let (ours, theirs) = UnixStream::pair().map_err(|e| {
             LoaderError::Lerobot(format!("cannot make the socket for the LeRobot driver: {e}"))
         })?;
         let stdin = Stdio::from(OwnedFd::from(theirs));
         let driver = Driver::start(&key.python, &key.driver, SESSION_ARGUMENT, stdin)?;
-        Ok(Self { key, driver, requests: ours, builds: 0, build_ms: 0 })
+        Ok(Self { key, driver, requests: ours, built: RunBuilds::default() })
+    }
+
+    /// Whether it holds the run of `key`.
+    pub(super) fn holds(&self, key: &Key) -> bool {
+        self.key == *key
     }
 
     /// Sends `request`, one line.
@@ -105,68 +115,56 @@ impl Session {
         Ok(())
     }
 
-    /// Counts the runs the driver says it built, and the time it took, from a `ready`.
-    fn count_builds(&mut self, said: &Said) {
+    /// What the driver built since it last said, from a `ready` (which says its totals).
+    fn count_builds(&mut self, said: &Said) -> RunBuilds {
         let built = said.ready("lerobot_train");
         let reported = |key| built.and_then(|r| r.get(key));
-        if let Some(builds) = reported("builds").and_then(Json::as_u64).map(|n| n as usize) {
-            RUNS_BUILT.fetch_add(builds.saturating_sub(self.builds), Ordering::Relaxed);
-            self.builds = self.builds.max(builds);
+        let mut new = RunBuilds::default();
+        if let Some(runs) = reported("builds").and_then(Json::as_u64).map(|n| n as usize) {
+            new.runs = runs.saturating_sub(self.built.runs);
+            self.built.runs = self.built.runs.max(runs);
         }
-        if let Some(ms) = reported("build_s").and_then(Json::as_f64).map(|s| (s * 1e3) as u64) {
-            RUN_BUILD_MS.fetch_add(ms.saturating_sub(self.build_ms), Ordering::Relaxed);
-            self.build_ms = self.build_ms.max(ms);
+        if let Some(seconds) = reported("build_s").and_then(Json::as_f64) {
+            new.seconds = (seconds - self.built.seconds).max(0.0);
+            self.built.seconds = self.built.seconds.max(seconds);
         }
+        new
+    }
+
+    /// Asks `request` of the session: its answer and what the driver built for it, the
+    /// session back where it may serve the next request (None where it failed and ended).
+    pub(super) fn ask(
+        mut self,
+        request: &Request,
+        stopping: Option<&mut Stopping<'_>>,
+    ) -> (Result<(Json, Json), LoaderError>, RunBuilds, Option<Self>) {
+        if self.send(request).is_err() {
+            // The driver died between requests (its stdin is gone): hear why, then judge.
+            let heard = self.driver.hear(None, true);
+            let Session { driver, .. } = self;
+            return (heard.and_then(|said| driver.judge(said)), RunBuilds::default(), None);
+        }
+        let said = match self.driver.hear(stopping, false) {
+            Ok(said) => said,
+            Err(error) => return (Err(error), RunBuilds::default(), None),
+        };
+        let built = self.count_builds(&said);
+        if said.error.is_none() && !self.driver.exited() {
+            if let (Some(ready), Some(result)) = (&said.ready, &said.result) {
+                let answer = (ready.clone(), result.clone());
+                return (Ok(answer), built, Some(self));
+            }
+        }
+        // Failed: the driver exits by itself after an error; one that does not is stopped.
+        if !self.driver.exited() {
+            self.driver.stop();
+        }
+        let Session { driver, .. } = self;
+        (driver.judge(said), built, None)
     }
 
     /// Ends the session: its driver and workers stopped.
-    fn end(mut self) {
+    pub(super) fn end(mut self) {
         self.driver.stop();
     }
-}
-
-/// The answer of the session for `run` (the run `request` reads) to `request`, the session
-/// started where none is open for that run (and the one open for another run ended).
-pub(super) fn ask(
-    python: &Path,
-    driver: &Path,
-    run: &RunRequest,
-    request: &Request,
-    stopping: Option<&mut Stopping<'_>>,
-) -> Result<(Json, Json), LoaderError> {
-    let key = Key {
-        python: python.to_path_buf(),
-        driver: driver.to_path_buf(),
-        lerobot_train: run.lerobot_train.clone(),
-        reader: run.reader,
-    };
-    // A session left by a request that panicked is still whole: its driver answered or not.
-    let mut open = SESSION.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(other) = open.take_if(|session| session.key != key) {
-        other.end();
-    }
-    let mut session = match open.take() {
-        Some(session) => session,
-        None => Session::start(key)?,
-    };
-    if session.send(request).is_err() {
-        // The driver died between requests (its stdin is gone): hear why, then judge.
-        let said = session.driver.hear(None, true)?;
-        return session.driver.judge(said);
-    }
-    let said = session.driver.hear(stopping, false)?;
-    session.count_builds(&said);
-    if said.error.is_none() && !session.driver.exited() {
-        if let (Some(ready), Some(result)) = (&said.ready, &said.result) {
-            let answer = (ready.clone(), result.clone());
-            *open = Some(session);
-            return Ok(answer);
-        }
-    }
-    // Failed: the driver exits by itself after an error; one that does not is stopped.
-    if !session.driver.exited() {
-        session.driver.stop();
-    }
-    let Session { driver, .. } = session;
-    driver.judge(said)
 }

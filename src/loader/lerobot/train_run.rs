@@ -5,16 +5,12 @@
 //! back as a [`LoaderConfig`], so that feedbench's own flags change them where given and every
 //! report names them as it names any loader's.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use super::driver::{parse, run_driver};
 pub use super::protocol::BuiltRun;
-use super::protocol::{Command, LerobotVersions, Overrides, Reads, Request, RunRequest};
+use super::protocol::{Overrides, Reader, RunRequest};
 use crate::dataset::setting::Refusal;
 use crate::loader::batch::ImageFormat;
 use crate::loader::config::LoaderConfig;
@@ -22,17 +18,17 @@ use crate::loader::knobs::LoaderKnob;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 
-/// The user's lerobot-train arguments and the Python that runs them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The user's lerobot-train arguments, the Python that runs them and whose reader the run's
+/// dataset is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TrainArgs {
     /// The interpreter of the environment with LeRobot.
     pub python: PathBuf,
     /// The arguments, one per element, as `lerobot-train` takes them.
     pub args: Vec<String>,
-    /// The run's dataset is feedbench's reader (`feedbench-lerobot-train`'s run) rather than
-    /// LeRobot's `LeRobotDataset`.
-    #[serde(default)]
-    pub feedbench_reader: bool,
+    /// LeRobot's `LeRobotDataset`, or feedbench's reader in its place
+    /// (`feedbench-lerobot-train`'s run).
+    pub reader: Reader,
 }
 
 /// Why a text is not a lerobot-train run's arguments. The front end that read the text names
@@ -77,7 +73,7 @@ impl TrainArgs {
                 return Err(TrainArgsError::NotAFlag(arg.clone()));
             }
         }
-        Ok(Self { python: python.to_path_buf(), args, feedbench_reader: false })
+        Ok(Self { python: python.to_path_buf(), args, reader: Reader::Lerobot })
     }
 
     /// The value of `--name`, given as `--name=value` or `--name value`.
@@ -104,19 +100,10 @@ impl TrainArgs {
         self.args.iter().map(quoted).collect::<Vec<_>>().join(" ")
     }
 
-    /// The same run on the dataset at `root` (a sweep's or guard's `[dataset]`): `Self::reading`
-    /// it, then built by LeRobot ([`describe`], once per process) to refuse a run whose
-    /// arguments name another directory.
-    pub fn on_dataset(self, root: &Path) -> Result<Self, LoaderError> {
-        let run = self.reading(root);
-        describe(&run)?.1.refuse_other_root(root)?;
-        Ok(run)
-    }
-
     /// The same run reading `root` where the arguments name no dataset directory (no
     /// `--dataset.root`, no `--config_path`): it is added, with `--dataset.repo_id=local/NAME`
     /// where they give no repo id either.
-    fn reading(mut self, root: &Path) -> Self {
+    pub(super) fn reading(mut self, root: &Path) -> Self {
         if self.value("dataset.root").is_some() || self.value("config_path").is_some() {
             return self;
         }
@@ -196,7 +183,7 @@ impl BuiltRun {
     }
 
     /// Refuses a run whose dataset is not the one at `root`, a config's `[dataset]`.
-    fn refuse_other_root(&self, root: &Path) -> Result<(), LoaderError> {
+    pub(super) fn refuse_other_root(&self, root: &Path) -> Result<(), LoaderError> {
         let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let own = self.root();
         if canonical(&own) == canonical(root) {
@@ -246,68 +233,14 @@ impl BuiltRun {
     }
 }
 
-/// The request of a lerobot-train run: the arguments, and `config`'s workers, batch and
-/// prefetch over theirs (None: the arguments' own).
-pub fn request(command: Command, run: &TrainArgs, config: Option<&LoaderConfig>) -> Request {
+/// What a request says of a lerobot-train run: the arguments, whose reader, and `config`'s
+/// workers, batch and prefetch over theirs (None: the arguments' own).
+pub fn run_request(run: &TrainArgs, config: Option<&LoaderConfig>) -> RunRequest {
     let overrides = config.map_or(Overrides::default(), |c| {
-        Overrides(SET_BY_FEEDBENCH.iter().filter_map(|k| k.dataloader_value(c)).collect())
+        let set = SET_BY_FEEDBENCH.iter().filter_map(|k| k.dataloader_value(c));
+        Overrides(set.map(|(keyword, value)| (keyword.to_string(), value)).collect())
     });
-    let reader = if run.feedbench_reader { "feedbench" } else { "lerobot" };
-    let run = RunRequest { lerobot_train: run.args.clone(), overrides, reader };
-    Request::new(command, Reads::Run(run))
-}
-
-/// Builds the run the arguments describe, as lerobot-train builds it, and says what it built:
-/// once per process for the same Python and arguments (a tune builds the run's loader for every
-/// configuration it measures, and LeRobot takes seconds to build it).
-pub fn describe(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderError> {
-    type Described = HashMap<TrainArgs, (LerobotVersions, BuiltRun)>;
-    static DESCRIBED: OnceLock<Mutex<Described>> = OnceLock::new();
-    let described = DESCRIBED.get_or_init(Mutex::default);
-    if let Some(found) = described.lock().ok().and_then(|d| d.get(run).cloned()) {
-        return Ok(found);
-    }
-    let found = describe_anew(run)?;
-    if let Ok(mut described) = described.lock() {
-        described.insert(run.clone(), found.clone());
-    }
-    Ok(found)
-}
-
-/// [`describe`], by the driver.
-fn describe_anew(run: &TrainArgs) -> Result<(LerobotVersions, BuiltRun), LoaderError> {
-    let (ready, _) = run_driver(&run.python, &request(Command::Describe, run, None))?;
-    let versions: LerobotVersions = parse(&run.python, ready)?;
-    let built = versions.lerobot_train.clone().ok_or_else(|| {
-        LoaderError::Lerobot(format!(
-            "{}: the driver said nothing of the run",
-            run.python.display()
-        ))
-    })?;
-    Ok((versions, built))
-}
-
-/// Saves the first `count` batches the run's DataLoader yields (with `config`'s workers, batch
-/// and prefetch) as `out/batch-<n>/<key>.npy`, strings in `strings.json`.
-pub fn save_first_batches(
-    run: &TrainArgs,
-    config: &LoaderConfig,
-    count: usize,
-    out: &Path,
-) -> Result<BuiltRun, LoaderError> {
-    let request = Request {
-        count: Some(count),
-        out: Some(out.to_path_buf()),
-        ..request(Command::Batches, run, Some(config))
-    };
-    let (ready, _) = run_driver(&run.python, &request)?;
-    let versions: LerobotVersions = parse(&run.python, ready)?;
-    versions.lerobot_train.ok_or_else(|| {
-        LoaderError::Lerobot(format!(
-            "{}: the driver said nothing of the run",
-            run.python.display()
-        ))
-    })
+    RunRequest { lerobot_train: run.args.clone(), overrides, reader: run.reader }
 }
 
 #[cfg(test)]

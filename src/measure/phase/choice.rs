@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use super::backend::MeasuredLoader;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::train_run::{TrainArgs, TrainArgsError, SET_BY_FEEDBENCH};
-use crate::loader::lerobot::{LerobotLoader, LerobotOptions, LoaderBackend, VideoBackend};
+use crate::loader::lerobot::{
+    LerobotBridge, LerobotLoader, LerobotOptions, LoaderBackend, Reader, VideoBackend,
+};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 
@@ -44,9 +46,12 @@ impl LoaderDeclaration {
             }
             LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
                 let text = self.lerobot_train.as_deref().ok_or(ChoiceError::NoRun(self.backend))?;
-                let mut run = TrainArgs::parse(&options.python, text)?;
-                run.feedbench_reader = self.backend == LoaderBackend::FeedbenchLerobotTrain;
-                LoaderChoice::LerobotTrain(run)
+                let run = TrainArgs::parse(&options.python, text)?;
+                let reader = match self.backend {
+                    LoaderBackend::FeedbenchLerobotTrain => Reader::Feedbench,
+                    _ => Reader::Lerobot,
+                };
+                LoaderChoice::LerobotTrain(TrainArgs { reader, ..run })
             }
         })
     }
@@ -79,9 +84,9 @@ impl ChosenLoader {
         Self { choice: LoaderChoice::Native, spec }
     }
 
-    /// The loader, built.
-    pub fn build(&self) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
-        self.choice.build(&self.spec)
+    /// The loader, built; LeRobot's requests go through `bridge`.
+    pub fn build(&self, bridge: &LerobotBridge) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
+        self.choice.build(&self.spec, bridge)
     }
 }
 
@@ -119,10 +124,16 @@ impl LoaderChoice {
     }
 
     /// The same loader reading the dataset at `root` (a sweep's or a guard's `[dataset]`): a
-    /// lerobot-train run's [`TrainArgs::on_dataset`].
-    pub fn on_dataset(self, root: &std::path::Path) -> Result<Self, LoaderError> {
+    /// lerobot-train run's [`LerobotBridge::on_dataset`].
+    pub fn on_dataset(
+        self,
+        root: &std::path::Path,
+        bridge: &LerobotBridge,
+    ) -> Result<Self, LoaderError> {
         Ok(match self {
-            LoaderChoice::LerobotTrain(run) => LoaderChoice::LerobotTrain(run.on_dataset(root)?),
+            LoaderChoice::LerobotTrain(run) => {
+                LoaderChoice::LerobotTrain(bridge.on_dataset(run, root)?)
+            }
             other => other,
         })
     }
@@ -132,18 +143,24 @@ impl LoaderChoice {
         match self {
             LoaderChoice::Native => LoaderBackend::Native,
             LoaderChoice::Lerobot(_) => LoaderBackend::Lerobot,
-            LoaderChoice::LerobotTrain(run) if run.feedbench_reader => {
-                LoaderBackend::FeedbenchLerobotTrain
-            }
-            LoaderChoice::LerobotTrain(_) => LoaderBackend::LerobotTrain,
+            LoaderChoice::LerobotTrain(run) => match run.reader {
+                Reader::Feedbench => LoaderBackend::FeedbenchLerobotTrain,
+                Reader::Lerobot => LoaderBackend::LerobotTrain,
+            },
         }
     }
 
-    /// The loader of `spec`.
-    pub fn build(&self, spec: &LoaderSpec) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
+    /// The loader of `spec`; LeRobot's requests go through `bridge`.
+    pub fn build(
+        &self,
+        spec: &LoaderSpec,
+        bridge: &LerobotBridge,
+    ) -> Result<Box<dyn MeasuredLoader>, LoaderError> {
         Ok(match self {
             LoaderChoice::Native => Box::new(spec.build()?),
-            LoaderChoice::Lerobot(options) => Box::new(LerobotLoader::new(spec, options.clone())?),
+            LoaderChoice::Lerobot(options) => {
+                Box::new(LerobotLoader::new(spec, options.clone(), bridge)?)
+            }
             // The run's own knobs, but those feedbench sets (workers, batch, prefetch) `spec`'s.
             LoaderChoice::LerobotTrain(run) => {
                 let adjust = |mut own: LoaderConfig| {
@@ -152,7 +169,7 @@ impl LoaderChoice {
                     }
                     own
                 };
-                Box::new(LerobotLoader::of_training(run.clone(), adjust)?.0)
+                Box::new(LerobotLoader::of_training(run.clone(), adjust, bridge)?.0)
             }
         })
     }

@@ -1,4 +1,4 @@
-//! The three phases of a measurement (DESIGN.md, "What is measured"): `loader` (the loader
+//! The three phases of a measurement (docs/design.md, "What is measured"): `loader` (the loader
 //! alone, the consumer drops batches), `model` (the step alone on one resident batch) and
 //! `train` (the loader feeding the model, as in real training).
 //!

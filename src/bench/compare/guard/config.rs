@@ -12,7 +12,7 @@ use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::train_run::{self, TrainArgs};
-use crate::loader::lerobot::{LoaderBackend, VideoBackend};
+use crate::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
@@ -124,18 +124,19 @@ impl GuardCell {
     }
 
     /// The loader of this cell over the dataset at `root` (its `episodes` when given); a
-    /// lerobot-train run is built by LeRobot (once per process) to check that it reads `root`.
+    /// lerobot-train run is built by LeRobot (once per bridge) to check that it reads `root`.
     pub fn loader(
         &self,
         root: &Path,
         episodes: Option<&EpisodeChoice>,
+        bridge: &LerobotBridge,
     ) -> Result<ChosenLoader, LoaderError> {
         let spec = self.spec(root, episodes);
         let choice = self
             .declaration()
             .choice()
             .map_err(|what| LoaderError::Config(self.named(&what.to_string())))?;
-        Ok(ChosenLoader { choice: choice.on_dataset(root)?, spec })
+        Ok(ChosenLoader { choice: choice.on_dataset(root, bridge)?, spec })
     }
 
     /// Which loader the cell declares (`loader`, `python`, `video_backend`, `lerobot_train`).

@@ -13,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use self::config::GuardConfig;
 use self::record::{CellRuns, DatasetFingerprint, GuardRecord, BASELINE_FORMAT};
 use self::reference::ReferenceClip;
+use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::measure::loader_run::measure_run;
 use crate::measure::system::SystemInfo;
@@ -41,10 +42,12 @@ pub fn measure(
     mut on_run: impl FnMut(&str, usize),
 ) -> Result<GuardRecord, LoaderError> {
     let root = &setup.root;
+    // One bridge for the guard: a lerobot-train cell's run is built once for all its runs.
+    let bridge = LerobotBridge::new();
     let loaders = config
         .cells
         .iter()
-        .map(|cell| cell.loader(root, config.dataset.episodes.as_ref()))
+        .map(|cell| cell.loader(root, config.dataset.episodes.as_ref(), &bridge))
         .collect::<Result<Vec<_>, _>>()?;
     let mut cells: Vec<CellRuns> = config
         .cells
@@ -66,7 +69,7 @@ pub fn measure(
             // Instructions are counted of feedbench's own pipeline: LeRobot's run in a Python
             // that starts with each run, whose start-up would swamp them.
             let count = setup.count_instructions && loaders[i].choice.backend().is_native();
-            let figures = measure_run(&loaders[i], config.run.length(), count)?;
+            let figures = measure_run(&loaders[i], config.run.length(), count, &bridge)?;
             cells[i].runs.push(figures);
         }
     }

@@ -30,7 +30,7 @@ if __package__ in (None, ""):
 from feedbench_driver.plain import open_dataset, run_batches, run_load, run_sampler  # noqa: E402
 from feedbench_driver.policy_step import run_model  # noqa: E402
 from feedbench_driver.protocol import (  # noqa: E402
-    COMMANDS, ErrorKind, Refused, end_with_feedbench, requests, say_error)
+    ErrorKind, Refused, check_request, end_with_feedbench, requests, say_error)
 from feedbench_driver.train_requests import run_lerobot_train  # noqa: E402
 
 
@@ -59,9 +59,7 @@ def versions():
 def serve(request, runs):
     """Answers one request (its messages on stdout); False where it failed (said as an `error`)."""
     try:
-        if request.get("command") not in COMMANDS:
-            raise Refused(ErrorKind.VERSION, f"command {request.get('command')!r}: this driver "
-                          f"answers {', '.join(COMMANDS)} (a feedbench of another version?)")
+        check_request(request)  # one of the protocol's shapes, before any work
         try:
             import lerobot  # noqa: F401
             import torch  # noqa: F401

@@ -6,7 +6,7 @@ import os
 import time
 
 from feedbench_driver.policy_step import to_device
-from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
+from feedbench_driver.protocol import ErrorKind, Refused, alive, emit, say_step
 
 
 def child_pids():
@@ -215,8 +215,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         batch_ms.append((now - last) * 1e3)
         last = now
         if stop_file is not None:
-            emit({"event": "step", "wait_ms": wait_ms[-1], "h2d_ms": h2d_ms[-1] if h2d_ms else 0.0,
-                  "whole_ms": batch_ms[-1]})
+            say_step(wait_ms[-1], h2d_ms[-1] if h2d_ms else 0.0, batch_ms[-1])
     wall_s = time.perf_counter() - start
     own1, workers1 = cpu_s()
     peak, kind = memory.stop()

@@ -1,9 +1,11 @@
 """How feedbench's LeRobot driver speaks to feedbench: its requests (one JSON object in the
 file named on its command line, or with `--session` one a line on stdin, until stdin closes),
-its answers (one JSON object a line on stdout: `ready`, `step`, then `result` or `error`, and
-`alive` at least every ALIVE_EVERY_S while it works), and what may go wrong, by whose fault
-(`ErrorKind`, `Refused`). The Rust side of the same protocol is src/loader/lerobot/protocol.rs;
-tests/lerobot.rs holds the two to the same commands and error kinds."""
+each one of the shapes below, a `TypedDict` per command and what it reads, checked on arrival
+(`check_request`); its answers (one JSON object a line on stdout: `ready`, `step`, then
+`result` or `error`, and `alive` at least every ALIVE_EVERY_S while it works); and what may go
+wrong, by whose fault (`ErrorKind`, `Refused`). The Rust side of the same protocol is
+src/loader/lerobot/protocol.rs (its `Request`, one variant per command); a test there sends
+every variant across and reads it back, and every error kind."""
 
 import enum
 import json
@@ -12,10 +14,145 @@ import signal
 import sys
 import threading
 import time
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 
-# What feedbench asks (the Rust side's Command, value for value).
-COMMANDS = ("load", "batches", "sampler", "model", "describe")
+class DatasetReads(TypedDict):
+    """LeRobotDataset at `root` and a DataLoader as both loaders' knobs set them
+    (`--loader lerobot`; Rust: DatasetRequest)."""
+
+    root: str
+    episodes: Optional[List[int]]
+    delta_timestamps: Dict[str, List[float]]  # feature -> seconds
+    drop_n_last_frames: int
+    sampler: str  # episode-aware, shuffled, sequential
+    seed: int
+    dataloader: Dict[str, Any]  # DataLoader keywords, passed on as they are
+    uint8: bool  # return_uint8
+    video_backend: Optional[str]
+
+
+class RunReads(TypedDict):
+    """A lerobot-train run: its arguments, feedbench's DataLoader knobs over theirs, and whose
+    reader its dataset is (Rust: RunRequest)."""
+
+    lerobot_train: List[str]
+    overrides: Dict[str, Any]
+    reader: Literal["lerobot", "feedbench"]
+
+
+class CameraShape(TypedDict):
+    """A camera of a PolicyReads: its key and frames' shape."""
+
+    key: str
+    channels: int
+    height: int
+    width: int
+
+
+class PolicyReads(TypedDict):
+    """LeRobot's DiffusionPolicy on resident random batches of these shapes
+    (`model --impl lerobot`; Rust: PolicyRequest)."""
+
+    config: Dict[str, Any]  # DiffusionConfig's fields
+    cameras: List[CameraShape]
+    state_dim: int
+    action_dim: int
+    batch_sizes: List[int]
+    dtypes: List[str]  # f32, bf16
+    images: str  # u8, f32
+    device: str
+    seed: int
+    threads: Optional[int]
+
+
+class FixedStep(TypedDict):
+    """A `load`'s step of fixed cost on a device, after the batch's copy to it."""
+
+    compute_ms: float
+    device: str
+
+
+class PolicyStep(TypedDict):
+    """A `load`'s step that is the lerobot-train run's own `update_policy`."""
+
+    policy: bool
+
+
+class _Load(TypedDict):
+    command: Literal["load"]
+    batches: int
+    warmup: int
+
+
+class _LoadOptions(TypedDict, total=False):
+    step: Union[FixedStep, PolicyStep]
+    stop_file: str  # ends the measurement once it exists; each batch is then said as a `step`
+
+
+class LoadDatasetRequest(DatasetReads, _Load, _LoadOptions):
+    """`load`: LeRobot's loader over a dataset measured, alone or feeding `step`."""
+
+
+class LoadRunRequest(RunReads, _Load, _LoadOptions):
+    """`load`: a lerobot-train run's DataLoader measured, alone or feeding `step`."""
+
+
+class BatchesDatasetRequest(DatasetReads):
+    """`batches`: LeRobot's loader's batches of these global indices saved under `out`."""
+
+    command: Literal["batches"]
+    index_batches: List[List[int]]
+    out: str
+
+
+class BatchesRunRequest(RunReads):
+    """`batches`: a lerobot-train run's first `count` batches saved under `out`."""
+
+    command: Literal["batches"]
+    count: int
+    out: str
+
+
+class SamplerRequest(DatasetReads):
+    """`sampler`: the episode-aware sampler's indices, shuffled or not."""
+
+    command: Literal["sampler"]
+    shuffle: bool
+
+
+class ModelPolicyRequest(PolicyReads):
+    """`model`: LeRobot's DiffusionPolicy step alone, `warmup` then `steps` measured, a row
+    per batch size and dtype."""
+
+    command: Literal["model"]
+    steps: int
+    warmup: int
+
+
+class ModelRunRequest(RunReads):
+    """`model`: a lerobot-train run's `update_policy` alone on one of its batches."""
+
+    command: Literal["model"]
+    steps: int
+    warmup: int
+
+
+class DescribeRequest(RunReads):
+    """`describe`: what a lerobot-train run builds."""
+
+    command: Literal["describe"]
+
+
+# Every command and the shapes its requests take (the Rust side's Request, variant for variant).
+REQUESTS = {
+    "load": (LoadDatasetRequest, LoadRunRequest),
+    "batches": (BatchesDatasetRequest, BatchesRunRequest),
+    "sampler": (SamplerRequest,),
+    "model": (ModelPolicyRequest, ModelRunRequest),
+    "describe": (DescribeRequest,),
+}
+COMMANDS = tuple(REQUESTS)
 ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by default)
 
 
@@ -47,6 +184,48 @@ def requests(argv):
     for line in sys.stdin:
         if line.strip():
             yield json.loads(line)
+
+
+def check_request(request):
+    """The shape (a TypedDict of REQUESTS) `request` has: its command's whose required keys it
+    holds, and no key beyond them. A request of no shape is refused (a feedbench of another
+    version), naming the keys."""
+    command = request.get("command") if isinstance(request, dict) else None
+    if command not in REQUESTS:
+        raise Refused(ErrorKind.VERSION, f"command {command!r}: this driver answers "
+                      f"{', '.join(COMMANDS)} (a feedbench of another version?)")
+    keys = set(request)
+    for shape in REQUESTS[command]:
+        if shape.__required_keys__ <= keys <= shape.__required_keys__ | shape.__optional_keys__:
+            return shape
+    closest = min(REQUESTS[command], key=lambda shape: len(shape.__required_keys__ ^ keys))
+    missing = sorted(closest.__required_keys__ - keys)
+    unknown = sorted(keys - closest.__required_keys__ - closest.__optional_keys__)
+    raise Refused(ErrorKind.VERSION, f"a {command!r} request this driver does not read (missing "
+                  f"{missing or 'nothing'}, unknown {unknown or 'nothing'}): a feedbench of "
+                  "another version?")
+
+
+class StepEvent(TypedDict):
+    """A measured batch of a `load` whose request named a stop file, ms."""
+
+    event: Literal["step"]
+    wait_ms: float
+    h2d_ms: float
+    whole_ms: float
+
+
+class ErrorEvent(TypedDict):
+    """A request failed: whose fault (an ErrorKind's value) and what failed."""
+
+    event: Literal["error"]
+    kind: str
+    message: str
+
+
+def say_step(wait_ms, h2d_ms, whole_ms):
+    """The `step` event of one measured batch."""
+    emit(StepEvent(event="step", wait_ms=wait_ms, h2d_ms=h2d_ms, whole_ms=whole_ms))
 
 
 def emit(message):
@@ -85,4 +264,4 @@ class Refused(Exception):
 
 def say_error(kind, message):
     """The `error` answer: `kind` an ErrorKind, `message` what failed."""
-    emit({"event": "error", "kind": ErrorKind(kind).value, "message": message})
+    emit(ErrorEvent(event="error", kind=ErrorKind(kind).value, message=message))

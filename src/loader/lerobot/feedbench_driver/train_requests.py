@@ -10,7 +10,7 @@ import time
 from feedbench_driver.measure import (
     PeakMemory, batch_size, cpu_s, measure_load, samples_per_epoch, tensor_bytes, video_backend)
 from feedbench_driver.plain import save_batch
-from feedbench_driver.protocol import alive, emit
+from feedbench_driver.protocol import alive, emit, say_step
 from feedbench_driver.train_run import Run, close_loader, videos_named
 
 
@@ -134,7 +134,7 @@ def measure_training(request, run, stream, installed, built):
         for name, ms in step_parts["modules_ms"].items():
             modules[name].append(ms)
         if stop_file is not None:
-            emit({"event": "step", "wait_ms": wait, "h2d_ms": handed, "whole_ms": batch_ms[-1]})
+            say_step(wait, handed, batch_ms[-1])
     wall_s = time.perf_counter() - start
     own1, workers1 = cpu_s()
     peak, kind = memory.stop()
