@@ -43,13 +43,26 @@ impl TrainLog {
             let at = kept.partition_point(|s| (s.step as usize) < t);
             kept.get(at).filter(|s| (s.step as usize) < t + window)
         };
+        let needed = if epoch_steps.is_some() { 2 } else { 3 };
+        // A period longer than the kept steps' span over `needed - 1` holds fewer spikes than
+        // needed: none is tried (an `epch:` that barely rises over many steps made it huge).
+        let longest = (last - first) / (needed - 1);
         let (least, most) = match epoch_steps {
             Some(e) => (((0.5 * e) as usize).max(2 * window), (1.05 * e) as usize + window),
             None => (2 * window, (last - first) / 2),
         };
-        let needed = if epoch_steps.is_some() { 2 } else { 3 };
+        let most = most.min(longest);
+        if least > most {
+            return None;
+        }
+        // Each period tries every phase and each phase the spikes a period apart: about as
+        // many looks as logged intervals per period. Past SEARCH_LOOKS in all, the periods are
+        // tried a stride apart, so the search stays linear in the log's length.
+        let looks_per_period = (last - first) / window + 1;
+        let periods = (most - least) / window + 1;
+        let stride = window * (periods * looks_per_period / SEARCH_LOOKS).max(1);
         let mut best: Option<(f64, usize, usize, Vec<&LoggedStep>)> = None;
-        for period in (least..=most).step_by(window) {
+        for period in (least..=most).step_by(stride) {
             for phase in (0..period).step_by(window) {
                 let mut held = Vec::new();
                 let mut t = first + phase;
@@ -96,6 +109,10 @@ impl TrainLog {
 
 /// The most epochs of a log [`TrainLog::epoch_stall`] reads.
 pub const STALL_EPOCHS: usize = 50;
+
+/// The most looks (a logged interval asked for at a step) the stall's search makes before it
+/// tries its periods further apart.
+const SEARCH_LOOKS: usize = 20_000_000;
 
 /// The least extra wait a stall must cost, seconds.
 pub const STALL_LEAST_S: f64 = 0.005;

@@ -88,4 +88,51 @@ INFO 2026-11-26 10:00:33 ot_train.py:640 step:3 smpl:24 ep:0 epch:0.08 loss:7.00
         let none = TrainLog::parse(Path::new("l"), "hello\nworld").unwrap_err();
         assert!(none.to_string().contains("no logged step"), "{none}");
     }
+
+    /// A log of runs appended to one file (each resumed from a checkpoint: `step:` rises on,
+    /// `epch:` starts again) is read as that many runs, the last one judged; its epoch spacing
+    /// is the last run's, not one made of the first and last `epch:` of the whole file, which
+    /// asked the stall's search for periods of thousands of steps per logged one and did not
+    /// end.
+    #[test]
+    fn runs_appended_to_one_log_are_told_apart_and_the_last_is_read() {
+        let mut text = String::new();
+        let mut step = 0;
+        for _run in 0..400 {
+            for epch in [0.03, 0.05, 0.07, 0.1, 0.12] {
+                step += 1;
+                text.push_str(&format!(
+                    "step:{step} smpl:4 ep:0 epch:{epch} updt_s:0.100 data_s:0.010\n"
+                ));
+            }
+        }
+        let log = TrainLog::parse(Path::new("l"), &text).unwrap();
+        assert_eq!((log.runs, log.run_line, log.steps.len()), (400, 1996, 5));
+        assert_eq!(log.steps[0].step, 1996.0);
+        let summary = log.summary();
+        assert!(summary.to_string().contains("The log holds 400 runs"), "{summary}");
+        assert!(summary.to_string().contains("from line 1996, is read"), "{summary}");
+        // A step that goes back begins a run too; one log's counters never do.
+        let back =
+            TrainLog::parse(Path::new("l"), "step:5 updt_s:1 data_s:1\nstep:1 updt_s:1 data_s:1");
+        assert_eq!(back.unwrap().runs, 2);
+        assert_eq!(TrainLog::parse(Path::new("l"), LOG).unwrap().runs, 1);
+    }
+
+    /// One run whose `epch:` barely rises over its steps (a huge dataset, every step logged):
+    /// the stall's search is bounded by the steps it has, and ends.
+    #[test]
+    fn an_epoch_far_longer_than_the_log_ends_the_search_at_once() {
+        let text: String = (1..=20_000)
+            .map(|step| {
+                let epch = 0.01 + step as f64 * 1e-7;
+                let data_s = if step % 4000 == 0 { 2.0 } else { 0.01 };
+                format!("step:{step} epch:{epch:.7} updt_s:0.100 data_s:{data_s}\n")
+            })
+            .collect();
+        let log = TrainLog::parse(Path::new("l"), &text).unwrap();
+        assert_eq!(log.runs, 1);
+        assert_eq!(log.epoch_stall(), None, "no epoch starts within the log");
+        assert_eq!(log.summary().logged_steps, 20_000);
+    }
 }

@@ -23,6 +23,13 @@ pub struct LoggedStep {
 }
 
 impl LoggedStep {
+    /// Whether it begins another run than the one `before` it was logged in: its step, or its
+    /// epoch, is below that one's (a run's counters never go back).
+    fn begins_a_run_after(&self, before: &LoggedStep) -> bool {
+        let epoch_back = matches!((before.epoch, self.epoch), (Some(b), Some(e)) if e < b);
+        self.step < before.step || epoch_back
+    }
+
     /// The share of the step spent on input, percent.
     pub fn input_bound_pct(&self) -> f64 {
         let total = self.data_s + self.update_s;
@@ -73,8 +80,14 @@ pub enum TrainLogError {
 pub struct TrainLog {
     /// The log read.
     pub path: PathBuf,
-    /// Every logged step, in the log's order.
+    /// Every logged step of the log's last run, in the log's order.
     pub steps: Vec<LoggedStep>,
+    /// The runs the log holds: a step whose `step:` or `epch:` is below the one logged before
+    /// it begins another (runs resumed from a checkpoint and appended to one file). Only the
+    /// last is read.
+    pub runs: usize,
+    /// The line of the last run's first logged step, from 1.
+    pub run_line: usize,
     /// `num_workers` and `batch_size` of the run, where the log holds its config.
     pub num_workers: Option<usize>,
     /// Samples per batch, where the log holds its config.
@@ -100,7 +113,8 @@ impl TrainLog {
     /// The log `reader` reads, from `path`, a line at a time: memory holds one line (at most
     /// [`LONGEST_LINE`] bytes of it) and the steps, whatever the log's size.
     fn from_reader(path: &Path, reader: impl BufRead) -> Result<Self, TrainLogError> {
-        let mut steps = Vec::new();
+        let mut steps: Vec<LoggedStep> = Vec::new();
+        let (mut runs, mut run_line) = (1, 1);
         let (mut num_workers, mut batch_size) = (None, None);
         // lerobot-train's config dump names them as its DataLoader's keywords do.
         let keyword = |knob: &LoaderKnob| knob.dataloader.expect("a DataLoader keyword");
@@ -110,14 +124,23 @@ impl TrainLog {
             batch_size = batch_size.or_else(|| config_count(line, batch_key));
             if let (Some(data_s), Some(update_s), step, epoch) = step_metrics(path, number, line)? {
                 let step = step.unwrap_or((steps.len() + 1) as f64);
-                steps.push(LoggedStep { step, data_s, update_s, epoch });
+                let logged = LoggedStep { step, data_s, update_s, epoch };
+                if steps.last().is_some_and(|before| logged.begins_a_run_after(before)) {
+                    // Another run: the one before is not read (memory holds one run's steps).
+                    steps.clear();
+                    runs += 1;
+                }
+                if steps.is_empty() {
+                    run_line = number;
+                }
+                steps.push(logged);
             }
             Ok(())
         })?;
         if steps.is_empty() {
             return Err(TrainLogError::NoStep { path: path.to_path_buf() });
         }
-        Ok(Self { path: path.to_path_buf(), steps, num_workers, batch_size })
+        Ok(Self { path: path.to_path_buf(), steps, runs, run_line, num_workers, batch_size })
     }
 }
 

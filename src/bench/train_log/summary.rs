@@ -20,6 +20,8 @@ impl TrainLog {
         let share_pct = if total > 0.0 { 100.0 * data / total } else { 0.0 };
         let shares = Stats::of_ms(kept.iter().map(LoggedStep::input_bound_pct));
         LogSummary {
+            runs: self.runs,
+            run_line: self.run_line,
             logged_steps: self.steps.len(),
             kept_steps: kept.len(),
             share_pct,
@@ -41,7 +43,11 @@ impl TrainLog {
 /// The run's input-bound share, its spread and its verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogSummary {
-    /// Logged steps in the log.
+    /// The runs the log holds (counters that go back begin another); the last is read.
+    pub runs: usize,
+    /// The line of the last run's first logged step.
+    pub run_line: usize,
+    /// Logged steps of the run read.
     pub logged_steps: usize,
     /// Those the figures are made of (all but the first, where there are several).
     pub kept_steps: usize,
@@ -97,6 +103,15 @@ impl LogSummary {
 
 impl fmt::Display for LogSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.runs > 1 {
+            writeln!(
+                f,
+                "The log holds {} runs (its step: or epch: counters go back, as where runs \
+                 resumed from a checkpoint are appended to one file): the last, from line {}, \
+                 is read.",
+                self.runs, self.run_line
+            )?;
+        }
         if !self.judged {
             return writeln!(
                 f,
