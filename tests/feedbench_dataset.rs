@@ -299,6 +299,62 @@ fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does()
 }
 
 #[test]
+fn feedbench_lerobot_train_says_a_workers_error_in_one_line_at_any_worker_count() {
+    let Some(lerobot) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let mut args = crate::lerobot_train::diffusion_run(dir.path());
+    args.push("--steps=3".into());
+    // A truncated video: the reader's error, in a worker or in the main process.
+    let videos = dir.path().join("pusht/videos");
+    let video = common::file_tree(&videos).into_keys().next().map(|v| videos.join(v)).unwrap();
+    let bytes = std::fs::read(&video).unwrap();
+    std::fs::write(&video, &bytes[..bytes.len() / 2]).unwrap();
+    let path = package.to_str().unwrap();
+    let run = |workers: &str, traceback: bool| {
+        let mut args = args.clone();
+        args.retain(|a| !a.starts_with("--num_workers="));
+        args.push(format!("--num_workers={workers}"));
+        let output = Command::new(&lerobot)
+            .args(["-m", "feedbench.lerobot_train"])
+            .args(&args)
+            .env("PYTHONPATH", path)
+            .env("HF_HUB_OFFLINE", "1")
+            .env("FEEDBENCH_TRACEBACK", if traceback { "1" } else { "0" })
+            .output()
+            .unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let said = |err: &str| -> Vec<String> {
+        let ours = err.lines().filter(|l| l.starts_with("feedbench-lerobot-train: "));
+        ours.map(str::to_string).collect()
+    };
+    // The one line from the video's path on: the fault (which sample met it first may differ
+    // with the workers' timing).
+    let fault = |err: &str| -> Vec<String> {
+        let name = video.display().to_string();
+        let ours = said(err);
+        ours.iter().map(|l| l.find(&name).map_or(l.clone(), |at| l[at..].to_string())).collect()
+    };
+    let (code, alone) = run("0", false);
+    assert_eq!(code, Some(2), "{alone}");
+    let one = fault(&alone);
+    assert_eq!(one.len(), 1, "{alone}");
+    assert!(one[0].starts_with(&video.display().to_string()), "{alone}");
+    for workers in ["1", "2"] {
+        let (code, err) = run(workers, false);
+        assert_eq!(code, Some(2), "{err}");
+        let tail: Vec<&str> = err.lines().rev().take(30).collect();
+        assert_eq!(fault(&err), one, "{workers} workers: {tail:#?}");
+        assert!(!err.contains("Traceback") && !err.contains("Caught "), "{err}");
+    }
+    // Asked for, PyTorch's text whole.
+    let (code, err) = run("2", true);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("Caught ReaderError in DataLoader worker process"), "{err}");
+}
+
+#[test]
 fn feedbench_lerobot_train_says_a_killed_worker_in_one_line() {
     let Some(lerobot) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();

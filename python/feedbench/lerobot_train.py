@@ -242,6 +242,26 @@ def dataset_on_disk(args):
                       "the dataset's directory")
 
 
+def one_line(error):
+    """`error`'s own words. PyTorch re-raises a DataLoader worker's error in the main process
+    as "Caught ReaderError in DataLoader worker process 0. Original Traceback (most recent call
+    last): …": that is the worker's error, said last; at `--num_workers=0` the same fault says
+    only that, so it is what is said at any worker count. `FEEDBENCH_TRACEBACK=1` keeps
+    PyTorch's whole text."""
+    import os
+
+    text = str(error)
+    if (os.environ.get("FEEDBENCH_TRACEBACK") == "1" or not text.startswith("Caught ")
+            or "\nOriginal Traceback" not in text):
+        return text
+    lines = text.rstrip("\n").split("\n")
+    for at in range(len(lines) - 1, 0, -1):
+        name, colon, rest = lines[at].partition(": ")
+        if colon and name.rsplit(".", 1)[-1] == type(error).__name__:
+            return "\n".join([rest, *lines[at + 1:]])
+    return lines[-1]
+
+
 def main():
     """Runs LeRobot's lerobot-train (its `main()`, with this process's arguments) with
     feedbench's reader; refusals exit 2."""
@@ -259,7 +279,7 @@ def main():
         if summary:
             print(f"feedbench-lerobot-train: {summary}", file=sys.stderr)
     except (Refusal, ReaderError) as refusal:
-        print(f"feedbench-lerobot-train: {refusal}", file=sys.stderr)
+        print(f"feedbench-lerobot-train: {one_line(refusal)}", file=sys.stderr)
         sys.exit(2)
     except RuntimeError as error:
         # A DataLoader worker killed mid-run (the OOM killer's SIGKILL, say): PyTorch's words,
