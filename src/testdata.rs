@@ -212,6 +212,7 @@ impl FakeCell {
                 lerobot: None,
                 cache: self.cache.clone(),
                 frames: self.frames,
+                ranks: None,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),
@@ -280,6 +281,8 @@ impl FakeCell {
                     .collect(),
                 modules: Vec::new(),
                 peak_device_bytes: None,
+                first_batch_s: None,
+                ranks: None,
             },
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),

@@ -76,7 +76,8 @@ fn measuring_lerobots_loader_costs_it_next_to_nothing() {
             .unwrap();
     // Enough batches that the fixed cost of measuring is weighed against a real run (20 took
     // 0.6 s of loading CPU on a quiet machine, where 38 ms was 6 %).
-    let (_, run) = loader.load(80, 2, Feeding::Nothing, None).unwrap();
+    let (_, mut runs) = loader.load(80, 2, Feeding::Nothing, None).unwrap();
+    let run = runs.remove(0);
     let loader_cpu_s = run.main_cpu_s + run.workers_cpu_s;
     // The memory figure comes from the kernel's high-water marks and one PSS read at the end,
     // a fixed cost of some 20 ms, not from sampling PSS every 100 ms while the loader runs
@@ -108,7 +109,8 @@ fn a_measurement_of_lerobots_loader_ends_when_told() {
         heard.set(steps.len());
         steps.len() >= 5
     };
-    let (_, run) = loader.load(60, 1, Feeding::Nothing, Some(&stop)).unwrap();
+    let (_, mut runs) = loader.load(60, 1, Feeding::Nothing, Some(&stop)).unwrap();
+    let run = runs.remove(0);
     assert!((5..=8).contains(&run.batches), "{} batches measured", run.batches);
     assert_eq!((run.batch_ms.len(), run.wait_ms.len()), (run.batches, run.batches));
     assert_eq!(heard.get(), 5, "batches are heard as they end, until the stop");

@@ -149,7 +149,8 @@ fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_bui
     assert!(stderr.contains(&said), "{stderr}");
 
     // The first batches its DataLoader yields are the real run's, file for file.
-    let run = TrainArgs { python: python.clone(), args: args.clone(), reader: Reader::Lerobot };
+    let (args, reader) = (args.clone(), Reader::Lerobot);
+    let run = TrainArgs { python: python.clone(), args, reader, ranks: 1 };
     let bridge = LerobotBridge::new();
     let (_, described) = bridge.describe(&run).unwrap();
     bridge.save_first_batches(&run, &described.config(), 2, &ours).unwrap();

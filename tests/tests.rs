@@ -25,6 +25,7 @@ mod lerobot_train;
 mod loader;
 mod model;
 mod quality;
+mod ranks;
 mod reader_g1;
 mod reader_generated;
 mod report;

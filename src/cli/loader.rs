@@ -18,7 +18,7 @@ use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, P
 use feedbench::model::{NoneStep, StepSpec, TrainStep};
 use feedbench::timing::Trace;
 
-use super::loader_flags::LoaderFlags;
+use super::loader_flags::{available_cores, LoaderFlags};
 use super::{print_json_or_text, progress_bar};
 
 /// Arguments of `feedbench load`.
@@ -45,11 +45,16 @@ pub struct LoadArgs {
     /// reports every rank and the slowest.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Ranks measured at once on this box, as `accelerate launch --num_processes N` starts a
+    /// lerobot-train run (with --lerobot-train): each rank a process with its DataLoader, one
+    /// process group, every step waiting for the slowest rank [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    processes: Option<u16>,
 }
 
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
-    let (_, loader, trace) = start_loader(&args.loader, &args.trace, &args.out)?;
+    let (_, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase =
@@ -111,6 +116,11 @@ pub struct TrainArgs {
     /// reports every rank and the slowest.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Ranks measured at once on this box, as `accelerate launch --num_processes N` starts a
+    /// lerobot-train run (with --lerobot-train): each rank a process with its DataLoader, one
+    /// process group, every step waiting for the slowest rank [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    processes: Option<u16>,
 }
 
 /// Runs `feedbench train`.
@@ -121,7 +131,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
              fixed length in its place (--model synthetic:MS, e.g. your log's updt_s)"
         );
     }
-    let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out)?;
+    let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
     if let Some(threads) = args.step.threads {
         tch::set_num_threads(threads);
     }
@@ -228,19 +238,38 @@ type StartedLoader = (LoaderSpec, Box<dyn MeasuredLoader>, Option<Arc<Trace>>);
 
 /// What `load` and `train` do first: the loader the flags choose, built (its outputs checked
 /// apart from the dataset, the dataset's rates warned of, its rank file claimed, its trace
-/// started), with its spec and its trace.
+/// started), with its spec and its trace; a lerobot-train run's as `processes` ranks at once.
 fn start_loader(
     flags: &LoaderFlags,
     trace: &Option<PathBuf>,
     out: &Option<PathBuf>,
+    processes: Option<u16>,
 ) -> Result<StartedLoader> {
     let choice = flags.choice()?;
     refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
+    let ranks = usize::from(processes.unwrap_or(1));
+    let cores = available_cores();
+    if ranks > cores {
+        anyhow::bail!(
+            "--processes {ranks}: more ranks than this machine's {cores} cores; each rank is a \
+             process with its DataLoader, and a rank without a core of its own paces them all"
+        );
+    }
     // The command's bridge to LeRobot: the loader keeps it (and its driver) while it lives.
     let bridge = LerobotBridge::new();
-    if let Some(run) = flags.training_run(&bridge)? {
+    if let Some(mut run) = flags.training_run(&bridge)? {
+        if let LoaderChoice::LerobotTrain(train) = &mut run.choice {
+            train.ranks = ranks;
+        }
         let loader = run.build(&bridge)?;
         return Ok((run.spec, loader, None));
+    }
+    if ranks > 1 {
+        anyhow::bail!(
+            "--processes measures a lerobot-train run's ranks at once (--lerobot-train \"ARGS\"); \
+             the native loader's ranks are --rank/--world-size, a process each, reported \
+             together by `feedbench merge`"
+        );
     }
     flags.outputs_apart([trace, out])?;
     let spec = flags.spec()?;

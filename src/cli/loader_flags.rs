@@ -264,7 +264,7 @@ impl LoaderFlags {
 }
 
 /// The cores this process may use.
-fn available_cores() -> usize {
+pub(super) fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 

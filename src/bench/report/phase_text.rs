@@ -4,7 +4,7 @@
 use std::fmt::{self, Write as _};
 
 use crate::measure::phase::{
-    LoaderPhase, ModelPhase, SampleStep, SampleSteps, StepSample, TrainPhase,
+    LoaderPhase, ModelPhase, RankSpread, SampleStep, SampleSteps, StepSample, TrainPhase,
 };
 use crate::measure::stats::median;
 
@@ -43,6 +43,9 @@ impl fmt::Display for LoaderPhase {
         }
         if let Some(first) = self.first_batch_s {
             writeln!(f, "first batch after {:.2} s", first)?;
+        }
+        if let Some(ranks) = &self.ranks {
+            write!(f, "{}", ranks_text(ranks, "loader"))?;
         }
         if let Some(limit) = &self.decode_limit {
             writeln!(
@@ -157,8 +160,38 @@ impl fmt::Display for TrainPhase {
         if let Some(bytes) = self.peak_device_bytes {
             writeln!(f, "peak device memory {:.2} GB a step", bytes as f64 / 1e9)?;
         }
+        if let Some(ranks) = &self.ranks {
+            write!(f, "{}", ranks_text(ranks, "train"))?;
+        }
         write!(f, "{}", self.timing.render(self.samples))
     }
+}
+
+/// Ranks measured at once, as `load` and `train` print them: which is slowest (the figures
+/// above are its own), the spread, and a line per rank.
+fn ranks_text(spread: &RankSpread, phase: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} ranks measured at once: the {phase} figures above are rank {}'s, the slowest (it \
+         waits most for its data, and each step waits for it); the ranks' waits spread over \
+         {:.1} % of its step",
+        spread.ranks.len(),
+        spread.slowest_rank,
+        spread.rank_spread_pct
+    );
+    for rank in &spread.ranks {
+        let bound =
+            rank.input_bound_pct.map_or(String::new(), |pct| format!(", input-bound {pct:.1} %"));
+        let first =
+            rank.first_batch_s.map_or(String::new(), |s| format!(", first batch after {s:.2} s"));
+        let _ = writeln!(
+            out,
+            "  rank {} (pid {}): {:.1} samples/s{bound}{first}",
+            rank.rank, rank.pid, rank.samples_per_s
+        );
+    }
+    out
 }
 
 /// A `model` phase as `feedbench model` prints it: the step's figures, phases and parts.

@@ -13,7 +13,8 @@ use serde_json::Value as Json;
 use super::driver::{driver_path, once, parse};
 use super::process::Stopping;
 use super::protocol::{BatchesRequest, BuiltRun, DescribeRequest, LerobotVersions, Request};
-use super::session::{Key, RunBuilds, Session};
+use super::ranks::{RankAnswers, RankGroup};
+use super::session::{Key, RunBuilds};
 use super::train_run::{run_request, TrainArgs};
 use crate::loader::config::LoaderConfig;
 use crate::loader::pipeline::LoaderError;
@@ -34,8 +35,8 @@ impl std::fmt::Debug for LerobotBridge {
 /// What a bridge holds.
 #[derive(Default)]
 struct Bridge {
-    /// The open session, if any: one run kept built at a time.
-    session: Option<Session>,
+    /// The open sessions, if any: one run kept built at a time, by one driver or one per rank.
+    group: Option<RankGroup>,
     /// Every run described so far: what LeRobot built of its arguments.
     described: HashMap<TrainArgs, (LerobotVersions, BuiltRun)>,
     /// The runs its drivers built, and the time it took.
@@ -46,8 +47,8 @@ struct Bridge {
 
 impl Drop for Bridge {
     fn drop(&mut self) {
-        if let Some(session) = self.session.take() {
-            session.end();
+        if let Some(group) = self.group.take() {
+            group.end();
         }
     }
 }
@@ -86,6 +87,19 @@ impl LerobotBridge {
         request: &Request,
         stop: Option<&mut dyn FnMut(&Json) -> bool>,
     ) -> Result<(Json, Json), LoaderError> {
+        let answers = self.ask_every_rank(python, request, stop)?;
+        Ok(answers.into_iter().next().expect("rank 0's answer"))
+    }
+
+    /// Every rank's answer to `request` (rank 0 first), where it reads a run measured as
+    /// several ranks at once ([`RunRequest::ranks`](super::protocol::RunRequest)); one
+    /// answer otherwise. `stop` hears the steps of a run measured alone.
+    pub fn ask_every_rank(
+        &self,
+        python: &Path,
+        request: &Request,
+        stop: Option<&mut dyn FnMut(&Json) -> bool>,
+    ) -> Result<RankAnswers, LoaderError> {
         let driver = driver_path()?;
         let mut state = self.state();
         state.requests += 1;
@@ -99,19 +113,19 @@ impl LerobotBridge {
         let mut stopping = stop.map(|hear| Stopping::new(hear, &stop_file));
         let answer = match request.run() {
             Some(run) => {
-                let key = Key::of(python, &driver, run);
-                let session = match state.session.take() {
+                let key = Key::of(python, &driver, run, run.ranks.max(1));
+                let group = match state.group.take() {
                     Some(open) if open.holds(&key) => open,
                     Some(other) => {
                         other.end();
-                        Session::start(key)?
+                        RankGroup::start(key)?
                     }
-                    None => Session::start(key)?,
+                    None => RankGroup::start(key)?,
                 };
-                let (answer, built, session) = session.ask(&request, stopping.as_mut());
+                let (answers, built, group) = group.ask(&request, stopping.as_mut());
                 state.builds += built;
-                state.session = session;
-                answer
+                state.group = group;
+                answers
             }
             None => {
                 drop(state);
@@ -121,7 +135,7 @@ impl LerobotBridge {
                 })?;
                 let answer = once(python, &driver, &request_file, stopping.as_mut());
                 let _ = std::fs::remove_file(&request_file);
-                answer
+                answer.map(|answer| vec![answer])
             }
         };
         let _ = std::fs::remove_file(&stop_file);

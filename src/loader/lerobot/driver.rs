@@ -84,7 +84,7 @@ pub(super) fn once(
     stopping: Option<&mut Stopping<'_>>,
 ) -> Result<(Json, Json), LoaderError> {
     let argument = request_file.to_string_lossy();
-    let mut driver = Driver::start(python, driver, &argument, Stdio::null())?;
+    let mut driver = Driver::start(python, driver, &argument, Stdio::null(), &[])?;
     let said = driver.hear(stopping, true)?;
     driver.judge(said)
 }

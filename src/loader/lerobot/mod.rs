@@ -7,6 +7,7 @@ mod bridge;
 pub mod driver;
 mod process;
 pub mod protocol;
+mod ranks;
 mod session;
 pub mod train_run;
 
@@ -243,17 +244,23 @@ impl LerobotLoader {
         Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
     }
 
+    /// Ranks measured at once: a lerobot-train run's, 1 otherwise.
+    pub fn ranks(&self) -> usize {
+        self.train.as_ref().map_or(1, |run| run.ranks.max(1))
+    }
+
     /// Runs `warmup` unmeasured batches, then measures `batches`, each fed as `feeding` says,
     /// or fewer where `stop` says so of the batches measured so far (a batch or two after it
-    /// does). On CUDA the DataLoader pins memory, as LeRobot's training sets it. The policy's
-    /// own step is a lerobot-train run's only.
+    /// does; a run of several ranks measures every batch, see [`Self::ranks`]). On CUDA the
+    /// DataLoader pins memory, as LeRobot's training sets it. The policy's own step is a
+    /// lerobot-train run's only. Every rank's run, rank 0 first.
     pub fn load(
         &self,
         batches: usize,
         warmup: usize,
         feeding: Feeding,
         stop: Option<StopWhen<'_>>,
-    ) -> Result<(LerobotVersions, LerobotRun), LoaderError> {
+    ) -> Result<(LerobotVersions, Vec<LerobotRun>), LoaderError> {
         if batches == 0 {
             return Err(LoaderError::Config("measure at least one batch".into()));
         }
@@ -278,9 +285,13 @@ impl LerobotLoader {
             heard.extend(serde_json::from_value::<DriverStep>(message.clone()));
             stop.is_some_and(|stop| stop(&heard))
         };
-        let hear = stop.is_some().then_some(&mut hear as &mut dyn FnMut(&Json) -> bool);
-        let (ready, result) = self.bridge.ask_until(&self.options.python, &request, hear)?;
-        Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
+        let stops = stop.is_some() && self.ranks() == 1;
+        let hear = stops.then_some(&mut hear as &mut dyn FnMut(&Json) -> bool);
+        let python = &self.options.python;
+        let answers = self.bridge.ask_every_rank(python, &request, hear)?;
+        let ready = answers.first().map(|(ready, _)| ready.clone()).unwrap_or_default();
+        let runs = answers.into_iter().map(|(_, result)| parse(python, result));
+        Ok((parse(python, ready)?, runs.collect::<Result<_, _>>()?))
     }
 
     /// Loads `index_batches` (global indices) as LeRobot's DataLoader batches them and saves

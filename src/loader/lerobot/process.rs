@@ -117,16 +117,19 @@ impl Said {
 }
 
 impl Driver {
-    /// Starts the driver script with `python`, `argument` on its command line and `stdin`.
+    /// Starts the driver script with `python`, `argument` on its command line, `stdin` and
+    /// `env` beside the environment (a rank's).
     pub(super) fn start(
         python: &Path,
         driver: &Path,
         argument: &str,
         stdin: Stdio,
+        env: &[(String, String)],
     ) -> Result<Self, LoaderError> {
         let mut child = Command::new(python)
             .arg(driver)
             .arg(argument)
+            .envs(env.iter().map(|(name, value)| (name, value)))
             // Local datasets only: nothing is fetched from the Hub.
             .env("HF_HUB_OFFLINE", "1")
             .env("PYTHONUNBUFFERED", "1")
@@ -253,6 +256,11 @@ impl Driver {
         // reaped (its workers keep the group, and so its id, alive).
         unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+
+    /// The driver's process id, which is its process group's.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the driver has exited.

@@ -38,6 +38,7 @@ mod tests {
             lerobot_train: vec!["--dataset.root=/d".into(), "--policy.type=act".into()],
             overrides: Overrides([("num_workers".to_string(), 2.into())].into()),
             reader: Reader::Feedbench,
+            ranks: 2,
         };
         let dataset = DatasetRequest {
             root: "/d".into(),
@@ -171,7 +172,8 @@ mod tests {
         assert!(unknown.starts_with("version: a 'describe' request"), "{unknown}");
         assert!(unknown.contains("unknown ['index_batches']"), "{unknown}");
         let missing = refused[1]["shape"].as_str().unwrap();
-        assert!(missing.contains("missing ['lerobot_train', 'overrides', 'reader']"), "{missing}");
+        let keys = "['lerobot_train', 'overrides', 'ranks', 'reader']";
+        assert!(missing.contains(&format!("missing {keys}")), "{missing}");
         assert_eq!(said.len(), ErrorKind::ALL.len(), "the driver's error kinds: {said:?}");
         for (kind, message) in ErrorKind::ALL.iter().zip(said) {
             assert_eq!(Event::of(message), Some(Event::Error), "{message}");

@@ -42,30 +42,34 @@ impl std::ops::AddAssign for RunBuilds {
     }
 }
 
-/// Which run a session holds: the request's Python, driver script, arguments and reader.
+/// Which run a session holds: the request's Python, driver script, arguments and reader, and
+/// how many ranks run it at once.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Key {
-    python: PathBuf,
-    driver: PathBuf,
+    pub(super) python: PathBuf,
+    pub(super) driver: PathBuf,
     lerobot_train: Vec<String>,
     reader: Reader,
+    /// Ranks measured at once, a driver each.
+    pub(super) ranks: usize,
 }
 
 impl Key {
-    /// The session for `run`, driven by `python` running the package at `driver`.
-    pub(super) fn of(python: &Path, driver: &Path, run: &RunRequest) -> Self {
+    /// The sessions for `run` on `ranks` ranks, driven by `python` running the package at
+    /// `driver`.
+    pub(super) fn of(python: &Path, driver: &Path, run: &RunRequest, ranks: usize) -> Self {
         Self {
             python: python.to_path_buf(),
             driver: driver.to_path_buf(),
             lerobot_train: run.lerobot_train.clone(),
             reader: run.reader,
+            ranks,
         }
     }
 }
 
 /// A driver that keeps its run between requests.
 pub(super) struct Session {
-    key: Key,
     driver: Driver,
     requests: UnixStream,
     /// What its driver said it built so far.
@@ -73,19 +77,20 @@ pub(super) struct Session {
 }
 
 impl Session {
-    /// Starts a driver with `--session` and the socket for its requests as its stdin.
-    pub(super) fn start(key: Key) -> Result<Self, LoaderError> {
+    /// Starts a driver for `key`'s run with `--session`, the socket for its requests as its
+    /// stdin and `env` beside the environment (a rank's).
+    pub(super) fn start(key: &Key, env: &[(String, String)]) -> Result<Self, LoaderError> {
         let (ours, theirs) = UnixStream::pair().map_err(|e| {
             LoaderError::Lerobot(format!("cannot make the socket for the LeRobot driver: {e}"))
         })?;
         let stdin = Stdio::from(OwnedFd::from(theirs));
-        let driver = Driver::start(&key.python, &key.driver, SESSION_ARGUMENT, stdin)?;
-        Ok(Self { key, driver, requests: ours, built: RunBuilds::default() })
+        let driver = Driver::start(&key.python, &key.driver, SESSION_ARGUMENT, stdin, env)?;
+        Ok(Self { driver, requests: ours, built: RunBuilds::default() })
     }
 
-    /// Whether it holds the run of `key`.
-    pub(super) fn holds(&self, key: &Key) -> bool {
-        self.key == *key
+    /// Its driver's process id (its process group's).
+    pub(super) fn pid(&self) -> u32 {
+        self.driver.pid()
     }
 
     /// Sends `request`, one line.

@@ -29,6 +29,9 @@ pub struct TrainArgs {
     /// LeRobot's `LeRobotDataset`, or feedbench's reader in its place
     /// (`feedbench-lerobot-train`'s run).
     pub reader: Reader,
+    /// Ranks measured at once, as `accelerate launch --num_processes` starts them (1: the run
+    /// alone).
+    pub ranks: usize,
 }
 
 /// Why a text is not a lerobot-train run's arguments. The front end that read the text names
@@ -73,7 +76,7 @@ impl TrainArgs {
                 return Err(TrainArgsError::NotAFlag(arg.clone()));
             }
         }
-        Ok(Self { python: python.to_path_buf(), args, reader: Reader::Lerobot })
+        Ok(Self { python: python.to_path_buf(), args, reader: Reader::Lerobot, ranks: 1 })
     }
 
     /// The value of `--name`, given as `--name=value` or `--name value`.
@@ -240,7 +243,7 @@ pub fn run_request(run: &TrainArgs, config: Option<&LoaderConfig>) -> RunRequest
         let set = SET_BY_FEEDBENCH.iter().filter_map(|k| k.dataloader_value(c));
         Overrides(set.map(|(keyword, value)| (keyword.to_string(), value)).collect())
     });
-    RunRequest { lerobot_train: run.args.clone(), overrides, reader: run.reader }
+    RunRequest { lerobot_train: run.args.clone(), overrides, reader: run.reader, ranks: run.ranks }
 }
 
 #[cfg(test)]

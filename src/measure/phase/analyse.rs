@@ -83,6 +83,7 @@ impl LoaderRun {
             lerobot: self.lerobot,
             cache: self.cache,
             frames: self.frames,
+            ranks: None,
         }
     }
 
@@ -227,6 +228,8 @@ pub(super) struct TrainRun {
     /// How many of an epoch's first batches count as its start: one per worker (the batches
     /// the workers begin an epoch with), one without workers.
     pub epoch_start_batches: usize,
+    /// Seconds from the phase's first request for a batch to its arrival.
+    pub first_batch_s: Option<f64>,
 }
 
 /// The mean wait of the batches that were one of an epoch's first `first` (one at least), and
@@ -297,6 +300,8 @@ impl TrainRun {
             per_step: self.per_step,
             modules: self.modules_ms.into_iter().map(|(n, ms)| (n, median(ms))).collect(),
             peak_device_bytes: self.peak_device_bytes,
+            first_batch_s: self.first_batch_s,
+            ranks: None,
         }
     }
 }
@@ -354,6 +359,7 @@ mod tests {
             modules_ms: Vec::new(),
             peak_device_bytes: None,
             epoch_start_batches: 1,
+            first_batch_s: None,
         }
     }
 

@@ -67,6 +67,9 @@ pub struct LoaderPhase {
     /// With a decoded-frame cache (the loader's `cache`): what it held and gave. None without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheFigures>,
+    /// Every rank, where several were measured at once: the phase is the slowest rank's.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<RankSpread>,
     /// What a decoded-frame cache of every camera frame would take. None without cameras,
     /// for LeRobot's loader and in results written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -398,6 +401,42 @@ pub struct TrainPhase {
     /// The most device memory a step took (CUDA), where the step reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_device_bytes: Option<u64>,
+    /// Seconds from the loader's first request to its first batch (its workers' start-up),
+    /// where the loader says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_batch_s: Option<f64>,
+    /// Every rank, where several were measured at once: the phase is the slowest rank's.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<RankSpread>,
+}
+
+/// One rank of several measured at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankFigures {
+    /// Its rank, from 0.
+    pub rank: usize,
+    /// Its driver's process id.
+    pub pid: u32,
+    /// Samples per second it took (its own shard).
+    pub samples_per_s: f64,
+    /// Of a train phase, the median input-bound share of its steps, percent (a loader phase's
+    /// rank does nothing but wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_bound_pct: Option<f64>,
+    /// Seconds from its DataLoader's first request to its first batch (its workers' start-up).
+    pub first_batch_s: Option<f64>,
+}
+
+/// The ranks of a phase measured as several at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSpread {
+    /// Every rank, rank 0 first.
+    pub ranks: Vec<RankFigures>,
+    /// The rank that waited most for its data: the one that paces a step of them all.
+    pub slowest_rank: usize,
+    /// How much longer the slowest rank waited for its data than the fastest, per step (of a
+    /// loader phase: per batch), percent of the slowest rank's step (batch).
+    pub rank_spread_pct: f64,
 }
 
 #[cfg(test)]

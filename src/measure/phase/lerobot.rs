@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
+use super::ranks::OfRanks;
 use crate::loader::lerobot::{
     DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
 };
@@ -18,13 +19,28 @@ use crate::model::{DiffusionConfig, ModelError, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
 
 /// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones, epoch after
-/// epoch with the same (persistent) workers.
+/// epoch with the same (persistent) workers. Of several ranks measured at once, the slowest
+/// rank's phase with every rank beside it.
 pub fn run_lerobot_loader_phase(
     loader: &LerobotLoader,
     batches: usize,
     warmup: usize,
 ) -> Result<LoaderPhase, LoaderError> {
-    let (versions, run) = loader.load(batches, warmup, Feeding::Nothing, None)?;
+    let (versions, runs) = loader.load(batches, warmup, Feeding::Nothing, None)?;
+    let phases = runs.into_iter().map(|run| {
+        let pid = run.pid;
+        (loader_phase(loader, run, versions.clone()), pid)
+    });
+    LoaderPhase::of_ranks(phases.collect()).ok_or_else(no_answer)
+}
+
+/// The driver answered without a rank's run.
+fn no_answer() -> LoaderError {
+    LoaderError::Lerobot("the LeRobot driver said no rank's measurement".into())
+}
+
+/// One rank's loader phase.
+fn loader_phase(loader: &LerobotLoader, run: LerobotRun, versions: LerobotVersions) -> LoaderPhase {
     let seconds = Duration::from_secs_f64;
     let timing = process_timing(loader, &run);
     let figures = LoaderRun {
@@ -43,7 +59,7 @@ pub fn run_lerobot_loader_phase(
         cache: None,
         frames: None,
     };
-    Ok(figures.figures())
+    figures.figures()
 }
 
 /// The stages of a LeRobot run: `wait` for the main process (blocked on the workers, or with
@@ -103,7 +119,16 @@ pub fn run_lerobot_train_phase(
         None if loader.is_training() => Feeding::Policy,
         None => Feeding::Nothing,
     };
-    let (_, run) = loader.load(steps, warmup, feeding, stop)?;
+    let (_, runs) = loader.load(steps, warmup, feeding, stop)?;
+    let phases = runs.into_iter().map(|run| {
+        let pid = run.pid;
+        (train_phase(loader, run), pid)
+    });
+    TrainPhase::of_ranks(phases.collect()).ok_or_else(no_answer)
+}
+
+/// One rank's train phase.
+fn train_phase(loader: &LerobotLoader, run: LerobotRun) -> TrainPhase {
     // Without a step the driver copies nothing: no h2d figures.
     let h2d = run.h2d_ms.iter().copied().chain(std::iter::repeat(0.0));
     let mut per_step: Vec<StepSample> = run
@@ -145,8 +170,9 @@ pub fn run_lerobot_train_phase(
         modules_ms,
         peak_device_bytes: run.peak_device_bytes,
         epoch_start_batches: loader.spec().config.workers.max(1),
+        first_batch_s: Some(run.first_batch_s),
     };
-    Ok(figures.figures())
+    figures.figures()
 }
 
 /// A lerobot-train run's step alone, as a `model` phase: its policy's `update_policy` on one

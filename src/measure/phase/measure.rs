@@ -275,10 +275,12 @@ fn feed_steps(
     let mut timing = TimingTree::default();
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
+    let (started, mut first_batch_s) = (Instant::now(), None);
     for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
         let fed = feeder.next();
         let wait = asked.elapsed();
+        first_batch_s.get_or_insert_with(|| started.elapsed().as_secs_f64());
         let (batch, staged) = fed?;
         let stepped = Instant::now();
         let times = step.step_with(&batch, staged.as_ref())?;
@@ -318,6 +320,7 @@ fn feed_steps(
         modules_ms: Vec::new(),
         peak_device_bytes: None,
         epoch_start_batches,
+        first_batch_s,
     })
 }
 

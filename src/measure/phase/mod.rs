@@ -13,13 +13,14 @@ mod choice;
 mod figures;
 mod lerobot;
 mod measure;
+mod ranks;
 mod steps;
 
 pub use backend::{Feed, MeasuredLoader};
 pub use choice::{ChoiceError, ChosenLoader, LoaderChoice, LoaderDeclaration};
 pub use figures::{
-    CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, StepSample,
-    TrainError, TrainPhase, Until,
+    CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, RankFigures,
+    RankSpread, StepSample, TrainError, TrainPhase, Until,
 };
 pub use lerobot::lerobot_model_phases;
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};

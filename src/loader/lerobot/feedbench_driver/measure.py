@@ -90,6 +90,22 @@ class PeakMemory:
         return peak, kind
 
 
+def rank():
+    """This driver's rank among the ranks measured at once (`RANK`, as torch.distributed's
+    launchers and feedbench set it); 0 where it runs alone."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def together():
+    """Waits for every rank at a barrier of the run's process group, where this driver is one
+    of several ranks measured at once (as DDP's all-reduce holds each step for the slowest
+    rank); nothing where it runs alone."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
 def tensor_bytes(batch):
     import torch
 
@@ -188,6 +204,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         if first_batch_s is None:
             first_batch_s = time.perf_counter() - started
         feed(batch)
+    together()  # the ranks start their measured batches at once
     memory.start()
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
@@ -236,4 +253,6 @@ def measure_load(request, dataset, stream, installed, built=None):
         "observer_cpu_s": memory.cpu_s,
         "first_batch_s": first_batch_s,
         "epoch_position": positions,
+        "rank": rank(),
+        "pid": os.getpid(),
     })

@@ -39,6 +39,7 @@ class RunReads(TypedDict):
     lerobot_train: List[str]
     overrides: Dict[str, Any]
     reader: Literal["lerobot", "feedbench"]
+    ranks: int  # ranks measured at once, a driver each (this one's is $RANK of $WORLD_SIZE)
 
 
 class CameraShape(TypedDict):

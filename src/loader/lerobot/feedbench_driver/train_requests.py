@@ -8,9 +8,10 @@ import os
 import time
 
 from feedbench_driver.measure import (
-    PeakMemory, batch_size, cpu_s, measure_load, samples_per_epoch, tensor_bytes, video_backend)
+    PeakMemory, batch_size, cpu_s, measure_load, rank, samples_per_epoch, tensor_bytes, together,
+    video_backend)
 from feedbench_driver.plain import save_batch
-from feedbench_driver.protocol import alive, emit, say_step
+from feedbench_driver.protocol import ErrorKind, Refused, alive, emit, say_step
 from feedbench_driver.train_run import Run, close_loader, videos_named
 
 
@@ -19,6 +20,9 @@ def run_lerobot_train(request, installed, runs):
     `load` measures its DataLoader (kept for the next `load` with the same knobs: its workers
     stay up), `batches` saves the first `count` batches of a run built afresh (as lerobot-train
     yields them), `describe` says what it built, `model` steps its policy alone."""
+    if request["ranks"] != int(os.environ.get("WORLD_SIZE", "1") or 1):
+        raise Refused(ErrorKind.VERSION, f"a request for {request['ranks']} ranks to a driver "
+                      f"started as one of {os.environ.get('WORLD_SIZE', '1')}")
     key = (tuple(request["lerobot_train"]), request.get("reader", "lerobot"))
     if request["command"] == "batches" or key not in runs:
         for kept in runs.values():
@@ -50,8 +54,13 @@ def run_lerobot_train(request, installed, runs):
 
 
 def save_run_batches(request, run, installed):
-    """The first `count` batches of a run built afresh for this request, saved as .npy."""
+    """The first `count` batches of a run built afresh for this request, saved as .npy; of
+    several ranks at once, each rank's (its shard, as lerobot-train's accelerator prepares the
+    DataLoader) under `out/rank-<rank>`."""
     loader, built = run.loader(request)
+    out = request["out"]
+    if request["ranks"] > 1:
+        loader, out = run.prepare(loader), os.path.join(out, f"rank-{rank()}")
     built.update(Run.counts())
     emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
           **installed})
@@ -63,7 +72,7 @@ def save_run_batches(request, run, installed):
     stream = iter(loader)
     for number in range(request["count"]):
         alive()
-        save_batch(next(stream), os.path.join(request["out"], f"batch-{number}"))
+        save_batch(next(stream), os.path.join(out, f"batch-{number}"))
     close_loader(loader, stream)
     emit({"event": "result", "lerobot_train": built})
 
@@ -108,6 +117,7 @@ def measure_training(request, run, stream, installed, built):
         wait, handed = timer.ms("waited", "arrived"), timer.ms("arrived", "handed")
         if compute_s is not None:
             time.sleep(compute_s)
+            together()  # a step of several ranks ends with theirs, as DDP's all-reduce makes it
             step_parts = {"forward_ms": compute_s * 1e3, "backward_ms": 0.0,
                           "optimizer_ms": 0.0, "update_ms": compute_s * 1e3, "modules_ms": {}}
         else:
@@ -116,6 +126,7 @@ def measure_training(request, run, stream, installed, built):
 
     for _ in range(request.get("warmup", 1)):
         one_step(False)
+    together()  # the ranks start their measured steps at once
     memory.start()
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
@@ -147,6 +158,7 @@ def measure_training(request, run, stream, installed, built):
         "first_batch_s": first_batch_s, "epoch_position": positions, "parts": parts,
         "modules_ms": {name: ms for name, ms in modules.items() if ms},
         "peak_device_bytes": peak_device_bytes(training.device),
+        "rank": rank(), "pid": os.getpid(),
     })
 
 

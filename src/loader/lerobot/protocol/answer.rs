@@ -145,6 +145,12 @@ pub struct LerobotRun {
     /// The most device memory a step took (CUDA).
     #[serde(default)]
     pub peak_device_bytes: Option<u64>,
+    /// The driver's rank among the ranks measured at once (0 alone).
+    #[serde(default)]
+    pub rank: usize,
+    /// The driver's process id; 0 from drivers before they said.
+    #[serde(default)]
+    pub pid: u32,
 }
 
 /// A lerobot-train run's step alone: its policy's `update_policy` on one batch, again and again.

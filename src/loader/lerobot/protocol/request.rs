@@ -228,6 +228,8 @@ pub struct RunRequest {
     pub overrides: Overrides,
     /// Whose reader is the run's dataset.
     pub reader: Reader,
+    /// Ranks measured at once, a driver each in one process group (1: the run alone).
+    pub ranks: usize,
 }
 
 /// The DataLoader knobs feedbench sets over a lerobot-train run's own, by their `DataLoader`

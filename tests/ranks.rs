@@ -1,0 +1,187 @@
+//! A lerobot-train run measured as N ranks at once (`--processes N`): a driver per rank with
+//! the environment a launcher gives it, one real gloo process group, the run's DataLoader
+//! sharded by lerobot-train's own Accelerator, every step waiting for the slowest rank; a rank
+//! that dies ends the others.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+use crate::common;
+use feedbench::loader::lerobot::train_run::TrainArgs;
+use feedbench::loader::lerobot::{LerobotBridge, Reader};
+
+/// A small diffusion run on a generated dataset under `dir`, its DataLoader without workers
+/// (each rank loads in its own process, so a rank's loading is its step's wait).
+fn run_args(dir: &Path) -> Vec<String> {
+    let mut args = crate::lerobot_train::diffusion_run(dir);
+    args.retain(|a| !a.starts_with("--num_workers="));
+    args.push("--num_workers=0".into());
+    args
+}
+
+/// A directory holding a `sitecustomize.py` of `text`, which every Python started with it on
+/// PYTHONPATH runs first: the drivers and their workers.
+fn site(dir: &Path, text: &str) -> PathBuf {
+    let site = dir.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("sitecustomize.py"), text).unwrap();
+    site
+}
+
+/// Rank 1's items made `sleep_s` slower (its dataset's `__getitem__`), or rank 1's driver
+/// SIGKILLed at its item `die_at`.
+fn rank_one(sleep_s: f64, die_at: Option<usize>) -> String {
+    let die = die_at.map_or("None".into(), |n| n.to_string());
+    format!(
+        "import os\n\
+         if os.environ.get('RANK') == '1':\n\
+         \x20   import signal, time\n\
+         \x20   from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
+         \x20   original, calls, die_at = LeRobotDataset.__getitem__, [0], {die}\n\
+         \x20   def slower(self, index):\n\
+         \x20       calls[0] += 1\n\
+         \x20       if die_at is not None and calls[0] >= die_at:\n\
+         \x20           os.kill(os.getpid(), signal.SIGKILL)\n\
+         \x20       time.sleep({sleep_s})\n\
+         \x20       return original(self, index)\n\
+         \x20   LeRobotDataset.__getitem__ = slower\n"
+    )
+}
+
+/// `feedbench ARGS` with `env`: success, stdout, stderr.
+fn feedbench_with(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(args).envs(env.iter().copied());
+    common::outcome(&mut command)
+}
+
+#[test]
+fn two_ranks_take_disjoint_shards_as_accelerate_deals_them() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let args = run_args(dir.path());
+    let bridge = LerobotBridge::new();
+    let run = |ranks| TrainArgs {
+        python: python.clone(),
+        args: args.clone(),
+        reader: Reader::Lerobot,
+        ranks,
+    };
+    let (_, built) = bridge.describe(&run(1)).unwrap();
+    let config = built.config();
+    let (alone, ranked) = (dir.path().join("alone"), dir.path().join("ranked"));
+    bridge.save_first_batches(&run(1), &config, 4, &alone).unwrap();
+    bridge.save_first_batches(&run(2), &config, 2, &ranked).unwrap();
+    let indices = |batch: &Path| std::fs::read(batch.join("index.npy")).unwrap();
+    // accelerate's BatchSamplerShard: rank r takes batches r, r + 2, … of the run's order.
+    for (rank, batch, of_the_run) in [(0, 0, 0), (1, 0, 1), (0, 1, 2), (1, 1, 3)] {
+        let shard = ranked.join(format!("rank-{rank}/batch-{batch}"));
+        let whole = alone.join(format!("batch-{of_the_run}"));
+        assert_eq!(indices(&shard), indices(&whole), "rank {rank}'s batch {batch}");
+    }
+    assert_ne!(indices(&ranked.join("rank-0/batch-0")), indices(&ranked.join("rank-1/batch-0")));
+}
+
+#[test]
+fn two_ranks_step_together_and_the_slowest_paces_and_is_named() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = run_args(dir.path()).join(" ");
+    let site = site(dir.path(), &rank_one(0.04, None));
+    let python = python.to_str().unwrap();
+    let args = [
+        "train",
+        "--lerobot-train",
+        &text,
+        "--python",
+        python,
+        "--processes",
+        "2",
+        "--model",
+        "synthetic:20ms",
+        "--steps",
+        "6",
+        "--warmup",
+        "1",
+        "--json",
+    ];
+    let (ok, stdout, stderr) = feedbench_with(&args, &[("PYTHONPATH", site.to_str().unwrap())]);
+    assert!(ok, "{stderr}");
+    let phase: Json = serde_json::from_str(&stdout).unwrap();
+    let ranks = phase["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2, "{phase}");
+    assert_eq!(phase["slowest_rank"], 1, "rank 1 loads 0.16 s more a step: {phase}");
+    let (pid0, pid1) = (ranks[0]["pid"].as_u64().unwrap(), ranks[1]["pid"].as_u64().unwrap());
+    assert!(pid0 != pid1 && pid0 > 0 && pid1 > 0, "two processes: {phase}");
+    let figure = |rank: usize, key: &str| ranks[rank][key].as_f64().unwrap();
+    // Rank 0 is fed, rank 1 waits; both step at rank 1's pace (each step ends in a barrier).
+    assert!(figure(1, "input_bound_pct") > figure(0, "input_bound_pct") + 20.0, "{phase}");
+    let (fast, slow) = (figure(0, "samples_per_s"), figure(1, "samples_per_s"));
+    assert!((fast / slow - 1.0).abs() < 0.15, "paced together: {fast} and {slow} samples/s");
+    assert!(phase["rank_spread_pct"].as_f64().unwrap() > 20.0, "{phase}");
+    assert!(figure(0, "first_batch_s") > 0.0 && phase["first_batch_s"].as_f64().unwrap() > 0.0);
+    // The phase is the slowest rank's.
+    assert_eq!(phase["samples_per_s"].as_f64().unwrap(), slow);
+}
+
+#[test]
+fn a_rank_that_dies_mid_step_ends_the_others_and_is_named() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = run_args(dir.path()).join(" ");
+    let site = site(dir.path(), &rank_one(0.0, Some(20)));
+    let marker = format!("FEEDBENCH_RANKS_TEST={}", dir.path().display());
+    let python = python.to_str().unwrap();
+    let args = [
+        "train",
+        "--lerobot-train",
+        &text,
+        "--python",
+        python,
+        "--processes",
+        "2",
+        "--model",
+        "synthetic:20ms",
+        "--steps",
+        "30",
+        "--warmup",
+        "1",
+    ];
+    let (name, value) = marker.split_once('=').unwrap();
+    let started = Instant::now();
+    let env = [("PYTHONPATH", site.to_str().unwrap()), (name, value)];
+    let (ok, _, stderr) = feedbench_with(&args, &env);
+    assert!(!ok);
+    assert!(started.elapsed() < Duration::from_secs(240), "ended in {:?}", started.elapsed());
+    assert!(stderr.contains("rank 1 of 2 failed, and the other ranks were ended"), "{stderr}");
+    assert!(stderr.contains("killed by signal 9"), "{stderr}");
+    // No driver or worker of either rank is left.
+    std::thread::sleep(Duration::from_millis(500));
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let pid = entry.ok()?.file_name().into_string().ok()?;
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            environ.split(|&b| b == 0).any(|var| var == marker.as_bytes()).then_some(pid)
+        })
+        .collect();
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
+
+#[test]
+fn ranks_beyond_the_cores_or_without_a_run_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("p");
+    common::synth_pusht(&data, 1, 10, &[]);
+    let many = ["load", data.to_str().unwrap(), "--processes", "4096"];
+    let (ok, _, stderr) = common::feedbench(&many);
+    assert!(!ok && stderr.contains("--processes 4096: more ranks than this machine's"), "{stderr}");
+    let native = ["load", data.to_str().unwrap(), "--processes", "1"];
+    assert!(common::feedbench(&native).0, "one rank is the loader alone");
+    let two = ["load", data.to_str().unwrap(), "--processes", "2"];
+    let (ok, _, stderr) = common::feedbench(&two);
+    assert!(!ok && stderr.contains("--rank/--world-size"), "{stderr}");
+}
