@@ -185,3 +185,45 @@ fn ranks_beyond_the_cores_or_without_a_run_are_refused() {
     let (ok, _, stderr) = common::feedbench(&two);
     assert!(!ok && stderr.contains("--rank/--world-size"), "{stderr}");
 }
+
+#[test]
+fn tune_of_a_launch_line_of_two_ranks_measures_them_at_once() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = run_args(dir.path());
+    args.retain(|a| !a.starts_with("--num_workers="));
+    args.push("--num_workers=1".into());
+    let script = python.with_file_name("lerobot-train");
+    let line = format!(
+        "accelerate launch --cpu --num_processes 2 {} {}",
+        script.display(),
+        shlex::try_join(args.iter().map(String::as_str)).unwrap()
+    );
+    let out = dir.path().join("tune");
+    let flags = [
+        "tune",
+        "--lerobot-train",
+        &line,
+        "--python",
+        python.to_str().unwrap(),
+        "--step-ms",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (ok, stdout, stderr) = common::feedbench(&flags);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("measured with the 2 ranks at once"), "{stdout}");
+    assert!(stdout.contains("Measured with the 2 ranks at once at "), "{stdout}");
+    let tuned: Json =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    let at_once = &tuned["at_once"];
+    assert_eq!(at_once["processes"], 2, "{tuned}");
+    let ranks = at_once["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2, "{at_once}");
+    assert_ne!(ranks[0]["pid"], ranks[1]["pid"], "two rank processes: {at_once}");
+    assert_eq!(tuned["answer"]["workers"], at_once["workers"], "the answer is what was measured");
+    assert_eq!(tuned["answer"]["measured_at_once"], true);
+    let why = tuned["steps"].as_array().unwrap().iter().map(|s| s["why"].as_str().unwrap());
+    assert!(why.clone().any(|w| w == "the answer with the 2 ranks at once"), "{tuned}");
+}

@@ -355,7 +355,7 @@ fn tune(
     let per_rank = if processes > 1 {
         format!(
             " per rank, {processes} ranks sharing the box (predicted from one rank measured \
-             alone: the ranks' workers are not measured at once)"
+             alone, then measured with the ranks at once where the run is lerobot-train's)"
         )
     } else {
         String::new()
@@ -417,6 +417,9 @@ fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(tuned)?)?;
     } else {
         out!("{}", tuned.answer)?;
+        if let Some(at_once) = &tuned.at_once {
+            outln!("\n{}", at_once.summary())?;
+        }
         if tuned.budget_ran_out {
             let budget = tuned.budget_s.unwrap_or_default();
             outln!(

@@ -268,12 +268,15 @@ pub(crate) struct CellPhases<'a> {
     pub train_steps: Option<usize>,
     /// Unmeasured steps before the `train` phase; None: the config's `warmup`.
     pub train_warmup: Option<usize>,
+    /// Ranks measured at once, where the cell's loader is a lerobot-train run's (1: the run
+    /// alone).
+    pub ranks: usize,
 }
 
 impl CellPhases<'_> {
     /// A sweep's cell: every phase and step, traced where `traced`.
     pub(crate) fn all(traced: bool) -> Self {
-        Self { loader: true, traced, until: None, train_steps: None, train_warmup: None }
+        Self { loader: true, traced, until: None, train_steps: None, train_warmup: None, ranks: 1 }
     }
 }
 
@@ -309,7 +312,8 @@ pub(crate) fn run_cell(
         Ok(LoaderChoice::Native) => None,
         Ok(choice) => {
             let bridge = &context.bridge;
-            Some(choice.on_dataset(context.root, bridge)?.build(&spec, bridge)?)
+            let choice = choice.on_dataset(context.root, bridge)?.with_ranks(phases.ranks);
+            Some(choice.build(&spec, bridge)?)
         }
         Err(what) => {
             return Err(LoaderError::Config(format!("loader.lerobot_train: {what}")).into())

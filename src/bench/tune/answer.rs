@@ -144,6 +144,10 @@ pub struct Answer {
     /// within the memory budget, and the rate it predicts for the later epochs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheFit>,
+    /// Whether its figures were measured with every rank at once (a run of several ranks),
+    /// rather than predicted from one rank measured alone.
+    #[serde(default)]
+    pub measured_at_once: bool,
 }
 
 /// The answer the measured `rows` give, or None where no row has a finite throughput.
@@ -249,6 +253,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         target_pct: target,
         beyond,
         cache,
+        measured_at_once: false,
     })
 }
 

@@ -17,9 +17,12 @@ impl Answer {
         let mut text = String::new();
         let ranks = self.knobs.processes;
         if ranks > 1 {
+            let how = match self.measured_at_once {
+                true => format!("measured with the {ranks} ranks at once"),
+                false => "predicted from one rank measured alone".into(),
+            };
             text.push_str(&format!(
-                "Per rank, for {ranks} ranks sharing this box ({} and {:.1} GB each; predicted \
-                 from one rank measured alone): ",
+                "Per rank, for {ranks} ranks sharing this box ({} and {:.1} GB each; {how}): ",
                 cores(self.budgets.cpus),
                 self.budgets.memory_bytes as f64 / 1e9
             ));

@@ -9,6 +9,7 @@
 mod accelerate;
 pub mod answer;
 mod answer_text;
+pub mod at_once;
 pub mod budget;
 pub mod flags;
 pub mod launch;
@@ -21,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use self::answer::{answer, Answer, AnswerKnobs};
+use self::answer::{answer, Answer, AnswerKnobs, Bound};
+use self::at_once::{next_workers, AtOnce, MOST_AT_ONCE};
 use self::launch::Ranks;
 use self::predict::Demand;
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
@@ -171,6 +173,9 @@ pub struct Tuned {
     /// measured step on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_build_s: Option<f64>,
+    /// The answer measured with every rank at once, where the run has several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_once: Option<AtOnce>,
 }
 
 /// What a tune is doing, for a progress line.
@@ -327,6 +332,7 @@ pub fn run_tune(
             // start-up (its first batch) out of the window, which then runs twice the batches
             // in flight at least.
             train_warmup: base.model.is_fixed_cost().then_some(1),
+            ranks: 1,
         };
         let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;
@@ -348,8 +354,86 @@ pub fn run_tune(
         processes_from: request.ranks.from.clone(),
         launcher: request.launcher.clone(),
     };
-    let answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
+    let mut answer = answer(&rows, &state, knobs).ok_or(TuneError::NoAnswer)?;
     let lerobot = !base.loader.is_native();
+    // A run of several ranks: the answer measured with every rank at once, and moved where its
+    // slowest rank still waits.
+    let mut at_once = None;
+    if request.ranks.n > 1 && base.loader.is_a_training_run() {
+        let (mut workers, predicted) = (answer.workers, answer.workers);
+        let mut why = format!("the answer with the {} ranks at once", request.ranks.n);
+        for _ in 0..MOST_AT_ONCE {
+            let mut cell = base.clone();
+            (cell.knobs.workers, cell.knobs.prefetch) = (workers, answer.prefetch);
+            let train_steps = config.run.train_steps.max(2 * MIN_STEPS_FOR_INTERVAL);
+            let left = TimeLeft {
+                elapsed_s: request.started.elapsed().as_secs_f64(),
+                per_configuration_s: (measured > 0).then(|| measuring_s / measured as f64),
+                budget_left_s: None,
+            };
+            let (prefetch, steps_n) = (answer.prefetch, train_steps);
+            progress(TuneProgress::Measuring {
+                workers,
+                prefetch,
+                why: &why,
+                steps: steps_n,
+                left,
+            });
+            let start = Instant::now();
+            let phases = CellPhases {
+                loader: false,
+                traced: false,
+                until: None,
+                train_steps: Some(train_steps),
+                train_warmup: base.model.is_fixed_cost().then_some(1),
+                ranks: request.ranks.n,
+            };
+            let phase = run_cell(&context, &cell, phases, &mut models, |_| {})?.train;
+            let seconds = start.elapsed().as_secs_f64();
+            (measuring_s, measured) = (measuring_s + seconds, measured + 1);
+            steps.push(TuneStep {
+                workers,
+                prefetch,
+                repeat: 0,
+                why: why.clone(),
+                loader_samples_per_s: None,
+                train_samples_per_s: phase.samples_per_s,
+                input_bound_pct: phase.input_bound.median_pct,
+                seconds: Some(seconds),
+            });
+            let step = steps.last().expect("pushed");
+            progress(TuneProgress::Measured { step, demand: answer.demand });
+            let next = next_workers(workers, &phase, state.settings.target_pct, state.budgets.cpus);
+            let shares = (phase.input_bound.median_pct, phase.input_bound.p95_pct);
+            let waits = phase.per_step.iter().map(|s| {
+                let whole = s.wait_ms + s.step_ms;
+                if whole > 0.0 {
+                    100.0 * s.wait_ms / whole
+                } else {
+                    0.0
+                }
+            });
+            let wait_pct = (crate::measure::stats::median(waits), shares.1);
+            // The answer's figures are the ones measured with every rank at once; where it
+            // moved, so does what bounds it.
+            answer.measured_at_once = true;
+            answer.train_samples_per_s = phase.samples_per_s;
+            (answer.input_bound_pct, answer.wait_pct) = (shares, wait_pct);
+            if workers != predicted {
+                (answer.train_interval, answer.one_fewer_pct, answer.too_close) =
+                    (None, None, None);
+                if wait_pct.0 <= state.settings.target_pct {
+                    answer.bound = Bound::Step;
+                }
+            }
+            at_once = AtOnce::of(request.ranks.n, step, phase, predicted);
+            let Some((more, because)) = next else { break };
+            (workers, why) = (more, because);
+        }
+        if let Some(measured) = &at_once {
+            answer.workers = measured.workers;
+        }
+    }
     let builds = request.bridge.builds();
     let tuned = Tuned {
         answer,
@@ -360,6 +444,7 @@ pub fn run_tune(
         budget_ran_out,
         runs_built: lerobot.then_some(builds.runs),
         run_build_s: lerobot.then_some(builds.seconds),
+        at_once,
     };
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");

@@ -138,6 +138,17 @@ impl LoaderChoice {
         })
     }
 
+    /// The same loader as `ranks` ranks measured at once, where it is a lerobot-train run's
+    /// (any other loader is one process: it is as it was).
+    pub fn with_ranks(self, ranks: usize) -> Self {
+        match self {
+            LoaderChoice::LerobotTrain(run) => {
+                LoaderChoice::LerobotTrain(TrainArgs { ranks, ..run })
+            }
+            other => other,
+        }
+    }
+
     /// Which loader it is.
     pub fn backend(&self) -> LoaderBackend {
         match self {
