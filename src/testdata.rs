@@ -212,6 +212,7 @@ impl FakeCell {
                 lerobot: None,
                 cache: self.cache.clone(),
                 frames: self.frames,
+                memory: None,
                 ranks: None,
             }),
             model: ModelPhase {
@@ -282,6 +283,7 @@ impl FakeCell {
                 modules: Vec::new(),
                 peak_device_bytes: None,
                 first_batch_s: None,
+                memory: None,
                 ranks: None,
             },
             system: SystemInfo {

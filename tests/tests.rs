@@ -23,6 +23,7 @@ mod lerobot;
 mod lerobot_backend;
 mod lerobot_train;
 mod loader;
+mod memory;
 mod model;
 mod quality;
 mod ranks;

@@ -35,8 +35,19 @@ pub fn process_cpu_time() -> Duration {
 /// Peak resident memory of the process since start or the last [`reset_peak_rss`], bytes
 /// (`VmHWM` of /proc/self/status); None where the kernel does not say.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    kilobytes_line("/proc/self/status", "VmHWM:")
+}
+
+/// The process's proportional set size now, bytes (`Pss` of /proc/self/smaps_rollup: a page
+/// shared with other processes counted in part); None where the kernel does not say.
+pub fn pss_bytes() -> Option<u64> {
+    kilobytes_line("/proc/self/smaps_rollup", "Pss:")
+}
+
+/// The value of the line of `file` that starts with `name`, in kB, as bytes.
+fn kilobytes_line(file: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.starts_with(name))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
@@ -44,10 +55,7 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// Memory the kernel says is available for new allocations without swapping, bytes
 /// (`MemAvailable` of /proc/meminfo); None where it does not say.
 pub fn available_memory_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    kilobytes_line("/proc/meminfo", "MemAvailable:")
 }
 
 /// Starts a new peak-RSS measurement (writes 5 to /proc/self/clear_refs). Best effort: where

@@ -10,7 +10,9 @@ pub mod trace;
 pub mod tree;
 
 pub use clock::thread_cpu_time;
-pub use clock::{available_memory_bytes, peak_rss_bytes, process_cpu_time, reset_peak_rss};
+pub use clock::{
+    available_memory_bytes, peak_rss_bytes, process_cpu_time, pss_bytes, reset_peak_rss,
+};
 pub use helpers::{starting_threads, HelperThreads};
 pub use instructions::InstructionCounter;
 pub use trace::{Trace, TraceTrack};

@@ -4,7 +4,8 @@
 use std::fmt::{self, Write as _};
 
 use crate::measure::phase::{
-    LoaderPhase, ModelPhase, RankSpread, SampleStep, SampleSteps, StepSample, TrainPhase,
+    LoaderPhase, MemoryFigures, ModelPhase, RankSpread, SampleStep, SampleSteps, StepSample,
+    TrainPhase,
 };
 use crate::measure::stats::median;
 
@@ -43,6 +44,9 @@ impl fmt::Display for LoaderPhase {
         }
         if let Some(first) = self.first_batch_s {
             writeln!(f, "first batch after {:.2} s", first)?;
+        }
+        if let Some(memory) = &self.memory {
+            writeln!(f, "{}", memory_text(memory))?;
         }
         if let Some(ranks) = &self.ranks {
             write!(f, "{}", ranks_text(ranks, "loader"))?;
@@ -160,11 +164,31 @@ impl fmt::Display for TrainPhase {
         if let Some(bytes) = self.peak_device_bytes {
             writeln!(f, "peak device memory {:.2} GB a step", bytes as f64 / 1e9)?;
         }
+        if let Some(memory) = &self.memory {
+            writeln!(f, "{}", memory_text(memory))?;
+        }
         if let Some(ranks) = &self.ranks {
             write!(f, "{}", ranks_text(ranks, "train"))?;
         }
         write!(f, "{}", self.timing.render(self.samples))
     }
+}
+
+/// What the process tree held, as `load` and `train` print it: its PSS, a worker's, the slope
+/// and whether it grows.
+fn memory_text(memory: &MemoryFigures) -> String {
+    let worker = memory
+        .per_worker_pss_mb
+        .map_or(String::new(), |mb| format!(", {mb:.0} MB of it a worker process"));
+    let growing = match memory.growing {
+        true => ": it grows beyond noise over the steps (a leak, or caches still filling)",
+        false => "",
+    };
+    format!(
+        "memory held: {:.0} MB PSS (shared pages counted once){worker}; {:+.1} MB a minute over \
+         the measured steps ({} reads){growing}",
+        memory.pss_mb, memory.pss_slope_mb_per_min, memory.reads
+    )
 }
 
 /// Ranks measured at once, as `load` and `train` print them: which is slowest (the figures

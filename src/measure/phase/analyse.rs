@@ -2,6 +2,7 @@
 //! limit, step statistics and the parts of a step, the input-bound share and its verdict.
 //! Pure: nothing here measures or reads the machine.
 
+use super::memory::MemoryFigures;
 use std::time::Duration;
 
 use super::figures::{
@@ -46,6 +47,8 @@ pub(super) struct LoaderRun {
     /// Per measured batch, which batch of its epoch it was (0: the first); empty where the
     /// loader does not say.
     pub epoch_position: Vec<usize>,
+    /// What the process tree held over the measured batches.
+    pub memory: Option<MemoryFigures>,
 }
 
 impl LoaderRun {
@@ -83,6 +86,7 @@ impl LoaderRun {
             lerobot: self.lerobot,
             cache: self.cache,
             frames: self.frames,
+            memory: self.memory,
             ranks: None,
         }
     }
@@ -230,6 +234,8 @@ pub(super) struct TrainRun {
     pub epoch_start_batches: usize,
     /// Seconds from the phase's first request for a batch to its arrival.
     pub first_batch_s: Option<f64>,
+    /// What the process tree held over the measured steps.
+    pub memory: Option<MemoryFigures>,
 }
 
 /// The mean wait of the batches that were one of an epoch's first `first` (one at least), and
@@ -301,6 +307,7 @@ impl TrainRun {
             modules: self.modules_ms.into_iter().map(|(n, ms)| (n, median(ms))).collect(),
             peak_device_bytes: self.peak_device_bytes,
             first_batch_s: self.first_batch_s,
+            memory: self.memory,
             ranks: None,
         }
     }
@@ -360,6 +367,7 @@ mod tests {
             peak_device_bytes: None,
             epoch_start_batches: 1,
             first_batch_s: None,
+            memory: None,
         }
     }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::super::stats::{median, Stats};
 use super::super::verdict::Verdict;
+use super::memory::MemoryFigures;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotVersions};
 use crate::loader::pipeline::LoaderError;
@@ -67,6 +68,10 @@ pub struct LoaderPhase {
     /// With a decoded-frame cache (the loader's `cache`): what it held and gave. None without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheFigures>,
+    /// What the process tree held over the measured steps (PSS, per worker, slope), where
+    /// the kernel says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryFigures>,
     /// Every rank, where several were measured at once: the phase is the slowest rank's.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSpread>,
@@ -405,6 +410,10 @@ pub struct TrainPhase {
     /// where the loader says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_batch_s: Option<f64>,
+    /// What the process tree held over the measured steps (PSS, per worker, slope), where
+    /// the kernel says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryFigures>,
     /// Every rank, where several were measured at once: the phase is the slowest rank's.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSpread>,

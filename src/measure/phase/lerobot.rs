@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
+use super::memory::{MemoryFigures, PssSample};
 use super::ranks::OfRanks;
 use crate::loader::lerobot::{
     DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
@@ -39,10 +40,23 @@ fn no_answer() -> LoaderError {
     LoaderError::Lerobot("the LeRobot driver said no rank's measurement".into())
 }
 
+/// What the driver's process tree held over its measured batches, from its PSS reads.
+fn memory_of(run: &LerobotRun) -> Option<MemoryFigures> {
+    let reads: Vec<PssSample> = (run.memory_samples.iter())
+        .map(|(at_s, main_bytes, workers)| PssSample {
+            at_s: *at_s,
+            main_bytes: *main_bytes,
+            worker_bytes: workers.clone(),
+        })
+        .collect();
+    MemoryFigures::of(&reads)
+}
+
 /// One rank's loader phase.
 fn loader_phase(loader: &LerobotLoader, run: LerobotRun, versions: LerobotVersions) -> LoaderPhase {
     let seconds = Duration::from_secs_f64;
     let timing = process_timing(loader, &run);
+    let memory = memory_of(&run);
     let figures = LoaderRun {
         config: loader.spec().config.clone(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -58,6 +72,7 @@ fn loader_phase(loader: &LerobotLoader, run: LerobotRun, versions: LerobotVersio
         lerobot: Some(versions),
         cache: None,
         frames: None,
+        memory,
     };
     figures.figures()
 }
@@ -171,6 +186,7 @@ fn train_phase(loader: &LerobotLoader, run: LerobotRun) -> TrainPhase {
         peak_device_bytes: run.peak_device_bytes,
         epoch_start_batches: loader.spec().config.workers.max(1),
         first_batch_s: Some(run.first_batch_s),
+        memory: memory_of(&run),
     };
     figures.figures()
 }

@@ -9,6 +9,7 @@ use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{
     CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until,
 };
+use super::memory::PssReads;
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, Loader, LoaderError};
 use crate::model::{ModelError, Precision, StepTimes, TrainStep};
@@ -86,6 +87,7 @@ pub fn run_loader_phase(
     let mut epoch_position = Vec::with_capacity(batches);
     let mut last = clock.wall;
     let (mut first_batch_s, mut frames) = (None, None);
+    let mut memory = PssReads::start(batches);
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
         if first_batch_s.is_none() {
@@ -97,6 +99,7 @@ pub fn run_loader_phase(
                 stream.take_timing();
                 clock = Clock::start();
                 last = clock.wall;
+                memory = PssReads::start(batches);
             }
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
@@ -107,9 +110,10 @@ pub fn run_loader_phase(
                 epochs[later].1 += ms;
                 epoch_position.push((warmup + batch_ms.len()) % per_epoch);
                 batch_ms.push(ms);
-                last = now;
                 samples += batch.size;
                 bytes += batch.bytes() as u64;
+                memory.after(batch_ms.len());
+                last = Instant::now();
                 on_batch(batch_ms.len());
             }
         }
@@ -127,6 +131,7 @@ pub fn run_loader_phase(
         peak_rss_bytes: peak_rss_bytes(),
         first_batch_s,
         epoch_position,
+        memory: memory.figures(),
         lerobot: None,
         cache: loader.cache().map(|cache| {
             let rate =
@@ -276,6 +281,7 @@ fn feed_steps(
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
     let (started, mut first_batch_s) = (Instant::now(), None);
+    let mut memory = PssReads::start(steps);
     for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
         let fed = feeder.next();
@@ -292,6 +298,7 @@ fn feed_steps(
             Iteration::Warmup { last: true } => {
                 feeder.warmed_up();
                 clock = Clock::start();
+                memory = PssReads::start(steps);
             }
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
@@ -302,6 +309,7 @@ fn feed_steps(
                     ..StepSample::of(wait, &times, whole)
                 });
                 record_step(&mut timing, &times);
+                memory.after(per_step.len());
                 on_step(per_step.len());
                 if until.is_some_and(|until| until(&per_step)) {
                     break;
@@ -321,6 +329,7 @@ fn feed_steps(
         peak_device_bytes: None,
         epoch_start_batches,
         first_batch_s,
+        memory: memory.figures(),
     })
 }
 

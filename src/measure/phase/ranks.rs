@@ -3,6 +3,7 @@
 //! all-reduce), so the phase is the slowest rank's, with every rank beside it.
 
 use super::figures::{LoaderPhase, RankFigures, RankSpread, TrainPhase};
+use super::memory::MemoryFigures;
 
 /// A phase that several ranks measured at once, each its own: one phase, the slowest rank's,
 /// with [`RankSpread`] beside its figures.
@@ -11,11 +12,14 @@ pub trait OfRanks: Sized {
     fn rank_figures(&self, rank: usize, pid: u32) -> RankFigures;
     /// Per step (batch), ms it waited for data, and the step's (batch's) whole wall.
     fn wait_and_step_ms(&self) -> (f64, f64);
-    /// The phase with `spread` beside its figures.
-    fn with_ranks(self, spread: RankSpread) -> Self;
+    /// What its process tree held.
+    fn memory(&self) -> Option<&MemoryFigures>;
+    /// The phase with `spread` beside its figures and `memory` for every rank's tree.
+    fn with_ranks(self, spread: RankSpread, memory: Option<MemoryFigures>) -> Self;
 
     /// The phases of `ranks` (each with its rank's pid, rank 0 first) as one: the slowest
-    /// rank's, with every rank beside it. One rank's phase is that phase as it is.
+    /// rank's, with every rank beside it and the memory of every rank's process tree. One
+    /// rank's phase is that phase as it is.
     fn of_ranks(ranks: Vec<(Self, u32)>) -> Option<Self> {
         if ranks.len() <= 1 {
             return ranks.into_iter().next().map(|(phase, _)| phase);
@@ -31,8 +35,11 @@ pub trait OfRanks: Sized {
         let figures =
             ranks.iter().enumerate().map(|(rank, (p, pid))| p.rank_figures(rank, *pid)).collect();
         let spread = RankSpread { ranks: figures, slowest_rank: slowest, rank_spread_pct };
+        let trees: Option<Vec<MemoryFigures>> =
+            ranks.iter().map(|(p, _)| p.memory().cloned()).collect();
+        let memory = trees.and_then(|trees| MemoryFigures::of_trees(&trees));
         let phase = ranks.into_iter().nth(slowest).map(|(phase, _)| phase)?;
-        Some(phase.with_ranks(spread))
+        Some(phase.with_ranks(spread, memory))
     }
 }
 
@@ -51,8 +58,12 @@ impl OfRanks for TrainPhase {
         (self.wait.mean_ms + self.h2d.mean_ms, self.step.mean_ms)
     }
 
-    fn with_ranks(self, spread: RankSpread) -> Self {
-        Self { ranks: Some(spread), ..self }
+    fn memory(&self) -> Option<&MemoryFigures> {
+        self.memory.as_ref()
+    }
+
+    fn with_ranks(self, spread: RankSpread, memory: Option<MemoryFigures>) -> Self {
+        Self { ranks: Some(spread), memory, ..self }
     }
 }
 
@@ -72,7 +83,11 @@ impl OfRanks for LoaderPhase {
         (per_batch, per_batch)
     }
 
-    fn with_ranks(self, spread: RankSpread) -> Self {
-        Self { ranks: Some(spread), ..self }
+    fn memory(&self) -> Option<&MemoryFigures> {
+        self.memory.as_ref()
+    }
+
+    fn with_ranks(self, spread: RankSpread, memory: Option<MemoryFigures>) -> Self {
+        Self { ranks: Some(spread), memory, ..self }
     }
 }

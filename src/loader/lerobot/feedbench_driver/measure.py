@@ -50,6 +50,9 @@ def kilobytes_field(path, name):
     return None
 
 
+PSS_SAMPLES = 6  # PSS reads over a measurement, evenly spaced: its level and slope
+
+
 class PeakMemory:
     """The peak memory of this process and its workers over a timed window, from what the
     kernel keeps anyway, so that measuring costs the loader nothing while it runs. `start`
@@ -57,13 +60,30 @@ class PeakMemory:
     pages counted once: forked workers share most of the main process) and how far its RSS
     rose above where it is now. The peak is their sum: the PSS at the end plus each process's
     rise. A sampler that read PSS every 100 ms cost about 22 ms of CPU per read of a 1.5 GB
-    process: half a core of a 2-core machine with three such processes. `cpu_s` is what
-    measuring cost this thread."""
+    process: half a core of a 2-core machine with three such processes, so `sample` reads it
+    PSS_SAMPLES times a measurement, at evenly spaced batches: `samples` holds, per read, the
+    seconds since `start`, this process's PSS and each worker's. `cpu_s` is what measuring
+    cost this thread."""
 
     def __init__(self):
-        self.cpu_s = 0.0
+        self.cpu_s, self.samples, self.started_at = 0.0, [], time.monotonic()
+
+    def sample(self, done, total):
+        """After the measured batch `done` of `total` (0: before the first): a PSS read where
+        it is one of PSS_SAMPLES evenly spaced ones (the first and the last among them)."""
+        every = max(1, total // (PSS_SAMPLES - 1))
+        if done % every and done != total:
+            return
+        started = time.thread_time()
+        main = kilobytes_field(f"/proc/{os.getpid()}/smaps_rollup", "Pss")
+        workers = [kilobytes_field(f"/proc/{pid}/smaps_rollup", "Pss") for pid in child_pids()]
+        if main is not None:
+            at = time.monotonic() - self.started_at
+            self.samples.append([at, main, [w for w in workers if w is not None]])
+        self.cpu_s += time.thread_time() - started
 
     def start(self):
+        self.samples, self.started_at = [], time.monotonic()
         started = time.thread_time()
         for pid in [os.getpid(), *child_pids()]:
             try:
@@ -206,6 +226,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         feed(batch)
     together()  # the ranks start their measured batches at once
     memory.start()
+    memory.sample(0, batches)
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
@@ -230,7 +251,8 @@ def measure_load(request, dataset, stream, installed, built=None):
             h2d_ms.append(feed(batch) * 1e3)
             now = time.perf_counter()
         batch_ms.append((now - last) * 1e3)
-        last = now
+        memory.sample(len(batch_ms), batches)
+        last = time.perf_counter()
         if stop_file is not None:
             say_step(wait_ms[-1], h2d_ms[-1] if h2d_ms else 0.0, batch_ms[-1])
     wall_s = time.perf_counter() - start
@@ -251,6 +273,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         "peak_memory_bytes": peak,
         "memory": kind,
         "observer_cpu_s": memory.cpu_s,
+        "memory_samples": memory.samples,
         "first_batch_s": first_batch_s,
         "epoch_position": positions,
         "rank": rank(),

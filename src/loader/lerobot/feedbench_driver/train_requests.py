@@ -128,6 +128,7 @@ def measure_training(request, run, stream, installed, built):
         one_step(False)
     together()  # the ranks start their measured steps at once
     memory.start()
+    memory.sample(0, request["batches"])
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     for _ in range(request["batches"]):
@@ -139,7 +140,8 @@ def measure_training(request, run, stream, installed, built):
         positions.append(stream.position)
         h2d_ms.append(handed)
         batch_ms.append((now - last) * 1e3)
-        last = now
+        memory.sample(len(batch_ms), request["batches"])
+        last = time.perf_counter()
         for key in parts:
             parts[key].append(step_parts[key])
         for name, ms in step_parts["modules_ms"].items():
@@ -155,6 +157,7 @@ def measure_training(request, run, stream, installed, built):
         "wall_s": wall_s, "batch_ms": batch_ms, "wait_ms": wait_ms, "h2d_ms": h2d_ms,
         "main_cpu_s": own1 - own0, "workers_cpu_s": workers1 - workers0,
         "peak_memory_bytes": peak, "memory": kind, "observer_cpu_s": memory.cpu_s,
+        "memory_samples": memory.samples,
         "first_batch_s": first_batch_s, "epoch_position": positions, "parts": parts,
         "modules_ms": {name: ms for name, ms in modules.items() if ms},
         "peak_device_bytes": peak_device_bytes(training.device),

@@ -145,6 +145,10 @@ pub struct LerobotRun {
     /// The most device memory a step took (CUDA).
     #[serde(default)]
     pub peak_device_bytes: Option<u64>,
+    /// Reads of the PSS of the driver's process and of each of its workers over the measured
+    /// batches: (seconds since they began, the driver's bytes, each worker's bytes).
+    #[serde(default)]
+    pub memory_samples: Vec<(f64, u64, Vec<u64>)>,
     /// The driver's rank among the ranks measured at once (0 alone).
     #[serde(default)]
     pub rank: usize,
