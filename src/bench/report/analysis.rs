@@ -102,6 +102,8 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
     };
     let peaks: Vec<f64> =
         loaders.iter().filter_map(|l| l.peak_rss_bytes).map(|b| b as f64).collect();
+    let held: Vec<f64> =
+        runs.iter().filter_map(|r| r.train.memory.as_ref()).map(|m| m.pss_mb * 1e6).collect();
     let limits: Vec<&DecodeLimit> =
         loaders.iter().filter_map(|l| l.decode_limit.as_ref()).collect();
     let decode_limit = limits.first().map(|first| {
@@ -138,6 +140,11 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loader_samples_per_s: loader_med(|l| l.samples_per_s),
         loader_cpu_ms_per_sample: loader_med(|l| l.cpu_ms_per_sample),
         loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
+        train_pss_bytes: (!held.is_empty()).then(|| median(held) as u64),
+        train_first_batch_s: {
+            let firsts: Vec<f64> = runs.iter().filter_map(|r| r.train.first_batch_s).collect();
+            (!firsts.is_empty()).then(|| median(firsts))
+        },
         decode_limit,
         stages: advice::stage_costs(&loaders),
         frames: loaders.iter().find_map(|l| l.frames),

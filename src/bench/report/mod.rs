@@ -96,6 +96,12 @@ pub struct Row {
     pub loader_cpu_ms_per_sample: Option<f64>,
     /// The loader phase's peak resident memory, bytes.
     pub loader_peak_rss_bytes: Option<u64>,
+    /// The PSS the train phase's process tree held (the median over its repeats), bytes;
+    /// None where results before it did not say.
+    pub train_pss_bytes: Option<u64>,
+    /// Seconds from the train phase's first request to its first batch (the median over its
+    /// repeats): the workers' start-up.
+    pub train_first_batch_s: Option<f64>,
     /// The decode-only limit (medians of its figures).
     pub decode_limit: Option<DecodeLimit>,
     /// The loader's stages, largest first.

@@ -148,6 +148,16 @@ pub struct Answer {
     /// rather than predicted from one rank measured alone.
     #[serde(default)]
     pub measured_at_once: bool,
+    /// The memory its configuration held, measured: the PSS of the training process and its
+    /// workers (of one rank), bytes; None where the results did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Seconds its DataLoader took to its first batch (its workers' start-up), measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_batch_s: Option<f64>,
+    /// The memory every rank's processes held together, measured with the ranks at once, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_at_ranks_bytes: Option<u64>,
 }
 
 /// The answer the measured `rows` give, or None where no row has a finite throughput.
@@ -254,6 +264,9 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         beyond,
         cache,
         measured_at_once: false,
+        memory_bytes: row.train_pss_bytes,
+        first_batch_s: row.train_first_batch_s,
+        memory_at_ranks_bytes: None,
     })
 }
 

@@ -135,6 +135,28 @@ impl Answer {
             text.push(' ');
             text.push_str(&fit.sentence(d.samples_per_s()));
         }
+        // A start-up of seconds (spawned workers import torch and LeRobot) is a large share of
+        // a short run: said where it passes one second.
+        if let Some(first) = self.first_batch_s.filter(|&s| s > 1.0) {
+            let steps = 9.0 * first * 1e3 / d.step_ms.max(f64::MIN_POSITIVE);
+            text.push_str(&format!(
+                " Its DataLoader takes {first:.1} s to its first batch (its workers' start-up): \
+                 a run of fewer than {steps:.0} steps spends more than a tenth of its time \
+                 starting."
+            ));
+        }
+        if let Some(bytes) = self.memory_bytes {
+            let gb = |b: u64| b as f64 / 1e9;
+            let ranks = match self.memory_at_ranks_bytes {
+                Some(all) if ranks > 1 => format!("; the {ranks} ranks {:.2} GB together", gb(all)),
+                _ => String::new(),
+            };
+            text.push_str(&format!(
+                " It holds {:.2} GB of memory (the PSS of the training process and its workers, \
+                 measured){ranks}.",
+                gb(bytes)
+            ));
+        }
         text
     }
 

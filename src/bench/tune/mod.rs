@@ -418,6 +418,10 @@ pub fn run_tune(
             // moved, so does what bounds it.
             answer.measured_at_once = true;
             answer.train_samples_per_s = phase.samples_per_s;
+            let held = phase.memory.as_ref().map(|m| (m.pss_mb * 1e6) as u64);
+            answer.memory_at_ranks_bytes = held;
+            answer.first_batch_s = phase.first_batch_s.or(answer.first_batch_s);
+            answer.memory_bytes = held.map(|all| all / request.ranks.n as u64);
             (answer.input_bound_pct, answer.wait_pct) = (shares, wait_pct);
             if workers != predicted {
                 (answer.train_interval, answer.one_fewer_pct, answer.too_close) =

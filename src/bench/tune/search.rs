@@ -126,9 +126,12 @@ impl SearchState {
         }
     }
 
-    /// Whether `workers` × `prefetch` fits the memory budget, as far as the measured rows tell.
+    /// Whether `workers` × `prefetch` fits the memory budget: the PSS its train phase held,
+    /// where it was measured; else as far as the memory model of the measured rows tells.
     pub fn fits(&self, rows: &[Row], workers: usize, prefetch: usize) -> bool {
-        self.memory(rows).bytes(workers, prefetch) <= self.budgets.memory_bytes
+        let held = Self::row(rows, workers, prefetch).and_then(|r| r.train_pss_bytes);
+        held.unwrap_or_else(|| self.memory(rows).bytes(workers, prefetch))
+            <= self.budgets.memory_bytes
     }
 
     /// The most workers within both budgets at `prefetch`.
