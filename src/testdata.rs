@@ -249,6 +249,7 @@ impl FakeCell {
                     verdict: Verdict::of(self.input_bound_pct),
                     copy_pct: self.copy_pct,
                 },
+                au_pct: Some(100.0 - self.input_bound_pct),
                 epoch_start_wait_ms: None,
                 steady_wait_ms: None,
                 staging: None,

@@ -111,6 +111,9 @@ fn the_native_loaders_phases_say_the_memory_they_hold() {
     assert!(memory["pss_mb"].as_f64().unwrap() > 10.0, "{memory}");
     assert!(memory["per_worker_pss_mb"].is_null(), "workers are threads: {memory}");
     assert!(train["first_batch_s"].as_f64().unwrap() >= 0.0, "{train}");
+    // MLPerf Storage's accelerator utilisation beside the input-bound share.
+    let au = train["au_pct"].as_f64().unwrap();
+    assert!(au > 0.0 && au <= 100.0, "{train}");
     let load = phase(&["load", root, "--batches", "10"], &[]);
     assert!(load["memory"]["reads"].as_u64().unwrap() >= 3, "{load}");
 }

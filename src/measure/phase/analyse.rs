@@ -255,6 +255,16 @@ fn epoch_waits(
     (mean(true), mean(false))
 }
 
+/// MLPerf Storage's accelerator utilisation of `steps`: their compute (the step but its copy to
+/// the device) over their wall (wait and step), the first left out, percent; None for fewer
+/// than two steps or no time.
+fn accelerator_utilisation(steps: &[StepSample]) -> Option<f64> {
+    let kept = steps.get(1..).filter(|kept| !kept.is_empty())?;
+    let compute: f64 = kept.iter().map(|s| (s.step_ms - s.h2d_ms).max(0.0)).sum();
+    let wall: f64 = kept.iter().map(|s| s.wait_ms + s.step_ms).sum();
+    (wall > 0.0).then(|| 100.0 * compute / wall)
+}
+
 impl TrainRun {
     /// The phase's figures: the statistics of each step's wait, copy and compute, and the
     /// input-bound share `(wait + h2d) / (wait + step)` per step with the verdict on its median.
@@ -294,6 +304,7 @@ impl TrainRun {
                 verdict: Verdict::of(median_pct),
                 copy_pct,
             },
+            au_pct: accelerator_utilisation(steps),
             epoch_start_wait_ms,
             steady_wait_ms,
             staging: None,
@@ -393,6 +404,18 @@ mod tests {
         );
         assert!(!phase.input_bound.copy_bound());
         assert_eq!(phase.input_bound.dominant_side(), "the loader dominates");
+    }
+
+    #[test]
+    fn accelerator_utilisation_is_compute_over_wall_without_the_first_step() {
+        // Left out: the first step, whose 30 ms wait is the workers' start. Then 9 ms of
+        // compute (a 10 ms step less its 1 ms copy) in 15 ms, and in 11 ms.
+        let steps = vec![sample(30.0, 1.0, 10.0), sample(5.0, 1.0, 10.0), sample(1.0, 1.0, 10.0)];
+        let au = train_run(steps, 24, 60).figures().au_pct.unwrap();
+        assert!((au - 100.0 * 18.0 / 26.0).abs() < 1e-9, "{au}");
+        let fed: Vec<StepSample> = (0..4).map(|_| sample(0.0, 0.0, 10.0)).collect();
+        assert_eq!(train_run(fed, 32, 40).figures().au_pct, Some(100.0), "never waits");
+        assert_eq!(train_run(vec![sample(1.0, 0.0, 10.0)], 8, 11).figures().au_pct, None);
     }
 
     #[test]

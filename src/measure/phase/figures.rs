@@ -371,6 +371,11 @@ pub struct TrainPhase {
     pub compute: Stats,
     /// `(wait + h2d) / step` per step.
     pub input_bound: InputBound,
+    /// Accelerator utilisation as MLPerf Storage scores a loader: the step's compute (forward,
+    /// backward, optimizer: the step but its copy) over the wall time, the first measured step
+    /// left out, percent. None in results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub au_pct: Option<f64>,
     /// Mean wait of the steps that took an epoch's first batches (one per worker), ms: where
     /// a loader that drains at each epoch's end makes the step wait. None where no measured
     /// step took one.
