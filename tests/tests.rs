@@ -29,6 +29,7 @@ mod quality;
 mod ranks;
 mod reader_g1;
 mod reader_generated;
+mod replay;
 mod report;
 mod report_advice;
 mod report_stored;

@@ -29,6 +29,12 @@ pub fn run(args: &DoctorArgs) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&value)?)?;
     } else {
         out!("{summary}")?;
+        let quoted = shlex::try_quote(&args.log.to_string_lossy()).map(|q| q.into_owned());
+        outln!(
+            "Its steps replayed under a loader (their updt_s, drawn; --step-order logged keeps \
+             their order): feedbench train DATASET --step-from {}",
+            quoted.unwrap_or_else(|_| args.log.display().to_string())
+        )?;
     }
     Ok(())
 }

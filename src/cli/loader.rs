@@ -16,6 +16,7 @@ use feedbench::measure::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoa
 use feedbench::measure::system::{system_info, Placement};
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 use feedbench::model::{NoneStep, StepSpec, TrainStep};
+use feedbench::model::{ReplayOrder, StepReplay};
 use feedbench::timing::Trace;
 
 use super::loader_flags::{available_cores, LoaderFlags};
@@ -98,6 +99,15 @@ pub struct TrainArgs {
     loader: LoaderFlags,
     #[command(flatten)]
     step: StepFlags,
+    /// Replay the step times of FILE instead of --model's step: a lerobot-train log (its
+    /// `updt_s`), `feedbench train --json`'s output, or step times in ms, one a line; drawn
+    /// from them, seeded, unless --step-order logged.
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    step_from: Option<PathBuf>,
+    /// The order of --step-from's steps: `drawn` (from its times, seeded, with replacement) or
+    /// `logged` (its order, periodic spikes kept periodic).
+    #[arg(long, default_value = "drawn", requires = "step_from", value_parser = ["drawn", "logged"])]
+    step_order: String,
     /// Steps to measure.
     #[arg(long, default_value_t = 20, value_parser = super::steps)]
     steps: usize,
@@ -125,7 +135,8 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    if args.loader.lerobot_train().is_some() && args.step.model == ModelSpec::None {
+    let step_spec = step_spec(args)?;
+    if args.loader.lerobot_train().is_some() && step_spec.model == ModelSpec::None {
         anyhow::bail!(
             "--model none: a lerobot-train run steps its own policy (the default), or a step of \
              fixed length in its place (--model synthetic:MS, e.g. your log's updt_s)"
@@ -141,15 +152,15 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         Some(native) => {
             let info = native.dataset().info();
             let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
-            (step_spec(args).build(shapes.as_ref())?, None)
+            (step_spec.build(shapes.as_ref())?, None)
         }
         // A lerobot-train run steps its policy unless given a step of fixed length.
         None if args.loader.lerobot_train().is_some()
-            && args.step.model.of_a_run() == ModelSpec::Policy =>
+            && step_spec.model.of_a_run() == ModelSpec::Policy =>
         {
             (Box::new(NoneStep) as Box<dyn TrainStep>, None)
         }
-        None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &spec)?),
+        None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &step_spec, &spec)?),
     };
     let progress = progress_bar(args.steps, args.json, "training");
     let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref(), until: None };
@@ -182,17 +193,30 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     finish_trace(args.trace.as_deref(), trace)
 }
 
-/// The step `train`'s flags describe.
-fn step_spec(args: &TrainArgs) -> StepSpec {
+/// The step `train`'s flags describe: `--step-from`'s replayed step where given, else
+/// `--model`'s.
+fn step_spec(args: &TrainArgs) -> Result<StepSpec> {
     let step = &args.step;
-    StepSpec {
-        model: step.model.clone(),
+    let model = match &args.step_from {
+        Some(file) => {
+            let order = match args.step_order.as_str() {
+                "logged" => ReplayOrder::Logged,
+                _ => ReplayOrder::Drawn { seed: 0 },
+            };
+            ModelSpec::Replay(
+                StepReplay::read(file, order).map_err(|e| anyhow::anyhow!("--step-from {e}"))?,
+            )
+        }
+        None => step.model.clone(),
+    };
+    Ok(StepSpec {
+        model,
         preset: step.preset,
         config_file: None,
         device: step.device,
         dtype: step.dtype,
         host_seed: None,
-    }
+    })
 }
 
 /// The step's compute as a loader in another process feeds it (`train --loader lerobot`):
@@ -200,15 +224,26 @@ fn step_spec(args: &TrainArgs) -> StepSpec {
 /// process blocking for the compute as it blocks on a GPU step. It is `synthetic:MS`'s, or, for
 /// the diffusion policy, the median compute of its `model` phase on the target device,
 /// measured first on a batch of the same dataset; None for `none`.
-fn fed_compute(args: &TrainArgs, spec: &LoaderSpec) -> Result<Option<FedStep>> {
-    let step_spec = step_spec(args);
+fn fed_compute(
+    args: &TrainArgs,
+    step_spec: &StepSpec,
+    spec: &LoaderSpec,
+) -> Result<Option<FedStep>> {
     let device = step_spec.device()?;
-    Ok(match &args.step.model {
+    Ok(match &step_spec.model {
         ModelSpec::Synthetic { cost, .. } => {
             Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device })
         }
         ModelSpec::None => None,
         ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs().into()),
+        ModelSpec::Replay(replay) => {
+            let (median, _) = replay.median_and_p95_ms();
+            anyhow::bail!(
+                "--step-from replays a step in the native loader's train phase; LeRobot's \
+                 loaders feed one step time here: --model synthetic:{median:.1}ms is {}'s median",
+                replay.source.display()
+            )
+        }
         ModelSpec::Diffusion(_) => {
             let native = spec.build()?;
             let batch = match native.epoch(0).next() {

@@ -3,13 +3,14 @@
 //! the tests call.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
 use super::config::DiffusionConfig;
 use super::diffusion::DiffusionPolicy;
 use super::error::ModelError;
+use super::replay::{ReplayOrder, StepReplay};
 use super::shapes::{PolicyShapes, ShapesError};
 use super::step::{NoneStep, Precision, TrainStep};
 use super::synthetic::SyntheticStep;
@@ -97,6 +98,9 @@ pub enum ModelSpec {
         /// As written (`synthetic:40ms`).
         text: String,
     },
+    /// Step times replayed from a file (`replay:FILE`, drawn from its times; `replay-in-order:FILE`,
+    /// in its order): a lerobot-train log, `train --json`'s output or times in ms.
+    Replay(StepReplay),
     /// The policy of the loader's own lerobot-train run, which that loader steps itself.
     Policy,
     /// No model: the loader alone, consumer side.
@@ -114,7 +118,7 @@ impl ModelSpec {
     /// stand-in for the policy, e.g. a log's `updt_s`); anything else is the run's own policy.
     pub fn of_a_run(&self) -> ModelSpec {
         match self {
-            ModelSpec::Synthetic { .. } => self.clone(),
+            ModelSpec::Synthetic { .. } | ModelSpec::Replay(_) => self.clone(),
             _ => ModelSpec::Policy,
         }
     }
@@ -156,7 +160,19 @@ impl FromStr for ModelSpec {
                     let cost = SyntheticStep::parse_cost(text).map_err(|e| e.to_string())?;
                     return Ok(ModelSpec::Synthetic { cost, text: text.to_string() });
                 }
-                Err(format!("unknown model `{text}` (diffusion, synthetic:MS, policy, none)"))
+                let replay = |path: &str, order| {
+                    StepReplay::read(Path::new(path), order).map(ModelSpec::Replay)
+                };
+                if let Some(path) = text.strip_prefix(REPLAY_IN_ORDER) {
+                    return replay(path, ReplayOrder::Logged).map_err(|e| e.to_string());
+                }
+                if let Some(path) = text.strip_prefix(REPLAY_DRAWN) {
+                    return replay(path, ReplayOrder::Drawn { seed: 0 }).map_err(|e| e.to_string());
+                }
+                Err(format!(
+                    "unknown model `{text}` (diffusion, synthetic:MS, replay:FILE, \
+                     replay-in-order:FILE, policy, none)"
+                ))
             }
         }
     }
@@ -168,6 +184,13 @@ impl fmt::Display for ModelSpec {
             ModelSpec::Diffusion(None) => f.write_str("diffusion"),
             ModelSpec::Diffusion(Some(preset)) => write!(f, "diffusion:{preset}"),
             ModelSpec::Synthetic { text, .. } => f.write_str(text),
+            ModelSpec::Replay(replay) => {
+                let prefix = match replay.order {
+                    ReplayOrder::Logged => REPLAY_IN_ORDER,
+                    ReplayOrder::Drawn { .. } => REPLAY_DRAWN,
+                };
+                write!(f, "{prefix}{}", replay.source.display())
+            }
             ModelSpec::Policy => f.write_str("policy"),
             ModelSpec::None => f.write_str("none"),
         }
@@ -175,6 +198,12 @@ impl fmt::Display for ModelSpec {
 }
 
 serde_as_text!(ModelSpec);
+
+/// The text form of a step replayed drawn from a file's times: `replay:FILE`.
+pub const REPLAY_DRAWN: &str = "replay:";
+
+/// The text form of a step replayed in a file's order: `replay-in-order:FILE`.
+pub const REPLAY_IN_ORDER: &str = "replay-in-order:";
 
 /// Everything that decides a training step: the builder the command line, the sweep and the
 /// tests share.
@@ -234,6 +263,7 @@ impl StepSpec {
                 })
             }
             ModelSpec::Synthetic { cost, .. } => Box::new(SyntheticStep::new(*cost, device)),
+            ModelSpec::Replay(replay) => Box::new(SyntheticStep::replaying(replay, device)),
             ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs()),
             ModelSpec::None => Box::new(NoneStep),
         })

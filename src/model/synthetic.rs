@@ -9,16 +9,25 @@ use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 
 use super::error::ModelError;
+use super::replay::StepReplay;
 use super::step::{batch_tensor_on, sync, StagedBatch, StepTimes, TrainStep};
 use crate::loader::batch::Batch;
 
-/// A training step that costs a fixed time per batch.
-#[derive(Debug)]
+/// A training step that costs a fixed time per batch, or the times a file gives, step after
+/// step ([`StepReplay`]).
 pub struct SyntheticStep {
     cost: Duration,
+    /// The replayed steps' costs, where they come from a file; `cost` is then their median.
+    replayed: Option<(String, Box<dyn Iterator<Item = Duration> + Send>)>,
     device: Device,
     /// Operands of the device work (CUDA only).
     work: Option<(Tensor, Tensor)>,
+}
+
+impl std::fmt::Debug for SyntheticStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyntheticStep").field("cost", &self.cost).finish_non_exhaustive()
+    }
 }
 
 impl SyntheticStep {
@@ -29,7 +38,15 @@ impl SyntheticStep {
             let b = Tensor::randn([512, 512], (Kind::Float, device));
             (a, b)
         });
-        SyntheticStep { cost, device, work }
+        SyntheticStep { cost, replayed: None, device, work }
+    }
+
+    /// A step taking the times `replay` gives, one a step, on `device`.
+    pub fn replaying(replay: &StepReplay, device: Device) -> Self {
+        let (median, _) = replay.median_and_p95_ms();
+        let name = format!("replay of {} ({})", replay.source.display(), replay.order);
+        let step = Self::new(Duration::from_secs_f64(median / 1e3), device);
+        Self { replayed: Some((name, Box::new(replay.steps()))), ..step }
     }
 
     /// Parses the cost of `synthetic:40ms`, `synthetic:0.04s`, `synthetic:40us` or
@@ -79,21 +96,25 @@ impl TrainStep for SyntheticStep {
         }
         sync(self.device);
         let t1 = Instant::now();
+        let cost = self.replayed.as_mut().and_then(|(_, steps)| steps.next()).unwrap_or(self.cost);
         match &self.work {
             Some((a, b)) => {
-                while t1.elapsed() < self.cost {
+                while t1.elapsed() < cost {
                     let _ = a.matmul(b);
                     sync(self.device);
                 }
             }
-            None => std::thread::sleep(self.cost),
+            None => std::thread::sleep(cost),
         }
         let t2 = Instant::now();
         Ok(StepTimes { h2d: t1 - t0, forward: t2 - t1, total: t2 - t0, ..Default::default() })
     }
 
     fn name(&self) -> String {
-        format!("synthetic:{}ms", self.cost.as_secs_f64() * 1e3)
+        match &self.replayed {
+            Some((name, _)) => name.clone(),
+            None => format!("synthetic:{}ms", self.cost.as_secs_f64() * 1e3),
+        }
     }
 
     fn trainable_parameters(&self) -> usize {

@@ -1,0 +1,108 @@
+//! The user's step replayed (`train --step-from FILE`): a real lerobot-train log's `updt_s`
+//! (tests/fixtures/lerobot-train/diffusion-log-freq-1.log: lerobot-train 0.6.1, diffusion on the
+//! CPU, `--log_freq=1 --steps=40`), step after step, instead of one constant.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use crate::common;
+
+/// The fixture log.
+fn log() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/lerobot-train/diffusion-log-freq-1.log")
+}
+
+/// The median and 95th percentile (nearest rank) of `values`.
+fn median_and_p95(mut values: Vec<f64>) -> (f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((q * values.len() as f64).ceil() as usize).max(1) - 1];
+    (at(0.5), at(0.95))
+}
+
+/// The log's `updt_s`, ms.
+fn logged_ms() -> Vec<f64> {
+    let text = std::fs::read_to_string(log()).unwrap();
+    text.split_whitespace()
+        .filter_map(|t| t.strip_prefix("updt_s:"))
+        .map(|v| v.parse::<f64>().unwrap() * 1e3)
+        .collect()
+}
+
+/// `train DATA --step-from LOG ARGS --json`: each measured step's compute, ms, and the phase.
+fn replayed(data: &Path, args: &[&str]) -> (Vec<f64>, Json) {
+    let log = log();
+    let base = ["train", data.to_str().unwrap(), "--step-from", log.to_str().unwrap(), "--json"];
+    let (ok, stdout, stderr) = common::feedbench(&[&base[..], args].concat());
+    assert!(ok, "{stderr}");
+    let phase: Json = serde_json::from_str(&stdout).unwrap();
+    let compute = phase["per_step"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_ms"].as_f64().unwrap() - s["h2d_ms"].as_f64().unwrap())
+        .collect();
+    (compute, phase)
+}
+
+#[test]
+fn a_replayed_log_gives_its_median_and_p95_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("p");
+    common::synth_pusht(&data, 2, 40, &[]);
+    let logged = logged_ms();
+    assert_eq!(logged.len(), 40, "the fixture logs every step");
+    let (median, p95) = median_and_p95(logged.clone());
+    let within = |a: f64, b: f64| (a / b - 1.0).abs() < 0.10;
+    // In the log's order, 40 measured steps after 3: the log's steps, from its fourth on.
+    let args = ["--step-order", "logged", "--steps", "40", "--warmup", "3", "--workers", "1"];
+    let (steps, phase) = replayed(&data, &args);
+    let (m, p) = median_and_p95(steps.clone());
+    assert!(within(m, median) && within(p, p95), "replayed {m}/{p} ms, logged {median}/{p95}");
+    assert!(phase["au_pct"].as_f64().unwrap() > 0.0, "{phase}");
+    // In order: the log's own sequence, shifted by the warm-up.
+    for (replayed, logged) in steps.iter().zip(logged.iter().cycle().skip(3)) {
+        assert!(replayed >= logged && *replayed < logged + 15.0, "{replayed} against {logged}");
+    }
+    // Drawn (seeded): the log's distribution.
+    let (drawn, _) = replayed(&data, &["--steps", "40", "--workers", "1"]);
+    let (m, _) = median_and_p95(drawn.clone());
+    assert!(within(m, median), "drawn median {m} ms, logged {median}");
+    let steps_of = |ms: &[f64]| ms.iter().map(|x| x.round()).collect::<Vec<_>>();
+    let (again, _) = replayed(&data, &["--steps", "40", "--workers", "1"]);
+    let close = steps_of(&drawn).iter().zip(steps_of(&again)).all(|(a, b)| (a - b).abs() < 15.0);
+    assert!(close, "the same draw twice: {drawn:?} {again:?}");
+}
+
+#[test]
+fn bad_step_files_are_one_line_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("p");
+    common::synth_pusht(&data, 1, 10, &[]);
+    let root = data.to_str().unwrap();
+    for (text, said) in [
+        ("", ": no step time"),
+        ("fast\n", ":1: `fast` is no step time"),
+        ("40\n-3\n", ":2: `-3`: expected a step time above 0"),
+        ("0\n", ":1: `0`: expected"),
+        ("NaN\n", ":1: `NaN`: expected"),
+        ("1e308\n", ":1: `1e308`: expected"),
+        ("INFO start\nINFO 'num_workers': 2\n", ":1: `INFO start` is no step time"),
+    ] {
+        let file = dir.path().join("steps.txt");
+        std::fs::write(&file, text).unwrap();
+        let args = ["train", root, "--step-from", file.to_str().unwrap(), "--steps", "2"];
+        let (ok, _, stderr) = common::feedbench(&args);
+        assert!(!ok, "{text:?} taken");
+        let expected = format!("--step-from {}{said}", file.display());
+        assert!(stderr.contains(&expected), "{text:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+    let missing = ["train", root, "--step-from", "/no/such/log", "--steps", "2"];
+    let (ok, _, stderr) = common::feedbench(&missing);
+    assert!(!ok && stderr.contains("--step-from /no/such/log: "), "{stderr}");
+    let both = ["train", root, "--step-from", "/x", "--model", "synthetic:5ms"];
+    let (ok, _, stderr) = common::feedbench(&both);
+    assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
+}
