@@ -42,7 +42,7 @@ fn a_runs_memory_grows_with_its_workers_each_a_process() {
             "12",
         ];
         let memory = phase(&args, &[])["memory"].clone();
-        assert!(memory["reads"].as_u64().unwrap() >= 3, "{memory}");
+        assert!(memory["reads"].as_u64().unwrap() >= 2, "{memory}");
         assert_eq!(memory["growing"], false, "{workers} workers: {memory}");
         memory
     };
@@ -96,7 +96,7 @@ fn a_loader_that_leaks_per_batch_is_flagged_by_its_slope_and_a_normal_one_is_not
     assert_eq!(normal["growing"], false, "{normal}");
     let leaking = phase(&args, &[pythonpath, ("FEEDBENCH_TEST_LEAK", "1")])["memory"].clone();
     assert_eq!(leaking["growing"], true, "{leaking}");
-    // 24 batches of 4 items, 3 MB each: about 290 MB over the steps.
+    // 60 batches of 4 items, 3 MB each: about 720 MB over the steps.
     assert!(leaking["pss_slope_mb_per_min"].as_f64().unwrap() > 0.0, "{leaking}");
 }
 
@@ -115,5 +115,5 @@ fn the_native_loaders_phases_say_the_memory_they_hold() {
     let au = train["au_pct"].as_f64().unwrap();
     assert!(au > 0.0 && au <= 100.0, "{train}");
     let load = phase(&["load", root, "--batches", "10"], &[]);
-    assert!(load["memory"]["reads"].as_u64().unwrap() >= 3, "{load}");
+    assert!(load["memory"]["reads"].as_u64().unwrap() >= 2, "first and last: {load}");
 }

@@ -113,7 +113,7 @@ pub fn run_loader_phase(
                 samples += batch.size;
                 bytes += batch.bytes() as u64;
                 memory.after(batch_ms.len());
-                last = Instant::now();
+                last = now;
                 on_batch(batch_ms.len());
             }
         }

@@ -3,6 +3,10 @@
 //! the whole process tree (the loader's process and its DataLoader workers; every rank's).
 //! Its level is the steady state's, its slope over the steps tells a leak from noise.
 
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// One read of the tree's PSS.
@@ -26,37 +30,82 @@ impl PssSample {
 /// PSS reads over a measurement, evenly spaced: its level and its slope.
 pub const PSS_READS: usize = 6;
 
-/// This process's PSS read [`PSS_READS`] times over a measurement of a known number of steps
-/// (a read of a large process's PSS costs milliseconds: not every step).
+/// The most of a measurement's wall time PSS reads may take: a read of a large process's PSS
+/// walks its pages (13 ms of CPU for a 700 MB Python process), so reads are skipped while they
+/// would take more; the first and the last are always made.
+pub const READ_BUDGET: f64 = 0.02;
+
+/// This process's PSS read at most [`PSS_READS`] times over a measurement of a known number of
+/// steps, at evenly spaced steps within [`READ_BUDGET`], by a thread of its own: a consumer
+/// paused for a read lets the workers fill their queue, which the steps after it would measure
+/// as no wait.
 pub struct PssReads {
-    total: usize,
-    started: std::time::Instant,
-    reads: Vec<PssSample>,
+    done: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<Vec<PssSample>>>,
 }
 
 impl PssReads {
-    /// Reads before the first of `total` measured steps.
+    /// Reads now and after evenly spaced steps of `total` measured ones, until
+    /// [`Self::figures`] (or its drop) stops it.
     pub fn start(total: usize) -> Self {
-        let mut reads = Self { total, started: std::time::Instant::now(), reads: Vec::new() };
-        reads.after(0);
-        reads
+        let (done, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let (seen, stopped) = (done.clone(), stop.clone());
+        let reader = std::thread::Builder::new()
+            .name("feedbench-pss".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let every = (total / (PSS_READS - 1)).max(1);
+                let (mut reads, mut next) = (Vec::new(), 0);
+                // This thread's CPU is all reads (its polling is a few µs).
+                let cost = || crate::timing::thread_cpu_time().as_secs_f64();
+                let read = |reads: &mut Vec<PssSample>| {
+                    if let Some(main_bytes) = crate::timing::pss_bytes() {
+                        let at_s = started.elapsed().as_secs_f64();
+                        reads.push(PssSample { at_s, main_bytes, worker_bytes: Vec::new() });
+                    }
+                };
+                loop {
+                    let (done, stopping) = (seen.load(Relaxed), stopped.load(Relaxed));
+                    if done >= next {
+                        let affordable = cost() <= READ_BUDGET * started.elapsed().as_secs_f64();
+                        if reads.is_empty() || affordable || done >= total {
+                            read(&mut reads);
+                        }
+                        next = if next >= total { usize::MAX } else { (next + every).min(total) };
+                    } else if stopping {
+                        read(&mut reads);
+                    }
+                    if stopping {
+                        return reads;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            })
+            .ok();
+        Self { done, stop, reader }
     }
 
-    /// After the measured step `done`: a read where it is one of the evenly spaced ones.
-    pub fn after(&mut self, done: usize) {
-        let every = (self.total / (PSS_READS - 1)).max(1);
-        if !done.is_multiple_of(every) && done != self.total {
-            return;
-        }
-        if let Some(main_bytes) = crate::timing::pss_bytes() {
-            let at_s = self.started.elapsed().as_secs_f64();
-            self.reads.push(PssSample { at_s, main_bytes, worker_bytes: Vec::new() });
-        }
+    /// The measured steps done so far.
+    pub fn after(&self, done: usize) {
+        self.done.store(done, Relaxed);
     }
 
-    /// The figures of the reads made.
-    pub fn figures(&self) -> Option<MemoryFigures> {
-        MemoryFigures::of(&self.reads)
+    /// The figures of the reads made, the reading thread stopped.
+    pub fn figures(mut self) -> Option<MemoryFigures> {
+        MemoryFigures::of(&self.finish())
+    }
+
+    /// Stops the reading thread: its reads.
+    fn finish(&mut self) -> Vec<PssSample> {
+        self.stop.store(true, Relaxed);
+        self.reader.take().and_then(|reader| reader.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for PssReads {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -77,9 +126,10 @@ pub struct MemoryFigures {
     pub per_worker_pss_mb: Option<f64>,
     /// The PSS's least-squares slope over the measured steps, MB per minute.
     pub pss_slope_mb_per_min: f64,
-    /// Whether it grows beyond noise: the slope's 95 % interval above zero and its growth over
-    /// the steps more than [`GROWTH_LEAST_MB`] and [`GROWTH_LEAST_PCT`] of the level. A leak
-    /// shows so; a loader warming its caches may too, over a short run.
+    /// Whether it grows beyond noise: the slope's 95 % interval above zero (or, with few reads,
+    /// a rise at every read) and its growth over the steps more than [`GROWTH_LEAST_MB`] and
+    /// [`GROWTH_LEAST_PCT`] of the level. A leak shows so; a loader warming its caches may too,
+    /// over a short run.
     pub growing: bool,
     /// Reads it was made of.
     pub reads: usize,
@@ -102,7 +152,9 @@ impl MemoryFigures {
         let per_worker_pss_mb =
             (!workers.is_empty()).then(|| workers.iter().sum::<f64>() / workers.len() as f64);
         let points: Vec<(f64, f64)> = reads.iter().map(|r| (r.at_s, mb(r.total_bytes()))).collect();
-        let (slope_per_s, growing) = slope(&points).unwrap_or((0.0, false));
+        let (slope_per_s, beyond_noise) = slope(&points).unwrap_or((0.0, false));
+        // Few reads (a short run) give a wide interval: a rise at every read says it too.
+        let rising = points.len() >= 3 && points.windows(2).all(|w| w[1].1 > w[0].1);
         totals.sort_by(f64::total_cmp);
         let pss_mb = totals[totals.len() / 2];
         let span_s = reads.last().map_or(0.0, |r| r.at_s) - first.at_s;
@@ -112,7 +164,7 @@ impl MemoryFigures {
             pss_mb,
             per_worker_pss_mb,
             pss_slope_mb_per_min: slope_per_s * 60.0,
-            growing: growing && growth > least,
+            growing: (beyond_noise || rising) && growth > least,
             reads: reads.len(),
         })
     }

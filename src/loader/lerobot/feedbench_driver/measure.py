@@ -3,6 +3,7 @@ their peak memory (read from what the kernel keeps anyway), the size of a batch,
 batches taken epoch after epoch, and the `load` loop over them (`measure_load`)."""
 
 import os
+import threading
 import time
 
 from feedbench_driver.policy_step import to_device
@@ -51,6 +52,7 @@ def kilobytes_field(path, name):
 
 
 PSS_SAMPLES = 6  # PSS reads over a measurement, evenly spaced: its level and slope
+READ_BUDGET = 0.02  # the most of its wall time the reads may take (the first and last always)
 
 
 class PeakMemory:
@@ -60,20 +62,21 @@ class PeakMemory:
     pages counted once: forked workers share most of the main process) and how far its RSS
     rose above where it is now. The peak is their sum: the PSS at the end plus each process's
     rise. A sampler that read PSS every 100 ms cost about 22 ms of CPU per read of a 1.5 GB
-    process: half a core of a 2-core machine with three such processes, so `sample` reads it
-    PSS_SAMPLES times a measurement, at evenly spaced batches: `samples` holds, per read, the
-    seconds since `start`, this process's PSS and each worker's. `cpu_s` is what measuring
-    cost this thread."""
+    process: half a core of a 2-core machine with three such processes, so a thread of its own
+    reads it PSS_SAMPLES times a measurement, at evenly spaced batches (`sample` says how many
+    are done; a loop paused for the reads would let the workers fill their queue, and the
+    batches after it would be measured as no wait): `samples` holds, per read, the seconds
+    since `start`, this process's PSS and each worker's. `cpu_s` is what measuring cost."""
 
     def __init__(self):
         self.cpu_s, self.samples, self.started_at = 0.0, [], time.monotonic()
+        self.done, self.total, self.reading = 0, 0, None
 
     def sample(self, done, total):
-        """After the measured batch `done` of `total` (0: before the first): a PSS read where
-        it is one of PSS_SAMPLES evenly spaced ones (the first and the last among them)."""
-        every = max(1, total // (PSS_SAMPLES - 1))
-        if done % every and done != total:
-            return
+        """The measured batches done so far (0: before the first), of `total`."""
+        self.done, self.total = done, total
+
+    def read_pss(self):
         started = time.thread_time()
         main = kilobytes_field(f"/proc/{os.getpid()}/smaps_rollup", "Pss")
         workers = [kilobytes_field(f"/proc/{pid}/smaps_rollup", "Pss") for pid in child_pids()]
@@ -82,8 +85,36 @@ class PeakMemory:
             self.samples.append([at, main, [w for w in workers if w is not None]])
         self.cpu_s += time.thread_time() - started
 
-    def start(self):
-        self.samples, self.started_at = [], time.monotonic()
+    def read_evenly(self, stop):
+        """The reading thread: a read as `done` passes each of PSS_SAMPLES evenly spaced
+        marks while the reads take at most READ_BUDGET of the wall time (a read of a 700 MB
+        process's PSS costs 13 ms of CPU), and one as it stops where the last was not
+        reached."""
+        mark, cost = 0, 0.0
+        while True:
+            stopping = stop.is_set()
+            if self.done >= mark:
+                elapsed = time.monotonic() - self.started_at
+                if not self.samples or cost <= READ_BUDGET * elapsed or self.done >= self.total:
+                    started = time.thread_time()
+                    self.read_pss()
+                    cost += time.thread_time() - started
+                every = max(1, self.total // (PSS_SAMPLES - 1))
+                mark = float("inf") if mark >= self.total else min(mark + every, self.total)
+            elif stopping:
+                self.read_pss()
+            if stopping:
+                return
+            stop.wait(0.01)
+
+    def start(self, total):
+        """Resets the peaks and begins reading, for `total` measured batches."""
+        self.samples, self.started_at, self.done, self.total = [], time.monotonic(), 0, total
+        stop = threading.Event()
+        thread = threading.Thread(target=self.read_evenly, args=(stop,), daemon=True,
+                                  name="feedbench-pss")
+        self.reading = (stop, thread)
+        thread.start()
         started = time.thread_time()
         for pid in [os.getpid(), *child_pids()]:
             try:
@@ -95,7 +126,12 @@ class PeakMemory:
 
     def stop(self):
         """The peak in bytes, and `pss` (shared pages once) or `rss` where the kernel gives
-        no PSS."""
+        no PSS; the reading thread stopped first."""
+        if self.reading is not None:
+            stop, thread = self.reading
+            stop.set()
+            thread.join()
+            self.reading = None
         started = time.thread_time()
         peak, kind = 0, "pss"
         for pid in [os.getpid(), *child_pids()]:
@@ -225,8 +261,7 @@ def measure_load(request, dataset, stream, installed, built=None):
             first_batch_s = time.perf_counter() - started
         feed(batch)
     together()  # the ranks start their measured batches at once
-    memory.start()
-    memory.sample(0, batches)
+    memory.start(batches)
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
@@ -252,7 +287,7 @@ def measure_load(request, dataset, stream, installed, built=None):
             now = time.perf_counter()
         batch_ms.append((now - last) * 1e3)
         memory.sample(len(batch_ms), batches)
-        last = time.perf_counter()
+        last = now
         if stop_file is not None:
             say_step(wait_ms[-1], h2d_ms[-1] if h2d_ms else 0.0, batch_ms[-1])
     wall_s = time.perf_counter() - start

@@ -127,8 +127,7 @@ def measure_training(request, run, stream, installed, built):
     for _ in range(request.get("warmup", 1)):
         one_step(False)
     together()  # the ranks start their measured steps at once
-    memory.start()
-    memory.sample(0, request["batches"])
+    memory.start(request["batches"])
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     for _ in range(request["batches"]):
@@ -141,7 +140,7 @@ def measure_training(request, run, stream, installed, built):
         h2d_ms.append(handed)
         batch_ms.append((now - last) * 1e3)
         memory.sample(len(batch_ms), request["batches"])
-        last = time.perf_counter()
+        last = now
         for key in parts:
             parts[key].append(step_parts[key])
         for name, ms in step_parts["modules_ms"].items():
