@@ -8,23 +8,18 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::report::{millis, rate};
-use feedbench::bench::sweep::config::{
-    DatasetSource, EpisodeChoice, LoaderAxes, ModelSection, RunSection, SweepConfig,
-};
-use feedbench::bench::sweep::knob_axes::KnobAxes;
+use feedbench::bench::sweep::config::RunSection;
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::launch::{LaunchLine, Ranks};
-use feedbench::bench::tune::search::{Budgets, SearchSettings};
+use feedbench::bench::tune::plan::{BoxBudgets, StepChoice, TunePlan};
 use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::size::ByteSize;
-use feedbench::loader::knobs::LoaderKnob;
 use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
-use feedbench::model::{DeviceChoice, ModelSpec};
 
 use super::loader::StepFlags;
 use super::loader_flags::LoaderFlags;
@@ -236,117 +231,81 @@ fn tune(
     started: Begun,
     models_from: Option<&std::path::Path>,
 ) -> Result<(Tuned, PathBuf)> {
-    let choice = choice.clone();
-    let (model, device) = match args.step_ms {
-        Some(ms) if !(ms.is_finite() && ms > 0.0) => {
-            anyhow::bail!("--step-ms {ms}: expected a step time in ms above 0")
-        }
-        Some(ms) => (
-            format!("synthetic:{ms}ms").parse::<ModelSpec>().map_err(anyhow::Error::msg)?,
-            DeviceChoice::Cpu,
-        ),
-        // A lerobot-train run's step is its own policy's, unless a fixed cost is given.
-        None if matches!(choice, LoaderChoice::LerobotTrain(_)) => {
-            (args.step.model.of_a_run(), args.step.device)
-        }
-        None => (args.step.model.clone(), args.step.device),
-    };
     // The loader kept whole: the sweep's `[loader]` declares the same one.
-    let declared = match &choice {
+    let declared = match choice {
         LoaderChoice::LerobotTrain(_) => LoaderDeclaration {
             lerobot_train: launched.loader.lerobot_train().map(str::to_string),
             ..choice.declaration()
         },
         _ => choice.declaration(),
     };
-    let (cpus, cpus_from) = match args.cpus {
-        Some(n) => (n as usize, Source::Flag),
-        None => default_cpus(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?,
-    };
-    let memory = match args.memory {
-        Some(size) => size.0,
-        None => default_memory().context("the memory available is unknown here: give --memory")?,
-    };
-    // N ranks share the box: each rank's loader gets its share of the cores and memory.
-    let processes = launched.ranks.n;
-    if processes > cpus {
-        let ranks = match &launched.ranks.from {
-            Some(from) => format!("{processes} ranks ({from})"),
-            None => format!("--processes {processes}: {processes} ranks"),
-        };
-        anyhow::bail!(
-            "{ranks} on {cpus} core{} leave a rank less than one; give --cpus for the box's \
-             cores, or fewer ranks",
-            if cpus == 1 { "" } else { "s" }
-        );
-    }
-    let (cpus, memory) = (cpus / processes, memory / processes as u64);
-    // Tune chooses among workers 0…cpus × prefetch 1, 2 and 4: the exhaustive sweep's grid.
-    let depths = |p: usize| vec![1, p, p * 2];
-    let grid = (cpus + 1) * depths(2).len();
-    let settings = SearchSettings::new(args.target, grid);
-    // Absolute, so that the sweep config kept beside the results reads the same dataset.
-    let root = std::fs::canonicalize(&spec.dataset).unwrap_or_else(|_| spec.dataset.clone());
-    let config = SweepConfig {
-        dataset: DatasetSource {
-            path: Some(root.clone()),
-            synth: None,
-            episodes: spec.episodes.clone().map(EpisodeChoice::List),
-            frames_per_episode: None,
-            codec: None,
-            gop: None,
-            crf: None,
-            format: None,
-            cache: None,
-        },
-        loader: LoaderAxes {
-            window: spec.window,
-            // Every knob as the flags set it; the configurations tune chooses from, as a sweep
-            // config: the exhaustive sweep.
-            knobs: KnobAxes::from_config(&spec.config)
-                .with(&LoaderKnob::WORKERS, 0..=cpus)
-                .with(&LoaderKnob::PREFETCH, depths(settings.prefetch)),
-            loader: vec![declared.backend],
-            python: declared.python,
-            video_backend: declared.video_backend,
-            lerobot_train: declared.lerobot_train,
-        },
-        model: ModelSection {
-            model: vec![model],
-            preset: args.step.preset,
-            device,
-            dtype: vec![args.step.dtype],
-            threads: args.step.threads,
-        },
-        run: RunSection {
-            loader_batches: args.loader_batches,
-            model_steps: 5,
-            train_steps: args.train_steps,
-            warmup: args.warmup,
-            repeats: 1,
-            trace_cell: None,
-        },
-    };
-    let out = out.unwrap_or_else(|| default_out(&root));
+    let budgets = box_budgets(args)?;
+    let (step, run) = (step_choice(args), run_lengths(args));
+    let plan = TunePlan::new(spec, declared, &step, &budgets, &launched.ranks, args.target, run)?;
+    let out = out.unwrap_or_else(|| default_out(&plan.root));
+    // The line's script is the run measured: feedbench-lerobot-train for feedbench's reader.
+    let feedbench_reader =
+        matches!(choice, LoaderChoice::LerobotTrain(run) if run.reader == Reader::Feedbench);
     let request = TuneRequest {
-        config: &config,
-        root: &root,
+        config: &plan.config,
+        root: &plan.root,
         out: &out,
-        budgets: Budgets { cpus, memory_bytes: memory },
-        settings,
+        budgets: plan.budgets,
+        settings: plan.settings,
         resume: if args.resume { Resume::Yes } else { Resume::No },
         ranks: launched.ranks.clone(),
-        // The line's script is the run measured: feedbench-lerobot-train for feedbench's reader.
-        launcher: launched.line.as_ref().map(|line| {
-            line.launcher(
-                matches!(&choice, LoaderChoice::LerobotTrain(run) if run.reader == Reader::Feedbench),
-            )
-        }),
+        launcher: launched.line.as_ref().map(|line| line.launcher(feedbench_reader)),
         budget: args.budget,
         started: started.at,
         bridge: &started.bridge,
         models_from,
     };
+    say_budgets(&plan, &budgets.cpus_from, launched.ranks.n, &out);
+    let mut said_step = false;
+    let tuned = run_tune(&request, |progress| say_progress(progress, &mut said_step))?;
+    Ok((tuned, out))
+}
+
+/// The box's cores and memory: the flags', else what the machine suggests.
+fn box_budgets(args: &TuneArgs) -> Result<BoxBudgets> {
+    let (cpus, cpus_from) = match args.cpus {
+        Some(n) => (n as usize, Source::Flag),
+        None => default_cpus(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?,
+    };
+    let memory_bytes = match args.memory {
+        Some(size) => size.0,
+        None => default_memory().context("the memory available is unknown here: give --memory")?,
+    };
+    Ok(BoxBudgets { cpus, cpus_from, memory_bytes })
+}
+
+/// The step the flags give.
+fn step_choice(args: &TuneArgs) -> StepChoice {
+    StepChoice {
+        step_ms: args.step_ms,
+        model: args.step.model.clone(),
+        device: args.step.device,
+        preset: args.step.preset,
+        dtype: args.step.dtype,
+        threads: args.step.threads,
+    }
+}
+
+/// How long each phase runs, as the flags say.
+fn run_lengths(args: &TuneArgs) -> RunSection {
+    RunSection {
+        loader_batches: args.loader_batches,
+        model_steps: 5,
+        train_steps: args.train_steps,
+        warmup: args.warmup,
+        repeats: 1,
+        trace_cell: None,
+    }
+}
+
+/// The line a tune begins with: each rank's cores and memory, where they came from, and where
+/// the results go.
+fn say_budgets(plan: &TunePlan, cpus_from: &Source, processes: usize, out: &std::path::Path) {
     let from = match cpus_from {
         Source::Flag => "--cpus".to_string(),
         Source::Variable(name) => format!("${name}"),
@@ -360,14 +319,18 @@ fn tune(
     } else {
         String::new()
     };
+    let cpus = plan.budgets.cpus;
     eprintln!(
         "tune: up to {cpus} core{} ({from}), {:.2} for batches{per_rank}; results in {}",
         if cpus == 1 { "" } else { "s" },
-        Bytes::of(memory).gb(),
+        Bytes::of(plan.budgets.memory_bytes).gb(),
         out.display()
     );
-    let mut said_step = false;
-    let tuned = run_tune(&request, |progress| match progress {
+}
+
+/// A progress line of a tune, on stderr; the step's demand once, with the first measurement.
+fn say_progress(progress: TuneProgress<'_>, said_step: &mut bool) {
+    match progress {
         TuneProgress::Measuring { workers, prefetch, why, steps, left } => {
             let mut time = format!("{:.0} s in", left.elapsed_s);
             if let Some(each) = left.per_configuration_s {
@@ -386,8 +349,7 @@ fn tune(
              so far"
         ),
         TuneProgress::Measured { step, demand } => {
-            if !said_step {
-                said_step = true;
+            if !std::mem::replace(said_step, true) {
                 eprintln!(
                     "tune: the step takes {} ms: it asks for {} samples/s",
                     millis(demand.step_ms),
@@ -407,8 +369,7 @@ fn tune(
                 step.input_bound_pct
             );
         }
-    })?;
-    Ok((tuned, out))
+    }
 }
 
 /// The answer of one tune, as text or JSON.

@@ -7,8 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::answer::{Answer, Bound};
 use super::TuneStep;
 use crate::measure::phase::{RankSpread, TrainPhase};
+use crate::measure::stats::median;
 
 /// The most configurations measured with every rank at once.
 pub const MOST_AT_ONCE: usize = 3;
@@ -58,6 +60,42 @@ pub fn next_workers(
             if workers == 1 { "" } else { "s" }
         ),
     ))
+}
+
+/// `answer` made what `workers` per rank measured with the ranks at once gave, `phase` (the
+/// slowest rank's, with every rank's memory): its workers, figures and memory; where it moved
+/// from the `predicted` workers, what bounds it too.
+pub fn measured_into(
+    answer: &mut Answer,
+    workers: usize,
+    phase: &TrainPhase,
+    ranks: usize,
+    (predicted, target_pct): (usize, f64),
+) {
+    answer.workers = workers;
+    let shares = (phase.input_bound.median_pct, phase.input_bound.p95_pct);
+    let waits = phase.per_step.iter().map(|s| {
+        let whole = s.wait_ms + s.step_ms;
+        if whole > 0.0 {
+            100.0 * s.wait_ms / whole
+        } else {
+            0.0
+        }
+    });
+    let wait_pct = (median(waits), shares.1);
+    answer.measured_at_once = true;
+    answer.train_samples_per_s = phase.samples_per_s;
+    let held = phase.memory.as_ref().map(|m| (m.pss_mb * 1e6) as u64);
+    answer.memory_at_ranks_bytes = held;
+    answer.memory_bytes = held.map(|all| all / ranks.max(1) as u64);
+    answer.first_batch_s = phase.first_batch_s.or(answer.first_batch_s);
+    (answer.input_bound_pct, answer.wait_pct) = (shares, wait_pct);
+    if workers != predicted {
+        (answer.train_interval, answer.one_fewer_pct, answer.too_close) = (None, None, None);
+        if wait_pct.0 <= target_pct {
+            answer.bound = Bound::Step;
+        }
+    }
 }
 
 impl AtOnce {

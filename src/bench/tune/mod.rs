@@ -13,6 +13,7 @@ pub mod at_once;
 pub mod budget;
 pub mod flags;
 pub mod launch;
+pub mod plan;
 pub mod predict;
 pub mod search;
 
@@ -22,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use self::answer::{answer, Answer, AnswerKnobs, Bound};
-use self::at_once::{next_workers, AtOnce, MOST_AT_ONCE};
+use self::answer::{answer, Answer, AnswerKnobs};
+use self::at_once::{measured_into, next_workers, AtOnce, MOST_AT_ONCE};
 use self::launch::Ranks;
 use self::predict::Demand;
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
@@ -37,7 +38,7 @@ use super::sweep::{
 };
 use crate::dataset::files::write_whole;
 use crate::loader::lerobot::LerobotBridge;
-use crate::measure::phase::{StepSample, Until};
+use crate::measure::phase::{StepSample, TrainPhase, Until};
 use crate::model::ModelSpec;
 
 /// The file of a tune's output directory holding its search and its answer.
@@ -362,6 +363,7 @@ pub fn run_tune(
     if request.ranks.n > 1 && base.loader.is_a_training_run() {
         let (mut workers, predicted) = (answer.workers, answer.workers);
         let mut why = format!("the answer with the {} ranks at once", request.ranks.n);
+        let mut best: Option<(TuneStep, TrainPhase)> = None;
         for _ in 0..MOST_AT_ONCE {
             let mut cell = base.clone();
             (cell.knobs.workers, cell.knobs.prefetch) = (workers, answer.prefetch);
@@ -403,39 +405,21 @@ pub fn run_tune(
             });
             let step = steps.last().expect("pushed");
             progress(TuneProgress::Measured { step, demand: answer.demand });
-            let next = next_workers(workers, &phase, state.settings.target_pct, state.budgets.cpus);
-            let shares = (phase.input_bound.median_pct, phase.input_bound.p95_pct);
-            let waits = phase.per_step.iter().map(|s| {
-                let whole = s.wait_ms + s.step_ms;
-                if whole > 0.0 {
-                    100.0 * s.wait_ms / whole
-                } else {
-                    0.0
-                }
-            });
-            let wait_pct = (crate::measure::stats::median(waits), shares.1);
-            // The answer's figures are the ones measured with every rank at once; where it
-            // moved, so does what bounds it.
-            answer.measured_at_once = true;
-            answer.train_samples_per_s = phase.samples_per_s;
-            let held = phase.memory.as_ref().map(|m| (m.pss_mb * 1e6) as u64);
-            answer.memory_at_ranks_bytes = held;
-            answer.first_batch_s = phase.first_batch_s.or(answer.first_batch_s);
-            answer.memory_bytes = held.map(|all| all / request.ranks.n as u64);
-            (answer.input_bound_pct, answer.wait_pct) = (shares, wait_pct);
-            if workers != predicted {
-                (answer.train_interval, answer.one_fewer_pct, answer.too_close) =
-                    (None, None, None);
-                if wait_pct.0 <= state.settings.target_pct {
-                    answer.bound = Bound::Step;
-                }
+            // More workers that did not help with every rank at once leave the fewer.
+            let ib = |phase: &TrainPhase| phase.input_bound.median_pct;
+            if best.as_ref().is_some_and(|(_, kept)| ib(&phase) >= ib(kept)) {
+                break;
             }
-            at_once = AtOnce::of(request.ranks.n, step, phase, predicted);
+            let next = next_workers(workers, &phase, state.settings.target_pct, state.budgets.cpus);
+            best = Some((step.clone(), phase));
             let Some((more, because)) = next else { break };
             (workers, why) = (more, because);
         }
-        if let Some(measured) = &at_once {
-            answer.workers = measured.workers;
+        if let Some((step, phase)) = best {
+            let target = state.settings.target_pct;
+            let ranks = request.ranks.n;
+            measured_into(&mut answer, step.workers, &phase, ranks, (predicted, target));
+            at_once = AtOnce::of(request.ranks.n, &step, phase, predicted);
         }
     }
     let builds = request.bridge.builds();
