@@ -90,8 +90,10 @@ pub fn measured_into(
     answer.memory_bytes = held.map(|all| all / ranks.max(1) as u64);
     answer.first_batch_s = phase.first_batch_s.or(answer.first_batch_s);
     (answer.input_bound_pct, answer.wait_pct) = (shares, wait_pct);
+    // The interval was of one rank alone; the ranks at once are one measurement.
+    answer.train_interval = None;
     if workers != predicted {
-        (answer.train_interval, answer.one_fewer_pct, answer.too_close) = (None, None, None);
+        (answer.one_fewer_pct, answer.too_close) = (None, None);
         if wait_pct.0 <= target_pct {
             answer.bound = Bound::Step;
         }
