@@ -491,6 +491,7 @@ fn tune_answers_for_a_lerobot_train_run_with_either_reader() {
 #[test]
 fn feedbench_reader_takes_epochs_back_to_back_where_lerobots_stalls_at_each_start() {
     let Some(python) = lerobot_python() else { return };
+    let _alone = common::timing_alone();
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     // 3 episodes of 24 frames, less 7 dropped from each: 51 samples, 7 batches of 8 an epoch;

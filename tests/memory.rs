@@ -26,6 +26,7 @@ fn run_text(dir: &Path) -> String {
 #[test]
 fn a_runs_memory_grows_with_its_workers_each_a_process() {
     let Some(python) = common::lerobot_python() else { return };
+    let _alone = common::timing_alone();
     let dir = tempfile::tempdir().unwrap();
     let text = run_text(dir.path());
     let python = python.to_str().unwrap();
@@ -60,14 +61,13 @@ fn a_runs_memory_grows_with_its_workers_each_a_process() {
 #[test]
 fn a_loader_that_leaks_per_batch_is_flagged_by_its_slope_and_a_normal_one_is_not() {
     let Some(python) = common::lerobot_python() else { return };
+    let _alone = common::timing_alone();
     let dir = tempfile::tempdir().unwrap();
     let text = run_text(dir.path());
     let python = python.to_str().unwrap();
-    let site = dir.path().join("site");
-    std::fs::create_dir_all(&site).unwrap();
     // Each item keeps 3 MB alive, as a dataset caching what it read without bound would.
-    std::fs::write(
-        site.join("sitecustomize.py"),
+    let site = crate::ranks::site(
+        dir.path(),
         "import os\n\
          if os.environ.get('FEEDBENCH_TEST_LEAK'):\n\
          \x20   from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
@@ -76,8 +76,7 @@ fn a_loader_that_leaks_per_batch_is_flagged_by_its_slope_and_a_normal_one_is_not
          \x20       kept.append(bytearray(os.urandom(3 << 20)))\n\
          \x20       return original(self, index)\n\
          \x20   LeRobotDataset.__getitem__ = leaking\n",
-    )
-    .unwrap();
+    );
     let args = [
         "train",
         "--lerobot-train",

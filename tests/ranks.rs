@@ -24,7 +24,7 @@ fn run_args(dir: &Path) -> Vec<String> {
 
 /// A directory holding a `sitecustomize.py` of `text`, which every Python started with it on
 /// PYTHONPATH runs first: the drivers and their workers.
-fn site(dir: &Path, text: &str) -> PathBuf {
+pub(crate) fn site(dir: &Path, text: &str) -> PathBuf {
     let site = dir.join("site");
     std::fs::create_dir_all(&site).unwrap();
     std::fs::write(site.join("sitecustomize.py"), text).unwrap();
@@ -49,6 +49,14 @@ fn rank_one(sleep_s: f64, die_at: Option<usize>) -> String {
          \x20       return original(self, index)\n\
          \x20   LeRobotDataset.__getitem__ = slower\n"
     )
+}
+
+/// `train` of the run `text` as 2 ranks at once in `python`, a 20 ms step, `steps` steps.
+fn two_ranks(text: &str, python: &Path, steps: usize) -> Vec<String> {
+    let python = python.to_str().unwrap();
+    let words = ["train", "--lerobot-train", text, "--python", python, "--processes", "2"];
+    let step = ["--model", "synthetic:20ms", "--warmup", "1", "--steps", &steps.to_string()];
+    words.iter().chain(&step).map(|w| w.to_string()).collect()
 }
 
 /// `feedbench ARGS` with `env`: success, stdout, stderr.
@@ -88,26 +96,13 @@ fn two_ranks_take_disjoint_shards_as_accelerate_deals_them() {
 #[test]
 fn two_ranks_step_together_and_the_slowest_paces_and_is_named() {
     let Some(python) = common::lerobot_python() else { return };
+    let _alone = common::timing_alone();
     let dir = tempfile::tempdir().unwrap();
     let text = run_args(dir.path()).join(" ");
     let site = site(dir.path(), &rank_one(0.04, None));
-    let python = python.to_str().unwrap();
-    let args = [
-        "train",
-        "--lerobot-train",
-        &text,
-        "--python",
-        python,
-        "--processes",
-        "2",
-        "--model",
-        "synthetic:20ms",
-        "--steps",
-        "6",
-        "--warmup",
-        "1",
-        "--json",
-    ];
+    let mut args = two_ranks(&text, &python, 6);
+    args.push("--json".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (ok, stdout, stderr) = feedbench_with(&args, &[("PYTHONPATH", site.to_str().unwrap())]);
     assert!(ok, "{stderr}");
     let phase: Json = serde_json::from_str(&stdout).unwrap();
@@ -134,22 +129,8 @@ fn a_rank_that_dies_mid_step_ends_the_others_and_is_named() {
     let text = run_args(dir.path()).join(" ");
     let site = site(dir.path(), &rank_one(0.0, Some(20)));
     let marker = format!("FEEDBENCH_RANKS_TEST={}", dir.path().display());
-    let python = python.to_str().unwrap();
-    let args = [
-        "train",
-        "--lerobot-train",
-        &text,
-        "--python",
-        python,
-        "--processes",
-        "2",
-        "--model",
-        "synthetic:20ms",
-        "--steps",
-        "30",
-        "--warmup",
-        "1",
-    ];
+    let args = two_ranks(&text, &python, 30);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (name, value) = marker.split_once('=').unwrap();
     let started = Instant::now();
     let env = [("PYTHONPATH", site.to_str().unwrap()), (name, value)];

@@ -166,3 +166,11 @@ pub fn children(pid: u32) -> Vec<u32> {
         .flat_map(|text| text.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<_>>())
         .collect()
 }
+
+/// Held by the tests whose assertions are timings (a wait against another, a step's p95): they
+/// run one at a time, so that two of them (each with LeRobot drivers and DataLoader workers on
+/// a 2-core machine) do not measure each other. Other tests still run beside them.
+pub fn timing_alone() -> std::sync::MutexGuard<'static, ()> {
+    static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TIMING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
