@@ -38,10 +38,16 @@ pub fn peak_rss_bytes() -> Option<u64> {
     kilobytes_line("/proc/self/status", "VmHWM:")
 }
 
-/// The process's proportional set size now, bytes (`Pss` of /proc/self/smaps_rollup: a page
-/// shared with other processes counted in part); None where the kernel does not say.
-pub fn pss_bytes() -> Option<u64> {
-    kilobytes_line("/proc/self/smaps_rollup", "Pss:")
+/// The process's proportional set size now (`Pss` of /proc/self/smaps_rollup: a page shared
+/// with other processes counted in part) and its anonymous memory (`Anonymous`: what no other
+/// process's exit changes, where a leak shows), bytes; None where the kernel does not say.
+pub fn pss_and_anonymous_bytes() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+    };
+    Some((field("Pss:")?, field("Anonymous:").unwrap_or(0)))
 }
 
 /// The value of the line of `file` that starts with `name`, in kB, as bytes.

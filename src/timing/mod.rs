@@ -11,7 +11,8 @@ pub mod tree;
 
 pub use clock::thread_cpu_time;
 pub use clock::{
-    available_memory_bytes, peak_rss_bytes, process_cpu_time, pss_bytes, reset_peak_rss,
+    available_memory_bytes, peak_rss_bytes, process_cpu_time, pss_and_anonymous_bytes,
+    reset_peak_rss,
 };
 pub use helpers::{starting_threads, HelperThreads};
 pub use instructions::InstructionCounter;

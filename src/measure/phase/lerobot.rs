@@ -43,10 +43,11 @@ fn no_answer() -> LoaderError {
 /// What the driver's process tree held over its measured batches, from its PSS reads.
 fn memory_of(run: &LerobotRun) -> Option<MemoryFigures> {
     let reads: Vec<PssSample> = (run.memory_samples.iter())
-        .map(|(at_s, main_bytes, workers)| PssSample {
+        .map(|(at_s, main_bytes, workers, anonymous_bytes)| PssSample {
             at_s: *at_s,
             main_bytes: *main_bytes,
             worker_bytes: workers.clone(),
+            anonymous_bytes: *anonymous_bytes,
         })
         .collect();
     MemoryFigures::of(&reads)

@@ -87,7 +87,7 @@ pub fn run_loader_phase(
     let mut epoch_position = Vec::with_capacity(batches);
     let mut last = clock.wall;
     let (mut first_batch_s, mut frames) = (None, None);
-    let mut memory = PssReads::start(batches);
+    let mut memory = PssReads::start();
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
         if first_batch_s.is_none() {
@@ -97,9 +97,9 @@ pub fn run_loader_phase(
         match iteration {
             Iteration::Warmup { last: true } => {
                 stream.take_timing();
+                memory = PssReads::start();
                 clock = Clock::start();
                 last = clock.wall;
-                memory = PssReads::start(batches);
             }
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
@@ -112,7 +112,6 @@ pub fn run_loader_phase(
                 batch_ms.push(ms);
                 samples += batch.size;
                 bytes += batch.bytes() as u64;
-                memory.after(batch_ms.len());
                 last = now;
                 on_batch(batch_ms.len());
             }
@@ -281,7 +280,7 @@ fn feed_steps(
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
     let (started, mut first_batch_s) = (Instant::now(), None);
-    let mut memory = PssReads::start(steps);
+    let mut memory = PssReads::start();
     for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
         let fed = feeder.next();
@@ -297,8 +296,8 @@ fn feed_steps(
         match iteration {
             Iteration::Warmup { last: true } => {
                 feeder.warmed_up();
+                memory = PssReads::start();
                 clock = Clock::start();
-                memory = PssReads::start(steps);
             }
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
@@ -309,7 +308,6 @@ fn feed_steps(
                     ..StepSample::of(wait, &times, whole)
                 });
                 record_step(&mut timing, &times);
-                memory.after(per_step.len());
                 on_step(per_step.len());
                 if until.is_some_and(|until| until(&per_step)) {
                     break;

@@ -3,10 +3,6 @@
 //! the whole process tree (the loader's process and its DataLoader workers; every rank's).
 //! Its level is the steady state's, its slope over the steps tells a leak from noise.
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 /// One read of the tree's PSS.
@@ -18,6 +14,9 @@ pub struct PssSample {
     pub main_bytes: u64,
     /// Each worker process, bytes (none where the workers are threads of the main process).
     pub worker_bytes: Vec<u64>,
+    /// The anonymous memory of the whole tree, bytes: a leak grows it, and unlike the PSS it
+    /// does not rise when another process that shared pages with the tree (a library) exits.
+    pub anonymous_bytes: u64,
 }
 
 impl PssSample {
@@ -27,85 +26,36 @@ impl PssSample {
     }
 }
 
-/// PSS reads over a measurement, evenly spaced: its level and its slope.
-pub const PSS_READS: usize = 6;
-
-/// The most of a measurement's wall time PSS reads may take: a read of a large process's PSS
-/// walks its pages (13 ms of CPU for a 700 MB Python process), so reads are skipped while they
-/// would take more; the first and the last are always made.
-pub const READ_BUDGET: f64 = 0.02;
-
-/// This process's PSS read at most [`PSS_READS`] times over a measurement of a known number of
-/// steps, at evenly spaced steps within [`READ_BUDGET`], by a thread of its own: a consumer
-/// paused for a read lets the workers fill their queue, which the steps after it would measure
-/// as no wait.
+/// This process's PSS read before a measurement's window and after it, never inside: a read
+/// walks the process's page tables and holds its memory map (milliseconds for a large
+/// process), and one made by a thread while the loader ran doubled the wait of the epochs'
+/// first batches on a loaded machine.
 pub struct PssReads {
-    done: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    reader: Option<std::thread::JoinHandle<Vec<PssSample>>>,
+    started: std::time::Instant,
+    reads: Vec<PssSample>,
 }
 
 impl PssReads {
-    /// Reads now and after evenly spaced steps of `total` measured ones, until
-    /// [`Self::figures`] (or its drop) stops it.
-    pub fn start(total: usize) -> Self {
-        let (done, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
-        let (seen, stopped) = (done.clone(), stop.clone());
-        let reader = std::thread::Builder::new()
-            .name("feedbench-pss".into())
-            .spawn(move || {
-                let started = std::time::Instant::now();
-                let every = (total / (PSS_READS - 1)).max(1);
-                let (mut reads, mut next) = (Vec::new(), 0);
-                // This thread's CPU is all reads (its polling is a few µs).
-                let cost = || crate::timing::thread_cpu_time().as_secs_f64();
-                let read = |reads: &mut Vec<PssSample>| {
-                    if let Some(main_bytes) = crate::timing::pss_bytes() {
-                        let at_s = started.elapsed().as_secs_f64();
-                        reads.push(PssSample { at_s, main_bytes, worker_bytes: Vec::new() });
-                    }
-                };
-                loop {
-                    let (done, stopping) = (seen.load(Relaxed), stopped.load(Relaxed));
-                    if done >= next {
-                        let affordable = cost() <= READ_BUDGET * started.elapsed().as_secs_f64();
-                        if reads.is_empty() || affordable || done >= total {
-                            read(&mut reads);
-                        }
-                        next = if next >= total { usize::MAX } else { (next + every).min(total) };
-                    } else if stopping {
-                        read(&mut reads);
-                    }
-                    if stopping {
-                        return reads;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-            })
-            .ok();
-        Self { done, stop, reader }
+    /// The read before the window.
+    pub fn start() -> Self {
+        let mut reads = Self { started: std::time::Instant::now(), reads: Vec::new() };
+        reads.read();
+        reads
     }
 
-    /// The measured steps done so far.
-    pub fn after(&self, done: usize) {
-        self.done.store(done, Relaxed);
+    /// A read now.
+    fn read(&mut self) {
+        if let Some((main_bytes, anonymous_bytes)) = crate::timing::pss_and_anonymous_bytes() {
+            let at_s = self.started.elapsed().as_secs_f64();
+            let worker_bytes = Vec::new();
+            self.reads.push(PssSample { at_s, main_bytes, worker_bytes, anonymous_bytes });
+        }
     }
 
-    /// The figures of the reads made, the reading thread stopped.
+    /// The read after the window, and the figures of both.
     pub fn figures(mut self) -> Option<MemoryFigures> {
-        MemoryFigures::of(&self.finish())
-    }
-
-    /// Stops the reading thread: its reads.
-    fn finish(&mut self) -> Vec<PssSample> {
-        self.stop.store(true, Relaxed);
-        self.reader.take().and_then(|reader| reader.join().ok()).unwrap_or_default()
-    }
-}
-
-impl Drop for PssReads {
-    fn drop(&mut self) {
-        self.finish();
+        self.read();
+        MemoryFigures::of(&self.reads)
     }
 }
 
@@ -152,13 +102,20 @@ impl MemoryFigures {
         let per_worker_pss_mb =
             (!workers.is_empty()).then(|| workers.iter().sum::<f64>() / workers.len() as f64);
         let points: Vec<(f64, f64)> = reads.iter().map(|r| (r.at_s, mb(r.total_bytes()))).collect();
-        let (slope_per_s, beyond_noise) = slope(&points).unwrap_or((0.0, false));
-        // Few reads (a short run) give a wide interval: a rise at every read says it too.
-        let rising = points.len() >= 3 && points.windows(2).all(|w| w[1].1 > w[0].1);
+        let (slope_per_s, _) = slope(&points).unwrap_or((0.0, false));
+        // Whether it grows is asked of the anonymous memory: the PSS rises by the tree's new
+        // share of a library's pages when another process mapping it exits.
+        let points: Vec<(f64, f64)> = match reads.iter().all(|r| r.anonymous_bytes > 0) {
+            true => reads.iter().map(|r| (r.at_s, mb(r.anonymous_bytes))).collect(),
+            false => points,
+        };
+        let (growth_per_s, beyond_noise) = slope(&points).unwrap_or((0.0, false));
+        // Few reads give a wide interval, two none: a rise at every read says it too.
+        let rising = points.len() >= 2 && points.windows(2).all(|w| w[1].1 > w[0].1);
         totals.sort_by(f64::total_cmp);
         let pss_mb = totals[totals.len() / 2];
         let span_s = reads.last().map_or(0.0, |r| r.at_s) - first.at_s;
-        let growth = slope_per_s * span_s;
+        let growth = growth_per_s * span_s;
         let least = GROWTH_LEAST_MB.max(GROWTH_LEAST_PCT / 100.0 * pss_mb);
         Some(Self {
             pss_mb,
@@ -186,9 +143,12 @@ impl MemoryFigures {
 }
 
 /// The least-squares slope of `points` (seconds, MB) per second, and whether its 95 % interval
-/// lies above zero; None for fewer than three points or no time between them.
+/// lies above zero (never, of two points); None for fewer than two points or no time between.
 fn slope(points: &[(f64, f64)]) -> Option<(f64, bool)> {
     let n = points.len();
+    if let [(t0, y0), (t1, y1)] = points {
+        return (t1 > t0).then(|| ((y1 - y0) / (t1 - t0), false));
+    }
     if n < 3 {
         return None;
     }
@@ -216,8 +176,23 @@ mod tests {
                 at_s: i as f64 * 10.0,
                 main_bytes: (mb * 1e6) as u64,
                 worker_bytes: vec![50_000_000; workers],
+                anonymous_bytes: 0,
             })
             .collect()
+    }
+
+    #[test]
+    fn growth_is_asked_of_the_anonymous_memory_not_the_pss() {
+        // The PSS rises 300 MB (another process sharing a library exited); the anonymous
+        // memory stays: not growing. The anonymous memory rising 300 MB is.
+        let mut shared = reads(&[900.0, 1200.0], 0);
+        shared.iter_mut().for_each(|r| r.anonymous_bytes = 400_000_000);
+        let shared = MemoryFigures::of(&shared).unwrap();
+        assert!(!shared.growing && shared.pss_slope_mb_per_min > 0.0, "{shared:?}");
+        let mut leak = reads(&[900.0, 1200.0], 0);
+        leak[1].anonymous_bytes = 700_000_000;
+        leak[0].anonymous_bytes = 400_000_000;
+        assert!(MemoryFigures::of(&leak).unwrap().growing);
     }
 
     #[test]

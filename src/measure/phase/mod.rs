@@ -25,5 +25,5 @@ pub use figures::{
 };
 pub use lerobot::lerobot_model_phases;
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
-pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT, PSS_READS};
+pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT};
 pub use steps::{SampleStep, SampleSteps};

@@ -3,7 +3,6 @@ their peak memory (read from what the kernel keeps anyway), the size of a batch,
 batches taken epoch after epoch, and the `load` loop over them (`measure_load`)."""
 
 import os
-import threading
 import time
 
 from feedbench_driver.policy_step import to_device
@@ -51,70 +50,53 @@ def kilobytes_field(path, name):
     return None
 
 
-PSS_SAMPLES = 6  # PSS reads over a measurement, evenly spaced: its level and slope
-READ_BUDGET = 0.02  # the most of its wall time the reads may take (the first and last always)
+def rollup(pid):
+    """(PSS, anonymous) bytes of a live process, from one read of its smaps_rollup; (None, 0)
+    once it is gone."""
+    fields = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name in ("Pss", "Anonymous"):
+                    fields[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return fields.get("Pss"), fields.get("Anonymous", 0)
 
 
 class PeakMemory:
-    """The peak memory of this process and its workers over a timed window, from what the
-    kernel keeps anyway, so that measuring costs the loader nothing while it runs. `start`
-    resets each process's high-water mark (VmHWM); `stop` reads, once, each one's PSS (shared
-    pages counted once: forked workers share most of the main process) and how far its RSS
-    rose above where it is now. The peak is their sum: the PSS at the end plus each process's
-    rise. A sampler that read PSS every 100 ms cost about 22 ms of CPU per read of a 1.5 GB
-    process: half a core of a 2-core machine with three such processes, so a thread of its own
-    reads it PSS_SAMPLES times a measurement, at evenly spaced batches (`sample` says how many
-    are done; a loop paused for the reads would let the workers fill their queue, and the
-    batches after it would be measured as no wait): `samples` holds, per read, the seconds
-    since `start`, this process's PSS and each worker's. `cpu_s` is what measuring cost."""
+    """The memory of this process and its workers over a timed window, from what the kernel
+    keeps anyway, so that measuring costs the loader nothing while it runs. `start` reads each
+    process's PSS (shared pages counted once: forked workers share most of the main process)
+    before the window and resets its high-water mark (VmHWM); `stop` reads each one's PSS again
+    after it and how far its RSS rose above where it is now: the peak is their sum, the PSS at
+    the end plus each process's rise. `samples` holds the two reads (seconds since `start`, this
+    process's PSS, each worker's). A read walks the process's page tables (13 ms of CPU for a
+    700 MB process) and holds its memory map: a thread that read PSS during the window doubled
+    the wait of the epochs' first batches on a loaded machine, so none is read inside it.
+    `cpu_s` is what measuring cost."""
 
     def __init__(self):
         self.cpu_s, self.samples, self.started_at = 0.0, [], time.monotonic()
-        self.done, self.total, self.reading = 0, 0, None
-
-    def sample(self, done, total):
-        """The measured batches done so far (0: before the first), of `total`."""
-        self.done, self.total = done, total
 
     def read_pss(self):
+        """A read of this process's PSS and each worker's, and of their anonymous memory (a
+        leak grows it; the PSS also rises when another process sharing a library exits), into
+        `samples`."""
         started = time.thread_time()
-        main = kilobytes_field(f"/proc/{os.getpid()}/smaps_rollup", "Pss")
-        workers = [kilobytes_field(f"/proc/{pid}/smaps_rollup", "Pss") for pid in child_pids()]
+        main, anonymous = rollup(os.getpid())
+        workers = [rollup(pid) for pid in child_pids()]
         if main is not None:
             at = time.monotonic() - self.started_at
-            self.samples.append([at, main, [w for w in workers if w is not None]])
+            anonymous += sum(a for _, a in workers)
+            self.samples.append([at, main, [w for w, _ in workers if w is not None], anonymous])
         self.cpu_s += time.thread_time() - started
 
-    def read_evenly(self, stop):
-        """The reading thread: a read as `done` passes each of PSS_SAMPLES evenly spaced
-        marks while the reads take at most READ_BUDGET of the wall time (a read of a 700 MB
-        process's PSS costs 13 ms of CPU), and one as it stops where the last was not
-        reached."""
-        mark, cost = 0, 0.0
-        while True:
-            stopping = stop.is_set()
-            if self.done >= mark:
-                elapsed = time.monotonic() - self.started_at
-                if not self.samples or cost <= READ_BUDGET * elapsed or self.done >= self.total:
-                    started = time.thread_time()
-                    self.read_pss()
-                    cost += time.thread_time() - started
-                every = max(1, self.total // (PSS_SAMPLES - 1))
-                mark = float("inf") if mark >= self.total else min(mark + every, self.total)
-            elif stopping:
-                self.read_pss()
-            if stopping:
-                return
-            stop.wait(0.01)
-
-    def start(self, total):
-        """Resets the peaks and begins reading, for `total` measured batches."""
-        self.samples, self.started_at, self.done, self.total = [], time.monotonic(), 0, total
-        stop = threading.Event()
-        thread = threading.Thread(target=self.read_evenly, args=(stop,), daemon=True,
-                                  name="feedbench-pss")
-        self.reading = (stop, thread)
-        thread.start()
+    def start(self):
+        """Reads the PSS before the window and resets the peaks."""
+        self.samples, self.started_at = [], time.monotonic()
+        self.read_pss()
         started = time.thread_time()
         for pid in [os.getpid(), *child_pids()]:
             try:
@@ -126,12 +108,8 @@ class PeakMemory:
 
     def stop(self):
         """The peak in bytes, and `pss` (shared pages once) or `rss` where the kernel gives
-        no PSS; the reading thread stopped first."""
-        if self.reading is not None:
-            stop, thread = self.reading
-            stop.set()
-            thread.join()
-            self.reading = None
+        no PSS; the PSS read after the window into `samples`."""
+        self.read_pss()
         started = time.thread_time()
         peak, kind = 0, "pss"
         for pid in [os.getpid(), *child_pids()]:
@@ -261,7 +239,7 @@ def measure_load(request, dataset, stream, installed, built=None):
             first_batch_s = time.perf_counter() - started
         feed(batch)
     together()  # the ranks start their measured batches at once
-    memory.start(batches)
+    memory.start()
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
@@ -286,7 +264,6 @@ def measure_load(request, dataset, stream, installed, built=None):
             h2d_ms.append(feed(batch) * 1e3)
             now = time.perf_counter()
         batch_ms.append((now - last) * 1e3)
-        memory.sample(len(batch_ms), batches)
         last = now
         if stop_file is not None:
             say_step(wait_ms[-1], h2d_ms[-1] if h2d_ms else 0.0, batch_ms[-1])

@@ -127,7 +127,7 @@ def measure_training(request, run, stream, installed, built):
     for _ in range(request.get("warmup", 1)):
         one_step(False)
     together()  # the ranks start their measured steps at once
-    memory.start(request["batches"])
+    memory.start()
     own0, workers0 = cpu_s()
     start = last = time.perf_counter()
     for _ in range(request["batches"]):
@@ -139,7 +139,6 @@ def measure_training(request, run, stream, installed, built):
         positions.append(stream.position)
         h2d_ms.append(handed)
         batch_ms.append((now - last) * 1e3)
-        memory.sample(len(batch_ms), request["batches"])
         last = now
         for key in parts:
             parts[key].append(step_parts[key])

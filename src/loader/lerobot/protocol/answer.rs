@@ -145,10 +145,11 @@ pub struct LerobotRun {
     /// The most device memory a step took (CUDA).
     #[serde(default)]
     pub peak_device_bytes: Option<u64>,
-    /// Reads of the PSS of the driver's process and of each of its workers over the measured
-    /// batches: (seconds since they began, the driver's bytes, each worker's bytes).
+    /// Reads of the PSS of the driver's process and of each of its workers, before and after
+    /// the measured batches: (seconds since the first, the driver's bytes, each worker's
+    /// bytes, the anonymous bytes of them all).
     #[serde(default)]
-    pub memory_samples: Vec<(f64, u64, Vec<u64>)>,
+    pub memory_samples: Vec<(f64, u64, Vec<u64>, u64)>,
     /// The driver's rank among the ranks measured at once (0 alone).
     #[serde(default)]
     pub rank: usize,
