@@ -79,14 +79,16 @@ class PeakMemory:
 
     def __init__(self):
         self.cpu_s, self.samples, self.started_at = 0.0, [], time.monotonic()
+        self.pss = {}  # the last read: pid -> (PSS, anonymous) bytes
 
     def read_pss(self):
         """A read of this process's PSS and each worker's, and of their anonymous memory (a
         leak grows it; the PSS also rises when another process sharing a library exits), into
         `samples`."""
         started = time.thread_time()
-        main, anonymous = rollup(os.getpid())
-        workers = [rollup(pid) for pid in child_pids()]
+        self.pss = {pid: rollup(pid) for pid in [os.getpid(), *child_pids()]}
+        main, anonymous = self.pss[os.getpid()]
+        workers = [read for pid, read in self.pss.items() if pid != os.getpid()]
         if main is not None:
             at = time.monotonic() - self.started_at
             anonymous += sum(a for _, a in workers)
@@ -112,11 +114,12 @@ class PeakMemory:
         self.read_pss()
         started = time.thread_time()
         peak, kind = 0, "pss"
-        for pid in [os.getpid(), *child_pids()]:
+        for pid, (pss, _) in self.pss.items():
             status = f"/proc/{pid}/status"
             rss = kilobytes_field(status, "VmRSS") or 0
             rise = max((kilobytes_field(status, "VmHWM") or rss) - rss, 0)
-            pss = kilobytes_field(f"/proc/{pid}/smaps_rollup", "Pss")
+            if pss is None and not rss:
+                continue  # a worker gone since the read
             if pss is None:
                 pss, kind = rss, "rss"
             peak += pss + rise
