@@ -87,7 +87,7 @@ pub fn run_loader_phase(
     let mut epoch_position = Vec::with_capacity(batches);
     let mut last = clock.wall;
     let (mut first_batch_s, mut frames) = (None, None);
-    let mut memory = PssReads::start();
+    let memory = PssReads::start();
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
         if first_batch_s.is_none() {
@@ -97,7 +97,6 @@ pub fn run_loader_phase(
         match iteration {
             Iteration::Warmup { last: true } => {
                 stream.take_timing();
-                memory = PssReads::start();
                 clock = Clock::start();
                 last = clock.wall;
             }
@@ -280,7 +279,7 @@ fn feed_steps(
     let (mut per_step, mut samples) = (Vec::with_capacity(steps), 0);
     let mut clock = Clock::start();
     let (started, mut first_batch_s) = (Instant::now(), None);
-    let mut memory = PssReads::start();
+    let memory = PssReads::start();
     for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
         let fed = feeder.next();
@@ -296,7 +295,6 @@ fn feed_steps(
         match iteration {
             Iteration::Warmup { last: true } => {
                 feeder.warmed_up();
-                memory = PssReads::start();
                 clock = Clock::start();
             }
             Iteration::Warmup { last: false } => {}

@@ -26,10 +26,11 @@ impl PssSample {
     }
 }
 
-/// This process's PSS read before a measurement's window and after it, never inside: a read
-/// walks the process's page tables and holds its memory map (milliseconds for a large
-/// process), and one made by a thread while the loader ran doubled the wait of the epochs'
-/// first batches on a loaded machine.
+/// This process's PSS read before a measurement (its warm-up too) and after it, never inside:
+/// a read walks the process's page tables and holds its memory map (milliseconds for a large
+/// process); one made by a thread while the loader ran doubled the wait of the epochs' first
+/// batches on a loaded machine, and one between the warm-up and the measured steps let the
+/// workers fill their queue for the first of them.
 pub struct PssReads {
     started: std::time::Instant,
     reads: Vec<PssSample>,

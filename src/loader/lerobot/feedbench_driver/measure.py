@@ -95,10 +95,14 @@ class PeakMemory:
             self.samples.append([at, main, [w for w, _ in workers if w is not None], anonymous])
         self.cpu_s += time.thread_time() - started
 
-    def start(self):
-        """Reads the PSS before the window and resets the peaks."""
+    def before(self):
+        """Reads the PSS before the measurement, its warm-up too (a read between the warm-up
+        and the window would let the workers fill their queue for its first batches)."""
         self.samples, self.started_at = [], time.monotonic()
         self.read_pss()
+
+    def start(self):
+        """Resets the peaks, as the window begins."""
         started = time.thread_time()
         for pid in [os.getpid(), *child_pids()]:
             try:
@@ -232,6 +236,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         time.sleep(compute_s)
         return h2d_s
     memory = PeakMemory()
+    memory.before()
     started = time.perf_counter()
     next_batch = stream.next
     first_batch_s = None

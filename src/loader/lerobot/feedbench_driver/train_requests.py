@@ -93,6 +93,7 @@ def measure_training(request, run, stream, installed, built):
           "lerobot_train": built, **installed})
     timer = training.timer
     memory = PeakMemory()
+    memory.before()
     parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
     modules = {name: [] for name in training.module_ms}
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
