@@ -1,6 +1,6 @@
 //! The user's own step times, replayed: a stand-in step that takes, step after step, the times
-//! a file gives — a lerobot-train log's `updt_s` (every `--log_freq` steps' mean), `feedbench
-//! train --json`'s per-step compute, or a plain file of step times in milliseconds — instead of
+//! a file gives — a lerobot-train log's `updt_s` (every `--log_freq` steps' mean), a train
+//! phase's JSON (its per-step compute), or a plain file of step times in milliseconds — instead of
 //! one constant. Real steps vary (logging, checkpoint and evaluation steps spike), and the
 //! prefetch depth that absorbs them is only seen with them. The times are drawn from the file's
 //! distribution, seeded, or taken in the file's order (periodic spikes stay periodic).
@@ -16,6 +16,10 @@ use crate::dataset::write::scene::SplitMix64;
 /// The most step times a file may give (8 MB of them): a longer log is refused, with what
 /// to give instead.
 pub const MOST_STEP_TIMES: usize = 1_000_000;
+
+/// What a file of step times is, said where one is none.
+const EXPECTED: &str = "expected a lerobot-train log (lines with `updt_s:`), a train phase's \
+                        JSON (its `per_step`), or step times in ms, one a line";
 
 /// The longest step a file may give, ms: a day.
 const LONGEST_STEP_MS: f64 = 86_400_000.0;
@@ -103,12 +107,7 @@ impl StepReplay {
             line_times(reader, &error)?
         };
         if times.is_empty() {
-            return Err(error(
-                None,
-                "no step time: expected a lerobot-train log (lines with `updt_s:`), `feedbench \
-                 train --json`'s output, or step times in ms, one a line"
-                    .into(),
-            ));
+            return Err(error(None, format!("no step time: {EXPECTED}")));
         }
         Ok(Self { source: path.to_path_buf(), times_ms: times.into(), order })
     }
@@ -234,19 +233,15 @@ fn line_times(
         return Ok(logged);
     }
     match first_other {
-        Some((line, text)) => Err(error(
-            Some(line),
-            format!(
-                "`{text}` is no step time: expected a lerobot-train log (lines with `updt_s:`), \
-                 `feedbench train --json`'s output, or step times in ms, one a line"
-            ),
-        )),
+        Some((line, text)) => {
+            Err(error(Some(line), format!("`{text}` is no step time: {EXPECTED}")))
+        }
         _ => Ok(plain),
     }
 }
 
-/// The step times of `feedbench train --json`'s output: each measured step's compute (the step
-/// but its copy to the device), ms.
+/// The step times of a train phase's JSON (its `per_step`, whole or under `train`): each
+/// measured step's compute (the step but its copy to the device), ms.
 fn json_times(reader: impl std::io::Read) -> Result<Vec<f64>, String> {
     let json: serde_json::Value = serde_json::from_reader(reader.take(256 << 20))
         .map_err(|e| format!("not JSON feedbench wrote ({e})"))?;
@@ -254,7 +249,7 @@ fn json_times(reader: impl std::io::Read) -> Result<Vec<f64>, String> {
         .get("per_step")
         .or_else(|| json.get("train").and_then(|t| t.get("per_step")))
         .and_then(|s| s.as_array())
-        .ok_or("no `per_step`: expected `feedbench train --json`'s output")?;
+        .ok_or("no `per_step`: expected a train phase's JSON, with every measured step")?;
     steps
         .iter()
         .enumerate()

@@ -130,7 +130,6 @@ impl MemoryFigures {
     /// Several processes' figures, read alike (the ranks measured at once) as one tree's: the
     /// levels and slopes summed, a worker's the mean, growing where any is.
     pub fn of_trees(trees: &[MemoryFigures]) -> Option<Self> {
-        let first = trees.first()?;
         let workers: Vec<f64> = trees.iter().filter_map(|t| t.per_worker_pss_mb).collect();
         Some(Self {
             pss_mb: trees.iter().map(|t| t.pss_mb).sum(),
@@ -138,7 +137,7 @@ impl MemoryFigures {
                 .then(|| workers.iter().sum::<f64>() / workers.len() as f64),
             pss_slope_mb_per_min: trees.iter().map(|t| t.pss_slope_mb_per_min).sum(),
             growing: trees.iter().any(|t| t.growing),
-            reads: trees.iter().map(|t| t.reads).min().unwrap_or(first.reads),
+            reads: trees.iter().map(|t| t.reads).min()?,
         })
     }
 }
