@@ -96,10 +96,17 @@ class PeakMemory:
         self.cpu_s += time.thread_time() - started
 
     def before(self):
-        """Reads the PSS before the measurement, its warm-up too (a read between the warm-up
-        and the window would let the workers fill their queue for its first batches)."""
+        """Reads the PSS before the measured window, in its warm-up (a read between the
+        warm-up and the window would let the workers fill their queue for its first batches)."""
         self.samples, self.started_at = [], time.monotonic()
         self.read_pss()
+
+    @staticmethod
+    def settled_after(warmup, loader):
+        """How many warm-up batches to take before `before`: one from each worker, so that the
+        read finds them started (a worker still importing holds a tenth of what it will, which
+        read as growth), with a warm-up batch left after it to take up the read's pause."""
+        return max(min(max(getattr(loader, "num_workers", 0), 1), warmup - 1), 0)
 
     def start(self):
         """Resets the peaks, as the window begins."""
@@ -236,16 +243,20 @@ def measure_load(request, dataset, stream, installed, built=None):
         time.sleep(compute_s)
         return h2d_s
     memory = PeakMemory()
-    memory.before()
+    settled = PeakMemory.settled_after(warmup, loader)
+    if settled == 0:
+        memory.before()
     started = time.perf_counter()
     next_batch = stream.next
     first_batch_s = None
 
-    for _ in range(warmup):
+    for taken in range(1, warmup + 1):
         batch = next_batch()
         if first_batch_s is None:
             first_batch_s = time.perf_counter() - started
         feed(batch)
+        if taken == settled:
+            memory.before()
     together()  # the ranks start their measured batches at once
     memory.start()
     own0, workers0 = cpu_s()

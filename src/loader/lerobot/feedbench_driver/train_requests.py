@@ -93,7 +93,10 @@ def measure_training(request, run, stream, installed, built):
           "lerobot_train": built, **installed})
     timer = training.timer
     memory = PeakMemory()
-    memory.before()
+    warmup = request.get("warmup", 1)
+    settled = PeakMemory.settled_after(warmup, loader)
+    if settled == 0:
+        memory.before()
     parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
     modules = {name: [] for name in training.module_ms}
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
@@ -125,8 +128,10 @@ def measure_training(request, run, stream, installed, built):
             step_parts = training.update(batch)
         return wait, handed, step_parts
 
-    for _ in range(request.get("warmup", 1)):
+    for taken in range(1, warmup + 1):
         one_step(False)
+        if taken == settled:
+            memory.before()
     together()  # the ranks start their measured steps at once
     memory.start()
     own0, workers0 = cpu_s()
