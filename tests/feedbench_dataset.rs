@@ -355,6 +355,28 @@ fn feedbench_lerobot_train_says_a_workers_error_in_one_line_at_any_worker_count(
 }
 
 #[test]
+fn feedbench_lerobot_trains_line_starts_a_line_of_its_own_under_the_progress_bar() {
+    let Some(lerobot) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    // lerobot-train's bar as its monitor thread redraws it while spawned workers start: a
+    // carriage return and the bar, no newline.
+    let output = Command::new(&lerobot)
+        .args(["-c", "from tqdm import tqdm\n\
+                      bar = tqdm(total=3, desc='Training')\n\
+                      bar.refresh()\n\
+                      from feedbench.lerobot_train import say\n\
+                      say('video.mp4: not a complete mp4 file')\n"])
+        .env("PYTHONPATH", &package)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{err}");
+    let line = "feedbench-lerobot-train: video.mp4: not a complete mp4 file";
+    assert!(err.lines().any(|l| l == line), "{err:?}");
+}
+
+#[test]
 fn feedbench_lerobot_train_says_a_killed_worker_in_one_line() {
     let Some(lerobot) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();

@@ -262,6 +262,16 @@ def one_line(error):
     return lines[-1]
 
 
+def say(line):
+    """`line` on stderr on a line of its own: lerobot-train's progress bar is ended first (its
+    monitor thread redraws it, with no newline, after 10 s without a step, as while spawned
+    workers start on a loaded machine: the line would be appended to the bar's)."""
+    tqdm = sys.modules.get("tqdm.std")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()
+    print(f"feedbench-lerobot-train: {line}", file=sys.stderr)
+
+
 def main():
     """Runs LeRobot's lerobot-train (its `main()`, with this process's arguments) with
     feedbench's reader; refusals exit 2."""
@@ -277,17 +287,16 @@ def main():
         lerobot_train()
         summary = cache_summary()
         if summary:
-            print(f"feedbench-lerobot-train: {summary}", file=sys.stderr)
+            say(summary)
     except (Refusal, ReaderError) as refusal:
-        print(f"feedbench-lerobot-train: {one_line(refusal)}", file=sys.stderr)
+        say(one_line(refusal))
         sys.exit(2)
     except RuntimeError as error:
         # A DataLoader worker killed mid-run (the OOM killer's SIGKILL, say): PyTorch's words,
         # one line, rather than the traceback of the training loop that waited for it.
         if not str(error).startswith("DataLoader worker"):
             raise
-        print(f"feedbench-lerobot-train: {error} (out of memory? fewer --num_workers or a "
-              "smaller --batch_size need less)", file=sys.stderr)
+        say(f"{error} (out of memory? fewer --num_workers or a smaller --batch_size need less)")
         sys.exit(1)
 
 
