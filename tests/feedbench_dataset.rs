@@ -362,11 +362,14 @@ fn feedbench_lerobot_trains_line_starts_a_line_of_its_own_under_the_progress_bar
     // lerobot-train's bar as its monitor thread redraws it while spawned workers start: a
     // carriage return and the bar, no newline.
     let output = Command::new(&lerobot)
-        .args(["-c", "from tqdm import tqdm\n\
+        .args([
+            "-c",
+            "from tqdm import tqdm\n\
                       bar = tqdm(total=3, desc='Training')\n\
                       bar.refresh()\n\
                       from feedbench.lerobot_train import say\n\
-                      say('video.mp4: not a complete mp4 file')\n"])
+                      say('video.mp4: not a complete mp4 file')\n",
+        ])
         .env("PYTHONPATH", &package)
         .output()
         .unwrap();

@@ -360,3 +360,71 @@ fn lerobot_train_runs_are_guarded_with_either_reader_on_the_configs_dataset() {
         "{err}"
     );
 }
+
+#[test]
+fn a_cell_whose_loader_starves_its_step_fails_its_min_au_and_a_fed_one_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    // Half-millisecond steps replayed from a file, fed by the main thread itself (no worker):
+    // every step waits for its batch to be made. A 40 ms step fed by a worker never does.
+    std::fs::write(dir.path().join("steps.txt"), "0.5\n0.4\n0.6\n").unwrap();
+    let config = dir.path().join("au.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\npath = \"ds\"\n[run]\nrepeats = 3\nbatches = 4\n\
+         [[cell]]\nname = \"fed\"\nwindow = \"none\"\nworkers = 1\nbatch = 4\n\
+         step = \"synthetic:40ms\"\nmin_au = 80\n\
+         [[cell]]\nname = \"starved\"\nwindow = \"none\"\nworkers = 0\nbatch = 4\n\
+         step_from = \"steps.txt\"\nmin_au = 99\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let baseline = dir.path().join("b.json");
+    let baseline = baseline.to_str().unwrap();
+    let (code, _, err) = guard(&["--config", config, "--save-baseline", baseline], &[]);
+    assert_eq!(code, 0, "{err}");
+    // A tolerance no speed change reaches: only the AU decides.
+    let judged = ["--config", config, "--baseline", baseline, "--tolerance", "95%"];
+    let (code, out, err) = guard(&judged, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("FAIL in starved: the step's accelerator utilisation below"), "{out}");
+    let line =
+        out.lines().find(|l| l.starts_with("starved: AU ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("95 % CI") && line.ends_with("below its min_au 99 %"), "{line}");
+    assert!(out.lines().any(|l| l.starts_with("fed: AU ") && l.contains("at least its")), "{out}");
+    let (_, json, _) = guard(&[&judged[..], &["--json"]].concat(), &[]);
+    let verdict: Value = serde_json::from_str(&json).unwrap();
+    let au = |cell: usize| verdict["cells"][cell]["au"].clone();
+    assert_eq!(
+        (au(0)["outcome"].as_str(), au(1)["outcome"].as_str()),
+        (Some("pass"), Some("regression"))
+    );
+    assert!(au(1)["median_pct"].as_f64().unwrap() < 99.0, "{}", au(1));
+    assert!(au(0)["median_pct"].as_f64().unwrap() >= 80.0, "{}", au(0));
+    // --step-from gives every cell that step: the fed cell's worker keeps a half-millisecond
+    // step waiting too, and it fails its line.
+    let steps = dir.path().join("steps.txt");
+    let (code, out, err) =
+        guard(&[&judged[..], &["--step-from", steps.to_str().unwrap()]].concat(), &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    // A least AU needs a step, within 0 to 100; a step is a stand-in of fixed length.
+    let bad = dir.path().join("bad.toml");
+    for (cell, expected) in [
+        ("min_au = 90\n", "min_au needs a step to feed"),
+        ("step = \"synthetic:5ms\"\nmin_au = 120\n", "min_au = 120: expected a percentage"),
+        ("step = \"none\"\n", "step = \"none\": expected a stand-in of fixed length"),
+        ("step_from = \"nowhere.log\"\n", "step_from"),
+        ("step = \"synthetic:5ms\"\nstep_from = \"steps.txt\"\n", "give one"),
+    ] {
+        std::fs::write(
+            &bad,
+            format!(
+                "[dataset]\npath = \"ds\"\n[[cell]]\nname = \"a\"\nworkers = 0\nbatch = 4\n{cell}"
+            ),
+        )
+        .unwrap();
+        let (code, _, err) =
+            guard(&["--config", bad.to_str().unwrap(), "--save-baseline", baseline], &[]);
+        assert!(code == 2 && err.contains("bad.toml") && err.contains(expected), "{cell}: {err}");
+    }
+}

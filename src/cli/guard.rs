@@ -41,6 +41,11 @@ pub struct GuardArgs {
     /// A baseline from another machine or dataset is an error (exit 2), not a warning.
     #[arg(long)]
     strict: bool,
+    /// Every cell's runs then feed the step replayed from FILE (a lerobot-train log, a train
+    /// phase's JSON or step times in ms, one a line), for their accelerator utilisation;
+    /// replaces the cells' own step.
+    #[arg(long, value_name = "FILE")]
+    step_from: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -56,6 +61,12 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     config.dataset.check_present(&args.config)?;
     if let Some(tolerance) = args.tolerance {
         config.run.tolerance = tolerance;
+    }
+    if let Some(file) = &args.step_from {
+        for cell in &mut config.cells {
+            (cell.step, cell.step_from) = (None, Some(file.clone()));
+        }
+        config.check(&args.config).map_err(|e| anyhow::anyhow!("--step-from: {}", e.what))?;
     }
     let baseline = args.baseline.as_deref().map(GuardRecord::read).transpose()?;
     if let Some(path) = &args.save_baseline {

@@ -1,14 +1,16 @@
 //! One measured run of a loader, as `compare` and `guard` repeat it: a fresh loader, its
 //! warm-up, then the `loader` phase; CPU ms per sample (the stable figure), samples/s, the CPU
-//! per sample of each stage and, where the CPU counts them, instructions per sample.
+//! per sample of each stage and, where the CPU counts them, instructions per sample; given a
+//! stand-in step, then the same workers feeding it: the accelerator utilisation.
 
 use serde::{Deserialize, Serialize};
 
 use super::change::Change;
-use super::phase::ChosenLoader;
+use super::phase::{ChosenLoader, Feed, MeasuredLoader, TrainError};
 use super::stats::median;
-use crate::loader::lerobot::LerobotBridge;
+use crate::loader::lerobot::{FedStep, LerobotBridge};
 use crate::loader::pipeline::LoaderError;
+use crate::model::{ModelSpec, NoneStep, SyntheticStep, TrainStep};
 use crate::timing::stage::Stage;
 use crate::timing::InstructionCounter;
 
@@ -25,6 +27,11 @@ pub struct RunFigures {
     /// per measured sample; absent where the CPU or kernel does not count them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions_per_sample: Option<f64>,
+    /// The accelerator utilisation of the loader feeding the run's stand-in step (MLPerf
+    /// Storage's: the step's time over the wall time, the first step left out), percent;
+    /// absent where the run fed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub au_pct: Option<f64>,
 }
 
 impl RunFigures {
@@ -47,17 +54,23 @@ pub struct RunLength {
 /// Builds `loader` (LeRobot's through `bridge`) and measures it for `length`; with
 /// `count_instructions` this process's instructions are counted too (silently none where the
 /// counter cannot start: [`InstructionCounter::start`] says why, and callers ask it once up
-/// front).
+/// front). Given a `step` (a stand-in: `synthetic:MS`, or replayed from a file by the native
+/// loader), the same workers then feed it `length.batches` steps, for the run's AU.
 pub fn measure_run(
     loader: &ChosenLoader,
     length: RunLength,
     count_instructions: bool,
+    step: Option<&ModelSpec>,
     bridge: &LerobotBridge,
 ) -> Result<RunFigures, LoaderError> {
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
     let loader = loader.build(bridge)?;
     let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let phase = loader.loader_phase(length.batches, warmup, &mut |_| {})?;
+    let au_pct = match step {
+        Some(step) => fed_au(loader.as_ref(), step, length.batches)?,
+        None => None,
+    };
     // The workers' instructions count once they have exited.
     drop(loader);
     let instructions = counter.and_then(|c| c.finish().ok());
@@ -71,7 +84,41 @@ pub fn measure_run(
         samples_per_s: phase.samples_per_s,
         stages,
         instructions_per_sample: instructions.map(|n| n as f64 / phase.samples.max(1) as f64),
+        au_pct,
     })
+}
+
+/// The AU of `loader` (warm already) feeding the stand-in `step` for `steps` steps: run by
+/// the loader's own thread where it is in this process, its time blocked for by LeRobot's.
+fn fed_au(
+    loader: &dyn MeasuredLoader,
+    step: &ModelSpec,
+    steps: usize,
+) -> Result<Option<f64>, LoaderError> {
+    let device = tch::Device::Cpu;
+    let (mut stand_in, compute): (Box<dyn TrainStep>, _) = match (step, loader.feeds_from_afar()) {
+        (ModelSpec::Synthetic { cost, .. }, true) => {
+            (Box::new(NoneStep), Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device }))
+        }
+        (ModelSpec::Synthetic { cost, .. }, false) => {
+            (Box::new(SyntheticStep::new(*cost, device)), None)
+        }
+        (ModelSpec::Replay(replay), false) => {
+            (Box::new(SyntheticStep::replaying(replay, device)), None)
+        }
+        (other, _) => {
+            return Err(LoaderError::Config(format!(
+                "the step {other} is not a stand-in this loader feeds (synthetic:MS, or a \
+                 replayed one by feedbench's own loader)"
+            )))
+        }
+    };
+    let feed = Feed { step: stand_in.as_mut(), compute, trace: None, until: None };
+    let train = loader.train_phase(feed, steps, 1, &mut |_| {}).map_err(|e| match e {
+        TrainError::Loader(e) => e,
+        TrainError::Model(e) => LoaderError::Config(format!("the step {step}: {e}")),
+    })?;
+    Ok(train.au_pct)
 }
 
 /// A stage's CPU per sample in two sets of runs (A and B, baseline and now), and the change.

@@ -121,7 +121,7 @@ pub fn compare(
         for (side, loader) in order {
             on_run(side, repeat);
             let length = RunLength { batches: spec.batches, warmup: spec.warmup };
-            let figures = measure_run(loader, length, false, bridge)
+            let figures = measure_run(loader, length, false, None, bridge)
                 .map_err(|error| CompareError::Side { side, error })?;
             runs.push(Run { side, figures });
         }
@@ -163,6 +163,7 @@ mod tests {
                 samples_per_s: 100.0 / cpu,
                 stages: vec![("decode".into(), decode), ("convert".into(), cpu - decode)],
                 instructions_per_sample: None,
+                au_pct: None,
             },
         }
     }

@@ -258,6 +258,7 @@ pub fn measure_candidate(
                     &ChosenLoader::native(spec_of(base, knobs.workers)),
                     length,
                     false,
+                    None,
                     &bridge,
                 )?);
             }
@@ -266,7 +267,8 @@ pub fn measure_candidate(
         if repeat % 2 == 0 {
             base_run(&mut base_runs)?;
         }
-        warm.push(measure_run(&ChosenLoader::native(spec(knobs.workers)), length, false, &bridge)?);
+        let warm_loader = ChosenLoader::native(spec(knobs.workers));
+        warm.push(measure_run(&warm_loader, length, false, None, &bridge)?);
         if repeat % 2 == 1 {
             base_run(&mut base_runs)?;
         }
@@ -274,7 +276,7 @@ pub fn measure_candidate(
             evict_from_page_cache(root)?;
             let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
             let native = ChosenLoader::native(spec(knobs.workers));
-            cold.push(measure_run(&native, cold_length, false, &bridge)?);
+            cold.push(measure_run(&native, cold_length, false, None, &bridge)?);
         }
     }
 

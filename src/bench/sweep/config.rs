@@ -268,12 +268,17 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
     /// Checks what TOML types cannot; the error names the config file `path`.
     fn check(&self, path: &Path) -> Result<(), ConfigError>;
 
+    /// Makes its relative paths relative to the directory of the config file at `config`.
+    fn resolve_relative_to(&mut self, config: &Path) {
+        self.dataset_mut().resolve_relative_to(config);
+    }
+
     /// Reads and checks the config at `path`.
     fn load(path: &Path) -> Result<Self, ConfigError> {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
-        config.dataset_mut().resolve_relative_to(path);
+        config.resolve_relative_to(path);
         config.check(path)?;
         Ok(config)
     }

@@ -18,6 +18,7 @@ use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::loader_run::RunLength;
 use crate::measure::phase::{ChosenLoader, LoaderDeclaration};
+use crate::model::{ModelSpec, ReplayOrder, StepReplay};
 
 /// What the guard measures and how it decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,13 +87,26 @@ pub struct GuardCell {
     /// `[dataset]` (added where the arguments name no `--dataset.root`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot_train: Option<String>,
+    /// A stand-in step of fixed length (`synthetic:MS`) the loader then feeds in each run, for
+    /// its accelerator utilisation (AU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<ModelSpec>,
+    /// Or the step replayed from this file (a lerobot-train log, a train JSON or one step time
+    /// a line; drawn from its times, seeded), by feedbench's own loader; relative to the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_from: Option<PathBuf>,
+    /// The least AU the cell passes with, percent (MLPerf Storage's pass line is 90): a run's
+    /// median AU below it fails the guard. Needs `step` or `step_from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_au: Option<f64>,
     /// The loader's knobs (a cell's keys beside its own).
     #[serde(flatten)]
     pub knobs: KnobValues<GuardKnobs>,
 }
 
 impl PartialEq for GuardCell {
-    /// The same cell measures the same loader the same way (a window left out is the default).
+    /// The same cell measures the same loader the same way (a window left out is the default);
+    /// its step and least AU are judged on their own, not against the baseline.
     fn eq(&self, other: &Self) -> bool {
         (self.name == other.name)
             && (self.loader, self.window(), &self.python, self.video_backend)
@@ -107,8 +121,17 @@ pub struct GuardKnobs;
 
 impl KnobFront for GuardKnobs {
     const SECTION: &'static str = "cell";
-    const OWN_KEYS: &'static [&'static str] =
-        &["name", "loader", "window", "python", "video_backend", "lerobot_train"];
+    const OWN_KEYS: &'static [&'static str] = &[
+        "name",
+        "loader",
+        "window",
+        "python",
+        "video_backend",
+        "lerobot_train",
+        "step",
+        "step_from",
+        "min_au",
+    ];
     const REQUIRED: &'static [&'static str] = &["workers", "batch"];
 
     /// Shuffled, as training reads (random access).
@@ -159,6 +182,52 @@ impl GuardCell {
             },
             window: self.window(),
             config: self.knobs.config(),
+        }
+    }
+
+    /// The stand-in step its runs feed, read (`step_from`'s file); None without one.
+    pub fn stand_in(&self) -> Result<Option<ModelSpec>, String> {
+        match (&self.step, &self.step_from) {
+            (Some(step), _) => Ok(Some(step.clone())),
+            (None, Some(file)) => StepReplay::read(file, ReplayOrder::Drawn { seed: 0 })
+                .map(|replay| Some(ModelSpec::Replay(replay)))
+                .map_err(|e| self.named(&format!("step_from {e}"))),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Its stand-in step and least AU: a fixed-length step or a replayed one (by the native
+    /// loader: LeRobot's block for one step time), and a least AU only with one.
+    fn check_step(&self) -> Result<(), String> {
+        if self.step.is_some() && self.step_from.is_some() {
+            return Err(self.named("step and step_from are two steps: give one"));
+        }
+        if let Some(step) = self.step.as_ref().filter(|s| !matches!(s, ModelSpec::Synthetic { .. }))
+        {
+            return Err(self.named(&format!(
+                "step = \"{step}\": expected a stand-in of fixed length, synthetic:MS (e.g. \
+                 \"synthetic:40ms\"); a step replayed from a file is step_from = \"FILE\""
+            )));
+        }
+        if let Some(ModelSpec::Replay(replay)) =
+            self.stand_in()?.filter(|_| !self.loader.is_native())
+        {
+            let (median, _) = replay.median_and_p95_ms();
+            return Err(self.named(&format!(
+                "step_from replays a step by feedbench's own loader; LeRobot's loaders feed one \
+                 step time: step = \"synthetic:{median:.1}ms\" is {}'s median",
+                replay.source.display()
+            )));
+        }
+        match self.min_au {
+            Some(au) if !(au > 0.0 && au <= 100.0) => Err(self.named(&format!(
+                "min_au = {au}: expected a percentage above 0 and at most 100, e.g. 90"
+            ))),
+            Some(_) if self.step.is_none() && self.step_from.is_none() => Err(self.named(
+                "min_au needs a step to feed: add step = \"synthetic:MS\" (your step's time) or \
+                 step_from = \"FILE\" (your lerobot-train log)",
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -226,6 +295,16 @@ impl ConfigFile for GuardConfig {
         &mut self.dataset
     }
 
+    /// The dataset's path and each cell's `step_from` relative to the config's directory.
+    fn resolve_relative_to(&mut self, config: &Path) {
+        self.dataset.resolve_relative_to(config);
+        for file in self.cells.iter_mut().filter_map(|c| c.step_from.as_mut()) {
+            if file.is_relative() {
+                *file = config.parent().unwrap_or(Path::new(".")).join(&*file);
+            }
+        }
+    }
+
     /// At least one cell, names unique and plain, counts of at least one, 3 repeats or more.
     fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
@@ -247,6 +326,7 @@ impl ConfigFile for GuardConfig {
                 return bad(format!("cell name {:?} appears twice", cell.name));
             }
             cell.check_loader(self.dataset.episodes.as_ref()).or_else(bad)?;
+            cell.check_step().or_else(bad)?;
         }
         let run = &self.run;
         if run.repeats < 3 {

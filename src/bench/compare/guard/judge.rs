@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::{GuardConfig, Tolerance};
 use super::record::{CellRuns, DatasetFingerprint, GuardRecord};
-use crate::measure::change::{Change, Decision};
+use crate::measure::change::{interval, Change, Decision};
 use crate::measure::loader_run::{stage_changes, RunFigures, StageChange};
 use crate::measure::stats::median;
 use crate::measure::system::SystemInfo;
@@ -165,8 +165,40 @@ pub struct CellVerdict {
     pub instructions_per_sample: Option<FigureChange>,
     /// CPU per sample by stage: where a change comes from.
     pub stages: Vec<StageChange>,
+    /// The accelerator utilisation of the loader feeding the cell's step, where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub au: Option<AuCheck>,
     /// The worst of the figures' outcomes.
     pub outcome: Outcome,
+}
+
+/// A cell's accelerator utilisation (AU) over its runs, judged on its own against the cell's
+/// least AU (`min_au`), as MLPerf Storage judges a run: the median below it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AuCheck {
+    /// The median AU of the runs, percent.
+    pub median_pct: f64,
+    /// The 95 % interval of that median (bootstrap over the runs), percent.
+    pub low_pct: f64,
+    /// Its upper end, percent.
+    pub high_pct: f64,
+    /// The cell's least AU, where it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pct: Option<f64>,
+    /// Pass, or Regression where the median lies below `min_pct`.
+    pub outcome: Outcome,
+}
+
+impl AuCheck {
+    /// The AU of `runs` (percent each) against `min_pct`; None without runs.
+    pub fn of(runs: &[f64], min_pct: Option<f64>) -> Option<Self> {
+        let statistic = |v: &[f64]| median(v.iter().copied());
+        let (low_pct, high_pct) = interval(runs, SEED, statistic)?;
+        let median_pct = statistic(runs);
+        let below = min_pct.is_some_and(|min| median_pct < min);
+        let outcome = if below { Outcome::Regression } else { Outcome::Pass };
+        Some(Self { median_pct, low_pct, high_pct, min_pct, outcome })
+    }
 }
 
 /// The whole decision.
@@ -244,14 +276,17 @@ fn judge_cell(baseline: &CellRuns, now: &CellRuns, tolerance: Tolerance) -> Cell
         .instructions()
         .zip(now.instructions())
         .map(|(then, now)| FigureChange::of(&then, &now, (&then, &now), tolerance));
+    let au = now.au().and_then(|runs| AuCheck::of(&runs, now.cell.min_au));
     let mut outcomes = vec![cpu.outcome(true), throughput.outcome(false)];
     outcomes.extend(instructions.map(|i| i.outcome(true)));
+    outcomes.extend(au.map(|au| au.outcome));
     CellVerdict {
         cell: now.cell.name.clone(),
         cpu_ms_per_sample: cpu,
         samples_per_s: throughput,
         instructions_per_sample: instructions,
         stages: stage_changes(&baseline.run_refs(), &now.run_refs(), SEED),
+        au,
         outcome: outcomes.into_iter().max().unwrap_or(Outcome::Pass),
     }
 }
@@ -272,6 +307,7 @@ mod tests {
                 samples_per_s: 1000.0 / ms,
                 stages: vec![("decode".into(), ms * 0.8), ("parquet".into(), ms * 0.2)],
                 instructions_per_sample: None,
+                au_pct: None,
             })
             .collect();
         GuardRecord {
@@ -346,6 +382,32 @@ mod tests {
         unmeasured.cells[0].reference_ms.clear();
         let verdict = judge(&record(&BASE), &unmeasured, TEN, Vec::new());
         assert_eq!((verdict.outcome, verdict.reference), (Outcome::Regression, None));
+    }
+
+    #[test]
+    fn a_cell_below_its_least_au_fails_whatever_its_baseline_and_one_above_passes() {
+        let with_au = |au: &[f64], min: Option<f64>| {
+            let mut now = record(&BASE);
+            now.cells[0].cell.min_au = min;
+            now.cells[0].runs.iter_mut().zip(au.iter().cycle()).for_each(|(r, &a)| {
+                r.au_pct = Some(a);
+            });
+            now
+        };
+        let starved = [71.0, 74.0, 72.5];
+        let verdict = judge(&record(&BASE), &with_au(&starved, Some(90.0)), TEN, Vec::new());
+        assert_eq!(verdict.outcome, Outcome::Regression, "same speed, AU below its line");
+        let au = verdict.cells[0].au.unwrap();
+        assert_eq!((au.median_pct, au.min_pct), (72.5, Some(90.0)));
+        assert!(au.low_pct >= 71.0 && au.high_pct <= 74.0 && au.low_pct < au.high_pct, "{au:?}");
+        let fed = [97.0, 99.0, 98.0];
+        let verdict = judge(&record(&BASE), &with_au(&fed, Some(90.0)), TEN, Vec::new());
+        assert_eq!(verdict.outcome, Outcome::Pass, "{:?}", verdict.cells[0].au);
+        // Measured without a least AU: said, never failed.
+        let verdict = judge(&record(&BASE), &with_au(&starved, None), TEN, Vec::new());
+        assert_eq!((verdict.outcome, verdict.cells[0].au.unwrap().min_pct), (Outcome::Pass, None));
+        // A baseline of runs without a step has no AU: nothing judged.
+        assert_eq!(judge(&record(&BASE), &record(&BASE), TEN, Vec::new()).cells[0].au, None);
     }
 
     #[test]

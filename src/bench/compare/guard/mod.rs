@@ -49,6 +49,11 @@ pub fn measure(
         .iter()
         .map(|cell| cell.loader(root, config.dataset.episodes.as_ref(), &bridge))
         .collect::<Result<Vec<_>, _>>()?;
+    let steps = config
+        .cells
+        .iter()
+        .map(|cell| cell.stand_in().map_err(LoaderError::Config))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut cells: Vec<CellRuns> = config
         .cells
         .iter()
@@ -69,7 +74,8 @@ pub fn measure(
             // Instructions are counted of feedbench's own pipeline: LeRobot's run in a Python
             // that starts with each run, whose start-up would swamp them.
             let count = setup.count_instructions && loaders[i].choice.backend().is_native();
-            let figures = measure_run(&loaders[i], config.run.length(), count, &bridge)?;
+            let (length, step) = (config.run.length(), steps[i].as_ref());
+            let figures = measure_run(&loaders[i], length, count, step, &bridge)?;
             cells[i].runs.push(figures);
         }
     }

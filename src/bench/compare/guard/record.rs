@@ -67,6 +67,12 @@ impl CellRuns {
     pub fn instructions(&self) -> Option<Vec<f64>> {
         self.runs.iter().map(|r| r.instructions_per_sample).collect()
     }
+
+    /// The runs' accelerator utilisation, percent, when every run fed a step.
+    pub fn au(&self) -> Option<Vec<f64>> {
+        let all: Option<Vec<f64>> = self.runs.iter().map(|r| r.au_pct).collect();
+        all.filter(|au| !au.is_empty())
+    }
 }
 
 /// What identifies a dataset's content without reading its frames: its files' relative paths

@@ -37,11 +37,32 @@ pub fn conclusion(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
         cells.join(", ")
     };
     let tolerance = verdict.tolerance;
+    let starved: Vec<&str> = verdict
+        .cells
+        .iter()
+        .filter(|c| c.au.is_some_and(|au| au.outcome == Outcome::Regression))
+        .map(|c| c.cell.as_str())
+        .collect();
+    let worse: Vec<&str> = verdict
+        .cells
+        .iter()
+        .filter(|c| c.outcome == Outcome::Regression && !starved.contains(&c.cell.as_str()))
+        .map(|c| c.cell.as_str())
+        .collect();
     match verdict.outcome {
+        Outcome::Regression if worse.is_empty() => format!(
+            "FAIL in {}: the step's accelerator utilisation below the cell's min_au: the loader \
+             starves the step (exit 1)",
+            starved.join(", ")
+        ),
         Outcome::Regression => format!(
             "REGRESSION in {}: worse than the baseline beyond the {tolerance} tolerance, the whole \
-             95 % interval past it (exit 1)",
-            named(Outcome::Regression)
+             95 % interval past it (exit 1){}",
+            named(Outcome::Regression),
+            match starved.is_empty() {
+                true => String::new(),
+                false => format!("; AU below min_au in {}", starved.join(", ")),
+            }
         ),
         Outcome::Undecided => format!(
             "undecided in {}: the interval straddles the {tolerance} tolerance; not a failure — \
@@ -69,6 +90,21 @@ fn rows(verdict: &GuardVerdict) -> Vec<(&CellVerdict, &'static str, &FigureChang
         }
     }
     rows
+}
+
+/// A cell's accelerator utilisation, e.g. `AU 72.5 % (95 % CI 71.0 to 74.0 %), below its
+/// min_au 90 %`; None where its runs fed no step.
+fn au_line(cell: &CellVerdict) -> Option<String> {
+    let au = cell.au?;
+    let against = match au.min_pct {
+        Some(min) if au.outcome == Outcome::Regression => format!(", below its min_au {min} %"),
+        Some(min) => format!(", at least its min_au {min} %"),
+        None => String::new(),
+    };
+    Some(format!(
+        "{}: AU {:.1} % (95 % CI {:.1} to {:.1} %) feeding its step{against}",
+        cell.cell, au.median_pct, au.low_pct, au.high_pct
+    ))
 }
 
 /// The figure's verdict in a word.
@@ -137,6 +173,9 @@ pub fn text(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
             let _ = writeln!(out, "{}: CPU per sample by stage: {moved}", cell.cell);
         }
     }
+    for line in verdict.cells.iter().filter_map(au_line) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "{}", conclusion(verdict, update));
     out
 }
@@ -172,6 +211,9 @@ pub fn markdown(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
         ]
     });
     out.push_str(&Table { columns, rows: rows.collect() }.markdown());
+    for line in verdict.cells.iter().filter_map(au_line) {
+        let _ = writeln!(out, "\n{line}");
+    }
     let _ = writeln!(out, "\n{}", conclusion(verdict, update));
     out
 }
@@ -242,6 +284,9 @@ pub fn action_benchmark(
             ));
         }
         bigger.push(entry(format!("{name} throughput"), "samples/s", values(|r| r.samples_per_s)));
+        if let Some(au) = cell.au() {
+            bigger.push(entry(format!("{name} accelerator utilisation"), "%", au));
+        }
     }
     (smaller, bigger)
 }
