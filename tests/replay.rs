@@ -108,3 +108,81 @@ fn bad_step_files_are_one_line_naming_them() {
     let (ok, _, stderr) = common::feedbench(&both);
     assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
 }
+
+#[test]
+fn sweep_and_tune_replay_the_step_from_a_file_and_keep_it_in_their_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("p");
+    common::synth_pusht(&data, 1, 30, &[]);
+    std::fs::write(dir.path().join("steps.txt"), "4\n6\n30\n").unwrap();
+    let steps = dir.path().join("steps.txt").display().to_string();
+    // In a sweep config, relative to the config's directory; the step it gives replaces model.
+    let config = dir.path().join("sweep.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\npath = \"p\"\n[loader]\nworkers = [1]\nbatch = [4]\n\
+         [model]\nstep_from = \"steps.txt\"\ndevice = \"cpu\"\n\
+         [run]\nloader_batches = 4\nmodel_steps = 3\ntrain_steps = 6\nwarmup = 1\n",
+    )
+    .unwrap();
+    let models = |out: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str::<Json>(l).unwrap()["cell"]["model"].clone())
+            .map(|m| m.as_str().unwrap().to_string())
+            .collect()
+    };
+    let out = dir.path().join("sweep");
+    let sweep = ["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let (ok, _, stderr) = common::feedbench(&sweep);
+    assert!(ok, "{stderr}");
+    assert_eq!(models(&out), [format!("replay:{steps}")]);
+    // --step-from gives every cell the file's step, whatever the config's model.
+    std::fs::write(dir.path().join("other.txt"), "5\n").unwrap();
+    let other = dir.path().join("other.txt");
+    let out = dir.path().join("flag");
+    let flagged = [&sweep[..3], &["--out", out.to_str().unwrap()]].concat();
+    let (ok, _, stderr) =
+        common::feedbench(&[&flagged[..], &["--step-from", other.to_str().unwrap()]].concat());
+    assert!(ok, "{stderr}");
+    assert_eq!(models(&out), [format!("replay:{}", other.display())]);
+    // A config's step file that is none is the config's error, naming the key.
+    std::fs::write(dir.path().join("steps.txt"), "fast\n").unwrap();
+    let (ok, _, stderr) = common::feedbench(&sweep);
+    assert!(!ok && stderr.contains("sweep.toml") && stderr.contains("model.step_from"), "{stderr}");
+    std::fs::write(dir.path().join("steps.txt"), "4\n6\n30\n").unwrap();
+
+    // A tune replays it by feedbench's own loader and keeps it in its cells.
+    let out = dir.path().join("tune");
+    let root = data.to_str().unwrap();
+    let tune = [
+        "tune",
+        root,
+        "--batch",
+        "4",
+        "--step-from",
+        &steps,
+        "--cpus",
+        "1",
+        "--memory",
+        "4GB",
+        "--loader-batches",
+        "4",
+        "--train-steps",
+        "6",
+        "--warmup",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (ok, _, stderr) = common::feedbench(&tune);
+    assert!(ok, "{stderr}");
+    assert!(models(&out).iter().all(|m| *m == format!("replay:{steps}")), "{:?}", models(&out));
+    // LeRobot's loaders feed one step time: refused, with the file's median to give instead.
+    let lerobots = [&tune[..2], &["--loader", "lerobot", "--step-from", &steps]].concat();
+    let (ok, _, stderr) = common::feedbench(&lerobots);
+    assert!(!ok && stderr.contains("--step-ms 6.0 is"), "{stderr}");
+    let both = [&tune[..], &["--step-ms", "40"]].concat();
+    let (ok, _, stderr) = common::feedbench(&both);
+    assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
+}

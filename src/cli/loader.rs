@@ -203,9 +203,7 @@ fn step_spec(args: &TrainArgs) -> Result<StepSpec> {
                 "logged" => ReplayOrder::Logged,
                 _ => ReplayOrder::Drawn { seed: 0 },
             };
-            ModelSpec::Replay(
-                StepReplay::read(file, order).map_err(|e| anyhow::anyhow!("--step-from {e}"))?,
-            )
+            replayed(file, order)?
         }
         None => step.model.clone(),
     };
@@ -217,6 +215,12 @@ fn step_spec(args: &TrainArgs) -> Result<StepSpec> {
         dtype: step.dtype,
         host_seed: None,
     })
+}
+
+/// The step `--step-from FILE` replays, in `order`; the error names the flag and the file.
+pub(super) fn replayed(file: &Path, order: ReplayOrder) -> Result<ModelSpec> {
+    let replay = StepReplay::read(file, order).map_err(|e| anyhow::anyhow!("--step-from {e}"))?;
+    Ok(ModelSpec::Replay(replay))
 }
 
 /// The step's compute as a loader in another process feeds it (`train --loader lerobot`):

@@ -10,7 +10,9 @@ use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep};
+use feedbench::model::ReplayOrder;
 
+use super::loader::replayed;
 use super::{cluster, default_out, show_progress, sweep_progress_bar};
 
 /// Arguments of `feedbench sweep`: the whole sweep here, or, with `plan` and `run`, as the
@@ -34,6 +36,11 @@ pub struct SweepArgs {
     /// their knobs in the report).
     #[arg(long, requires = "resume")]
     allow_changed_config: bool,
+    /// The step replayed from FILE in every cell instead of the config's `model` (a
+    /// lerobot-train log, a train phase's JSON or step times in ms, one a line; drawn from its
+    /// times, seeded). LeRobot's loaders feed its median.
+    #[arg(long, value_name = "FILE")]
+    step_from: Option<PathBuf>,
 }
 
 /// A sweep as the tasks of a Slurm job array or a Kubernetes indexed job.
@@ -55,7 +62,11 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
         None => {}
     }
     let config_path = args.config.as_deref().expect("clap requires --config without an action");
-    let config = SweepConfig::load(config_path)?;
+    let mut config = SweepConfig::load(config_path)?;
+    if let Some(file) = &args.step_from {
+        config.model.step_from = None;
+        config.model.model = vec![replayed(file, ReplayOrder::Drawn { seed: 0 })?];
+    }
     config.dataset.check_present(config_path)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(config_path));
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;

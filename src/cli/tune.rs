@@ -20,8 +20,9 @@ use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
+use feedbench::model::{ModelSpec, ReplayOrder};
 
-use super::loader::StepFlags;
+use super::loader::{replayed, StepFlags};
 use super::loader_flags::LoaderFlags;
 
 /// Arguments of `feedbench tune`.
@@ -36,6 +37,11 @@ pub struct TuneArgs {
     /// leaves the cores to the loader).
     #[arg(long, value_name = "MS", conflicts_with = "model")]
     step_ms: Option<f64>,
+    /// The step replayed from FILE instead of --model: a lerobot-train log (its `updt_s`), a
+    /// train phase's JSON or step times in ms, one a line; each step's time drawn from them
+    /// (seeded), so that a step that varies is tuned for, prefetch included.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "step_ms"])]
+    step_from: Option<PathBuf>,
     /// Cores the loader may use [default: $SLURM_CPUS_PER_TASK, else this process's CPUs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     cpus: Option<u16>,
@@ -240,7 +246,7 @@ fn tune(
         _ => choice.declaration(),
     };
     let budgets = box_budgets(args)?;
-    let (step, run) = (step_choice(args), run_lengths(args));
+    let (step, run) = (step_choice(args)?, run_lengths(args));
     let plan = TunePlan::new(spec, declared, &step, &budgets, &launched.ranks, args.target, run)?;
     let out = out.unwrap_or_else(|| default_out(&plan.root));
     // The line's script is the run measured: feedbench-lerobot-train for feedbench's reader.
@@ -279,16 +285,34 @@ fn box_budgets(args: &TuneArgs) -> Result<BoxBudgets> {
     Ok(BoxBudgets { cpus, cpus_from, memory_bytes })
 }
 
-/// The step the flags give.
-fn step_choice(args: &TuneArgs) -> StepChoice {
-    StepChoice {
+/// The step the flags give: `--step-from`'s replayed where given, which only feedbench's own
+/// loader replays (LeRobot's block for one step time).
+fn step_choice(args: &TuneArgs) -> Result<StepChoice> {
+    let model = match &args.step_from {
+        Some(file) => {
+            let model = replayed(file, ReplayOrder::Drawn { seed: 0 })?;
+            let declared = args.loader.declaration();
+            let lerobots = !declared.backend.is_native() || declared.lerobot_train.is_some();
+            if let (ModelSpec::Replay(replay), true) = (&model, lerobots) {
+                let (median, _) = replay.median_and_p95_ms();
+                anyhow::bail!(
+                    "--step-from replays a step by feedbench's own loader; LeRobot's loaders feed \
+                     one step time: --step-ms {median:.1} is {}'s median",
+                    replay.source.display()
+                );
+            }
+            model
+        }
+        None => args.step.model.clone(),
+    };
+    Ok(StepChoice {
         step_ms: args.step_ms,
-        model: args.step.model.clone(),
+        model,
         device: args.step.device,
         preset: args.step.preset,
         dtype: args.step.dtype,
         threads: args.step.threads,
-    }
+    })
 }
 
 /// How long each phase runs, as the flags say.

@@ -17,7 +17,7 @@ use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LoaderBackend, VideoBackend};
 use crate::measure::phase::LoaderDeclaration;
-use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
+use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, ReplayOrder, StepReplay};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,6 +201,11 @@ pub struct ModelSection {
     pub dtype: Vec<Precision>,
     /// libtorch intra-op threads (libtorch's choice when absent).
     pub threads: Option<i32>,
+    /// The step replayed from this file instead of `model` (a lerobot-train log, a train
+    /// phase's JSON or step times in ms, one a line; drawn from its times, seeded); relative to
+    /// the config.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_from: Option<PathBuf>,
 }
 
 impl Default for ModelSection {
@@ -211,6 +216,7 @@ impl Default for ModelSection {
             device: DeviceChoice::Auto,
             dtype: vec![Precision::F32],
             threads: None,
+            step_from: None,
         }
     }
 }
@@ -268,9 +274,11 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
     /// Checks what TOML types cannot; the error names the config file `path`.
     fn check(&self, path: &Path) -> Result<(), ConfigError>;
 
-    /// Makes its relative paths relative to the directory of the config file at `config`.
-    fn resolve_relative_to(&mut self, config: &Path) {
+    /// Makes its relative paths relative to the directory of the config file at `config`, and
+    /// reads the files they name; the error says which key and what is wrong.
+    fn resolve(&mut self, config: &Path) -> Result<(), String> {
         self.dataset_mut().resolve_relative_to(config);
+        Ok(())
     }
 
     /// Reads and checks the config at `path`.
@@ -278,7 +286,7 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
-        config.resolve_relative_to(path);
+        config.resolve(path).map_err(error)?;
         config.check(path)?;
         Ok(config)
     }
@@ -287,6 +295,21 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
 impl ConfigFile for SweepConfig {
     fn dataset_mut(&mut self) -> &mut DatasetSource {
         &mut self.dataset
+    }
+
+    /// The dataset's path and `model.step_from` relative to the config's directory; the step
+    /// that file gives replaces `model.model`.
+    fn resolve(&mut self, config: &Path) -> Result<(), String> {
+        self.dataset.resolve_relative_to(config);
+        if let Some(file) = &mut self.model.step_from {
+            if file.is_relative() {
+                *file = config.parent().unwrap_or(Path::new(".")).join(&*file);
+            }
+            let replay = StepReplay::read(file, ReplayOrder::Drawn { seed: 0 })
+                .map_err(|e| format!("model.step_from {e}"))?;
+            self.model.model = vec![ModelSpec::Replay(replay)];
+        }
+        Ok(())
     }
 
     /// One dataset source, non-empty axes, counts of at least one.

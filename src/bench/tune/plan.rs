@@ -149,6 +149,7 @@ impl TunePlan {
                 device,
                 dtype: vec![step.dtype],
                 threads: step.threads,
+                step_from: None,
             },
             run,
         };

@@ -295,14 +295,16 @@ impl ConfigFile for GuardConfig {
         &mut self.dataset
     }
 
-    /// The dataset's path and each cell's `step_from` relative to the config's directory.
-    fn resolve_relative_to(&mut self, config: &Path) {
+    /// The dataset's path and each cell's `step_from` relative to the config's directory (the
+    /// file read as its runs start, and checked before).
+    fn resolve(&mut self, config: &Path) -> Result<(), String> {
         self.dataset.resolve_relative_to(config);
         for file in self.cells.iter_mut().filter_map(|c| c.step_from.as_mut()) {
             if file.is_relative() {
                 *file = config.parent().unwrap_or(Path::new(".")).join(&*file);
             }
         }
+        Ok(())
     }
 
     /// At least one cell, names unique and plain, counts of at least one, 3 repeats or more.
