@@ -352,3 +352,61 @@ fn a_launch_line_gives_the_ranks_and_is_printed_back_with_its_workers_set() {
     // Measured as one rank from the run's arguments alone.
     assert!(!knobs["lerobot_train"].as_str().unwrap().contains("accelerate"), "{knobs}");
 }
+
+/// Tune with the step replayed from a file of `times` (ms, drawn from them), one core, 60
+/// steps a configuration: the answer.
+fn tune_replayed(dir: &Path, root: &Path, name: &str, times: &str) -> serde_json::Value {
+    let file = dir.join(format!("{name}.txt"));
+    std::fs::write(&file, times).unwrap();
+    let out = dir.join(name);
+    let args = [
+        "tune",
+        root.to_str().unwrap(),
+        "--batch",
+        "16",
+        "--step-from",
+        file.to_str().unwrap(),
+        "--cpus",
+        "1",
+        "--memory",
+        "4GB",
+        "--loader-batches",
+        "8",
+        "--train-steps",
+        "60",
+        "--warmup",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    let (ok, stdout, err) = common::feedbench(&args);
+    assert!(ok, "{err}");
+    answer(&stdout)
+}
+
+#[test]
+fn a_bimodal_step_is_fed_by_a_deeper_prefetch_and_a_constant_one_is_not() {
+    let _alone = common::timing_alone();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    // A 300 ms step, then six of 1 ms, drawn: 43.7 ms on average, which one worker outruns
+    // several times over, but a run of short steps takes more batches than prefetch 2 holds.
+    let bimodal = tune_replayed(dir.path(), &root, "bimodal", "300\n1\n1\n1\n1\n1\n1\n");
+    let demand = &bimodal["demand"];
+    assert!((demand["step_ms"].as_f64().unwrap() - 306.0 / 7.0).abs() < 1e-9, "{demand}");
+    assert_eq!(demand["varies"]["p95_ms"], 300.0, "{demand}");
+    assert!(bimodal["prefetch"].as_u64().unwrap() >= 4, "{bimodal}");
+    let depths = bimodal["prefetch_depths"]["measured"].as_array().unwrap();
+    let at = |depth: u64| {
+        let found = depths.iter().find(|d| d[0].as_u64() == Some(depth));
+        found.and_then(|d| d[1].as_f64()).unwrap_or_else(|| panic!("{depth}: {bimodal}"))
+    };
+    assert!(at(4) > 1.05 * at(2), "prefetch 4 measurably beats 2: {depths:?}");
+    assert!(bimodal["prefetch_depths"]["deeper_adds_bytes"].as_u64().unwrap() > 0);
+    // The same mean every step: prefetch 2 keeps it fed, and no deeper one is looked for.
+    let constant = tune_replayed(dir.path(), &root, "constant", "43.7\n");
+    assert_eq!(constant["prefetch"], 2, "{constant}");
+    assert!(constant["demand"]["varies"].is_null(), "{constant}");
+    assert!(constant["prefetch_depths"].is_null(), "{constant}");
+}

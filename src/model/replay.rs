@@ -128,6 +128,11 @@ impl StepReplay {
         })
     }
 
+    /// The mean of its times, ms: what sets the rate of a step that takes them in turn.
+    pub fn mean_ms(&self) -> f64 {
+        self.times_ms.iter().sum::<f64>() / self.times_ms.len().max(1) as f64
+    }
+
     /// The median and 95th percentile of its times, ms.
     pub fn median_and_p95_ms(&self) -> (f64, f64) {
         let mut sorted = self.times_ms.to_vec();

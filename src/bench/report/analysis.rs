@@ -17,6 +17,7 @@ use crate::measure::change::interval;
 use crate::measure::phase::{DecodeLimit, LoaderPhase, SampleSteps};
 use crate::measure::stats::{median, median_and_p95};
 use crate::measure::verdict::Verdict;
+use crate::model::ModelSpec;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
 /// and the advice's diagnosis per group, and the plot groups. Pure: it reads nothing else.
@@ -130,8 +131,28 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
             (median_and_p95(wait_shares), mean)
         }
     };
-    let train_iteration_ms: Vec<f64> =
-        runs.iter().flat_map(|r| r.train.per_step.iter().map(|s| s.wait_ms + s.step_ms)).collect();
+    // A replayed step's times are drawn: their spread is the step's, not the loader's, and in
+    // the interval it would hide every difference between configurations, as would the draws
+    // of a run ended early. Each step then counts the file's mean time (what sets the step's
+    // rate over a long run), its own copy and its own wait.
+    let replayed_mean_ms = match &knobs.model {
+        ModelSpec::Replay(replay) => Some(replay.mean_ms()),
+        _ => None,
+    };
+    let train_iteration_ms: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.train.per_step.iter())
+        .map(|s| match replayed_mean_ms {
+            Some(mean) => s.wait_ms + s.h2d_ms + mean,
+            None => s.wait_ms + s.step_ms,
+        })
+        .collect();
+    let train_samples_per_s = match replayed_mean_ms {
+        Some(_) if !train_iteration_ms.is_empty() => {
+            train_rate(knobs.knobs.batch_size)(&train_iteration_ms)
+        }
+        _ => med(&|r| r.train.samples_per_s),
+    };
     let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
         .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(knobs.knobs.batch_size)))
         .flatten();
@@ -157,7 +178,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         ),
         model_samples_per_s: med(&|r| r.model.samples_per_s),
         model_step_ms: med(&|r| r.model.step.median_ms),
-        train_samples_per_s: med(&|r| r.train.samples_per_s),
+        train_samples_per_s,
         train_iteration_ms,
         train_interval,
         train_wait_ms: med(&|r| r.train.wait.median_ms),

@@ -158,6 +158,38 @@ pub struct Answer {
     /// The memory every rank's processes held together, measured with the ranks at once, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_at_ranks_bytes: Option<u64>,
+    /// For a step that varies: the prefetch depths measured at the answer's workers, and what
+    /// a deeper one would hold; None for a steady step or one depth measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch_depths: Option<PrefetchDepths>,
+}
+
+/// The prefetch depths measured at the answer's workers for a step that varies: which one
+/// rides out its spread, and the memory the next would add.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchDepths {
+    /// Each depth measured, shallowest first, with its train samples/s.
+    pub measured: Vec<(usize, f64)>,
+    /// What the next deeper depth (twice the answer's) would hold beyond the answer's: a
+    /// batch more per worker for each added depth, bytes.
+    pub deeper_adds_bytes: u64,
+}
+
+impl PrefetchDepths {
+    /// The depths measured at the workers of `answer` where `state`'s step varies.
+    fn of(rows: &[Row], state: &SearchState, answer: &Row) -> Option<Self> {
+        state.demand.varies?;
+        let workers = answer.knobs.knobs.workers;
+        let mut measured: Vec<(usize, f64)> = rows
+            .iter()
+            .filter(|r| r.knobs.knobs.workers == workers)
+            .map(|r| (r.knobs.knobs.prefetch, r.train_samples_per_s))
+            .collect();
+        measured.sort_by_key(|&(depth, _)| depth);
+        let added = (workers.max(1) * answer.knobs.knobs.prefetch) as u64;
+        (measured.len() > 1)
+            .then_some(Self { measured, deeper_adds_bytes: state.batch_bytes * added })
+    }
 }
 
 /// The answer the measured `rows` give, or None where no row has a finite throughput.
@@ -267,6 +299,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         memory_bytes: row.train_pss_bytes,
         first_batch_s: row.train_first_batch_s,
         memory_at_ranks_bytes: None,
+        prefetch_depths: PrefetchDepths::of(rows, state, row),
     })
 }
 
@@ -290,7 +323,7 @@ pub(crate) mod tests {
 
     pub(crate) fn state(step_ms: f64, cpus: usize) -> SearchState {
         SearchState {
-            demand: Demand { step_ms, batch: 16 },
+            demand: Demand::steady(step_ms, 16),
             budgets: Budgets { cpus, memory_bytes: 64_000_000_000 },
             settings: SearchSettings::new(5.0, 9),
             batch_bytes: 100_000_000,

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::answer::{Answer, Bound};
+use super::answer::{Answer, Bound, PrefetchDepths};
 use crate::bench::report::{beside_the_wait, millis, rate};
 use crate::loader::lerobot::LoaderBackend;
 use crate::timing::stage::Stage;
@@ -37,13 +37,21 @@ impl Answer {
         if let Some((low, high)) = self.train_interval {
             text.push_str(&format!(" (95 % CI {} to {})", rate(low), rate(high)));
         }
+        let takes = match d.varies {
+            Some(v) => format!(
+                "takes {} ms on average (replayed: median {} ms, p95 {} ms)",
+                millis(d.step_ms),
+                millis(v.median_ms),
+                millis(v.p95_ms)
+            ),
+            None => format!("takes {} ms", millis(d.step_ms)),
+        };
         text.push_str(&format!(
             ", {:.1} % of the step waiting for batches and copying them (p95 {:.1} %). The step \
-             takes {} ms and asks for {} samples/s; one worker loads {} samples/s ({} CPU \
+             {takes} and asks for {} samples/s; one worker loads {} samples/s ({} CPU \
              ms/sample",
             self.input_bound_pct.0,
             self.input_bound_pct.1,
-            millis(d.step_ms),
             rate(d.samples_per_s()),
             rate(self.rates.per_worker),
             millis(self.cpu_ms_per_sample),
@@ -135,6 +143,9 @@ impl Answer {
             text.push(' ');
             text.push_str(&fit.sentence(d.samples_per_s()));
         }
+        if let Some(depths) = &self.prefetch_depths {
+            text.push_str(&self.depths_sentence(depths));
+        }
         // A start-up of seconds (spawned workers import torch and LeRobot) is a large share of
         // a short run: said where it passes one second.
         if let Some(first) = self.first_batch_s.filter(|&s| s > 1.0) {
@@ -158,6 +169,26 @@ impl Answer {
             ));
         }
         text
+    }
+
+    /// Which prefetch depth rides out a varying step's spread, against the others measured,
+    /// and what the next would hold, as a sentence with a leading space.
+    fn depths_sentence(&self, depths: &PrefetchDepths) -> String {
+        let others: Vec<String> = depths
+            .measured
+            .iter()
+            .filter(|&&(depth, _)| depth != self.prefetch)
+            .map(|&(depth, rate_at)| format!("{} at prefetch {depth}", rate(rate_at)))
+            .collect();
+        format!(
+            " Prefetch {} rides out the step's spread: {} samples/s against {}; prefetch {} would \
+             hold {:.2} GB more.",
+            self.prefetch,
+            rate(self.train_samples_per_s),
+            others.join(", "),
+            self.prefetch * 2,
+            depths.deeper_adds_bytes as f64 / 1e9
+        )
     }
 
     /// What the loader's dominant stage points to, as a sentence with a leading space.

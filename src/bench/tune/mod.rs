@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use self::answer::{answer, Answer, AnswerKnobs};
 use self::at_once::{measured_into, next_workers, AtOnce, MOST_AT_ONCE};
 use self::launch::Ranks;
-use self::predict::Demand;
+use self::predict::{Demand, StepSpread};
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
@@ -256,10 +256,22 @@ pub fn run_tune(
 
     let mut steps: Vec<TuneStep> = Vec::new();
     let (mut measuring_s, mut measured, mut budget_ran_out) = (0.0, 0, false);
+    // A replayed step's rate is its mean's: its median may be a fraction of it.
+    let demand_of = |first: &Row| match &base.model {
+        ModelSpec::Replay(replay) => {
+            let (median_ms, p95_ms) = replay.median_and_p95_ms();
+            let mean_ms = replay.mean_ms();
+            // A file of one time (however often) replays a steady step.
+            let steady = p95_ms == median_ms && mean_ms == median_ms;
+            let varies = (!steady).then_some(StepSpread { median_ms, p95_ms });
+            Demand { step_ms: mean_ms, batch: base.knobs.batch_size, varies }
+        }
+        _ => Demand::steady(first.model_step_ms, base.knobs.batch_size),
+    };
     let state_of = |rows: &[Row]| -> Option<SearchState> {
         let first = rows.first()?;
         Some(SearchState {
-            demand: Demand { step_ms: first.model_step_ms, batch: base.knobs.batch_size },
+            demand: demand_of(first),
             budgets: request.budgets,
             settings: request.settings,
             batch_bytes,

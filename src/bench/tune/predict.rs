@@ -10,13 +10,31 @@ const MOST_WORKERS: usize = 4096;
 /// What the step asks of the loader: a batch every step.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Demand {
-    /// The step alone (the model phase's median, host→device copy included), ms.
+    /// The step alone (the model phase's median, host→device copy included; a replayed step's
+    /// mean, which sets its rate), ms.
     pub step_ms: f64,
     /// Samples per batch.
     pub batch: usize,
+    /// How a replayed step's times spread; None for one that does not vary by design.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub varies: Option<StepSpread>,
+}
+
+/// The spread of a step's times: the median and the 95th percentile, ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepSpread {
+    /// Median, ms.
+    pub median_ms: f64,
+    /// 95th percentile, ms.
+    pub p95_ms: f64,
 }
 
 impl Demand {
+    /// A step of `step_ms` that does not vary by design, feeding batches of `batch`.
+    pub fn steady(step_ms: f64, batch: usize) -> Self {
+        Self { step_ms, batch, varies: None }
+    }
+
     /// Samples per second the step consumes when it never waits.
     pub fn samples_per_s(&self) -> f64 {
         self.batch as f64 * 1e3 / self.step_ms
@@ -24,7 +42,10 @@ impl Demand {
 
     /// The same step `speedup` times faster.
     pub fn faster(&self, speedup: f64) -> Self {
-        Self { step_ms: self.step_ms / speedup, batch: self.batch }
+        let varies = self
+            .varies
+            .map(|v| StepSpread { median_ms: v.median_ms / speedup, p95_ms: v.p95_ms / speedup });
+        Self { step_ms: self.step_ms / speedup, batch: self.batch, varies }
     }
 }
 
@@ -122,7 +143,7 @@ mod tests {
     const GB: u64 = 1_000_000_000;
 
     fn demand(step_ms: f64) -> Demand {
-        Demand { step_ms, batch: 16 }
+        Demand::steady(step_ms, 16)
     }
 
     #[test]

@@ -140,6 +140,9 @@ impl SearchState {
     }
 }
 
+/// The deepest prefetch a varying step's search goes to.
+const MOST_PREFETCH: usize = 16;
+
 /// The next configuration to measure, or [`Next::Done`]: one worker first (the loader's cost per
 /// sample; the step's cost comes with it), a second where the prediction needs more (its
 /// scaling), then the predicted count and one fewer; then up while the best is still starved
@@ -234,7 +237,33 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
             return measure(k.workers, deeper, "late batches: a deeper prefetch");
         }
     }
+    // A varying step's runs of short steps: at the best's workers, as a knee below it (no
+    // workers, where an interval cannot decide) has no queue to deepen.
+    let workers = best.knobs.knobs.workers.max(k.workers);
+    if let Some(deeper) = bursts_deeper(rows, state, workers).filter(|_| workers >= 1) {
+        return measure(workers, deeper, "the step's short runs drain the queue: deeper");
+    }
     Next::Done
+}
+
+/// For a step that varies (replayed): the next prefetch depth to measure at `workers` where the
+/// loader keeps up with the step's mean rate yet the deepest depth measured still falls short
+/// of it by more than the target — runs of short steps empty the queue, which a deeper one
+/// rides out; None where that depth is fed, or the next would not fit.
+fn bursts_deeper(rows: &[Row], state: &SearchState, workers: usize) -> Option<usize> {
+    let demand = &state.demand;
+    demand.varies?;
+    let rates = state.rates(rows)?;
+    let keeps_up = rates.loader_rate(workers) >= demand.samples_per_s();
+    let deepest = rows
+        .iter()
+        .filter(|r| r.knobs.knobs.workers == workers)
+        .max_by_key(|r| r.knobs.knobs.prefetch)?;
+    let short = deepest.train_samples_per_s
+        < demand.samples_per_s() * (1.0 - state.settings.target_pct / 100.0);
+    let deeper = deepest.knobs.knobs.prefetch * 2;
+    let next = keeps_up && short && deeper <= MOST_PREFETCH && state.fits(rows, workers, deeper);
+    next.then_some(deeper)
 }
 
 #[cfg(test)]
@@ -246,7 +275,7 @@ mod tests {
     const GB: u64 = 1_000_000_000;
 
     fn demand(step_ms: f64) -> Demand {
-        Demand { step_ms, batch: 16 }
+        Demand::steady(step_ms, 16)
     }
 
     fn state(step_ms: f64, cpus: usize) -> SearchState {
