@@ -137,6 +137,11 @@ fn sweep_and_tune_replay_the_step_from_a_file_and_keep_it_in_their_cells() {
     let (ok, _, stderr) = common::feedbench(&sweep);
     assert!(ok, "{stderr}");
     assert_eq!(models(&out), [format!("replay:{steps}")]);
+    // Its report shows each cell's AU and the memory its train phase held.
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| AU % | PSS MB |") && md.contains("*PSS*: the memory"), "{md}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains(",au_pct,train_pss_bytes,"), "{csv}");
     // --step-from gives every cell the file's step, whatever the config's model.
     std::fs::write(dir.path().join("other.txt"), "5\n").unwrap();
     let other = dir.path().join("other.txt");

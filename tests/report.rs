@@ -144,7 +144,8 @@ fn recommends_the_knee_and_the_prefetch_past_which_nothing_improves() {
         .take(5)
         .collect();
     assert_eq!(table.len(), 5, "{}", written.terminal);
-    assert!(table[0].ends_with("45.0   67.5  highly input-bound"), "{}", table[0]);
+    // AU beside the input-bound share: the step's share of the wall time.
+    assert!(table[0].ends_with("45.0   67.5  55.0  highly input-bound"), "{}", table[0]);
     assert!(
         table[2].starts_with('*') && table[2].ends_with("moderately input-bound"),
         "{}",
@@ -251,13 +252,20 @@ fn writes_markdown_csv_and_svgs_with_labelled_axes() {
         Knob::set(KnobSet::All).into_iter().filter(|k| k.def().unless.is_none()).collect();
     // No cell had a cache: no column for the cache's stage.
     let stages: Vec<Stage> = Stage::ALL.into_iter().filter(|&s| s != Stage::Cache).collect();
-    assert_eq!(header, report::csv::header(&always, &stages));
+    // Its cells carry the AU (newer than the first results), not the memory or ranks.
+    let newer = report::NewerFigures { au: true, memory: false, ranks: false };
+    assert_eq!(header, report::csv::header(&always, newer, &stages));
     let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let rows: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split(',').collect()).collect();
     assert!(rows.iter().all(|r| r.len() == header.len()));
     assert_eq!(rows[0][column("repeats")], "3");
     assert_eq!(rows[0][column("train_samples_per_s")], "10");
     assert_eq!(rows[0][column("verdict")], "highly_input_bound");
+    // MLPerf Storage's AU beside it: the step's share of the wall time, the repeats' median.
+    let au: f64 = rows[0][column("au_pct")].parse().unwrap();
+    let input_bound: f64 = rows[0][column("input_bound_median_pct")].parse().unwrap();
+    assert!((au - (100.0 - input_bound)).abs() < 1e-9, "{au} {input_bound}");
+    assert!(md.contains("| AU % |") && md.contains("MLPerf Storage"), "{md}");
     let recommended: Vec<usize> = rows
         .iter()
         .filter(|r| r[column("recommended")] == "true")

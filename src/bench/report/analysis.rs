@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use super::advice;
 use super::recommendation::recommend;
 use super::{
-    partition, train_rate, Group, Knob, KnobSet, PlotGroup, Report, Row, HEATMAP_PLOT_STEM,
-    INTERVAL_SEED, MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
+    partition, train_rate, Group, Knob, KnobSet, PlotGroup, Report, Row, RowRanks,
+    HEATMAP_PLOT_STEM, INTERVAL_SEED, MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
 };
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
@@ -166,6 +166,15 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
             let firsts: Vec<f64> = runs.iter().filter_map(|r| r.train.first_batch_s).collect();
             (!firsts.is_empty()).then(|| median(firsts))
         },
+        au_pct: {
+            let au: Vec<f64> = runs.iter().filter_map(|r| r.train.au_pct).collect();
+            (!au.is_empty()).then(|| median(au))
+        },
+        ranks: runs.iter().find_map(|r| r.train.ranks.as_ref()).map(|spread| RowRanks {
+            ranks: spread.ranks.len(),
+            slowest_rank: spread.slowest_rank,
+            spread_pct: spread.rank_spread_pct,
+        }),
         decode_limit,
         stages: advice::stage_costs(&loaders),
         frames: loaders.iter().find_map(|l| l.frames),

@@ -2,7 +2,7 @@
 //! of each figure, as in the table; the raw repeats stay in `results.jsonl`), a header row and
 //! stable column names.
 
-use super::{Knob, KnobSet, Report, Stage};
+use super::{Knob, KnobSet, NewerFigures, Report, Stage};
 use crate::bench::report::table::{Column, Table};
 
 /// The knob columns of `report`: every knob its cells show (the loader where a cell ran
@@ -12,8 +12,8 @@ fn knob_columns(report: &Report) -> Vec<Knob> {
 }
 
 /// The header, in column order, for a report whose knob and stage columns are `knobs` and
-/// `stages`.
-pub fn header(knobs: &[Knob], stages: &[Stage]) -> Vec<String> {
+/// `stages`, and whose rows carry the `newer` figures.
+pub fn header(knobs: &[Knob], newer: NewerFigures, stages: &[Stage]) -> Vec<String> {
     let mut columns: Vec<String> = knobs.iter().map(|k| k.field().into()).collect();
     columns.extend(
         [
@@ -31,9 +31,19 @@ pub fn header(knobs: &[Knob], stages: &[Stage]) -> Vec<String> {
             "train_compute_median_ms",
             "input_bound_median_pct",
             "input_bound_p95_pct",
-            "verdict",
-            "recommended",
         ]
+        .map(String::from),
+    );
+    let shown = |on: bool, names: &[&'static str]| if on { names.to_vec() } else { Vec::new() };
+    columns.extend(
+        [
+            shown(newer.au, &["au_pct"]),
+            shown(newer.memory, &["train_pss_bytes", "train_first_batch_s"]),
+            shown(newer.ranks, &["ranks", "slowest_rank", "rank_spread_pct"]),
+            vec!["verdict", "recommended"],
+        ]
+        .concat()
+        .into_iter()
         .map(String::from),
     );
     columns.extend(stages.iter().map(|s| format!("cpu_ms_per_sample_{}", s.name())));
@@ -49,8 +59,9 @@ fn stage_columns(report: &Report) -> Vec<Stage> {
 
 /// The table as CSV text.
 pub fn render(report: &Report) -> String {
-    let (knobs, stages) = (knob_columns(report), stage_columns(report));
-    let columns = header(&knobs, &stages).iter().map(|h| Column::text(h)).collect();
+    let (knobs, stages, newer) =
+        (knob_columns(report), stage_columns(report), report.newer_figures());
+    let columns = header(&knobs, newer, &stages).iter().map(|h| Column::text(h)).collect();
     let mut rows = Vec::with_capacity(report.rows.len());
     for r in &report.rows {
         let number = |x: f64| {
@@ -78,6 +89,20 @@ pub fn render(report: &Report) -> String {
             number(r.train_compute_ms),
             number(r.input_bound_pct),
             number(r.input_bound_p95_pct),
+        ]);
+        if newer.au {
+            cells.push(r.au_pct.map_or(String::new(), number));
+        }
+        if newer.memory {
+            cells.push(r.train_pss_bytes.map_or(String::new(), |b| b.to_string()));
+            cells.push(r.train_first_batch_s.map_or(String::new(), number));
+        }
+        if newer.ranks {
+            cells.push(r.ranks.map_or(String::new(), |k| k.ranks.to_string()));
+            cells.push(r.ranks.map_or(String::new(), |k| k.slowest_rank.to_string()));
+            cells.push(r.ranks.map_or(String::new(), |k| number(k.spread_pct)));
+        }
+        cells.extend([
             serde_json::to_value(r.verdict)
                 .ok()
                 .and_then(|v| v.as_str().map(String::from))
@@ -98,7 +123,8 @@ mod tests {
 
     #[test]
     fn header_names_are_unique() {
-        let mut names = header(&Knob::set(KnobSet::All), &Stage::ALL);
+        let all = NewerFigures { au: true, memory: true, ranks: true };
+        let mut names = header(&Knob::set(KnobSet::All), all, &Stage::ALL);
         let n = names.len();
         names.sort();
         names.dedup();

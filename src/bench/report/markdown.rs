@@ -24,7 +24,8 @@ pub fn render(report: &Report) -> String {
         "\n*loader* and *model*: each phase alone (the ceilings, samples/s); *train*: the loader \
          feeding the model; *input-bound*: (wait + host→device) / step, median and p95 over \
          steps — highly input-bound from {HIGHLY_INPUT_BOUND_PCT:.0} %, moderately from \
-         {MODERATELY_INPUT_BOUND_PCT:.0} %; `*` marks the recommended rows.\n"
+         {MODERATELY_INPUT_BOUND_PCT:.0} %{}; `*` marks the recommended rows.\n",
+        report.newer_legend(|name| format!("*{name}*"))
     );
 
     if let Some(table) = report.loaders_table() {

@@ -102,6 +102,12 @@ pub struct Row {
     /// Seconds from the train phase's first request to its first batch (the median over its
     /// repeats): the workers' start-up.
     pub train_first_batch_s: Option<f64>,
+    /// The train phase's accelerator utilisation (MLPerf Storage's), the median over its
+    /// repeats, percent; None where results before it did not say.
+    pub au_pct: Option<f64>,
+    /// Where the train phase measured several ranks at once: how many, the slowest and the
+    /// spread (the first repeat's).
+    pub ranks: Option<RowRanks>,
     /// The decode-only limit (medians of its figures).
     pub decode_limit: Option<DecodeLimit>,
     /// The loader's stages, largest first.
@@ -238,6 +244,28 @@ pub struct Report {
     pub loaders: Option<loaders::LoaderComparison>,
 }
 
+/// Which figures added after the first results a report's rows carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewerFigures {
+    /// The accelerator utilisation.
+    pub au: bool,
+    /// The memory held and the start-up (PSS, first batch).
+    pub memory: bool,
+    /// Ranks measured at once.
+    pub ranks: bool,
+}
+
+/// A row's ranks measured at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowRanks {
+    /// Ranks measured.
+    pub ranks: usize,
+    /// The rank that waited most for its data.
+    pub slowest_rank: usize,
+    /// How much longer it waited than the fastest, percent of its step.
+    pub spread_pct: f64,
+}
+
 impl Report {
     /// The cell table (shared by the terminal and Markdown writers). The first column marks
     /// the recommended rows with `*`.
@@ -251,6 +279,16 @@ impl Report {
         }
         for header in ["loader/s", "model/s", "train/s", "input-bound %", "p95 %"] {
             columns.push(Column::number(header));
+        }
+        let newer = self.newer_figures();
+        let (with_au, with_pss, with_ranks) = (newer.au, newer.memory, newer.ranks);
+        let optional = [(with_au, "AU %"), (with_pss, "PSS MB"), (with_ranks, "ranks")];
+        for (_, header) in optional.iter().filter(|(shown, _)| *shown) {
+            columns.push(if *header == "ranks" {
+                Column::text(header)
+            } else {
+                Column::number(header)
+            });
         }
         columns.push(Column::text("verdict"));
         let rows = self
@@ -273,12 +311,64 @@ impl Report {
                     rate(r.train_samples_per_s),
                     format!("{:.1}", r.input_bound_pct),
                     format!("{:.1}", r.input_bound_p95_pct),
-                    r.verdict.to_string(),
                 ]);
+                if with_au {
+                    line.push(r.au_pct.map_or("-".into(), |au| format!("{au:.1}")));
+                }
+                if with_pss {
+                    line.push(
+                        r.train_pss_bytes.map_or("-".into(), |b| format!("{:.0}", b as f64 / 1e6)),
+                    );
+                }
+                if with_ranks {
+                    line.push(r.ranks.map_or("-".into(), |k| {
+                        format!("{} (slowest {}, +{:.1} %)", k.ranks, k.slowest_rank, k.spread_pct)
+                    }));
+                }
+                line.push(r.verdict.to_string());
                 line
             })
             .collect();
         Table { columns, rows }
+    }
+
+    /// Which figures results before them lack its rows have: a column and a legend only where
+    /// a row has one, so that older results render as they did.
+    pub fn newer_figures(&self) -> NewerFigures {
+        let any = |f: fn(&Row) -> bool| self.rows.iter().any(f);
+        NewerFigures {
+            au: any(|r| r.au_pct.is_some()),
+            memory: any(|r| r.train_pss_bytes.is_some() || r.train_first_batch_s.is_some()),
+            ranks: any(|r| r.ranks.is_some()),
+        }
+    }
+
+    /// The legend of the newer figures' columns shown, in `markup` (`*AU*` or `AU`), each with
+    /// a leading "; ".
+    pub(crate) fn newer_legend(&self, markup: fn(&str) -> String) -> String {
+        let NewerFigures { au, memory: pss, ranks } = self.newer_figures();
+        let mut legend = String::new();
+        if au {
+            legend.push_str(&format!(
+                "; {}: the step's time over the wall time, the first step left out (MLPerf \
+                 Storage's accelerator utilisation)",
+                markup("AU")
+            ));
+        }
+        if pss {
+            legend.push_str(&format!(
+                "; {}: the memory the train phase's processes held, shared pages once",
+                markup("PSS")
+            ));
+        }
+        if ranks {
+            legend.push_str(&format!(
+                "; {}: measured at once, the one that waited most and by how much more than the \
+                 fastest",
+                markup("ranks")
+            ));
+        }
+        legend
     }
 
     /// `knob value, …` of the fixed knobs, or None when every knob varies.

@@ -22,12 +22,12 @@ pub fn render(report: &Report) -> String {
     }
     out.push('\n');
     out.push_str(&report.table().aligned());
-    out.push_str(&wrap(
+    let legend = format!(
         "loader/model: each phase alone (ceilings); train: the loader feeding the model; \
-         input-bound: (wait + h2d) / step, median and p95 over steps; * recommended",
-        "",
-        "",
-    ));
+         input-bound: (wait + h2d) / step, median and p95 over steps{}; * recommended",
+        report.newer_legend(str::to_string)
+    );
+    out.push_str(&wrap(&legend, "", ""));
     if let Some(table) = report.loaders_table() {
         out.push_str("\nBoth loaders, cell by cell:\n");
         out.push_str(&table.aligned());
