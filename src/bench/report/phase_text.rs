@@ -187,14 +187,18 @@ fn memory_text(memory: &MemoryFigures) -> String {
     let worker = memory
         .per_worker_pss_mb
         .map_or(String::new(), |mb| format!(", {mb:.0} MB of it a worker process"));
-    let growing = match memory.growing {
-        true => ": it grows beyond noise over the steps (a leak, or caches still filling)",
-        false => "",
+    // A slope over a short window, extrapolated to a minute, is noise unless it is flagged.
+    let over_the_steps = match memory.growing {
+        true => format!(
+            "{:+.1} MB a minute over the measured steps ({} reads): it grows beyond noise (a \
+             leak, or caches still filling)",
+            memory.pss_slope_mb_per_min, memory.reads
+        ),
+        false => format!("no growth beyond noise over the measured steps ({} reads)", memory.reads),
     };
     format!(
-        "memory held: {:.0} MB PSS (shared pages counted once){worker}; {:+.1} MB a minute over \
-         the measured steps ({} reads){growing}",
-        memory.pss_mb, memory.pss_slope_mb_per_min, memory.reads
+        "memory held: {:.0} MB PSS (shared pages counted once){worker}; {over_the_steps}",
+        memory.pss_mb
     )
 }
 
@@ -336,4 +340,26 @@ fn group_thousands(n: usize) -> String {
         out.push(ch);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_says_a_slope_only_where_it_grows() {
+        let steady = MemoryFigures {
+            pss_mb: 427.0,
+            per_worker_pss_mb: None,
+            pss_slope_mb_per_min: 3084.2,
+            growing: false,
+            reads: 2,
+        };
+        let text = memory_text(&steady);
+        assert!(text.ends_with("no growth beyond noise over the measured steps (2 reads)"));
+        assert!(!text.contains("3084"), "a short window's slope is noise: {text}");
+        let leaking = MemoryFigures { growing: true, per_worker_pss_mb: Some(300.0), ..steady };
+        let text = memory_text(&leaking);
+        assert!(text.contains("300 MB of it a worker") && text.contains("+3084.2 MB a minute"));
+    }
 }
