@@ -202,6 +202,24 @@ fn unknown_version_is_refused_by_name() {
 }
 
 #[test]
+fn frames_stored_as_anything_but_parquet_are_refused_by_name_before_any_read() {
+    let (_dir, root) = generated(CodebaseVersion::V30, ListLayout::List);
+    edit_info(&root, |info| info["storage_format"] = "parquet".into());
+    assert!(Dataset::open(&root).is_ok(), "LeRobot main's parquet reads as before");
+    // Lance: refused with what to do, even where the rest of info.json would not parse.
+    edit_info(&root, |info| {
+        info["storage_format"] = "lance".into();
+        info["fps"] = "fast".into();
+    });
+    let err = Dataset::open(&root).err().unwrap().to_string();
+    assert!(err.contains("info.json") && err.contains("storage_format \"lance\""), "{err}");
+    assert!(err.contains("read it with LeRobot, or convert it back to Parquet"), "{err}");
+    edit_info(&root, |info| info["storage_format"] = "zarr".into());
+    let err = Dataset::open(&root).err().unwrap().to_string();
+    assert!(err.contains("storage_format \"zarr\": expected \"parquet\""), "{err}");
+}
+
+#[test]
 fn a_feature_without_its_column_names_file_and_column() {
     let (_dir, root) = generated(CodebaseVersion::V30, ListLayout::List);
     edit_info(&root, |info| {

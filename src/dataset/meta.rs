@@ -92,6 +92,25 @@ struct RawInfo {
     features: serde_json::Map<String, Json>,
 }
 
+/// Refuses frames stored as anything but Parquet: info.json's `storage_format` (LeRobot's main
+/// writes "parquet", or "lance" for its Lance backend) before anything else is read, so that a
+/// Lance dataset is never a parse error or a wrong read. Absent, it is Parquet.
+fn check_storage_format(info: &Json, path: &Path) -> Result<()> {
+    match info.get("storage_format") {
+        None => Ok(()),
+        Some(format) if format.as_str() == Some("parquet") => Ok(()),
+        Some(format) if format.as_str() == Some("lance") => Err(DatasetError::invalid(
+            path,
+            "storage_format \"lance\": its frames are in Lance files, which feedbench does not \
+             read; read it with LeRobot, or convert it back to Parquet (storage_format \"parquet\")",
+        )),
+        Some(other) => Err(DatasetError::invalid(
+            path,
+            format!("storage_format {other}: expected \"parquet\" (or LeRobot's \"lance\")"),
+        )),
+    }
+}
+
 impl Info {
     /// Reads and checks `root/meta/info.json`.
     pub fn load(root: &Path) -> Result<Self> {
@@ -160,6 +179,7 @@ impl Info {
             .and_then(Json::as_str)
             .ok_or_else(|| DatasetError::invalid(path, "expected a string `codebase_version`"))?;
         let codebase_version = CodebaseVersion::parse(version, path)?;
+        check_storage_format(&value, path)?;
         let raw: RawInfo = serde_path_to_error::deserialize(value)
             .map_err(|e| DatasetError::invalid(path, format!("`{}`: {}", e.path(), e.inner())))?;
         if !raw.fps.is_finite() || raw.fps <= 0.0 {
