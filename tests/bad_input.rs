@@ -360,7 +360,7 @@ fn an_empty_episode_list_is_named() {
 
 /// Rewrites column `name` of the parquet file `data` as `change` makes it (an Arrow array in,
 /// one of the same length out), keeping the other columns.
-fn rewrite_column(
+pub(crate) fn rewrite_column(
     data: &Path,
     name: &str,
     change: impl FnOnce(&arrow::array::ArrayRef) -> arrow::array::ArrayRef,

@@ -163,6 +163,12 @@ fn deltas_off_the_frame_grid_are_refused() {
     assert!(err.contains("`nope`: no such feature"), "{err}");
     // Within tolerance (1e-4 s) is accepted, as LeRobot does.
     assert!(dataset.window(&WindowSpec::parse_deltas(&["action=0.10005"]).unwrap()).is_ok());
+    // A half frame, where the tolerance lets it through, goes to the even frame, as Python's
+    // round in LeRobot's get_delta_indices takes it (0.5 → 0, 1.5 → 2, 2.5 → 2).
+    let options = DatasetOptions { tolerance_s: 0.06, ..DatasetOptions::default() };
+    let wide = Dataset::open_with(&root, &options).unwrap();
+    let halves = WindowSpec::parse_deltas(&["action=0.05,0.15,0.25"]).unwrap();
+    assert_eq!(wide.window(&halves).unwrap().offsets("action"), Some(&[0, 2, 2][..]));
 }
 
 fn edit_info(root: &Path, edit: impl FnOnce(&mut serde_json::Value)) {

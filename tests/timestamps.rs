@@ -111,3 +111,95 @@ fn an_fps_that_is_no_rate_is_refused_naming_info_json() {
         }
     }
 }
+
+#[test]
+fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_released_one() {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, ArrayRef, Float32Array};
+
+    let dir = tempfile::tempdir().unwrap();
+    // 16 fps: every frame time a binary fraction, so that a timestamp half a frame past one
+    // lies exactly 1/32 s from it and from the next, the tolerance given.
+    let preset = dir.path().join("pusht16.toml");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/pusht.toml"))
+            .unwrap();
+    std::fs::write(&preset, text.replace("fps = 10", "fps = 16")).unwrap();
+    let root = dir.path().join("d");
+    let synth = [
+        "synth",
+        "--preset",
+        preset.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+        "--episodes",
+        "1",
+        "--frames-per-episode",
+        "20",
+    ];
+    let (ok, _, err) = common::feedbench(&synth);
+    assert!(ok, "{err}");
+    let data = root.join("data/chunk-000/file-000.parquet");
+    crate::bad_input::rewrite_column(&data, "timestamp", |old| {
+        let mut times = old.as_any().downcast_ref::<Float32Array>().unwrap().values().to_vec();
+        times[5] = 5.0 / 16.0 + 1.0 / 32.0;
+        Arc::new(Float32Array::from(times)) as ArrayRef
+    });
+    let sample = |contract: Option<&str>, out: &str| {
+        let out = dir.path().join(out);
+        let mut args = vec![
+            "sample",
+            root.to_str().unwrap(),
+            "--index",
+            "5",
+            "--tolerance-s",
+            "0.03125",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(contract.map(|c| ["--lerobot-contract", c]).into_iter().flatten());
+        (common::feedbench(&args), out)
+    };
+    // LeRobot 0.6.1 (and before) take a frame strictly within the tolerance: none here.
+    let ((ok, _, err), out) = sample(None, "released");
+    assert!(!ok && err.contains("no frame strictly within 0.03125 s"), "{err}");
+    assert!(!out.exists(), "nothing written");
+    // LeRobot's main takes it inclusively: the earlier of the two frames equally near, as its
+    // argmin takes the first.
+    let ((ok, _, err), out) = sample(Some("main"), "main");
+    assert!(ok, "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sample.json")).unwrap()).unwrap();
+    assert_eq!(json["lerobot_contract"], "main", "{json}");
+    assert_eq!(json["videos"]["observation.image"]["timestamps"][0], 5.0 / 16.0 + 1.0 / 32.0);
+    let ((ok, _, err), _) = sample(Some("0.6.2"), "bad");
+    assert!(!ok && err.contains("expected \"released\""), "{err}");
+    // Beside LeRobot 0.6.1, LeRobotDataset refuses the item and FeedbenchDataset, following
+    // the LeRobot installed, does too.
+    let Some(python) = common::lerobot_python() else { return };
+    let package = crate::feedbench_dataset::python_package(dir.path());
+    let script = format!(
+        "from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
+         from feedbench.lerobot import FeedbenchDataset, ReaderError, lerobot_contract\n\
+         print('contract', lerobot_contract())\n\
+         for make in (LeRobotDataset, FeedbenchDataset):\n\
+         \x20   try:\n\
+         \x20       make('local/d', root='{}', tolerance_s=1 / 32)[5]\n\
+         \x20       print(make.__name__, 'read')\n\
+         \x20   except Exception as e:\n\
+         \x20       print(make.__name__, 'refused', type(e).__name__)\n",
+        root.display()
+    );
+    let output = std::process::Command::new(python)
+        .args(["-c", &script])
+        .env("PYTHONPATH", &package)
+        .env("HF_HUB_OFFLINE", "1")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("contract released"), "{said}{err}");
+    assert!(said.contains("LeRobotDataset refused FrameTimestampError"), "{said}{err}");
+    assert!(said.contains("FeedbenchDataset refused ReaderError"), "{said}{err}");
+}

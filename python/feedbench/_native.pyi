@@ -1,7 +1,7 @@
 """Types of `feedbench._native`, the reader's Python module (python/native, PyO3): the Rust
 reader that `feedbench.lerobot.FeedbenchDataset` wraps."""
 
-from typing import Callable, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 import numpy
 
@@ -23,9 +23,12 @@ class Reader:
         uint8: bool,
         cache_bytes: Optional[int] = None,
         cache_path: Optional[str] = None,
+        contract: Literal["released", "main"] = "released",
     ) -> None:
         """Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
-        seconds), `tolerance_s`, `uint8` (camera frames as uint8). `cache_bytes` makes a
+        seconds), `tolerance_s`, `uint8` (camera frames as uint8); `contract`, the LeRobot whose
+        reading to follow where versions differ ("released": 0.4.4 to 0.6.1, a frame strictly
+        within the tolerance; "main": LeRobot's main, within it inclusively). `cache_bytes` makes a
         decoded-frame cache of that many bytes in shared memory (ValueError where it holds no
         frame or does not fit); `cache_path` opens the one another process's reader made.
         Features the reader does not read are refused by name (ReaderError)."""

@@ -74,6 +74,22 @@ def _lerobot_meta(repo_id, root, revision):
     return LeRobotDatasetMetadata(repo_id, root=root, revision=revision)
 
 
+@functools.lru_cache(maxsize=None)
+def lerobot_contract():
+    """The LeRobot whose reading the reader follows where LeRobot's versions differ: "main" where
+    the installed LeRobot is past 0.6.1 (its main: a frame within the tolerance inclusively),
+    else "released" (0.4.4 to 0.6.1, and where LeRobot is absent)."""
+    import importlib.metadata
+    import re
+
+    try:
+        found = re.match(r"(\d+)\.(\d+)\.(\d+)", importlib.metadata.version("lerobot"))
+    except importlib.metadata.PackageNotFoundError:
+        return "released"
+    version = tuple(int(part) for part in found.groups()) if found else (0, 0, 0)
+    return "main" if version > (0, 6, 1) else "released"
+
+
 def _cores():
     """The cores this process may run on."""
     try:
@@ -248,7 +264,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         cache = ({"cache_path": self._cache_path} if self._cache_path is not None
                  else {"cache_bytes": self.cache_bytes})
         return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
-                              self._return_uint8, **cache)
+                              self._return_uint8, contract=lerobot_contract(), **cache)
 
     # What a spawned worker receives: the arguments, not the open reader (it opens its own), and
     # not LeRobot's metadata, which the reader does not need and whose unpickling would import

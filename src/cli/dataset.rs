@@ -18,7 +18,7 @@ use feedbench::dataset::write::{EncodeSetting, PixFmt, Preset, PresetOverrides, 
 use feedbench::dataset::{
     export, CodebaseVersion, Dataset, DatasetError, DatasetOptions, EpisodeList,
 };
-use feedbench::dataset::{Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
+use feedbench::dataset::{Contract, Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
 
 use super::{print_json_or_text, progress_bar};
 
@@ -64,6 +64,11 @@ pub struct SampleArgs {
     /// Tolerance between a query time and a video frame, seconds.
     #[arg(long, default_value_t = DEFAULT_TOLERANCE_S, allow_negative_numbers = true)]
     tolerance_s: f64,
+    /// The LeRobot whose reading to follow where its versions differ: `released` (0.4.4 to
+    /// 0.6.1: a frame strictly within the tolerance) or `main` (LeRobot's main, 0.6.2: within
+    /// it, one exactly at it included). sample.json says which was followed.
+    #[arg(long, value_name = "CONTRACT", default_value = "released")]
+    lerobot_contract: Contract,
     /// Output directory (created; existing files are never overwritten).
     #[arg(long)]
     out: PathBuf,
@@ -73,7 +78,8 @@ pub struct SampleArgs {
 pub fn sample(args: &SampleArgs) -> Result<()> {
     output_apart_from(&args.out, &args.dataset).context("--out")?;
     let episodes = args.episodes.as_ref().map(|e| e.indices().to_vec());
-    let options = DatasetOptions { episodes, tolerance_s: args.tolerance_s };
+    let contract = args.lerobot_contract;
+    let options = DatasetOptions { episodes, tolerance_s: args.tolerance_s, contract };
     let dataset = Dataset::open_with(&args.dataset, &options)?;
     super::warn_of_rates(&dataset)?;
     let spec = if args.delta.is_empty() {
@@ -85,11 +91,12 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
     let mut sample = dataset.sample(args.index, &window)?;
     let mut decoder = VideoDecoder::new(DecodeOptions {
         tolerance_s: args.tolerance_s,
+        contract,
         resolution: args.resolution.size(),
         ..DecodeOptions::default()
     });
     sample.decode_pixels(&mut decoder, args.uint8)?;
-    let written = export::write_sample(&sample, &args.out)
+    let written = export::write_sample(&sample, contract, &args.out)
         .with_context(|| format!("writing sample {}", args.index))?;
     outln!("index {} (episode {}, task {:?})", sample.index, sample.episode, sample.task)?;
     for (key, array) in &sample.arrays {

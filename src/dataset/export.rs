@@ -7,6 +7,7 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::WritableElement;
 use serde_json::{json, Map, Value as Json};
 
+use super::contract::Contract;
 use super::error::{DatasetError, Result};
 use super::sample::Sample;
 use super::setting::Setting;
@@ -23,12 +24,12 @@ pub struct Written {
 
 /// Writes `sample` into `out` (created if needed): `<key>.npy` per numeric array (decoded
 /// cameras included, see [`Sample::decode_pixels`]), `<key>_is_pad.npy` per pad mask, and
-/// `sample.json` with the scalars, the task and, per video key, the file and query times.
-/// All or nothing: the files are written into a hidden directory in `out` and moved into
+/// `sample.json` with the scalars, the task, per video key the file and query times, and the
+/// LeRobot `contract` the frames were matched by. All or nothing: the files are written into a hidden directory in `out` and moved into
 /// place only once every one is complete and none exists in `out` (never overwritten); after
 /// a failure (a full disk) `out` holds nothing new.
 /// Directories it made for `out` are removed again after a failure.
-pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
+pub fn write_sample(sample: &Sample, contract: Contract, out: &Path) -> Result<Written> {
     if out.exists() && !out.is_dir() {
         return Err(DatasetError::refused(out, |name| {
             format!(
@@ -44,7 +45,8 @@ pub fn write_sample(sample: &Sample, out: &Path) -> Result<Written> {
         let staging = out.join(format!(".feedbench-sample-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir(&staging).map_err(|e| DatasetError::io(&staging, e))?;
-        let moved = write_into(sample, &staging).and_then(|written| move_into(written, out));
+        let moved =
+            write_into(sample, contract, &staging).and_then(|written| move_into(written, out));
         let _ = std::fs::remove_dir_all(&staging);
         moved
     })();
@@ -74,7 +76,7 @@ fn move_into(mut written: Written, out: &Path) -> Result<Written> {
 }
 
 /// The files of [`write_sample`], written into the empty directory `out`.
-fn write_into(sample: &Sample, out: &Path) -> Result<Written> {
+fn write_into(sample: &Sample, contract: Contract, out: &Path) -> Result<Written> {
     let mut written = Written::default();
     let mut scalars = Map::new();
     let mut arrays = Map::new();
@@ -115,6 +117,7 @@ fn write_into(sample: &Sample, out: &Path) -> Result<Written> {
         "arrays": arrays,
         "pad_masks": sample.pad_masks.keys().map(|k| format!("{k}_is_pad")).collect::<Vec<_>>(),
         "videos": videos,
+        "lerobot_contract": contract.to_string(),
     });
     let path = new_file(out, "sample.json")?;
     let text = serde_json::to_string_pretty(&summary).expect("JSON values serialise");

@@ -6,6 +6,7 @@
 
 pub mod bytes;
 pub mod columns;
+pub mod contract;
 pub mod episodes;
 pub mod error;
 pub mod export;
@@ -31,6 +32,7 @@ pub mod write;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use contract::Contract;
 pub use episodes::{Episode, EpisodeIndex, EpisodeVideo, TaskIndex};
 pub use error::{DatasetError, Result};
 pub use knobs::{EpisodeList, Resolution, WindowChoice};
@@ -49,11 +51,13 @@ pub struct DatasetOptions {
     pub episodes: Option<Vec<usize>>,
     /// Largest distance between a query time and the video frame that serves it, seconds.
     pub tolerance_s: f64,
+    /// The LeRobot whose reading is followed (how the tolerance is taken).
+    pub contract: Contract,
 }
 
 impl Default for DatasetOptions {
     fn default() -> Self {
-        Self { episodes: None, tolerance_s: DEFAULT_TOLERANCE_S }
+        Self { episodes: None, tolerance_s: DEFAULT_TOLERANCE_S, contract: Contract::Released }
     }
 }
 
@@ -71,6 +75,7 @@ pub struct Dataset {
     videos_on_disk: Vec<bool>,
     frames: FrameTable,
     tolerance_s: f64,
+    contract: Contract,
 }
 
 impl Dataset {
@@ -135,6 +140,7 @@ impl Dataset {
             videos_on_disk,
             frames,
             tolerance_s: options.tolerance_s,
+            contract: options.contract,
         };
         dataset.check_fps_is_a_rate()?;
         Ok(dataset)
@@ -179,6 +185,11 @@ impl Dataset {
     /// The tolerance for matching video frames, seconds.
     pub fn tolerance_s(&self) -> f64 {
         self.tolerance_s
+    }
+
+    /// The LeRobot whose reading it follows.
+    pub fn contract(&self) -> Contract {
+        self.contract
     }
 
     /// Checks a window specification against this dataset.

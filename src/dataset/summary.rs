@@ -11,7 +11,7 @@ use super::meta::{CodebaseVersion, Info};
 use super::rate::RateMismatch;
 use super::video::raw::{self, RawFrames};
 use super::video::{probe, VideoStreamInfo};
-use super::{Dataset, DatasetError, DatasetOptions, Result, DEFAULT_TOLERANCE_S};
+use super::{Dataset, DatasetError, DatasetOptions, Result};
 
 /// One feature as info.json declares it.
 #[derive(Debug, Clone, Serialize)]
@@ -131,7 +131,7 @@ impl Summary {
         // is no rate of its timestamps.
         let options = DatasetOptions {
             episodes: Some(episodes_present.clone()),
-            tolerance_s: DEFAULT_TOLERANCE_S,
+            ..DatasetOptions::default()
         };
         let rate_mismatches = match episodes_present.is_empty() {
             true => Vec::new(),

@@ -147,8 +147,10 @@ impl Window {
                                     "delta {d} s for `{key}`: expected a finite number of seconds"
                                 )));
                             }
+                            // Python's round, as LeRobot's get_delta_indices takes it: a
+                            // half frame to the even one (0.5 → 0, 1.5 → 2, 2.5 → 2).
                             let exact = d * info.fps;
-                            let rounded = exact.round();
+                            let rounded = exact.round_ties_even();
                             if (exact - rounded).abs() / info.fps > tolerance_s {
                                 Err(request(format!(
                                     "delta {d} s for `{key}` is not a multiple of 1/fps = {} s within {tolerance_s} s",

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::ImageFormat;
 use super::sampler::{SamplerKind, Shard};
 use crate::dataset::video::DecodeOptions;
-use crate::dataset::{Resolution, Window};
+use crate::dataset::{Contract, Resolution, Window};
 
 /// The loader's knobs, named and meant as in `torch.utils.data.DataLoader`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -111,10 +111,12 @@ impl Default for LoaderConfig {
 
 impl LoaderConfig {
     /// How each worker's video decoder reads a dataset whose timestamps match within
-    /// `tolerance_s`: at the loader's resolution, with its decoder threads.
-    pub fn decode_options(&self, tolerance_s: f64) -> DecodeOptions {
+    /// `tolerance_s` as `contract` takes it: at the loader's resolution, with its decoder
+    /// threads.
+    pub fn decode_options(&self, tolerance_s: f64, contract: Contract) -> DecodeOptions {
         DecodeOptions {
             tolerance_s,
+            contract,
             resolution: self.resolution.size(),
             threads: self.decoder_threads,
             ..DecodeOptions::default()

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::config::LoaderConfig;
 use super::pipeline::{Loader, LoaderError};
-use crate::dataset::DEFAULT_TOLERANCE_S;
 use crate::dataset::{Dataset, DatasetError, DatasetOptions, EpisodeList, Window, WindowChoice};
 
 /// What a loader reads and how: the dataset, its episodes and window, and the knobs.
@@ -27,7 +26,7 @@ impl LoaderSpec {
     pub fn open(&self) -> Result<(Arc<Dataset>, Window), DatasetError> {
         let options = DatasetOptions {
             episodes: self.episodes.as_ref().map(|e| e.indices().to_vec()),
-            tolerance_s: DEFAULT_TOLERANCE_S,
+            ..DatasetOptions::default()
         };
         let dataset = Dataset::open_with(&self.dataset, &options)?;
         let window = dataset.window(&self.window.spec())?;

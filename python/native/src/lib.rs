@@ -15,7 +15,7 @@ use feedbench::dataset::sample::BatchSamples;
 use feedbench::dataset::video::cache::{CachedDecoder, SharedFrames};
 use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder};
 use feedbench::dataset::{
-    Dataset, DatasetError, DatasetOptions, PixelShape, Sample, Values, Window, WindowSpec,
+    Contract, Dataset, DatasetError, DatasetOptions, PixelShape, Sample, Values, Window, WindowSpec,
 };
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{Element, IntoPyArray};
@@ -129,7 +129,7 @@ impl Reader {
     /// another process's reader made (its `cache_path()`). Features the reader does not read
     /// are refused by name.
     #[new]
-    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8, cache_bytes=None, cache_path=None))]
+    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8, cache_bytes=None, cache_path=None, contract="released"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -140,9 +140,11 @@ impl Reader {
         uint8: bool,
         cache_bytes: Option<u64>,
         cache_path: Option<PathBuf>,
+        contract: &str,
     ) -> PyResult<Self> {
+        let contract: Contract = contract.parse().map_err(ReaderError::new_err)?;
         py.detach(|| {
-            let options = DatasetOptions { episodes, tolerance_s };
+            let options = DatasetOptions { episodes, tolerance_s, contract };
             let dataset = Dataset::open_with(&root, &options).map_err(reader_error)?;
             if let Some(depth) = dataset
                 .info()
@@ -163,7 +165,7 @@ impl Reader {
             };
             let window = dataset.window(&spec).map_err(reader_error)?;
             let indices = dataset.sample_indices(0);
-            let decode = DecodeOptions { tolerance_s, ..DecodeOptions::default() };
+            let decode = DecodeOptions { tolerance_s, contract, ..DecodeOptions::default() };
             let frames = cache::frame_store(&dataset, uint8, cache_bytes, cache_path)?;
             Ok(Self {
                 dataset,

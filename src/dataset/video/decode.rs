@@ -10,6 +10,7 @@ use super::convert::{Converter, FrameBuffer};
 use super::probe::init_ffmpeg;
 use super::raw::{self, RawFrames};
 use super::table::VideoFile;
+use crate::dataset::contract::Contract;
 use crate::dataset::error::{DatasetError, Result};
 use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
 
@@ -23,6 +24,8 @@ pub struct DecodeOptions {
     /// A query time must lie strictly within this distance (seconds) of a frame's presentation
     /// time; LeRobot's default is 1e-4.
     pub tolerance_s: f64,
+    /// The LeRobot whose reading is followed: strictly within the tolerance, or within it.
+    pub contract: Contract,
     /// Output size `(height, width)`, resized bilinearly; `None` keeps the native size.
     pub resolution: Option<(u32, u32)>,
     /// Open decoders (one per file) kept by one [`VideoDecoder`], least recently used dropped.
@@ -35,7 +38,13 @@ pub struct DecodeOptions {
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        Self { tolerance_s: 1e-4, resolution: None, cache_capacity: 4, threads: 1 }
+        Self {
+            tolerance_s: 1e-4,
+            contract: Contract::Released,
+            resolution: None,
+            cache_capacity: 4,
+            threads: 1,
+        }
     }
 }
 
@@ -126,7 +135,7 @@ impl FrameDecoder for VideoDecoder {
         let video = VideoFile::shared(file)?;
         let frames = times
             .iter()
-            .map(|&t| video.nearest_frame(t, self.options.tolerance_s))
+            .map(|&t| video.nearest_frame(t, self.options.tolerance_s, self.options.contract))
             .collect::<Result<Vec<usize>>>()?;
         let size = self.output_size(&video);
         let values = 3 * size.0 as usize * size.1 as usize;
@@ -205,7 +214,8 @@ impl VideoDecoder {
         }
         let clock = (Instant::now(), thread_cpu_time());
         for (i, &time) in times.iter().enumerate() {
-            let frame = frames.nearest_frame(time, self.options.tolerance_s)?;
+            let frame =
+                frames.nearest_frame(time, self.options.tolerance_s, self.options.contract)?;
             match out.frame(i, values) {
                 FrameBuffer::U8(slot) => frames.read_frame(frame, slot)?,
                 FrameBuffer::F32(slot) => {

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::check_rgb_frame;
 use super::convert::FrameBuffer;
 use super::probe::VideoStreamInfo;
+use crate::dataset::contract::Contract;
 use crate::dataset::error::{DatasetError, Result};
 
 /// The extension of raw frame files.
@@ -102,21 +103,28 @@ impl RawFrames {
         3 * self.height as usize * self.width as usize
     }
 
-    /// The frame shown nearest `time_s`; it must lie strictly within `tolerance_s`, as for
-    /// video files.
-    pub fn nearest_frame(&self, time_s: f64, tolerance_s: f64) -> Result<usize> {
+    /// The frame shown nearest `time_s`; it must lie within `tolerance_s` as `contract` takes
+    /// it, as for video files.
+    pub fn nearest_frame(
+        &self,
+        time_s: f64,
+        tolerance_s: f64,
+        contract: Contract,
+    ) -> Result<usize> {
         let last = self.frames.saturating_sub(1);
         let frame = ((time_s * self.fps).round().max(0.0) as usize).min(last);
         let shown = frame as f64 / self.fps;
-        if self.frames > 0 && (shown - time_s).abs() < tolerance_s {
+        if self.frames > 0 && contract.admits((shown - time_s).abs(), tolerance_s) {
             return Ok(frame);
         }
         Err(DatasetError::invalid(
             &self.path,
             format!(
-                "no frame within {tolerance_s} s of query time {time_s} s: the nearest is frame \
+                "no frame {} {tolerance_s} s of query time {time_s} s: the nearest is frame \
                  {frame} at {shown} s (the file has {} frames at {} fps)",
-                self.frames, self.fps
+                contract.within(),
+                self.frames,
+                self.fps
             ),
         ))
     }
@@ -252,9 +260,13 @@ mod tests {
 
         let raw = RawFrames::open(&path).unwrap();
         assert_eq!(raw.dimensions(), (3, 2));
-        assert_eq!(raw.nearest_frame(0.2, 1e-4).unwrap(), 2);
-        assert!(raw.nearest_frame(0.25, 1e-4).unwrap_err().to_string().contains("0.25"));
-        assert!(raw.nearest_frame(0.4, 1e-4).is_err(), "past the last frame");
+        assert_eq!(raw.nearest_frame(0.2, 1e-4, Contract::Released).unwrap(), 2);
+        assert!(raw
+            .nearest_frame(0.25, 1e-4, Contract::Released)
+            .unwrap_err()
+            .to_string()
+            .contains("0.25"));
+        assert!(raw.nearest_frame(0.4, 1e-4, Contract::Released).is_err(), "past the last frame");
         let mut out = vec![0u8; 18];
         raw.read_frame(1, &mut out).unwrap();
         let packed = frame(1);

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use memmap2::Mmap;
 use re_mp4::{Mp4, StsdBoxContent, TrakBox};
 
+use crate::dataset::contract::Contract;
 use crate::dataset::error::{DatasetError, Result};
 
 /// The video codecs feedbench decodes.
@@ -257,8 +258,13 @@ impl VideoFile {
     }
 
     /// The shown frame whose presentation time is nearest `time_s`; as LeRobot does, it must lie
-    /// strictly within `tolerance_s`, else the error names the file, the query and the nearest.
-    pub fn nearest_frame(&self, time_s: f64, tolerance_s: f64) -> Result<usize> {
+    /// within `tolerance_s` as `contract` takes it, else the error names the file, the query and the nearest.
+    pub fn nearest_frame(
+        &self,
+        time_s: f64,
+        tolerance_s: f64,
+        contract: Contract,
+    ) -> Result<usize> {
         let times = &self.times;
         let after = times.partition_point(|&t| t < time_s);
         let frame = match (after.checked_sub(1), times.get(after)) {
@@ -267,14 +273,15 @@ impl VideoFile {
             (None, _) => 0,
         };
         let distance = (times[frame] - time_s).abs();
-        if distance < tolerance_s {
+        if contract.admits(distance, tolerance_s) {
             Ok(frame)
         } else {
             Err(DatasetError::invalid(
                 &self.path,
                 format!(
-                    "no frame within {tolerance_s} s of query time {time_s} s: the nearest is \
+                    "no frame {} {tolerance_s} s of query time {time_s} s: the nearest is \
                      frame {frame} at {} s (the video has {} frames, {} s to {} s)",
+                    contract.within(),
                     times[frame],
                     times.len(),
                     times[0],
@@ -424,15 +431,16 @@ mod tests {
     fn nearest_frame_follows_lerobot_tolerance() {
         let Some(path) = crate::testdata::g1_video(1) else { return };
         let video = VideoFile::open(&path).unwrap();
-        assert_eq!(video.nearest_frame(10.0 / 30.0, 1e-4).unwrap(), 10);
-        assert_eq!(video.nearest_frame(10.0 / 30.0 + 5e-5, 1e-4).unwrap(), 10);
-        assert_eq!(video.nearest_frame(10.0 / 30.0 - 5e-5, 1e-4).unwrap(), 10);
-        assert_eq!(video.nearest_frame(0.0, 1e-4).unwrap(), 0);
-        let err = video.nearest_frame(10.5 / 30.0, 1e-4).unwrap_err().to_string();
+        assert_eq!(video.nearest_frame(10.0 / 30.0, 1e-4, Contract::Released).unwrap(), 10);
+        assert_eq!(video.nearest_frame(10.0 / 30.0 + 5e-5, 1e-4, Contract::Released).unwrap(), 10);
+        assert_eq!(video.nearest_frame(10.0 / 30.0 - 5e-5, 1e-4, Contract::Released).unwrap(), 10);
+        assert_eq!(video.nearest_frame(0.0, 1e-4, Contract::Released).unwrap(), 0);
+        let err =
+            video.nearest_frame(10.5 / 30.0, 1e-4, Contract::Released).unwrap_err().to_string();
         assert!(err.contains("episode_000001.mp4") && err.contains("nearest is frame"), "{err}");
-        assert!(video.nearest_frame(-1.0, 1e-4).is_err());
-        assert!(video.nearest_frame(100.0, 1e-4).is_err());
-        assert_eq!(video.nearest_frame(10.5 / 30.0, 0.1).unwrap(), 10);
+        assert!(video.nearest_frame(-1.0, 1e-4, Contract::Released).is_err());
+        assert!(video.nearest_frame(100.0, 1e-4, Contract::Released).is_err());
+        assert_eq!(video.nearest_frame(10.5 / 30.0, 0.1, Contract::Released).unwrap(), 10);
     }
 
     #[test]

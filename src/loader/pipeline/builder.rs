@@ -52,7 +52,8 @@ pub(super) struct BatchBuilder {
 impl BatchBuilder {
     /// A builder with its own video decoder, writing spans on `track` when the loader traces.
     pub(super) fn new(loader: &Loader, track: &str) -> Self {
-        let options = loader.config.decode_options(loader.dataset.tolerance_s());
+        let options =
+            loader.config.decode_options(loader.dataset.tolerance_s(), loader.dataset.contract());
         let decoder: Box<dyn FrameDecoder> = Box::new(VideoDecoder::new(options));
         let decoder = match &loader.cache {
             Some(cache) => Box::new(CachedDecoder::new(decoder, cache.clone())),
