@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch lerobot oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
+.PHONY: all setup system-packages torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
 
 all: build
 
@@ -50,6 +50,12 @@ LEROBOT_VENV := .venv-lerobot
 lerobot:
 	@scripts/lerobot-venv.sh $(LEROBOT_VENV)
 
+# LeRobot's main (../shared/lerobot/, the next version) beside it, for the tests that hold the
+# reader to the LeRobot users will have next.
+LEROBOT_MAIN_VENV := .venv-lerobot-main
+lerobot-main: lerobot
+	@scripts/lerobot-main-venv.sh $(LEROBOT_MAIN_VENV) $(LEROBOT_VENV)
+
 # The oldest torch and NumPy the reader wheel declares it runs beside (2.4.1, 1.24.4), in a venv
 # of their own with nothing else, for the wheel check.
 OLDEST_TORCH_VENV := .venv-torch2.4
@@ -68,7 +74,7 @@ RUN_OUT ?= results/default-$(shell date +%Y%m%d-%H%M%S)
 run: build
 	./target/release/feedbench sweep --config configs/default.toml --out $(RUN_OUT)
 
-test: setup lerobot
+test: setup lerobot lerobot-main
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --all-targets
 	tests/slurm/run.sh target/debug/feedbench

@@ -91,6 +91,25 @@ fn its_items_equal_lerobots_on_generated_and_lerobot_written_datasets() {
 }
 
 #[test]
+fn its_items_equal_lerobot_mains_on_generated_and_lerobot_written_datasets() {
+    let Some(python) = common::lerobot_main_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let version = Command::new(&python)
+        .args(["-c", "import importlib.metadata as m\nfrom feedbench.lerobot import lerobot_contract\nprint(m.version('lerobot'), lerobot_contract())"])
+        .env("PYTHONPATH", &package)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&version.stdout);
+    assert_eq!(said.trim(), "0.6.2 main", "{}", String::from_utf8_lossy(&version.stderr));
+    let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
+    assert_checks(&python, &package, &["items", generated.to_str().unwrap(), "300"], 3);
+    let written = dir.path().join("lerobot-written");
+    assert_checks(&python, &package, &["write-lerobot", written.to_str().unwrap()], 1);
+    assert_checks(&python, &package, &["items", written.to_str().unwrap(), "300"], 3);
+}
+
+#[test]
 fn its_items_equal_lerobots_on_g1_partial_written_as_v30() {
     let Some(python) = lerobot_python() else { return };
     let Some(g1) = common::g1_partial() else { return };

@@ -165,8 +165,8 @@ fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_rele
     let ((ok, _, err), out) = sample(None, "released");
     assert!(!ok && err.contains("no frame strictly within 0.03125 s"), "{err}");
     assert!(!out.exists(), "nothing written");
-    // LeRobot's main takes it inclusively: the earlier of the two frames equally near, as its
-    // argmin takes the first.
+    // LeRobot's main takes it inclusively: the even one of the two frames equally near, as its
+    // decoder asks for frame round(5.5) = 6 (Python's round).
     let ((ok, _, err), out) = sample(Some("main"), "main");
     assert!(ok, "{err}");
     let json: serde_json::Value =
@@ -176,30 +176,45 @@ fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_rele
     let ((ok, _, err), _) = sample(Some("0.6.2"), "bad");
     assert!(!ok && err.contains("expected \"released\""), "{err}");
     // Beside LeRobot 0.6.1, LeRobotDataset refuses the item and FeedbenchDataset, following
-    // the LeRobot installed, does too.
-    let Some(python) = common::lerobot_python() else { return };
+    // the LeRobot installed, does too; beside LeRobot's main both read it, the same.
     let package = crate::feedbench_dataset::python_package(dir.path());
     let script = format!(
-        "from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
+        "import torch\n\
+         from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
          from feedbench.lerobot import FeedbenchDataset, ReaderError, lerobot_contract\n\
          print('contract', lerobot_contract())\n\
+         items = []\n\
          for make in (LeRobotDataset, FeedbenchDataset):\n\
          \x20   try:\n\
-         \x20       make('local/d', root='{}', tolerance_s=1 / 32)[5]\n\
+         \x20       items.append(make('local/d', root='{}', tolerance_s=1 / 32)[5])\n\
          \x20       print(make.__name__, 'read')\n\
          \x20   except Exception as e:\n\
-         \x20       print(make.__name__, 'refused', type(e).__name__)\n",
+         \x20       print(make.__name__, 'refused', type(e).__name__)\n\
+         if len(items) == 2:\n\
+         \x20   same = torch.equal(items[0]['observation.image'], items[1]['observation.image'])\n\
+         \x20   print('frames equal' if same else 'frames differ')\n",
         root.display()
     );
-    let output = std::process::Command::new(python)
-        .args(["-c", &script])
-        .env("PYTHONPATH", &package)
-        .env("HF_HUB_OFFLINE", "1")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(said.contains("contract released"), "{said}{err}");
-    assert!(said.contains("LeRobotDataset refused FrameTimestampError"), "{said}{err}");
-    assert!(said.contains("FeedbenchDataset refused ReaderError"), "{said}{err}");
+    let run = |python: &Path| {
+        let output = std::process::Command::new(python)
+            .args(["-c", &script])
+            .env("PYTHONPATH", &package)
+            .env("HF_HUB_OFFLINE", "1")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        said + &String::from_utf8_lossy(&output.stderr)
+    };
+    if let Some(python) = common::lerobot_python() {
+        let said = run(&python);
+        assert!(said.contains("contract released"), "{said}");
+        assert!(said.contains("LeRobotDataset refused FrameTimestampError"), "{said}");
+        assert!(said.contains("FeedbenchDataset refused ReaderError"), "{said}");
+    }
+    if let Some(python) = common::lerobot_main_python() {
+        let said = run(&python);
+        assert!(said.contains("contract main"), "{said}");
+        assert!(said.contains("LeRobotDataset read\nFeedbenchDataset read\n"), "{said}");
+        assert!(said.contains("frames equal"), "{said}");
+    }
 }

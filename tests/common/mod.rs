@@ -125,6 +125,21 @@ pub fn lerobot_python() -> Option<PathBuf> {
     }
 }
 
+/// The Python of the venv with LeRobot's main (the next version, from ../shared/lerobot/):
+/// `$FEEDBENCH_LEROBOT_MAIN_PYTHON`, else `.venv-lerobot-main` here.
+pub fn lerobot_main_python() -> Option<PathBuf> {
+    let path =
+        std::env::var_os("FEEDBENCH_LEROBOT_MAIN_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-lerobot-main/bin/python")
+        });
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!("SKIPPED: no LeRobot main venv at {} (make test creates it)", path.display());
+        None
+    }
+}
+
 /// A v2.1 dataset of 3 short episodes with an 8×8 PNG image feature, at `dir/ds`.
 pub fn png_dataset(dir: &Path) -> PathBuf {
     let root = dir.join("ds");

@@ -112,7 +112,7 @@ impl RawFrames {
         contract: Contract,
     ) -> Result<usize> {
         let last = self.frames.saturating_sub(1);
-        let frame = ((time_s * self.fps).round().max(0.0) as usize).min(last);
+        let frame = ((time_s * self.fps).round_ties_even().max(0.0) as usize).min(last);
         let shown = frame as f64 / self.fps;
         if self.frames > 0 && contract.admits((shown - time_s).abs(), tolerance_s) {
             return Ok(frame);

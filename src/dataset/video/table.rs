@@ -257,7 +257,8 @@ impl VideoFile {
             .unwrap_or(0)
     }
 
-    /// The shown frame whose presentation time is nearest `time_s`; as LeRobot does, it must lie
+    /// The shown frame whose presentation time is nearest `time_s` (of two equally near, the
+    /// even one); as LeRobot does, it must lie
     /// within `tolerance_s` as `contract` takes it, else the error names the file, the query and the nearest.
     pub fn nearest_frame(
         &self,
@@ -267,8 +268,17 @@ impl VideoFile {
     ) -> Result<usize> {
         let times = &self.times;
         let after = times.partition_point(|&t| t < time_s);
+        // Equally near two frames, the even one: LeRobot's decoder asks for frame
+        // round(time × fps), Python's round taking a half to the even side.
         let frame = match (after.checked_sub(1), times.get(after)) {
             (Some(before), Some(&t)) if (t - time_s) < (time_s - times[before]) => after,
+            (Some(before), Some(&t)) if (t - time_s) == (time_s - times[before]) => {
+                if after % 2 == 0 {
+                    after
+                } else {
+                    before
+                }
+            }
             (Some(before), _) => before,
             (None, _) => 0,
         };
