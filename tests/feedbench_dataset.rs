@@ -85,6 +85,7 @@ fn its_items_equal_lerobots_on_generated_and_lerobot_written_datasets() {
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
     assert_checks(&python, &package, &["items", generated.to_str().unwrap(), "300"], 3);
     assert_checks(&python, &package, &["stub"], 1);
+    assert_checks(&python, &package, &["self-check", generated.to_str().unwrap()], 2);
     let written = dir.path().join("lerobot-written");
     assert_checks(&python, &package, &["write-lerobot", written.to_str().unwrap()], 1);
     assert_checks(&python, &package, &["items", written.to_str().unwrap(), "300"], 3);
@@ -104,9 +105,17 @@ fn its_items_equal_lerobot_mains_on_generated_and_lerobot_written_datasets() {
     assert_eq!(said.trim(), "0.6.2 main", "{}", String::from_utf8_lossy(&version.stderr));
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
     assert_checks(&python, &package, &["items", generated.to_str().unwrap(), "300"], 3);
+    assert_checks(&python, &package, &["self-check", generated.to_str().unwrap()], 2);
     let written = dir.path().join("lerobot-written");
     assert_checks(&python, &package, &["write-lerobot", written.to_str().unwrap()], 1);
     assert_checks(&python, &package, &["items", written.to_str().unwrap(), "300"], 3);
+    // lerobot-train of LeRobot's main, its dataset read by feedbench's reader: 2 steps.
+    let mut args = crate::lerobot_train::diffusion_run(dir.path());
+    args.push("--steps=2".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, err) = feedbench_lerobot_train(&python, package.to_str().unwrap(), &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("step:2 "), "{err}");
 }
 
 #[test]
@@ -133,6 +142,8 @@ fn its_items_equal_lerobots_on_g1_partial_written_as_v30() {
     };
     transcode(&source, &root, &options).unwrap();
     assert_checks(&python, &package, &["items", root.to_str().unwrap(), "300"], 3);
+    // The self-check's cost on 640×480 AV1 is said (docs/feedbench-dataset.md holds it).
+    assert_checks(&python, &package, &["self-check", root.to_str().unwrap()], 2);
 }
 
 #[test]
@@ -153,7 +164,7 @@ fn what_it_cannot_read_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
-    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 15);
+    assert_checks(&python, &package, &["refusals", generated.to_str().unwrap()], 16);
 }
 
 #[test]
@@ -293,20 +304,37 @@ fn feedbench_lerobot_train_refuses_what_it_would_not_run_as_lerobot_train_does()
     assert!(err.lines().count() <= 3 && !err.contains("Traceback"), "{err}");
     let (code, err) = feedbench_lerobot_train(&torch_only, path, &["--help"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("LeRobot is not installed") && err.contains("0.4.4 to 0.6.1"), "{err}");
+    assert!(err.contains("LeRobot is not installed") && err.contains("0.4.4 or later"), "{err}");
 
-    // A LeRobot of a version it was not checked against (its metadata alone).
-    let newer = dir.path().join("newer");
-    std::fs::create_dir_all(newer.join("lerobot-0.7.0.dist-info")).unwrap();
-    std::fs::write(
-        newer.join("lerobot-0.7.0.dist-info/METADATA"),
-        "Metadata-Version: 2.1\nName: lerobot\nVersion: 0.7.0\n",
-    )
-    .unwrap();
-    let (code, err) =
-        feedbench_lerobot_train(&torch_only, &format!("{path}:{}", newer.display()), &["--help"]);
+    // A LeRobot older than any it was checked against, and one newer (their metadata alone):
+    // the newer runs where its self-check passes, which may not be turned off for it; and
+    // LeRobot's metadata without its modules is one line too.
+    let fake = |version: &str| {
+        let site = dir.path().join(version);
+        let info = site.join(format!("lerobot-{version}.dist-info"));
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::write(
+            info.join("METADATA"),
+            format!("Metadata-Version: 2.1\nName: lerobot\nVersion: {version}\n"),
+        )
+        .unwrap();
+        format!("{path}:{}", site.display())
+    };
+    let (code, err) = feedbench_lerobot_train(&torch_only, &fake("0.3.3"), &["--help"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("LeRobot 0.7.0 is installed") && err.contains("0.4.4 to 0.6.1"), "{err}");
+    assert!(err.contains("LeRobot 0.3.3 is installed") && err.contains("0.4.4 and later"), "{err}");
+    let newer = fake("0.7.0");
+    let off = ["--feedbench.self_check=false", "--help"];
+    let (code, err) = feedbench_lerobot_train(&torch_only, &newer, &off);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("newer than any feedbench was checked against (0.6.2)"), "{err}");
+    let (code, err) = feedbench_lerobot_train(&torch_only, &newer, &["--help"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("LeRobot 0.7.0 is installed") && err.contains("does not import"), "{err}");
+    assert!(!err.contains("Traceback"), "{err}");
+    let (code, err) =
+        feedbench_lerobot_train(&lerobot, path, &["--feedbench.self_check=maybe", "--help"]);
+    assert!(code == 2 && err.contains("expected --feedbench.self_check=false or =true"), "{err}");
 
     let mut args = crate::lerobot_train::diffusion_run(dir.path());
     args.push("--dataset.streaming=true".into());
@@ -332,6 +360,9 @@ fn feedbench_lerobot_train_says_a_workers_error_in_one_line_at_any_worker_count(
     let path = package.to_str().unwrap();
     let run = |workers: &str, traceback: bool| {
         let mut args = args.clone();
+        // The self-check would meet the fault first, in the main process: off, so that the
+        // workers do.
+        args.push("--feedbench.self_check=false".into());
         args.retain(|a| !a.starts_with("--num_workers="));
         args.push(format!("--num_workers={workers}"));
         let output = Command::new(&lerobot)

@@ -193,7 +193,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     `default_reader_threads`); `collated_batches` hands the DataLoader whole batches (see the
     module's documentation); `cache_bytes` (bytes, or a size such as "2GB") keeps decoded
     camera frames in shared memory for every DataLoader worker, so that epochs after the first
-    copy the frames that fit instead of decoding them (see `cache_stats`)."""
+    copy the frames that fit instead of decoding them (see `cache_stats`). `self_check` (on by
+    default, and off where LeRobot is not installed) first compares a few items with the
+    installed LeRobot's own and refuses to serve on a difference (`feedbench.self_check`); its
+    cost in seconds is `self_check_s`."""
 
     def __init__(
         self,
@@ -213,6 +216,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         reader_threads=None,
         collated_batches=False,
         cache_bytes=None,
+        self_check=True,
     ):
         super().__init__()
         if image_transforms is not None and not callable(image_transforms):
@@ -255,6 +259,13 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         # Whether the reader collates batches: not of string features (PyTorch's collate makes
         # lists of them).
         self._batches = not any(f["dtype"] == "string" for f in self.features.values())
+        # A few items against the installed LeRobot's own (feedbench.self_check): the seconds it
+        # took, None where it did not run.
+        self.self_check_s = None
+        if self_check:
+            from feedbench.self_check import check
+
+            self.self_check_s = check(self)
 
     def _open(self):
         deltas = None
@@ -379,10 +390,13 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         return self._threads_of[1]
 
     def _items(self, indices):
+        return self._transformed(self._raw_items(indices))
+
+    def _raw_items(self, indices):
+        """The items at `indices` as the reader gives them, before the image transforms."""
         reader = self._native()
         positions = self._positions(reader, indices)
-        items = reader.items(positions, self._threads())
-        return self._transformed([self._tensors(raw) for raw in items])
+        return [self._tensors(raw) for raw in reader.items(positions, self._threads())]
 
     def _transformed(self, items):
         """`items` with `image_transforms` applied to each camera's frames."""

@@ -11,19 +11,25 @@ LeRobotDataset's, and which hands the DataLoader whole batches it collated itsel
 PyTorch's collate would make of the items, without the copy). One argument is feedbench's:
 `--feedbench.cache=SIZE` (`2GB`, `512MiB`) keeps the decoded camera frames in shared memory
 for every DataLoader worker (FeedbenchDataset's `cache_bytes`), so that epochs after the first
-copy the frames that fit instead of decoding them; what it held is said at the end. Refused, with one line and exit status 2, rather than training on something
-else: no LeRobot in this environment, a LeRobot outside the versions this was checked against,
-a streaming dataset (`--dataset.streaming=true`: LeRobot's streaming reader would run), and a
-dataset the reader does not read (named by the reader). A DataLoader worker killed mid-run
-ends it with PyTorch's one line and exit status 1.
+copy the frames that fit instead of decoding them; what it held is said at the end. Before it
+trains, the dataset checks a few of its items against the installed LeRobot's own
+(`feedbench.self_check`: episode edges, data file starts, with the run's windows) and refuses on
+a difference; `--feedbench.self_check=false` skips that, for the LeRobots it was checked
+against only. Refused, with one line and exit status 2, rather than training on something
+else: no LeRobot in this environment, a LeRobot older than any this was checked against (a
+newer one runs where the self-check passes, said in a warning), a streaming dataset
+(`--dataset.streaming=true`: LeRobot's streaming reader would run), items that differ from
+LeRobot's, and a dataset the reader does not read (named by the reader). A DataLoader worker
+killed mid-run ends it with PyTorch's one line and exit status 1.
 """
 
 import importlib.metadata
 import re
 import sys
 
-# The LeRobot versions whose factory and lerobot-train this was checked against.
-OLDEST, NEWEST = (0, 4, 4), (0, 6, 1)
+# The LeRobot versions whose factory and lerobot-train this was checked against (0.6.2: LeRobot's
+# main); a newer one runs where the self-check passes.
+OLDEST, NEWEST = (0, 4, 4), (0, 6, 2)
 
 
 class Refusal(Exception):
@@ -36,14 +42,39 @@ def lerobot_version():
         text = importlib.metadata.version("lerobot")
     except importlib.metadata.PackageNotFoundError:
         raise Refusal(f"LeRobot is not installed for {sys.executable}: install lerobot "
-                      f"{'.'.join(map(str, OLDEST))} to {'.'.join(map(str, NEWEST))} beside feedbench")
+                      f"{'.'.join(map(str, OLDEST))} or later (checked to "
+                      f"{'.'.join(map(str, NEWEST))}) beside feedbench")
     found = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
     version = tuple(int(part) for part in found.groups()) if found else None
-    if version is None or not OLDEST <= version <= NEWEST:
+    if version is None or version < OLDEST:
         raise Refusal(f"LeRobot {text} is installed; feedbench-lerobot-train supports LeRobot "
-                      f"{'.'.join(map(str, OLDEST))} to {'.'.join(map(str, NEWEST))}, whose "
-                      f"lerobot-train it was checked against")
+                      f"{'.'.join(map(str, OLDEST))} and later, whose lerobot-train it was "
+                      f"checked against to {'.'.join(map(str, NEWEST))}")
     return version
+
+
+SELF_CHECK_FLAG = "--feedbench.self_check"
+
+
+def self_check_flag(args, version):
+    """`--feedbench.self_check=false|true` taken out of `args`: whether the dataset checks its
+    items against LeRobot's first (true where absent). Off is refused for a LeRobot newer than
+    any this was checked against (`version`): only the check stands between it and items that
+    differ."""
+    for i, arg in enumerate(args):
+        if arg.split("=", 1)[0] != SELF_CHECK_FLAG:
+            continue
+        value = arg.split("=", 1)[1] if "=" in arg else None
+        if value not in ("true", "false"):
+            raise Refusal(f"{SELF_CHECK_FLAG}: expected {SELF_CHECK_FLAG}=false or =true")
+        del args[i]
+        if value == "false" and version > NEWEST:
+            raise Refusal(f"{SELF_CHECK_FLAG}=false: LeRobot {'.'.join(map(str, version))} is "
+                          f"newer than any feedbench was checked against "
+                          f"({'.'.join(map(str, NEWEST))}); the self-check is what stands for "
+                          f"that: leave it on")
+        return value == "true"
+    return True
 
 
 def streaming_refused(*args, **kwargs):
@@ -189,7 +220,7 @@ def cache_summary():
     return "\n".join(lines) or None
 
 
-def use_feedbench_reader(cache=None):
+def use_feedbench_reader(cache=None, self_check=True):
     """Makes LeRobot's dataset factory build FeedbenchDataset where it builds LeRobotDataset
     (with a frame cache of `cache`, a size, where given), and lerobot-train's loop take its
     DataLoader's epochs back to back ([`chain_epochs`]: the same batches in the same order,
@@ -203,7 +234,8 @@ def use_feedbench_reader(cache=None):
         if cache is not None:
             kwargs["cache_bytes"] = cache
         try:
-            dataset = FeedbenchDataset(*args, collated_batches=True, **kwargs)
+            dataset = FeedbenchDataset(*args, collated_batches=True, self_check=self_check,
+                                       **kwargs)
         except ValueError as error:
             if cache is None:
                 raise
@@ -278,11 +310,16 @@ def main():
     from feedbench.lerobot import ReaderError
 
     try:
-        lerobot_version()
+        version = lerobot_version()
         cache = cache_flag(sys.argv)
+        self_check = self_check_flag(sys.argv, version)
         dataset_on_disk(sys.argv[1:])
-        use_feedbench_reader(cache)
-        from lerobot.scripts.lerobot_train import main as lerobot_train
+        try:
+            use_feedbench_reader(cache, self_check)
+            from lerobot.scripts.lerobot_train import main as lerobot_train
+        except ImportError as error:
+            raise Refusal(f"LeRobot {'.'.join(map(str, version))} is installed for "
+                          f"{sys.executable}, but its lerobot-train does not import: {error}")
 
         lerobot_train()
         summary = cache_summary()

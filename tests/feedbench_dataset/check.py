@@ -22,6 +22,10 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
                                          delta for no feature, an index past the end
     check.py stub                        feedbench/_native.pyi declares what the native module
                                          has: its module names, Reader's methods
+    check.py self-check ROOT             FeedbenchDataset's self-check runs beside LeRobot (its
+                                         cost said), refuses a value shifted in a copy of the
+                                         reader's output naming item, key and both values, and
+                                         is off with self_check=False
     check.py write-lerobot OUT           a small dataset written by LeRobot itself (LeRobotDataset
                                          .create: one video camera, one image feature, state,
                                          action, features of 2 to 5 dimensions; 3 episodes)
@@ -261,7 +265,10 @@ def refusals(root):
         shutil.copytree(root, damaged)
         video = sorted(damaged.glob("videos/**/*.mp4"))[0]
         video.write_bytes(video.read_bytes()[:2000])
-        worker_error(FeedbenchDataset("local/x", root=damaged), str(video))
+        # The self-check would meet the damage first, in this process: it says the same file.
+        refused("a damaged video, at the self-check",
+                lambda: FeedbenchDataset("local/x", root=damaged), ReaderError, str(video))
+        worker_error(FeedbenchDataset("local/x", root=damaged, self_check=False), str(video))
 
 
 def worker_error(dataset, named):
@@ -332,6 +339,43 @@ def stub():
     print(f"check: _native.pyi declares the module's {sorted(names)} and Reader's {sorted(methods)}")
 
 
+def self_check(root):
+    """The self-check: it runs beside LeRobot and says its cost; an item the reader got wrong (a
+    value shifted in a copy of its output) is refused naming the item, the key and both values;
+    self_check=False serves without it."""
+    import feedbench.lerobot as module
+    from feedbench.self_check import SelfCheckError
+
+    window = {"observation.state": [-0.1, 0.0], "action": [i / 10 for i in range(-1, 15)]}
+    cameras = [k for k, f in FeedbenchDataset("local/x", root=root, self_check=False).features.items()
+               if f["dtype"] == "video"]
+    window.update({camera: [-0.1, 0.0] for camera in cameras})
+    dataset = FeedbenchDataset("local/x", root=root, delta_timestamps=window, return_uint8=True)
+    if dataset.self_check_s is None:
+        fail("the self-check did not run beside LeRobot")
+    print(f"check: {root.name}: self-check against LeRobot in {dataset.self_check_s:.2f} s")
+    honest = module.FeedbenchDataset._raw_items
+
+    def shifted(self, indices):
+        items = honest(self, indices)
+        items[-1]["observation.state"][0, 0] += 1.0
+        return items
+
+    module.FeedbenchDataset._raw_items = shifted
+    try:
+        FeedbenchDataset("local/x", root=root, delta_timestamps=window, return_uint8=True)
+        fail("a shifted value passed the self-check")
+    except SelfCheckError as error:
+        said = str(error)
+        if "key `observation.state` at [0, 0]" not in said or "LeRobot 0." not in said:
+            fail(f"the refusal does not name the key, the position and the version: {said}")
+    unchecked = FeedbenchDataset("local/x", root=root, delta_timestamps=window, self_check=False)
+    module.FeedbenchDataset._raw_items = honest
+    if unchecked.self_check_s is not None:
+        fail("self_check=False checked")
+    print(f"check: {root.name}: a shifted value is refused: {said}")
+
+
 def main():
     command = sys.argv[1]
     if command == "items":
@@ -346,6 +390,8 @@ def main():
         stub()
     elif command == "write-lerobot":
         write_lerobot(Path(sys.argv[2]))
+    elif command == "self-check":
+        self_check(Path(sys.argv[2]))
     else:
         fail(f"unknown command {command!r}")
 
