@@ -267,13 +267,17 @@ class FeedbenchDataset(torch.utils.data.Dataset):
 
             self.self_check_s = check(self)
 
-    def _open(self):
+    def _open(self, cached=True):
+        """The native reader of these arguments; with the frame cache unless `cached` is
+        False (the self-check's, whose frames no training step reads)."""
         deltas = None
         if self.delta_timestamps is not None:
             deltas = {key: [float(d) for d in values] for key, values in self.delta_timestamps.items()}
         # A spawned worker opens the cache its dataset's maker made; the maker makes it.
         cache = ({"cache_path": self._cache_path} if self._cache_path is not None
                  else {"cache_bytes": self.cache_bytes})
+        if not cached:
+            cache = {}
         return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
                               self._return_uint8, contract=lerobot_contract(), **cache)
 
@@ -392,9 +396,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     def _items(self, indices):
         return self._transformed(self._raw_items(indices))
 
-    def _raw_items(self, indices):
-        """The items at `indices` as the reader gives them, before the image transforms."""
-        reader = self._native()
+    def _raw_items(self, indices, reader=None):
+        """The items at `indices` as the reader (this dataset's, or `reader`) gives them, before
+        the image transforms."""
+        reader = reader if reader is not None else self._native()
         positions = self._positions(reader, indices)
         return [self._tensors(raw) for raw in reader.items(positions, self._threads())]
 

@@ -112,7 +112,8 @@ def check(dataset):
                        "%s (%s)", text, dataset.root, str(error).splitlines()[0][:120])
         return None
     positions = probe_positions(dataset.meta, dataset.episodes, len(dataset))
-    ours = dataset._raw_items(positions)
+    # A reader of its own, without the frame cache: the check's frames are no training step's.
+    ours = dataset._raw_items(positions, dataset._open(cached=False))
     for position, item in zip(positions, ours):
         expected = theirs[position]
         wrong = None

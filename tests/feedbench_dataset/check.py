@@ -356,8 +356,8 @@ def self_check(root):
     print(f"check: {root.name}: self-check against LeRobot in {dataset.self_check_s:.2f} s")
     honest = module.FeedbenchDataset._raw_items
 
-    def shifted(self, indices):
-        items = honest(self, indices)
+    def shifted(self, indices, reader=None):
+        items = honest(self, indices, reader)
         items[-1]["observation.state"][0, 0] += 1.0
         return items
 

@@ -258,8 +258,8 @@ impl VideoFile {
     }
 
     /// The shown frame whose presentation time is nearest `time_s` (of two equally near, the
-    /// even one); as LeRobot does, it must lie
-    /// within `tolerance_s` as `contract` takes it, else the error names the file, the query and the nearest.
+    /// even one); as LeRobot does, it must lie within `tolerance_s` as `contract` takes it,
+    /// else the error names the file, the query and the nearest.
     pub fn nearest_frame(
         &self,
         time_s: f64,
