@@ -5,7 +5,7 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
                                          the ends included) equals LeRobot's (torch.equal, same
                                          dtype and shape, same key order), in three requests: a
                                          diffusion-like window in uint8, no window in float32,
-                                         two episodes with one-step windows
+                                         two episodes with a window per modality (cameras 3 frames, state 1)
     check.py batches ROOT                a seeded DataLoader as lerobot-train builds it
                                          (EpisodeAwareSampler, shuffle, seed, drop_n_last_frames 7,
                                          batch 8) gives the same first 6 batches with either

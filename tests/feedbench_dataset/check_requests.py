@@ -7,18 +7,22 @@ import json
 
 def requests(root):
     """(name, keyword arguments of FeedbenchDataset and LeRobotDataset): a diffusion-like window
-    in uint8, no window in float32, the last two episodes with one-step windows."""
+    in uint8, no window in float32, the last two episodes with a window per modality (the
+    cameras' history of three frames, the state's of one, as LeRobot main's
+    image_observation_delta_indices and state_observation_delta_indices give them)."""
     info = json.loads((root / "meta" / "info.json").read_text())
     fps = info["fps"]
     observations = [key for key in info["features"] if key.startswith("observation.")]
     window = {key: [-1 / fps, 0.0] for key in observations}
     window["action"] = [i / fps for i in range(-1, 15)]
-    one_step = {key: [0.0] for key in observations}
-    one_step["action"] = [0.0, 1 / fps]
+    cameras = {key for key in observations if info["features"][key]["dtype"] in ("video", "image")}
+    per_modality = {key: [-2 / fps, -1 / fps, 0.0] if key in cameras else [0.0]
+                    for key in observations}
+    per_modality["action"] = [0.0, 1 / fps]
     episodes = list(range(info["total_episodes"]))[-2:]
     return [
         ("window, uint8", {"delta_timestamps": window, "return_uint8": True}),
         ("no window, float32", {}),
-        (f"episodes {episodes}, one-step windows", {"delta_timestamps": one_step,
-                                                    "episodes": episodes, "return_uint8": True}),
+        (f"episodes {episodes}, a window per modality",
+         {"delta_timestamps": per_modality, "episodes": episodes, "return_uint8": True}),
     ]

@@ -5,7 +5,7 @@ Needs no LeRobot: the requests are check.py's (check_requests.py), from the data
 
     batches_file.py write OUT ROOT...   for each dataset, check.py's three requests (a diffusion-
                                         like window in uint8, no window in float32, the last two
-                                        episodes with one-step windows): items at evenly spread
+                                        episodes with a window per modality): items at evenly spread
                                         indices, and the first 6 batches of 8 of a DataLoader in
                                         a fixed shuffled order with 0 and 2 spawned workers, the items
                                         collated by PyTorch and by the reader; every key's value
