@@ -92,7 +92,7 @@ fn its_items_equal_lerobots_on_generated_and_lerobot_written_datasets() {
 }
 
 #[test]
-fn its_items_equal_lerobot_mains_on_generated_and_lerobot_written_datasets() {
+fn its_items_and_runs_equal_lerobot_mains_excluded_episodes_and_all() {
     let Some(python) = common::lerobot_main_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let package = python_package(dir.path());
@@ -112,10 +112,34 @@ fn its_items_equal_lerobot_mains_on_generated_and_lerobot_written_datasets() {
     // lerobot-train of LeRobot's main, its dataset read by feedbench's reader: 2 steps.
     let mut args = crate::lerobot_train::diffusion_run(dir.path());
     args.push("--steps=2".into());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (code, err) = feedbench_lerobot_train(&python, package.to_str().unwrap(), &args);
+    let text: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, err) = feedbench_lerobot_train(&python, package.to_str().unwrap(), &text);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("step:2 "), "{err}");
+    // main's --dataset.exclude_episodes: the run's first batches with feedbench's reader equal
+    // those of main's own, over the episodes left.
+    args.push("--dataset.exclude_episodes=[1]".into());
+    let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
+    for out in [&theirs, &ours] {
+        std::fs::create_dir_all(out).unwrap();
+    }
+    let record = |args: &[String], out: &Path| {
+        std::fs::remove_dir_all(dir.path().join("run")).ok();
+        crate::lerobot_train::recorded_run(&python, args, 4, out, Some(&package)).0
+    };
+    let built = record(&args, &theirs);
+    let with_reader = [&["--feedbench-reader".to_string()][..], &args].concat();
+    let ours_built = record(&with_reader, &ours);
+    let episodes = |built: &serde_json::Value| built["sampler"]["episode_indices_to_use"].clone();
+    assert_eq!(episodes(&built), serde_json::json!([0, 2]), "{built}");
+    assert_eq!(episodes(&ours_built), episodes(&built));
+    let batches = |dir: &Path| {
+        let files = crate::lerobot_train::files(dir);
+        files.into_iter().filter(|(p, _)| p != Path::new("built.json")).collect::<Vec<_>>()
+    };
+    let (ours, theirs) = (batches(&ours), batches(&theirs));
+    assert_eq!(ours.len(), theirs.len());
+    assert!(!ours.is_empty() && ours == theirs, "main's batches differ with feedbench's reader");
 }
 
 #[test]
