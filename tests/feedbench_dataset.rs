@@ -106,6 +106,8 @@ fn its_items_and_runs_equal_lerobot_mains_excluded_episodes_and_all() {
     let generated = crate::lerobot::dataset(dir.path(), "two-cameras", &[]);
     assert_checks(&python, &package, &["items", generated.to_str().unwrap(), "300"], 3);
     assert_checks(&python, &package, &["self-check", generated.to_str().unwrap()], 2);
+    let h264 = crate::lerobot::dataset(dir.path(), "two-cameras-h264", &["--codec", "h264"]);
+    assert_checks(&python, &package, &["items", h264.to_str().unwrap(), "100"], 3);
     let written = dir.path().join("lerobot-written");
     assert_checks(&python, &package, &["write-lerobot", written.to_str().unwrap()], 1);
     assert_checks(&python, &package, &["items", written.to_str().unwrap(), "300"], 3);
