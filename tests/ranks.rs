@@ -208,3 +208,50 @@ fn tune_of_a_launch_line_of_two_ranks_measures_them_at_once() {
     let why = tuned["steps"].as_array().unwrap().iter().map(|s| s["why"].as_str().unwrap());
     assert!(why.clone().any(|w| w == "the answer with the 2 ranks at once"), "{tuned}");
 }
+
+#[test]
+fn a_tune_whose_rank_dies_resumes_from_the_configurations_measured_before() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let args = run_args(dir.path());
+    let script = python.with_file_name("lerobot-train");
+    let line = format!(
+        "accelerate launch --cpu --num_processes 2 {} {}",
+        script.display(),
+        shlex::try_join(args.iter().map(String::as_str)).unwrap()
+    );
+    let out = dir.path().join("tune");
+    let flags = [
+        "tune",
+        "--lerobot-train",
+        &line,
+        "--python",
+        python.to_str().unwrap(),
+        "--step-ms",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    // Rank 1 exists only where the ranks are measured at once, after the rank alone was: it is
+    // SIGKILLed there.
+    let site = site(dir.path(), &rank_one(0.0, Some(5)));
+    let (ok, _, stderr) = feedbench_with(&flags, &[("PYTHONPATH", site.to_str().unwrap())]);
+    assert!(!ok && stderr.contains("rank 1 of 2 failed"), "{stderr}");
+    let results = out.join("results.jsonl");
+    let before = std::fs::read_to_string(&results).unwrap_or_default();
+    assert!(!before.is_empty(), "the configurations measured alone are kept: {stderr}");
+    // Resumed without the fault: what was measured comes first, as it was, and nothing is
+    // measured twice; the ranks are measured at once.
+    let resumed = [&flags[..], &["--resume"]].concat();
+    let (ok, stdout, stderr) = feedbench_with(&resumed, &[]);
+    assert!(ok, "{stderr}");
+    let after = std::fs::read_to_string(&results).unwrap();
+    assert!(after.starts_with(&before), "the earlier results kept whole");
+    let cells: Vec<Json> = after.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // A cell is its knobs and its repeat: the same one twice is a measurement made again.
+    let knobs: Vec<String> = cells.iter().map(|c| c["cell"].to_string()).collect();
+    let unique: std::collections::HashSet<&String> = knobs.iter().collect();
+    assert_eq!(unique.len(), knobs.len(), "a configuration measured twice: {knobs:?}");
+    assert!(stderr.contains("measured before"), "{stderr}");
+    assert!(stdout.contains("measured with the 2 ranks at once"), "{stdout}");
+}
