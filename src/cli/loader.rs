@@ -14,9 +14,9 @@ use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoader};
 use feedbench::measure::system::{system_info, Placement};
+use feedbench::model::ReplayOrder;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 use feedbench::model::{NoneStep, StepSpec, TrainStep};
-use feedbench::model::{ReplayOrder, StepReplay};
 use feedbench::timing::Trace;
 
 use super::loader_flags::{available_cores, LoaderFlags};
@@ -201,7 +201,7 @@ fn step_spec(args: &TrainArgs) -> Result<StepSpec> {
         Some(file) => {
             let order = match args.step_order.as_str() {
                 "logged" => ReplayOrder::Logged,
-                _ => ReplayOrder::Drawn { seed: 0 },
+                _ => ReplayOrder::DRAWN,
             };
             replayed(file, order)?
         }
@@ -219,8 +219,7 @@ fn step_spec(args: &TrainArgs) -> Result<StepSpec> {
 
 /// The step `--step-from FILE` replays, in `order`; the error names the flag and the file.
 pub(super) fn replayed(file: &Path, order: ReplayOrder) -> Result<ModelSpec> {
-    let replay = StepReplay::read(file, order).map_err(|e| anyhow::anyhow!("--step-from {e}"))?;
-    Ok(ModelSpec::Replay(replay))
+    ModelSpec::replayed(file, order).map_err(|e| anyhow::anyhow!("--step-from {e}"))
 }
 
 /// The step's compute as a loader in another process feeds it (`train --loader lerobot`):

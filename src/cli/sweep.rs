@@ -65,7 +65,7 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
     let mut config = SweepConfig::load(config_path)?;
     if let Some(file) = &args.step_from {
         config.model.step_from = None;
-        config.model.model = vec![replayed(file, ReplayOrder::Drawn { seed: 0 })?];
+        config.model.model = vec![replayed(file, ReplayOrder::DRAWN)?];
     }
     config.dataset.check_present(config_path)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(config_path));

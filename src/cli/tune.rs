@@ -290,7 +290,7 @@ fn box_budgets(args: &TuneArgs) -> Result<BoxBudgets> {
 fn step_choice(args: &TuneArgs) -> Result<StepChoice> {
     let model = match &args.step_from {
         Some(file) => {
-            let model = replayed(file, ReplayOrder::Drawn { seed: 0 })?;
+            let model = replayed(file, ReplayOrder::DRAWN)?;
             let declared = args.loader.declaration();
             let lerobots = !declared.backend.is_native() || declared.lerobot_train.is_some();
             if let (ModelSpec::Replay(replay), true) = (&model, lerobots) {

@@ -42,6 +42,11 @@ pub enum ReplayOrder {
     Logged,
 }
 
+impl ReplayOrder {
+    /// The order a step file is replayed in where none is asked: drawn, by the seed 0.
+    pub const DRAWN: Self = ReplayOrder::Drawn { seed: 0 };
+}
+
 /// Step times read from a file, and the order they are replayed in.
 #[derive(Debug, Clone)]
 pub struct StepReplay {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::config::DiffusionConfig;
 use super::diffusion::DiffusionPolicy;
 use super::error::ModelError;
-use super::replay::{ReplayOrder, StepReplay};
+use super::replay::{ReplayError, ReplayOrder, StepReplay};
 use super::shapes::{PolicyShapes, ShapesError};
 use super::step::{NoneStep, Precision, TrainStep};
 use super::synthetic::SyntheticStep;
@@ -114,6 +114,12 @@ impl ModelSpec {
         matches!(self, ModelSpec::Synthetic { .. })
     }
 
+    /// The step replayed from the step file `file` in `order` (`replay:FILE`,
+    /// `replay-in-order:FILE`).
+    pub fn replayed(file: &Path, order: ReplayOrder) -> Result<Self, ReplayError> {
+        StepReplay::read(file, order).map(ModelSpec::Replay)
+    }
+
     /// The step a lerobot-train run's loader takes for this spec: a fixed cost stays one (a
     /// stand-in for the policy, e.g. a log's `updt_s`); anything else is the run's own policy.
     pub fn of_a_run(&self) -> ModelSpec {
@@ -161,13 +167,13 @@ impl FromStr for ModelSpec {
                     return Ok(ModelSpec::Synthetic { cost, text: text.to_string() });
                 }
                 let replay = |path: &str, order| {
-                    StepReplay::read(Path::new(path), order).map(ModelSpec::Replay)
+                    ModelSpec::replayed(Path::new(path), order).map_err(|e| e.to_string())
                 };
                 if let Some(path) = text.strip_prefix(REPLAY_IN_ORDER) {
-                    return replay(path, ReplayOrder::Logged).map_err(|e| e.to_string());
+                    return replay(path, ReplayOrder::Logged);
                 }
                 if let Some(path) = text.strip_prefix(REPLAY_DRAWN) {
-                    return replay(path, ReplayOrder::Drawn { seed: 0 }).map_err(|e| e.to_string());
+                    return replay(path, ReplayOrder::DRAWN);
                 }
                 Err(format!(
                     "unknown model `{text}` (diffusion, synthetic:MS, replay:FILE, \

@@ -17,7 +17,7 @@ use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LoaderBackend, VideoBackend};
 use crate::measure::phase::LoaderDeclaration;
-use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, ReplayOrder, StepReplay};
+use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, ReplayOrder};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -305,9 +305,9 @@ impl ConfigFile for SweepConfig {
             if file.is_relative() {
                 *file = config.parent().unwrap_or(Path::new(".")).join(&*file);
             }
-            let replay = StepReplay::read(file, ReplayOrder::Drawn { seed: 0 })
+            let replayed = ModelSpec::replayed(file, ReplayOrder::DRAWN)
                 .map_err(|e| format!("model.step_from {e}"))?;
-            self.model.model = vec![ModelSpec::Replay(replay)];
+            self.model.model = vec![replayed];
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::loader_run::RunLength;
 use crate::measure::phase::{ChosenLoader, LoaderDeclaration};
-use crate::model::{ModelSpec, ReplayOrder, StepReplay};
+use crate::model::{ModelSpec, ReplayOrder};
 
 /// What the guard measures and how it decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -189,8 +189,8 @@ impl GuardCell {
     pub fn stand_in(&self) -> Result<Option<ModelSpec>, String> {
         match (&self.step, &self.step_from) {
             (Some(step), _) => Ok(Some(step.clone())),
-            (None, Some(file)) => StepReplay::read(file, ReplayOrder::Drawn { seed: 0 })
-                .map(|replay| Some(ModelSpec::Replay(replay)))
+            (None, Some(file)) => ModelSpec::replayed(file, ReplayOrder::DRAWN)
+                .map(Some)
                 .map_err(|e| self.named(&format!("step_from {e}"))),
             (None, None) => Ok(None),
         }
