@@ -109,10 +109,16 @@ impl DatasetSource {
     /// `config`.
     pub fn resolve_relative_to(&mut self, config: &Path) {
         if let Some(dataset) = &mut self.path {
-            if dataset.is_relative() {
-                *dataset = config.parent().unwrap_or(Path::new(".")).join(&*dataset);
-            }
+            relative_to_config(dataset, config);
         }
+    }
+}
+
+/// Makes a relative `path` given in the config file at `config` relative to that file's
+/// directory.
+pub fn relative_to_config(path: &mut PathBuf, config: &Path) {
+    if path.is_relative() {
+        *path = config.parent().unwrap_or(Path::new(".")).join(&*path);
     }
 }
 
@@ -302,9 +308,7 @@ impl ConfigFile for SweepConfig {
     fn resolve(&mut self, config: &Path) -> Result<(), String> {
         self.dataset.resolve_relative_to(config);
         if let Some(file) = &mut self.model.step_from {
-            if file.is_relative() {
-                *file = config.parent().unwrap_or(Path::new(".")).join(&*file);
-            }
+            relative_to_config(file, config);
             let replayed = ModelSpec::replayed(file, ReplayOrder::DRAWN)
                 .map_err(|e| format!("model.step_from {e}"))?;
             self.model.model = vec![replayed];

@@ -7,7 +7,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::sweep::config::{ConfigError, ConfigFile, DatasetSource, EpisodeChoice};
+use crate::bench::sweep::config::{
+    relative_to_config, ConfigError, ConfigFile, DatasetSource, EpisodeChoice,
+};
 use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
@@ -300,9 +302,7 @@ impl ConfigFile for GuardConfig {
     fn resolve(&mut self, config: &Path) -> Result<(), String> {
         self.dataset.resolve_relative_to(config);
         for file in self.cells.iter_mut().filter_map(|c| c.step_from.as_mut()) {
-            if file.is_relative() {
-                *file = config.parent().unwrap_or(Path::new(".")).join(&*file);
-            }
+            relative_to_config(file, config);
         }
         Ok(())
     }
