@@ -1,7 +1,8 @@
 //! Which LeRobot's reading the reader follows where LeRobot's versions read the same dataset
 //! differently: the released ones (0.4.4 to 0.6.1) or LeRobot's main (0.6.2, unreleased). A
-//! reader beside LeRobot follows the installed one's; the command line, with no LeRobot beside
-//! it, the newest released, unless told otherwise.
+//! reader beside LeRobot follows the installed one's (FeedbenchDataset asks for it by name,
+//! `feedbench.lerobot.lerobot_contract`); the command line, with no LeRobot beside it, the
+//! newest released, unless told otherwise.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,16 +20,6 @@ pub enum Contract {
 }
 
 impl Contract {
-    /// The contract of the installed LeRobot `version` (major, minor, patch): main's past
-    /// 0.6.1.
-    pub fn of_lerobot(version: (u32, u32, u32)) -> Self {
-        if version > (0, 6, 1) {
-            Contract::Main
-        } else {
-            Contract::Released
-        }
-    }
-
     /// Whether a frame `distance_s` from a query time serves it, with `tolerance_s`.
     pub fn admits(self, distance_s: f64, tolerance_s: f64) -> bool {
         match self {
@@ -81,9 +72,6 @@ mod tests {
         assert!(!Contract::Released.admits(distance, tolerance));
         assert!(Contract::Main.admits(distance, tolerance));
         assert!(Contract::Released.admits(0.125, tolerance) && !Contract::Main.admits(0.5, 0.25));
-        assert_eq!(Contract::of_lerobot((0, 6, 1)), Contract::Released);
-        assert_eq!(Contract::of_lerobot((0, 4, 4)), Contract::Released);
-        assert_eq!(Contract::of_lerobot((0, 6, 2)), Contract::Main);
         assert_eq!("main".parse::<Contract>(), Ok(Contract::Main));
         assert!("0.6.2".parse::<Contract>().unwrap_err().contains("\"released\""));
         assert_eq!(Contract::default().to_string(), "released");

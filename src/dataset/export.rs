@@ -25,9 +25,9 @@ pub struct Written {
 /// Writes `sample` into `out` (created if needed): `<key>.npy` per numeric array (decoded
 /// cameras included, see [`Sample::decode_pixels`]), `<key>_is_pad.npy` per pad mask, and
 /// `sample.json` with the scalars, the task, per video key the file and query times, and the
-/// LeRobot `contract` the frames were matched by. All or nothing: the files are written into a hidden directory in `out` and moved into
-/// place only once every one is complete and none exists in `out` (never overwritten); after
-/// a failure (a full disk) `out` holds nothing new.
+/// LeRobot `contract` the frames were matched by. All or nothing: the files are written into a
+/// hidden directory in `out` and moved into place only once every one is complete and none
+/// exists in `out` (never overwritten); after a failure (a full disk) `out` holds nothing new.
 /// Directories it made for `out` are removed again after a failure.
 pub fn write_sample(sample: &Sample, contract: Contract, out: &Path) -> Result<Written> {
     if out.exists() && !out.is_dir() {
