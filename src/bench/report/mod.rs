@@ -281,15 +281,12 @@ impl Report {
             columns.push(Column::number(header));
         }
         let newer = self.newer_figures();
-        let (with_au, with_pss, with_ranks) = (newer.au, newer.memory, newer.ranks);
-        let optional = [(with_au, "AU %"), (with_pss, "PSS MB"), (with_ranks, "ranks")];
-        for (_, header) in optional.iter().filter(|(shown, _)| *shown) {
-            columns.push(if *header == "ranks" {
-                Column::text(header)
-            } else {
-                Column::number(header)
-            });
-        }
+        let optional = [
+            (newer.au, Column::number("AU %")),
+            (newer.memory, Column::number("PSS MB")),
+            (newer.ranks, Column::text("ranks")),
+        ];
+        columns.extend(optional.into_iter().filter_map(|(shown, column)| shown.then_some(column)));
         columns.push(Column::text("verdict"));
         let rows = self
             .rows
@@ -312,15 +309,15 @@ impl Report {
                     format!("{:.1}", r.input_bound_pct),
                     format!("{:.1}", r.input_bound_p95_pct),
                 ]);
-                if with_au {
+                if newer.au {
                     line.push(r.au_pct.map_or("-".into(), |au| format!("{au:.1}")));
                 }
-                if with_pss {
+                if newer.memory {
                     line.push(
                         r.train_pss_bytes.map_or("-".into(), |b| format!("{:.0}", b as f64 / 1e6)),
                     );
                 }
-                if with_ranks {
+                if newer.ranks {
                     line.push(r.ranks.map_or("-".into(), |k| {
                         format!("{} (slowest {}, +{:.1} %)", k.ranks, k.slowest_rank, k.spread_pct)
                     }));
