@@ -23,13 +23,16 @@ LeRobot's, and a dataset the reader does not read (named by the reader). A DataL
 killed mid-run ends it with PyTorch's one line and exit status 1.
 """
 
-import importlib.metadata
-import re
 import sys
 
-# The LeRobot versions whose factory and lerobot-train this was checked against (0.6.2: LeRobot's
-# main); a newer one runs where the self-check passes.
-OLDEST, NEWEST = (0, 4, 4), (0, 6, 2)
+# The oldest LeRobot whose factory and lerobot-train this was checked against (the newest is
+# feedbench.lerobot's NEWEST_CHECKED; a newer one runs where the self-check passes).
+OLDEST = (0, 4, 4)
+
+
+def dotted(version):
+    """A version tuple as people write it: 0.6.2."""
+    return ".".join(map(str, version))
 
 
 class Refusal(Exception):
@@ -38,18 +41,18 @@ class Refusal(Exception):
 
 def lerobot_version():
     """LeRobot's version in this environment, as a tuple; refused where absent or unsupported."""
-    try:
-        text = importlib.metadata.version("lerobot")
-    except importlib.metadata.PackageNotFoundError:
+    from feedbench.lerobot import NEWEST_CHECKED, installed_lerobot
+
+    installed = installed_lerobot()
+    if installed is None:
         raise Refusal(f"LeRobot is not installed for {sys.executable}: install lerobot "
-                      f"{'.'.join(map(str, OLDEST))} or later (checked to "
-                      f"{'.'.join(map(str, NEWEST))}) beside feedbench")
-    found = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
-    version = tuple(int(part) for part in found.groups()) if found else None
-    if version is None or version < OLDEST:
+                      f"{dotted(OLDEST)} or later (checked to {dotted(NEWEST_CHECKED)}) beside "
+                      f"feedbench")
+    text, version = installed
+    if version < OLDEST:
         raise Refusal(f"LeRobot {text} is installed; feedbench-lerobot-train supports LeRobot "
-                      f"{'.'.join(map(str, OLDEST))} and later, whose lerobot-train it was "
-                      f"checked against to {'.'.join(map(str, NEWEST))}")
+                      f"{dotted(OLDEST)} and later, whose lerobot-train it was checked against "
+                      f"to {dotted(NEWEST_CHECKED)}")
     return version
 
 
@@ -68,11 +71,12 @@ def self_check_flag(args, version):
         if value not in ("true", "false"):
             raise Refusal(f"{SELF_CHECK_FLAG}: expected {SELF_CHECK_FLAG}=false or =true")
         del args[i]
-        if value == "false" and version > NEWEST:
-            raise Refusal(f"{SELF_CHECK_FLAG}=false: LeRobot {'.'.join(map(str, version))} is "
-                          f"newer than any feedbench was checked against "
-                          f"({'.'.join(map(str, NEWEST))}); the self-check is what stands for "
-                          f"that: leave it on")
+        from feedbench.lerobot import NEWEST_CHECKED
+
+        if value == "false" and version > NEWEST_CHECKED:
+            raise Refusal(f"{SELF_CHECK_FLAG}=false: LeRobot {dotted(version)} is newer than any "
+                          f"feedbench was checked against ({dotted(NEWEST_CHECKED)}); the "
+                          f"self-check is what stands for that: leave it on")
         return value == "true"
     return True
 
@@ -318,8 +322,8 @@ def main():
             use_feedbench_reader(cache, self_check)
             from lerobot.scripts.lerobot_train import main as lerobot_train
         except ImportError as error:
-            raise Refusal(f"LeRobot {'.'.join(map(str, version))} is installed for "
-                          f"{sys.executable}, but its lerobot-train does not import: {error}")
+            raise Refusal(f"LeRobot {dotted(version)} is installed for {sys.executable}, but its "
+                          f"lerobot-train does not import: {error}")
 
         lerobot_train()
         summary = cache_summary()

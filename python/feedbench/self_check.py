@@ -6,19 +6,15 @@ each with the dataset's windows. Equal, the reader serves whatever LeRobot's ver
 than any it was checked against gets a warning line naming it); unequal, it refuses, naming the
 version, the item, the key and both values, and how to run without it."""
 
-import importlib.metadata
 import logging
-import re
 import time
 
 import torch
 
 from feedbench import _native
+from feedbench.lerobot import NEWEST_CHECKED, installed_lerobot
 
 logger = logging.getLogger("feedbench")
-
-# The newest LeRobot whose reading the reader was held to by its tests (LeRobot's main).
-CHECKED_NEWEST = (0, 6, 2)
 
 # The most items checked: their decoding by both readers is the check's cost.
 MOST_ITEMS = 12
@@ -27,16 +23,6 @@ MOST_ITEMS = 12
 class SelfCheckError(_native.ReaderError):
     """FeedbenchDataset's items differ from the installed LeRobot's: the message names the
     LeRobot version, the item, the key and both values."""
-
-
-def installed_lerobot():
-    """The installed LeRobot's version as (text, (major, minor, patch)), or None without one."""
-    try:
-        text = importlib.metadata.version("lerobot")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    found = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
-    return text, tuple(int(part) for part in found.groups()) if found else (0, 0, 0)
 
 
 def probe_positions(meta, episodes, count):
@@ -127,8 +113,8 @@ def check(dataset):
                 f"{dataset.root}: item {position} differs from LeRobot {text}'s: {wrong}. "
                 f"feedbench's reader does not read this dataset as this LeRobot does: train "
                 f"with lerobot-train itself (without feedbench's reader), or report it")
-    if version > CHECKED_NEWEST:
+    if version > NEWEST_CHECKED:
         logger.warning("FeedbenchDataset: LeRobot %s is newer than any feedbench was checked "
                        "against (%s); its items equal LeRobot's at the %d checked", text,
-                       ".".join(map(str, CHECKED_NEWEST)), len(positions))
+                       ".".join(map(str, NEWEST_CHECKED)), len(positions))
     return time.perf_counter() - started
