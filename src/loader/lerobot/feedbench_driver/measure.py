@@ -77,9 +77,17 @@ class PeakMemory:
     the wait of the epochs' first batches on a loaded machine, so none is read inside it.
     `cpu_s` is what measuring cost."""
 
-    def __init__(self):
+    def __init__(self, warmup, loader):
+        """For a measurement whose `warmup` batches `loader` hands over first: the first read
+        is made once one warm-up batch came from each worker, so that it finds them started (a
+        worker still importing holds a tenth of what it will, which read as growth), with a
+        warm-up batch left after it to take up the read's pause; now, where there is none to
+        wait for."""
         self.cpu_s, self.samples, self.started_at = 0.0, [], time.monotonic()
         self.pss = {}  # the last read: pid -> (PSS, anonymous) bytes
+        self.settled = max(min(max(getattr(loader, "num_workers", 0), 1), warmup - 1), 0)
+        if self.settled == 0:
+            self.before()
 
     def read_pss(self):
         """A read of this process's PSS and each worker's, and of their anonymous memory (a
@@ -101,12 +109,10 @@ class PeakMemory:
         self.samples, self.started_at = [], time.monotonic()
         self.read_pss()
 
-    @staticmethod
-    def settled_after(warmup, loader):
-        """How many warm-up batches to take before `before`: one from each worker, so that the
-        read finds them started (a worker still importing holds a tenth of what it will, which
-        read as growth), with a warm-up batch left after it to take up the read's pause."""
-        return max(min(max(getattr(loader, "num_workers", 0), 1), warmup - 1), 0)
+    def warmed(self, taken):
+        """After the warm-up batch `taken` (from 1): the first read, where it is due."""
+        if taken == self.settled:
+            self.before()
 
     def start(self):
         """Resets the peaks, as the window begins."""
@@ -242,10 +248,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         h2d_s = time.perf_counter() - copied
         time.sleep(compute_s)
         return h2d_s
-    memory = PeakMemory()
-    settled = PeakMemory.settled_after(warmup, loader)
-    if settled == 0:
-        memory.before()
+    memory = PeakMemory(warmup, loader)
     started = time.perf_counter()
     next_batch = stream.next
     first_batch_s = None
@@ -255,8 +258,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         if first_batch_s is None:
             first_batch_s = time.perf_counter() - started
         feed(batch)
-        if taken == settled:
-            memory.before()
+        memory.warmed(taken)
     together()  # the ranks start their measured batches at once
     memory.start()
     own0, workers0 = cpu_s()

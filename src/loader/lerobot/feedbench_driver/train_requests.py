@@ -92,11 +92,8 @@ def measure_training(request, run, stream, installed, built):
           "batches_per_epoch": len(loader), "video_backend": video_backend(dataset),
           "lerobot_train": built, **installed})
     timer = training.timer
-    memory = PeakMemory()
     warmup = request.get("warmup", 1)
-    settled = PeakMemory.settled_after(warmup, loader)
-    if settled == 0:
-        memory.before()
+    memory = PeakMemory(warmup, loader)
     parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
     modules = {name: [] for name in training.module_ms}
     batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
@@ -130,8 +127,7 @@ def measure_training(request, run, stream, installed, built):
 
     for taken in range(1, warmup + 1):
         one_step(False)
-        if taken == settled:
-            memory.before()
+        memory.warmed(taken)
     together()  # the ranks start their measured steps at once
     memory.start()
     own0, workers0 = cpu_s()
