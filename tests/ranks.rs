@@ -167,6 +167,20 @@ fn ranks_beyond_the_cores_or_without_a_run_are_refused() {
     assert!(!ok && stderr.contains("--rank/--world-size"), "{stderr}");
 }
 
+/// `tune` of lerobot-train run `args` launched as accelerate launches 2 ranks on the CPU, in
+/// `python`'s environment, a 60 ms step, into `out`.
+fn tune_of_two_ranks(python: &Path, args: &[String], out: &Path) -> Vec<String> {
+    let script = python.with_file_name("lerobot-train");
+    let line = format!(
+        "accelerate launch --cpu --num_processes 2 {} {}",
+        script.display(),
+        shlex::try_join(args.iter().map(String::as_str)).unwrap()
+    );
+    let (python, out) = (python.to_str().unwrap(), out.to_str().unwrap());
+    let flags = ["tune", "--lerobot-train", &line, "--python", python, "--step-ms", "60"];
+    flags.iter().chain(&["--out", out]).map(|f| f.to_string()).collect()
+}
+
 #[test]
 fn tune_of_a_launch_line_of_two_ranks_measures_them_at_once() {
     let Some(python) = common::lerobot_python() else { return };
@@ -174,24 +188,9 @@ fn tune_of_a_launch_line_of_two_ranks_measures_them_at_once() {
     let mut args = run_args(dir.path());
     args.retain(|a| !a.starts_with("--num_workers="));
     args.push("--num_workers=1".into());
-    let script = python.with_file_name("lerobot-train");
-    let line = format!(
-        "accelerate launch --cpu --num_processes 2 {} {}",
-        script.display(),
-        shlex::try_join(args.iter().map(String::as_str)).unwrap()
-    );
     let out = dir.path().join("tune");
-    let flags = [
-        "tune",
-        "--lerobot-train",
-        &line,
-        "--python",
-        python.to_str().unwrap(),
-        "--step-ms",
-        "60",
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let flags = tune_of_two_ranks(&python, &args, &out);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (ok, stdout, stderr) = common::feedbench(&flags);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("measured with the 2 ranks at once"), "{stdout}");
@@ -214,24 +213,9 @@ fn a_tune_whose_rank_dies_resumes_from_the_configurations_measured_before() {
     let Some(python) = common::lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let args = run_args(dir.path());
-    let script = python.with_file_name("lerobot-train");
-    let line = format!(
-        "accelerate launch --cpu --num_processes 2 {} {}",
-        script.display(),
-        shlex::try_join(args.iter().map(String::as_str)).unwrap()
-    );
     let out = dir.path().join("tune");
-    let flags = [
-        "tune",
-        "--lerobot-train",
-        &line,
-        "--python",
-        python.to_str().unwrap(),
-        "--step-ms",
-        "60",
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let flags = tune_of_two_ranks(&python, &args, &out);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     // Rank 1 exists only where the ranks are measured at once, after the rank alone was: it is
     // SIGKILLed there.
     let site = site(dir.path(), &rank_one(0.0, Some(5)));
