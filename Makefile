@@ -76,7 +76,9 @@ run: build
 
 test: setup lerobot lerobot-main
 	$(CARGO) build --workspace --all-targets
-	$(CARGO) test --all-targets
+	$(CARGO) test --lib --bins --tests -- --skip quiet::
+	$(CARGO) test --benches
+	$(CARGO) test --test tests quiet:: -- --test-threads=1
 	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

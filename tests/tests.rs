@@ -26,6 +26,7 @@ mod loader;
 mod memory;
 mod model;
 mod quality;
+mod quiet;
 mod ranks;
 mod reader_g1;
 mod reader_generated;

@@ -79,6 +79,9 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     );
     assert!(err.contains("tune: measuring 1 × prefetch 2"), "a line per measurement: {err}");
 
+    // A step that sleeps: the headspace, and no slowdown beside the workers to judge.
+    assert!(long["step_beside"]["headspace_pct"].as_f64().is_some(), "{long}");
+    assert!(long["step_beside"]["with_workers"].is_null(), "{long}");
     let kept = std::fs::read_to_string(long_out.join("sweep.toml")).unwrap();
     assert!(kept.contains("drop_n_last_frames = 3"), "{kept}");
     assert_eq!(long["knobs"]["config"]["drop_n_last_frames"], 3, "and the answer's flags: {long}");

@@ -147,14 +147,20 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
             None => s.wait_ms + s.step_ms,
         })
         .collect();
+    // The steps' mean batch: an epoch's last batch may be short, and the interval is to hold
+    // the rate the phases counted.
+    let (samples, steps) =
+        runs.iter().fold((0, 0), |(n, s), r| (n + r.train.samples, s + r.train.steps));
+    let batch = match steps {
+        0 => knobs.knobs.batch_size as f64,
+        _ => samples as f64 / steps as f64,
+    };
     let train_samples_per_s = match replayed_mean_ms {
-        Some(_) if !train_iteration_ms.is_empty() => {
-            train_rate(knobs.knobs.batch_size)(&train_iteration_ms)
-        }
+        Some(_) if !train_iteration_ms.is_empty() => train_rate(batch)(&train_iteration_ms),
         _ => med(&|r| r.train.samples_per_s),
     };
     let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
-        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(knobs.knobs.batch_size)))
+        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(batch)))
         .flatten();
     Row {
         repeats: runs.len(),
@@ -193,6 +199,14 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         train_wait_ms: med(&|r| r.train.wait.median_ms),
         train_h2d_ms: med(&|r| r.train.h2d.median_ms),
         train_compute_ms: med(&|r| r.train.compute.median_ms),
+        train_step_ms: {
+            let steps: Vec<f64> =
+                runs.iter().flat_map(|r| r.train.per_step.iter()).map(|s| s.step_ms).collect();
+            match steps.is_empty() {
+                true => med(&|r| r.train.h2d.median_ms + r.train.compute.median_ms),
+                false => median(steps),
+            }
+        },
         input_bound_pct,
         input_bound_p95_pct,
         wait_pct,
@@ -305,6 +319,14 @@ mod tests {
         let (low, high) = r.rows[0].train_interval.expect("20 steps: an interval");
         assert!(low < 160.0 && 160.0 < high && high / low < 1.2, "{low} {high}");
         assert_eq!(r.rows[1].train_interval, None, "2 steps are too few");
+        // An epoch's short last batch: 20 steps of 100 ms carried 312 samples, not 320. The
+        // interval holds the rate the phase counted (156 samples/s), not 16 a step's (160).
+        let mut result = stepped(1, 100.0, 1.0, 20).result();
+        result.train.samples = 312;
+        result.train.samples_per_s = 156.0;
+        let row = &render(&[result]).rows[0];
+        let (low, high) = row.train_interval.expect("20 steps: an interval");
+        assert!(low < 156.0 && 156.0 < high && high < 158.0, "{low} {high}");
     }
 
     #[test]

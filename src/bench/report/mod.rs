@@ -45,10 +45,11 @@ pub use recommendation::{knee, shallowest_prefetch, train_change, Knee};
 /// Seed of the report's bootstrap intervals (fixed: one results file, one report).
 const INTERVAL_SEED: u64 = 0x6b6e;
 
-/// Samples/s of train steps of `batch` samples whose iterations took the given ms.
-fn train_rate(batch: usize) -> impl Fn(&[f64]) -> f64 {
+/// Samples/s of train steps of `batch` samples (on average: an epoch's last batch may be
+/// short) whose iterations took the given ms.
+fn train_rate(batch: f64) -> impl Fn(&[f64]) -> f64 {
     move |iteration_ms: &[f64]| {
-        1e3 * (batch * iteration_ms.len()) as f64 / iteration_ms.iter().sum::<f64>()
+        1e3 * batch * iteration_ms.len() as f64 / iteration_ms.iter().sum::<f64>()
     }
 }
 
@@ -138,6 +139,10 @@ pub struct Row {
     pub train_h2d_ms: f64,
     /// Median compute per step, ms.
     pub train_compute_ms: f64,
+    /// The model's whole step (copy and compute, the wait left out) as the train phase took it,
+    /// with the loader running beside it: the median over every repeat's steps, ms (the
+    /// copy's and the compute's medians summed where the results kept no steps).
+    pub train_step_ms: f64,
     /// Input-bound share of the step, median over steps, percent.
     pub input_bound_pct: f64,
     /// Its 95th percentile over steps, percent.

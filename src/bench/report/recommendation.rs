@@ -29,7 +29,7 @@ pub fn train_change(best: &[f64], other: &[f64], batch: usize) -> Option<Change>
         return None;
     }
     // Rows of a group share their batch size: the change of samples/s is that of steps/s.
-    Change::of_by(best, other, INTERVAL_SEED, train_rate(batch))
+    Change::of_by(best, other, INTERVAL_SEED, train_rate(batch as f64))
 }
 
 /// Whether row `i` trains slower than row `best` beyond `tolerance_pct`: the whole interval of

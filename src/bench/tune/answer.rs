@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::neighbour::{slowed_more_than_fed, StepBeside};
 use super::predict::{Demand, RateModel};
 use super::search::{Budgets, SearchState};
 use crate::bench::report::cache_fit::CacheFit;
@@ -162,6 +163,10 @@ pub struct Answer {
     /// a deeper one would hold; None for a steady step or one depth measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch_depths: Option<PrefetchDepths>,
+    /// The step beside the loader: the headspace, and the step's time with the workers running
+    /// against alone; None in answers written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_beside: Option<StepBeside>,
 }
 
 /// The prefetch depths measured at the answer's workers for a step that varies: which one
@@ -275,6 +280,12 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         .flatten()
         .filter(|fit| fit.frames_bytes <= state.budgets.memory_bytes);
     let default_prefetch_lost = default_prefetch_lost(rows, row);
+    // Where the answer is still starved at the most workers measured, whether the last of them
+    // slowed the step more than it fed it (the search then measured no more).
+    let most_measured = rows.iter().map(|r| r.knobs.knobs.workers).max().unwrap_or(0);
+    let stopped = (row.wait_pct.0 > target)
+        .then(|| slowed_more_than_fed(rows, most_measured, row.knobs.knobs.prefetch))
+        .flatten();
     Some(Answer {
         workers: row.knobs.knobs.workers,
         prefetch: row.knobs.knobs.prefetch,
@@ -300,6 +311,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         first_batch_s: row.train_first_batch_s,
         memory_at_ranks_bytes: None,
         prefetch_depths: PrefetchDepths::of(rows, state, row),
+        step_beside: Some(StepBeside::of(rows, &state.demand, row, stopped)),
     })
 }
 

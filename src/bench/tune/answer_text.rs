@@ -146,6 +146,9 @@ impl Answer {
         if let Some(depths) = &self.prefetch_depths {
             text.push_str(&self.depths_sentence(depths));
         }
+        if let Some(beside) = &self.step_beside {
+            text.push_str(&beside.sentences(self.train_samples_per_s));
+        }
         // A start-up of seconds (spawned workers import torch and LeRobot) is a large share of
         // a short run: said where it passes one second.
         if let Some(first) = self.first_batch_s.filter(|&s| s > 1.0) {

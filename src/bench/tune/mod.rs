@@ -13,6 +13,7 @@ pub mod at_once;
 pub mod budget;
 pub mod flags;
 pub mod launch;
+pub mod neighbour;
 pub mod plan;
 pub mod predict;
 pub mod search;

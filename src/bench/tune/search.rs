@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::neighbour::slowed_more_than_fed;
 use super::predict::{Demand, MemoryModel, RateModel};
 use crate::bench::report::{knee, train_change, Row, MIN_STEPS_FOR_INTERVAL};
 use crate::measure::change::Decision;
@@ -145,8 +146,8 @@ const MOST_PREFETCH: usize = 16;
 
 /// The next configuration to measure, or [`Next::Done`]: one worker first (the loader's cost per
 /// sample; the step's cost comes with it), a second where the prediction needs more (its
-/// scaling), then the predicted count and one fewer; then up while the best is still starved
-/// and the budgets allow, down while one fewer is not worse, a repeat where an interval cannot
+/// scaling), then the predicted count and one fewer; then up while the best is still starved,
+/// the budgets allow and the last worker did not slow the step more than it fed it, down while one fewer is not worse, a repeat where an interval cannot
 /// decide, and a deeper prefetch only where the step's spread makes batches late.
 pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     let s = &state.settings;
@@ -189,10 +190,13 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     let most_measured = rows.iter().map(|r| r.knobs.knobs.workers).max().unwrap_or(0);
     // More workers and a deeper prefetch shorten the wait for a batch, never its copy to the
     // device: the rules below judge the wait alone.
+    // …unless the last worker added slowed the step (sharing its cores) more than it
+    // shortened the wait: one more would do the same.
     if best.knobs.knobs.workers == most_measured
         && best.wait_pct.0 > s.target_pct
         && most_measured < cap
         && missing(most_measured + 1, p)
+        && slowed_more_than_fed(rows, most_measured, p).is_none()
     {
         return measure(most_measured + 1, p, "the best is still input-bound: one more");
     }
