@@ -15,9 +15,11 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 # Slurm and munge for the Slurm test's one-node cluster (tests/slurm/run.sh), installed without
 # their recommended packages (some 20 -dev packages it does not need).
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+# Debian's Chromium, in which the tests open the report's page (tests/page.rs); `make test` only.
+BROWSER_PACKAGES := chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
+.PHONY: all setup system-packages browser torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
 
 all: build
 
@@ -74,7 +76,12 @@ RUN_OUT ?= results/default-$(shell date +%Y%m%d-%H%M%S)
 run: build
 	./target/release/feedbench sweep --config configs/default.toml --out $(RUN_OUT)
 
-test: setup lerobot lerobot-main
+browser:
+	@dpkg-query -W -f='$${Status}\n' $(BROWSER_PACKAGES) 2>/dev/null | grep -q 'install ok installed' || { \
+		echo "installing $(BROWSER_PACKAGES)"; $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(BROWSER_PACKAGES); }
+
+test: setup browser lerobot lerobot-main
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --lib --bins --tests -- --skip quiet::
 	$(CARGO) test --benches

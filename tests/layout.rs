@@ -58,7 +58,9 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
     assert!(ok, "{stderr}");
     assert_eq!(file_tree(&root), before, "the source was written");
     assert!(stdout.contains("Recommended:"), "{stdout}");
-    for file in ["report.md", "results.csv", "pareto.svg", "layout.jsonl", "layout.toml"] {
+    for file in
+        ["report.md", "report.html", "results.csv", "pareto.svg", "layout.jsonl", "layout.toml"]
+    {
         assert!(out.join(file).is_file(), "{file}");
     }
 

@@ -229,7 +229,13 @@ fn writes_markdown_csv_and_svgs_with_labelled_axes() {
         .collect();
     assert_eq!(
         names,
-        ["report.md", "results.csv", "train_vs_workers.svg", "input_bound_heatmap.svg"]
+        [
+            "report.md",
+            "results.csv",
+            "train_vs_workers.svg",
+            "input_bound_heatmap.svg",
+            "report.html"
+        ]
     );
 
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();

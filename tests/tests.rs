@@ -25,6 +25,7 @@ mod lerobot_train;
 mod loader;
 mod memory;
 mod model;
+mod page;
 mod quality;
 mod quiet;
 mod ranks;

@@ -91,6 +91,11 @@ pub struct ReportArgs {
     /// The sweep's output directory (holding results.jsonl) or a layout study's (holding
     /// layout.jsonl).
     dir: PathBuf,
+    /// Print the path of the page (DIR/report.html: the plots interactive, self-contained,
+    /// opens offline) instead of the report's text, e.g. `xdg-open $(feedbench report DIR
+    /// --html)`.
+    #[arg(long)]
+    html: bool,
 }
 
 /// Runs `feedbench report`.
@@ -103,7 +108,10 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         return Ok(());
     }
     let written = report::report_dir(&args.dir)?;
-    out!("{}", written.terminal)?;
+    match args.html {
+        true => out!("{}", args.dir.join(report::page::PAGE_FILE).display())?,
+        false => out!("{}", written.terminal)?,
+    }
     eprintln!("wrote {}", file_list(&written));
     Ok(())
 }

@@ -14,6 +14,7 @@
 pub mod candidate;
 pub mod config;
 pub mod measure;
+pub mod page;
 pub mod pareto;
 pub mod ranking;
 pub mod report;

@@ -34,7 +34,7 @@ fn bytes_label(x: f64) -> String {
 
 /// The candidates on the Pareto front, by increasing bytes per frame: each is faster than
 /// every candidate at most its size.
-fn front(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+pub(super) fn front(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut sorted = points.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
     let mut best = f64::NEG_INFINITY;

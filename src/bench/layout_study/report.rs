@@ -13,6 +13,7 @@ use super::measure::CandidateResult;
 use super::pareto::{self, ParetoPoint};
 use super::ranking::{db, rate, LayoutReport};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
+use crate::bench::report::page::PAGE_FILE;
 use crate::bench::report::table::{Column, Table};
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
@@ -226,8 +227,8 @@ pub struct LayoutReportFiles {
     pub files: Vec<PathBuf>,
 }
 
-/// Writes `report.md`, `results.csv` and `pareto.svg` into `dir` for `results`, judged by
-/// `choose`.
+/// Writes `report.md`, `results.csv`, `report.html` and `pareto.svg` into `dir` for
+/// `results`, judged by `choose`.
 pub fn write_layout_report(
     dir: &Path,
     results: Vec<CandidateResult>,
@@ -245,8 +246,10 @@ pub fn write_layout_report(
         write_whole(&path, text.as_bytes()).map_err(|e| DatasetError::io(&path, e))?;
         Ok::<_, LayoutError>(path)
     };
-    let mut files = vec![write(MARKDOWN_FILE, render_markdown(&report))?];
+    let markdown = render_markdown(&report);
+    let mut files = vec![write(MARKDOWN_FILE, markdown.clone())?];
     files.push(write(CSV_FILE, render_csv(&report))?);
+    files.push(write(PAGE_FILE, super::page::render(&report, &markdown))?);
     let plot = dir.join(PARETO_FILE);
     let points: Vec<ParetoPoint> = report
         .rows

@@ -77,6 +77,10 @@ pub fn render(results: &[CellResult]) -> Report {
     Report {
         system: results.first().map(|r| r.system.clone()),
         results: results.len(),
+        finished_unix_s: {
+            let when = results.iter().map(|r| r.finished_unix_s);
+            when.clone().min().zip(when.max())
+        },
         rows,
         fixed,
         varying,

@@ -16,6 +16,7 @@ pub mod csv;
 mod epochs;
 pub mod loaders;
 pub mod markdown;
+pub mod page;
 pub mod phase_text;
 pub mod plots;
 mod recommendation;
@@ -235,6 +236,8 @@ pub struct Report {
     pub system: Option<SystemInfo>,
     /// Results read (repeats counted apart).
     pub results: usize,
+    /// When the first and the last of them finished, seconds since the Unix epoch.
+    pub finished_unix_s: Option<(u64, u64)>,
     /// One per cell, sorted by group, then workers and prefetch.
     pub rows: Vec<Row>,
     /// Knobs (other than workers, prefetch and batch) with one value in every row.
@@ -554,7 +557,8 @@ pub struct ReportFiles {
     pub files: Vec<PathBuf>,
 }
 
-/// Analyses `results` and writes `report.md`, `results.csv` and the SVG plots into `dir`
+/// Analyses `results` and writes `report.md`, `results.csv`, the SVG plots and the page
+/// (`report.html`) into `dir`
 /// (which must exist), replacing earlier ones; returns the analysis and the terminal text.
 pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, ReportError> {
     if results.is_empty() {
@@ -568,9 +572,11 @@ pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, R
             .map_err(|source| ReportError::Write { path: path.clone(), source })?;
         Ok::<_, ReportError>(path)
     };
-    let mut files = vec![write(MARKDOWN_FILE, markdown::render(&report))?];
+    let markdown = markdown::render(&report);
+    let mut files = vec![write(MARKDOWN_FILE, markdown.clone())?];
     files.push(write(CSV_FILE, csv::render(&report))?);
     files.extend(plots::write(dir, &report)?);
+    files.push(write(page::PAGE_FILE, page::sweep::render(&report, &markdown))?);
     Ok(ReportFiles { terminal: terminal::render(&report), report, files })
 }
 

@@ -50,18 +50,20 @@ pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
 
 /// One batch size and loader of a plot group: per workers, the row with the best train
 /// throughput (the recommended row at the recommended workers).
-struct Curve<'a> {
-    batch: usize,
+pub(super) struct Curve<'a> {
+    /// Its batch size.
+    pub(super) batch: usize,
     /// The loader, named in labels where the plot has both.
     loader: Option<LoaderBackend>,
-    points: Vec<&'a Row>,
+    /// Per workers, the row plotted.
+    pub(super) points: Vec<&'a Row>,
     /// The recommended (workers, prefetch) of this batch size.
-    recommended: Option<(usize, usize)>,
+    pub(super) recommended: Option<(usize, usize)>,
 }
 
 impl Curve<'_> {
     /// Its heatmap row: `16`, or `16, LeRobot` where the plot has both loaders.
-    fn row_label(&self) -> String {
+    pub(super) fn row_label(&self) -> String {
         match self.loader {
             None => self.batch.to_string(),
             Some(LoaderBackend::Native) => format!("{}, native", self.batch),
@@ -74,12 +76,13 @@ impl Curve<'_> {
     }
 
     /// Its line's label: `batch 16`, or `batch 16, LeRobot`.
-    fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         format!("batch {}", self.row_label())
     }
 }
 
-fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
+/// The curves of `plot`: one per batch size (and loader, where it has both).
+pub(super) fn curves<'a>(report: &'a Report, plot: &PlotGroup) -> Vec<Curve<'a>> {
     let rows = || plot.rows.iter().map(|&i| &report.rows[i]);
     let both = rows().any(|r| r.knobs.loader != rows().next().expect("a row").knobs.loader);
     let mut curves: Vec<Curve> = Vec::new();

@@ -1,0 +1,118 @@
+//! A layout study's page: the recommendation on top, then every candidate's loader speed
+//! against its bytes per frame (log scale), coloured by PSNR, the Pareto front through them and
+//! the recommended one ringed, each hoverable (its layout, size, speed with its interval, PSNR
+//! and why it was passed over); then report.md. The points are the SVG plot's.
+
+use plotly::common::{
+    ColorBar, ColorScale, ColorScalePalette, HoverInfo, Line, Marker, Mode, Orientation, Position,
+    Title,
+};
+use plotly::layout::{Axis, AxisType, HoverMode, Layout, Legend};
+use plotly::{Configuration, Plot, Scatter};
+
+use super::pareto::front;
+use super::ranking::LayoutReport;
+use crate::bench::report::page::Page;
+use crate::bench::report::rate;
+
+/// The page of `report`, whose Markdown is `markdown`.
+pub fn render(report: &LayoutReport, markdown: &str) -> String {
+    let mut page = Page::new("feedbench layout study");
+    page.answer(report.recommendation());
+    if !report.rows.is_empty() {
+        page.plot("pareto", &axis_title(report), &pareto(report));
+    }
+    page.details(markdown);
+    page.render()
+}
+
+fn axis_title(report: &LayoutReport) -> String {
+    match report.relative {
+        true => "Speed against the base, by bytes per frame".into(),
+        false => "Loader samples/s, by bytes per frame".into(),
+    }
+}
+
+/// What a candidate's hover says.
+fn hover(report: &LayoutReport, n: usize) -> String {
+    let row = &report.rows[n];
+    let (speed, low, high) = report.speed(row);
+    let speed = match report.relative {
+        true => format!("{speed:.2}× the base (95 % CI {low:.2} to {high:.2})"),
+        false => format!("{} samples/s (95 % CI {} to {})", rate(speed), rate(low), rate(high)),
+    };
+    let verdict = match (report.recommended == Some(n), report.rejections[n].as_slice()) {
+        (true, _) => "recommended".to_string(),
+        (false, []) => "within the floors".to_string(),
+        (false, why) => format!("passed over: {}", why.join("; ")),
+    };
+    format!(
+        "{}<br>{:.0} bytes per frame<br>{speed}<br>PSNR {:.1} dB<br>{verdict}",
+        row.label, row.bytes_per_frame, row.quality.psnr_db
+    )
+}
+
+fn pareto(report: &LayoutReport) -> Plot {
+    let speed = |n: usize| report.speed(&report.rows[n]).0;
+    let n = report.rows.len();
+    let bytes: Vec<f64> = report.rows.iter().map(|r| r.bytes_per_frame).collect();
+    let speeds: Vec<f64> = (0..n).map(speed).collect();
+    let mut plot = Plot::new();
+    let y_title = if report.relative { "speed against the base (×)" } else { "loader samples/s" };
+    plot.set_layout(
+        Layout::new()
+            .hover_mode(HoverMode::Closest)
+            .legend(Legend::new().orientation(Orientation::Horizontal).y(-0.25))
+            .x_axis(Axis::new().title(Title::with_text("bytes per frame")).type_(AxisType::Log))
+            .y_axis(Axis::new().title(Title::with_text(y_title))),
+    );
+    plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
+    let (front_x, front_y): (Vec<f64>, Vec<f64>) =
+        front(&bytes.iter().copied().zip(speeds.iter().copied()).collect::<Vec<_>>())
+            .into_iter()
+            .unzip();
+    plot.add_trace(
+        Scatter::new(front_x, front_y)
+            .name("Pareto front")
+            .mode(Mode::Lines)
+            .line(Line::new().color("rgb(90, 90, 90)").width(1.0))
+            .hover_info(HoverInfo::Skip),
+    );
+    let psnr: Vec<f64> = report.rows.iter().map(|r| r.quality.psnr_db.min(60.0)).collect();
+    plot.add_trace(
+        Scatter::new(bytes.clone(), speeds.clone())
+            .name("candidates")
+            .mode(Mode::MarkersText)
+            .text_position(Position::TopCenter)
+            .text_array(report.rows.iter().map(|r| r.label.clone()).collect())
+            .marker(
+                Marker::new()
+                    .size(12)
+                    .color_array(psnr)
+                    // Red at 25 dB and below to blue at 45 and above, as the SVG's red to green.
+                    .color_scale(ColorScale::Palette(ColorScalePalette::RdBu))
+                    .reverse_scale(true)
+                    .cmin(25.0)
+                    .cmax(45.0)
+                    .color_bar(ColorBar::new().title("PSNR dB")),
+            )
+            .hover_text_array((0..n).map(|i| hover(report, i)).collect())
+            .hover_info(HoverInfo::Text),
+    );
+    if let Some(best) = report.recommended {
+        plot.add_trace(
+            Scatter::new(vec![bytes[best]], vec![speeds[best]])
+                .name("recommended")
+                .mode(Mode::Markers)
+                .marker(
+                    Marker::new()
+                        .size(22)
+                        .color("rgba(0, 0, 0, 0)")
+                        .line(Line::new().color("black").width(2.0)),
+                )
+                .hover_text_array(vec![hover(report, best)])
+                .hover_info(HoverInfo::Text),
+        );
+    }
+    plot
+}
