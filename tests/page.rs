@@ -171,3 +171,33 @@ fn a_layout_studys_page_plots_every_candidate_hoverable() {
     assert!(hover.contains("bytes per frame") && hover.contains("PSNR"), "{hover:?}");
     quiet_and_offline(&browser, &[&page]);
 }
+
+#[test]
+fn a_tunes_page_shows_its_measurements_beside_the_prediction() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pusht");
+    common::synth_pusht(&root, 3, 40, &[]);
+    let out = dir.path().join("tune");
+    let (r, o) = (root.to_str().unwrap(), out.to_str().unwrap());
+    let tune = ["tune", r, "--batch", "8", "--step-ms", "200", "--cpus", "1", "--memory", "2GB"];
+    let short = ["--loader-batches", "4", "--train-steps", "6", "--warmup", "1", "--out", o];
+    let (ok, _, err) = common::feedbench(&[&tune[..], &short].concat());
+    assert!(ok, "{err}");
+    // `report` writes the tune's page again, not a sweep's.
+    let (ok, stdout, err) = common::feedbench(&["report", o, "--html"]);
+    assert!(ok, "{err}");
+    let page = PathBuf::from(stdout.trim());
+    let mut browser = Browser::start(chromium);
+    browser.open(&page);
+    assert_eq!(browser.evaluate("document.title"), "feedbench tune");
+    let plots = browser.evaluate(PLOTS);
+    let ids: Vec<&str> = plots.as_array().unwrap().iter().map(|p| p[0].as_str().unwrap()).collect();
+    assert_eq!(ids, ["measured", "faster"], "{plots}");
+    assert!(plots.as_array().unwrap().iter().all(|p| p[1].as_u64().unwrap() > 0), "{plots}");
+    let hover = hover_first_point(&mut browser, "measured");
+    assert!(hover.contains(" workers, prefetch ") && hover.contains("measured for"), "{hover:?}");
+    let answer = browser.evaluate("document.querySelector('.answer').textContent");
+    assert!(answer.as_str().unwrap().contains("train samples/s"), "{answer}");
+    quiet_and_offline(&browser, &[&page]);
+}

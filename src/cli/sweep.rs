@@ -2,14 +2,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use feedbench::bench::layout_study;
 use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep};
+use feedbench::bench::{layout_study, tune};
 use feedbench::model::ReplayOrder;
 
 use super::loader::replayed;
@@ -107,7 +107,29 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         eprintln!("wrote {}", files.join(", "));
         return Ok(());
     }
-    let written = report::report_dir(&args.dir)?;
+    // A tune's directory: its page says its answer (tune.json read before anything is written).
+    let tune_file = args.dir.join(tune::TUNE_FILE);
+    let tuned: Option<tune::Tuned> = match tune_file.is_file() {
+        true => Some(
+            std::fs::read(&tune_file)
+                .map_err(anyhow::Error::from)
+                .and_then(|bytes| Ok(serde_json::from_slice(&bytes)?))
+                .with_context(|| {
+                    format!(
+                        "{}: not a tune's answer this feedbench reads (written by another \
+                         version? `feedbench tune --resume` answers again from the results)",
+                        tune_file.display()
+                    )
+                })?,
+        ),
+        false => None,
+    };
+    let mut written = report::report_dir(&args.dir)?;
+    if let Some(tuned) = &tuned {
+        tune::page::write(&args.dir, tuned, &written.report)?;
+        written.files.retain(|f| !f.ends_with(report::page::PAGE_FILE));
+        written.files.push(args.dir.join(report::page::PAGE_FILE));
+    }
     match args.html {
         true => out!("{}", args.dir.join(report::page::PAGE_FILE).display())?,
         false => out!("{}", written.terminal)?,

@@ -14,6 +14,7 @@ pub mod budget;
 pub mod flags;
 pub mod launch;
 pub mod neighbour;
+pub mod page;
 pub mod plan;
 pub mod predict;
 pub mod search;
@@ -450,6 +451,7 @@ pub fn run_tune(
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");
     write_whole(&path, &json).map_err(|source| TuneError::Write { path, source })?;
+    page::write(out, &tuned, &render(sink.results()))?;
     Ok(tuned)
 }
 

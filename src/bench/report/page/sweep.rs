@@ -28,17 +28,8 @@ const COLOURS: [(u8, u8, u8); 8] = [
 /// The page of a sweep's `report`, whose Markdown is `markdown`.
 pub fn render(report: &Report, markdown: &str) -> String {
     let mut page = Page::new("feedbench report");
-    if let Some(system) = &report.system {
-        page.meta(format!("Measured on {}.", system_line(system)));
-    }
-    if let Some((first, last)) = report.finished_unix_s {
-        page.meta(format!(
-            "{} cells from {} results, finished {} to {}.",
-            report.rows.len(),
-            report.results,
-            utc(first),
-            utc(last)
-        ));
+    for line in measured(report) {
+        page.meta(line);
     }
     // Per group, the recommendation and the verdict on it.
     for group in &report.groups {
@@ -76,6 +67,25 @@ pub fn render(report: &Report, markdown: &str) -> String {
     page.render()
 }
 
+/// Where and when `report`'s results were measured: the machine and versions, the cells and
+/// the first and last result's time.
+pub fn measured(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(system) = &report.system {
+        lines.push(format!("Measured on {}.", system_line(system)));
+    }
+    if let Some((first, last)) = report.finished_unix_s {
+        lines.push(format!(
+            "{} cells from {} results, finished {} to {}.",
+            report.rows.len(),
+            report.results,
+            utc(first),
+            utc(last)
+        ));
+    }
+    lines
+}
+
 /// `2026-11-29 10:13 UTC`.
 fn utc(unix_s: u64) -> String {
     let at = i64::try_from(unix_s).ok().and_then(|s| jiff::Timestamp::from_second(s).ok());
@@ -92,7 +102,7 @@ fn colour(k: usize, alpha: f64) -> String {
 }
 
 /// What a point's hover says: its cell, figure, interval and verdict.
-fn hover(row: &Row) -> String {
+pub fn hover(row: &Row) -> String {
     let k = &row.knobs.knobs;
     let interval = row
         .train_interval
@@ -108,8 +118,8 @@ fn hover(row: &Row) -> String {
     )
 }
 
-/// A plot of the page's look: no logo, the width of the page.
-fn plot_of(layout: Layout) -> Plot {
+/// A plot of the page's look: no logo, the width of the page, hovers at the nearest point.
+pub fn plot_of(layout: Layout) -> Plot {
     let mut plot = Plot::new();
     plot.set_layout(layout.hover_mode(HoverMode::Closest));
     plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
