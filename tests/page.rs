@@ -201,3 +201,54 @@ fn a_tunes_page_shows_its_measurements_beside_the_prediction() {
     assert!(answer.as_str().unwrap().contains("train samples/s"), "{answer}");
     quiet_and_offline(&browser, &[&page]);
 }
+
+#[test]
+fn a_guards_page_shows_each_run_against_the_baselines_band() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    common::synth_pusht(&dir.path().join("ds"), 2, 30, &[]);
+    let config = dir.path().join("guard.toml");
+    std::fs::write(
+        &config,
+        "[dataset]\npath = \"ds\"\n[run]\nrepeats = 3\nbatches = 3\ntolerance = \"10%\"\n\
+         [[cell]]\nname = \"inline\"\nworkers = 0\nbatch = 4\n\
+         [[cell]]\nname = \"one-worker\"\nworkers = 1\nbatch = 4\n",
+    )
+    .unwrap();
+    let (config, baseline) = (config.to_str().unwrap(), dir.path().join("b.json"));
+    let baseline = baseline.to_str().unwrap();
+    let (ok, _, err) =
+        common::feedbench(&["guard", "--config", config, "--save-baseline", baseline]);
+    assert!(ok, "{err}");
+    let page = dir.path().join("guard.html");
+    let judged = ["guard", "--config", config, "--baseline", baseline, "--tolerance", "90%"];
+    let (ok, out, err) =
+        common::feedbench(&[&judged[..], &["--html", page.to_str().unwrap()]].concat());
+    assert!(ok, "{out}{err}");
+    let mut browser = Browser::start(chromium);
+    browser.open(&page);
+    // Two cells, three runs each, the baseline's and this run's.
+    let plots = browser.evaluate(PLOTS);
+    assert_eq!(plots, serde_json::json!([["cpu", 12], ["rate", 12]]), "{plots}");
+    let hover = hover_first_point(&mut browser, "cpu");
+    assert!(hover.starts_with("inline, baseline run "), "{hover:?}");
+    assert!(
+        hover.contains("CPU ms/sample") && hover.contains("× the baseline's median"),
+        "{hover:?}"
+    );
+    quiet_and_offline(&browser, &[&page]);
+    // A page where no baseline is judged, or into a directory, is refused before measuring.
+    let (ok, _, err) = common::feedbench(&[
+        "guard",
+        "--config",
+        config,
+        "--save-baseline",
+        baseline,
+        "--html",
+        "x.html",
+    ]);
+    assert!(!ok && err.contains("--baseline"), "{err}");
+    let into_dir = [&judged[..], &["--html", dir.path().to_str().unwrap()]].concat();
+    let (ok, _, err) = common::feedbench(&into_dir);
+    assert!(!ok && err.contains("is a directory"), "{err}");
+}

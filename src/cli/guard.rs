@@ -13,7 +13,7 @@ use feedbench::bench::compare::guard::judge::{check_baseline, judge, Outcome};
 use feedbench::bench::compare::guard::record::{DatasetFingerprint, GuardRecord};
 use feedbench::bench::compare::guard::reference::ReferenceClip;
 use feedbench::bench::compare::guard::render::{self, UpdateCommand};
-use feedbench::bench::compare::guard::{measure, GuardSetup};
+use feedbench::bench::compare::guard::{measure, page, GuardSetup};
 use feedbench::bench::sweep::config::ConfigFile;
 use feedbench::bench::sweep::prepare_dataset;
 use feedbench::dataset::files::write_whole;
@@ -53,6 +53,10 @@ pub struct GuardArgs {
     /// (customSmallerIsBetter) and bigger-is-better.json (customBiggerIsBetter).
     #[arg(long, value_name = "DIR")]
     action_benchmark: Option<PathBuf>,
+    /// Also write the verdict as one self-contained page into FILE: each cell's runs against
+    /// the baseline's band, interactive (with --baseline).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// Runs `feedbench guard`: the exit code on a verdict; an error (exit 2) otherwise.
@@ -76,6 +80,12 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     if let Some(dir) = args.action_benchmark.as_deref().filter(|dir| dir.exists() && !dir.is_dir())
     {
         anyhow::bail!("--action-benchmark {}: exists and is not a directory", dir.display());
+    }
+    if let Some(page) = &args.html {
+        if args.baseline.is_none() {
+            anyhow::bail!("--html needs --baseline: the page shows this run against its baseline");
+        }
+        check_page_path(page)?;
     }
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
     let machine = system_info(tch::Device::Cpu);
@@ -127,6 +137,10 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         args.baseline.as_deref().unwrap_or(Path::new("")).display().to_string(),
     );
     let update = UpdateCommand { config: &config_path, baseline: &baseline_path };
+    if let Some(path) = &args.html {
+        let page = page::render(&verdict, &baseline, &record, &update);
+        write_whole(path, page.as_bytes()).with_context(|| format!("--html {}", path.display()))?;
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&verdict)?)?;
     } else {
@@ -137,6 +151,23 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
             .context("$GITHUB_STEP_SUMMARY")?;
     }
     Ok(if verdict.outcome == Outcome::Regression { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Where `--html` may write: not a directory, in a directory that exists (checked before
+/// measuring, as the baseline's path is).
+fn check_page_path(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("--html {}: is a directory; name the page's file", path.display());
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        anyhow::bail!(
+            "--html {}: no directory {} to write it in",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
 }
 
 /// Appends `text` to the file at `path`, creating it.

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod judge;
+pub mod page;
 pub mod record;
 pub mod reference;
 pub mod render;

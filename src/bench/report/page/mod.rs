@@ -145,6 +145,15 @@ fn markdown_html(markdown: &str) -> String {
     out
 }
 
+/// A time as `2026-11-29 10:13 UTC`, from seconds since the Unix epoch.
+pub fn utc(unix_s: u64) -> String {
+    let at = i64::try_from(unix_s).ok().and_then(|s| jiff::Timestamp::from_second(s).ok());
+    at.map_or_else(
+        || format!("{unix_s} s after 1970"),
+        |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string(),
+    )
+}
+
 /// Text as HTML text.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -9,7 +9,7 @@ use plotly::common::{DashType, Fill, HoverInfo, Line, Mode, Title};
 use plotly::layout::{Axis, HoverMode, Layout};
 use plotly::{Bar, Configuration, HeatMap, Plot, Scatter};
 
-use super::Page;
+use super::{utc, Page};
 use crate::bench::report::plots::{curves, Curve};
 use crate::bench::report::{rate, system_line, Report, Row};
 
@@ -84,15 +84,6 @@ pub fn measured(report: &Report) -> Vec<String> {
         ));
     }
     lines
-}
-
-/// `2026-11-29 10:13 UTC`.
-fn utc(unix_s: u64) -> String {
-    let at = i64::try_from(unix_s).ok().and_then(|s| jiff::Timestamp::from_second(s).ok());
-    at.map_or_else(
-        || format!("{unix_s} s after 1970"),
-        |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string(),
-    )
 }
 
 /// `rgba(r, g, b, alpha)` of batch size `k`'s colour.
