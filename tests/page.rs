@@ -252,3 +252,34 @@ fn a_guards_page_shows_each_run_against_the_baselines_band() {
     let (ok, _, err) = common::feedbench(&into_dir);
     assert!(!ok && err.contains("is a directory"), "{err}");
 }
+
+#[test]
+fn a_logs_page_shows_its_steps_with_the_epoch_starts_marked() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // A real lerobot-train run of 60 steps over three epochs, logged every step.
+    let log = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/lerobot-train/diffusion-cpu-epochs-lerobot-reader.log"
+    );
+    let page = dir.path().join("doctor.html");
+    let (ok, out, err) = common::feedbench(&["doctor", log, "--html", page.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("input"), "the text as before: {out}");
+    let mut browser = Browser::start(chromium);
+    browser.open(&page);
+    // data_s and updt_s at each of the 60 steps, and the three epoch starts, where data_s
+    // stalls (every 17 steps; epch: says 20: the sampler drops frames it counts).
+    assert_eq!(browser.evaluate(PLOTS), serde_json::json!([["steps", 123]]));
+    let hover = hover_first_point(&mut browser, "steps");
+    assert!(hover.starts_with("step 1") && hover.contains("data_s") && hover.contains("updt_s"));
+    let marks = browser.evaluate(
+        "document.getElementById('steps').data.filter(t => t.name === 'epoch start')[0].hovertext",
+    );
+    assert_eq!(marks.as_array().map(Vec::len), Some(3), "{marks}");
+    assert!(marks[0].as_str().unwrap().starts_with("an epoch starts: data_s stalls"), "{marks}");
+    quiet_and_offline(&browser, &[&page]);
+    // A page into a directory is refused before the log is read.
+    let (ok, _, err) = common::feedbench(&["doctor", log, "--html", dir.path().to_str().unwrap()]);
+    assert!(!ok && err.contains("is a directory"), "{err}");
+}

@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use feedbench::bench::train_log::TrainLog;
+use feedbench::bench::train_log::{page, TrainLog};
+use feedbench::dataset::files::write_whole;
 
 /// Arguments of `feedbench doctor`.
 #[derive(Args)]
@@ -18,12 +19,23 @@ pub struct DoctorArgs {
     /// Print one JSON object (the summary and every logged step) instead of text.
     #[arg(long)]
     json: bool,
+    /// Also write the log as one self-contained page into FILE: each logged step's data_s and
+    /// updt_s over the run, the epoch starts marked, interactive.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 /// Runs `feedbench doctor`.
 pub fn run(args: &DoctorArgs) -> Result<()> {
+    if let Some(page) = &args.html {
+        super::check_page_path(page)?;
+    }
     let log = TrainLog::read(&args.log)?;
     let summary = log.summary();
+    if let Some(path) = &args.html {
+        write_whole(path, page::render(&log).as_bytes())
+            .with_context(|| format!("--html {}", path.display()))?;
+    }
     if args.json {
         let value = json!({ "log": log.path, "summary": summary, "steps": log.steps });
         outln!("{}", serde_json::to_string_pretty(&value)?)?;

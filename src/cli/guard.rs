@@ -85,7 +85,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         if args.baseline.is_none() {
             anyhow::bail!("--html needs --baseline: the page shows this run against its baseline");
         }
-        check_page_path(page)?;
+        super::check_page_path(page)?;
     }
     let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
     let machine = system_info(tch::Device::Cpu);
@@ -151,23 +151,6 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
             .context("$GITHUB_STEP_SUMMARY")?;
     }
     Ok(if verdict.outcome == Outcome::Regression { ExitCode::from(1) } else { ExitCode::SUCCESS })
-}
-
-/// Where `--html` may write: not a directory, in a directory that exists (checked before
-/// measuring, as the baseline's path is).
-fn check_page_path(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        anyhow::bail!("--html {}: is a directory; name the page's file", path.display());
-    }
-    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        anyhow::bail!(
-            "--html {}: no directory {} to write it in",
-            path.display(),
-            parent.display()
-        );
-    }
-    Ok(())
 }
 
 /// Appends `text` to the file at `path`, creating it.

@@ -179,3 +179,20 @@ pub fn warn_of_rates(dataset: &feedbench::dataset::Dataset) -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// Where `--html` may write: not a directory, in a directory that exists (checked before
+/// measuring, as the baseline's path is).
+pub fn check_page_path(path: &Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("--html {}: is a directory; name the page's file", path.display());
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        anyhow::bail!(
+            "--html {}: no directory {} to write it in",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}

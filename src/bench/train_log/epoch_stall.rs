@@ -103,6 +103,7 @@ impl TrainLog {
             epoch_steps,
             per_epoch_s: extra / spikes.len() as f64,
             lost_pct: if total_s > 0.0 { 100.0 * extra / total_s } else { 0.0 },
+            stall_steps: spikes.iter().map(|s| s.step).collect(),
         })
     }
 }
@@ -134,6 +135,8 @@ pub struct EpochStall {
     pub per_epoch_s: f64,
     /// The share of the logged time those waits took, percent.
     pub lost_pct: f64,
+    /// The logged steps that stalled: where the epochs started.
+    pub stall_steps: Vec<f64>,
 }
 
 impl fmt::Display for EpochStall {

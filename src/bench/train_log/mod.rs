@@ -9,11 +9,12 @@
 //! Reading and judging are apart: `read` turns the log into its logged steps (and the run's
 //! `num_workers` and `batch_size`), `summary` judges them (the share, its spread, the verdict
 //! and what to try), and `epoch_stall` finds the wait a DataLoader that drains at each epoch's
-//! end costs, where the log shows one.
+//! end costs, where the log shows one; `page` lays the steps out as a page (`--html`).
 //!
 //! [`Verdict::of`]: crate::measure::verdict::Verdict::of
 
 mod epoch_stall;
+pub mod page;
 mod read;
 mod summary;
 
