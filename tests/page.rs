@@ -283,3 +283,65 @@ fn a_logs_page_shows_its_steps_with_the_epoch_starts_marked() {
     let (ok, _, err) = common::feedbench(&["doctor", log, "--html", dir.path().to_str().unwrap()]);
     assert!(!ok && err.contains("is a directory"), "{err}");
 }
+
+#[test]
+fn a_killed_sweeps_page_says_what_is_missing_and_no_results_is_one_error() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pusht");
+    common::synth_pusht(&root, 2, 40, &[]);
+    let config = dir.path().join("sweep.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\npath = \"{}\"\n[loader]\nworkers = [0, 1]\nbatch = [8]\n[model]\n\
+             model = [\"synthetic:5ms\"]\ndevice = \"cpu\"\n[run]\nloader_batches = 4\n\
+             model_steps = 3\ntrain_steps = 6\nwarmup = 1\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("sweep");
+    let (c, o) = (config.to_str().unwrap(), out.to_str().unwrap());
+    let (ok, _, err) = common::feedbench(&["sweep", "--config", c, "--out", o]);
+    assert!(ok, "{err}");
+    // Killed while writing its second cell: the first whole, the second torn.
+    let results = out.join("results.jsonl");
+    let text = std::fs::read_to_string(&results).unwrap();
+    let first_end = text.find('\n').unwrap() + 1;
+    std::fs::write(&results, &text[..first_end + 100]).unwrap();
+    let (ok, stdout, err) = common::feedbench(&["report", o, "--html"]);
+    assert!(ok, "{err}");
+    let page = PathBuf::from(stdout.trim());
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("1 of the 2 cells its sweep.toml plans are measured"),
+        "the page says so"
+    );
+    let mut browser = Browser::start(chromium);
+    browser.open(&page);
+    let plots = browser.evaluate(PLOTS);
+    assert!(plots.as_array().unwrap().iter().all(|p| p[1].as_u64().unwrap() > 0), "{plots}");
+    quiet_and_offline(&browser, &[&page]);
+    // No results at all: one error naming the file, and no page.
+    std::fs::write(&results, "").unwrap();
+    std::fs::remove_file(&page).unwrap();
+    let (ok, _, err) = common::feedbench(&["report", o, "--html"]);
+    assert!(!ok && err.contains("results.jsonl") && err.lines().count() == 1, "{err}");
+    assert!(!page.exists(), "no blank page");
+}
+
+#[test]
+fn an_older_feedbenchs_results_make_a_page_that_says_what_they_lack() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = reported_fixture(dir.path());
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // The stored sweep predates per-step samples and accelerator utilisation.
+    assert!(
+        page.contains(
+            "keep no per-step samples (no intervals, no bands), no accelerator utilisation"
+        ),
+        "{}",
+        page.len()
+    );
+}

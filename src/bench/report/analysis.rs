@@ -87,6 +87,7 @@ pub fn render(results: &[CellResult]) -> Report {
         groups,
         plots,
         loaders,
+        planned: None,
     }
 }
 

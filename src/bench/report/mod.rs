@@ -23,12 +23,15 @@ mod recommendation;
 pub mod table;
 pub mod terminal;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
+use super::sweep::config::{ConfigFile, SweepConfig};
+use super::sweep::plan::plan;
 pub use super::sweep::results::RESULTS_FILE;
-use super::sweep::results::{read_results, CellResult, ResultsError};
+use super::sweep::results::{read_results, CellResult, ResultsError, CONFIG_FILE};
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::loader::knobs::LoaderBackend;
@@ -250,6 +253,18 @@ pub struct Report {
     pub plots: Vec<PlotGroup>,
     /// Both loaders side by side, where cells were measured with both.
     pub loaders: Option<loaders::LoaderComparison>,
+    /// How many of the cells its sweep.toml plans the results hold, where a directory's was
+    /// read ([`report_dir`]): fewer where the sweep was cut short.
+    pub planned: Option<Planned>,
+}
+
+/// The cells a sweep planned, against those its results hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planned {
+    /// Cells planned (repeats counted apart).
+    pub cells: usize,
+    /// Of them, those measured.
+    pub measured: usize,
 }
 
 /// Which figures added after the first results a report's rows carry.
@@ -564,7 +579,11 @@ pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, R
     if results.is_empty() {
         return Err(ReportError::Empty { path: dir.to_path_buf() });
     }
-    let report = render(results);
+    write_files(dir, render(results))
+}
+
+/// Writes the files of `report` into `dir`.
+fn write_files(dir: &Path, report: Report) -> Result<ReportFiles, ReportError> {
     let write = |name: &str, text: String| {
         let path = dir.join(name);
         // Whole or not at all: a report cut short never replaces the one before.
@@ -587,5 +606,18 @@ pub fn report_dir(dir: &Path) -> Result<ReportFiles, ReportError> {
     if results.is_empty() {
         return Err(ReportError::Empty { path });
     }
-    write_report(dir, &results)
+    let mut report = render(&results);
+    report.planned = planned(dir, &results);
+    write_files(dir, report)
+}
+
+/// The cells `dir`'s sweep.toml plans against those `results` hold, where it reads as a sweep's
+/// config and plans on the results' dataset and device.
+fn planned(dir: &Path, results: &[CellResult]) -> Option<Planned> {
+    let config = SweepConfig::load(&dir.join(CONFIG_FILE)).ok()?;
+    let first = &results.first()?.cell;
+    let plan = plan(&config, &first.dataset, first.device.intended()).ok()?;
+    let done: HashSet<&Cell> = results.iter().map(|r| &r.cell).collect();
+    let measured = plan.cells.iter().filter(|c| done.contains(c)).count();
+    Some(Planned { cells: plan.cells.len(), measured })
 }

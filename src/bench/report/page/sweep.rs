@@ -60,11 +60,40 @@ pub fn render(report: &Report, markdown: &str) -> String {
     if let Some(plot) = stages(report) {
         page.plot("stages", "The recommended cell's loader CPU, by stage", &plot);
     }
-    if report.rows.is_empty() {
-        page.missing("No results: nothing was measured yet.".into());
+    for line in missing(report) {
+        page.missing(line);
     }
     page.details(markdown);
     page.render()
+}
+
+/// What `report`'s results lack, said on top: planned cells not measured (a sweep cut short),
+/// figures an older feedbench did not keep.
+fn missing(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(planned) = report.planned.filter(|p| p.measured < p.cells) {
+        lines.push(format!(
+            "{} of the {} cells its sweep.toml plans are measured (a sweep cut short, or still \
+             running): `feedbench sweep --config DIR/sweep.toml --out DIR --resume` measures the \
+             rest. The recommendation and plots are of the cells measured.",
+            planned.measured, planned.cells
+        ));
+    }
+    let mut older = Vec::new();
+    if report.rows.iter().all(|r| r.train_iteration_ms.is_empty()) {
+        older.push("per-step samples (no intervals, no bands)");
+    }
+    if !report.newer_figures().au {
+        older.push("accelerator utilisation");
+    }
+    if !older.is_empty() {
+        lines.push(format!(
+            "These results were written by an older feedbench and keep no {}: measure again to \
+             see them.",
+            older.join(", no ")
+        ));
+    }
+    lines
 }
 
 /// Where and when `report`'s results were measured: the machine and versions, the cells and
