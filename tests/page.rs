@@ -85,6 +85,23 @@ fn a_sweeps_page_opens_offline_draws_every_plot_and_a_hover_names_the_cell() {
     assert!(hover.starts_with("0 workers, prefetch "), "the hover names the cell: {hover:?}");
     assert!(hover.contains("batch 4") && hover.contains(" samples/s"), "{hover:?}");
     assert!(hover.contains("input-bound:"), "and its verdict: {hover:?}");
+    // The cell table sorts by a click on its header: up, then down.
+    let sorted = browser.evaluate(
+        "(() => { const t = document.querySelector('section.details table'); \
+         const ths = Array.from(t.querySelectorAll('th')); \
+         const i = ths.findIndex(h => h.textContent.trim() === 'train/s'); \
+         const column = () => Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[i].textContent)); \
+         ths[i].click(); const up = column(); ths[i].click(); return [up, column()]; })()",
+    );
+    let column = |k: usize| -> Vec<f64> {
+        sorted[k].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+    };
+    let (up, down) = (column(0), column(1));
+    assert_eq!(up.len(), 24, "{sorted}");
+    assert!(
+        up.windows(2).all(|w| w[0] <= w[1]) && down.windows(2).all(|w| w[0] >= w[1]),
+        "{sorted}"
+    );
     quiet_and_offline(&browser, &[&page]);
     // A sweep of 40 cells (the stored one's, and its 1- and 2-worker cells again as 3 and 4
     // workers): how long its page takes to load, said (docs/report-page.md), not asserted.
@@ -163,6 +180,12 @@ fn a_layout_studys_page_plots_every_candidate_hoverable() {
     let page = out.join("report.html");
     let mut browser = Browser::start(chromium);
     browser.open(&page);
+    let meta = browser.evaluate("document.querySelector('.meta').textContent");
+    assert!(
+        meta.as_str().unwrap().starts_with("Measured on ")
+            && meta.as_str().unwrap().contains(" UTC"),
+        "{meta}"
+    );
     let plots = browser.evaluate(PLOTS);
     assert_eq!(plots, serde_json::json!([["pareto", 4]]), "3 candidates and the ring");
     let hover = hover_first_point(&mut browser, "pareto");

@@ -5,7 +5,7 @@
 //! reference (the source's frames as the loader decodes them) on frames the window reads.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +27,7 @@ use crate::measure::change::{interval, Change};
 use crate::measure::loader_run::{measure_run, RunFigures, RunLength};
 use crate::measure::phase::{run_loader_phase, ChosenLoader};
 use crate::measure::stats::median;
+use crate::measure::system::{system_info, SystemInfo};
 
 /// Throughput figures of repeated loader runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,6 +139,12 @@ pub struct CandidateResult {
     /// For a resized candidate: the reference resized and scaled back to the source's size,
     /// against the reference: what the resolution alone loses.
     pub scaling: Option<Quality>,
+    /// Where it was measured; None in results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemInfo>,
+    /// When it finished, seconds since the Unix epoch; None in results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_unix_s: Option<u64>,
 }
 
 impl CandidateResult {
@@ -302,6 +309,8 @@ pub fn measure_candidate(
         first_batch_ms,
         quality: compared.quality,
         scaling: compared.scaling,
+        system: Some(system_info(tch::Device::Cpu)),
+        finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs()),
     })
 }
 

@@ -7,17 +7,22 @@ use plotly::common::{
     ColorBar, ColorScale, ColorScalePalette, HoverInfo, Line, Marker, Mode, Orientation, Position,
     Title,
 };
-use plotly::layout::{Axis, AxisType, HoverMode, Layout, Legend};
-use plotly::{Configuration, Plot, Scatter};
+use plotly::layout::{Axis, AxisType, Layout, Legend};
+use plotly::{Plot, Scatter};
 
 use super::pareto::front;
 use super::ranking::LayoutReport;
-use crate::bench::report::page::Page;
-use crate::bench::report::rate;
+use crate::bench::report::page::{plot_of, utc, Page};
+use crate::bench::report::{rate, system_line};
 
 /// The page of `report`, whose Markdown is `markdown`.
 pub fn render(report: &LayoutReport, markdown: &str) -> String {
     let mut page = Page::new("feedbench layout study");
+    let measured = report.rows.iter().find_map(|r| r.system.as_ref().zip(r.finished_unix_s));
+    match measured {
+        Some((system, when)) => page.meta(format!("Measured on {}, {}.", system_line(system), utc(when))),
+        None => page.missing("These results were written by an older feedbench: they do not say the machine or the date they were measured on.".into()),
+    }
     page.answer(report.recommendation());
     if !report.rows.is_empty() {
         page.plot("pareto", &axis_title(report), &pareto(report));
@@ -57,16 +62,13 @@ fn pareto(report: &LayoutReport) -> Plot {
     let n = report.rows.len();
     let bytes: Vec<f64> = report.rows.iter().map(|r| r.bytes_per_frame).collect();
     let speeds: Vec<f64> = (0..n).map(speed).collect();
-    let mut plot = Plot::new();
     let y_title = if report.relative { "speed against the base (×)" } else { "loader samples/s" };
-    plot.set_layout(
+    let mut plot = plot_of(
         Layout::new()
-            .hover_mode(HoverMode::Closest)
             .legend(Legend::new().orientation(Orientation::Horizontal).y(-0.25))
             .x_axis(Axis::new().title(Title::with_text("bytes per frame")).type_(AxisType::Log))
             .y_axis(Axis::new().title(Title::with_text(y_title))),
     );
-    plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
     let (front_x, front_y): (Vec<f64>, Vec<f64>) =
         front(&bytes.iter().copied().zip(speeds.iter().copied()).collect::<Vec<_>>())
             .into_iter()

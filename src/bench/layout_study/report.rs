@@ -302,6 +302,8 @@ mod tests {
         };
         let percent = |s: f64| 100.0 * (s - 1.0);
         CandidateResult {
+            system: None,
+            finished_unix_s: None,
             name: label.into(),
             label: label.into(),
             candidate: Candidate::default(),

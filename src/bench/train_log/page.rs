@@ -8,8 +8,7 @@ use plotly::layout::{Axis, Layout};
 use plotly::{Plot, Scatter};
 
 use super::read::{LoggedStep, TrainLog};
-use crate::bench::report::page::sweep::plot_of;
-use crate::bench::report::page::Page;
+use crate::bench::report::page::{plot_of, Page};
 
 /// The page of `log`.
 pub fn render(log: &TrainLog) -> String {

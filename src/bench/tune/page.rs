@@ -11,8 +11,8 @@ use plotly::{Bar, Plot, Scatter};
 use std::path::{Path, PathBuf};
 
 use super::{TuneError, Tuned};
-use crate::bench::report::page::sweep::{hover, measured, plot_of};
-use crate::bench::report::page::{Page, PAGE_FILE};
+use crate::bench::report::page::sweep::{hover, measured};
+use crate::bench::report::page::{plot_of, Page, PAGE_FILE};
 use crate::bench::report::{markdown, millis, rate, Report};
 use crate::dataset::files::write_whole;
 

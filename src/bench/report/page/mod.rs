@@ -5,7 +5,8 @@
 
 pub mod sweep;
 
-use plotly::Plot;
+use plotly::layout::{HoverMode, Layout};
+use plotly::{Configuration, Plot};
 use pulldown_cmark::{html, Event, Options, Parser, Tag, TagEnd};
 
 /// The page's file, beside report.md.
@@ -143,6 +144,14 @@ fn markdown_html(markdown: &str) -> String {
     let mut out = String::new();
     html::push_html(&mut out, events);
     out
+}
+
+/// A plot of the page's look: no logo, the width of the page, hovers at the nearest point.
+pub fn plot_of(layout: Layout) -> Plot {
+    let mut plot = Plot::new();
+    plot.set_layout(layout.hover_mode(HoverMode::Closest));
+    plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
+    plot
 }
 
 /// A time as `2026-11-29 10:13 UTC`, from seconds since the Unix epoch.

@@ -6,10 +6,10 @@
 //! the SVG plots' (`plots::curves`).
 
 use plotly::common::{DashType, Fill, HoverInfo, Line, Mode, Title};
-use plotly::layout::{Axis, HoverMode, Layout};
-use plotly::{Bar, Configuration, HeatMap, Plot, Scatter};
+use plotly::layout::{Axis, Layout};
+use plotly::{Bar, HeatMap, Plot, Scatter};
 
-use super::{utc, Page};
+use super::{plot_of, utc, Page};
 use crate::bench::report::plots::{curves, Curve};
 use crate::bench::report::{rate, system_line, Report, Row};
 
@@ -136,14 +136,6 @@ pub fn hover(row: &Row) -> String {
         row.input_bound_pct,
         row.verdict
     )
-}
-
-/// A plot of the page's look: no logo, the width of the page, hovers at the nearest point.
-pub fn plot_of(layout: Layout) -> Plot {
-    let mut plot = Plot::new();
-    plot.set_layout(layout.hover_mode(HoverMode::Closest));
-    plot.set_configuration(Configuration::new().display_logo(false).responsive(true));
-    plot
 }
 
 fn train(curves: &[Curve]) -> Plot {
