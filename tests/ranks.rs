@@ -1,7 +1,8 @@
 //! A lerobot-train run measured as N ranks at once (`--processes N`): a driver per rank with
 //! the environment a launcher gives it, one real gloo process group, the run's DataLoader
 //! sharded by lerobot-train's own Accelerator, every step waiting for the slowest rank; a rank
-//! that dies ends the others.
+//! that dies ends the others. And the native loader's ranks at once (`train DATASET
+//! --processes N`): a process per rank on its shard, stepping together at a barrier.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -238,4 +239,103 @@ fn a_tune_whose_rank_dies_resumes_from_the_configurations_measured_before() {
     assert_eq!(unique.len(), knobs.len(), "a configuration measured twice: {knobs:?}");
     assert!(stderr.contains("measured before"), "{stderr}");
     assert!(stdout.contains("measured with the 2 ranks at once"), "{stdout}");
+}
+
+/// `train DATASET --processes 2` with the native loader on a small generated dataset under
+/// `dir`, a 20 ms step, `steps` measured steps, and `extra` flags.
+fn native_two_ranks(dir: &Path, steps: usize, extra: &[&str]) -> Vec<String> {
+    let data = dir.join("p");
+    if !data.exists() {
+        common::synth_pusht(&data, 2, 40, &[]);
+    }
+    let steps = steps.to_string();
+    let args = [
+        "train",
+        data.to_str().unwrap(),
+        "--processes",
+        "2",
+        "--workers",
+        "1",
+        "--batch",
+        "8",
+        "--model",
+        "synthetic:20ms",
+        "--warmup",
+        "2",
+        "--steps",
+        &steps,
+    ];
+    args.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
+#[test]
+fn native_ranks_at_once_step_together_each_on_its_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ranks");
+    let args = native_two_ranks(dir.path(), 12, &["--json", "--out", out.to_str().unwrap()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, stdout, stderr) = common::feedbench(&args);
+    assert!(ok, "{stderr}");
+    let phase: Json = serde_json::from_str(&stdout).unwrap();
+    let ranks = phase["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2, "{phase}");
+    let (pid0, pid1) = (ranks[0]["pid"].as_u64().unwrap(), ranks[1]["pid"].as_u64().unwrap());
+    assert!(pid0 != pid1 && pid0 != u64::from(std::process::id()), "a process each: {phase}");
+    assert_eq!(phase["steps"], 12, "{phase}");
+    // Every step ends at the barrier: the ranks' walls, and so their rates, are one.
+    let rate = |r: usize| ranks[r]["samples_per_s"].as_f64().unwrap();
+    assert!((rate(0) / rate(1) - 1.0).abs() < 0.1, "paced together: {phase}");
+    assert!(phase["slowest_rank"].as_u64().unwrap() < 2, "{phase}");
+    // Each rank read its own shard (`merge` reports the rank files they wrote).
+    let (ok, merged, stderr) = common::feedbench(&["merge", out.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(merged.contains("train with 2 ranks (2 found)"), "{merged}");
+    assert!(merged.contains("shards of the first epoch"), "{merged}");
+    // Not with --rank, nor --trace; and `load` names where the native ranks at once are.
+    let with_rank = native_two_ranks(dir.path(), 2, &["--rank", "0", "--world-size", "2"]);
+    let with_rank: Vec<&str> = with_rank.iter().map(String::as_str).collect();
+    let (ok, _, stderr) = common::feedbench(&with_rank);
+    assert!(!ok && stderr.contains("not with --rank"), "{stderr}");
+    let trace = dir.path().join("t.json");
+    let traced = native_two_ranks(dir.path(), 2, &["--trace", trace.to_str().unwrap()]);
+    let traced: Vec<&str> = traced.iter().map(String::as_str).collect();
+    let (ok, _, stderr) = common::feedbench(&traced);
+    assert!(!ok && stderr.contains("--trace") && !trace.exists(), "{stderr}");
+}
+
+#[test]
+fn a_native_rank_killed_mid_run_ends_the_others_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2000 steps of 20 ms: 40 s unless ended.
+    let args = native_two_ranks(dir.path(), 2000, &[]);
+    let child = Command::new(env!("CARGO_BIN_EXE_feedbench"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let parent = child.id();
+    // Both ranks started and stepping.
+    let started = Instant::now();
+    let ranks = loop {
+        let ranks = common::children(parent);
+        if ranks.len() == 2 || started.elapsed() > Duration::from_secs(60) {
+            break ranks;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(ranks.len(), 2, "two ranks");
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = Instant::now();
+    unsafe { libc::kill(ranks[1] as i32, libc::SIGKILL) };
+    let output = child.wait_with_output().unwrap();
+    assert!(killed.elapsed() < Duration::from_secs(20), "ended in {:?}", killed.elapsed());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("rank 1 of 2 was killed by signal 9")
+            && stderr.contains("the other ranks were ended"),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new(&format!("/proc/{}", ranks[0])).exists(), "rank 0 ended too");
 }

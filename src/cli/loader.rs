@@ -12,6 +12,7 @@ use feedbench::dataset::files::write_whole;
 use feedbench::loader::lerobot::{FedStep, LerobotBridge};
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::spec::LoaderSpec;
+use feedbench::measure::phase::lockstep::{run_lockstep, train_phase_of, Lockstep, StepBarrier};
 use feedbench::measure::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoader};
 use feedbench::measure::system::{system_info, Placement};
 use feedbench::model::ReplayOrder;
@@ -127,8 +128,9 @@ pub struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Ranks measured at once on this box, as `accelerate launch --num_processes N` starts a
-    /// lerobot-train run (with --lerobot-train): each rank a process with its DataLoader, one
-    /// process group, every step waiting for the slowest rank [default: 1].
+    /// lerobot-train run (with --lerobot-train): each rank a process with its DataLoader (its
+    /// shard, its workers; the native loader's too), every step waiting for the slowest rank
+    /// [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     processes: Option<u16>,
 }
@@ -141,6 +143,10 @@ pub fn train(args: &TrainArgs) -> Result<()> {
             "--model none: a lerobot-train run steps its own policy (the default), or a step of \
              fixed length in its place (--model synthetic:MS, e.g. your log's updt_s)"
         );
+    }
+    let ranks = usize::from(args.processes.unwrap_or(1));
+    if ranks > 1 && args.loader.lerobot_train().is_none() {
+        return train_at_once(args, ranks);
     }
     let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
     if let Some(threads) = args.step.threads {
@@ -162,6 +168,10 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         }
         None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &step_spec, &spec)?),
     };
+    // A rank of `--processes N` steps with the others (train_at_once started it).
+    if let Some(barrier) = StepBarrier::from_env() {
+        step = Box::new(Lockstep::new(step, barrier));
+    }
     let progress = progress_bar(args.steps, args.json, "training");
     let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref(), until: None };
     let phase = loader
@@ -191,6 +201,67 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         step.device(),
     )?;
     finish_trace(args.trace.as_deref(), trace)
+}
+
+/// `train DATASET --processes N` with the native loader: N ranks at once, each this command as
+/// `--rank r --world-size N` in a process of its own (its shard, its workers), every step
+/// waiting for the slowest at a barrier as DDP's all-reduce waits; the phase is the slowest
+/// rank's with every rank beside it. A rank that dies ends the others and is named.
+fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
+    if args.loader.names_a_rank() {
+        anyhow::bail!(
+            "--processes {ranks} starts ranks 0 to {} itself: not with --rank",
+            ranks - 1
+        );
+    }
+    if args.trace.is_some() {
+        anyhow::bail!(
+            "--trace records one process's threads: not with --processes (each rank is a process)"
+        );
+    }
+    let cores = available_cores();
+    if ranks > cores {
+        anyhow::bail!(
+            "--processes {ranks}: more ranks than this machine's {cores} cores; a rank without a \
+             core of its own paces them all"
+        );
+    }
+    // This very command, as each rank: without --processes, printing its phase as JSON.
+    let mut argv: Vec<std::ffi::OsString> = Vec::new();
+    let mut given = std::env::args_os().skip(1);
+    while let Some(arg) = given.next() {
+        match arg.to_str() {
+            Some("--processes") => {
+                given.next();
+            }
+            Some(a) if a.starts_with("--processes=") || a == "--json" => {}
+            _ => argv.push(arg),
+        }
+    }
+    let exe = std::env::current_exe().context("the feedbench binary, to start the ranks")?;
+    let commands = (0..ranks)
+        .map(|rank| {
+            let mut command = std::process::Command::new(&exe);
+            let (rank, world) = (rank.to_string(), ranks.to_string());
+            command.args(&argv).args(["--json", "--rank", &rank, "--world-size", &world]);
+            command
+        })
+        .collect();
+    if !args.json {
+        eprintln!(
+            "training {ranks} ranks at once ({} warm-up and {} measured steps each) …",
+            args.warmup, args.steps
+        );
+    }
+    let outputs = run_lockstep(commands)?;
+    let phase = train_phase_of(&outputs)?;
+    if !args.json {
+        outln!(
+            "{ranks} ranks at once, each step waiting for the slowest (as DDP's all-reduce): the \
+             figures are the slowest rank's"
+        )?;
+    }
+    print_json_or_text(&phase, args.json)
 }
 
 /// The step `train`'s flags describe: `--step-from`'s replayed step where given, else
@@ -304,9 +375,9 @@ fn start_loader(
     }
     if ranks > 1 {
         anyhow::bail!(
-            "--processes measures a lerobot-train run's ranks at once (--lerobot-train \"ARGS\"); \
-             the native loader's ranks are --rank/--world-size, a process each, reported \
-             together by `feedbench merge`"
+            "`load --processes` measures a lerobot-train run's ranks at once (--lerobot-train \
+             \"ARGS\"); the native loader's ranks at once are `train --processes N`, or \
+             --rank/--world-size, a process each, reported together by `feedbench merge`"
         );
     }
     flags.outputs_apart([trace, out])?;

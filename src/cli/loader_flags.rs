@@ -128,6 +128,11 @@ impl LoaderFlags {
         Ok(Self { lerobot_train: Some(args), loader, ..self.clone() })
     }
 
+    /// Whether `--rank` (and so `--world-size`) was given.
+    pub fn names_a_rank(&self) -> bool {
+        self.rank.is_some()
+    }
+
     /// `--lerobot-train`'s arguments, where given.
     pub fn lerobot_train(&self) -> Option<&str> {
         self.lerobot_train.as_deref()

@@ -20,6 +20,9 @@ pub enum ModelError {
     /// LeRobot's step, run by the driver, failed (its message).
     #[error("{0}")]
     Lerobot(String),
+    /// Ranks stepping together lost the others (their run ended).
+    #[error("ranks at once: {0}")]
+    Barrier(String),
     /// libtorch reported an error.
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -12,6 +12,7 @@ mod backend;
 mod choice;
 mod figures;
 mod lerobot;
+pub mod lockstep;
 mod measure;
 mod memory;
 mod ranks;
