@@ -2,7 +2,8 @@
 //! against LeRobot's `LeRobotDataset` in the LeRobot venv (tests/feedbench_dataset/check.py):
 //! items key for key and bit for bit, seeded lerobot-train DataLoader batches under spawn and
 //! fork, and its refusals; feedbench-lerobot-train against lerobot-train, and its epoch chain
-//! against LeRobot's sampler (epochs.py). The module is the one
+//! against LeRobot's sampler (epochs.py); language columns against LeRobot main's (language.py).
+//! The module is the one
 //! `cargo build --workspace` makes (`make test` builds it first). Skipped, with a note, where no LeRobot venv is found.
 
 use crate::common;
@@ -89,6 +90,30 @@ fn its_items_equal_lerobots_on_generated_and_lerobot_written_datasets() {
     let written = dir.path().join("lerobot-written");
     assert_checks(&python, &package, &["write-lerobot", written.to_str().unwrap()], 1);
     assert_checks(&python, &package, &["items", written.to_str().unwrap(), "300"], 3);
+}
+
+#[test]
+fn language_columns_are_lerobot_mains_and_its_runs_collate_them_as_items() {
+    let Some(python) = common::lerobot_main_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = python_package(dir.path());
+    let mut args = crate::lerobot_train::diffusion_run(dir.path());
+    // The run's dataset, annotated as LeRobot's annotation pipeline writes it.
+    let data = dir.path().join("pusht");
+    let (ok, out, err) =
+        run_script("language.py", &python, &package, &["annotate", data.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) =
+        run_script("language.py", &python, &package, &["items", data.to_str().unwrap()]);
+    assert!(ok, "language.py items:\n{out}\n{err}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 2, "{out}");
+    // lerobot-train of LeRobot's main over it with feedbench's reader: its lerobot_collate_fn
+    // gets items (not a batch the reader collated), 2 steps.
+    args.push("--steps=2".into());
+    let text: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, err) = feedbench_lerobot_train(&python, package.to_str().unwrap(), &text);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("step:2 "), "{err}");
 }
 
 #[test]

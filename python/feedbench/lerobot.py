@@ -268,9 +268,14 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self._order = None
         self._hf_dataset = None
         self._threads_of = None  # (process id, the reader's default threads there)
+        # Language columns (LeRobot main's `language_persistent`, `language_events`): read here,
+        # not by the reader, as LeRobot's items carry them (lists of dicts).
+        self._language = _LanguageColumns(self.root, [
+            key for key, feature in self.features.items() if feature["dtype"] == "language"])
         # Whether the reader collates batches: not of string features (PyTorch's collate makes
-        # lists of them).
-        self._batches = not any(f["dtype"] == "string" for f in self.features.values())
+        # lists of them), nor of language columns (which only a collate of the run's own takes,
+        # LeRobot's lerobot_collate_fn: it gets the items).
+        self._batches = not any(f["dtype"] in ("string", "language") for f in self.features.values())
         # A few items against the installed LeRobot's own (feedbench.self_check): the seconds it
         # took, None where it did not run.
         self.self_check_s = None
@@ -413,7 +418,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         the image transforms."""
         reader = reader if reader is not None else self._native()
         positions = self._positions(reader, indices)
-        return [self._tensors(raw) for raw in reader.items(positions, self._threads())]
+        return [self._tensors(self._language.of(raw)) for raw in reader.items(positions, self._threads())]
 
     def _transformed(self, items):
         """`items` with `image_transforms` applied to each camera's frames."""
@@ -465,3 +470,69 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     def __repr__(self):
         return (f"FeedbenchDataset({self.repo_id!r}, root={str(self.root)!r}, "
                 f"{self.num_episodes} episodes, {self.num_frames} frames)")
+
+
+class _LanguageColumns:
+    """A dataset's language columns, read with pyarrow from its data files on first use (in each
+    process), as LeRobot main's items carry them: per row a list of dicts, JSON fields (its
+    `tool_calls`) decoded as its `datasets.Json` decodes them."""
+
+    def __init__(self, root, keys):
+        self.root = Path(root)
+        self.keys = list(keys)
+        self._rows = None
+
+    def __getstate__(self):
+        return {"root": self.root, "keys": self.keys, "_rows": None}
+
+    def of(self, raw):
+        """`raw` (an item from the reader) with its row's language values added."""
+        if not self.keys:
+            return raw
+        if self._rows is None:
+            self._rows = self._read()
+        index = raw["index"]
+        index = int(index.reshape(-1)[0]) if hasattr(index, "reshape") else int(index)
+        values = self._rows.get(index)
+        if values is None:
+            raise ReaderError(f"{self.root / 'data'}: no row of index {index} in the language columns "
+                              f"{', '.join(self.keys)}")
+        raw.update(values)
+        return raw
+
+    def _read(self):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as e:
+            raise ReaderError(f"{self.root}: its language columns ({', '.join(self.keys)}) are read "
+                              f"with pyarrow, which LeRobot's environment has: {e}") from e
+        rows = {}
+        for path in sorted((self.root / "data").glob("**/*.parquet")):
+            table = pq.read_table(path, columns=["index", *self.keys])
+            decoders = {key: _decoder(table.schema.field(key).type) for key in self.keys}
+            columns = {key: table.column(key).to_pylist() for key in self.keys}
+            for row, index in enumerate(table.column("index").to_pylist()):
+                rows[index] = {key: decode(columns[key][row]) if decode else columns[key][row]
+                               for key, decode in decoders.items()}
+        return rows
+
+
+def _decoder(arrow_type):
+    """How a value of `arrow_type` as pyarrow's `to_pylist` gives it becomes the value LeRobot's
+    `datasets` gives: its JSON fields (`arrow.json`) parsed; None where nothing changes."""
+    import pyarrow as pa
+
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        if arrow_type.extension_name == "arrow.json":
+            return lambda value: None if value is None else json.loads(value)
+        return None
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        inner = _decoder(arrow_type.value_type)
+        return None if inner is None else (lambda value: None if value is None else [inner(v) for v in value])
+    if pa.types.is_struct(arrow_type):
+        fields = [(field.name, _decoder(field.type)) for field in arrow_type]
+        if all(decode is None for _, decode in fields):
+            return None
+        return lambda value: None if value is None else {
+            name: decode(value[name]) if decode else value[name] for name, decode in fields}
+    return None

@@ -60,6 +60,11 @@ pub enum FeatureKind {
     Image,
     /// Frames of an mp4 file per episode (v2) or per chunk of episodes (v3.0).
     Video,
+    /// Language annotations (LeRobot's `language_persistent`, `language_events`: a list of
+    /// structs per row), which LeRobot's items carry as Python lists of dicts and its default
+    /// collate does not take: the reader reads no value of them (FeedbenchDataset adds them in
+    /// Python, as LeRobot's are).
+    Language,
 }
 
 impl FeatureKind {
@@ -70,6 +75,7 @@ impl FeatureKind {
             Self::String => "string",
             Self::Image => "image",
             Self::Video => "video",
+            Self::Language => "language",
         }
     }
 }
@@ -235,9 +241,10 @@ impl Feature {
             "video" => FeatureKind::Video,
             "image" => FeatureKind::Image,
             "string" => FeatureKind::String,
+            "language" => FeatureKind::Language,
             other => FeatureKind::Value(ScalarType::parse(other).ok_or_else(|| {
                 invalid(format!(
-                    "unsupported dtype {other:?} (expected float32, float64, int64, int32, bool, string, image or video)"
+                    "unsupported dtype {other:?} (expected float32, float64, int64, int32, bool, string, language, image or video)"
                 ))
             })?),
         };

@@ -100,7 +100,7 @@ impl FrameTable {
                     width: f.width().max(1),
                     shape: vec![f.width().max(1)],
                 }),
-                FeatureKind::Image | FeatureKind::Video => None,
+                FeatureKind::Image | FeatureKind::Video | FeatureKind::Language => None,
             })
             .collect();
         let image_columns: Vec<String> = features
