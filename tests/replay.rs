@@ -183,11 +183,44 @@ fn sweep_and_tune_replay_the_step_from_a_file_and_keep_it_in_their_cells() {
     let (ok, _, stderr) = common::feedbench(&tune);
     assert!(ok, "{stderr}");
     assert!(models(&out).iter().all(|m| *m == format!("replay:{steps}")), "{:?}", models(&out));
-    // LeRobot's loaders feed one step time: refused, with the file's median to give instead.
-    let lerobots = [&tune[..2], &["--loader", "lerobot", "--step-from", &steps]].concat();
-    let (ok, _, stderr) = common::feedbench(&lerobots);
-    assert!(!ok && stderr.contains("--step-ms 6.0 is"), "{stderr}");
     let both = [&tune[..], &["--step-ms", "40"]].concat();
     let (ok, _, stderr) = common::feedbench(&both);
     assert!(!ok && stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn lerobots_loader_feeds_the_replayed_steps_in_the_native_loaders_order() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("pusht");
+    common::synth_pusht(&root, 2, 40, &[]);
+    // A bimodal step, drawn: where the 300 ms steps fall is the seeded draw's.
+    let file = dir.path().join("steps.txt");
+    std::fs::write(&file, "300\n1\n1\n1\n1\n1\n1\n").unwrap();
+    let steps_of = |loader: &str| -> Vec<f64> {
+        let (r, f, p) = (root.to_str().unwrap(), file.to_str().unwrap(), python.to_str().unwrap());
+        let mut args = vec!["train", r, "--loader", loader, "--workers", "1", "--batch", "8"];
+        args.extend(["--step-from", f, "--steps", "14", "--warmup", "2", "--json"]);
+        if loader == "lerobot" {
+            args.extend(["--python", p]);
+        }
+        let (ok, stdout, stderr) = common::feedbench(&args);
+        assert!(ok, "{loader}: {stderr}");
+        let phase: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        phase["per_step"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["step_ms"].as_f64().unwrap())
+            .collect()
+    };
+    let long = |steps: &[f64]| -> Vec<bool> { steps.iter().map(|&ms| ms > 150.0).collect() };
+    let (native, lerobots) = (steps_of("native"), steps_of("lerobot"));
+    assert_eq!(lerobots.len(), 14);
+    assert!(long(&lerobots).iter().any(|&l| l), "the long steps are replayed: {lerobots:?}");
+    assert_eq!(
+        long(&native),
+        long(&lerobots),
+        "the same draws, step for step:\n{native:?}\n{lerobots:?}"
+    );
 }

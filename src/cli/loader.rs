@@ -13,7 +13,9 @@ use feedbench::loader::lerobot::{FedStep, LerobotBridge};
 use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::lockstep::{run_lockstep, train_phase_of, Lockstep, StepBarrier};
-use feedbench::measure::phase::{run_model_phase, Feed, LoaderChoice, MeasuredLoader};
+use feedbench::measure::phase::{
+    replayed_step, run_model_phase, Feed, LoaderChoice, MeasuredLoader,
+};
 use feedbench::measure::system::{system_info, Placement};
 use feedbench::model::ReplayOrder;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
@@ -173,7 +175,8 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         step = Box::new(Lockstep::new(step, barrier));
     }
     let progress = progress_bar(args.steps, args.json, "training");
-    let feed = Feed { step: step.as_mut(), compute, trace: trace.as_ref(), until: None };
+    let feed =
+        Feed { step: step.as_mut(), compute: compute.clone(), trace: trace.as_ref(), until: None };
     let phase = loader
         .train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
@@ -305,19 +308,11 @@ fn fed_compute(
 ) -> Result<Option<FedStep>> {
     let device = step_spec.device()?;
     Ok(match &step_spec.model {
-        ModelSpec::Synthetic { cost, .. } => {
-            Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device })
-        }
+        ModelSpec::Synthetic { cost, .. } => Some(FedStep::fixed(cost.as_secs_f64() * 1e3, device)),
         ModelSpec::None => None,
         ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs().into()),
-        ModelSpec::Replay(replay) => {
-            let (median, _) = replay.median_and_p95_ms();
-            anyhow::bail!(
-                "--step-from replays a step in the native loader's train phase; LeRobot's \
-                 loaders feed one step time here: --model synthetic:{median:.1}ms is {}'s median",
-                replay.source.display()
-            )
-        }
+        // Each step in turn, warm-up included, as the replay draws them.
+        ModelSpec::Replay(replay) => Some(replayed_step(replay, device, args.warmup + args.steps)),
         ModelSpec::Diffusion(_) => {
             let native = spec.build()?;
             let batch = match native.epoch(0).next() {

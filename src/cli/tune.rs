@@ -20,7 +20,7 @@ use feedbench::loader::lerobot::train_run::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
-use feedbench::model::{ModelSpec, ReplayOrder};
+use feedbench::model::ReplayOrder;
 
 use super::loader::{replayed, StepFlags};
 use super::loader_flags::LoaderFlags;
@@ -285,24 +285,11 @@ fn box_budgets(args: &TuneArgs) -> Result<BoxBudgets> {
     Ok(BoxBudgets { cpus, cpus_from, memory_bytes })
 }
 
-/// The step the flags give: `--step-from`'s replayed where given, which only feedbench's own
-/// loader replays (LeRobot's block for one step time).
+/// The step the flags give: `--step-from`'s replayed where given (every loader replays it:
+/// feedbench's runs it, LeRobot's driver blocks for each time in turn).
 fn step_choice(args: &TuneArgs) -> Result<StepChoice> {
     let model = match &args.step_from {
-        Some(file) => {
-            let model = replayed(file, ReplayOrder::DRAWN)?;
-            let declared = args.loader.declaration();
-            let lerobots = !declared.backend.is_native() || declared.lerobot_train.is_some();
-            if let (ModelSpec::Replay(replay), true) = (&model, lerobots) {
-                let (median, _) = replay.median_and_p95_ms();
-                anyhow::bail!(
-                    "--step-from replays a step by feedbench's own loader; LeRobot's loaders feed \
-                     one step time: --step-ms {median:.1} is {}'s median",
-                    replay.source.display()
-                );
-            }
-            model
-        }
+        Some(file) => replayed(file, ReplayOrder::DRAWN)?,
         None => args.step.model.clone(),
     };
     Ok(StepChoice {

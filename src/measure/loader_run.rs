@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::change::Change;
-use super::phase::{ChosenLoader, Feed, MeasuredLoader, TrainError};
+use super::phase::{replayed_step, ChosenLoader, Feed, MeasuredLoader, TrainError};
 use super::stats::median;
 use crate::loader::lerobot::{FedStep, LerobotBridge};
 use crate::loader::pipeline::LoaderError;
@@ -98,7 +98,7 @@ fn fed_au(
     let device = tch::Device::Cpu;
     let (mut stand_in, compute): (Box<dyn TrainStep>, _) = match (step, loader.feeds_from_afar()) {
         (ModelSpec::Synthetic { cost, .. }, true) => {
-            (Box::new(NoneStep), Some(FedStep { compute_ms: cost.as_secs_f64() * 1e3, device }))
+            (Box::new(NoneStep), Some(FedStep::fixed(cost.as_secs_f64() * 1e3, device)))
         }
         (ModelSpec::Synthetic { cost, .. }, false) => {
             (Box::new(SyntheticStep::new(*cost, device)), None)
@@ -106,10 +106,14 @@ fn fed_au(
         (ModelSpec::Replay(replay), false) => {
             (Box::new(SyntheticStep::replaying(replay, device)), None)
         }
+        // LeRobot's driver blocks for each time in turn: the warm-up step's, then the steps'.
+        (ModelSpec::Replay(replay), true) => {
+            (Box::new(NoneStep), Some(replayed_step(replay, device, steps + 1)))
+        }
         (other, _) => {
             return Err(LoaderError::Config(format!(
                 "the step {other} is not a stand-in this loader feeds (synthetic:MS, or a \
-                 replayed one by feedbench's own loader)"
+                 replayed one)"
             )))
         }
     };

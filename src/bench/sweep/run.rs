@@ -24,7 +24,8 @@ use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
-    run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError, Until,
+    replayed_step, run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError,
+    Until,
 };
 use crate::measure::system::{system_info, SystemInfo};
 use crate::model::{DeviceChoice, ModelError, ModelSpec, NoneStep, PolicyShapes, StepSpec};
@@ -368,16 +369,17 @@ pub(crate) fn run_cell(
         false => step.build(shapes)?,
     };
     // A loader in another process (LeRobot's) copies each batch to the device and feeds the
-    // model phase's median compute; one in this process runs the step itself.
+    // model phase's median compute, or a replayed step's times in turn; one in this process
+    // runs the step itself.
     let device = step.device()?;
-    let feed = Feed {
-        step: train_step.as_mut(),
-        compute: (!own_step).then(|| models[&key].fed_step(device)),
-        trace: trace.as_ref(),
-        until: phases.until,
-    };
     let steps = phases.train_steps.unwrap_or(run.train_steps);
     let warmup = phases.train_warmup.unwrap_or(run.warmup);
+    let compute = (!own_step).then(|| match &cell.model {
+        ModelSpec::Replay(replay) => replayed_step(replay, device, warmup + steps),
+        _ => models[&key].fed_step(device),
+    });
+    let feed =
+        Feed { step: train_step.as_mut(), compute, trace: trace.as_ref(), until: phases.until };
     let train = loader.train_phase(feed, steps, warmup, &mut |_| {})?;
     if let Some(trace) = trace {
         let path = context.out.join(TRACE_FILE);

@@ -12,6 +12,7 @@ mod session;
 pub mod train_run;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -89,16 +90,32 @@ fn source_tree_python() -> Option<PathBuf> {
 /// LeRobot's training loop sends it (uint8 cameras made float32 on the host, then `.to(device)`,
 /// from pinned memory on CUDA), timed as h2d, and then the main process blocks for
 /// `compute_ms`, the step's device time, while the workers prefetch.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FedStep {
-    /// The step's device time after the copy, ms.
+    /// The step's device time after the copy, ms (the mean of `sequence_ms` where given).
     pub compute_ms: f64,
     /// Where the step runs.
     pub device: tch::Device,
+    /// Where the step varies (a replayed one): its device time at each step in turn, warm-up
+    /// included, ms; None for a step of one length.
+    pub sequence_ms: Option<Arc<[f64]>>,
+}
+
+impl FedStep {
+    /// A step of `compute_ms` every time, on `device`.
+    pub fn fixed(compute_ms: f64, device: tch::Device) -> Self {
+        Self { compute_ms, device, sequence_ms: None }
+    }
+
+    /// A step taking `sequence_ms` in turn (at least one), on `device`.
+    pub fn varying(sequence_ms: Vec<f64>, device: tch::Device) -> Self {
+        let compute_ms = sequence_ms.iter().sum::<f64>() / sequence_ms.len().max(1) as f64;
+        Self { compute_ms, device, sequence_ms: Some(sequence_ms.into()) }
+    }
 }
 
 /// What a LeRobot loader's batches feed in a measurement.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Feeding {
     /// Nothing: the loader alone.
     Nothing,
@@ -274,7 +291,8 @@ impl LerobotLoader {
                     dataset.dataloader.insert(keyword.to_string(), Json::from(true));
                 }
                 let device = torch_device(step.device);
-                Some(StepRequest::Fixed { compute_ms: step.compute_ms, device })
+                let sequence_ms = step.sequence_ms.as_ref().map(|times| times.to_vec());
+                Some(StepRequest::Fixed { compute_ms: step.compute_ms, device, sequence_ms })
             }
             Feeding::Policy if self.train.is_some() => Some(StepRequest::Policy { policy: true }),
             Feeding::Policy => return Err(no_policy()),

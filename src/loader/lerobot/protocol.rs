@@ -64,7 +64,11 @@ mod tests {
             threads: None,
         };
         let out = PathBuf::from("/out");
-        let fixed = StepRequest::Fixed { compute_ms: 40.5, device: "cpu".into() };
+        let fixed = StepRequest::Fixed {
+            compute_ms: 40.5,
+            device: "cpu".into(),
+            sequence_ms: Some(vec![300.0, 1.0]),
+        };
         let all = vec![
             Request::Load(LoadRequest {
                 source: Source::Dataset(dataset.clone()),

@@ -262,7 +262,7 @@ impl ModelPhase {
         } else {
             median(self.per_step.iter().map(|s| (s.step_ms - s.h2d_ms).max(0.0)))
         };
-        FedStep { compute_ms, device }
+        FedStep::fixed(compute_ms, device)
     }
 }
 

@@ -24,7 +24,7 @@ pub use figures::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, RankFigures,
     RankSpread, StepSample, TrainError, TrainPhase, Until,
 };
-pub use lerobot::lerobot_model_phases;
+pub use lerobot::{lerobot_model_phases, replayed_step};
 pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT};
 pub use steps::{SampleStep, SampleSteps};

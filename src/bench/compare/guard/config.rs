@@ -211,16 +211,8 @@ impl GuardCell {
                  \"synthetic:40ms\"); a step replayed from a file is step_from = \"FILE\""
             )));
         }
-        if let Some(ModelSpec::Replay(replay)) =
-            self.stand_in()?.filter(|_| !self.loader.is_native())
-        {
-            let (median, _) = replay.median_and_p95_ms();
-            return Err(self.named(&format!(
-                "step_from replays a step by feedbench's own loader; LeRobot's loaders feed one \
-                 step time: step = \"synthetic:{median:.1}ms\" is {}'s median",
-                replay.source.display()
-            )));
-        }
+        // The step file read now, so that a bad one is refused before anything is measured.
+        self.stand_in()?;
         match self.min_au {
             Some(au) if !(au > 0.0 && au <= 100.0) => Err(self.named(&format!(
                 "min_au = {au}: expected a percentage above 0 and at most 100, e.g. 90"

@@ -2,12 +2,19 @@
 their peak memory (read from what the kernel keeps anyway), the size of a batch, a loader's
 batches taken epoch after epoch, and the `load` loop over them (`measure_load`)."""
 
+import itertools
 import os
 import time
 
 from feedbench_driver.policy_step import to_device
 from feedbench_driver.protocol import ErrorKind, Refused, alive, emit, say_step
 
+
+
+def compute_times_s(step):
+    """A fixed step's compute, seconds, step after step without end: its `sequence_ms` in turn
+    (a replayed step's), else `compute_ms` every step."""
+    return itertools.cycle([ms / 1e3 for ms in step.get("sequence_ms") or [step["compute_ms"]]])
 
 def child_pids():
     pids = []
@@ -237,7 +244,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         import torch
 
         device = torch.device(step["device"])
-        compute_s = step["compute_ms"] / 1e3
+        compute_s = compute_times_s(step)
 
     def feed(batch):
         """The step on `batch`: the copy to its device, then its compute; seconds of the copy."""
@@ -246,7 +253,7 @@ def measure_load(request, dataset, stream, installed, built=None):
         copied = time.perf_counter()
         to_device(batch, cameras, device)
         h2d_s = time.perf_counter() - copied
-        time.sleep(compute_s)
+        time.sleep(next(compute_s))
         return h2d_s
     memory = PeakMemory(warmup, loader)
     started = time.perf_counter()

@@ -67,8 +67,13 @@ class PolicyReads(TypedDict):
     threads: Optional[int]
 
 
-class FixedStep(TypedDict):
-    """A `load`'s step of fixed cost on a device, after the batch's copy to it."""
+class _FixedStepOptions(TypedDict, total=False):
+    sequence_ms: List[float]  # each step's compute in turn (a replayed step), warm-up included
+
+
+class FixedStep(_FixedStepOptions):
+    """A `load`'s step of fixed cost on a device, after the batch's copy to it; where
+    `sequence_ms` is given, each step takes its time in turn (`compute_ms` is their mean)."""
 
     compute_ms: float
     device: str

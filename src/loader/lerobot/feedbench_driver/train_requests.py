@@ -8,8 +8,8 @@ import os
 import time
 
 from feedbench_driver.measure import (
-    PeakMemory, batch_size, cpu_s, measure_load, rank, samples_per_epoch, tensor_bytes, together,
-    video_backend)
+    PeakMemory, batch_size, compute_times_s, cpu_s, measure_load, rank, samples_per_epoch,
+    tensor_bytes, together, video_backend)
 from feedbench_driver.plain import save_batch
 from feedbench_driver.protocol import ErrorKind, Refused, alive, emit, say_step
 from feedbench_driver.train_run import Run, close_loader, videos_named
@@ -81,13 +81,13 @@ def measure_training(request, run, stream, installed, built):
     """lerobot-train's loop on its own DataLoader: each step the wait for the batch (accelerate's
     prepared loader, which puts it on the device), the hand-over (the uint8 conversion and the
     pre-processor) and the step, which is the policy's own `update_policy` or, with
-    `step.compute_ms`, a fixed-length stand-in for it; `warmup` steps, then `batches` measured
+    `step.compute_ms`, a stand-in for it (of each `step.sequence_ms` in turn where given); `warmup` steps, then `batches` measured
     ones, reported as `load` reports them, with the step's parts."""
     training, dataset, loader = run.step(), run.dataset, stream.loader
     built.update(step=training.facts, **Run.counts())
     step, compute_s = request["step"], None
     if step.get("compute_ms") is not None:
-        compute_s = step["compute_ms"] / 1e3
+        compute_s = compute_times_s(step)
     emit({"event": "ready", "samples_per_epoch": samples_per_epoch(loader),
           "batches_per_epoch": len(loader), "video_backend": video_backend(dataset),
           "lerobot_train": built, **installed})
@@ -117,10 +117,11 @@ def measure_training(request, run, stream, installed, built):
         timer.mark("handed")
         wait, handed = timer.ms("waited", "arrived"), timer.ms("arrived", "handed")
         if compute_s is not None:
-            time.sleep(compute_s)
+            compute = next(compute_s)
+            time.sleep(compute)
             together()  # a step of several ranks ends with theirs, as DDP's all-reduce makes it
-            step_parts = {"forward_ms": compute_s * 1e3, "backward_ms": 0.0,
-                          "optimizer_ms": 0.0, "update_ms": compute_s * 1e3, "modules_ms": {}}
+            step_parts = {"forward_ms": compute * 1e3, "backward_ms": 0.0,
+                          "optimizer_ms": 0.0, "update_ms": compute * 1e3, "modules_ms": {}}
         else:
             step_parts = training.update(batch)
         return wait, handed, step_parts

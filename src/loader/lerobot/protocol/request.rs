@@ -244,10 +244,14 @@ pub struct Overrides(pub BTreeMap<String, Json>);
 pub enum StepRequest {
     /// A fixed cost on a device, after the batch's copy to it.
     Fixed {
-        /// The step's compute, ms.
+        /// The step's compute, ms (their mean where `sequence_ms` gives each step's).
         compute_ms: f64,
         /// The device, as PyTorch names it.
         device: String,
+        /// Each step's compute in turn, warm-up included, ms, where the step varies (a
+        /// replayed one); the driver starts again from the first after the last.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sequence_ms: Option<Vec<f64>>,
     },
     /// A lerobot-train run's own `update_policy`.
     Policy {
