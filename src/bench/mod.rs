@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod compare;
+pub mod format;
 pub mod layout_study;
 pub mod report;
 pub mod store;

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use feedbench::bench::report::{millis, rate};
 use feedbench::bench::sweep::config::RunSection;
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
@@ -24,6 +23,7 @@ use feedbench::model::ReplayOrder;
 
 use super::loader::{replayed, StepFlags};
 use super::loader_flags::LoaderFlags;
+use feedbench::bench::format::{millis, rate};
 
 /// Arguments of `feedbench tune`.
 #[derive(Args)]

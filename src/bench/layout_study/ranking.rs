@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use super::config::ChooseSection;
 use super::measure::CandidateResult;
+use crate::bench::format::{db, rate};
 use crate::dataset::bytes::Bytes;
 
 /// The candidates ranked and judged.
@@ -135,18 +136,4 @@ fn reasons(row: &CandidateResult, choose: &ChooseSection) -> Vec<String> {
             .push(format!("{:.2}× the source's bytes > max_bytes_ratio {max}", row.bytes_ratio()));
     }
     reasons
-}
-
-/// Samples/s, to three significant figures.
-pub(super) fn rate(x: f64) -> String {
-    crate::bench::report::rate(x)
-}
-
-/// Decibels, two decimals (∞ for identical frames).
-pub(super) fn db(x: f64) -> String {
-    if x.is_infinite() {
-        "∞ dB".into()
-    } else {
-        format!("{x:.2} dB")
-    }
 }

@@ -6,9 +6,9 @@
 use super::cache_fit::CacheFit;
 use super::phase_text::sample_steps;
 use super::{
-    beside_the_wait, millis, plural, rate, Diagnosis, Recommendation, Row, Stage, StageCost,
-    KNEE_TOLERANCE_PCT,
+    beside_the_wait, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
 };
+use crate::bench::format::{millis, plural, rate};
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
 use crate::measure::phase::{DecodeLimit, LoaderPhase};

@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{millis, plural, rate, Row};
+use super::Row;
+use crate::bench::format::{millis, plural, rate};
 use crate::dataset::bytes::Bytes;
 use crate::dataset::size::ByteSize;
 use crate::measure::phase::SampleStep;

@@ -2,7 +2,8 @@
 //! and the later epochs' samples/s and the share of frames copied; beside it, where the sweep
 //! measured LeRobot's loader with the same knobs, that loader's rate (it decodes every epoch).
 
-use super::{rate, Knob, Report, Row};
+use super::{Knob, Report, Row};
+use crate::bench::format::rate;
 use crate::loader::knobs::LoaderKnob;
 
 impl Report {

@@ -3,7 +3,8 @@
 //! throughput, CPU per sample and input-bound share with the ratios, and per group of cells
 //! the fewest workers with which each keeps the step fed.
 
-use super::{millis, rate, Knob, KnobSet, Report, Row};
+use super::{Knob, KnobSet, Report, Row};
+use crate::bench::format::{millis, plural, rate};
 use crate::bench::report::table::{Column, Table};
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
@@ -113,11 +114,11 @@ impl Fed {
     /// `2 workers`, or `none up to 4 workers (least input-bound: 49.0 % at 4)`.
     pub fn text(&self) -> String {
         match self.workers {
-            Some(w) => format!("{w} worker{}", super::plural(w)),
+            Some(w) => format!("{w} worker{}", plural(w)),
             None => format!(
                 "none up to {} worker{} (least input-bound: {:.1} % at {})",
                 self.most_workers,
-                super::plural(self.most_workers),
+                plural(self.most_workers),
                 self.least_input_bound.1,
                 self.least_input_bound.0
             ),

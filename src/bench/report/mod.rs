@@ -32,6 +32,7 @@ use super::sweep::config::{ConfigFile, SweepConfig};
 use super::sweep::plan::plan;
 pub use super::sweep::results::RESULTS_FILE;
 use super::sweep::results::{read_results, CellResult, ResultsError, CONFIG_FILE};
+use crate::bench::format::rate;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::write_whole;
 use crate::loader::knobs::LoaderBackend;
@@ -482,30 +483,6 @@ pub fn system_line(system: &SystemInfo) -> String {
     )
 }
 
-/// A throughput with as many decimals as it deserves; `inf` for an unbounded ceiling.
-pub fn rate(x: f64) -> String {
-    if x.is_infinite() {
-        "inf".into()
-    } else if !x.is_finite() {
-        "-".into()
-    } else if x.abs() >= 100.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
-/// `s` after a count other than one.
-pub(crate) fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
 /// What a train step's input-bound share holds beside the wait for its batch, in words: the
 /// batch's copy to the device, or in a lerobot-train run the main process's hand-over of it
 /// (where the policy's pre-processor runs). No worker count or prefetch shortens it.
@@ -516,17 +493,6 @@ pub fn beside_the_wait(loader: LoaderBackend) -> &'static str {
              pre-processor)"
         }
         _ => "the batch's copy to the device",
-    }
-}
-
-/// Milliseconds with three significant digits or so.
-pub fn millis(x: f64) -> String {
-    if x >= 10.0 {
-        format!("{x:.1}")
-    } else if x >= 1.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.3}")
     }
 }
 

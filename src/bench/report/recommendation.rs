@@ -4,9 +4,10 @@
 //! rows by the same knee.
 
 use super::{
-    plural, rate, train_rate, Recommendation, Row, INTERVAL_SEED, KNEE_TOLERANCE_PCT,
-    MIN_STEPS_FOR_INTERVAL, PREFETCH_TOLERANCE_PCT,
+    train_rate, Recommendation, Row, INTERVAL_SEED, KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL,
+    PREFETCH_TOLERANCE_PCT,
 };
+use crate::bench::format::{plural, rate};
 use crate::measure::change::{Change, Decision};
 
 fn within(x: f64, best: f64, tolerance_pct: f64) -> bool {

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use super::answer::{Answer, Bound, PrefetchDepths};
-use crate::bench::report::{beside_the_wait, millis, rate};
+use crate::bench::format::{millis, rate};
+use crate::bench::report::beside_the_wait;
 use crate::loader::lerobot::LoaderBackend;
 use crate::timing::stage::Stage;
 

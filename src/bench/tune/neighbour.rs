@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::predict::Demand;
 use super::search::SearchState;
-use crate::bench::report::{millis, plural, rate, Row};
+use crate::bench::format::{millis, plural, rate};
+use crate::bench::report::Row;
 use crate::model::ModelSpec;
 
 /// A step counts as slowed by the workers beyond this share of its time alone, percent: below

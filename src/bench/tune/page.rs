@@ -11,9 +11,10 @@ use plotly::{Bar, Plot, Scatter};
 use std::path::{Path, PathBuf};
 
 use super::{TuneError, Tuned};
+use crate::bench::format::{millis, rate};
 use crate::bench::report::page::sweep::{hover, measured};
 use crate::bench::report::page::{plot_of, Page, PAGE_FILE};
-use crate::bench::report::{markdown, millis, rate, Report};
+use crate::bench::report::{markdown, Report};
 use crate::dataset::files::write_whole;
 
 /// Writes the page of `tuned`, whose cells `report` analysed, into `out` (its report.html).

@@ -10,8 +10,9 @@ use plotly::layout::{Axis, Layout};
 use plotly::{Bar, HeatMap, Plot, Scatter};
 
 use super::{plot_of, utc, Page};
+use crate::bench::format::rate;
 use crate::bench::report::plots::{curves, Curve};
-use crate::bench::report::{rate, system_line, Report, Row};
+use crate::bench::report::{system_line, Report, Row};
 
 /// Line colours, one per batch size (the SVG plots' Tableau 10).
 const COLOURS: [(u8, u8, u8); 8] = [
