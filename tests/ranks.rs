@@ -239,6 +239,16 @@ fn a_tune_whose_rank_dies_resumes_from_the_configurations_measured_before() {
     assert_eq!(unique.len(), knobs.len(), "a configuration measured twice: {knobs:?}");
     assert!(stderr.contains("measured before"), "{stderr}");
     assert!(stdout.contains("measured with the 2 ranks at once"), "{stdout}");
+    // Resumed again: the ranks' measurements at once were kept too, and nothing is measured.
+    let at_once = out.join("at-once.jsonl");
+    let kept = std::fs::read_to_string(&at_once).unwrap();
+    assert!(!kept.is_empty(), "the measurements at once are kept");
+    let (ok, again, stderr) = feedbench_with(&resumed, &[]);
+    assert!(ok, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&at_once).unwrap(), kept, "none measured again");
+    assert_eq!(std::fs::read_to_string(&results).unwrap(), after, "none measured again");
+    assert!(again.contains("measured with the 2 ranks at once"), "{again}");
+    assert!(!stderr.contains("tune: measuring"), "nothing measured: {stderr}");
 }
 
 /// `train DATASET --processes 2` with the native loader on a small generated dataset under

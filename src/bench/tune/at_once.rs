@@ -3,17 +3,67 @@
 //! the page cache and the memory, and every step waits for the slowest. Where a lerobot-train
 //! run has several ranks, the answer's configuration is measured with all of them at once (a
 //! driver per rank, one process group): where its slowest rank is still input-bound beyond the
-//! target, one more worker per rank is measured, while the rank's cores allow.
+//! target, one more worker per rank is measured, while the rank's cores allow. Each such
+//! measurement is kept in `DIR/at-once.jsonl` as it ends, so that `tune --resume` measures none
+//! of them again.
+
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::answer::{Answer, Bound};
 use super::TuneStep;
+use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::measure::phase::{RankSpread, TrainPhase};
 use crate::measure::stats::median;
 
 /// The most configurations measured with every rank at once.
 pub const MOST_AT_ONCE: usize = 3;
+
+/// The file of a tune's output directory keeping its measurements with every rank at once.
+pub const AT_ONCE_FILE: &str = "at-once.jsonl";
+
+/// One configuration measured with every rank at once, as kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeasuredAtOnce {
+    /// Ranks measured at once.
+    pub ranks: usize,
+    /// Workers per rank.
+    pub workers: usize,
+    /// Prefetch depth.
+    pub prefetch: usize,
+    /// Wall seconds the measurement took.
+    pub seconds: f64,
+    /// Its train phase: the slowest rank's, with every rank beside it.
+    pub train: TrainPhase,
+}
+
+/// A tune's measurements with every rank at once: those kept in its directory, and each new one
+/// appended as it ends.
+pub struct AtOnceStore {
+    store: JsonlStore,
+    kept: Vec<MeasuredAtOnce>,
+}
+
+impl AtOnceStore {
+    /// The store of `out` (its measurements kept before, where it resumes; a torn last line cut).
+    pub fn open(out: &Path) -> Result<Self, JsonlError> {
+        let (store, kept) = JsonlStore::open(&out.join(AT_ONCE_FILE))?;
+        Ok(Self { store, kept })
+    }
+
+    /// The measurement of `workers` × `prefetch` with `ranks` at once kept before, if any.
+    pub fn kept(&self, ranks: usize, workers: usize, prefetch: usize) -> Option<&MeasuredAtOnce> {
+        self.kept.iter().find(|m| (m.ranks, m.workers, m.prefetch) == (ranks, workers, prefetch))
+    }
+
+    /// Keeps `measured`, synced before it returns.
+    pub fn keep(&mut self, measured: MeasuredAtOnce) -> Result<(), JsonlError> {
+        self.store.append(&measured)?;
+        self.kept.push(measured);
+        Ok(())
+    }
+}
 
 /// What measuring with every rank at once found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

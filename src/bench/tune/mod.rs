@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use self::answer::{answer, Answer, AnswerKnobs};
-use self::at_once::{measured_into, next_workers, AtOnce, MOST_AT_ONCE};
+use self::at_once::{
+    measured_into, next_workers, AtOnce, AtOnceStore, MeasuredAtOnce, MOST_AT_ONCE,
+};
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
@@ -34,7 +36,7 @@ use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
 use super::sweep::plan::plan;
-use super::sweep::results::{read_results, CellResult, ResultsSink, Resume};
+use super::sweep::results::{read_results, CellResult, ResultsError, ResultsSink, Resume};
 use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
@@ -378,6 +380,8 @@ pub fn run_tune(
         let (mut workers, predicted) = (answer.workers, answer.workers);
         let mut why = format!("the answer with the {} ranks at once", request.ranks.n);
         let mut best: Option<(TuneStep, TrainPhase)> = None;
+        let mut kept =
+            AtOnceStore::open(out).map_err(|e| SweepError::from(ResultsError::from(e)))?;
         for _ in 0..MOST_AT_ONCE {
             let mut cell = base.clone();
             (cell.knobs.workers, cell.knobs.prefetch) = (workers, answer.prefetch);
@@ -388,25 +392,35 @@ pub fn run_tune(
                 budget_left_s: None,
             };
             let (prefetch, steps_n) = (answer.prefetch, train_steps);
-            progress(TuneProgress::Measuring {
-                workers,
-                prefetch,
-                why: &why,
-                steps: steps_n,
-                left,
-            });
-            let start = Instant::now();
-            let phases = CellPhases {
-                loader: false,
-                traced: false,
-                until: None,
-                train_steps: Some(train_steps),
-                train_warmup: base.model.is_fixed_cost().then_some(1),
-                ranks: request.ranks.n,
+            let ranks = request.ranks.n;
+            let (phase, seconds) = match kept.kept(ranks, workers, prefetch) {
+                // Measured by an earlier, interrupted tune: as it was measured.
+                Some(before) => (before.train.clone(), None),
+                None => {
+                    progress(TuneProgress::Measuring {
+                        workers,
+                        prefetch,
+                        why: &why,
+                        steps: steps_n,
+                        left,
+                    });
+                    let start = Instant::now();
+                    let phases = CellPhases {
+                        loader: false,
+                        traced: false,
+                        until: None,
+                        train_steps: Some(train_steps),
+                        train_warmup: base.model.is_fixed_cost().then_some(1),
+                        ranks,
+                    };
+                    let train = run_cell(&context, &cell, phases, &mut models, |_| {})?.train;
+                    let seconds = start.elapsed().as_secs_f64();
+                    (measuring_s, measured) = (measuring_s + seconds, measured + 1);
+                    let keep = MeasuredAtOnce { ranks, workers, prefetch, seconds, train };
+                    kept.keep(keep.clone()).map_err(|e| SweepError::from(ResultsError::from(e)))?;
+                    (keep.train, Some(seconds))
+                }
             };
-            let phase = run_cell(&context, &cell, phases, &mut models, |_| {})?.train;
-            let seconds = start.elapsed().as_secs_f64();
-            (measuring_s, measured) = (measuring_s + seconds, measured + 1);
             steps.push(TuneStep {
                 workers,
                 prefetch,
@@ -415,7 +429,7 @@ pub fn run_tune(
                 loader_samples_per_s: None,
                 train_samples_per_s: phase.samples_per_s,
                 input_bound_pct: phase.input_bound.median_pct,
-                seconds: Some(seconds),
+                seconds,
             });
             let step = steps.last().expect("pushed");
             progress(TuneProgress::Measured { step, demand: answer.demand });
