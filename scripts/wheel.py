@@ -7,6 +7,7 @@ into an environment with torch.
                                          environment's torch, checks its series, execs the binary
     feedbench/lerobot.py                 FeedbenchDataset: the native reader as a torch Dataset
     feedbench/_arguments.py              its arguments checked as LeRobot takes them
+    feedbench/_installed.py              the LeRobot installed beside it, the newest checked
     feedbench/self_check.py              its items against the installed LeRobot's, at start-up
     feedbench/lerobot_train.py           the `feedbench-lerobot-train` script: lerobot-train with
                                          FeedbenchDataset

@@ -67,7 +67,8 @@ impl Drop for SmallDisk {
 #[test]
 fn a_sweep_on_a_disk_that_fills_stops_naming_the_path_keeps_its_results_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 128) else { return };
+    // Room, once the filler goes, for the report and its page (1.4 MB, plotly.js in it).
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 4096) else { return };
     let root = video_dataset(dir.path());
     let config = dir.path().join("sweep.toml");
     let text = format!(

@@ -46,6 +46,7 @@ from torch.utils.data._utils.collate import collate_tensor_fn, default_collate_f
 
 from feedbench import _native
 from feedbench._arguments import cache_bytes_of, episode_list, position, remove_cache
+from feedbench._installed import installed_lerobot
 
 ReaderError = _native.ReaderError
 
@@ -72,25 +73,6 @@ def _lerobot_meta(repo_id, root, revision):
         except ImportError:
             return None
     return LeRobotDatasetMetadata(repo_id, root=root, revision=revision)
-
-
-# The newest LeRobot the reader and feedbench-lerobot-train were held to by their tests (LeRobot's
-# main); a newer one is served where the self-check passes.
-NEWEST_CHECKED = (0, 6, 2)
-
-
-def installed_lerobot():
-    """The installed LeRobot's version as (text, (major, minor, patch)), None without one; a
-    version of no such numbers is (0, 0, 0)."""
-    import importlib.metadata
-    import re
-
-    try:
-        text = importlib.metadata.version("lerobot")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    found = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
-    return text, tuple(int(part) for part in found.groups()) if found else (0, 0, 0)
 
 
 @functools.lru_cache(maxsize=None)

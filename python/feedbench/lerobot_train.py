@@ -26,7 +26,7 @@ killed mid-run ends it with PyTorch's one line and exit status 1.
 import sys
 
 # The oldest LeRobot whose factory and lerobot-train this was checked against (the newest is
-# feedbench.lerobot's NEWEST_CHECKED; a newer one runs where the self-check passes).
+# feedbench._installed's NEWEST_CHECKED; a newer one runs where the self-check passes).
 OLDEST = (0, 4, 4)
 
 
@@ -41,7 +41,7 @@ class Refusal(Exception):
 
 def lerobot_version():
     """LeRobot's version in this environment, as a tuple; refused where absent or unsupported."""
-    from feedbench.lerobot import NEWEST_CHECKED, installed_lerobot
+    from feedbench._installed import NEWEST_CHECKED, installed_lerobot
 
     installed = installed_lerobot()
     if installed is None:
@@ -71,7 +71,7 @@ def self_check_flag(args, version):
         if value not in ("true", "false"):
             raise Refusal(f"{SELF_CHECK_FLAG}: expected {SELF_CHECK_FLAG}=false or =true")
         del args[i]
-        from feedbench.lerobot import NEWEST_CHECKED
+        from feedbench._installed import NEWEST_CHECKED
 
         if value == "false" and version > NEWEST_CHECKED:
             raise Refusal(f"{SELF_CHECK_FLAG}=false: LeRobot {dotted(version)} is newer than any "
@@ -308,6 +308,18 @@ def say(line):
     print(f"feedbench-lerobot-train: {line}", file=sys.stderr)
 
 
+def leave(code):
+    """Exits with `code` after the one line said: PyTorch's SIGCHLD handler, which reports a
+    DataLoader worker's death while the loop waits for a batch, is put back to the default
+    first, as the workers are ended on the way out (multiprocessing's exit joins them) and it
+    would otherwise report that as a traceback."""
+    import signal
+
+    if hasattr(signal, "SIGCHLD"):
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sys.exit(code)
+
+
 def main():
     """Runs LeRobot's lerobot-train (its `main()`, with this process's arguments) with
     feedbench's reader; refusals exit 2."""
@@ -331,14 +343,14 @@ def main():
             say(summary)
     except (Refusal, ReaderError) as refusal:
         say(one_line(refusal))
-        sys.exit(2)
+        leave(2)
     except RuntimeError as error:
         # A DataLoader worker killed mid-run (the OOM killer's SIGKILL, say): PyTorch's words,
         # one line, rather than the traceback of the training loop that waited for it.
         if not str(error).startswith("DataLoader worker"):
             raise
         say(f"{error} (out of memory? fewer --num_workers or a smaller --batch_size need less)")
-        sys.exit(1)
+        leave(1)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import time
 import torch
 
 from feedbench import _native
-from feedbench.lerobot import NEWEST_CHECKED, installed_lerobot
+from feedbench._installed import NEWEST_CHECKED, installed_lerobot
 
 logger = logging.getLogger("feedbench")
 

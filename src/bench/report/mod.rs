@@ -170,6 +170,11 @@ pub struct Row {
 }
 
 impl Row {
+    /// The row of `workers` × `prefetch` among `rows`, if measured.
+    pub fn find(rows: &[Row], workers: usize, prefetch: usize) -> Option<&Row> {
+        rows.iter().find(|r| r.knobs.knobs.workers == workers && r.knobs.knobs.prefetch == prefetch)
+    }
+
     /// The stage taking the most CPU, if the loader recorded any.
     pub fn dominant_stage(&self) -> Option<&StageCost> {
         self.stages.first().filter(|s| s.cpu_ms_per_sample > 0.0)

@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::predict::Demand;
-use super::search::SearchState;
 use crate::bench::format::{millis, plural, rate};
 use crate::bench::report::Row;
 use crate::model::ModelSpec;
@@ -75,8 +74,8 @@ pub fn slowed_more_than_fed(
     workers: usize,
     prefetch: usize,
 ) -> Option<SlowedMoreThanFed> {
-    let with = SearchState::row(rows, workers, prefetch).filter(|r| computes(r))?;
-    let fewer = SearchState::row(rows, workers.checked_sub(1)?, prefetch)?;
+    let with = Row::find(rows, workers, prefetch).filter(|r| computes(r))?;
+    let fewer = Row::find(rows, workers.checked_sub(1)?, prefetch)?;
     let slowed_ms = with.train_step_ms - fewer.train_step_ms;
     let wait_shrank_ms = fewer.train_wait_ms - with.train_wait_ms;
     let beyond_noise = slowed_ms > with.model_step_ms * SLOWED_PCT / 100.0;

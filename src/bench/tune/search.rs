@@ -99,7 +99,7 @@ pub struct SearchState {
 impl SearchState {
     /// The row of `workers` × `prefetch`, if measured.
     pub(super) fn row(rows: &[Row], workers: usize, prefetch: usize) -> Option<&Row> {
-        rows.iter().find(|r| r.knobs.knobs.workers == workers && r.knobs.knobs.prefetch == prefetch)
+        Row::find(rows, workers, prefetch)
     }
 
     /// The memory model from what was measured at the first prefetch depth.
