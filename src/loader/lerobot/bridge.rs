@@ -103,7 +103,10 @@ impl LerobotBridge {
         let driver = driver_path()?;
         let mut state = self.state();
         state.requests += 1;
-        let name = format!("request-{}-{}", std::process::id(), state.requests);
+        // Unique among the bridges of this process too (tests run several at once): its address
+        // while it is borrowed here is no other live bridge's.
+        let bridge = self as *const Self as usize;
+        let name = format!("request-{}-{bridge:x}-{}", std::process::id(), state.requests);
         let request_file = driver.with_file_name(format!("{name}.json"));
         let stop_file = driver.with_file_name(format!("{name}.stop"));
         let mut request = request.clone();
