@@ -79,7 +79,13 @@ impl RankGroup {
                     let (pids, first_failed) = (&pids, &first_failed);
                     scope.spawn(move || {
                         let heard = session.ask(request, None);
-                        if heard.0.is_err() {
+                        if let Err(error) = &heard.0 {
+                            // A rank whose collective lost its peer names the peer's death,
+                            // not its own fault: the rank that died is given the time to say
+                            // so first.
+                            if lost_a_peer(error) {
+                                std::thread::sleep(PEER_GRACE);
+                            }
                             end_the_others(rank, pids, first_failed);
                         }
                         heard
@@ -112,6 +118,19 @@ impl RankGroup {
     pub(super) fn end(self) {
         self.sessions.into_iter().for_each(Session::end);
     }
+}
+
+/// How long a rank whose collective lost its peer waits before it is taken as the rank that
+/// failed: the peer's own end (a signal, its error) is heard first where it comes within it.
+const PEER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `error` is a collective's (gloo's, NCCL's) on losing a peer rank: a consequence of
+/// another rank's end rather than a fault of this one.
+fn lost_a_peer(error: &LoaderError) -> bool {
+    let text = error.to_string();
+    ["Connection closed by peer", "Connection reset by peer", "Broken pipe"]
+        .iter()
+        .any(|lost| text.contains(lost))
 }
 
 /// Rank `rank` failed: the others' drivers (and their workers) are ended at once, where no
