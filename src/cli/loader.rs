@@ -206,6 +206,18 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     finish_trace(args.trace.as_deref(), trace)
 }
 
+/// `--processes ranks` refused where the ranks outnumber this machine's cores.
+fn ranks_fit(ranks: usize) -> Result<()> {
+    let cores = available_cores();
+    if ranks > cores {
+        anyhow::bail!(
+            "--processes {ranks}: more ranks than this machine's {cores} cores; each rank is a \
+             process with its DataLoader, and a rank without a core of its own paces them all"
+        );
+    }
+    Ok(())
+}
+
 /// `train DATASET --processes N` with the native loader: N ranks at once, each this command as
 /// `--rank r --world-size N` in a process of its own (its shard, its workers), every step
 /// waiting for the slowest at a barrier as DDP's all-reduce waits; the phase is the slowest
@@ -222,13 +234,7 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
             "--trace records one process's threads: not with --processes (each rank is a process)"
         );
     }
-    let cores = available_cores();
-    if ranks > cores {
-        anyhow::bail!(
-            "--processes {ranks}: more ranks than this machine's {cores} cores; a rank without a \
-             core of its own paces them all"
-        );
-    }
+    ranks_fit(ranks)?;
     // This very command, as each rank: without --processes, printing its phase as JSON.
     let mut argv: Vec<std::ffi::OsString> = Vec::new();
     let mut given = std::env::args_os().skip(1);
@@ -352,13 +358,7 @@ fn start_loader(
     let choice = flags.choice()?;
     refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
     let ranks = usize::from(processes.unwrap_or(1));
-    let cores = available_cores();
-    if ranks > cores {
-        anyhow::bail!(
-            "--processes {ranks}: more ranks than this machine's {cores} cores; each rank is a \
-             process with its DataLoader, and a rank without a core of its own paces them all"
-        );
-    }
+    ranks_fit(ranks)?;
     // The command's bridge to LeRobot: the loader keeps it (and its driver) while it lives.
     let bridge = LerobotBridge::new();
     if let Some(mut run) = flags.training_run(&bridge)? {

@@ -151,8 +151,8 @@ struct Rank {
     child: Child,
     done: std::io::PipeReader,
     go: std::io::PipeWriter,
-    stdout: JoinHandle<Vec<u8>>,
-    stderr: JoinHandle<Vec<u8>>,
+    stdout: Option<JoinHandle<Vec<u8>>>,
+    stderr: Option<JoinHandle<Vec<u8>>>,
 }
 
 /// Starts `commands` as ranks 0, 1, … at once under one barrier, and waits for them: each
@@ -262,7 +262,7 @@ fn start(mut command: Command) -> std::io::Result<Rank> {
     };
     let stdout = drain(Box::new(child.stdout.take().expect("piped")));
     let stderr = drain(Box::new(child.stderr.take().expect("piped")));
-    Ok(Rank { child, done, go, stdout, stderr })
+    Ok(Rank { child, done, go, stdout: Some(stdout), stderr: Some(stderr) })
 }
 
 /// Every rank killed and waited for.
@@ -274,9 +274,8 @@ fn end_all(ranks: &mut [Rank]) {
 }
 
 /// What a reader thread read (empty where it could not be joined, or was taken).
-fn take(handle: &mut JoinHandle<Vec<u8>>) -> Vec<u8> {
-    let taken = std::mem::replace(handle, std::thread::spawn(Vec::new));
-    taken.join().unwrap_or_default()
+fn take(handle: &mut Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
+    handle.take().and_then(|reader| reader.join().ok()).unwrap_or_default()
 }
 
 /// `was killed by signal 9 (SIGKILL)`, `exited with 1`.
