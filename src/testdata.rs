@@ -214,6 +214,7 @@ impl FakeCell {
                 frames: self.frames,
                 memory: None,
                 ranks: None,
+                lerobot_contract: None,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),
@@ -286,6 +287,7 @@ impl FakeCell {
                 first_batch_s: None,
                 memory: None,
                 ranks: None,
+                lerobot_contract: None,
             },
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),

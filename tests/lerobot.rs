@@ -57,6 +57,7 @@ pub(crate) fn spec(
         dataset: root.to_path_buf(),
         episodes: episodes.map(|e| e.parse::<EpisodeList>().unwrap()),
         window: WindowChoice::Diffusion,
+        frames: Default::default(),
         config: LoaderConfig {
             workers: 0,
             batch_size: 8,

@@ -112,21 +112,20 @@ fn an_fps_that_is_no_rate_is_refused_naming_info_json() {
     }
 }
 
-#[test]
-fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_released_one() {
+/// A generated 16 fps dataset under `dir` whose row 5's timestamp lies half a frame past its
+/// frame: exactly 1/32 s from frames 5 and 6 (every frame time a binary fraction), the
+/// tolerance the tests give.
+fn a_timestamp_at_the_tolerance(dir: &Path) -> std::path::PathBuf {
     use std::sync::Arc;
 
     use arrow::array::{Array, ArrayRef, Float32Array};
 
-    let dir = tempfile::tempdir().unwrap();
-    // 16 fps: every frame time a binary fraction, so that a timestamp half a frame past one
-    // lies exactly 1/32 s from it and from the next, the tolerance given.
-    let preset = dir.path().join("pusht16.toml");
+    let preset = dir.join("pusht16.toml");
     let text =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/pusht.toml"))
             .unwrap();
     std::fs::write(&preset, text.replace("fps = 10", "fps = 16")).unwrap();
-    let root = dir.path().join("d");
+    let root = dir.join("d");
     let synth = [
         "synth",
         "--preset",
@@ -146,6 +145,13 @@ fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_rele
         times[5] = 5.0 / 16.0 + 1.0 / 32.0;
         Arc::new(Float32Array::from(times)) as ArrayRef
     });
+    root
+}
+
+#[test]
+fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_released_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = a_timestamp_at_the_tolerance(dir.path());
     let sample = |contract: Option<&str>, out: &str| {
         let out = dir.path().join(out);
         let mut args = vec![
@@ -217,4 +223,43 @@ fn a_frame_exactly_at_the_tolerance_serves_under_mains_contract_and_not_the_rele
         assert!(said.contains("LeRobotDataset read\nFeedbenchDataset read\n"), "{said}");
         assert!(said.contains("frames equal"), "{said}");
     }
+}
+
+#[test]
+fn load_and_train_follow_the_contract_asked_for_and_say_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = a_timestamp_at_the_tolerance(dir.path());
+    let ds = root.to_str().unwrap();
+    // Row 5 in the first batches, whichever count as warm-up.
+    let common_flags =
+        ["--window", "none", "--sampler", "sequential", "--batch", "4", "--tolerance-s", "0.03125"];
+    let run = |command: &[&str], contract: Option<&str>| {
+        let mut args = command.to_vec();
+        args.extend(common_flags);
+        args.push("--json");
+        args.extend(contract.map(|c| ["--lerobot-contract", c]).into_iter().flatten());
+        common::feedbench(&args)
+    };
+    let load = ["load", ds, "--batches", "4", "--workers", "0"];
+    let train = ["train", ds, "--model", "synthetic:1ms", "--steps", "4", "--workers", "0"];
+    for command in [&load[..], &train[..]] {
+        // The released contract (the default, and named) refuses row 5, as LeRobot 0.6.1 does.
+        for contract in [None, Some("released")] {
+            let (ok, _, err) = run(command, contract);
+            assert!(
+                !ok && err.contains("no frame strictly within 0.03125 s"),
+                "{command:?}: {err}"
+            );
+        }
+        // Main's serves it, and the JSON says which was followed.
+        let (ok, out, err) = run(command, Some("main"));
+        assert!(ok, "{command:?}: {err}");
+        let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(json["lerobot_contract"], "main", "{command:?}: {json}");
+    }
+    // Refused where it has no meaning: LeRobot's loader reads as the installed LeRobot does.
+    let (ok, _, err) = run(&["load", ds, "--loader", "lerobot"], Some("main"));
+    assert!(!ok && err.contains("--lerobot-contract is the native reader's"), "{err}");
+    let (ok, _, err) = run(&load, Some("0.6.2"));
+    assert!(!ok && err.contains("expected \"released\""), "{err}");
 }

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::dataset::files::output_apart_from;
-use feedbench::dataset::{EpisodeList, WindowChoice};
+use feedbench::dataset::{Contract, EpisodeList, FrameMatch, WindowChoice, DEFAULT_TOLERANCE_S};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
 use feedbench::loader::lerobot::train_run::{self, TrainArgsError};
@@ -44,6 +44,16 @@ pub struct LoaderFlags {
     /// or `none` (every key is the row's own value).
     #[arg(long, default_value = "diffusion")]
     window: WindowChoice,
+    /// The LeRobot whose reading the native reader follows where its versions differ:
+    /// `released` (0.4.4 to 0.6.1: a video frame strictly within the tolerance of its query
+    /// time) or `main` (LeRobot's main, 0.6.2: within it, one exactly at it included). The JSON
+    /// says which was followed (`lerobot_contract`).
+    #[arg(long, value_name = "CONTRACT", conflicts_with = "lerobot_train")]
+    lerobot_contract: Option<Contract>,
+    /// Largest distance between a query time and the video frame that serves it, seconds
+    /// (LeRobotDataset's `tolerance_s`).
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE_S, value_name = "S")]
+    tolerance_s: f64,
     /// The loader's knobs, from its one table.
     #[command(flatten)]
     knobs: KnobFlags,
@@ -94,6 +104,12 @@ impl LoaderFlags {
                 anyhow::bail!("--{flag} is a knob of LeRobot's loader: add --loader lerobot");
             }
             return Ok(LoaderChoice::Native);
+        }
+        if self.lerobot_contract.is_some() {
+            anyhow::bail!(
+                "--lerobot-contract is the native reader's: LeRobot's loader reads as the \
+                 installed LeRobot does (leave it out, or use --loader native)"
+            );
         }
         chosen_from_flags(&self.declaration())
     }
@@ -201,6 +217,7 @@ impl LoaderFlags {
             dataset: built.root(),
             episodes: None,
             window: WindowChoice::None,
+            frames: FrameMatch::default(),
             config,
         };
         Ok(Some(ChosenLoader { choice: LoaderChoice::LerobotTrain(run), spec }))
@@ -263,6 +280,10 @@ impl LoaderFlags {
             dataset: self.dataset().to_path_buf(),
             episodes: self.episodes.clone(),
             window: self.window,
+            frames: FrameMatch {
+                tolerance_s: self.tolerance_s,
+                contract: self.lerobot_contract.unwrap_or_default(),
+            },
             config,
         })
     }

@@ -7,8 +7,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The LeRobot whose reading is followed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+use serde::{Deserialize, Serialize};
+
+/// The LeRobot whose reading is followed, stored as its name (`"released"`, `"main"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Contract {
     /// LeRobot 0.4.4 to 0.6.1, the newest released: a video frame serves a query time that
     /// lies strictly within the tolerance of it.
@@ -75,5 +78,11 @@ mod tests {
         assert_eq!("main".parse::<Contract>(), Ok(Contract::Main));
         assert!("0.6.2".parse::<Contract>().unwrap_err().contains("\"released\""));
         assert_eq!(Contract::default().to_string(), "released");
+        // Stored as it is named.
+        for contract in [Contract::Released, Contract::Main] {
+            let stored = serde_json::to_string(&contract).unwrap();
+            assert_eq!(stored, format!("\"{contract}\""));
+            assert_eq!(serde_json::from_str::<Contract>(&stored).unwrap(), contract);
+        }
     }
 }

@@ -61,6 +61,22 @@ impl Default for DatasetOptions {
     }
 }
 
+/// How a query time finds the video frame that serves it: the largest distance between them,
+/// and the LeRobot whose reading of that distance is followed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameMatch {
+    /// Largest distance between a query time and its frame, seconds.
+    pub tolerance_s: f64,
+    /// How the distance is taken (strictly within, or within).
+    pub contract: Contract,
+}
+
+impl Default for FrameMatch {
+    fn default() -> Self {
+        Self { tolerance_s: DEFAULT_TOLERANCE_S, contract: Contract::Released }
+    }
+}
+
 /// An open LeRobot dataset (v2.0, v2.1 or v3.0).
 pub struct Dataset {
     root: PathBuf,

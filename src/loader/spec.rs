@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::config::LoaderConfig;
 use super::pipeline::{Loader, LoaderError};
-use crate::dataset::{Dataset, DatasetError, DatasetOptions, EpisodeList, Window, WindowChoice};
+use crate::dataset::{
+    Dataset, DatasetError, DatasetOptions, EpisodeList, FrameMatch, Window, WindowChoice,
+};
 
 /// What a loader reads and how: the dataset, its episodes and window, and the knobs.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +19,8 @@ pub struct LoaderSpec {
     pub episodes: Option<EpisodeList>,
     /// The sample window.
     pub window: WindowChoice,
+    /// How a query time finds its video frame.
+    pub frames: FrameMatch,
     /// The knobs.
     pub config: LoaderConfig,
 }
@@ -26,7 +30,8 @@ impl LoaderSpec {
     pub fn open(&self) -> Result<(Arc<Dataset>, Window), DatasetError> {
         let options = DatasetOptions {
             episodes: self.episodes.as_ref().map(|e| e.indices().to_vec()),
-            ..DatasetOptions::default()
+            tolerance_s: self.frames.tolerance_s,
+            contract: self.frames.contract,
         };
         let dataset = Dataset::open_with(&self.dataset, &options)?;
         let window = dataset.window(&self.window.spec())?;

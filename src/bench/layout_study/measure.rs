@@ -18,7 +18,7 @@ use crate::dataset::video::FrameBuffer;
 use crate::dataset::write::png_bytes;
 use crate::dataset::write::scene::SplitMix64;
 use crate::dataset::write::transcode::{FrameReader, TranscodeReport};
-use crate::dataset::{Dataset, DatasetError, FeatureKind, Window};
+use crate::dataset::{Dataset, DatasetError, FeatureKind, FrameMatch, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
@@ -225,6 +225,7 @@ pub fn measure_candidate(
         dataset: root.to_path_buf(),
         episodes: None,
         window: measure.window,
+        frames: FrameMatch::default(),
         config: LoaderConfig { workers, ..knobs.clone() },
     };
     let spec = |workers: usize| spec_of(root, workers);

@@ -17,7 +17,7 @@ use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
-use crate::dataset::{CodebaseVersion, Dataset, DatasetError, Window};
+use crate::dataset::{CodebaseVersion, Dataset, DatasetError, FrameMatch, Window};
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
@@ -161,6 +161,7 @@ impl<'a> SweepContext<'a> {
                 _ => None,
             },
             window: config.loader.window,
+            frames: FrameMatch::default(),
             config: LoaderConfig::default(),
         };
         let (dataset, window) = spec.open()?;

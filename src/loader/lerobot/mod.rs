@@ -28,7 +28,7 @@ use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;
 use super::spec::LoaderSpec;
 use crate::dataset::setting::{Refusal, Setting};
-use crate::dataset::{Window, WindowChoice};
+use crate::dataset::{FrameMatch, Window, WindowChoice};
 use crate::loader::batch::ImageFormat;
 
 pub use self::bridge::LerobotBridge;
@@ -187,6 +187,7 @@ impl LerobotLoader {
             dataset: built.root(),
             episodes: None,
             window: WindowChoice::None,
+            frames: FrameMatch::default(),
             config,
         };
         let options = LerobotOptions { python: run.python.clone(), video_backend: None };

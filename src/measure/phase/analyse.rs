@@ -88,6 +88,7 @@ impl LoaderRun {
             frames: self.frames,
             memory: self.memory,
             ranks: None,
+            lerobot_contract: None,
         }
     }
 
@@ -320,6 +321,7 @@ impl TrainRun {
             first_batch_s: self.first_batch_s,
             memory: self.memory,
             ranks: None,
+            lerobot_contract: None,
         }
     }
 }

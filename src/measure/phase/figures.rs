@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::super::stats::{median, Stats};
 use super::super::verdict::Verdict;
 use super::memory::MemoryFigures;
+use crate::dataset::Contract;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotVersions};
 use crate::loader::pipeline::LoaderError;
@@ -84,6 +85,11 @@ pub struct LoaderPhase {
     /// None for the native loader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot: Option<LerobotVersions>,
+    /// With the native loader: the LeRobot whose reading it followed where LeRobot's versions
+    /// differ (`--lerobot-contract`). None for LeRobot's loaders (they read as the installed
+    /// LeRobot does, `lerobot` names it) and in results written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot_contract: Option<Contract>,
 }
 
 /// Every camera frame of a loader's episodes at its output size and format, against the memory
@@ -419,6 +425,9 @@ pub struct TrainPhase {
     /// the kernel says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryFigures>,
+    /// With the native loader: the LeRobot whose reading it followed (as the loader phase's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot_contract: Option<Contract>,
     /// Every rank, where several were measured at once: the phase is the slowest rank's.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSpread>,

@@ -146,7 +146,7 @@ pub fn run_loader_phase(
         timing,
         frames,
     };
-    Ok(run.figures())
+    Ok(LoaderPhase { lerobot_contract: Some(loader.dataset().contract()), ..run.figures() })
 }
 
 /// What every camera frame of `loader`'s episodes takes at its output size and format: each
@@ -249,7 +249,8 @@ pub fn run_train_phase(
             (run, staging)
         })
     })?;
-    Ok(TrainPhase { staging, ..run.figures() })
+    let lerobot_contract = Some(loader.dataset().contract());
+    Ok(TrainPhase { staging, lerobot_contract, ..run.figures() })
 }
 
 /// What the train phase's loop runs: its steps, and the epochs its batches come in.

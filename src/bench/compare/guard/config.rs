@@ -11,7 +11,7 @@ use crate::bench::sweep::config::{
     relative_to_config, ConfigError, ConfigFile, DatasetSource, EpisodeChoice,
 };
 use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
-use crate::dataset::WindowChoice;
+use crate::dataset::{FrameMatch, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::train_run::{self, TrainArgs};
 use crate::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
@@ -183,6 +183,7 @@ impl GuardCell {
                 _ => None,
             },
             window: self.window(),
+            frames: FrameMatch::default(),
             config: self.knobs.config(),
         }
     }
