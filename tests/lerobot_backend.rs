@@ -11,6 +11,7 @@ use common::lerobot_python;
 
 use std::path::{Path, PathBuf};
 
+use feedbench::bench::events::Unwatched;
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::lerobot::{
     DriverStep, Feeding, LerobotBridge, LerobotLoader, LerobotOptions,
@@ -292,7 +293,7 @@ fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
     let config: SweepConfig = toml::from_str(&text).unwrap();
     config.check(&dir.path().join("sweep.toml")).unwrap();
     let out = dir.path().join("sweep");
-    let results = run_sweep(&config, &root, &out, Resume::No, |_| {}).unwrap();
+    let results = run_sweep(&config, &root, &out, Resume::No, &mut Unwatched).unwrap();
     assert_eq!(results.len(), 4);
     for result in &results {
         let lerobot = result.cell.loader == LoaderBackend::Lerobot;

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use feedbench::bench::events::{CellPhase, Events, Unwatched};
 use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::results::{read_results, CellResult, ResultsError, Resume};
 use feedbench::bench::sweep::{results_path, run_sweep, SweepError};
@@ -47,7 +48,7 @@ fn the_verdict_follows_the_numbers() {
     // A step far slower than the loader: the model dominates.
     let out = dir.path().join("slow-model");
     let results =
-        run_sweep(&config(&root, "synthetic:150ms", &[2]), &root, &out, Resume::No, |_| {})
+        run_sweep(&config(&root, "synthetic:150ms", &[2]), &root, &out, Resume::No, &mut Unwatched)
             .unwrap();
     let train = &results[0].train;
     assert_eq!(train.input_bound.verdict, Verdict::NotInputBound, "{train:?}");
@@ -55,7 +56,8 @@ fn the_verdict_follows_the_numbers() {
     // A step that costs nothing, loading in the training thread: the loader dominates.
     let out = dir.path().join("free-model");
     let results =
-        run_sweep(&config(&root, "synthetic:0ms", &[0]), &root, &out, Resume::No, |_| {}).unwrap();
+        run_sweep(&config(&root, "synthetic:0ms", &[0]), &root, &out, Resume::No, &mut Unwatched)
+            .unwrap();
     let train = &results[0].train;
     assert_eq!(train.input_bound.verdict, Verdict::HighlyInputBound, "{train:?}");
     assert!(train.input_bound.median_pct >= 20.0);
@@ -67,15 +69,15 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
     let dir = tempfile::tempdir().unwrap();
     let root = dataset(dir.path());
     let out = dir.path().join("sweep");
-    let first =
-        run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, |_| {}).unwrap();
+    let first = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, &mut Unwatched)
+        .unwrap();
     assert_eq!(first.len(), 2);
     let stored = read_results(&results_path(&out)).unwrap();
     assert_eq!(stored.iter().map(|r| r.cell.knobs.workers).collect::<Vec<_>>(), [0, 1]);
     assert!(out.join("trace.json").is_file(), "the last cell is traced");
 
     // Without --resume the results are never overwritten.
-    let again = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, |_| {});
+    let again = run_sweep(&config(&root, "none", &[0, 1]), &root, &out, Resume::No, &mut Unwatched);
     assert!(matches!(again, Err(SweepError::Results(ResultsError::Exists { .. }))), "{again:?}");
     assert!(again.unwrap_err().to_string().contains("pass --resume to continue it"));
 
@@ -85,18 +87,25 @@ fn results_are_appended_per_cell_and_resume_skips_finished_cells() {
     std::fs::write(results_path(&out), format!("{text}{{\"cell\": {{\"data")).unwrap();
     // A resume with another config (a third worker count) is refused unless asked for; the
     // refusal touches nothing.
-    let changed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, Resume::Yes, |_| {});
+    let changed =
+        run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, Resume::Yes, &mut Unwatched);
     assert!(matches!(changed, Err(SweepError::Results(ResultsError::ConfigChanged { .. }))));
     assert!(changed.unwrap_err().to_string().contains("--allow-changed-config"));
-    let mut started = Vec::new();
-    let extended = Resume::EvenIfConfigChanged;
-    let resumed = run_sweep(&config(&root, "none", &[0, 1, 2]), &root, &out, extended, |p| {
-        if let feedbench::bench::sweep::SweepProgress::Phase { cell, phase: "loader", .. } = p {
-            started.push(cell.knobs.workers);
+    /// The cells whose loader phase starts, by label.
+    struct Started(Vec<String>);
+    impl Events for Started {
+        fn cell_phase(&mut self, phase: CellPhase<'_>) {
+            if phase.phase == "loader" {
+                self.0.push(phase.cell.to_string());
+            }
         }
-    })
-    .unwrap();
-    assert_eq!(started, [2], "only the new cell is measured");
+    }
+    let mut started = Started(Vec::new());
+    let extended = Resume::EvenIfConfigChanged;
+    let grown = config(&root, "none", &[0, 1, 2]);
+    let resumed = run_sweep(&grown, &root, &out, extended, &mut started).unwrap();
+    let new_cell = resumed.iter().find(|r| r.cell.knobs.workers == 2).unwrap().cell.label();
+    assert_eq!(started.0, [new_cell], "only the new cell is measured");
     assert_eq!(resumed.len(), 3);
     let stored = read_results(&results_path(&out)).unwrap();
     assert_eq!(stored.len(), 3);
@@ -113,7 +122,7 @@ fn the_traced_cell_has_a_track_per_worker_and_the_trainer() {
     let out = dir.path().join("sweep");
     let mut config = config(&root, "synthetic:5ms", &[2, 0]);
     config.run.trace_cell = Some("2,32".parse().unwrap());
-    run_sweep(&config, &root, &out, Resume::No, |_| {}).unwrap();
+    run_sweep(&config, &root, &out, Resume::No, &mut Unwatched).unwrap();
     let trace: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
     let mut tracks: Vec<String> = trace["traceEvents"]
@@ -134,7 +143,8 @@ fn a_loader_phase_measures_more_than_the_batches_in_flight() {
     // 2 workers × prefetch 2 hold 5 batches in flight; the config asks for 4 measured ones,
     // which measured the batches the warm-up left ready (at 14 workers: 290 070 samples/s).
     let config = config(&root, "synthetic:0ms", &[2]);
-    let results = run_sweep(&config, &root, &dir.path().join("out"), Resume::No, |_| {}).unwrap();
+    let results =
+        run_sweep(&config, &root, &dir.path().join("out"), Resume::No, &mut Unwatched).unwrap();
     let loader = results[0].loader.as_ref().expect("a loader phase");
     assert_eq!(loader.config.batches_in_flight(), 5);
     assert_eq!(loader.batches, 10, "twice the batches in flight, not the config's 4");

@@ -20,7 +20,8 @@ use feedbench::bench::sweep::{dataset_name, prepare_dataset};
 use feedbench::dataset::files::output_apart_from;
 use feedbench::model::DeviceChoice;
 
-use super::{default_out, show_progress, sweep_progress_bar};
+use super::default_out;
+use super::printer::Printer;
 
 /// Arguments of `feedbench sweep plan`.
 #[derive(Args)]
@@ -47,7 +48,7 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     for path in [&mut config.dataset.path, &mut config.dataset.cache].into_iter().flatten() {
         *path = std::path::absolute(&*path)?;
     }
-    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
+    let root = prepare_dataset(&config.dataset, &mut Printer::lines())?;
     // The cells' device as the config names it; the task checks that its node has it.
     let device = config.model.device.intended();
     if config.model.device == DeviceChoice::Auto && !device.is_cuda() {
@@ -99,15 +100,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     })?;
     let budget = CpuBudget::here()?;
     exit_on_scheduler_signal(&args.out);
-    let bar = sweep_progress_bar();
-    let outcome = run_task(
-        &args.out,
-        share,
-        &budget,
-        |message| eprintln!("{message}"),
-        |progress| show_progress(&bar, progress),
-    )?;
-    bar.finish_and_clear();
+    let mut printer = Printer::cells();
+    let outcome = run_task(&args.out, share, &budget, &mut printer)?;
+    printer.finish();
     outln!(
         "task {} of {}: {} cells, {} finished before, {} measured now, in {}",
         share.task,

@@ -9,7 +9,7 @@ use feedbench::loader::lerobot::LerobotBridge;
 use feedbench::measure::phase::ChosenLoader;
 
 use super::loader_flags::LoaderFlags;
-use super::progress_bar;
+use super::printer::Printer;
 
 /// Arguments of `feedbench compare`.
 #[derive(Args)]
@@ -76,8 +76,8 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         batches: args.batches,
         warmup: args.warmup,
     };
-    let progress = progress_bar(2 * args.repeats, args.json, "comparing");
-    let comparison = compare(&spec, &bridge, |_, _| progress.inc(1)).map_err(|e| match e {
+    let mut printer = Printer::runs(2 * args.repeats, args.json, "comparing");
+    let comparison = compare(&spec, &bridge, &mut printer).map_err(|e| match e {
         CompareError::Side { side, error } => {
             let (flag, text) = match side {
                 Side::A => ("--a", &args.a),
@@ -88,7 +88,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         }
         CompareError::Request(error) => error.into(),
     })?;
-    progress.finish_and_clear();
+    printer.finish();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&comparison)?)?;
     } else {

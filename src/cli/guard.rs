@@ -20,7 +20,7 @@ use feedbench::dataset::files::write_whole;
 use feedbench::measure::system::system_info;
 use feedbench::timing::InstructionCounter;
 
-use super::progress_bar;
+use super::printer::Printer;
 
 /// Arguments of `feedbench guard`.
 #[derive(Args)]
@@ -87,7 +87,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         }
         super::check_page_path(page)?;
     }
-    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
+    let root = prepare_dataset(&config.dataset, &mut Printer::lines())?;
     let machine = system_info(tch::Device::Cpu);
     let dataset = DatasetFingerprint::of(&root)?;
     let warnings = match &baseline {
@@ -104,12 +104,12 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
             false
         }
     };
-    let reference = ReferenceClip::prepare(|message| eprintln!("{message}"))?;
+    let reference = ReferenceClip::prepare(&mut Printer::lines())?;
     let runs = config.cells.len() * config.run.repeats;
-    let progress = progress_bar(runs, args.json, "guarding");
+    let mut printer = Printer::runs(runs, args.json, "guarding");
     let setup = GuardSetup { root, reference, machine, dataset, count_instructions };
-    let record = measure(&config, setup, |_, _| progress.inc(1))?;
-    progress.finish_and_clear();
+    let record = measure(&config, setup, &mut printer)?;
+    printer.finish();
     let Some(baseline) = baseline else {
         let path = args.save_baseline.as_deref().expect("clap: one of the two");
         record.save(path)?;

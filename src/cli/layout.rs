@@ -10,6 +10,8 @@ use feedbench::bench::layout_study::report::write_layout_report;
 use feedbench::bench::layout_study::{run_layout, LayoutStudy, RESULTS_FILE};
 use feedbench::dataset::EpisodeList;
 
+use super::printer::Printer;
+
 /// Arguments of `feedbench layout`.
 #[derive(Args)]
 pub struct LayoutArgs {
@@ -41,7 +43,7 @@ pub fn run(args: &LayoutArgs) -> Result<()> {
         out: args.out.clone(),
         resume: args.resume,
     };
-    let results = run_layout(&study, |message| eprintln!("{message}"))?;
+    let results = run_layout(&study, &mut Printer::lines())?;
     let written = write_layout_report(&args.out, results, &study.config.choose)?;
     out!("{}", written.terminal)?;
     let files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();

@@ -28,12 +28,12 @@ pub mod layout;
 pub mod loader;
 pub mod loader_flags;
 pub mod model;
+pub mod printer;
 pub mod sweep;
 pub mod tune;
 
 use std::path::{Path, PathBuf};
 
-use feedbench::bench::sweep::SweepProgress;
 use feedbench::dataset::setting::{Naming, Setting};
 use feedbench::dataset::DatasetError;
 use feedbench::loader::pipeline::LoaderError;
@@ -41,29 +41,6 @@ use feedbench::loader::pipeline::LoaderError;
 /// The output directory of a config's sweep when `--out` is not given: `results/<name>`.
 pub fn default_out(config: &Path) -> PathBuf {
     PathBuf::from("results").join(config.file_stem().unwrap_or_default())
-}
-
-/// The sweep's progress bar: cells done, time, and what runs now.
-pub fn sweep_progress_bar() -> indicatif::ProgressBar {
-    indicatif::ProgressBar::new(0).with_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:30} {pos}/{len} cells  {elapsed_precise} (about {eta} left)  {msg}",
-        )
-        .expect("a valid template"),
-    )
-}
-
-/// Shows `progress` on `bar`.
-pub fn show_progress(bar: &indicatif::ProgressBar, progress: SweepProgress<'_>) {
-    match progress {
-        SweepProgress::Phase { cell, phase, .. } => {
-            bar.set_message(format!("{phase}: {}", cell.label()))
-        }
-        SweepProgress::CellDone { done, total } => {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        }
-    }
 }
 
 /// A progress bar of `len` steps showing `message`, or a hidden one (for `--json`).

@@ -13,7 +13,8 @@ use feedbench::bench::{layout_study, tune};
 use feedbench::model::ReplayOrder;
 
 use super::loader::replayed;
-use super::{cluster, default_out, show_progress, sweep_progress_bar};
+use super::printer::Printer;
+use super::{cluster, default_out};
 
 /// Arguments of `feedbench sweep`: the whole sweep here, or, with `plan` and `run`, as the
 /// tasks of a job array.
@@ -69,16 +70,15 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
     }
     config.dataset.check_present(config_path)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(config_path));
-    let root = prepare_dataset(&config.dataset, |message| eprintln!("{message}"))?;
-    let bar = sweep_progress_bar();
+    let root = prepare_dataset(&config.dataset, &mut Printer::lines())?;
+    let mut printer = Printer::cells();
     let resume = match (args.resume, args.allow_changed_config) {
         (false, _) => Resume::No,
         (true, false) => Resume::Yes,
         (true, true) => Resume::EvenIfConfigChanged,
     };
-    let results =
-        run_sweep(&config, &root, &out, resume, |progress| show_progress(&bar, progress))?;
-    bar.finish_and_clear();
+    let results = run_sweep(&config, &root, &out, resume, &mut printer)?;
+    printer.finish();
     let written = report::write_report(&out, &results)?;
     out!("{}", written.terminal)?;
     eprintln!("wrote {} and {}", results_path(&out).display(), file_list(&written));

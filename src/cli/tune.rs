@@ -12,7 +12,7 @@ use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::launch::{LaunchLine, Ranks};
 use feedbench::bench::tune::plan::{BoxBudgets, StepChoice, TunePlan};
-use feedbench::bench::tune::{run_tune, TuneProgress, TuneRequest, Tuned};
+use feedbench::bench::tune::{run_tune, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::size::ByteSize;
 use feedbench::loader::lerobot::train_run::TrainArgs;
@@ -23,7 +23,7 @@ use feedbench::model::ReplayOrder;
 
 use super::loader::{replayed, StepFlags};
 use super::loader_flags::LoaderFlags;
-use feedbench::bench::format::{millis, rate};
+use super::printer::Printer;
 
 /// Arguments of `feedbench tune`.
 #[derive(Args)]
@@ -267,8 +267,7 @@ fn tune(
         models_from,
     };
     say_budgets(&plan, &budgets.cpus_from, launched.ranks.n, &out);
-    let mut said_step = false;
-    let tuned = run_tune(&request, |progress| say_progress(progress, &mut said_step))?;
+    let tuned = run_tune(&request, &mut Printer::lines())?;
     Ok((tuned, out))
 }
 
@@ -337,50 +336,6 @@ fn say_budgets(plan: &TunePlan, cpus_from: &Source, processes: usize, out: &std:
         Bytes::of(plan.budgets.memory_bytes).gb(),
         out.display()
     );
-}
-
-/// A progress line of a tune, on stderr; the step's demand once, with the first measurement.
-fn say_progress(progress: TuneProgress<'_>, said_step: &mut bool) {
-    match progress {
-        TuneProgress::Measuring { workers, prefetch, why, steps, left } => {
-            let mut time = format!("{:.0} s in", left.elapsed_s);
-            if let Some(each) = left.per_configuration_s {
-                time.push_str(&format!(", about {each:.0} s a configuration"));
-            }
-            if let Some(budget) = left.budget_left_s {
-                time.push_str(&format!(", {:.0} s of the budget left", budget.max(0.0)));
-            }
-            eprintln!(
-                "tune: measuring {workers} × prefetch {prefetch} ({why}; up to {steps} steps; \
-                 {time}) …"
-            )
-        }
-        TuneProgress::BudgetRanOut { elapsed_s } => eprintln!(
-            "tune: the budget ran out after {elapsed_s:.0} s: the answer is the best measured \
-             so far"
-        ),
-        TuneProgress::Measured { step, demand } => {
-            if !std::mem::replace(said_step, true) {
-                eprintln!(
-                    "tune: the step takes {} ms: it asks for {} samples/s",
-                    millis(demand.step_ms),
-                    rate(demand.samples_per_s())
-                );
-            }
-            let when = step.seconds.map_or("measured before".into(), |s| format!("{s:.0} s"));
-            let loader = step
-                .loader_samples_per_s
-                .map_or(String::new(), |r| format!("loader {} samples/s, ", rate(r)));
-            eprintln!(
-                "tune:   {} × prefetch {}: {loader}train {} samples/s, {:.1} % input-bound \
-                 ({when})",
-                step.workers,
-                step.prefetch,
-                rate(step.train_samples_per_s),
-                step.input_bound_pct
-            );
-        }
-    }
 }
 
 /// The answer of one tune, as text or JSON.

@@ -8,9 +8,10 @@ use std::path::Path;
 use super::cells::{finished_cells, write_cell};
 use super::plan_file::{Plan, PlannedCell, TaskShare};
 use super::{ClusterError, CpuBudget};
+use crate::bench::events::{CellPhase, Events};
 use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::{
-    dataset_name, model_key, prepare_dataset, run_cell, CellPhases, SweepContext, SweepProgress,
+    dataset_name, model_key, prepare_dataset, run_cell, CellPhases, SweepContext,
 };
 use crate::loader::lerobot::LerobotBridge;
 use crate::measure::phase::ModelPhase;
@@ -28,15 +29,14 @@ pub struct TaskOutcome {
 }
 
 /// Runs `share` of the plan in `out`: refuses cells with more workers than `budget` before
-/// measuring anything, skips finished cells, prepares the dataset (`say` hears what is being
-/// generated) and measures the rest, writing each to `out/cells/<id>.json` with this
-/// process's [`Placement`]. `progress` hears each phase and finished cell.
+/// measuring anything, skips finished cells, prepares the dataset and measures the rest,
+/// writing each to `out/cells/<id>.json` with this process's [`Placement`]. `events` hear
+/// what is being generated, each phase and each finished cell.
 pub fn run_task(
     out: &Path,
     share: TaskShare,
     budget: &CpuBudget,
-    say: impl FnMut(&str),
-    mut progress: impl FnMut(SweepProgress<'_>),
+    events: &mut dyn Events,
 ) -> Result<TaskOutcome, ClusterError> {
     let (config, plan) = Plan::read(out)?;
     // Shared with the plan's other tasks; no lone sweep writes here meanwhile.
@@ -50,7 +50,7 @@ pub fn run_task(
         TaskOutcome { cells: mine.len(), skipped: mine.len() - todo.len(), ran: todo.len() };
     let Some(first) = todo.first() else { return Ok(outcome) };
 
-    let root = prepare_dataset(&config.dataset, say)?;
+    let root = prepare_dataset(&config.dataset, events)?;
     let name = dataset_name(&root);
     if let Some(other) = todo.iter().find(|c| c.cell.dataset != name) {
         return Err(ClusterError::file(
@@ -64,16 +64,17 @@ pub fn run_task(
         finished.values().map(|r| (model_key(&r.cell), r.model.clone())).collect();
     let placement = Placement::here();
     let total = outcome.cells;
-    progress(SweepProgress::CellDone { done: outcome.skipped, total });
+    events.cells_done(outcome.skipped, total);
     for (index, planned) in todo.into_iter().enumerate() {
         let cell = &planned.cell;
         let phases = CellPhases::all(planned.traced);
+        let label = cell.label();
         let mut result = run_cell(&context, cell, phases, &mut models, |phase| {
-            progress(SweepProgress::Phase { cell, index, total, phase })
+            events.cell_phase(CellPhase { cell: &label, index, total, phase })
         })?;
         result.placement = Some(placement.clone());
         write_cell(out, &result)?;
-        progress(SweepProgress::CellDone { done: outcome.skipped + index + 1, total });
+        events.cells_done(outcome.skipped + index + 1, total);
     }
     Ok(outcome)
 }

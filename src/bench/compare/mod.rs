@@ -10,6 +10,7 @@ pub mod text;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::events::Events;
 use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::measure::change::{Change, Decision, NOISE_PCT};
@@ -42,6 +43,16 @@ pub enum Side {
     A,
     /// The candidate.
     B,
+}
+
+impl Side {
+    /// `A` or `B`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::A => "A",
+            Side::B => "B",
+        }
+    }
 }
 
 /// One measured run: which side, and its figures.
@@ -101,12 +112,12 @@ pub enum CompareError {
 }
 
 /// Runs A and B interleaved, `repeats` times each, LeRobot's loaders through `bridge` (the
-/// one that described them: a lerobot-train run is built once for all its runs); `on_run`
-/// hears each run as it starts.
+/// one that described them: a lerobot-train run is built once for all its runs); `events`
+/// hear each run as it starts (`A` or `B`, its repeat).
 pub fn compare(
     spec: &CompareSpec,
     bridge: &LerobotBridge,
-    mut on_run: impl FnMut(Side, usize),
+    events: &mut dyn Events,
 ) -> Result<Comparison, CompareError> {
     if spec.repeats < 2 {
         return Err(CompareError::Request(LoaderError::Config(
@@ -119,7 +130,7 @@ pub fn compare(
         let pair = [(Side::A, &spec.a), (Side::B, &spec.b)];
         let order = if repeat % 2 == 0 { pair } else { [pair[1], pair[0]] };
         for (side, loader) in order {
-            on_run(side, repeat);
+            events.run_starts(side.name(), repeat);
             let length = RunLength { batches: spec.batches, warmup: spec.warmup };
             let figures = measure_run(loader, length, false, None, bridge)
                 .map_err(|error| CompareError::Side { side, error })?;

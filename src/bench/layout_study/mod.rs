@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use self::candidate::{candidate_root, Candidate, Location, Storage};
 use self::config::LayoutConfig;
 use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
+use crate::bench::events::Events;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;
 use crate::dataset::bytes::Bytes;
@@ -119,10 +120,11 @@ impl Encoded {
 }
 
 /// Runs the study: every candidate not yet in `DIR/layout.jsonl` is written, measured and
-/// appended. `say` hears progress. Returns every result, earlier ones included.
+/// appended. `events` hear what is written and measured. Returns every result, earlier ones
+/// included.
 pub fn run_layout(
     study: &LayoutStudy,
-    mut say: impl FnMut(&str),
+    events: &mut dyn Events,
 ) -> Result<Vec<CandidateResult>, LayoutError> {
     let candidates =
         study.config.candidates(&study.config_path).map_err(|e| refused(&e.path, e.what))?;
@@ -188,11 +190,21 @@ pub fn run_layout(
         let encoded_path = out.join(ENCODED_DIR).join(format!("{name}.json"));
         let encoded = match reuse(&root, &encoded_path) {
             Some(encoded) => {
-                say(&format!("[{}/{}] {label}: reusing {}", n + 1, todo.len(), root.display()));
+                events.said(&format!(
+                    "[{}/{}] {label}: reusing {}",
+                    n + 1,
+                    todo.len(),
+                    root.display()
+                ));
                 encoded.report(&root)
             }
             None => {
-                say(&format!("[{}/{}] {label}: writing {}", n + 1, todo.len(), root.display()));
+                events.said(&format!(
+                    "[{}/{}] {label}: writing {}",
+                    n + 1,
+                    todo.len(),
+                    root.display()
+                ));
                 clear_partial(&root)?;
                 let report = transcode(&dataset, &root, &candidate.transcode_options())?;
                 let encoded = Encoded {
@@ -206,7 +218,7 @@ pub fn run_layout(
                 report
             }
         };
-        say(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
+        events.said(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
         let against = (*candidate != base).then_some(base_root.as_path());
         let measure = &study.config.measure;
         let result =

@@ -12,7 +12,5 @@ pub mod plan;
 pub mod results;
 mod run;
 
-pub use run::{
-    config_text, dataset_name, prepare_dataset, results_path, run_sweep, SweepError, SweepProgress,
-};
+pub use run::{config_text, dataset_name, prepare_dataset, results_path, run_sweep, SweepError};
 pub(crate) use run::{model_key, run_cell, CellPhases, SweepContext};

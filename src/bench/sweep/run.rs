@@ -15,6 +15,7 @@ use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
+use crate::bench::events::{CellPhase, Events};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, FrameMatch, Window};
@@ -68,33 +69,10 @@ impl From<TrainError> for SweepError {
     }
 }
 
-/// What the sweep is doing, for a progress display.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepProgress<'a> {
-    /// Cell `index` of `total` (resumed cells included) starts its `phase`.
-    Phase {
-        /// The cell.
-        cell: &'a Cell,
-        /// Its position, from 0.
-        index: usize,
-        /// Cells in the grid.
-        total: usize,
-        /// `loader`, `model` or `train`.
-        phase: &'static str,
-    },
-    /// A cell finished (or was found finished by `--resume`).
-    CellDone {
-        /// Cells finished so far.
-        done: usize,
-        /// Cells in the grid.
-        total: usize,
-    },
-}
-
 /// The dataset a sweep reads: its `path`, or its `synth` preset generated into the cache
 /// directory (`/dev/shm/feedbench` by default) and reused when an earlier sweep generated the
-/// same thing. `say` hears what is being generated.
-pub fn prepare_dataset(d: &DatasetSource, say: impl FnMut(&str)) -> Result<PathBuf, SweepError> {
+/// same thing. `events` hear what is being generated.
+pub fn prepare_dataset(d: &DatasetSource, events: &mut dyn Events) -> Result<PathBuf, SweepError> {
     if let Some(path) = &d.path {
         return Ok(path.clone());
     }
@@ -115,7 +93,7 @@ pub fn prepare_dataset(d: &DatasetSource, say: impl FnMut(&str)) -> Result<PathB
     let preset = Preset::load(name)?.with(&overrides);
     let version = d.format.unwrap_or(CodebaseVersion::V30);
     let cache = d.cache.clone().unwrap_or_else(scratch_dir);
-    Ok(cached_synth(&preset, version, &cache, say)?)
+    Ok(cached_synth(&preset, version, &cache, |line| events.said(line))?)
 }
 
 /// The results file of a sweep's output directory.
@@ -220,7 +198,7 @@ pub fn run_sweep(
     root: &Path,
     out: &Path,
     resume: Resume,
-    mut progress: impl FnMut(SweepProgress<'_>),
+    events: &mut dyn Events,
 ) -> Result<Vec<CellResult>, SweepError> {
     crate::dataset::files::output_apart_from(out, root)?;
     let bridge = LerobotBridge::new();
@@ -234,18 +212,19 @@ pub fn run_sweep(
         sink.results().iter().map(|r| (model_key(&r.cell), r.model.clone())).collect();
     let total = plan.cells.len();
     let mut finished = plan.cells.iter().filter(|c| done.contains(c)).count();
-    progress(SweepProgress::CellDone { done: finished, total });
+    events.cells_done(finished, total);
     for (index, cell) in plan.cells.iter().enumerate() {
         if done.contains(cell) {
             continue;
         }
         let phases = CellPhases::all(index == plan.traced);
+        let label = cell.label();
         let result = run_cell(&context, cell, phases, &mut models, |phase| {
-            progress(SweepProgress::Phase { cell, index, total, phase })
+            events.cell_phase(CellPhase { cell: &label, index, total, phase })
         })?;
         sink.append(result)?;
         finished += 1;
-        progress(SweepProgress::CellDone { done: finished, total });
+        events.cells_done(finished, total);
     }
     Ok(sink.into_results())
 }

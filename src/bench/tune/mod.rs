@@ -32,6 +32,7 @@ use self::at_once::{
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
+use super::events::{Events, Measured, Measuring, TimeLeft};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
@@ -151,6 +152,22 @@ pub struct TuneStep {
     pub seconds: Option<f64>,
 }
 
+impl TuneStep {
+    /// The step as the tune's watcher hears it, beside what the step asks for.
+    fn event(&self, demand: Demand) -> Measured {
+        Measured {
+            workers: self.workers,
+            prefetch: self.prefetch,
+            loader_samples_per_s: self.loader_samples_per_s,
+            train_samples_per_s: self.train_samples_per_s,
+            input_bound_pct: self.input_bound_pct,
+            seconds: self.seconds,
+            step_ms: demand.step_ms,
+            asked_samples_per_s: demand.samples_per_s(),
+        }
+    }
+}
+
 /// What a tune did and found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tuned {
@@ -183,53 +200,9 @@ pub struct Tuned {
     pub at_once: Option<AtOnce>,
 }
 
-/// What a tune is doing, for a progress line.
-#[derive(Debug, Clone, Copy)]
-pub enum TuneProgress<'a> {
-    /// A configuration is about to be measured.
-    Measuring {
-        /// Loader workers.
-        workers: usize,
-        /// Batches in flight per worker.
-        prefetch: usize,
-        /// Why.
-        why: &'a str,
-        /// Steps its train phase measures at most.
-        steps: usize,
-        /// What is known of the time left.
-        left: TimeLeft,
-    },
-    /// The budget ran out: the best answer so far is given.
-    BudgetRanOut {
-        /// Seconds the tune has taken.
-        elapsed_s: f64,
-    },
-    /// A configuration was measured (or found measured), with the step's demand.
-    Measured {
-        /// The step.
-        step: &'a TuneStep,
-        /// What the step asks for.
-        demand: Demand,
-    },
-}
-
-/// What a tune knows of the time it has left, before a measurement.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TimeLeft {
-    /// Seconds since the tune began.
-    pub elapsed_s: f64,
-    /// Mean wall seconds of a configuration measured so far (None before the first).
-    pub per_configuration_s: Option<f64>,
-    /// Seconds of the budget left, where there is one.
-    pub budget_left_s: Option<f64>,
-}
-
 /// Runs a tune: measures what the search asks for until it decides, appending each cell to
 /// `out/results.jsonl`, then writes `out/tune.json` and returns the answer.
-pub fn run_tune(
-    request: &TuneRequest<'_>,
-    mut progress: impl FnMut(TuneProgress<'_>),
-) -> Result<Tuned, TuneError> {
+pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tuned, TuneError> {
     let (config, root, out) = (request.config, request.root, request.out);
     if config.model.model.contains(&ModelSpec::None) {
         return Err(TuneError::NoStep);
@@ -288,7 +261,7 @@ pub fn run_tune(
         let step = tune_step(&rows, cell, "measured before".into(), None);
         let demand = state_of(&rows).expect("a row").demand;
         steps.push(step);
-        progress(TuneProgress::Measured { step: steps.last().expect("pushed"), demand });
+        events.measured(&steps.last().expect("pushed").event(demand));
     }
     for _ in 0..MOST_MEASUREMENTS {
         let rows = rows_of(sink.results());
@@ -311,7 +284,7 @@ pub fn run_tune(
         let over = budget_left_s.is_some_and(|left| left < per_configuration_s.unwrap_or(0.0));
         if !rows.is_empty() && over {
             budget_ran_out = true;
-            progress(TuneProgress::BudgetRanOut { elapsed_s });
+            events.budget_ran_out(elapsed_s);
             break;
         }
         let mut cell = Cell { repeat, ..base.clone() };
@@ -322,13 +295,7 @@ pub fn run_tune(
         let least = config_of_cell.least_measured_batches().max(MIN_STEPS_FOR_INTERVAL);
         let train_steps = config.run.train_steps.max(2 * least);
         let left = TimeLeft { elapsed_s, per_configuration_s, budget_left_s };
-        progress(TuneProgress::Measuring {
-            workers,
-            prefetch,
-            why: &why,
-            steps: train_steps,
-            left,
-        });
+        events.measuring(Measuring { workers, prefetch, why: &why, steps: train_steps, left });
         let start = Instant::now();
         // A verifying measurement (not the first, not a repeat) ends once its interval against
         // the best decides; any measurement ends once its own interval is tight; either after
@@ -358,7 +325,7 @@ pub fn run_tune(
         let rows = rows_of(sink.results());
         steps.push(tune_step(&rows, &cell, why, Some(seconds)));
         let demand = state_of(&rows).expect("a row was measured").demand;
-        progress(TuneProgress::Measured { step: steps.last().expect("pushed"), demand });
+        events.measured(&steps.last().expect("pushed").event(demand));
     }
 
     let rows = rows_of(sink.results());
@@ -397,7 +364,7 @@ pub fn run_tune(
                 // Measured by an earlier, interrupted tune: as it was measured.
                 Some(before) => (before.train.clone(), None),
                 None => {
-                    progress(TuneProgress::Measuring {
+                    events.measuring(Measuring {
                         workers,
                         prefetch,
                         why: &why,
@@ -432,7 +399,7 @@ pub fn run_tune(
                 seconds,
             });
             let step = steps.last().expect("pushed");
-            progress(TuneProgress::Measured { step, demand: answer.demand });
+            events.measured(&step.event(answer.demand));
             // More workers that did not help with every rank at once leave the fewer.
             let ib = |phase: &TrainPhase| phase.input_bound.median_pct;
             if best.as_ref().is_some_and(|(_, kept)| ib(&phase) >= ib(kept)) {

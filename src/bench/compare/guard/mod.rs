@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use self::config::GuardConfig;
 use self::record::{CellRuns, DatasetFingerprint, GuardRecord, BASELINE_FORMAT};
 use self::reference::ReferenceClip;
+use crate::bench::events::Events;
 use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::measure::loader_run::measure_run;
@@ -36,11 +37,11 @@ pub struct GuardSetup {
 /// Measures every cell of `config` on `setup`'s dataset, `config.run.repeats` times,
 /// interleaved: the cells in order, then in reverse order, and so on, so that the machine's
 /// drift reaches every cell alike; before each run the reference workload measures the
-/// machine's speed. `on_run` hears each run as it starts (cell name, repeat).
+/// machine's speed. `events` hear each run as it starts (cell name, repeat).
 pub fn measure(
     config: &GuardConfig,
     setup: GuardSetup,
-    mut on_run: impl FnMut(&str, usize),
+    events: &mut dyn Events,
 ) -> Result<GuardRecord, LoaderError> {
     let root = &setup.root;
     // One bridge for the guard: a lerobot-train cell's run is built once for all its runs.
@@ -70,7 +71,7 @@ pub fn measure(
             order.reverse();
         }
         for i in order {
-            on_run(&cells[i].cell.name, repeat);
+            events.run_starts(&cells[i].cell.name, repeat);
             cells[i].reference_ms.push(setup.reference.measure().map_err(LoaderError::Dataset)?);
             // Instructions are counted of feedbench's own pipeline: LeRobot's run in a Python
             // that starts with each run, whose start-up would swamp them.

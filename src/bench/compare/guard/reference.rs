@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{codec, decoder, frame, media, threading};
 
+use crate::bench::events::Events;
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::video::open_mp4;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
@@ -32,8 +33,8 @@ pub struct ReferenceClip {
 
 impl ReferenceClip {
     /// Generates the clip into feedbench's scratch directory, once (later calls reuse it);
-    /// `say` hears when it is generated.
-    pub fn prepare(say: impl FnMut(&str)) -> Result<Self> {
+    /// `events` hear when it is generated.
+    pub fn prepare(events: &mut dyn Events) -> Result<Self> {
         let overrides = PresetOverrides {
             codec: Some(crate::dataset::video::VideoCodec::Av1),
             gop: Some(2),
@@ -44,7 +45,8 @@ impl ReferenceClip {
             ..PresetOverrides::default()
         };
         let preset = Preset::load("pusht")?.with(&overrides);
-        let root = cached_synth(&preset, CodebaseVersion::V30, &scratch_dir(), say)?;
+        let root =
+            cached_synth(&preset, CodebaseVersion::V30, &scratch_dir(), |line| events.said(line))?;
         let path = first_mp4(&root.join("videos"))?
             .ok_or_else(|| DatasetError::invalid(&root, "the reference dataset has no mp4"))?;
         Ok(Self { path })
