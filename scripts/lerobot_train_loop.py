@@ -31,7 +31,7 @@ def main():
     options = parser.parse_args()
     args = [a for a in options.args if a != "--"]
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src", "loader", "lerobot"))
-    from feedbench_driver.measure import cpu_s
+    from feedbench_driver.readings import cpu_s
     from feedbench_driver.train_run import Run
 
     # The DataLoader as lerobot-train's loop takes it: prepared by the run's accelerator.

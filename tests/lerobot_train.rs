@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
 
-use feedbench::loader::lerobot::train_run::TrainArgs;
+use feedbench::loader::lerobot::run_args::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 
 use crate::common;

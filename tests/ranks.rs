@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 
 use crate::common;
-use feedbench::loader::lerobot::train_run::TrainArgs;
+use feedbench::loader::lerobot::run_args::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 
 /// A small diffusion run on a generated dataset under `dir`, its DataLoader without workers

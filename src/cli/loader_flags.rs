@@ -11,7 +11,7 @@ use feedbench::dataset::files::output_apart_from;
 use feedbench::dataset::{Contract, EpisodeList, FrameMatch, WindowChoice, DEFAULT_TOLERANCE_S};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
-use feedbench::loader::lerobot::train_run::{self, TrainArgsError};
+use feedbench::loader::lerobot::run_args::{self, TrainArgsError};
 use feedbench::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
@@ -203,7 +203,7 @@ impl LoaderFlags {
         // What is measured, where the flags change the run's own (its arguments' num_workers 0
         // and --workers 1 measured one worker at the run's worker prefetch, and the line said 0
         // workers, prefetch null).
-        let knobs = train_run::SET_BY_FEEDBENCH;
+        let knobs = run_args::SET_BY_FEEDBENCH;
         let measured = match knobs.iter().any(|knob| knob.get(&config) != knob.get(&own)) {
             false => String::new(),
             true => {

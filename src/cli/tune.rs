@@ -15,7 +15,7 @@ use feedbench::bench::tune::plan::{BoxBudgets, StepChoice, TunePlan};
 use feedbench::bench::tune::{run_tune, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::size::ByteSize;
-use feedbench::loader::lerobot::train_run::TrainArgs;
+use feedbench::loader::lerobot::run_args::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};

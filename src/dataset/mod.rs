@@ -5,6 +5,7 @@
 //! [`Dataset::sample`] returns what LeRobot's `LeRobotDataset[index]` returns.
 
 pub mod bytes;
+pub mod choices;
 pub mod columns;
 pub mod contract;
 pub mod episodes;
@@ -14,7 +15,6 @@ pub mod feature;
 pub mod files;
 pub mod frames;
 pub mod image;
-pub mod knobs;
 pub mod layout;
 pub mod meta;
 pub mod rate;
@@ -32,10 +32,10 @@ pub mod write;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use choices::{EpisodeList, Resolution, WindowChoice};
 pub use contract::Contract;
 pub use episodes::{Episode, EpisodeIndex, EpisodeVideo, TaskIndex};
 pub use error::{DatasetError, Result};
-pub use knobs::{EpisodeList, Resolution, WindowChoice};
 pub use meta::{CodebaseVersion, Feature, FeatureKind, Info, ScalarType};
 pub use sample::{PixelShape, Sample};
 pub use values::{Array, Values};

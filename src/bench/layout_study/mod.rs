@@ -11,9 +11,9 @@
 //! - [`ranking`]: the candidates ranked, held to the floors, and the recommendation;
 //! - [`report`]: the table, the recommendation and the Pareto plot, from `layout.jsonl` alone.
 
+pub mod assess;
 pub mod candidate;
 pub mod config;
-pub mod measure;
 pub mod page;
 pub mod pareto;
 pub mod ranking;
@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use self::assess::{measure_candidate, packed, CandidateResult, MeasureError, Source};
 use self::candidate::{candidate_root, Candidate, Location, Storage};
 use self::config::LayoutConfig;
-use self::measure::{measure_candidate, packed, CandidateResult, MeasureError, Source};
 use crate::bench::events::Events;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;

@@ -14,8 +14,8 @@ use super::driver::{driver_path, once, parse};
 use super::process::Stopping;
 use super::protocol::{BatchesRequest, BuiltRun, DescribeRequest, LerobotVersions, Request};
 use super::ranks::{RankAnswers, RankGroup};
+use super::run_args::{run_request, TrainArgs};
 use super::session::{Key, RunBuilds};
-use super::train_run::{run_request, TrainArgs};
 use crate::loader::config::LoaderConfig;
 use crate::loader::pipeline::LoaderError;
 

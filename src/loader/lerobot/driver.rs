@@ -17,7 +17,7 @@ use crate::loader::pipeline::LoaderError;
 pub const DRIVER: [(&str, &str); 10] = [
     ("__main__.py", include_str!("feedbench_driver/__main__.py")),
     ("protocol.py", include_str!("feedbench_driver/protocol.py")),
-    ("measure.py", include_str!("feedbench_driver/measure.py")),
+    ("readings.py", include_str!("feedbench_driver/readings.py")),
     ("plain.py", include_str!("feedbench_driver/plain.py")),
     ("policy_step.py", include_str!("feedbench_driver/policy_step.py")),
     ("run_config.py", include_str!("feedbench_driver/run_config.py")),

@@ -8,8 +8,8 @@ pub mod driver;
 mod process;
 pub mod protocol;
 mod ranks;
+pub mod run_args;
 mod session;
-pub mod train_run;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use self::protocol::{
     BatchesRequest, DatasetRequest, LoadRequest, ModelRequest, Request, SamplerRequest, Source,
     StepRequest,
 };
-use self::train_run::{run_request, BuiltRun, TrainArgs};
+use self::run_args::{run_request, BuiltRun, TrainArgs};
 use super::config::LoaderConfig;
 use super::knobs::LoaderKnob;
 use super::pipeline::LoaderError;

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::figures::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
+use super::in_process::{run_loader_phase, run_train_phase};
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
-use super::measure::{run_loader_phase, run_train_phase};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotLoader};
 use crate::loader::pipeline::{Loader, LoaderError};

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::backend::MeasuredLoader;
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::train_run::{TrainArgs, TrainArgsError, SET_BY_FEEDBENCH};
+use crate::loader::lerobot::run_args::{TrainArgs, TrainArgsError, SET_BY_FEEDBENCH};
 use crate::loader::lerobot::{
     LerobotBridge, LerobotLoader, LerobotOptions, LoaderBackend, Reader, VideoBackend,
 };

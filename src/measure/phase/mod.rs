@@ -11,9 +11,9 @@ mod analyse;
 mod backend;
 mod choice;
 mod figures;
+mod in_process;
 mod lerobot;
 pub mod lockstep;
-mod measure;
 mod memory;
 mod ranks;
 mod steps;
@@ -24,7 +24,7 @@ pub use figures::{
     CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, RankFigures,
     RankSpread, StepSample, TrainError, TrainPhase, Until,
 };
+pub use in_process::{run_loader_phase, run_model_phase, run_train_phase};
 pub use lerobot::{lerobot_model_phases, replayed_step};
-pub use measure::{run_loader_phase, run_model_phase, run_train_phase};
 pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT};
 pub use steps::{SampleStep, SampleSteps};

@@ -13,7 +13,7 @@ use crate::bench::sweep::config::{
 use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::{FrameMatch, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
-use crate::loader::lerobot::train_run::{self, TrainArgs};
+use crate::loader::lerobot::run_args::{self, TrainArgs};
 use crate::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
@@ -269,7 +269,7 @@ impl GuardCell {
             let defaults = KnobValues::<GuardKnobs>::default().config();
             let set = LoaderKnob::ALL
                 .iter()
-                .filter(|k| !train_run::SET_BY_FEEDBENCH.contains(k))
+                .filter(|k| !run_args::SET_BY_FEEDBENCH.contains(k))
                 .find(|k| k.get(&config) != k.get(&defaults));
             if let Some(knob) = set {
                 return Err(self.named(&format!(

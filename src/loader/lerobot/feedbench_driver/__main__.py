@@ -6,7 +6,7 @@ request with JSON lines on stdout (`protocol`). What LeRobot prints goes to stde
 
 The package, by what each module holds:
   protocol        the messages and error kinds (the Rust side: src/loader/lerobot/protocol.rs)
-  measure         CPU, memory and batches of the processes; the `load` loop
+  readings        CPU, memory and batches of the processes; the `load` loop
   plain           LeRobot's plain pair, `--loader lerobot`: LeRobotDataset + DataLoader
   policy_step     `model --impl lerobot`: LeRobot's DiffusionPolicy step on a resident batch
   run_config      a lerobot-train run's configuration, by LeRobot's parser

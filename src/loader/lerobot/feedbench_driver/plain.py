@@ -2,7 +2,7 @@
 episodes, `delta_timestamps` and video backend, and `torch.utils.data.DataLoader` with the
 request's sampler, `num_workers`, `prefetch_factor`, `persistent_workers`, `pin_memory`,
 `batch_size` and `drop_last`, built as LeRobot's training script builds it. Its commands:
-`load` (measured by `measure.measure_load`), `batches` (the given lists of absolute frame
+`load` (measured by `readings.measure_load`), `batches` (the given lists of absolute frame
 indices loaded as batches, every tensor saved as .npy under `out`) and `sampler` (the
 episode-aware sampler's unshuffled indices, as absolute frame indices)."""
 
@@ -11,7 +11,7 @@ import inspect
 import json
 import os
 
-from feedbench_driver.measure import Cycle, measure_load, video_backend
+from feedbench_driver.readings import Cycle, measure_load, video_backend
 from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
 
 

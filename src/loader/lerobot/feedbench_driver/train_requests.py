@@ -7,7 +7,7 @@ between requests (`train_run.Run`)."""
 import os
 import time
 
-from feedbench_driver.measure import (
+from feedbench_driver.readings import (
     PeakMemory, batch_size, compute_times_s, cpu_s, measure_load, rank, samples_per_epoch,
     tensor_bytes, together, video_backend)
 from feedbench_driver.plain import save_batch

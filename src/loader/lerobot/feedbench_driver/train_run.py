@@ -26,7 +26,7 @@ import sys
 import time
 
 
-from feedbench_driver.measure import Cycle, video_backend
+from feedbench_driver.readings import Cycle, video_backend
 from feedbench_driver.protocol import ErrorKind, Refused
 from feedbench_driver.run_config import (
     apply_overrides, backend_like_lerobot_train, backend_settings, device_type, parse_arguments,

@@ -218,7 +218,7 @@ pub struct DriverStep {
 }
 
 /// What lerobot-train built for the arguments, as LeRobot's constructors were given it
-/// (its methods, what feedbench reads of it, are in [`super::super::train_run`]): the
+/// (its methods, what feedbench reads of it, are in [`super::super::run_args`]): the
 /// policy and its device, the dataset's, the sampler's and the DataLoader's arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuiltRun {

@@ -1,5 +1,7 @@
-//! Running the phases: the one warm-up-then-measure schedule they share, and the raw samples
-//! each keeps (per batch, per step) for [`super::analyse`] to make figures of.
+//! Running the phases in this process (the native loader, the tch step; LeRobot's loaders run
+//! theirs in its driver, [`super::lerobot`]): the one warm-up-then-measure schedule they share,
+//! and the raw samples each keeps (per batch, per step) for [`super::analyse`] to make figures
+//! of.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! The knobs a user sets on a dataset before reading it: which episodes, which window, and
+//! The choices a user makes of a dataset before reading it: which episodes, which window, and
 //! the size camera frames are decoded at. Each has one text form, read by the command line,
 //! the TOML configs and the results files alike.
 

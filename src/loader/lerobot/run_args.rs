@@ -1,9 +1,10 @@
-//! lerobot-train's own run as a loader (`--lerobot-train "ARGS"`): the user's arguments, parsed
-//! by LeRobot's own parser in their Python, and the dataset, sampler and DataLoader built as
-//! `lerobot-train` builds them (`src/loader/lerobot/feedbench_driver/train_run.py`). The run's knobs (workers,
-//! batch, prefetch, seed, the policy's drop_n_last_frames, uint8 frames, pinned memory) come
-//! back as a [`LoaderConfig`], so that feedbench's own flags change them where given and every
-//! report names them as it names any loader's.
+//! A lerobot-train run's arguments (`--lerobot-train "ARGS"`, [`TrainArgs`]) and what LeRobot
+//! built of them: the user's arguments, parsed by LeRobot's own parser in their Python, and the
+//! dataset, sampler and DataLoader built as `lerobot-train` builds them (by the driver's
+//! `src/loader/lerobot/feedbench_driver/train_run.py`). The run's knobs (workers, batch,
+//! prefetch, seed, the policy's drop_n_last_frames, uint8 frames, pinned memory) come back as a
+//! [`LoaderConfig`], so that feedbench's own flags change them where given and every report
+//! names them as it names any loader's.
 
 use std::path::{Path, PathBuf};
 
