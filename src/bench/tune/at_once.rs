@@ -7,14 +7,21 @@
 //! measurement is kept in `DIR/at-once.jsonl` as it ends, so that `tune --resume` measures none
 //! of them again.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::answer::{Answer, Bound};
-use super::TuneStep;
+use super::{TuneError, TuneRequest, TuneStep};
+use crate::bench::events::{Events, Measuring, TimeLeft};
+use crate::bench::report::MIN_STEPS_FOR_INTERVAL;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
-use crate::measure::phase::{RankSpread, TrainPhase};
+use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::results::ResultsError;
+use crate::bench::sweep::{run_cell, CellPhases, SweepContext, SweepError};
+use crate::measure::phase::{ModelPhase, RankSpread, TrainPhase};
 use crate::measure::stats::median;
 
 /// The most configurations measured with every rank at once.
@@ -87,9 +94,129 @@ pub struct AtOnce {
     pub spread: RankSpread,
 }
 
+/// What a tune has measured so far: how many configurations, and the wall seconds they took.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Tally {
+    /// Configurations measured by this run.
+    pub count: usize,
+    /// Wall seconds they took.
+    pub seconds: f64,
+}
+
+impl Tally {
+    /// Counts one more measurement, of `seconds`.
+    pub fn add(&mut self, seconds: f64) {
+        (self.count, self.seconds) = (self.count + 1, self.seconds + seconds);
+    }
+
+    /// Mean wall seconds of a configuration measured so far (None before the first).
+    pub fn per_configuration_s(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.seconds / self.count as f64)
+    }
+}
+
+/// What verifying a tune's answer with every rank at once measures with: the tune's sweep
+/// context, the cell its configurations vary, the tune's request (its ranks, output directory
+/// and start), its target and each rank's cores.
+pub(crate) struct Verifying<'a, 'c> {
+    /// Measures a cell.
+    pub context: &'a SweepContext<'c>,
+    /// The cell whose workers and prefetch are set.
+    pub base: &'a Cell,
+    /// The tune.
+    pub request: &'a TuneRequest<'a>,
+    /// The input-bound share the answer must be within, percent.
+    pub target_pct: f64,
+    /// Cores each rank may use.
+    pub cpus_per_rank: usize,
+}
+
+/// Measures `answer`'s configuration with every rank at once (those kept in the tune's
+/// directory taken as measured), then one more worker per rank while the slowest rank is still
+/// input-bound beyond the target and a rank's cores allow, at most [`MOST_AT_ONCE`]; each
+/// measurement is a step of `steps` and heard by `events`. The answer becomes the best
+/// measured; what was found is returned.
+pub(crate) fn verify(
+    at: &Verifying<'_, '_>,
+    answer: &mut Answer,
+    steps: &mut Vec<TuneStep>,
+    tally: &mut Tally,
+    models: &mut HashMap<String, ModelPhase>,
+    events: &mut dyn Events,
+) -> Result<Option<AtOnce>, TuneError> {
+    let (request, ranks, prefetch) = (at.request, at.request.ranks.n, answer.prefetch);
+    let kept_error = |e: JsonlError| TuneError::from(SweepError::from(ResultsError::from(e)));
+    let (mut workers, predicted) = (answer.workers, answer.workers);
+    let mut why = format!("the answer with the {ranks} ranks at once");
+    let mut best: Option<(TuneStep, TrainPhase)> = None;
+    let mut kept = AtOnceStore::open(request.out).map_err(kept_error)?;
+    let train_steps = request.config.run.train_steps.max(2 * MIN_STEPS_FOR_INTERVAL);
+    for _ in 0..MOST_AT_ONCE {
+        let (phase, seconds) = match kept.kept(ranks, workers, prefetch) {
+            // Measured by an earlier, interrupted tune: as it was measured.
+            Some(before) => (before.train.clone(), None),
+            None => {
+                let left = TimeLeft {
+                    elapsed_s: request.started.elapsed().as_secs_f64(),
+                    per_configuration_s: tally.per_configuration_s(),
+                    budget_left_s: None,
+                };
+                events.measuring(Measuring {
+                    workers,
+                    prefetch,
+                    why: &why,
+                    steps: train_steps,
+                    left,
+                });
+                let mut cell = at.base.clone();
+                (cell.knobs.workers, cell.knobs.prefetch) = (workers, prefetch);
+                let phases = CellPhases {
+                    loader: false,
+                    traced: false,
+                    until: None,
+                    train_steps: Some(train_steps),
+                    train_warmup: at.base.model.is_fixed_cost().then_some(1),
+                    ranks,
+                };
+                let start = Instant::now();
+                let train = run_cell(at.context, &cell, phases, models, |_| {})?.train;
+                let seconds = start.elapsed().as_secs_f64();
+                tally.add(seconds);
+                let keep = MeasuredAtOnce { ranks, workers, prefetch, seconds, train };
+                kept.keep(keep.clone()).map_err(kept_error)?;
+                (keep.train, Some(seconds))
+            }
+        };
+        steps.push(TuneStep {
+            workers,
+            prefetch,
+            repeat: 0,
+            why: why.clone(),
+            loader_samples_per_s: None,
+            train_samples_per_s: phase.samples_per_s,
+            input_bound_pct: phase.input_bound.median_pct,
+            seconds,
+        });
+        let step = steps.last().expect("pushed");
+        events.measured(&step.event(answer.demand));
+        // More workers that did not help with every rank at once leave the fewer.
+        let ib = |phase: &TrainPhase| phase.input_bound.median_pct;
+        if best.as_ref().is_some_and(|(_, kept)| ib(&phase) >= ib(kept)) {
+            break;
+        }
+        let next = next_workers(workers, &phase, at.target_pct, at.cpus_per_rank);
+        best = Some((step.clone(), phase));
+        let Some((more, because)) = next else { break };
+        (workers, why) = (more, because);
+    }
+    let Some((step, phase)) = best else { return Ok(None) };
+    measured_into(answer, step.workers, &phase, ranks, (predicted, at.target_pct));
+    Ok(AtOnce::of(ranks, &step, phase, predicted))
+}
+
 /// What to do after measuring `workers` per rank at once gave `phase`: measure one more worker
 /// per rank (and why), or keep the answer.
-pub fn next_workers(
+fn next_workers(
     workers: usize,
     phase: &TrainPhase,
     target_pct: f64,
@@ -115,7 +242,7 @@ pub fn next_workers(
 /// `answer` made what `workers` per rank measured with the ranks at once gave, `phase` (the
 /// slowest rank's, with every rank's memory): its workers, figures and memory; where it moved
 /// from the `predicted` workers, what bounds it too.
-pub fn measured_into(
+fn measured_into(
     answer: &mut Answer,
     workers: usize,
     phase: &TrainPhase,

@@ -26,9 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use self::answer::{answer, Answer, AnswerKnobs};
-use self::at_once::{
-    measured_into, next_workers, AtOnce, AtOnceStore, MeasuredAtOnce, MOST_AT_ONCE,
-};
+use self::at_once::{verify, AtOnce, Tally, Verifying};
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
 use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
@@ -37,13 +35,13 @@ use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
 use super::sweep::plan::plan;
-use super::sweep::results::{read_results, CellResult, ResultsError, ResultsSink, Resume};
+use super::sweep::results::{read_results, CellResult, ResultsSink, Resume};
 use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
 use crate::dataset::files::write_whole;
 use crate::loader::lerobot::LerobotBridge;
-use crate::measure::phase::{StepSample, TrainPhase, Until};
+use crate::measure::phase::{StepSample, Until};
 use crate::model::ModelSpec;
 
 /// The file of a tune's output directory holding its search and its answer.
@@ -232,7 +230,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
     }
 
     let mut steps: Vec<TuneStep> = Vec::new();
-    let (mut measuring_s, mut measured, mut budget_ran_out) = (0.0, 0, false);
+    let (mut tally, mut budget_ran_out) = (Tally::default(), false);
     // A replayed step's rate is its mean's: its median may be a fraction of it.
     let demand_of = |first: &Row| match &base.model {
         ModelSpec::Replay(replay) => {
@@ -277,7 +275,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         };
         let Next::Measure { workers, prefetch, repeat, why, loader_alone } = next else { break };
         let elapsed_s = request.started.elapsed().as_secs_f64();
-        let per_configuration_s = (measured > 0).then(|| measuring_s / measured as f64);
+        let per_configuration_s = tally.per_configuration_s();
         let budget_left_s = request.budget.map(|b| b.as_secs_f64() - elapsed_s);
         // The first configuration is measured whatever the budget: without it there is no
         // answer.
@@ -321,7 +319,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         let result = run_cell(&context, &cell, phases, &mut models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;
         let seconds = start.elapsed().as_secs_f64();
-        (measuring_s, measured) = (measuring_s + seconds, measured + 1);
+        tally.add(seconds);
         let rows = rows_of(sink.results());
         steps.push(tune_step(&rows, &cell, why, Some(seconds)));
         let demand = state_of(&rows).expect("a row was measured").demand;
@@ -342,86 +340,20 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
     let lerobot = !base.loader.is_native();
     // A run of several ranks: the answer measured with every rank at once, and moved where its
     // slowest rank still waits.
-    let mut at_once = None;
-    if request.ranks.n > 1 && base.loader.is_a_training_run() {
-        let (mut workers, predicted) = (answer.workers, answer.workers);
-        let mut why = format!("the answer with the {} ranks at once", request.ranks.n);
-        let mut best: Option<(TuneStep, TrainPhase)> = None;
-        let mut kept =
-            AtOnceStore::open(out).map_err(|e| SweepError::from(ResultsError::from(e)))?;
-        for _ in 0..MOST_AT_ONCE {
-            let mut cell = base.clone();
-            (cell.knobs.workers, cell.knobs.prefetch) = (workers, answer.prefetch);
-            let train_steps = config.run.train_steps.max(2 * MIN_STEPS_FOR_INTERVAL);
-            let left = TimeLeft {
-                elapsed_s: request.started.elapsed().as_secs_f64(),
-                per_configuration_s: (measured > 0).then(|| measuring_s / measured as f64),
-                budget_left_s: None,
-            };
-            let (prefetch, steps_n) = (answer.prefetch, train_steps);
-            let ranks = request.ranks.n;
-            let (phase, seconds) = match kept.kept(ranks, workers, prefetch) {
-                // Measured by an earlier, interrupted tune: as it was measured.
-                Some(before) => (before.train.clone(), None),
-                None => {
-                    events.measuring(Measuring {
-                        workers,
-                        prefetch,
-                        why: &why,
-                        steps: steps_n,
-                        left,
-                    });
-                    let start = Instant::now();
-                    let phases = CellPhases {
-                        loader: false,
-                        traced: false,
-                        until: None,
-                        train_steps: Some(train_steps),
-                        train_warmup: base.model.is_fixed_cost().then_some(1),
-                        ranks,
-                    };
-                    let train = run_cell(&context, &cell, phases, &mut models, |_| {})?.train;
-                    let seconds = start.elapsed().as_secs_f64();
-                    (measuring_s, measured) = (measuring_s + seconds, measured + 1);
-                    let keep = MeasuredAtOnce { ranks, workers, prefetch, seconds, train };
-                    kept.keep(keep.clone()).map_err(|e| SweepError::from(ResultsError::from(e)))?;
-                    (keep.train, Some(seconds))
-                }
-            };
-            steps.push(TuneStep {
-                workers,
-                prefetch,
-                repeat: 0,
-                why: why.clone(),
-                loader_samples_per_s: None,
-                train_samples_per_s: phase.samples_per_s,
-                input_bound_pct: phase.input_bound.median_pct,
-                seconds,
-            });
-            let step = steps.last().expect("pushed");
-            events.measured(&step.event(answer.demand));
-            // More workers that did not help with every rank at once leave the fewer.
-            let ib = |phase: &TrainPhase| phase.input_bound.median_pct;
-            if best.as_ref().is_some_and(|(_, kept)| ib(&phase) >= ib(kept)) {
-                break;
-            }
-            let next = next_workers(workers, &phase, state.settings.target_pct, state.budgets.cpus);
-            best = Some((step.clone(), phase));
-            let Some((more, because)) = next else { break };
-            (workers, why) = (more, because);
+    let at_once = match request.ranks.n > 1 && base.loader.is_a_training_run() {
+        true => {
+            let (target_pct, cpus_per_rank) = (state.settings.target_pct, state.budgets.cpus);
+            let at =
+                Verifying { context: &context, base: &base, request, target_pct, cpus_per_rank };
+            verify(&at, &mut answer, &mut steps, &mut tally, &mut models, events)?
         }
-        if let Some((step, phase)) = best {
-            let target = state.settings.target_pct;
-            let ranks = request.ranks.n;
-            measured_into(&mut answer, step.workers, &phase, ranks, (predicted, target));
-            at_once = AtOnce::of(request.ranks.n, &step, phase, predicted);
-        }
-    }
+        false => None,
+    };
     let builds = request.bridge.builds();
     let tuned = Tuned {
         answer,
         steps,
-        measuring_s,
+        measuring_s: tally.seconds,
         tune_wall_s: request.started.elapsed().as_secs_f64(),
         budget_s: request.budget.map(|b| b.as_secs_f64()),
         budget_ran_out,
