@@ -12,7 +12,7 @@ use feedbench::dataset::{Contract, EpisodeList, FrameMatch, WindowChoice, DEFAUL
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::knobs::{LoaderKnob, TuneRole};
 use feedbench::loader::lerobot::run_args::{self, TrainArgsError};
-use feedbench::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
+use feedbench::loader::lerobot::{LerobotBridge, LoaderBackend};
 use feedbench::loader::sampler::Shard;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{ChoiceError, ChosenLoader, LoaderChoice, LoaderDeclaration};
@@ -23,26 +23,14 @@ use super::knob_flags::KnobFlags;
 #[derive(Args, Clone)]
 pub struct LoaderFlags {
     /// The dataset root.
-    #[arg(required_unless_present = "lerobot_train")]
+    #[arg(required_unless_present = "lerobot_train", conflicts_with = "lerobot_train")]
     dataset: Option<PathBuf>,
-    /// Your lerobot-train run's arguments, quoted as one: e.g. "--dataset.repo_id=me/pick
-    /// --dataset.root=/data/pick --policy.type=diffusion", or
-    /// "--config_path=outputs/train/pick/checkpoints/last/pretrained_model/train_config.json".
-    /// The loader is then the DataLoader lerobot-train builds from them, by LeRobot's own code
-    /// in --python's environment (uint8 frames, the policy's window and drop_n_last_frames,
-    /// its seed, spawned persistent workers, prefetch 4); --workers, --batch and --prefetch
-    /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded. `tune`
-    /// also takes the line that launches the run, "accelerate launch [OPTIONS] $(which
-    /// lerobot-train) ARGS": it reads the ranks from it and answers with it.
-    #[arg(long, value_name = "ARGS", allow_hyphen_values = true,
-          conflicts_with_all = ["dataset", "episodes", "window", "video_backend"])]
-    lerobot_train: Option<String>,
     /// Only these episodes, e.g. `1,2,4` or `0-9`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "lerobot_train")]
     episodes: Option<EpisodeList>,
     /// The sample window: `diffusion` (observations at offsets [-1, 0], action at [-1 … 14])
     /// or `none` (every key is the row's own value).
-    #[arg(long, default_value = "diffusion")]
+    #[arg(long, default_value = "diffusion", conflicts_with = "lerobot_train")]
     window: WindowChoice,
     /// The LeRobot whose reading the native reader follows where its versions differ:
     /// `released` (0.4.4 to 0.6.1: a video frame strictly within the tolerance of its query
@@ -72,33 +60,28 @@ pub struct LoaderFlags {
     /// --python's environment).
     #[arg(long, default_value = "native")]
     loader: LoaderBackend,
-    /// With --loader lerobot: the Python of the environment with LeRobot (default:
-    /// $FEEDBENCH_PYTHON, else the source tree's .venv-lerobot, else python3).
-    #[arg(long, value_name = "PATH")]
-    python: Option<PathBuf>,
-    /// With --loader lerobot: LeRobot's video backend, `torchcodec` or `pyav` (default:
-    /// LeRobot's choice).
-    #[arg(long)]
-    video_backend: Option<VideoBackend>,
+    /// LeRobot's side of it: --python, --video-backend, --lerobot-train.
+    #[command(flatten)]
+    declared: LoaderDeclaration,
 }
 
 impl LoaderFlags {
     /// Which loader the flags choose, and how LeRobot's runs. The LeRobot-only flags
     /// without `--loader lerobot` are refused.
     pub fn choice(&self) -> Result<LoaderChoice> {
-        if self.loader.is_a_training_run() && self.lerobot_train.is_none() {
+        if self.loader.is_a_training_run() && self.lerobot_train().is_none() {
             anyhow::bail!(
                 "--loader {} measures a lerobot-train run: add --lerobot-train \"ARGS\" (the \
                  run's arguments)",
                 self.loader
             );
         }
-        if self.loader == LoaderBackend::Native && self.lerobot_train.is_none() {
+        if self.loader == LoaderBackend::Native && self.lerobot_train().is_none() {
             let knobs = self.knobs.applied_to(LoaderConfig::default());
             let lacking = LoaderKnob::lacking(&knobs, LoaderBackend::Native).map(|(k, _)| k.flag);
             let lerobots = [
-                self.python.is_some().then_some("python"),
-                self.video_backend.is_some().then_some("video-backend"),
+                self.declared.python.is_some().then_some("python"),
+                self.declared.video_backend.is_some().then_some("video-backend"),
             ];
             if let Some(flag) = lerobots.into_iter().flatten().chain(lacking).next() {
                 anyhow::bail!("--{flag} is a knob of LeRobot's loader: add --loader lerobot");
@@ -111,18 +94,7 @@ impl LoaderFlags {
                  installed LeRobot does (leave it out, or use --loader native)"
             );
         }
-        chosen_from_flags(&self.declaration())
-    }
-
-    /// Which loader the flags declare (`--loader`, `--python`, `--video-backend`,
-    /// `--lerobot-train`), unchecked: [`Self::choice`] checks it.
-    pub fn declaration(&self) -> LoaderDeclaration {
-        LoaderDeclaration {
-            backend: self.loader,
-            python: self.python.clone(),
-            video_backend: self.video_backend,
-            lerobot_train: self.lerobot_train.clone(),
-        }
+        chosen_from_flags(self.loader, &self.declared)
     }
 
     /// The same flags with `--lerobot-train` the run's arguments `args` alone (from its launch
@@ -141,7 +113,8 @@ impl LoaderFlags {
             _ if feedbench_reader => LoaderBackend::FeedbenchLerobotTrain,
             other => other,
         };
-        Ok(Self { lerobot_train: Some(args), loader, ..self.clone() })
+        let declared = LoaderDeclaration { lerobot_train: Some(args), ..self.declared.clone() };
+        Ok(Self { declared, loader, ..self.clone() })
     }
 
     /// Whether `--rank` (and so `--world-size`) was given.
@@ -151,7 +124,7 @@ impl LoaderFlags {
 
     /// `--lerobot-train`'s arguments, where given.
     pub fn lerobot_train(&self) -> Option<&str> {
-        self.lerobot_train.as_deref()
+        self.declared.lerobot_train.as_deref()
     }
 
     /// The dataset root (given unless the loader is lerobot-train's, which names its own).
@@ -183,7 +156,7 @@ impl LoaderFlags {
     /// environment (through `bridge`): its dataset and knobs, the flags given over them (its
     /// workers, batch and prefetch; any other knob its arguments set is refused).
     pub(super) fn training_run(&self, bridge: &LerobotBridge) -> Result<Option<ChosenLoader>> {
-        if self.lerobot_train.is_none() {
+        if self.lerobot_train().is_none() {
             return Ok(None);
         }
         // `--loader` says whose reader the run's dataset is; a plain --loader lerobot is the run.
@@ -191,8 +164,7 @@ impl LoaderFlags {
             LoaderBackend::FeedbenchLerobotTrain => LoaderBackend::FeedbenchLerobotTrain,
             _ => LoaderBackend::LerobotTrain,
         };
-        let declared = LoaderDeclaration { backend, ..self.declaration() };
-        let choice = chosen_from_flags(&declared)?;
+        let choice = chosen_from_flags(backend, &self.declared)?;
         let LoaderChoice::LerobotTrain(run) = choice else {
             anyhow::bail!("--lerobot-train: {} is not a lerobot-train run's loader", self.loader)
         };
@@ -255,7 +227,7 @@ impl LoaderFlags {
     /// run's own DataLoader with the run's knobs (its batch changed by --batch; the workers and
     /// prefetch are searched, the rest the run's arguments set), described through `bridge`.
     pub fn tuned(&self, bridge: &LerobotBridge) -> Result<(LoaderSpec, LoaderChoice)> {
-        if self.lerobot_train.is_none() {
+        if self.lerobot_train().is_none() {
             return Ok((self.fixed_knobs("tune")?, self.choice()?));
         }
         if let Some(knob) = self.knobs.knobs().find(|k| **k != LoaderKnob::BATCH) {
@@ -296,8 +268,8 @@ pub(super) fn available_cores() -> usize {
 
 /// The loader `declared` by the flags, an error naming `--lerobot-train`; a launch line given
 /// where a run's arguments are expected points to `tune`, which reads one.
-fn chosen_from_flags(declared: &LoaderDeclaration) -> Result<LoaderChoice> {
-    declared.choice().map_err(|error| {
+fn chosen_from_flags(backend: LoaderBackend, declared: &LoaderDeclaration) -> Result<LoaderChoice> {
+    declared.choice(backend).map_err(|error| {
         let hint = match error {
             ChoiceError::Args(TrainArgsError::LaunchLine(_)) => {
                 " (`feedbench tune` alone reads a launch line)"
@@ -323,7 +295,7 @@ mod tests {
     }
 
     /// The loader declared by flags, by a sweep's `[loader]` and by a guard's cell.
-    fn declared_three_ways(flags: &[&str], keys: &str) -> [LoaderDeclaration; 3] {
+    fn declared_three_ways(flags: &[&str], keys: &str) -> [(LoaderBackend, LoaderDeclaration); 3] {
         // A lerobot-train run names its own dataset.
         let dataset: &[&str] = if flags.contains(&"--lerobot-train") { &[] } else { &["/data"] };
         let line = Line::try_parse_from([&["load"], dataset, flags].concat()).unwrap();
@@ -333,7 +305,11 @@ mod tests {
         let keys = keys.replace("loader = [", "loader = ").replace("\"]", "\"");
         let cell = format!("name = \"c\"\nworkers = 0\nbatch = 4\n{keys}");
         let cell: GuardCell = toml::from_str(&cell).unwrap();
-        [line.loader.declaration(), sweep.loader.declaration(backend), cell.declaration()]
+        [
+            (line.loader.loader, line.loader.declared),
+            (backend, sweep.loader.declared),
+            (cell.loader, cell.declared),
+        ]
     }
 
     #[test]
@@ -386,8 +362,10 @@ mod tests {
         for declared in [native, lerobot, reader] {
             assert_eq!(declared[0], declared[1], "flags against a sweep's [loader]");
             assert_eq!(declared[0], declared[2], "flags against a guard's cell");
-            let choice = declared[0].choice().unwrap();
-            assert_eq!(choice.declaration(), declared[0], "the choice declares it back");
+            let (backend, declaration) = &declared[0];
+            let choice = declaration.choice(*backend).unwrap();
+            let back = (choice.backend(), choice.declaration());
+            assert_eq!(&back, &declared[0], "the choice declares it back");
         }
     }
 }

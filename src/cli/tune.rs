@@ -245,6 +245,7 @@ fn tune(
         },
         _ => choice.declaration(),
     };
+    let declared = (choice.backend(), declared);
     let budgets = box_budgets(args)?;
     let (step, run) = (step_choice(args)?, run_lengths(args));
     let plan = TunePlan::new(spec, declared, &step, &budgets, &launched.ranks, args.target, run)?;

@@ -15,7 +15,7 @@ use super::knob_axes::KnobAxes;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
-use crate::loader::lerobot::{LoaderBackend, VideoBackend};
+use crate::loader::lerobot::LoaderBackend;
 use crate::measure::phase::LoaderDeclaration;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, ReplayOrder};
 
@@ -146,32 +146,11 @@ pub struct LoaderAxes {
     /// Which loaders: `native` (feedbench's) and/or `lerobot` (LeRobot's own, in Python).
     #[serde(skip_serializing_if = "only_native")]
     pub loader: Vec<LoaderBackend>,
-    /// The Python of the environment with LeRobot, for `lerobot` cells (default:
-    /// `$FEEDBENCH_PYTHON`, else the source tree's `.venv-lerobot`, else `python3`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub python: Option<PathBuf>,
-    /// LeRobot's video backend for `lerobot` cells, `torchcodec` or `pyav` (default:
-    /// LeRobot's choice).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub video_backend: Option<VideoBackend>,
-    /// The arguments of the lerobot-train run whose DataLoader and policy `lerobot-train`
-    /// cells measure, as one string (`"--policy.type=act …"`); the run reads `[dataset]`
-    /// (added where the arguments name no `--dataset.root`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lerobot_train: Option<String>,
-}
-
-impl LoaderAxes {
-    /// Which loader a cell of `backend` declares: the backend, with the section's `python`,
-    /// `video_backend` and `lerobot_train`.
-    pub fn declaration(&self, backend: LoaderBackend) -> LoaderDeclaration {
-        LoaderDeclaration {
-            backend,
-            python: self.python.clone(),
-            video_backend: self.video_backend,
-            lerobot_train: self.lerobot_train.clone(),
-        }
-    }
+    /// LeRobot's Python and video backend, and the lerobot-train run's arguments (`python`,
+    /// `video_backend`, `lerobot_train`: for a `lerobot-train` cell, its run reads
+    /// `[dataset]`, added where the arguments name no `--dataset.root`).
+    #[serde(flatten)]
+    pub declared: LoaderDeclaration,
 }
 
 /// Whether the loader axis is the default, the native loader alone (left out of the config
@@ -186,9 +165,7 @@ impl Default for LoaderAxes {
             window: WindowChoice::Diffusion,
             knobs: KnobAxes::default(),
             loader: vec![LoaderBackend::Native],
-            python: None,
-            video_backend: None,
-            lerobot_train: None,
+            declared: LoaderDeclaration::default(),
         }
     }
 }
@@ -335,7 +312,7 @@ impl ConfigFile for SweepConfig {
             return bad(format!("{name} is an empty list"));
         }
         let run = l.loader.iter().find(|l| l.is_a_training_run());
-        if let (Some(run), None) = (run, &l.lerobot_train) {
+        if let (Some(run), None) = (run, &l.declared.lerobot_train) {
             return bad(format!(
                 "loader.loader has \"{run}\" but no loader.lerobot_train: give the run's \
                  arguments, e.g. lerobot_train = \"--dataset.repo_id=me/pick \

@@ -178,6 +178,11 @@ impl<'de, F: KnobFront> Deserialize<'de> for KnobValues<F> {
         let section = F::SECTION;
         let mut axes = Self::default();
         for (key, given) in given {
+            // A key of the front end's own is its to read (a flattened declaration beside the
+            // knobs sees the same keys).
+            if F::OWN_KEYS.contains(&key.as_str()) {
+                continue;
+            }
             let Some(knob) = LoaderKnob::by_key(&key).filter(|k| F::takes(k)) else {
                 let known: Vec<String> = F::OWN_KEYS
                     .iter()

@@ -289,7 +289,7 @@ pub(crate) fn run_cell(
     let shapes = shapes.as_ref();
 
     // LeRobot's loader, for its cells: the same knobs, run by its driver.
-    let lerobot = match config.loader.declaration(cell.loader).choice() {
+    let lerobot = match config.loader.declared.choice(cell.loader) {
         Ok(LoaderChoice::Native) => None,
         Ok(choice) => {
             let bridge = &context.bridge;

@@ -331,7 +331,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
     let knobs = AnswerKnobs {
         loader: base.loader,
         config: base.loader_config(&request.config.loader.knobs.config()),
-        lerobot_train: request.config.loader.lerobot_train.clone(),
+        lerobot_train: request.config.loader.declared.lerobot_train.clone(),
         processes: request.ranks.n,
         processes_from: request.ranks.from.clone(),
         launcher: request.launcher.clone(),

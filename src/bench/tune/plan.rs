@@ -12,6 +12,7 @@ use crate::bench::sweep::config::{
 };
 use crate::bench::sweep::knob_axes::KnobAxes;
 use crate::loader::knobs::LoaderKnob;
+use crate::loader::lerobot::LoaderBackend;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::LoaderDeclaration;
 use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
@@ -84,11 +85,12 @@ fn depths(p: usize) -> Vec<usize> {
 }
 
 impl TunePlan {
-    /// The plan for `loader` over `spec` feeding `step`, within `budgets` shared by `ranks`,
-    /// deciding within `target_pct`, with the run's lengths in `run`.
+    /// The plan for the loader `backend` declared by `loader` over `spec` feeding `step`, within
+    /// `budgets` shared by `ranks`, deciding within `target_pct`, with the run's lengths in
+    /// `run`.
     pub fn new(
         spec: &LoaderSpec,
-        loader: LoaderDeclaration,
+        (backend, loader): (LoaderBackend, LoaderDeclaration),
         step: &StepChoice,
         budgets: &BoxBudgets,
         ranks: &Ranks,
@@ -102,7 +104,7 @@ impl TunePlan {
                 (text.parse().expect("a step time above 0 reads"), DeviceChoice::Cpu)
             }
             // A lerobot-train run's step is its own policy's, unless a fixed cost is given.
-            None if loader.backend.is_a_training_run() => (step.model.of_a_run(), step.device),
+            None if backend.is_a_training_run() => (step.model.of_a_run(), step.device),
             None => (step.model.clone(), step.device),
         };
         // N ranks share the box: each rank's loader gets its share of the cores and memory.
@@ -138,10 +140,8 @@ impl TunePlan {
                 knobs: KnobAxes::from_config(&spec.config)
                     .with(&LoaderKnob::WORKERS, 0..=cpus)
                     .with(&LoaderKnob::PREFETCH, depths(settings.prefetch)),
-                loader: vec![loader.backend],
-                python: loader.python,
-                video_backend: loader.video_backend,
-                lerobot_train: loader.lerobot_train,
+                loader: vec![backend],
+                declared: loader,
             },
             model: ModelSection {
                 model: vec![model],

@@ -1,11 +1,13 @@
-//! Which loader, as one value: a front end's declaration of it ([`LoaderDeclaration`]: the
-//! backend and, for LeRobot's loaders, the Python, LeRobot's video backend and a lerobot-train
-//! run's arguments), the loader it chooses ([`LoaderChoice`]) and that loader with what it
+//! Which loader, as one value: a front end's declaration of it (its backend, and beside it a
+//! [`LoaderDeclaration`]: for LeRobot's loaders, the Python, LeRobot's video backend and a
+//! lerobot-train run's arguments), the loader it chooses ([`LoaderChoice`]) and that loader with what it
 //! reads ([`ChosenLoader`]). The command line, a sweep's `[loader]`, a guard's cell and tune all
 //! build their loader through [`LoaderDeclaration::choice`], and tune writes its sweep's back
 //! through [`LoaderChoice::declaration`].
 
 use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 use super::backend::MeasuredLoader;
 use crate::loader::config::LoaderConfig;
@@ -16,38 +18,55 @@ use crate::loader::lerobot::{
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 
-/// "Which loader" as a front end declares it. Its settings are the same wherever it is written
-/// (`--loader`, `--python`, `--video-backend`, `--lerobot-train`; a sweep's or a guard cell's
-/// `loader`, `python`, `video_backend`, `lerobot_train`).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// "Which loader" as a front end declares it beside its backend (`--loader`, a sweep's
+/// `loader` list, a guard cell's `loader`): LeRobot's Python, its video backend and a
+/// lerobot-train run's arguments. One struct, flattened into the command line's flags (clap), a
+/// sweep's `[loader]` and a guard's cell (serde), so that every front end reads the same
+/// settings under the same names; [`LoaderDeclaration::choice`] makes it a loader.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 pub struct LoaderDeclaration {
-    /// Which loader.
-    pub backend: LoaderBackend,
-    /// The Python of the environment with LeRobot (None: `$FEEDBENCH_PYTHON`, the source
-    /// tree's LeRobot venv, `python3`).
+    /// With LeRobot's loaders: the Python of the environment with LeRobot (default:
+    /// $FEEDBENCH_PYTHON, else the source tree's .venv-lerobot, else python3).
+    #[arg(long, value_name = "PATH")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<PathBuf>,
-    /// LeRobot's video backend (None: LeRobot's choice).
+    /// With --loader lerobot: LeRobot's video backend, `torchcodec` or `pyav` (default:
+    /// LeRobot's choice).
+    #[arg(long, conflicts_with = "lerobot_train")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video_backend: Option<VideoBackend>,
-    /// A lerobot-train run's arguments, as one shell-quoted text.
+    /// Your lerobot-train run's arguments, quoted as one: e.g. "--dataset.repo_id=me/pick
+    /// --dataset.root=/data/pick --policy.type=diffusion", or
+    /// "--config_path=outputs/train/pick/checkpoints/last/pretrained_model/train_config.json".
+    /// The loader is then the DataLoader lerobot-train builds from them, by LeRobot's own code
+    /// in --python's environment (uint8 frames, the policy's window and drop_n_last_frames,
+    /// its seed, spawned persistent workers, prefetch 4); --workers, --batch and --prefetch
+    /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded. `tune`
+    /// also takes the line that launches the run, "accelerate launch [OPTIONS] $(which
+    /// lerobot-train) ARGS": it reads the ranks from it and answers with it. (A sweep's or a
+    /// guard cell's `lerobot_train`, where the run reads the config's `[dataset]`.)
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot_train: Option<String>,
 }
 
 impl LoaderDeclaration {
-    /// The loader declared: LeRobot's with its Python and video backend, a lerobot-train run's
-    /// arguments parsed (with feedbench's reader for `feedbench-lerobot-train`). The error says
-    /// what is wrong; the caller names where it was written.
-    pub fn choice(&self) -> Result<LoaderChoice, ChoiceError> {
+    /// The loader `backend` with these settings: LeRobot's with its Python and video backend, a
+    /// lerobot-train run's arguments parsed (with feedbench's reader for
+    /// `feedbench-lerobot-train`). The error says what is wrong; the caller names where it was
+    /// written.
+    pub fn choice(&self, backend: LoaderBackend) -> Result<LoaderChoice, ChoiceError> {
         let mut options = LerobotOptions::new(None, self.python.as_deref());
-        Ok(match self.backend {
+        Ok(match backend {
             LoaderBackend::Native => LoaderChoice::Native,
             LoaderBackend::Lerobot => {
                 options.video_backend = self.video_backend;
                 LoaderChoice::Lerobot(options)
             }
             LoaderBackend::LerobotTrain | LoaderBackend::FeedbenchLerobotTrain => {
-                let text = self.lerobot_train.as_deref().ok_or(ChoiceError::NoRun(self.backend))?;
+                let text = self.lerobot_train.as_deref().ok_or(ChoiceError::NoRun(backend))?;
                 let run = TrainArgs::parse(&options.python, text)?;
-                let reader = match self.backend {
+                let reader = match backend {
                     LoaderBackend::FeedbenchLerobotTrain => Reader::Feedbench,
                     _ => Reader::Lerobot,
                 };
@@ -103,19 +122,17 @@ pub enum LoaderChoice {
 }
 
 impl LoaderChoice {
-    /// The declaration that chooses it: [`LoaderDeclaration::choice`] of it gives it back.
+    /// The declaration that chooses it beside its [`LoaderChoice::backend`]:
+    /// [`LoaderDeclaration::choice`] of both gives it back.
     pub fn declaration(&self) -> LoaderDeclaration {
-        let backend = self.backend();
         match self {
             LoaderChoice::Native => LoaderDeclaration::default(),
             LoaderChoice::Lerobot(options) => LoaderDeclaration {
-                backend,
                 python: Some(options.python.clone()),
                 video_backend: options.video_backend,
                 lerobot_train: None,
             },
             LoaderChoice::LerobotTrain(run) => LoaderDeclaration {
-                backend,
                 python: Some(run.python.clone()),
                 video_backend: None,
                 lerobot_train: Some(run.text()),

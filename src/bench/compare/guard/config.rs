@@ -14,7 +14,7 @@ use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::{FrameMatch, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::run_args::{self, TrainArgs};
-use crate::loader::lerobot::{LerobotBridge, LoaderBackend, VideoBackend};
+use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
@@ -78,17 +78,11 @@ pub struct GuardCell {
     /// `diffusion` (the default) or `none`; a lerobot-train run's window is its policy's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowChoice>,
-    /// The Python with LeRobot, for LeRobot's loaders (default: `$FEEDBENCH_PYTHON`, else
-    /// `python3`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub python: Option<PathBuf>,
-    /// LeRobot's video backend for a `lerobot` cell (default: LeRobot's choice).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub video_backend: Option<VideoBackend>,
-    /// The lerobot-train run's arguments, for its cells, as one string; the run reads
-    /// `[dataset]` (added where the arguments name no `--dataset.root`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lerobot_train: Option<String>,
+    /// LeRobot's Python and video backend, and the lerobot-train run's arguments (`python`,
+    /// `video_backend`, `lerobot_train`, as a sweep's `[loader]` takes them: the run reads
+    /// `[dataset]`, added where the arguments name no `--dataset.root`).
+    #[serde(flatten)]
+    pub declared: LoaderDeclaration,
     /// A stand-in step of fixed length (`synthetic:MS`) the loader then feeds in each run, for
     /// its accelerator utilisation (AU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,9 +105,9 @@ impl PartialEq for GuardCell {
     /// its step and least AU are judged on their own, not against the baseline.
     fn eq(&self, other: &Self) -> bool {
         (self.name == other.name)
-            && (self.loader, self.window(), &self.python, self.video_backend)
-                == (other.loader, other.window(), &other.python, other.video_backend)
-            && (&self.lerobot_train, &self.knobs) == (&other.lerobot_train, &other.knobs)
+            && (self.loader, self.window(), &self.declared)
+                == (other.loader, other.window(), &other.declared)
+            && self.knobs == other.knobs
     }
 }
 
@@ -158,20 +152,10 @@ impl GuardCell {
     ) -> Result<ChosenLoader, LoaderError> {
         let spec = self.spec(root, episodes);
         let choice = self
-            .declaration()
-            .choice()
+            .declared
+            .choice(self.loader)
             .map_err(|what| LoaderError::Config(self.named(&what.to_string())))?;
         Ok(ChosenLoader { choice: choice.on_dataset(root, bridge)?, spec })
-    }
-
-    /// Which loader the cell declares (`loader`, `python`, `video_backend`, `lerobot_train`).
-    pub fn declaration(&self) -> LoaderDeclaration {
-        LoaderDeclaration {
-            backend: self.loader,
-            python: self.python.clone(),
-            video_backend: self.video_backend,
-            lerobot_train: self.lerobot_train.clone(),
-        }
     }
 
     /// What this cell's loader reads and how.
@@ -238,21 +222,22 @@ impl GuardCell {
         let training = loader.is_a_training_run();
         let given = |key: &str, present: bool| present.then(|| key.to_string());
         let stray = if loader.is_native() {
-            given("python", self.python.is_some())
-                .or(given("video_backend", self.video_backend.is_some()))
+            given("python", self.declared.python.is_some())
+                .or(given("video_backend", self.declared.video_backend.is_some()))
         } else if training {
             given("window", self.window.is_some())
-                .or(given("video_backend", self.video_backend.is_some()))
+                .or(given("video_backend", self.declared.video_backend.is_some()))
         } else {
             None
         };
-        let stray = stray.or(given("lerobot_train", !training && self.lerobot_train.is_some()));
+        let stray =
+            stray.or(given("lerobot_train", !training && self.declared.lerobot_train.is_some()));
         if let Some(key) = stray {
             return Err(self.named(&format!("{key} is not a key of a loader = \"{loader}\" cell")));
         }
         let config = self.knobs.config();
         if training {
-            let Some(text) = &self.lerobot_train else {
+            let Some(text) = &self.declared.lerobot_train else {
                 return Err(self.named(&format!(
                     "loader = \"{loader}\" measures a lerobot-train run: add lerobot_train = \
                      \"ARGS\" (the run's arguments, e.g. \"--policy.type=diffusion\")"
