@@ -5,7 +5,7 @@
 //! - [`candidate`]: one candidate layout, its settings, name and label;
 //! - each candidate is written from the source's decoded frames by
 //!   [`crate::dataset::write::transcode`] into `DIR/candidates/<name>/` (or `/dev/shm`);
-//! - [`measure`]: its size, encode cost, decode cost, throughput, first batch and quality;
+//! - [`assess`]: its size, encode cost, decode cost, throughput, first batch and quality;
 //! - results are appended to `DIR/layout.jsonl` as each candidate finishes, so an interrupted
 //!   study loses nothing finished and `--resume` goes on where it stopped;
 //! - [`ranking`]: the candidates ranked, held to the floors, and the recommendation;

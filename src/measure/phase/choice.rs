@@ -42,8 +42,8 @@ pub struct LoaderDeclaration {
     /// in --python's environment (uint8 frames, the policy's window and drop_n_last_frames,
     /// its seed, spawned persistent workers, prefetch 4); --workers, --batch and --prefetch
     /// change its num_workers, batch_size and prefetch_factor. Nothing is downloaded. `tune`
-    /// also takes the line that launches the run, "accelerate launch [OPTIONS] $(which
-    /// lerobot-train) ARGS": it reads the ranks from it and answers with it. (A sweep's or a
+    /// also takes the line that launches the run, `accelerate launch [OPTIONS] $(which
+    /// lerobot-train) ARGS`: it reads the ranks from it and answers with it. (A sweep's or a
     /// guard cell's `lerobot_train`, where the run reads the config's `[dataset]`.)
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
