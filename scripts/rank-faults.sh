@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Ranks that die (fault injection, not a test): a 2-rank tune of a lerobot-train run (`accelerate
-# launch --cpu --num_processes 2 lerobot-train …`, one DataLoader worker a rank, --step-ms) is
-# run twice unbroken (the same answer both times, or the setting is refused as not clear-cut), for
-# its answer and wall time W; then RUNS times with one process SIGKILLed at a seeded random moment
-# in [1 s, 0.9 W): odd runs a rank's driver (the one driver where the ranks are not yet measured
-# at once), even runs a DataLoader worker (where none lives at that moment, the first to appear).
-# Each killed tune must end within 60 s of the kill, non-zero, its last stderr line naming what
-# died (the rank, a worker, signal 9); leave no process (everything it starts carries
-# FEEDBENCH_FAULT_RUN in its environment: /proc is read 2 s after its end), no tune.json and no
+# launch --cpu --num_processes 2 lerobot-train …`: diffusion on the CPU, PushT-shaped, one
+# DataLoader worker a rank, --step-ms 1000) is run twice unbroken (the same answer both times, or
+# it stops: not clear-cut), for its answer and wall time W; then RUNS times with one process
+# SIGKILLed at a seeded random moment in [1 s, 0.9 W): odd runs a rank's driver (the one driver
+# where the ranks are not yet measured at once), even runs a DataLoader worker (where none lives
+# then, the first to appear). Each killed tune must end within 60 s of the kill, non-zero, its
+# last stderr line naming what died (its rank, the worker's pid, else signal 9); leave no process
+# (all it starts inherit FEEDBENCH_FAULT_RUN: /proc is read 2 s after its end), no tune.json, no
 # torn line in results.jsonl or at-once.jsonl; the same tune with --resume must then keep those
-# lines as they were and answer as the unbroken one (workers, prefetch, the flags line). Prints a
-# row per run and the summary; OUT/runs.jsonl keeps the rows; exit 1 if any check failed.
+# lines, measure none twice and answer as the unbroken one (workers, prefetch, the flags line).
+# Prints a row per run and the summary (OUT/runs.jsonl keeps the rows); exit 1 if a check failed.
+# The step is long (FAULT_STEP_MS) so that the answer is not noise: at 150 ms a measurement
+# crossing an epoch's start met late batches now and then and tried prefetch 4 (docs/faults.md).
 #
 #   scripts/rank-faults.sh OUT [RUNS] [SEED]
 #   FEEDBENCH=target/debug/feedbench scripts/rank-faults.sh /tmp/rank-faults 20 1
@@ -18,9 +20,7 @@
 # needs .venv-lerobot (`make lerobot`); FEEDBENCH defaults to the release binary, else the debug.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/rank-faults.sh OUT [RUNS] [SEED]}
-runs=${2:-20}
-seed=${3:-1}
+out=${1:?usage: scripts/rank-faults.sh OUT [RUNS] [SEED]} runs=${2:-20} seed=${3:-1}
 bin=${FEEDBENCH:-target/release/feedbench}
 [ -n "${FEEDBENCH:-}" ] || [ -x "$bin" ] || bin=target/debug/feedbench
 python=$PWD/.venv-lerobot/bin/python
@@ -43,7 +43,7 @@ tune=("$bin" tune --lerobot-train "$line" --python "$python" --step-ms "$step_ms
 printf '%q ' "${tune[@]}" > "$out/command.txt"
 
 "$python" - "$out" "$runs" "$seed" "${tune[@]}" <<'EOF'
-import json, os, random, re, signal, statistics, subprocess, sys, time
+import collections, json, os, random, re, signal, statistics, subprocess, sys, time
 out, runs, seed, tune = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 MARK, LIMIT_S = "FEEDBENCH_FAULT_RUN", 60.0
 rng = random.Random(seed)
@@ -211,9 +211,7 @@ clean = sum(r["clean"] for r in rows)
 left = sum(r["orphans"] for r in rows)
 matches = sum(r["match"] for r in rows)
 ends = sorted(r["ended_s"] for r in rows)
-kinds = {}
-for r in rows:
-    kinds[r["victim"]] = kinds.get(r["victim"], 0) + 1
+kinds = collections.Counter(r["victim"] for r in rows)
 print(f"unbroken answer {unbroken[0][0]}, {wall:.0f} s; kills: " +
       ", ".join(f"{n} {v}" for v, n in sorted(kinds.items())))
 print(f"kill to end: median {statistics.median(ends):.1f} s, max {ends[-1]:.1f} s")
