@@ -125,6 +125,41 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     }
 }
 
+/// Each measurement ends once it has answered what it is measured for, and the answer is the
+/// one a tune that measures every configuration for all its batches and steps gives; that one
+/// runs every phase to its length and says so.
+#[test]
+fn ending_measurements_early_answers_as_measuring_them_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path());
+    let (early_out, full_out) = (dir.path().join("early"), dir.path().join("full"));
+    // A 100 ms step: one worker feeds it, loading inline (≈ 20 ms a batch) does not.
+    let (early, _) = tune_json(&root, &early_out, "100", &[]);
+    let (full, _) = tune_json(&root, &full_out, "100", &["--full-length"]);
+    let knobs = |a: &serde_json::Value| (a["workers"].as_u64(), a["prefetch"].as_u64());
+    assert_eq!(knobs(&early), knobs(&full), "early {early}\nfull {full}");
+    let tuned = |out: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap()
+    };
+    assert_eq!(tuned(&full_out)["full_length"], true);
+    assert!(tuned(&early_out).get("full_length").is_none(), "said only where it is so");
+    let steps = |out: &Path| -> Vec<usize> {
+        read_results(&out.join("results.jsonl")).unwrap().iter().map(|r| r.train.steps).collect()
+    };
+    let (early_steps, full_steps) = (steps(&early_out), steps(&full_out));
+    // --train-steps 10, raised to twice the least (twice the batches in flight): 12 at one
+    // worker × prefetch 2.
+    for (r, &n) in read_results(&full_out.join("results.jsonl")).unwrap().iter().zip(&full_steps) {
+        let in_flight = r.cell.knobs.workers.max(1) * r.cell.knobs.prefetch + 1;
+        assert_eq!(n, 10.max(4 * in_flight), "{}: every step", r.cell.id());
+        if let Some(loader) = &r.loader {
+            assert_eq!(loader.batches, 8.max(2 * in_flight), "{}: every batch", r.cell.id());
+        }
+    }
+    let sum = |v: &[usize]| v.iter().sum::<usize>();
+    assert!(sum(&early_steps) < sum(&full_steps), "early {early_steps:?}, full {full_steps:?}");
+}
+
 #[test]
 fn what_tune_cannot_do_is_refused_before_measuring() {
     let dir = tempfile::tempdir().unwrap();

@@ -61,8 +61,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     let (_, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
     let progress = progress_bar(args.batches, args.json, "loading");
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase =
-        loader.loader_phase(args.batches, warmup, &mut |n| progress.set_position(n as u64))?;
+    let phase = loader
+        .loader_phase(args.batches, warmup, None, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     print_json_or_text(&phase, args.json)?;
     write_rank(

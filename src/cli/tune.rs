@@ -75,6 +75,11 @@ pub struct TuneArgs {
     /// Unmeasured batches or steps before each phase.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// Measure every configuration for all its --loader-batches and --train-steps, none
+    /// ending once it has answered what it is measured for: slower, to check that ending early
+    /// gives the same answer (scripts/tune-full-length.sh compares both).
+    #[arg(long)]
+    full_length: bool,
     /// The most wall time the whole tune may take, e.g. 90s or 5m: once the next
     /// configuration would not fit in what is left, the best answer measured so far is given,
     /// and said to be so.
@@ -266,6 +271,7 @@ fn tune(
         started: started.at,
         bridge: &started.bridge,
         models_from,
+        full_length: args.full_length,
     };
     say_budgets(&plan, &budgets.cpus_from, launched.ranks.n, &out);
     let tuned = run_tune(&request, &mut Printer::lines())?;

@@ -237,13 +237,18 @@ pub fn measure_candidate(
     }
     let opened = Instant::now();
     let loader = spec(knobs.workers).build()?;
-    run_loader_phase(&loader, 1, 0, |_| {})?;
+    run_loader_phase(&loader, 1, 0, None, |_| {})?;
     let first_batch_ms = opened.elapsed().as_secs_f64() * 1e3;
     drop(loader);
 
     let one = spec(1).build()?;
-    let phase =
-        run_loader_phase(&one, measure.batches, one.config().batches_in_flight() + 1, |_| {})?;
+    let phase = run_loader_phase(
+        &one,
+        measure.batches,
+        one.config().batches_in_flight() + 1,
+        None,
+        |_| {},
+    )?;
     let window = one.dataset().window(&measure.window.spec())?;
     let camera_frames_per_sample = camera_frames_per_sample(one.dataset(), &window);
     drop(one);

@@ -25,8 +25,8 @@ use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
-    replayed_step, run_model_phase, Feed, LoaderChoice, MeasuredLoader, ModelPhase, TrainError,
-    Until,
+    replayed_step, run_model_phase, BatchesUntil, Feed, LoaderChoice, MeasuredLoader, ModelPhase,
+    TrainError, Until,
 };
 use crate::measure::system::{system_info, SystemInfo};
 use crate::model::{DeviceChoice, ModelError, ModelSpec, NoneStep, PolicyShapes, StepSpec};
@@ -240,6 +240,9 @@ pub(crate) fn model_key(cell: &Cell) -> String {
 pub(crate) struct CellPhases<'a> {
     /// The `loader` phase (a sweep measures it in every cell; a tune where its models read it).
     pub loader: bool,
+    /// Ends the `loader` phase before its batches once this holds of the batches measured so
+    /// far; None: every batch.
+    pub loader_until: Option<BatchesUntil<'a>>,
     /// Whether the `train` phase is traced into `trace.json`.
     pub traced: bool,
     /// Ends the `train` phase before its steps once this holds of the steps measured so far
@@ -257,7 +260,15 @@ pub(crate) struct CellPhases<'a> {
 impl CellPhases<'_> {
     /// A sweep's cell: every phase and step, traced where `traced`.
     pub(crate) fn all(traced: bool) -> Self {
-        Self { loader: true, traced, until: None, train_steps: None, train_warmup: None, ranks: 1 }
+        Self {
+            loader: true,
+            loader_until: None,
+            traced,
+            until: None,
+            train_steps: None,
+            train_warmup: None,
+            ranks: 1,
+        }
     }
 }
 
@@ -311,7 +322,7 @@ pub(crate) fn run_cell(
         // At 14 workers × prefetch 2, 20 batches were one burst of ready batches: 290 070
         // samples/s. Fewer than the least are raised to it (the results say how many).
         let batches = run.loader_batches.max(loader.config().least_measured_batches());
-        Some(loader.loader_phase(batches, warmup, &mut |_| {})?)
+        Some(loader.loader_phase(batches, warmup, phases.loader_until, &mut |_| {})?)
     } else {
         None
     };

@@ -172,6 +172,7 @@ pub(crate) fn verify(
                 (cell.knobs.workers, cell.knobs.prefetch) = (workers, prefetch);
                 let phases = CellPhases {
                     loader: false,
+                    loader_until: None,
                     traced: false,
                     until: None,
                     train_steps: Some(train_steps),

@@ -11,6 +11,7 @@ pub mod answer;
 mod answer_text;
 pub mod at_once;
 pub mod budget;
+mod enough;
 pub mod flags;
 pub mod launch;
 pub mod neighbour;
@@ -27,9 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use self::answer::{answer, Answer, AnswerKnobs};
 use self::at_once::{verify, AtOnce, Tally, Verifying};
+use self::enough::Enough;
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
-use self::search::{best_row, decided, next_step, Budgets, Next, SearchSettings, SearchState};
+use self::search::{best_row, next_step, Budgets, Next, SearchSettings, SearchState};
 use super::events::{Events, Measured, Measuring, TimeLeft};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
@@ -41,7 +43,7 @@ use super::sweep::{
 };
 use crate::dataset::files::write_whole;
 use crate::loader::lerobot::LerobotBridge;
-use crate::measure::phase::{StepSample, Until};
+use crate::measure::phase::{BatchesUntil, StepSample, Until};
 use crate::model::ModelSpec;
 
 /// The file of a tune's output directory holding its search and its answer.
@@ -50,10 +52,6 @@ pub const TUNE_FILE: &str = "tune.json";
 /// The most configurations one tune measures (repeats counted): a search that has not
 /// decided by then answers with what it has.
 const MOST_MEASUREMENTS: usize = 24;
-
-/// A train phase ends early once the 95 % interval of its mean iteration is within this share
-/// of the mean, percent: more steps would not move the figure the search reads.
-const TIGHT_PCT: f64 = 2.0;
 
 /// Why a tune could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +125,9 @@ pub struct TuneRequest<'a> {
     /// The results of another tune of the same step (`--both-readers`: the first reader's),
     /// whose `model` phases this one takes instead of measuring the same step again.
     pub models_from: Option<&'a Path>,
+    /// Whether every measurement runs all its batches and steps, none ending once it has
+    /// answered its question ([`enough`]): slower, to check that ending early answers the same.
+    pub full_length: bool,
 }
 
 /// One step of the search: what was measured, why, and what it gave.
@@ -196,6 +197,9 @@ pub struct Tuned {
     /// The answer measured with every rank at once, where the run has several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_once: Option<AtOnce>,
+    /// Whether every measurement ran all its batches and steps (`--full-length`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full_length: bool,
 }
 
 /// Runs a tune: measures what the search asks for until it decides, appending each cell to
@@ -295,20 +299,21 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         let left = TimeLeft { elapsed_s, per_configuration_s, budget_left_s };
         events.measuring(Measuring { workers, prefetch, why: &why, steps: train_steps, left });
         let start = Instant::now();
-        // A verifying measurement (not the first, not a repeat) ends once its interval against
-        // the best decides; any measurement ends once its own interval is tight; either after
-        // `least` steps.
-        let target = request.settings.target_pct;
-        let best = best_row(&rows, target).filter(|_| repeat == 0);
-        let until = |steps: &[StepSample]| {
-            let iterations: Vec<f64> = steps.iter().map(|s| s.wait_ms + s.step_ms).collect();
-            best.is_some_and(|best| decided(best, &iterations, least, target))
-                || tight(&iterations, least)
-        };
+        // Each phase ends once it has answered what it is measured for, after `least` batches
+        // or steps (a verifying measurement, not the first or a repeat, judged against the
+        // best).
+        let target_pct = request.settings.target_pct;
+        let best = best_row(&rows, target_pct).filter(|_| repeat == 0);
+        let first = rows.is_empty();
+        let enough = Enough { least, workers, best, first, target_pct };
+        let until = |steps: &[StepSample]| enough.train(steps);
+        let loader_until = |batch_ms: &[f64]| enough.loader(batch_ms);
+        let early = !request.full_length;
         let phases = CellPhases {
             loader: loader_alone,
+            loader_until: early.then_some(&loader_until as BatchesUntil<'_>),
             traced: false,
-            until: Some(&until as Until<'_>),
+            until: early.then_some(&until as Until<'_>),
             train_steps: Some(train_steps),
             // A step of fixed cost needs no warm-up of its own: one step takes the loader's
             // start-up (its first batch) out of the window, which then runs twice the batches
@@ -360,25 +365,13 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         runs_built: lerobot.then_some(builds.runs),
         run_build_s: lerobot.then_some(builds.seconds),
         at_once,
+        full_length: request.full_length,
     };
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");
     write_whole(&path, &json).map_err(|source| TuneError::Write { path, source })?;
     page::write(out, &tuned, &render(sink.results()))?;
     Ok(tuned)
-}
-
-/// Whether `iterations` (ms), `least` of them at least, give a mean whose 95 % interval lies
-/// within [`TIGHT_PCT`] of it.
-fn tight(iterations: &[f64], least: usize) -> bool {
-    let n = iterations.len();
-    if n < least.max(2) {
-        return false;
-    }
-    let mean = iterations.iter().sum::<f64>() / n as f64;
-    let variance = iterations.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let half_width = 1.96 * (variance / n as f64).sqrt();
-    mean > 0.0 && 100.0 * half_width / mean <= TIGHT_PCT
 }
 
 /// The step that measured `cell`, with its row's figures so far (its repeats aggregated).
@@ -408,20 +401,5 @@ fn rows_of(results: &[CellResult]) -> Vec<Row> {
         Vec::new()
     } else {
         render(results).rows
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tight;
-
-    #[test]
-    fn a_measurement_is_tight_once_its_interval_is_within_two_percent_of_its_mean() {
-        let steady: Vec<f64> = (0..12).map(|i| 100.0 + (i % 3) as f64).collect();
-        assert!(tight(&steady, 10));
-        assert!(!tight(&steady, 13), "fewer steps than the least");
-        let spread: Vec<f64> = (0..12).map(|i| if i % 2 == 0 { 60.0 } else { 140.0 }).collect();
-        assert!(!tight(&spread, 10));
-        assert!(!tight(&[0.0; 12], 10), "no time, no rate");
     }
 }

@@ -170,7 +170,11 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     }
     let cap = state.most_workers(rows, p);
     let rates = state.rates(rows).expect("one worker is measured");
-    let needed = rates.workers_needed(&state.demand, s.target_pct);
+    let needed = match fed_by_one(rows, s) {
+        // More workers shorten the wait alone: where one keeps the step fed, none needs more.
+        true => Some(rates.workers_needed(&state.demand, s.target_pct).map_or(1, |n| n.min(1))),
+        false => rates.workers_needed(&state.demand, s.target_pct),
+    };
     if needed.is_none_or(|n| n >= 2) && cap >= 2 && missing(2, p) {
         return measure_with(2, p, "what a second worker adds", true);
     }
@@ -248,6 +252,14 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
         return measure(workers, deeper, "the step's short runs drain the queue: deeper");
     }
     Next::Done
+}
+
+/// Whether one worker at the first depth kept the step fed as measured: hiding every wait of
+/// its train phase (the mean share of the step waiting for batches) would gain the target at
+/// most. The step's copy and hand-over are no worker's to shorten.
+fn fed_by_one(rows: &[Row], settings: &SearchSettings) -> bool {
+    SearchState::row(rows, 1, settings.prefetch)
+        .is_some_and(|one| one.wait_mean_pct <= settings.target_pct)
 }
 
 /// For a step that varies (replayed): the next prefetch depth to measure at `workers` where the
@@ -393,6 +405,26 @@ mod tests {
         let cells = [waiting, measured(0, 100.0, 4, 200.0)];
         let rows = render(&cells.iter().map(FakeCell::result).collect::<Vec<_>>()).rows;
         assert!(matches!(next_step(&rows, &s), Next::Measure { workers: 2, .. }));
+    }
+
+    #[test]
+    fn one_worker_that_keeps_the_step_fed_needs_no_second() {
+        // The step alone takes 40 ms (400 samples/s, four workers' worth), but as the run
+        // takes it (its hand-over in the main process) one worker's batches wait 1 % of each
+        // step: no second worker is measured, only none against it.
+        let s = state(40.0, 8);
+        let mut one = measured(1, 100.0, 8, 160.0);
+        (one.input_bound_pct, one.copy_pct) = (60.0, 59.0);
+        let rows = render(&[one.result()]).rows;
+        assert!(rows[0].wait_mean_pct <= 5.0, "{}", rows[0].wait_mean_pct);
+        let next = next_step(&rows, &s);
+        assert!(matches!(next, Next::Measure { workers: 0, loader_alone: false, .. }), "{next:?}");
+        // Where its batches wait 10 % of each step, the second's share is measured.
+        let mut waiting = measured(1, 100.0, 8, 160.0);
+        (waiting.input_bound_pct, waiting.copy_pct) = (60.0, 50.0);
+        let rows = render(&[waiting.result()]).rows;
+        let next = next_step(&rows, &s);
+        assert!(matches!(next, Next::Measure { workers: 2, loader_alone: true, .. }), "{next:?}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::figures::{LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
+use super::figures::{BatchesUntil, LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use super::in_process::{run_loader_phase, run_train_phase};
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
 use crate::loader::config::LoaderConfig;
@@ -42,12 +42,14 @@ pub trait MeasuredLoader {
         self.native().is_none()
     }
 
-    /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones, epoch
-    /// after epoch with the same workers; `on_batch` hears each measured batch (progress).
+    /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones (fewer
+    /// where `until` says so of those measured so far), epoch after epoch with the same
+    /// workers; `on_batch` hears each measured batch (progress).
     fn loader_phase(
         &self,
         batches: usize,
         warmup: usize,
+        until: Option<BatchesUntil<'_>>,
         on_batch: &mut dyn FnMut(usize),
     ) -> Result<LoaderPhase, LoaderError>;
 
@@ -88,9 +90,10 @@ impl MeasuredLoader for Loader {
         &self,
         batches: usize,
         warmup: usize,
+        until: Option<BatchesUntil<'_>>,
         on_batch: &mut dyn FnMut(usize),
     ) -> Result<LoaderPhase, LoaderError> {
-        run_loader_phase(self, batches, warmup, on_batch)
+        run_loader_phase(self, batches, warmup, until, on_batch)
     }
 
     fn train_phase(
@@ -122,9 +125,10 @@ impl MeasuredLoader for LerobotLoader {
         &self,
         batches: usize,
         warmup: usize,
+        until: Option<BatchesUntil<'_>>,
         _on_batch: &mut dyn FnMut(usize),
     ) -> Result<LoaderPhase, LoaderError> {
-        run_lerobot_loader_phase(self, batches, warmup)
+        run_lerobot_loader_phase(self, batches, warmup, until)
     }
 
     fn train_phase(

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use super::ahead::Feeder;
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{
-    CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase, Until,
+    BatchesUntil, CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError,
+    TrainPhase, Until,
 };
 use super::memory::PssReads;
 use crate::loader::batch::Batch;
@@ -68,12 +69,14 @@ fn start_epochs(loader: &Loader) -> Result<Batches, LoaderError> {
 }
 
 /// Runs the loader alone: `warmup` batches first (not measured), then `batches` batches,
-/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `on_batch` is
-/// called after each measured batch (progress).
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]), fewer where
+/// `until` says so of those measured so far. `on_batch` is called after each measured batch
+/// (progress).
 pub fn run_loader_phase(
     loader: &Loader,
     batches: usize,
     warmup: usize,
+    until: Option<BatchesUntil<'_>>,
     mut on_batch: impl FnMut(usize),
 ) -> Result<LoaderPhase, LoaderError> {
     let mut clock = Clock::start();
@@ -115,6 +118,9 @@ pub fn run_loader_phase(
                 bytes += batch.bytes() as u64;
                 last = now;
                 on_batch(batch_ms.len());
+                if until.is_some_and(|until| until(&batch_ms)) {
+                    break;
+                }
             }
         }
     }

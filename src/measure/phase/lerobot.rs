@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::figures::{LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
+use super::figures::{BatchesUntil, LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
 use super::memory::{MemoryFigures, PssSample};
 use super::ranks::OfRanks;
 use crate::loader::lerobot::{
@@ -19,15 +19,21 @@ use crate::model::lerobot::LerobotStepRow;
 use crate::model::{DiffusionConfig, ModelError, Precision, StepReplay};
 use crate::timing::{stage, StageTotals, TimingTree};
 
-/// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones, epoch after
-/// epoch with the same (persistent) workers. Of several ranks measured at once, the slowest
-/// rank's phase with every rank beside it.
+/// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones (fewer where
+/// `until` says so of those measured so far: the driver stops a batch or two later), epoch
+/// after epoch with the same (persistent) workers. Of several ranks measured at once, the
+/// slowest rank's phase with every rank beside it.
 pub fn run_lerobot_loader_phase(
     loader: &LerobotLoader,
     batches: usize,
     warmup: usize,
+    until: Option<BatchesUntil<'_>>,
 ) -> Result<LoaderPhase, LoaderError> {
-    let (versions, runs) = loader.load(batches, warmup, Feeding::Nothing, None)?;
+    let stop = until.map(|until| {
+        move |heard: &[DriverStep]| until(&heard.iter().map(|s| s.whole_ms).collect::<Vec<_>>())
+    });
+    let stop = stop.as_ref().map(|stop| stop as StopWhen<'_>);
+    let (versions, runs) = loader.load(batches, warmup, Feeding::Nothing, stop)?;
     let phases = runs.into_iter().map(|run| {
         let pid = run.pid;
         (loader_phase(loader, run, versions.clone()), pid)

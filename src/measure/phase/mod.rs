@@ -21,8 +21,8 @@ mod steps;
 pub use backend::{Feed, MeasuredLoader};
 pub use choice::{ChoiceError, ChosenLoader, LoaderChoice, LoaderDeclaration};
 pub use figures::{
-    CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part, RankFigures,
-    RankSpread, StepSample, TrainError, TrainPhase, Until,
+    BatchesUntil, CacheFigures, DecodeLimit, FramesSize, InputBound, LoaderPhase, ModelPhase, Part,
+    RankFigures, RankSpread, StepSample, TrainError, TrainPhase, Until,
 };
 pub use in_process::{run_loader_phase, run_model_phase, run_train_phase};
 pub use lerobot::{lerobot_model_phases, replayed_step};
