@@ -365,6 +365,12 @@ fn tune_answers_with_the_users_own_lerobot_train_command() {
     let tuned: Json =
         serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
     assert_eq!(tuned["runs_built"], 1, "{tuned}");
+    // The step as the run takes it: its hand-over of each batch, then the 100 ms it is fed.
+    let demand = &tuned["answer"]["demand"];
+    let handover_ms = demand["handover_ms"].as_f64().unwrap();
+    let step_ms = demand["step_ms"].as_f64().unwrap();
+    assert!(handover_ms > 0.0 && (step_ms - handover_ms - 100.0).abs() < 20.0, "{demand}");
+    assert!(stdout.contains("as the run takes it ("), "{stdout}");
     let measured: HashSet<u64> = results
         .lines()
         .map(|l| serde_json::from_str::<Json>(l).unwrap()["cell"]["workers"].as_u64().unwrap())

@@ -47,6 +47,14 @@ impl Answer {
             ),
             None => format!("takes {} ms", millis(d.step_ms)),
         };
+        let takes = match d.handover_ms {
+            Some(ms) => format!(
+                "{takes} as the run takes it ({} ms of it the hand-over of each batch before \
+                 the step)",
+                millis(ms)
+            ),
+            None => takes,
+        };
         text.push_str(&format!(
             ", {:.1} % of the step waiting for batches and copying them (p95 {:.1} %). The step \
              {takes} and asks for {} samples/s; one worker loads {} samples/s ({} CPU \

@@ -3,7 +3,9 @@
 //! its rate is known within [`LOADER_TIGHT_PCT`]; a train phase once its interval against the
 //! best decides (a verifying measurement), once its rate is known within [`TIGHT_PCT`], or —
 //! the first measurement, which has nothing to be judged against — once its wait is clearly
-//! within the target or clearly beyond it and its rate is known within [`SETTLED_PCT`].
+//! within the target or clearly beyond it and its rate is known within [`SETTLED_PCT`]. The
+//! looser shares are this VM's own spread from run to run (±10 %): finer, and the next run
+//! would not agree with it anyway.
 //! `tune --full-length` takes none of these ends, to check that they give the same answer.
 
 use super::search::decided;
@@ -18,13 +20,13 @@ const TIGHT_PCT: f64 = 2.0;
 /// interval of its mean iteration is within this share of the mean, percent: the search's next
 /// step (a second worker, or one fewer) no longer depends on it, and a measurement judged
 /// against it later counts this interval in its own.
-const SETTLED_PCT: f64 = 5.0;
+const SETTLED_PCT: f64 = 10.0;
 
 /// A loader phase ends once the 95 % interval of its mean batch time (over runs of one batch
 /// from each worker, which arrive together) is within this share of the mean, percent: the
-/// rate model reads one worker's rate and a second's share, which a tune's target (5 %) makes
-/// no finer.
-const LOADER_TIGHT_PCT: f64 = 5.0;
+/// rate model reads one worker's rate and a second's share to predict the workers that the
+/// train phases then verify.
+const LOADER_TIGHT_PCT: f64 = 10.0;
 
 /// What a tune's measurement is for, and so when it has measured enough.
 #[derive(Debug, Clone, Copy)]
@@ -123,10 +125,10 @@ mod tests {
     }
 
     /// The first measurement ends once its wait is clearly fed or clearly starved and its rate
-    /// is known within 5 %, not 2 %; a later one without a best to be judged against does not.
+    /// is known within 10 %, not 2 %; a later one without a best to be judged against does not.
     #[test]
     fn the_first_train_phase_ends_once_its_wait_is_clearly_on_one_side_of_the_target() {
-        // Iterations of 1 s ± 4 %: within 5 % after 6 steps, within 2 % only after about 15.
+        // Iterations of 1 s ± 4 %: within 10 % after 6 steps, within 2 % only after about 15.
         let jitter = |i: usize| [-40.0, 40.0, -20.0, 20.0, 0.0, -40.0, 40.0][i % 7];
         let fed: Vec<StepSample> = (0..6).map(|i| step(8.0, 992.0 + jitter(i))).collect();
         assert!(enough(true).train(&fed));

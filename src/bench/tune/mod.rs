@@ -235,6 +235,12 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
 
     let mut steps: Vec<TuneStep> = Vec::new();
     let (mut tally, mut budget_ran_out) = (Tally::default(), false);
+    // lerobot-train's main process hands each batch over before a step it is fed (a time, not
+    // its own policy, whose step alone holds it): the step as the run takes it counts the
+    // hand-over the first measurement's train phase measured.
+    let fed_to_a_run =
+        base.loader.is_a_training_run() && base.model.of_a_run() != ModelSpec::Policy;
+    let batch = base.knobs.batch_size;
     // A replayed step's rate is its mean's: its median may be a fraction of it.
     let demand_of = |first: &Row| match &base.model {
         ModelSpec::Replay(replay) => {
@@ -243,12 +249,23 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
             // A file of one time (however often) replays a steady step.
             let steady = p95_ms == median_ms && mean_ms == median_ms;
             let varies = (!steady).then_some(StepSpread { median_ms, p95_ms });
-            Demand { step_ms: mean_ms, batch: base.knobs.batch_size, varies }
+            let demand = Demand { varies, ..Demand::steady(mean_ms, batch) };
+            if fed_to_a_run {
+                demand.handed_over(first.train_h2d_ms)
+            } else {
+                demand
+            }
         }
-        _ => Demand::steady(first.model_step_ms, base.knobs.batch_size),
+        _ if fed_to_a_run => {
+            Demand::steady(first.train_compute_ms, batch).handed_over(first.train_h2d_ms)
+        }
+        _ => Demand::steady(first.model_step_ms, batch),
     };
+    // The step's demand is read from the first measurement (one worker at the first depth),
+    // the row every later one is judged beside: a run's hand-over is slower with a worker
+    // sharing the cores than with none.
     let state_of = |rows: &[Row]| -> Option<SearchState> {
-        let first = rows.first()?;
+        let first = SearchState::row(rows, 1, request.settings.prefetch).or(rows.first())?;
         Some(SearchState {
             demand: demand_of(first),
             budgets: request.budgets,

@@ -18,6 +18,12 @@ pub struct Demand {
     /// How a replayed step's times spread; None for one that does not vary by design.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub varies: Option<StepSpread>,
+    /// Of `step_ms`, the main process's hand-over of each batch before a step it is fed (a
+    /// lerobot-train run's: its uint8 frames to float32, the policy's pre-processor), as the
+    /// first configuration's train phase measured it: the step as the run takes it. None where
+    /// the step's own time holds it (a model, a run's own policy) or there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handover_ms: Option<f64>,
 }
 
 /// The spread of a step's times: the median and the 95th percentile, ms.
@@ -32,7 +38,12 @@ pub struct StepSpread {
 impl Demand {
     /// A step of `step_ms` that does not vary by design, feeding batches of `batch`.
     pub fn steady(step_ms: f64, batch: usize) -> Self {
-        Self { step_ms, batch, varies: None }
+        Self { step_ms, batch, varies: None, handover_ms: None }
+    }
+
+    /// The step as a run takes it that hands each batch over for `handover_ms` first.
+    pub fn handed_over(self, handover_ms: f64) -> Self {
+        Self { step_ms: self.step_ms + handover_ms, handover_ms: Some(handover_ms), ..self }
     }
 
     /// Samples per second the step consumes when it never waits.
@@ -45,7 +56,8 @@ impl Demand {
         let varies = self
             .varies
             .map(|v| StepSpread { median_ms: v.median_ms / speedup, p95_ms: v.p95_ms / speedup });
-        Self { step_ms: self.step_ms / speedup, batch: self.batch, varies }
+        let handover_ms = self.handover_ms.map(|ms| ms / speedup);
+        Self { step_ms: self.step_ms / speedup, batch: self.batch, varies, handover_ms }
     }
 }
 
@@ -162,6 +174,20 @@ mod tests {
         // Half a worker more each: 100, 150, 200, 250, 300, 350.
         let sub = RateModel::of(100.0, Some(150.0));
         assert_eq!(sub.workers_needed(&demand(50.0), 5.0), Some(6));
+    }
+
+    #[test]
+    fn a_run_that_hands_each_batch_over_asks_for_the_step_as_it_takes_it() {
+        // A 400 ms step after a 1200 ms hand-over: 16 samples every 1.6 s, 10/s, which one
+        // worker of 100/s feeds (the step alone, 40/s, would too; at 50 ms, 320/s, not).
+        let run = demand(400.0).handed_over(1200.0);
+        assert_eq!((run.step_ms, run.handover_ms), (1600.0, Some(1200.0)));
+        assert!((run.samples_per_s() - 10.0).abs() < 1e-9);
+        let rates = RateModel::of(100.0, None);
+        assert_eq!(rates.workers_needed(&demand(50.0).handed_over(1200.0), 5.0), Some(1));
+        // Twice as fast is the whole step as the run takes it, its hand-over too.
+        let faster = run.faster(2.0);
+        assert_eq!((faster.step_ms, faster.handover_ms), (800.0, Some(600.0)));
     }
 
     #[test]
