@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does measuring a lerobot-train run slow it? `feedbench load --lerobot-train ARGS` against a
-# plain loop over the DataLoader that run builds (scripts/lerobot_train_loop.py), alternated,
-# each REPEATS times; with STEP_MS, `feedbench train --lerobot-train ARGS --model
+# plain loop over the DataLoader that run builds (scripts/lerobot_train_loop.py), alternated
+# (which goes first changes from pair to pair), each REPEATS times; with STEP_MS, `feedbench train --lerobot-train ARGS --model
 # synthetic:STEP_MSms` against the loop with lerobot-train's hand-over (uint8 to float32, the
 # pre-processor) and a step of STEP_MS. Prints each run's samples/s (and, without STEP_MS, CPU ms
 # per sample of the main process and workers), and the ratios of the medians.
@@ -25,20 +25,28 @@ rate() {
 print(round(r["samples_per_s"], 2), round(r.get("cpu_ms_per_sample", 0), 3))'
 }
 harness=() plain=() harness_cpu=() plain_cpu=()
-for ((i = 0; i < repeats; i++)); do
+harness_run() {
     if [[ -n ${STEP_MS:-} ]]; then
-        a=$("$feedbench" train --lerobot-train "$args" --python "$python" \
+        "$feedbench" train --lerobot-train "$args" --python "$python" \
             --model "synthetic:${STEP_MS}ms" --steps "$batches" --warmup "$warmup" --json \
-            2>/dev/null | rate)
-        # shellcheck disable=SC2086
-        b=$("$python" scripts/lerobot_train_loop.py --batches "$batches" --warmup "$warmup" \
-            --step-ms "$STEP_MS" -- $args 2>/dev/null | rate)
+            2>/dev/null | rate
     else
-        a=$("$feedbench" load --lerobot-train "$args" --python "$python" --batches "$batches" \
-            --warmup "$warmup" --json 2>/dev/null | rate)
-        # shellcheck disable=SC2086
-        b=$("$python" scripts/lerobot_train_loop.py --batches "$batches" --warmup "$warmup" \
-            -- $args 2>/dev/null | rate)
+        "$feedbench" load --lerobot-train "$args" --python "$python" --batches "$batches" \
+            --warmup "$warmup" --json 2>/dev/null | rate
+    fi
+}
+plain_run() {
+    local step=()
+    [[ -n ${STEP_MS:-} ]] && step=(--step-ms "$STEP_MS")
+    # shellcheck disable=SC2086
+    "$python" scripts/lerobot_train_loop.py --batches "$batches" --warmup "$warmup" \
+        "${step[@]}" -- $args 2>/dev/null | rate
+}
+for ((i = 0; i < repeats; i++)); do
+    if ((i % 2 == 0)); then
+        a=$(harness_run) b=$(plain_run)
+    else
+        b=$(plain_run) a=$(harness_run)
     fi
     read -r a a_cpu <<<"$a"
     read -r b b_cpu <<<"$b"

@@ -4,7 +4,8 @@ nothing measuring it but the clock: `--warmup` batches, then `--batches` timed o
 lerobot-train takes them (cycling its loader). With `--step-ms MS`, each batch is handed over as
 lerobot-train's main process hands it over (uint8 cameras to float32, the policy's
 pre-processor) and a step of MS ms follows. Prints one JSON object: samples/s, and CPU ms per
-sample of the main process and its workers over the timed batches (as feedbench counts them).
+sample of the main process and its workers over the timed batches (as feedbench counts them),
+and of the main process alone.
 
 The DataLoader is built by feedbench's driver (src/loader/lerobot/feedbench_driver/train_run.py) and prepared by the
 run's accelerator as lerobot-train's loop takes it, which
@@ -48,14 +49,17 @@ def main():
     samples = 0
     for number in range(options.warmup + options.batches):
         if number == options.warmup:
-            start, samples, cpu0 = time.perf_counter(), 0, sum(cpu_s())
+            start, samples, cpu0 = time.perf_counter(), 0, cpu_s()
         batch = next(stream)
         samples += len(batch["index"])
         if training is not None:
             training.hand_over(batch)
             time.sleep(options.step_ms / 1e3)
-    wall_s, cpu_ms = time.perf_counter() - start, (sum(cpu_s()) - cpu0) * 1e3
-    print(json.dumps({"samples_per_s": samples / wall_s, "cpu_ms_per_sample": cpu_ms / samples}))
+    wall_s, cpu1 = time.perf_counter() - start, cpu_s()
+    main_ms, workers_ms = ((after - before) * 1e3 for after, before in zip(cpu1, cpu0))
+    print(json.dumps({"samples_per_s": samples / wall_s,
+                      "cpu_ms_per_sample": (main_ms + workers_ms) / samples,
+                      "main_cpu_ms_per_sample": main_ms / samples}))
 
 
 if __name__ == "__main__":
