@@ -186,6 +186,43 @@ mod tests {
         }
     }
 
+    /// An error raised from another says both in its one line (PyTorch re-raises a SIGKILLed
+    /// worker's "is killed by signal" as "exited unexpectedly"); one without a cause says itself.
+    #[test]
+    fn an_error_raised_from_another_says_both_in_its_one_line() {
+        let Ok(python) = which_python() else {
+            eprintln!("SKIPPED: no python3 on PATH");
+            return;
+        };
+        let package = super::super::driver::driver_path().unwrap();
+        let script = format!(
+            "import sys\n\
+             sys.path.insert(0, {dir:?})\n\
+             from feedbench_driver.__main__ import one_line\n\
+             try:\n\
+             \x20   try:\n\
+             \x20       raise RuntimeError('DataLoader worker (pid 7) is killed by signal: Killed.')\n\
+             \x20   except RuntimeError as killed:\n\
+             \x20       raise RuntimeError('DataLoader worker (pid(s) 7) exited unexpectedly') from killed\n\
+             except RuntimeError as error:\n\
+             \x20   print(one_line(error))\n\
+             print(one_line(ValueError('no cause')))\n",
+            dir = package.parent().unwrap().to_str().unwrap(),
+        );
+        let output = Process::new(python).args(["-c", &script]).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let said = String::from_utf8(output.stdout).unwrap();
+        let lines: Vec<&str> = said.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "RuntimeError: DataLoader worker (pid(s) 7) exited unexpectedly (RuntimeError: \
+                 DataLoader worker (pid 7) is killed by signal: Killed.)",
+                "ValueError: no cause",
+            ]
+        );
+    }
+
     fn which_python() -> std::io::Result<&'static str> {
         Process::new("python3").arg("--version").output().map(|_| "python3")
     }

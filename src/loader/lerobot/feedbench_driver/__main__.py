@@ -86,8 +86,22 @@ def serve(request, runs):
         say_error(refused.kind, str(refused))
     except Exception as error:  # LeRobot's own errors, with its message, and where they arose
         traceback.print_exc(file=sys.stderr)
-        say_error(ErrorKind.LEROBOT, f"{type(error).__name__}: {error}")
+        say_error(ErrorKind.LEROBOT, one_line(error))
     return False
+
+
+def one_line(error):
+    """`TypeName: message`, with each cause it was raised from that says more (PyTorch's
+    "DataLoader worker (pid(s) N) exited unexpectedly" is raised from the worker's "is killed by
+    signal: Killed."), in brackets."""
+    line = f"{type(error).__name__}: {error}"
+    cause, seen = error.__cause__, {id(error)}
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if str(cause) and str(cause) not in line:
+            line += f" ({type(cause).__name__}: {cause})"
+        cause = cause.__cause__
+    return line
 
 
 def main():
