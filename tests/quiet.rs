@@ -31,9 +31,12 @@ fn a_step_that_computes_slows_beside_the_workers_and_the_answer_says_so() {
         "--loader-batches",
         "6",
         "--train-steps",
-        "10",
+        "16",
         "--warmup",
         "2",
+        // The step's median beside the workers over all its steps: the slowdown is the
+        // figure here, not how soon the search could decide.
+        "--full-length",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -44,7 +47,8 @@ fn a_step_that_computes_slows_beside_the_workers_and_the_answer_says_so() {
     let alone = beside["alone_ms"].as_f64().unwrap();
     let with = beside["with_workers"].as_array().unwrap();
     let one = with.iter().find(|s| s["workers"] == 1).unwrap_or_else(|| panic!("{beside}"));
-    // Measured here: 259 ms alone, 299 ms beside one worker (+15 %).
+    // Measured here (debug build, 2026-12-02): 793 ms alone (the step without workers in
+    // training, shorter than the model phase's few steps), 960 ms beside one worker (+21 %).
     assert!(one["slowdown_pct"].as_f64().unwrap() > 5.0, "{beside}");
     assert!(one["step_ms"].as_f64().unwrap() > alone, "{beside}");
     assert!(stdout.contains("the workers take cores from the step"), "{stdout}");
