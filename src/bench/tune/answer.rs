@@ -240,7 +240,10 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         state.rates(rows).or(loader.loader_samples_per_s.map(|r| RateModel::of(r, None)))?;
     let needed = rates.workers_needed(&state.demand, target);
     let most = state.most_workers(rows, row.knobs.knobs.prefetch);
-    let bound = if row.wait_pct.0 <= target {
+    // Fed where hiding every wait could gain the target at most (the mean wait: a queue that
+    // hands over most batches at once and makes every few steps wait long has a small median).
+    let fed = row.wait_mean_pct <= target;
+    let bound = if fed {
         Bound::Step
     } else if needed.is_none_or(|n| n > state.budgets.cpus) {
         Bound::Cpus { workers_needed: needed }
@@ -283,7 +286,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
     // Where the answer is still starved at the most workers measured, whether the last of them
     // slowed the step more than it fed it (the search then measured no more).
     let most_measured = rows.iter().map(|r| r.knobs.knobs.workers).max().unwrap_or(0);
-    let stopped = (row.wait_pct.0 > target)
+    let stopped = (!fed)
         .then(|| slowed_more_than_fed(rows, most_measured, row.knobs.knobs.prefetch))
         .flatten();
     Some(Answer {
@@ -470,6 +473,21 @@ pub(crate) mod tests {
         let clear =
             answer(&super::tests::rows(80.0), &state(200.0, 2), knobs(LoaderBackend::Native));
         assert_eq!(clear.unwrap().too_close, None);
+    }
+
+    #[test]
+    fn a_queue_that_makes_every_tenth_step_wait_long_is_not_step_bound() {
+        // Nine steps in ten find a batch ready (2 % of the step waits), the tenth waits 40
+        // times as long: the median says fed, the mean (what hiding every wait gains) does not.
+        let mut c = FakeCell::new(2, 2, 16);
+        c.loader_samples_per_s = 100.0;
+        c.train_samples_per_s = 60.0;
+        (c.input_bound_pct, c.copy_pct, c.late_factor) = (2.0, 0.0, 40.0);
+        c.train_iteration_ms = vec![16e3 / 60.0; 20];
+        let rows = render(&[c.result()]).rows;
+        assert!(rows[0].wait_pct.0 <= 5.0 && rows[0].wait_mean_pct > 5.0, "{:?}", rows[0]);
+        let a = answer(&rows, &state(1.0, 2), knobs(LoaderBackend::Native)).unwrap();
+        assert!(matches!(a.bound, Bound::Cpus { .. }), "{:?}", a.bound);
     }
 
     #[test]
