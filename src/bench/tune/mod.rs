@@ -126,7 +126,8 @@ pub struct TuneRequest<'a> {
     /// whose `model` phases this one takes instead of measuring the same step again.
     pub models_from: Option<&'a Path>,
     /// Whether every measurement runs all its batches and steps, none ending once it has
-    /// answered its question ([`enough`]): slower, to check that ending early answers the same.
+    /// answered its question (`bench/tune/enough.rs`): slower, to check that ending early
+    /// answers the same.
     pub full_length: bool,
 }
 
