@@ -51,6 +51,18 @@ pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     median_and_p95(values).0
 }
 
+/// The mean of `values` and their sample standard deviation (over n − 1; 0 for one value);
+/// None when empty.
+pub fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let variance = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    Some((mean, variance.sqrt()))
+}
+
 fn median_and_p95_sorted(v: &[f64]) -> (f64, f64) {
     let n = v.len();
     let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
@@ -75,5 +87,12 @@ mod tests {
         assert_eq!(median_and_p95([5.0, 1.0, 30.0, 2.0]), (3.5, 30.0));
         assert_eq!(median_and_p95([]), (0.0, 0.0));
         assert_eq!(median([20.0, 10.0, 40.0]), 20.0);
+    }
+
+    #[test]
+    fn mean_and_sample_standard_deviation() {
+        assert_eq!(mean_and_sd(&[2.0, 4.0, 6.0]), Some((4.0, 2.0)));
+        assert_eq!(mean_and_sd(&[5.0]), Some((5.0, 0.0)), "one value: no spread");
+        assert_eq!(mean_and_sd(&[]), None);
     }
 }

@@ -175,6 +175,14 @@ impl Row {
         rows.iter().find(|r| r.knobs.knobs.workers == workers && r.knobs.knobs.prefetch == prefetch)
     }
 
+    /// Whether its loader kept the step fed within `target_pct`: hiding every wait for a batch
+    /// (the mean share of the step waiting) would gain that much at most. The mean, not the
+    /// median: a queue that hands most batches over at once and makes every few steps wait long
+    /// has a small median.
+    pub fn fed_within(&self, target_pct: f64) -> bool {
+        self.wait_mean_pct <= target_pct
+    }
+
     /// The stage taking the most CPU, if the loader recorded any.
     pub fn dominant_stage(&self) -> Option<&StageCost> {
         self.stages.first().filter(|s| s.cpu_ms_per_sample > 0.0)

@@ -240,9 +240,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         state.rates(rows).or(loader.loader_samples_per_s.map(|r| RateModel::of(r, None)))?;
     let needed = rates.workers_needed(&state.demand, target);
     let most = state.most_workers(rows, row.knobs.knobs.prefetch);
-    // Fed where hiding every wait could gain the target at most (the mean wait: a queue that
-    // hands over most batches at once and makes every few steps wait long has a small median).
-    let fed = row.wait_mean_pct <= target;
+    let fed = row.fed_within(target);
     let bound = if fed {
         Bound::Step
     } else if needed.is_none_or(|n| n > state.budgets.cpus) {

@@ -11,6 +11,7 @@
 use super::search::decided;
 use crate::bench::report::Row;
 use crate::measure::phase::StepSample;
+use crate::measure::stats::mean_and_sd;
 
 /// A train phase ends once the 95 % interval of its mean iteration is within this share of the
 /// mean, percent: more steps would not move the figure the search reads.
@@ -93,13 +94,8 @@ fn tight(values: &[f64], least: usize, pct: f64) -> bool {
 /// The mean of `values` and the half width of its 95 % interval (normal); None for fewer than
 /// two.
 fn mean_and_half_width(values: &[f64]) -> Option<(f64, f64)> {
-    let n = values.len();
-    if n < 2 {
-        return None;
-    }
-    let mean = values.iter().sum::<f64>() / n as f64;
-    let variance = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    Some((mean, 1.96 * (variance / n as f64).sqrt()))
+    let (mean, sd) = mean_and_sd(values).filter(|_| values.len() >= 2)?;
+    Some((mean, 1.96 * sd / (values.len() as f64).sqrt()))
 }
 
 #[cfg(test)]

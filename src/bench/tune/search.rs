@@ -259,7 +259,7 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
 /// most. The step's copy and hand-over are no worker's to shorten.
 fn fed_by_one(rows: &[Row], settings: &SearchSettings) -> bool {
     SearchState::row(rows, 1, settings.prefetch)
-        .is_some_and(|one| one.wait_mean_pct <= settings.target_pct)
+        .is_some_and(|one| one.fed_within(settings.target_pct))
 }
 
 /// For a step that varies (replayed): the next prefetch depth to measure at `workers` where the

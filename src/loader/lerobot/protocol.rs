@@ -120,14 +120,9 @@ mod tests {
     /// request of no shape is refused by name.
     #[test]
     fn every_request_and_error_kind_crosses_between_the_two_protocol_modules() {
-        let Ok(python) = which_python() else {
-            eprintln!("SKIPPED: no python3 on PATH");
-            return;
-        };
-        let package = super::super::driver::driver_path().unwrap();
+        let Some((python, prelude)) = python_with_the_driver() else { return };
         let script = format!(
-            "import json, sys\n\
-             sys.path.insert(0, {dir:?})\n\
+            "{prelude}import json\n\
              from feedbench_driver import protocol\n\
              for request in protocol.requests([{session:?}]):\n\
              \x20   try:\n\
@@ -137,7 +132,6 @@ mod tests {
              \x20   print(json.dumps({{'shape': shape, 'request': request}}))\n\
              for kind in protocol.ErrorKind:\n\
              \x20   protocol.say_error(kind, 'a ' + kind.value + ' fault')\n",
-            dir = package.parent().unwrap().to_str().unwrap(),
             session = SESSION_ARGUMENT,
         );
         let mut child = Process::new(python)
@@ -190,15 +184,9 @@ mod tests {
     /// worker's "is killed by signal" as "exited unexpectedly"); one without a cause says itself.
     #[test]
     fn an_error_raised_from_another_says_both_in_its_one_line() {
-        let Ok(python) = which_python() else {
-            eprintln!("SKIPPED: no python3 on PATH");
-            return;
-        };
-        let package = super::super::driver::driver_path().unwrap();
+        let Some((python, prelude)) = python_with_the_driver() else { return };
         let script = format!(
-            "import sys\n\
-             sys.path.insert(0, {dir:?})\n\
-             from feedbench_driver.__main__ import one_line\n\
+            "{prelude}from feedbench_driver.__main__ import one_line\n\
              try:\n\
              \x20   try:\n\
              \x20       raise RuntimeError('DataLoader worker (pid 7) is killed by signal: Killed.')\n\
@@ -206,8 +194,7 @@ mod tests {
              \x20       raise RuntimeError('DataLoader worker (pid(s) 7) exited unexpectedly') from killed\n\
              except RuntimeError as error:\n\
              \x20   print(one_line(error))\n\
-             print(one_line(ValueError('no cause')))\n",
-            dir = package.parent().unwrap().to_str().unwrap(),
+             print(one_line(ValueError('no cause')))\n"
         );
         let output = Process::new(python).args(["-c", &script]).output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -223,7 +210,15 @@ mod tests {
         );
     }
 
-    fn which_python() -> std::io::Result<&'static str> {
-        Process::new("python3").arg("--version").output().map(|_| "python3")
+    /// The system's Python and a script's first lines, which put the driver package as the
+    /// binary ships it on the path; None (said) where there is no python3 on PATH.
+    fn python_with_the_driver() -> Option<(&'static str, String)> {
+        if Process::new("python3").arg("--version").output().is_err() {
+            eprintln!("SKIPPED: no python3 on PATH");
+            return None;
+        }
+        let package = super::super::driver::driver_path().unwrap();
+        let dir = package.parent().unwrap().to_str().unwrap().to_string();
+        Some(("python3", format!("import sys\nsys.path.insert(0, {dir:?})\n")))
     }
 }

@@ -250,10 +250,7 @@ pub fn action_benchmark(
     record: &GuardRecord,
 ) -> (Vec<ActionBenchmarkEntry>, Vec<ActionBenchmarkEntry>) {
     let entry = |name: String, unit, values: Vec<f64>| {
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let sd =
-            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        let (_, sd) = crate::measure::stats::mean_and_sd(&values).unwrap_or_default();
         ActionBenchmarkEntry {
             name,
             unit,
