@@ -17,9 +17,14 @@ APT_PACKAGES := pkg-config clang libclang-dev ffmpeg \
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 # Debian's Chromium, in which the tests open the report's page (tests/page.rs); `make test` only.
 BROWSER_PACKAGES := chromium
+# Debian's nginx, the web server the tests of http:// roots read from (tests/remote.rs); and the
+# S3-compatible server they read s3:// roots from, s3s-fs, built from crates.io into .tools/.
+SERVER_PACKAGES := nginx
+S3_SERVER := .tools/s3s-fs/bin/s3s-fs
+S3_SERVER_VERSION := 0.14.1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages browser torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
+.PHONY: all setup system-packages browser servers torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
 
 all: build
 
@@ -81,7 +86,16 @@ browser:
 		echo "installing $(BROWSER_PACKAGES)"; $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(BROWSER_PACKAGES); }
 
-test: setup browser lerobot lerobot-main
+# The servers the tests of URL roots read from, on loopback (docs/remote.md).
+servers: $(S3_SERVER)
+	@dpkg-query -W -f='$${Status}\n' $(SERVER_PACKAGES) 2>/dev/null | grep -q 'install ok installed' || { \
+		echo "installing $(SERVER_PACKAGES)"; $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SERVER_PACKAGES); }
+
+$(S3_SERVER):
+	$(CARGO) install --quiet --locked --debug s3s-fs@$(S3_SERVER_VERSION) --features binary --root .tools/s3s-fs
+
+test: setup browser servers lerobot lerobot-main
 	$(CARGO) build --workspace --all-targets
 	$(CARGO) test --lib --bins --tests -- --skip quiet::
 	$(CARGO) test --benches

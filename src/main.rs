@@ -16,6 +16,22 @@ use cli::{cluster, compare, dataset, doctor, guard, layout, loader, model, sweep
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// A setting of the store a URL root (s3://, gs://, http(s)://, hf://) is read from,
+    /// `KEY=VALUE` (repeatable), as the store names it: endpoint, region, access_key_id,
+    /// secret_access_key, allow_http, timeout… Over the AWS_* and GOOGLE_* environment
+    /// variables; passed on to the processes feedbench starts.
+    #[arg(long = "storage-option", global = true, value_name = "KEY=VALUE", value_parser = key_value)]
+    storage_options: Vec<(String, String)>,
+}
+
+/// `KEY=VALUE`, the key not empty.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("{text:?}: expected KEY=VALUE, e.g. endpoint=http://127.0.0.1:9000")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -125,7 +141,15 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let command = Cli::parse().command;
+    let Cli { command, storage_options } = Cli::parse();
+    if !storage_options.is_empty() {
+        use feedbench::dataset::remote;
+        let map: serde_json::Map<String, serde_json::Value> =
+            storage_options.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+        // Still before any thread starts: the processes feedbench starts inherit them.
+        std::env::set_var(remote::OPTIONS_VARIABLE, serde_json::Value::Object(map).to_string());
+        remote::set_storage_options(storage_options);
+    }
     // The guard tells an error (2) from a regression (1), as CI needs.
     let error_code = if matches!(command, Command::Guard(_)) { 2 } else { 1 };
     // Where a command's loader settings come from: a config file's section, else flags.

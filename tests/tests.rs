@@ -31,6 +31,7 @@ mod quiet;
 mod ranks;
 mod reader_g1;
 mod reader_generated;
+mod remote;
 mod replay;
 mod report;
 mod report_advice;

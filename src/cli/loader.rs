@@ -40,6 +40,12 @@ pub struct LoadArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Also print a digest (SHA-256) of each measured batch, in the order delivered
+    /// (`batch_digests` in the JSON): two roots of one dataset (a directory, its copy in a
+    /// bucket) or two builds deliver the same batches where the digests are equal. Native
+    /// loader only.
+    #[arg(long, conflicts_with = "processes")]
+    digests: bool,
     /// Write the workers' timeline (batch stages as spans, one track per worker) to this new
     /// file, in Chrome's trace format (chrome://tracing, ui.perfetto.dev).
     #[arg(long)]
@@ -60,11 +66,31 @@ pub struct LoadArgs {
 pub fn load(args: &LoadArgs) -> Result<()> {
     let (_, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
     let progress = progress_bar(args.batches, args.json, "loading");
+    if args.digests && loader.native().is_none() {
+        anyhow::bail!("--digests: the batches of LeRobot's loader stay in its process");
+    }
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase = loader
-        .loader_phase(args.batches, warmup, None, &mut |n| progress.set_position(n as u64))?;
+    let mut digests = Vec::new();
+    let phase = loader.loader_phase(args.batches, warmup, None, &mut |n, batch| {
+        progress.set_position(n as u64);
+        if args.digests {
+            digests.push(batch.digest());
+        }
+    })?;
     progress.finish_and_clear();
-    print_json_or_text(&phase, args.json)?;
+    match (args.digests, args.json) {
+        (false, _) => print_json_or_text(&phase, args.json)?,
+        (true, true) => {
+            let mut json = serde_json::to_value(&phase)?;
+            json["batch_digests"] = digests.into();
+            print_json_or_text(&json, true)?;
+        }
+        (true, false) => {
+            print_json_or_text(&phase, false)?;
+            let lines: String = digests.iter().map(|d| format!("batch digest {d}\n")).collect();
+            super::write_stdout(&lines)?;
+        }
+    }
     write_rank(
         args.out.as_deref(),
         loader.as_ref(),

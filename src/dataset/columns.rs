@@ -14,7 +14,7 @@ use super::error::{DatasetError, Result};
 
 /// Reads a whole (small) parquet file, keeping only the columns `keep` accepts, as one batch.
 pub fn read_parquet(path: &Path, keep: impl Fn(&str) -> bool) -> Result<RecordBatch> {
-    let file = super::files::open_regular(path)?;
+    let file = super::files::PositionedFile::open(path)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| DatasetError::parquet(path, e))?;
     let roots: Vec<usize> = builder

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{DatasetError, Result};
+use super::error::Result;
 
 /// An episode's `episode_index`: never to be confused with a frame index.
 #[derive(
@@ -62,27 +62,10 @@ impl Episode {
     }
 }
 
-/// The parquet files under `dir`, recursively, in path order.
-pub fn parquet_files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = files_under(dir)?;
+/// The parquet files under `dir`, every level down, in path order (see
+/// [`super::files::files_under`]); None where the store cannot list (a plain web server).
+pub fn parquet_files_under(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let Some(mut files) = super::files::files_under(dir)? else { return Ok(None) };
     files.retain(|path| path.extension().is_some_and(|ext| ext == "parquet"));
-    Ok(files)
-}
-
-/// Every file (not directory) under `dir`, recursively, in path order.
-pub fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        for entry in std::fs::read_dir(&current).map_err(|e| DatasetError::io(&current, e))? {
-            let path = entry.map_err(|e| DatasetError::io(&current, e))?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
+    Ok(Some(files))
 }

@@ -105,6 +105,15 @@ pub enum DatasetError {
         /// The fps, the rate the timestamps show, and why no window can be read.
         what: String,
     },
+    /// An object of a dataset whose root is a URL could not be read: absent, refused, out of
+    /// reach, too slow, or changed while it was read.
+    #[error("{}: {what}", path.display())]
+    Remote {
+        /// The object's URL.
+        path: PathBuf,
+        /// What failed, and what would help.
+        what: String,
+    },
     /// A request that does not fit the dataset (an index, a key, a delta).
     #[error("{}: {what}", root.display())]
     Request {

@@ -1,10 +1,15 @@
-//! The files of a dataset: opening only regular files for reading (a FIFO would block the
-//! reader, a directory is no data), reading them by position (a file that shrinks under a
+//! The files of a dataset, the one interface to its bytes whether its root is a directory or a
+//! URL (objects: [`super::remote`]): opening only regular files for reading (a FIFO would block
+//! the reader, a directory is no data), reading them by position (a file that shrinks under a
 //! reader is an error, not a signal), and writing parquet, JSON and JSON Lines, and any file whole
 //! or not at all.
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
 
 use arrow::array::RecordBatch;
 use parquet::arrow::ArrowWriter;
@@ -13,10 +18,18 @@ use parquet::file::properties::WriterProperties;
 use serde_json::Value as Json;
 
 use crate::dataset::error::{DatasetError, Result};
+use crate::dataset::remote::{self, ObjectUrl, RemoteObject};
 
-/// Opens `path` for reading; what is not a regular file (after symlinks) is an error naming
-/// it and what is there instead, before anything could block on it.
+/// Opens the local file `path` for reading; what is not a regular file (after symlinks) is an
+/// error naming it and what is there instead, before anything could block on it. A URL is
+/// refused: the files read this way (feedbench's raw frames, caches) are local only.
 pub fn open_regular(path: &Path) -> Result<File> {
+    if remote::is_url(path) {
+        return Err(DatasetError::Remote {
+            path: path.to_path_buf(),
+            what: "expected a local file here (this file is read from local paths only)".into(),
+        });
+    }
     let metadata = std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?;
     let kind = metadata.file_type();
     if !kind.is_file() {
@@ -37,43 +50,191 @@ pub fn open_regular(path: &Path) -> Result<File> {
     File::open(path).map_err(|e| DatasetError::io(path, e))
 }
 
-/// Checks that episode `episode`'s file `path` is there as a regular file: absent is a
-/// missing file (a partial download); a directory, FIFO or symlink loop in its place is said
-/// to be what it is.
+/// Checks that episode `episode`'s file `path` (a file, or an object of a remote root) is
+/// there: absent is a missing file (a partial download); a directory, FIFO or symlink loop in
+/// its place is said to be what it is.
 pub fn expect_episode_file(path: &Path, episode: usize) -> Result<()> {
-    if path.is_file() {
-        return Ok(());
+    let present = match ObjectUrl::of(path)? {
+        Some(url) => remote::object::exists(&url)?,
+        None if path.is_file() => return Ok(()),
+        None => path.symlink_metadata().is_ok(),
+    };
+    match present {
+        false => Err(DatasetError::MissingFile { path: path.to_path_buf(), episode }),
+        true if remote::is_url(path) => Ok(()),
+        true => open_regular(path).map(drop),
     }
-    if path.symlink_metadata().is_err() {
-        return Err(DatasetError::MissingFile { path: path.to_path_buf(), episode });
-    }
-    open_regular(path).map(drop)
 }
 
-/// Reads the regular file `path` (see [`open_regular`]) as UTF-8 text.
-pub fn read_regular_text(path: &Path) -> Result<String> {
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut open_regular(path)?, &mut text)
+/// Whether the file (or object) `path` is there.
+pub fn is_present(path: &Path) -> Result<bool> {
+    match ObjectUrl::of(path)? {
+        Some(url) => remote::object::exists(&url),
+        None => Ok(path.is_file()),
+    }
+}
+
+/// The size of the file (or object) `path`, None where it is absent (or not a regular file).
+pub fn size_of(path: &Path) -> Result<Option<u64>> {
+    match ObjectUrl::of(path)? {
+        Some(url) if remote::object::exists(&url)? => Ok(Some(RemoteObject::open(url)?.len())),
+        Some(_) => Ok(None),
+        None => Ok(std::fs::metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len())),
+    }
+}
+
+/// The whole file (or object) `path`: a regular file (see [`open_regular`]) or one GET.
+pub fn read_whole(path: &Path) -> Result<Vec<u8>> {
+    if let Some(url) = ObjectUrl::of(path)? {
+        return Ok(remote::object::read_whole(&url)?.to_vec());
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_regular(path)?, &mut bytes)
         .map_err(|e| DatasetError::io(path, e))?;
-    Ok(text)
+    Ok(bytes)
 }
 
-/// A file read with positioned reads only, shared by threads without a cursor or a map: a
+/// The file (or object) `path` as UTF-8 text.
+pub fn read_regular_text(path: &Path) -> Result<String> {
+    String::from_utf8(read_whole(path)?)
+        .map_err(|_| DatasetError::invalid(path, "expected UTF-8 text"))
+}
+
+/// The files under `dir`, every level down, in path order: a directory's, or the objects a
+/// remote root's store lists under it; None where the store cannot list (a plain web server).
+pub fn files_under(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let Some(url) = ObjectUrl::of(dir)? else {
+        let mut files = Vec::new();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(current) = pending.pop() {
+            for entry in std::fs::read_dir(&current).map_err(|e| DatasetError::io(&current, e))? {
+                let path = entry.map_err(|e| DatasetError::io(&current, e))?.path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        return Ok(Some(files));
+    };
+    let Some(keys) = remote::object::list(&url)? else { return Ok(None) };
+    let prefix = format!("{}/", url.key);
+    let files: Vec<PathBuf> = keys
+        .iter()
+        .filter_map(|key| key.strip_prefix(&prefix))
+        .map(|within| dir.join(within))
+        .collect();
+    Ok(Some(files))
+}
+
+/// Bytes of a file or an object fetched ahead (a parquet footer, a row group's column chunks),
+/// by offset.
+type Spans = Arc<[(u64, Bytes)]>;
+
+/// A file (or object) read by position only, shared by threads without a cursor or a map: a
 /// file that shrinks under a reader gives an error naming what was short, never a signal (as
-/// reading a map past a shrunk end does). Parquet reads its pages through it.
+/// reading a map past a shrunk end does); an object is read by ranged GETs of the version
+/// first seen. Parquet reads its pages through it.
 #[derive(Debug, Clone)]
 pub struct PositionedFile {
-    file: std::sync::Arc<File>,
+    source: Source,
     len: u64,
+    path: Arc<Path>,
 }
 
+#[derive(Debug, Clone)]
+enum Source {
+    File(Arc<File>),
+    Object { object: Arc<RemoteObject>, spans: Spans },
+}
+
+/// What an object's reader fetches ahead of a read that no span holds: parquet's footer at
+/// open, and the least a sequential reader (page headers) asks for.
+const READ_AHEAD: u64 = 64 * 1024;
+
 impl PositionedFile {
-    /// Opens the regular file `path` (see [`open_regular`]).
+    /// Opens the file (see [`open_regular`]) or object `path`; an object's last
+    /// [`READ_AHEAD`] bytes (a parquet footer) are fetched with its opening.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = open_regular(path)?;
-        let len = file.metadata().map_err(|e| DatasetError::io(path, e))?.len();
-        Ok(Self { file: std::sync::Arc::new(file), len })
+        let path: Arc<Path> = Arc::from(path);
+        if let Some(url) = ObjectUrl::of(&path)? {
+            let object = Arc::new(RemoteObject::open(url)?);
+            let len = object.len();
+            let tail = len.saturating_sub(READ_AHEAD);
+            let spans: Spans = Arc::from([(tail, object.read(tail..len)?)]);
+            return Ok(Self { source: Source::Object { object, spans }, len, path });
+        }
+        let file = open_regular(&path)?;
+        let len = file.metadata().map_err(|e| DatasetError::io(path.to_path_buf(), e))?.len();
+        Ok(Self { source: Source::File(Arc::new(file)), len, path })
     }
+
+    /// Its path (or URL).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its length when opened.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it was empty when opened.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes `range`: a positioned read of a file, or of an object a span fetched ahead
+    /// where one holds them, else one ranged GET.
+    pub fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
+        match &self.source {
+            Source::File(file) => {
+                use std::os::unix::fs::FileExt;
+                let mut buffer = vec![0; (range.end - range.start) as usize];
+                file.read_exact_at(&mut buffer, range.start).map_err(|e| {
+                    let what = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        "the file is shorter than its header says (changed or truncated while \
+                         read?)"
+                            .to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    DatasetError::invalid(
+                        &self.path,
+                        format!("bytes {}..{}: {what}", range.start, range.end),
+                    )
+                })?;
+                Ok(buffer.into())
+            }
+            Source::Object { object, spans } => match held(spans, &range) {
+                Some(bytes) => Ok(bytes),
+                None => object.read(range),
+            },
+        }
+    }
+
+    /// The same file with `ranges` fetched ahead, for the reads that follow (a row group's
+    /// column chunks): an object's ranges near each other are fetched as one, the fetches at
+    /// once; a local file is read where it is, as before.
+    pub fn fetched(&self, ranges: &[Range<u64>]) -> Result<Self> {
+        let Source::Object { object, spans } = &self.source else { return Ok(self.clone()) };
+        let wanted: Vec<Range<u64>> =
+            ranges.iter().filter(|r| held(spans, r).is_none()).cloned().collect();
+        let fetched = object.read_ranges(&wanted)?;
+        let spans: Spans = spans.iter().cloned().chain(fetched).collect();
+        Ok(Self { source: Source::Object { object: object.clone(), spans }, ..self.clone() })
+    }
+}
+
+/// The bytes `range` where one of `spans` holds them all.
+fn held(spans: &[(u64, Bytes)], range: &Range<u64>) -> Option<Bytes> {
+    spans.iter().find_map(|(start, bytes)| {
+        let end = start + bytes.len() as u64;
+        (*start <= range.start && range.end <= end)
+            .then(|| bytes.slice((range.start - start) as usize..(range.end - start) as usize))
+    })
 }
 
 impl parquet::file::reader::Length for PositionedFile {
@@ -86,46 +247,58 @@ impl parquet::file::reader::ChunkReader for PositionedFile {
     type T = ReadAt;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<ReadAt> {
-        Ok(ReadAt { file: self.file.clone(), position: start, len: self.len })
+        Ok(ReadAt { file: self.clone(), position: start, ahead: Bytes::new() })
     }
 
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
-        use std::os::unix::fs::FileExt;
-        let mut buffer = vec![0; length];
-        self.file.read_exact_at(&mut buffer, start).map_err(|e| {
-            parquet::errors::ParquetError::General(format!(
-                "bytes {start}..{}: {e} (the file is shorter than its footer says: changed or \
-                 truncated while read?)",
-                start + length as u64
-            ))
-        })?;
-        Ok(buffer.into())
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.read_range(start..start + length as u64)
+            .map_err(|e| parquet::errors::ParquetError::General(e.to_string()))
     }
 }
 
-/// A reader of a [`PositionedFile`] from an offset on.
+/// A reader of a [`PositionedFile`] from an offset on: a file read where it is asked, an
+/// object fetched [`READ_AHEAD`] bytes (or a span's rest) at a time.
 #[derive(Debug)]
 pub struct ReadAt {
-    file: std::sync::Arc<File>,
+    file: PositionedFile,
     position: u64,
-    /// The file's length when it was opened.
-    len: u64,
+    /// Fetched bytes from `position` on, not yet read.
+    ahead: Bytes,
 }
 
 impl std::io::Read for ReadAt {
     fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let read = self.file.read_at(buffer, self.position)?;
-        if read == 0 && !buffer.is_empty() && self.position < self.len {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!(
-                    "bytes from {} on are gone: the file is shorter than its footer says (changed \
-                     or truncated while read?)",
-                    self.position
-                ),
-            ));
+        if buffer.is_empty() {
+            return Ok(0);
         }
+        let len = self.file.len;
+        if let Source::File(file) = &self.file.source {
+            use std::os::unix::fs::FileExt;
+            let read = file.read_at(buffer, self.position)?;
+            if read == 0 && self.position < len {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "bytes from {} on are gone: the file is shorter than its footer says \
+                         (changed or truncated while read?)",
+                        self.position
+                    ),
+                ));
+            }
+            self.position += read as u64;
+            return Ok(read);
+        }
+        if self.ahead.is_empty() && self.position < len {
+            let wanted = (buffer.len() as u64).max(READ_AHEAD);
+            let end = (self.position + wanted).min(len);
+            self.ahead = self
+                .file
+                .read_range(self.position..end)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+        let read = buffer.len().min(self.ahead.len());
+        buffer[..read].copy_from_slice(&self.ahead[..read]);
+        self.ahead = self.ahead.slice(read..);
         self.position += read as u64;
         Ok(read)
     }
@@ -370,6 +543,9 @@ pub fn resolved(path: &Path) -> Result<PathBuf> {
 /// `dataset`, is inside it or holds it: nothing is ever written into a dataset that is read.
 /// Checked before anything is created, with links resolved.
 pub fn output_apart_from(out: &Path, dataset: &Path) -> Result<()> {
+    if remote::is_url(dataset) {
+        return Ok(());
+    }
     let (out_at, dataset_at) = (resolved(out)?, resolved(dataset)?);
     let what = if out_at == dataset_at {
         "is the dataset itself, which feedbench never writes into".to_string()

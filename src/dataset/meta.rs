@@ -128,6 +128,12 @@ impl Info {
                  directory or reach it through a link with a UTF-8 name",
             ));
         }
+        // A URL root (or one of an unknown scheme, refused naming it): its info.json is read.
+        if super::remote::ObjectUrl::of(root)?.is_some() {
+            let text = super::files::read_regular_text(&path)?;
+            let document = Self::document(&text, &path)?;
+            return Ok((Self::of_document(document.clone(), &path)?, document));
+        }
         // What is there, said as it is: absent, a symlink loop, no permission, not a directory.
         match std::fs::metadata(root) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

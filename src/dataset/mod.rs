@@ -18,6 +18,7 @@ pub mod image;
 pub mod layout;
 pub mod meta;
 pub mod rate;
+pub mod remote;
 pub mod sample;
 pub mod setting;
 pub mod size;
@@ -142,10 +143,20 @@ impl Dataset {
         };
         let chosen: Vec<&Episode> = selected.iter().map(|&p| &episodes[p]).collect();
         let frames = FrameTable::open(&root, &info.features, &episodes, &chosen)?;
-        let videos_on_disk = episodes
-            .iter()
-            .map(|e| e.videos.values().all(|v| root.join(&v.path).is_file()))
-            .collect();
+        let mut present: BTreeMap<&Path, bool> = BTreeMap::new();
+        let mut videos_on_disk = Vec::with_capacity(episodes.len());
+        for episode in &episodes {
+            let mut all = true;
+            for video in episode.videos.values() {
+                all &= match present.get(video.path.as_path()) {
+                    Some(&there) => there,
+                    None => *present
+                        .entry(&video.path)
+                        .or_insert(files::is_present(&root.join(&video.path))?),
+                };
+            }
+            videos_on_disk.push(all);
+        }
         let dataset = Dataset {
             root,
             info,
@@ -242,12 +253,17 @@ impl Dataset {
             .is_ok_and(|position| self.videos_on_disk[position])
     }
 
-    /// The files an episode needs that are not on disk.
-    pub fn missing_files(&self, episode: &Episode) -> Vec<PathBuf> {
-        std::iter::once(&episode.data_path)
-            .chain(episode.videos.values().map(|v| &v.path))
-            .map(|p| self.root.join(p))
-            .filter(|p| !p.is_file())
-            .collect()
+    /// The files an episode needs that are not on disk (nor in the store).
+    pub fn missing_files(&self, episode: &Episode) -> Result<Vec<PathBuf>> {
+        let mut missing = Vec::new();
+        for path in
+            std::iter::once(&episode.data_path).chain(episode.videos.values().map(|v| &v.path))
+        {
+            let path = self.root.join(path);
+            if !files::is_present(&path)? {
+                missing.push(path);
+            }
+        }
+        Ok(missing)
     }
 }

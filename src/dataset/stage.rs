@@ -60,7 +60,7 @@ pub fn plan_stage(root: &Path, episodes: Option<&[usize]>) -> Result<StagePlan> 
         }
     }
     if meta.join("episodes").is_dir() {
-        files.extend(parquet_files_under(&meta.join("episodes"))?);
+        files.extend(parquet_files_under(&meta.join("episodes"))?.unwrap_or_default());
     }
     for episode in &all {
         if episodes.is_some_and(|chosen| !chosen.contains(&episode.index.0)) {

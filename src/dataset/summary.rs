@@ -70,10 +70,6 @@ pub struct Summary {
     pub rate_mismatches: Vec<RateMismatch>,
 }
 
-fn file_size(path: &Path) -> Option<u64> {
-    std::fs::metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len())
-}
-
 impl Summary {
     /// Reads the metadata of the dataset at `root` and looks at its files; missing files are
     /// reported, not errors.
@@ -84,17 +80,27 @@ impl Summary {
         if episodes.is_empty() {
             return Err(DatasetError::invalid(root.join("meta"), "no episodes listed"));
         }
+        // Each file's size, asked once (a request each on a remote root).
+        let mut sizes: std::collections::BTreeMap<PathBuf, Option<u64>> = Default::default();
+        let mut file_size = |path: &Path| -> Result<Option<u64>> {
+            if let Some(&size) = sizes.get(path) {
+                return Ok(size);
+            }
+            let size = crate::dataset::files::size_of(path)?;
+            sizes.insert(path.to_path_buf(), size);
+            Ok(size)
+        };
         let mut data_files = std::collections::BTreeSet::new();
         let mut video_files = std::collections::BTreeSet::new();
         let mut episodes_present = Vec::new();
         let mut frames_present = 0;
         for episode in &episodes {
             let data = root.join(&episode.data_path);
-            let mut present = file_size(&data).is_some();
+            let mut present = file_size(&data)?.is_some();
             data_files.insert(data);
             for video in episode.videos.values() {
                 let path = root.join(&video.path);
-                present &= file_size(&path).is_some();
+                present &= file_size(&path)?.is_some();
                 video_files.insert(path);
             }
             if present {
@@ -102,20 +108,27 @@ impl Summary {
                 frames_present += episode.length;
             }
         }
-        let total = |files: &std::collections::BTreeSet<PathBuf>| {
-            files.iter().filter_map(|p| file_size(p)).sum()
+        let mut total = |files: &std::collections::BTreeSet<PathBuf>| -> Result<u64> {
+            let mut sum = 0;
+            for path in files {
+                sum += file_size(path)?.unwrap_or(0);
+            }
+            Ok(sum)
         };
+        let (data_bytes, video_bytes) = (total(&data_files)?, total(&video_files)?);
         let mut cameras = Vec::new();
         for camera in info.video_keys() {
             let probed_file = episodes
                 .iter()
                 .filter_map(|e| e.videos.get(&camera.name))
                 .map(|v| v.path.clone())
-                .find(|p| root.join(p).is_file());
+                .find(|p| sizes.get(&root.join(p)).is_some_and(Option::is_some));
             let stream = match &probed_file {
                 Some(path) if raw::is_raw(path) => {
                     Some(RawFrames::open(&root.join(path))?.stream_info())
                 }
+                // FFmpeg probes local files; a remote root's streams are read as they are decoded.
+                Some(_) if crate::dataset::remote::is_url(root) => None,
                 Some(path) => Some(probe(&root.join(path))?),
                 None => None,
             };
@@ -162,8 +175,8 @@ impl Summary {
                 })
                 .collect(),
             cameras,
-            data_bytes: total(&data_files),
-            video_bytes: total(&video_files),
+            data_bytes,
+            video_bytes,
         })
     }
 }

@@ -149,6 +149,24 @@ impl BatchLayout {
 }
 
 impl Batch {
+    /// A digest of the batch (SHA-256 of each key, shape, element type and value bytes, in key
+    /// order), as hex: two loaders, or two roots of one dataset, delivered the same batch where
+    /// their digests are equal.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for (key, tensor) in &self.tensors {
+            hash.update(key.as_bytes());
+            hash.update([0]);
+            for dim in &tensor.shape {
+                hash.update((*dim as u64).to_le_bytes());
+            }
+            hash.update(format!("{:?}", tensor.data.element()).as_bytes());
+            hash.update(tensor.data.as_bytes());
+        }
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Bytes of all the batch's tensors.
     pub fn bytes(&self) -> usize {
         self.tensors.values().map(|t| t.data.bytes()).sum()

@@ -66,7 +66,7 @@ pub fn measure_run(
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
     let loader = loader.build(bridge)?;
     let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase = loader.loader_phase(length.batches, warmup, None, &mut |_| {})?;
+    let phase = loader.loader_phase(length.batches, warmup, None, &mut |_, _| {})?;
     let au_pct = match step {
         Some(step) => fed_au(loader.as_ref(), step, length.batches)?,
         None => None,

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod servers;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

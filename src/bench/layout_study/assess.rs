@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::candidate::{Candidate, Storage};
 use super::config::MeasureSection;
-use crate::dataset::episodes::files_under;
+use crate::dataset::files::files_under;
 use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use crate::dataset::video::FrameBuffer;
@@ -237,7 +237,7 @@ pub fn measure_candidate(
     }
     let opened = Instant::now();
     let loader = spec(knobs.workers).build()?;
-    run_loader_phase(&loader, 1, 0, None, |_| {})?;
+    run_loader_phase(&loader, 1, 0, None, |_, _| {})?;
     let first_batch_ms = opened.elapsed().as_secs_f64() * 1e3;
     drop(loader);
 
@@ -247,7 +247,7 @@ pub fn measure_candidate(
         measure.batches,
         one.config().batches_in_flight() + 1,
         None,
-        |_| {},
+        |_, _| {},
     )?;
     let window = one.dataset().window(&measure.window.spec())?;
     let camera_frames_per_sample = camera_frames_per_sample(one.dataset(), &window);
@@ -335,7 +335,7 @@ fn camera_frames_per_sample(dataset: &Dataset, window: &Window) -> usize {
 /// what is dirty), so that the next read comes from the disk. Needs no privileges.
 pub fn evict_from_page_cache(root: &Path) -> Result<(), DatasetError> {
     use std::os::fd::AsRawFd;
-    for path in files_under(root)? {
+    for path in files_under(root)?.unwrap_or_default() {
         let file = std::fs::File::open(&path).map_err(|e| DatasetError::io(&path, e))?;
         file.sync_data().map_err(|e| DatasetError::io(&path, e))?;
         // SAFETY: a valid descriptor of an open file; the call only advises the kernel.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::knob_axes::KnobAxes;
 
+use crate::dataset::remote::is_url;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
@@ -93,14 +94,17 @@ impl DatasetSource {
         Ok(())
     }
 
-    /// Checks that a dataset `path` is there; where it is not, the error names the config
+    /// Checks that a dataset `path` (a directory; a URL is read, and said missing, as it is
+    /// opened) is there; where it is not, the error names the config
     /// file `config` and the key.
     pub fn check_present(&self, config: &Path) -> Result<(), ConfigError> {
         match &self.path {
-            Some(path) if std::fs::symlink_metadata(path).is_err() => Err(ConfigError {
-                path: config.to_path_buf(),
-                what: format!("dataset.path {}: no such dataset directory", path.display()),
-            }),
+            Some(path) if !is_url(path) && std::fs::symlink_metadata(path).is_err() => {
+                Err(ConfigError {
+                    path: config.to_path_buf(),
+                    what: format!("dataset.path {}: no such dataset directory", path.display()),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -117,7 +121,7 @@ impl DatasetSource {
 /// Makes a relative `path` given in the config file at `config` relative to that file's
 /// directory.
 pub fn relative_to_config(path: &mut PathBuf, config: &Path) {
-    if path.is_relative() {
+    if path.is_relative() && !is_url(path) {
         *path = config.parent().unwrap_or(Path::new(".")).join(&*path);
     }
 }

@@ -322,7 +322,7 @@ pub(crate) fn run_cell(
         // At 14 workers × prefetch 2, 20 batches were one burst of ready batches: 290 070
         // samples/s. Fewer than the least are raised to it (the results say how many).
         let batches = run.loader_batches.max(loader.config().least_measured_batches());
-        Some(loader.loader_phase(batches, warmup, phases.loader_until, &mut |_| {})?)
+        Some(loader.loader_phase(batches, warmup, phases.loader_until, &mut |_, _| {})?)
     } else {
         None
     };

@@ -408,11 +408,7 @@ impl DataFile {
             .and_then(|p| cast(p, &DataType::Utf8).ok())
             .map(|p| p.as_string::<i32>().value(0).to_string())
             .ok_or_else(|| invalid("neither `bytes` nor `path` is set"))?;
-        let file = root.join(path);
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut super::files::open_regular(&file)?, &mut bytes)
-            .map_err(|e| DatasetError::io(&file, e))?;
-        Ok(bytes)
+        super::files::read_whole(&root.join(path))
     }
 }
 

@@ -3,7 +3,7 @@
 //! statistics in `meta/stats.json`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, ListArray, RecordBatch, StringArray};
@@ -53,12 +53,31 @@ pub fn fields(
     ]
 }
 
+/// The episode tables of a root whose store cannot list (a plain web server), found by the names
+/// LeRobot gives them (`meta/episodes/chunk-CCC/file-FFF.parquet`, a new chunk every
+/// `chunks_size` files): each asked for in turn until one is absent.
+fn episode_files_by_name(root: &Path, info: &Info) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    loop {
+        let n = files.len();
+        let (chunk, file) = (n / info.chunks_size, n % info.chunks_size);
+        let path = root.join(format!("{EPISODES_DIR}/chunk-{chunk:03}/file-{file:03}.parquet"));
+        if !crate::dataset::files::is_present(&path)? {
+            return Ok(files);
+        }
+        files.push(path);
+    }
+}
+
 /// The episodes of the parquet files under `meta/episodes/`, with their data and video
 /// files and where each camera's frames lie in them.
 pub(super) fn load_episodes(root: &Path, info: &Info) -> Result<Vec<Episode>> {
     let info_path = &root.join("meta/info.json");
     let dir = root.join(EPISODES_DIR);
-    let files = parquet_files_under(&dir)?;
+    let files = match parquet_files_under(&dir)? {
+        Some(files) => files,
+        None => episode_files_by_name(root, info)?,
+    };
     if files.is_empty() {
         return Err(DatasetError::invalid(
             &dir,

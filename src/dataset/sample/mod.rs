@@ -425,7 +425,7 @@ impl Dataset {
         let timestamp = frames.column_position("timestamp").expect("info.json checked");
         if !self.has_videos_on_disk(episode) {
             // Said as what is there: absent (a partial download), a directory, a loop, a FIFO.
-            let missing = self.missing_files(episode);
+            let missing = self.missing_files(episode)?;
             for path in &missing {
                 super::files::expect_episode_file(path, episode.index.0)?;
             }

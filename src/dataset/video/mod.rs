@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::dataset::error::{DatasetError, Result};
 
+pub mod boxes;
 pub mod cache;
 pub mod convert;
 pub mod decode;
@@ -17,7 +18,7 @@ pub mod table;
 pub use convert::FrameBuffer;
 pub use decode::{DecodeOptions, FrameDecoder, VideoDecoder};
 pub use probe::{open_mp4, probe, VideoStreamInfo};
-pub use table::{Mp4Sample, VideoCodec, VideoFile};
+pub use table::{Mp4Sample, SampleSpan, VideoCodec, VideoFile};
 
 /// Checks that `rgb` holds one packed RGB24 frame of `height × width`, for a writer of `path`.
 pub fn check_rgb_frame(path: &Path, rgb: &[u8], height: u32, width: u32) -> Result<()> {

@@ -1,16 +1,18 @@
-//! The frame table of an mp4 file, read once from its header: where each coded frame lies in
-//! the file, when it is shown and which frames are keyframes. Decoders read each packet with
-//! one positioned read by it: no demuxing and no FFmpeg seeking per request, and a file that
-//! shrinks under a running loader is an error naming it, never a signal.
+//! The frame table of an mp4 file (or object), read once from its header: where each coded
+//! frame lies in the file, when it is shown and which frames are keyframes. Decoders read the
+//! packets a frame needs with one positioned read (one ranged GET of an object): no demuxing and
+//! no FFmpeg seeking per request, and a file that shrinks under a running loader is an error
+//! naming it, never a signal.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use memmap2::Mmap;
+use bytes::Bytes;
 use re_mp4::{Mp4, StsdBoxContent, TrakBox};
+
+use crate::dataset::files::PositionedFile;
 
 use crate::dataset::contract::Contract;
 use crate::dataset::error::{DatasetError, Result};
@@ -48,12 +50,12 @@ pub struct Mp4Sample {
     pub rank: u32,
 }
 
-/// An open mp4 file with its video track's frame table. `Send + Sync`: one value is shared by
-/// all workers through [`VideoFile::shared`] (positioned reads need no shared cursor).
+/// An open mp4 file (or object) with its video track's frame table. `Send + Sync`: one value is
+/// shared by all workers through [`VideoFile::shared`] (positioned reads need no shared cursor).
 #[derive(Debug)]
 pub struct VideoFile {
     path: PathBuf,
-    file: File,
+    file: PositionedFile,
     codec: VideoCodec,
     extradata: Vec<u8>,
     width: u32,
@@ -75,14 +77,13 @@ pub struct VideoFile {
 const SHARED_CAPACITY: usize = 256;
 
 impl VideoFile {
-    /// Opens `path` and reads the frame table of its first video track. The header is parsed
-    /// from a map that is dropped before this returns; frames are read with positioned reads.
+    /// Opens `path` (a file, or an object of a remote root) and reads the frame table of its
+    /// first video track from its header boxes ([`super::boxes::header_boxes`]); frames are
+    /// read later by position.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = crate::dataset::files::open_regular(path)?;
-        // SAFETY: the mapping is read-only and lives only while the header is parsed; frames
-        // are read later with positioned reads, which report a shrunk file as an error.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| DatasetError::io(path, e))?;
-        let bytes: &[u8] = &map;
+        let file = PositionedFile::open(path)?;
+        let header = super::boxes::header_boxes(&file)?;
+        let bytes: &[u8] = &header;
         let mp4 = std::panic::catch_unwind(|| Mp4::read_bytes(bytes))
             .map_err(|_| {
                 DatasetError::invalid(path, "malformed mp4: its sample tables are inconsistent")
@@ -108,14 +109,14 @@ impl VideoFile {
         let mut samples: Vec<Mp4Sample> = Vec::with_capacity(track.samples.len());
         for (i, s) in track.samples.iter().enumerate() {
             let end = s.offset.checked_add(s.size);
-            if end.is_none_or(|end| end > map.len() as u64) {
+            if end.is_none_or(|end| end > file.len()) {
                 return Err(DatasetError::invalid(
                     path,
                     format!(
                         "frame {i} lies at bytes {}..{} beyond the end of the file ({} bytes): truncated?",
                         s.offset,
                         s.offset.saturating_add(s.size),
-                        map.len()
+                        file.len()
                     ),
                 ));
             }
@@ -143,7 +144,6 @@ impl VideoFile {
         if !samples.iter().any(|s| s.keyframe) {
             return Err(DatasetError::invalid(path, "the video track has no keyframe"));
         }
-        drop(map);
         Ok(Self {
             path: path.to_path_buf(),
             file,
@@ -206,27 +206,18 @@ impl VideoFile {
         &self.samples
     }
 
-    /// Reads the coded bytes of the sample at decode index `index` into `out` (exactly its
-    /// size, [`Mp4Sample::size`]); a file shorter now than its header says is an error naming
-    /// it.
-    pub fn read_sample(&self, index: usize, out: &mut [u8]) -> Result<()> {
-        let s = &self.samples[index];
-        self.file.read_exact_at(out, s.offset).map_err(|e| {
-            let what = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "the file is shorter than its header says (changed or truncated while read?)"
-                    .to_string()
-            } else {
-                e.to_string()
-            };
-            DatasetError::invalid(
-                &self.path,
-                format!(
-                    "frame data {index} at bytes {}..{}: {what}",
-                    s.offset,
-                    s.offset + u64::from(s.size)
-                ),
-            )
-        })
+    /// The coded bytes of the samples at decode indices `samples` (at least one), read as one
+    /// range from the first's offset to the last's end: one positioned read of a file, one
+    /// ranged GET of an object. A file shorter now than its header says is an error naming it.
+    pub fn read_samples(&self, samples: Range<usize>) -> Result<SampleSpan> {
+        let first = &self.samples[samples.start];
+        let end = self.samples[samples.clone()]
+            .iter()
+            .map(|s| s.offset + u64::from(s.size))
+            .max()
+            .expect("at least one sample");
+        let start = self.samples[samples].iter().map(|s| s.offset).min().unwrap_or(first.offset);
+        Ok(SampleSpan { start, bytes: self.file.read_range(start..end)? })
     }
 
     /// Presentation rank of shown frame `frame` (ranks also count hidden samples).
@@ -299,6 +290,22 @@ impl VideoFile {
                 ),
             ))
         }
+    }
+}
+
+/// The coded bytes of consecutive samples, read at once ([`VideoFile::read_samples`]).
+#[derive(Debug, Clone)]
+pub struct SampleSpan {
+    /// The file offset of its first byte.
+    start: u64,
+    bytes: Bytes,
+}
+
+impl SampleSpan {
+    /// The bytes of `sample` where the span holds them all.
+    pub fn sample(&self, sample: &Mp4Sample) -> Option<&[u8]> {
+        let from = usize::try_from(sample.offset.checked_sub(self.start)?).ok()?;
+        self.bytes.get(from..from + sample.size as usize)
     }
 }
 

@@ -102,6 +102,19 @@ impl BatchData {
         self.len() == 0
     }
 
+    /// The values as the bytes they occupy (native endianness; a bool as one byte).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::F32(v) => bytemuck::cast_slice(v),
+            Self::U8(v) => v,
+            Self::F64(v) => bytemuck::cast_slice(v),
+            Self::I64(v) => bytemuck::cast_slice(v),
+            Self::I32(v) => bytemuck::cast_slice(v),
+            // SAFETY: a bool is one byte holding 0 or 1; read as bytes, nothing is written.
+            Self::Bool(v) => unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len()) },
+        }
+    }
+
     /// Bytes the values occupy.
     pub fn bytes(&self) -> usize {
         let width = match self.element() {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::figures::{BatchesUntil, LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
 use super::in_process::{run_loader_phase, run_train_phase};
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
+use crate::loader::batch::Batch;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotLoader};
 use crate::loader::pipeline::{Loader, LoaderError};
@@ -44,13 +45,14 @@ pub trait MeasuredLoader {
 
     /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones (fewer
     /// where `until` says so of those measured so far), epoch after epoch with the same
-    /// workers; `on_batch` hears each measured batch (progress).
+    /// workers; `on_batch` hears each measured batch (how many so far, and the batch where it
+    /// is in this process: the native pipeline's).
     fn loader_phase(
         &self,
         batches: usize,
         warmup: usize,
         until: Option<BatchesUntil<'_>>,
-        on_batch: &mut dyn FnMut(usize),
+        on_batch: &mut dyn FnMut(usize, &Batch),
     ) -> Result<LoaderPhase, LoaderError>;
 
     /// The loader feeding `feed`: `warmup` unmeasured steps, then `steps` measured ones;
@@ -91,7 +93,7 @@ impl MeasuredLoader for Loader {
         batches: usize,
         warmup: usize,
         until: Option<BatchesUntil<'_>>,
-        on_batch: &mut dyn FnMut(usize),
+        on_batch: &mut dyn FnMut(usize, &Batch),
     ) -> Result<LoaderPhase, LoaderError> {
         run_loader_phase(self, batches, warmup, until, on_batch)
     }
@@ -126,7 +128,7 @@ impl MeasuredLoader for LerobotLoader {
         batches: usize,
         warmup: usize,
         until: Option<BatchesUntil<'_>>,
-        _on_batch: &mut dyn FnMut(usize),
+        _on_batch: &mut dyn FnMut(usize, &Batch),
     ) -> Result<LoaderPhase, LoaderError> {
         run_lerobot_loader_phase(self, batches, warmup, until)
     }

@@ -77,7 +77,7 @@ pub fn run_loader_phase(
     batches: usize,
     warmup: usize,
     until: Option<BatchesUntil<'_>>,
-    mut on_batch: impl FnMut(usize),
+    mut on_batch: impl FnMut(usize, &Batch),
 ) -> Result<LoaderPhase, LoaderError> {
     let mut clock = Clock::start();
     if batches == 0 {
@@ -117,7 +117,7 @@ pub fn run_loader_phase(
                 samples += batch.size;
                 bytes += batch.bytes() as u64;
                 last = now;
-                on_batch(batch_ms.len());
+                on_batch(batch_ms.len(), &batch);
                 if until.is_some_and(|until| until(&batch_ms)) {
                     break;
                 }

@@ -1,5 +1,6 @@
 //! Frame-accurate random access: one single-threaded FFmpeg decoder per file, fed packets
-//! built from the mapped bytes and the frame table (no demuxing, no FFmpeg seeking).
+//! built from the frame table and the bytes of the samples a frame needs, read as one range
+//! (no demuxing, no FFmpeg seeking; one request per frame of a remote file).
 //!
 //! To reach a frame the decoder restarts at the keyframe before it and feeds packets forward
 //! in decode order until the frame with the wanted presentation rank comes out; when it already
@@ -16,13 +17,16 @@ use ffmpeg_next::util::error::EAGAIN;
 use ffmpeg_next::{decoder, frame, Packet};
 
 use crate::dataset::error::{DatasetError, Result};
-use crate::dataset::video::table::{VideoCodec, VideoFile};
+use crate::dataset::video::table::{SampleSpan, VideoCodec, VideoFile};
 use crate::timing::HelperThreads;
 
 /// An open decoder of one file and where it stands in the file.
 pub(super) struct StreamDecoder {
     pub(super) video: Arc<VideoFile>,
     decoder: decoder::Video,
+    /// The bytes of the samples last read: those from a sample to the last the frame asked
+    /// for needs, read at once.
+    span: Option<SampleSpan>,
     /// Decode index of the next sample to send.
     next: usize,
     /// Rank of the last frame received since the last restart.
@@ -81,6 +85,7 @@ impl StreamDecoder {
         Ok(Self {
             video,
             decoder,
+            span: None,
             next: 0,
             last: None,
             drained: false,
@@ -199,7 +204,12 @@ impl StreamDecoder {
                     }
                     let mut packet = Packet::new(sample.size as usize);
                     if let Some(data) = packet.data_mut() {
-                        self.video.read_sample(self.next - 1, data)?;
+                        data.copy_from_slice(sample_bytes(
+                            &mut self.span,
+                            &self.video,
+                            self.next - 1,
+                            rank,
+                        )?);
                     }
                     packet.set_pts(Some(i64::from(sample.rank)));
                     packet.set_dts(Some(self.next as i64 - 1));
@@ -215,6 +225,23 @@ impl StreamDecoder {
             }
         }
     }
+}
+
+/// The coded bytes of `video`'s sample at decode index `index`, on the way to the frame of rank
+/// `rank`: from `span` (the samples last read) where it holds them, else read into it with every
+/// sample after it up to the last the frame needs, as one range.
+fn sample_bytes<'a>(
+    span: &'a mut Option<SampleSpan>,
+    video: &VideoFile,
+    index: usize,
+    rank: u32,
+) -> Result<&'a [u8]> {
+    let sample = video.samples()[index];
+    if span.as_ref().and_then(|span| span.sample(&sample)).is_none() {
+        let end = video.complete_after(rank).max(index + 1);
+        *span = Some(video.read_samples(index..end)?);
+    }
+    Ok(span.as_ref().and_then(|span| span.sample(&sample)).expect("the span read holds it"))
 }
 
 /// FFmpeg's threading for a decoder of `threads` threads. libdav1d takes the count as its own

@@ -1,0 +1,223 @@
+//! Objects read where they are: by ranged GETs, each pinned to the version (ETag) first seen, so
+//! that an object replaced while a run reads it is refused rather than read as a mix of two.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as Key;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+
+use super::client::{block_on, store_of, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
+use super::url::{ObjectUrl, StoreKey};
+use crate::dataset::error::{DatasetError, Result};
+
+/// An object opened for reading: its size and version as its first request saw them.
+#[derive(Debug, Clone)]
+pub struct RemoteObject {
+    url: ObjectUrl,
+    size: u64,
+    /// Its ETag, where the store gives one: every later read must see the same.
+    etag: Option<String>,
+}
+
+impl RemoteObject {
+    /// Asks the store for `url`'s size and version (a HEAD request).
+    pub fn open(url: ObjectUrl) -> Result<Self> {
+        let store = store_of(&url)?;
+        let meta = block_on(&url, store.head(&key(&url)))?.map_err(|e| failure(&url, e))?;
+        Ok(Self { size: meta.size, etag: meta.e_tag, url })
+    }
+
+    /// The object's address.
+    pub fn url(&self) -> &ObjectUrl {
+        &self.url
+    }
+
+    /// Its size in bytes when opened.
+    pub fn len(&self) -> u64 {
+        self.size
+    }
+
+    /// Whether it holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// The bytes `range` of the object (one ranged GET), of the version first seen: a range
+    /// beyond its end, a shorter body or another version is an error naming the URL.
+    pub fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        if range.end > self.size {
+            return Err(remote(
+                &self.url,
+                format!(
+                    "bytes {}..{} lie beyond its end ({} bytes when it was opened)",
+                    range.start, range.end, self.size
+                ),
+            ));
+        }
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match: self.etag.clone(),
+            ..Default::default()
+        };
+        let bytes = get(&self.url, options, self.etag.as_deref())?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(remote(
+                &self.url,
+                format!(
+                    "bytes {}..{}: the server sent {} bytes, expected {} (a truncated body)",
+                    range.start,
+                    range.end,
+                    bytes.len(),
+                    range.end - range.start
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+/// Ranges nearer each other than this are fetched as one request (the gap read and dropped).
+pub const COALESCE_GAP: u64 = 32 * 1024;
+
+impl RemoteObject {
+    /// The bytes of `ranges`, as spans by offset: ranges within [`COALESCE_GAP`] of each other
+    /// are fetched as one, and the fetches are in flight at once.
+    pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<(u64, Bytes)>> {
+        let mut sorted: Vec<Range<u64>> =
+            ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
+        sorted.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<u64>> = Vec::new();
+        for range in sorted {
+            match merged.last_mut() {
+                Some(last) if range.start <= last.end + COALESCE_GAP => {
+                    last.end = last.end.max(range.end)
+                }
+                _ => merged.push(range),
+            }
+        }
+        std::thread::scope(|scope| {
+            let fetches: Vec<_> = merged
+                .iter()
+                .map(|range| {
+                    scope.spawn(move || self.read(range.clone()).map(|b| (range.start, b)))
+                })
+                .collect();
+            fetches.into_iter().map(|f| f.join().expect("a fetch does not panic")).collect()
+        })
+    }
+}
+
+/// The whole object at `url` (metadata files: one GET).
+pub fn read_whole(url: &ObjectUrl) -> Result<Bytes> {
+    get(url, GetOptions::default(), None)
+}
+
+/// Whether an object is at `url` (a HEAD request; absent is `false`, any other failure an error).
+pub fn exists(url: &ObjectUrl) -> Result<bool> {
+    let store = store_of(url)?;
+    match block_on(url, store.head(&key(url)))? {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(failure(url, e)),
+    }
+}
+
+/// The keys of the objects under the "directory" `dir` (every level), sorted; None for a store
+/// that cannot list (a plain web server).
+pub fn list(dir: &ObjectUrl) -> Result<Option<Vec<String>>> {
+    let store = store_of(dir)?;
+    let prefix = key(dir);
+    let listed: Result<Vec<_>, _> =
+        block_on(dir, store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect())?;
+    match listed {
+        Ok(keys) => {
+            let mut keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            keys.sort();
+            Ok(Some(keys))
+        }
+        Err(_) if matches!(dir.store, StoreKey::Http { .. }) => Ok(None),
+        Err(e) => Err(failure(dir, e)),
+    }
+}
+
+/// One GET; where `pinned` is set, the answer must be of that version.
+fn get(url: &ObjectUrl, options: GetOptions, pinned: Option<&str>) -> Result<Bytes> {
+    let store = store_of(url)?;
+    let location = key(url);
+    block_on(url, async {
+        let result = store.get_opts(&location, options).await?;
+        if let (Some(pinned), Some(now)) = (pinned, result.meta.e_tag.as_deref()) {
+            if pinned != now {
+                return Err(object_store::Error::Precondition {
+                    path: location.to_string(),
+                    source: format!("its ETag is {now} now, {pinned} when first read").into(),
+                });
+            }
+        }
+        result.bytes().await
+    })?
+    .map_err(|e| failure(url, e))
+}
+
+fn key(url: &ObjectUrl) -> Key {
+    Key::from(url.key.as_str())
+}
+
+fn remote(url: &ObjectUrl, what: String) -> DatasetError {
+    DatasetError::Remote { path: url.text.clone().into(), what }
+}
+
+/// `error` said for `url`: what happened in the user's words, then the store's own text.
+fn failure(url: &ObjectUrl, error: object_store::Error) -> DatasetError {
+    let detail = chain(&error);
+    let what = match &error {
+        object_store::Error::NotFound { .. } => {
+            "not found (no such object or bucket: is the URL, or the endpoint, right?)".to_string()
+        }
+        object_store::Error::Precondition { .. } => format!(
+            "the object changed while it was read ({detail}): refused rather than read as a \
+             mix of two versions; run again to read the new one"
+        ),
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => format!(
+            "access denied ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, a profile, HF_TOKEN) or the storage options"
+        ),
+        _ if detail.contains("403") => format!(
+            "access denied, 403 ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, HF_TOKEN) or the storage options"
+        ),
+        _ if detail.to_ascii_lowercase().contains("timed out") => format!(
+            "no answer in time (connect {} s, request {} s): the server is too slow or \
+             unreachable ({detail})",
+            CONNECT_TIMEOUT.as_secs(),
+            REQUEST_TIMEOUT.as_secs()
+        ),
+        _ if detail.contains("Connection refused") || detail.contains("error sending request") => {
+            format!(
+                "cannot reach the endpoint ({detail}): is the server up, and the endpoint right?"
+            )
+        }
+        _ => detail,
+    };
+    remote(url, what)
+}
+
+/// The error's text and its causes', each once.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(current) = next {
+        let text = current.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = current.source();
+    }
+    parts.join(": ")
+}

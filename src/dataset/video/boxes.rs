@@ -1,0 +1,66 @@
+//! The header of an mp4 file without its media data: its top-level boxes walked by ranged reads
+//! (a box's size, then the next), every box but the media data (`mdat`, and padding) read
+//! whole. A remote file's index costs a few requests, wherever it sits (faststart or at the
+//! end), and never the download of its frames.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use crate::dataset::error::{DatasetError, Result};
+use crate::dataset::files::PositionedFile;
+
+/// What the first read of a file takes: most headers of faststart files lie within it.
+const FIRST_READ: u64 = 64 * 1024;
+
+/// Boxes that hold media data or padding, skipped by their size.
+const SKIPPED: [&[u8; 4]; 3] = [b"mdat", b"free", b"skip"];
+
+/// The top-level boxes of `file` but its media data and padding, one after the other as the
+/// file holds them: what an mp4 parser needs of it (sample offsets stay the file's). A box that
+/// reaches past the file's end is an error naming the file.
+pub fn header_boxes(file: &PositionedFile) -> Result<Vec<u8>> {
+    let len = file.len();
+    let first = file.read_range(0..len.min(FIRST_READ))?;
+    let read = |range: Range<u64>| -> Result<Bytes> {
+        if range.end <= first.len() as u64 {
+            return Ok(first.slice(range.start as usize..range.end as usize));
+        }
+        file.read_range(range)
+    };
+    let truncated = |what: String| {
+        DatasetError::invalid(file.path(), format!("not a complete mp4 file (truncated?): {what}"))
+    };
+    let mut header = Vec::new();
+    let mut at = 0u64;
+    while at < len {
+        if len - at < 8 {
+            return Err(truncated(format!("{} bytes after the last box at byte {at}", len - at)));
+        }
+        let head = read(at..(at + 16).min(len))?;
+        let kind: [u8; 4] = head[4..8].try_into().expect("8 bytes read");
+        let (size, head_len) = match u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) {
+            0 => (len - at, 8),
+            1 if head.len() >= 16 => {
+                (u64::from_be_bytes(head[8..16].try_into().expect("16 bytes")), 16)
+            }
+            1 => return Err(truncated(format!("the box at byte {at} has no 64-bit size"))),
+            size => (u64::from(size), 8),
+        };
+        let name = String::from_utf8_lossy(&kind).into_owned();
+        if size < head_len {
+            return Err(DatasetError::invalid(
+                file.path(),
+                format!("malformed mp4: box `{name}` at byte {at} says it is {size} bytes"),
+            ));
+        }
+        let end = at.checked_add(size).filter(|&end| end <= len).ok_or_else(|| {
+            truncated(format!("box `{name}` at byte {at} is {size} bytes; the file ends at {len}"))
+        })?;
+        if !SKIPPED.contains(&&kind) {
+            header.extend_from_slice(&read(at..end)?);
+        }
+        at = end;
+    }
+    Ok(header)
+}

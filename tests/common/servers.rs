@@ -1,0 +1,191 @@
+//! Real servers on loopback for the tests of URL roots, each a process of its own, ended when
+//! dropped: s3s-fs, an S3-compatible server (`make test` builds it into `.tools/`), and
+//! Debian's nginx, which answers range GETs. Objects reach the S3 server by PutObject, as a
+//! user's upload would.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as Key;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+/// The S3 server's credentials in these tests.
+pub const ACCESS_KEY: &str = "feedbench-test";
+/// Its secret.
+pub const SECRET_KEY: &str = "feedbench-test-secret";
+
+/// A free port on loopback (bound, then let go for the server to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A server process, killed when dropped.
+pub struct Server {
+    child: Child,
+    /// Where it listens.
+    pub port: u16,
+}
+
+impl Server {
+    /// Starts `command` and waits until `port` takes connections (the server's log goes to
+    /// `log`); a server that ends first fails the test with its log.
+    fn start(mut command: Command, port: u16, log: &Path) -> Self {
+        let out = std::fs::File::create(log).unwrap();
+        let err = out.try_clone().unwrap();
+        let child = command.stdout(out).stderr(err).stdin(Stdio::null()).spawn().unwrap();
+        let mut server = Self { child, port };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(log).unwrap_or_default();
+                panic!("{command:?} ended ({status}) before it listened: {log}");
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "{command:?} never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The S3 server binary, or None (with a visible note) where it was not built.
+pub fn s3_server_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("FEEDBENCH_S3_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/s3s-fs/bin/s3s-fs"));
+    if path.is_file() {
+        return Some(path);
+    }
+    eprintln!("SKIPPED: no S3 server at {} (make test builds it)", path.display());
+    None
+}
+
+/// An S3-compatible server over a directory of its own, with credentials.
+pub struct S3 {
+    /// The server process.
+    pub server: Server,
+    /// Its endpoint, `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// The directory it keeps its buckets in.
+    pub data: PathBuf,
+}
+
+impl S3 {
+    /// Starts the server with its data in `dir/s3`, or None where it was not built.
+    pub fn start(dir: &Path) -> Option<Self> {
+        let binary = s3_server_binary()?;
+        let data = dir.join("s3");
+        std::fs::create_dir_all(&data).unwrap();
+        let port = free_port();
+        let mut command = Command::new(binary);
+        command.args(["--host", "127.0.0.1", "--port", &port.to_string()]);
+        command.args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]).arg(&data);
+        let server = Server::start(command, port, &dir.join("s3.log"));
+        Some(Self { server, endpoint: format!("http://127.0.0.1:{port}"), data })
+    }
+
+    /// The environment a user would set to read from it (AWS's own variables).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+    }
+
+    /// The same as storage options (`KEY=VALUE` pairs, Python's `storage_options`).
+    pub fn options(&self) -> Vec<(String, String)> {
+        vec![
+            ("endpoint".into(), self.endpoint.clone()),
+            ("access_key_id".into(), ACCESS_KEY.into()),
+            ("secret_access_key".into(), SECRET_KEY.into()),
+            ("allow_http".into(), "true".into()),
+        ]
+    }
+
+    /// Makes `bucket` and puts every file under `local` into it under `prefix` (PutObject, one
+    /// object a file): the URL of the copy, `s3://bucket/prefix`.
+    pub fn upload(&self, bucket: &str, prefix: &str, local: &Path) -> String {
+        std::fs::create_dir_all(self.data.join(bucket)).unwrap();
+        let (store, runtime) = self.client(bucket);
+        for file in super::walk(local) {
+            let within = file.strip_prefix(local).unwrap().to_str().unwrap();
+            let key = Key::from(format!("{prefix}/{within}"));
+            let bytes = std::fs::read(&file).unwrap();
+            runtime.block_on(store.put(&key, PutPayload::from(bytes))).unwrap();
+        }
+        format!("s3://{bucket}/{prefix}")
+    }
+
+    /// A client of `bucket` (as a user's upload tool would be) and a runtime to run it on.
+    fn client(&self, bucket: &str) -> (impl ObjectStore, tokio::runtime::Runtime) {
+        let store = AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_access_key_id(ACCESS_KEY)
+            .with_secret_access_key(SECRET_KEY)
+            .with_region("us-east-1")
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        (store, runtime)
+    }
+
+    /// Replaces the object `key` of `bucket` with `bytes` (PutObject).
+    pub fn replace(&self, bucket: &str, key: &str, bytes: Vec<u8>) {
+        let (store, runtime) = self.client(bucket);
+        runtime.block_on(store.put(&Key::from(key), PutPayload::from(bytes))).unwrap();
+    }
+}
+
+/// Debian's nginx serving a directory over plain HTTP on loopback.
+pub struct Nginx {
+    /// The server process.
+    pub server: Server,
+    /// `http://127.0.0.1:PORT`.
+    pub origin: String,
+}
+
+impl Nginx {
+    /// Serves `root` (its files by their paths under it), its configuration and logs in
+    /// `dir/nginx`; None (with a visible note) where nginx is not installed.
+    pub fn start(root: &Path, dir: &Path) -> Option<Self> {
+        let binary = Path::new("/usr/sbin/nginx");
+        if !binary.is_file() {
+            eprintln!("SKIPPED: no nginx at {} (make test installs it)", binary.display());
+            return None;
+        }
+        let prefix = dir.join("nginx");
+        std::fs::create_dir_all(prefix.join("logs")).unwrap();
+        let port = free_port();
+        let conf = format!(
+            "daemon off; master_process off; worker_processes 1; pid {pid};\n\
+             error_log {prefix}/logs/error.log;\n\
+             events {{ worker_connections 256; }}\n\
+             http {{ access_log off; client_body_temp_path {prefix}/body;\n\
+               proxy_temp_path {prefix}/proxy; fastcgi_temp_path {prefix}/fastcgi;\n\
+               uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;\n\
+               server {{ listen 127.0.0.1:{port}; root {root}; }} }}\n",
+            pid = prefix.join("nginx.pid").display(),
+            prefix = prefix.display(),
+            root = root.display(),
+        );
+        let conf_path = prefix.join("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let mut command = Command::new(binary);
+        command.arg("-p").arg(&prefix).arg("-c").arg(&conf_path);
+        let server = Server::start(command, port, &dir.join("nginx.log"));
+        Some(Self { server, origin: format!("http://127.0.0.1:{port}") })
+    }
+}
