@@ -9,7 +9,7 @@ use feedbench::dataset::remote::register_storage_options;
 use feedbench::dataset::video::{DecodeOptions, VideoDecoder};
 use feedbench::dataset::{Dataset, WindowSpec};
 
-use crate::common::servers::{free_port, Nginx, S3};
+use crate::common::servers::{free_port, Nginx, SlowLink, S3};
 use crate::common::{self, clear_error, outcome, walk};
 
 /// `feedbench args` with `env` set: success, stdout, stderr.
@@ -161,4 +161,101 @@ fn bad_roots_and_unreachable_stores_are_one_clear_error_naming_the_url() {
     // The right root, the same server: read.
     let (ok, _, err) = feedbench_with(&env, &["info", &root]);
     assert!(ok, "{err}");
+}
+
+/// Every file under `dir` by its path under it, with its bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let files = walk(dir).into_iter().filter(|p| !p.ends_with(feedbench::dataset::stage::MANIFEST));
+    files
+        .map(|p| (p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_stage_from_the_bucket_killed_mid_copy_goes_on_and_every_file_is_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("pusht");
+    // A file per episode, so that a stage is many files.
+    common::synth_pusht(&local, 12, 20, &["--format", "v2.1"]);
+    let Some(s3) = S3::start(dir.path()) else { return };
+    let root = s3.upload("staged", "pusht", &local);
+    let to = dir.path().join("copy");
+    let staging = dir.path().join(".copy.staging");
+    // Through a slow link (each chunk the server sends held 150 ms), killed once some files
+    // lie whole in the staging directory and before the copy is complete.
+    let link = SlowLink::start(s3.server.port, std::time::Duration::from_millis(150));
+    let mut slow = s3.env();
+    slow.retain(|(k, _)| *k != "AWS_ENDPOINT_URL");
+    slow.push(("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{}", link.port)));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(["stage", &root, "--to", to.to_str().unwrap()]);
+    for (key, value) in &slow {
+        command.env(key, value);
+    }
+    let mut child = command.stderr(std::process::Stdio::null()).spawn().unwrap();
+    let whole = |dir: &Path| {
+        walk(dir)
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "mp4" || e == "parquet"))
+            .count()
+    };
+    while !(staging.is_dir() && whole(&staging) >= 2) {
+        assert!(child.try_wait().unwrap().is_none(), "the stage ended before it was killed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!to.exists(), "nothing under the final name before the copy is whole");
+    assert!(whole(&staging) < tree(&local).len(), "killed before the copy was complete");
+    for path in walk(&staging) {
+        // Every file under its own name is whole: the source's bytes.
+        let name = path.strip_prefix(&staging).unwrap();
+        if path.extension().is_some_and(|e| e != "partial")
+            && !path.ends_with(feedbench::dataset::stage::MANIFEST)
+        {
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                std::fs::read(local.join(name)).unwrap(),
+                "{name:?}"
+            );
+        }
+    }
+
+    let (ok, out, err) = feedbench_with(&s3.env(), &["stage", &root, "--to", to.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), to.to_str().unwrap());
+    assert!(err.contains("went on from a stopped stage"), "{err}");
+    assert!(!staging.exists());
+    assert_eq!(tree(&to), tree(&local), "the copy is the dataset, file for file");
+    assert!(!walk(&to).iter().any(|p| p.extension().is_some_and(|e| e == "partial")));
+    let (ok, _, err) = feedbench_with(&s3.env(), &["stage", &root, "--to", to.to_str().unwrap()]);
+    assert!(!ok && err.contains("already exists"), "{err}");
+}
+
+#[test]
+fn a_stage_from_a_web_server_that_loses_a_file_keeps_what_it_copied_and_goes_on() {
+    use feedbench::dataset::stage::{plan_stage, stage};
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = www.join("pusht");
+    common::synth_pusht(&local, 4, 20, &["--format", "v2.1"]);
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let root = PathBuf::from(format!("{}/pusht", nginx.origin));
+    let to = dir.path().join("copy");
+    let plan = plan_stage(&root, None).unwrap();
+    assert_eq!(plan.files.len(), tree(&local).len(), "the metadata found by name, every file");
+    // Planned, then one file gone from the server (404) while the stage copies.
+    let gone = walk(&local.join("videos")).into_iter().max().unwrap();
+    let aside = dir.path().join("aside");
+    std::fs::rename(&gone, &aside).unwrap();
+    let err = stage(&root, &to, &plan).unwrap_err().to_string();
+    let name = gone.strip_prefix(&www).unwrap().to_str().unwrap();
+    assert!(err.contains(&format!("{}/{name}: not found", nginx.origin)), "{err}");
+    assert!(err.contains("run the same stage again"), "{err}");
+    assert!(!to.exists());
+    std::fs::rename(&aside, &gone).unwrap();
+    let staged = stage(&root, &to, &plan).unwrap();
+    assert!(staged.kept > 0, "what the first stage copied is kept");
+    assert_eq!(tree(&to), tree(&local));
+    assert_eq!(Dataset::open(&to).unwrap().num_frames(), 80);
 }

@@ -112,9 +112,10 @@ pub fn sample(args: &SampleArgs) -> Result<()> {
 /// Arguments of `feedbench stage`.
 #[derive(Args)]
 pub struct StageArgs {
-    /// The dataset root.
+    /// The dataset root: a directory, or a URL (s3://, gs://, http(s)://, hf://datasets/…).
     dataset: PathBuf,
-    /// Where to copy it (a new directory); default /dev/shm/feedbench/<dataset name> (the
+    /// Where to copy it (a new directory; a stage stopped before it was complete goes on from
+    /// what it copied when run again); default /dev/shm/feedbench/<dataset name> (the
     /// temporary directory where there is no /dev/shm).
     #[arg(long)]
     to: Option<PathBuf>,
@@ -134,10 +135,13 @@ pub fn stage(args: &StageArgs) -> Result<()> {
     stage::check_destination(&to, &plan)?;
     eprintln!("copying {} files, {} to {}", plan.files.len(), Bytes::of(plan.bytes), to.display());
     let staged = stage::stage(&args.dataset, &to, &plan)?;
+    if staged.kept > 0 {
+        eprintln!("went on from a stopped stage: {} files were already copied whole", staged.kept);
+    }
     if let Some(episodes) = &args.episodes {
         eprintln!("only episodes {episodes} were copied: pass --episodes {episodes} to the other commands");
     }
-    outln!("{}", staged.display())?;
+    outln!("{}", staged.to.display())?;
     Ok(())
 }
 

@@ -189,3 +189,45 @@ impl Nginx {
         Some(Self { server, origin: format!("http://127.0.0.1:{port}") })
     }
 }
+
+/// A TCP proxy on loopback that holds every chunk it forwards from the server for `delay`
+/// before passing it on: a slow link, made by the test, in front of a real server. Its
+/// connections end with the process.
+pub struct SlowLink {
+    /// Where it listens.
+    pub port: u16,
+}
+
+impl SlowLink {
+    /// Forwards connections on a free port to `upstream` on loopback, each chunk the server
+    /// sends (64 KiB at most) delayed by `delay`.
+    pub fn start(upstream: u16, delay: Duration) -> Self {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+                let (mut to_server, mut from_client) =
+                    (server.try_clone().unwrap(), client.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_client, &mut to_server);
+                    let _ = to_server.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut from_server, mut to_client) = (server, client);
+                std::thread::spawn(move || {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    while let Ok(read) = from_server.read(&mut buffer) {
+                        std::thread::sleep(delay);
+                        if read == 0 || to_client.write_all(&buffer[..read]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_client.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Self { port }
+    }
+}

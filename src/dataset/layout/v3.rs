@@ -56,7 +56,7 @@ pub fn fields(
 /// The episode tables of a root whose store cannot list (a plain web server), found by the names
 /// LeRobot gives them (`meta/episodes/chunk-CCC/file-FFF.parquet`, a new chunk every
 /// `chunks_size` files): each asked for in turn until one is absent.
-fn episode_files_by_name(root: &Path, info: &Info) -> Result<Vec<PathBuf>> {
+pub(crate) fn episode_files_by_name(root: &Path, info: &Info) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     loop {
         let n = files.len();

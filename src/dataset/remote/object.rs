@@ -34,6 +34,11 @@ impl RemoteObject {
         &self.url
     }
 
+    /// Its version (ETag) when opened, where the store gives one.
+    pub fn version(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
     /// Its size in bytes when opened.
     pub fn len(&self) -> u64 {
         self.size

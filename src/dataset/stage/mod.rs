@@ -1,18 +1,25 @@
-//! Staging: copying a dataset (or some of its episodes) to fast storage such as `/dev/shm`,
-//! to tell storage cost from decode cost. Checks free space first, verifies every copied
-//! file's size, and never overwrites: the copy goes to a new directory.
+//! Staging: copying a dataset (or some of its episodes), from a directory or a URL, to fast
+//! storage such as `/dev/shm`, to tell storage cost from decode cost. Checks free space first,
+//! copies files at once, verifies every copy's size (and an object's version), and never
+//! overwrites: the copy goes to a new directory, whole or not at all; a stage that was stopped
+//! goes on where it was the next time it is run.
+
+mod copy;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::episodes::parquet_files_under;
 use super::error::{DatasetError, Result};
-use super::layout::load_episodes;
-use super::meta::Info;
+use super::files::{expect_episode_file, files_under, is_present};
+use super::layout::v3::episode_files_by_name;
+use super::layout::{load_episodes, v2, v3};
+use super::meta::{CodebaseVersion, Info};
+use super::remote::{ObjectUrl, RemoteObject};
 use super::setting::Setting;
-use super::write::write_atomically;
+
+pub use copy::{stage, Staged, MANIFEST};
 
 /// Where feedbench keeps fast copies and generated datasets: RAM-backed `/dev/shm/feedbench`,
 /// or `feedbench` in the temporary directory where there is no `/dev/shm`.
@@ -25,43 +32,65 @@ pub fn scratch_dir() -> PathBuf {
     }
 }
 
-/// Where `stage` copies the dataset at `root` unless told: its directory name under
-/// [`scratch_dir`].
+/// Where `stage` copies the dataset at `root` unless told: its directory name (a URL's last
+/// part) under [`scratch_dir`].
 pub fn default_destination(root: &Path) -> Result<PathBuf> {
-    let name = root
-        .canonicalize()
-        .map_err(|e| DatasetError::io(root, e))?
-        .file_name()
-        .map(|n| n.to_owned())
-        .unwrap_or_else(|| "dataset".into());
-    Ok(scratch_dir().join(name))
+    let name = match ObjectUrl::of(root)? {
+        Some(url) => url.text.trim_end_matches('/').rsplit('/').next().map(Into::into),
+        None => root
+            .canonicalize()
+            .map_err(|e| DatasetError::io(root, e))?
+            .file_name()
+            .map(|n| n.to_owned()),
+    };
+    Ok(scratch_dir().join(name.unwrap_or_else(|| "dataset".into())))
 }
 
-/// What a stage copies: paths relative to the dataset root, and their bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One file a stage copies: where it lies under the root, its size, and its version where the
+/// store gives one (an object's ETag).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagedFile {
+    /// Relative to the root.
+    pub path: PathBuf,
+    /// Its size when planned.
+    pub bytes: u64,
+    /// An object's version (ETag) when planned; None for a local file.
+    pub version: Option<String>,
+}
+
+/// What a stage copies: the files relative to the dataset root, and their bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StagePlan {
-    /// Files to copy, relative to the root.
-    pub files: Vec<PathBuf>,
+    /// The files to copy.
+    pub files: Vec<StagedFile>,
     /// Their total size.
     pub bytes: u64,
 }
 
 /// The metadata files (all of `meta/`) and the data and video files of the chosen episodes
-/// (every episode when None); a chosen episode's missing file is an error naming it.
+/// (every episode when None; none with `Some(&[])`); a chosen episode's missing file is an
+/// error naming it. A root whose store cannot list (a plain web server) has the metadata files
+/// LeRobot writes looked for by name.
 pub fn plan_stage(root: &Path, episodes: Option<&[usize]>) -> Result<StagePlan> {
     let info = Info::load(root)?;
     let all = load_episodes(root, &info)?;
-    let mut files: BTreeSet<PathBuf> = BTreeSet::new();
     let meta = root.join("meta");
-    for entry in std::fs::read_dir(&meta).map_err(|e| DatasetError::io(&meta, e))? {
-        let path = entry.map_err(|e| DatasetError::io(&meta, e))?.path();
-        if path.is_file() {
-            files.insert(path);
+    let mut files: BTreeSet<PathBuf> = match files_under(&meta)? {
+        Some(listed) => listed.into_iter().collect(),
+        None => {
+            let mut found: BTreeSet<PathBuf> = BTreeSet::new();
+            for name in KNOWN_META {
+                let path = root.join(name);
+                if is_present(&path)? {
+                    found.insert(path);
+                }
+            }
+            if info.codebase_version == CodebaseVersion::V30 {
+                found.extend(episode_files_by_name(root, &info)?);
+            }
+            found
         }
-    }
-    if meta.join("episodes").is_dir() {
-        files.extend(parquet_files_under(&meta.join("episodes"))?.unwrap_or_default());
-    }
+    };
     for episode in &all {
         if episodes.is_some_and(|chosen| !chosen.contains(&episode.index.0)) {
             continue;
@@ -70,7 +99,7 @@ pub fn plan_stage(root: &Path, episodes: Option<&[usize]>) -> Result<StagePlan> 
             std::iter::once(&episode.data_path).chain(episode.videos.values().map(|v| &v.path))
         {
             let path = root.join(relative);
-            super::files::expect_episode_file(&path, episode.index.0)?;
+            expect_episode_file(&path, episode.index.0)?;
             files.insert(path);
         }
     }
@@ -82,13 +111,34 @@ pub fn plan_stage(root: &Path, episodes: Option<&[usize]>) -> Result<StagePlan> 
             });
         }
     }
-    let mut bytes = 0;
-    let mut relative = Vec::with_capacity(files.len());
-    for path in files {
-        bytes += std::fs::metadata(&path).map_err(|e| DatasetError::io(&path, e))?.len();
-        relative.push(path.strip_prefix(root).expect("under the root").to_path_buf());
+    let files: Vec<PathBuf> = files.into_iter().collect();
+    let files = copy::each_at_once(&files, copy::threads(root), |path| {
+        let (bytes, version) = version_of(path)?;
+        let relative = path.strip_prefix(root).expect("under the root").to_path_buf();
+        Ok(StagedFile { path: relative, bytes, version })
+    })?;
+    Ok(StagePlan { bytes: files.iter().map(|f| f.bytes).sum(), files })
+}
+
+/// The metadata files LeRobot writes, by version, beside v3.0's episode tables.
+const KNOWN_META: [&str; 6] = [
+    "meta/info.json",
+    "meta/stats.json",
+    v2::EPISODES_FILE,
+    v2::TASKS_FILE,
+    v2::EPISODES_STATS_FILE,
+    v3::TASKS_FILE,
+];
+
+/// The size of the file (or object) `path`, and an object's version.
+fn version_of(path: &Path) -> Result<(u64, Option<String>)> {
+    match ObjectUrl::of(path)? {
+        Some(url) => {
+            let object = RemoteObject::open(url)?;
+            Ok((object.len(), object.version().map(str::to_string)))
+        }
+        None => Ok((std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?.len(), None)),
     }
-    Ok(StagePlan { files: relative, bytes })
 }
 
 /// Bytes available to an unprivileged writer on the file system holding `path` (or its
@@ -139,31 +189,4 @@ pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Copies the files of `plan` from `root` to the new directory `to`, checking free space
-/// first and each copy's size after; returns `to`.
-pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<PathBuf> {
-    super::files::output_apart_from(to, root)?;
-    check_destination(to, plan)?;
-    write_atomically(to, false, |staging| {
-        for relative in &plan.files {
-            let (source, target) = (root.join(relative), staging.join(relative));
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| DatasetError::io(parent, e))?;
-            }
-            let copied =
-                std::fs::copy(&source, &target).map_err(|e| DatasetError::io(&target, e))?;
-            let expected =
-                std::fs::metadata(&source).map_err(|e| DatasetError::io(&source, e))?.len();
-            if copied != expected {
-                return Err(DatasetError::invalid(
-                    &target,
-                    format!("copied {copied} bytes of {expected} from {}", source.display()),
-                ));
-            }
-        }
-        Ok(())
-    })?;
-    Ok(to.to_path_buf())
 }
