@@ -259,3 +259,64 @@ fn a_stage_from_a_web_server_that_loses_a_file_keeps_what_it_copied_and_goes_on(
     assert_eq!(tree(&to), tree(&local));
     assert_eq!(Dataset::open(&to).unwrap().num_frames(), 80);
 }
+
+#[test]
+fn feedbench_dataset_of_a_bucket_gives_lerobots_items_of_the_local_copy() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("pusht");
+    common::synth_pusht(&local, 3, 20, &[]);
+    let Some(s3) = S3::start(dir.path()) else { return };
+    let root = s3.upload("python", "pusht", &local);
+    let options: serde_json::Map<String, serde_json::Value> =
+        s3.options().into_iter().map(|(k, v)| (k, v.into())).collect();
+    let package = crate::feedbench_dataset::python_package(dir.path());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/feedbench_dataset/remote.py");
+    let options = serde_json::Value::Object(options).to_string();
+    let (ok, out, err) = outcome(
+        Command::new(python)
+            .arg(script)
+            .args([root.as_str(), local.to_str().unwrap(), &options])
+            .env("PYTHONPATH", &package)
+            .env("HF_HUB_OFFLINE", "1")
+            .env("FEEDBENCH_CACHE_DIR", dir.path().join("cache")),
+    );
+    assert!(ok, "remote.py:\n{out}\n{err}");
+    print!("{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 5, "{out}");
+}
+
+#[test]
+fn feedbench_lerobot_train_from_a_bucket_trains_on_lerobots_batches_of_the_local_copy() {
+    let Some(python) = common::lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let package = crate::feedbench_dataset::python_package(dir.path());
+    let args = crate::lerobot_train::diffusion_run(dir.path());
+    let Some(s3) = S3::start(dir.path()) else { return };
+    let root = s3.upload("train", "pusht", &dir.path().join("pusht"));
+    const STEPS: usize = 4;
+    let (theirs, ours) = (dir.path().join("theirs"), dir.path().join("ours"));
+    for out in [&theirs, &ours] {
+        std::fs::create_dir_all(out).unwrap();
+    }
+    crate::lerobot_train::recorded_run(&python, &args, STEPS, &theirs, Some(&package));
+    std::fs::remove_dir_all(dir.path().join("run")).ok();
+    let mut remote: Vec<String> = vec!["--feedbench-reader".into()];
+    remote.extend(args.iter().map(|a| match a.starts_with("--dataset.root=") {
+        true => format!("--dataset.root={root}"),
+        false => a.clone(),
+    }));
+    remote.extend(s3.options().iter().map(|(k, v)| format!("--feedbench.storage_option={k}={v}")));
+    let (built, log) =
+        crate::lerobot_train::recorded_run(&python, &remote, STEPS, &ours, Some(&package));
+    assert_eq!(built["feedbench_datasets"], 1, "{log}");
+    let batches = |dir: &Path| {
+        crate::lerobot_train::files(dir)
+            .into_iter()
+            .filter(|(p, _)| p != Path::new("built.json"))
+            .collect::<Vec<_>>()
+    };
+    let (ours, theirs) = (batches(&ours), batches(&theirs));
+    assert!(!ours.is_empty());
+    assert_eq!(ours, theirs, "the run from the bucket took LeRobot's batches of the local copy");
+}

@@ -67,3 +67,13 @@ class Reader:
 
 def size_bytes(text: str) -> int:
     """`text` (`2GB`, `512MiB`, `1.5GB`, `123456`) as bytes; ValueError naming it where it is none."""
+
+def set_storage_options(root: str, options: dict[str, str]) -> None:
+    """Sets the storage options (`endpoint`, `region`, `access_key_id`, `secret_access_key`,
+    `allow_http`, `timeout`, …) of the URL roots under `root`, in this process."""
+
+def local_metadata_of(root: str) -> str:
+    """The metadata of the dataset at `root` in a local directory: `root` itself where it is
+    one; a URL root's copied into feedbench's cache (FEEDBENCH_CACHE_DIR, else
+    ~/.cache/feedbench) and kept while its files' versions are the same. ReaderError naming
+    the URL where it cannot be read."""

@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 import weakref
 from pathlib import Path
@@ -61,6 +62,11 @@ def _lerobot_home():
         home = os.environ.get("HF_HOME", os.path.join(os.path.expanduser("~"), ".cache", "huggingface"))
         return Path(os.environ.get("HF_LEROBOT_HOME", os.path.join(home, "lerobot")))
     return Path(HF_LEROBOT_HOME)
+
+
+def is_url(root):
+    """Whether `root` is a URL (`scheme://…`) rather than a path."""
+    return isinstance(root, str) and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", root) is not None
 
 
 def _lerobot_meta(repo_id, root, revision):
@@ -190,7 +196,15 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     copy the frames that fit instead of decoding them (see `cache_stats`). `self_check` (on by
     default, and off where LeRobot is not installed) first compares a few items with the
     installed LeRobot's own and refuses to serve on a difference (`feedbench.self_check`); its
-    cost in seconds is `self_check_s`."""
+    cost in seconds is `self_check_s`.
+
+    `root` may be a URL (a str: `s3://BUCKET/PREFIX`, `gs://…`, `http(s)://…`,
+    `hf://datasets/OWNER/NAME[@REVISION]`), read in place by ranged requests (docs/remote.md);
+    `storage_options` (a dict of str, as LeRobot's PRs name them: `endpoint`, `region`,
+    `access_key_id`, `secret_access_key`, `allow_http`, …) set the store's settings over the
+    environment's (`AWS_*`, `HF_TOKEN`). Its metadata is copied into feedbench's cache for
+    LeRobot's `LeRobotDatasetMetadata` (kept while its files' versions are the same); LeRobot
+    itself reads local roots only, so the self-check and `hf_dataset` are not available there."""
 
     def __init__(
         self,
@@ -211,6 +225,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         collated_batches=False,
         cache_bytes=None,
         self_check=True,
+        storage_options=None,
     ):
         super().__init__()
         if image_transforms is not None and not callable(image_transforms):
@@ -220,8 +235,17 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         if video_backend is not None:
             logger.info("FeedbenchDataset: video_backend=%r is ignored: feedbench's reader decodes "
                         "with FFmpeg itself", video_backend)
+        if storage_options is not None and not (
+                isinstance(storage_options, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in storage_options.items())):
+            raise TypeError(f"storage_options={storage_options!r}: expected a dict of str to str")
         self.repo_id = repo_id
-        self.root = Path(root) if root is not None else _lerobot_home() / repo_id
+        # A URL stays text (a Path would fold its `//`).
+        if isinstance(root, str) and is_url(root):
+            self.root = root
+        else:
+            self.root = Path(root) if root is not None else _lerobot_home() / repo_id
+        self.storage_options = dict(storage_options or {})
         self.episodes = episode_list(episodes)
         self.image_transforms = image_transforms
         self.delta_timestamps = delta_timestamps
@@ -233,8 +257,8 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.cache_bytes = cache_bytes_of(cache_bytes)
         self._cache_path = None
         self._return_uint8 = bool(return_uint8)
-        info = self.root / "meta" / "info.json"
-        if not info.is_file():
+        info = self.root if is_url(self.root) else self.root / "meta" / "info.json"
+        if not is_url(self.root) and not info.is_file():
             raise ReaderError(
                 f"{info}: no such file: FeedbenchDataset reads a dataset on disk and downloads "
                 f"nothing (pass root= the dataset's directory)")
@@ -246,14 +270,17 @@ class FeedbenchDataset(torch.utils.data.Dataset):
             # The reader that made the cache removes it when it goes; this, at the latest at exit.
             weakref.finalize(self, remove_cache, self._cache_path, os.getpid())
         self._info = json.loads(self._reader.info_json())
-        self.meta = _lerobot_meta(repo_id, self.root, revision)
+        self.meta = _lerobot_meta(repo_id, Path(_native.local_metadata_of(str(self.root))), revision)
         self._order = None
         self._hf_dataset = None
         self._threads_of = None  # (process id, the reader's default threads there)
         # Language columns (LeRobot main's `language_persistent`, `language_events`): read here,
         # not by the reader, as LeRobot's items carry them (lists of dicts).
-        self._language = _LanguageColumns(self.root, [
-            key for key, feature in self.features.items() if feature["dtype"] == "language"])
+        language = [key for key, feature in self.features.items() if feature["dtype"] == "language"]
+        if language and is_url(self.root):
+            raise ReaderError(f"{self.root}: its language columns ({', '.join(language)}) are read "
+                              f"from local roots only (feedbench stage URL copies one)")
+        self._language = _LanguageColumns(self.root, language)
         # Whether the reader collates batches: not of string features (PyTorch's collate makes
         # lists of them), nor of language columns (which only a collate of the run's own takes,
         # LeRobot's lerobot_collate_fn: it gets the items).
@@ -277,6 +304,9 @@ class FeedbenchDataset(torch.utils.data.Dataset):
                  else {"cache_bytes": self.cache_bytes})
         if not cached:
             cache = {}
+        if self.storage_options:
+            # In each process that opens a reader: a spawned worker has its own registry.
+            _native.set_storage_options(str(self.root), self.storage_options)
         return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
                               self._return_uint8, contract=lerobot_contract(), **cache)
 
@@ -340,6 +370,10 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         reader itself never reads it."""
         if self._hf_dataset is None:
             from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+            if is_url(self.root):
+                raise ReaderError(f"{self.root}: hf_dataset is LeRobot's, and LeRobot reads local "
+                                  f"roots only (feedbench stage URL copies one)")
 
             self._hf_dataset = LeRobotDataset(self.repo_id, root=self.root, episodes=self.episodes,
                                               revision=self.revision).hf_dataset

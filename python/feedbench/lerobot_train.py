@@ -11,7 +11,10 @@ LeRobotDataset's, and which hands the DataLoader whole batches it collated itsel
 PyTorch's collate would make of the items, without the copy). One argument is feedbench's:
 `--feedbench.cache=SIZE` (`2GB`, `512MiB`) keeps the decoded camera frames in shared memory
 for every DataLoader worker (FeedbenchDataset's `cache_bytes`), so that epochs after the first
-copy the frames that fit instead of decoding them; what it held is said at the end. Before it
+copy the frames that fit instead of decoding them; what it held is said at the end.
+`--dataset.root` may be a URL (`s3://BUCKET/PREFIX`, `gs://…`, `http(s)://…`,
+`hf://datasets/OWNER/NAME`), read in place (docs/remote.md), with the store's settings from the
+environment (`AWS_*`, `HF_TOKEN`) and `--feedbench.storage_option=KEY=VALUE` (repeatable). Before it
 trains, the dataset checks a few of its items against the installed LeRobot's own
 (`feedbench.self_check`: episode edges, data file starts, with the run's windows) and refuses on
 a difference; `--feedbench.self_check=false` skips that, for the LeRobots it was checked
@@ -201,6 +204,29 @@ def cache_flag(args):
     return None
 
 
+STORAGE_FLAG = "--feedbench.storage_option"
+
+
+def storage_option_flags(args):
+    """Each `--feedbench.storage_option=KEY=VALUE` taken out of `args` (LeRobot's parser would
+    refuse it): the settings of the store a URL --dataset.root is read from (`endpoint`,
+    `region`, `access_key_id`, …, over the AWS_* environment), put where this process's reader
+    and its DataLoader workers, forked or spawned, find them (FEEDBENCH_STORAGE_OPTIONS)."""
+    import json
+    import os
+
+    options = {}
+    for arg in [a for a in args if a.startswith(STORAGE_FLAG + "=")]:
+        key, equals, value = arg.split("=", 1)[1].partition("=")
+        if not equals or not key.strip():
+            raise Refusal(f"{arg}: expected {STORAGE_FLAG}=KEY=VALUE, e.g. "
+                          f"{STORAGE_FLAG}=endpoint=http://127.0.0.1:9000")
+        options[key.strip()] = value
+        args.remove(arg)
+    if options:
+        os.environ["FEEDBENCH_STORAGE_OPTIONS"] = json.dumps(options)
+
+
 # The datasets this run made (the cache's figures are said at the end).
 MADE = []
 
@@ -248,6 +274,19 @@ def use_feedbench_reader(cache=None, self_check=True):
         return dataset
 
     factory.LeRobotDataset = feedbench_dataset
+    # LeRobot's metadata reads local files: a URL root's is read from feedbench's copy of it.
+    metadata = factory.LeRobotDatasetMetadata
+    if not getattr(metadata, "reads_urls", False):
+        from feedbench import _native
+        from feedbench.lerobot import is_url
+
+        def url_metadata(repo_id, root=None, *args, **kwargs):
+            if is_url(root):
+                root = _native.local_metadata_of(root)
+            return metadata(repo_id, root, *args, **kwargs)
+
+        url_metadata.reads_urls = True
+        factory.LeRobotDatasetMetadata = url_metadata
     if hasattr(factory, "StreamingLeRobotDataset"):
         factory.StreamingLeRobotDataset = streaming_refused
     if not getattr(train.cycle, "chains_epochs", False):
@@ -272,7 +311,10 @@ def dataset_on_disk(args):
             root = arg.split("=", 1)[1]
         elif arg == "--dataset.root" and i + 1 < len(args):
             root = args[i + 1]
-    if root is not None and not os.path.isfile(os.path.join(root, "meta", "info.json")):
+    from feedbench.lerobot import is_url
+
+    # A URL root is read in place; the reader says what it cannot read, naming the URL.
+    if root is not None and not is_url(root) and not os.path.isfile(os.path.join(root, "meta", "info.json")):
         raise Refusal(f"--dataset.root={root} holds no meta/info.json: feedbench's reader reads "
                       "a LeRobot dataset on disk and downloads nothing; point --dataset.root at "
                       "the dataset's directory")
@@ -329,6 +371,7 @@ def main():
         version = lerobot_version()
         cache = cache_flag(sys.argv)
         self_check = self_check_flag(sys.argv, version)
+        storage_option_flags(sys.argv)
         dataset_on_disk(sys.argv[1:])
         try:
             use_feedbench_reader(cache, self_check)

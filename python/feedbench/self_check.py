@@ -84,6 +84,11 @@ def check(dataset):
     installed = installed_lerobot()
     if installed is None or dataset.meta is None:
         return None
+    if isinstance(dataset.root, str):
+        # A URL root: LeRobot reads local roots only (it would look for the dataset on the Hub).
+        logger.info("FeedbenchDataset: not checked against LeRobot, which reads local roots only, "
+                    "not %s", dataset.root)
+        return None
     text, version = installed
     started = time.perf_counter()
     from lerobot.datasets.lerobot_dataset import LeRobotDataset

@@ -26,6 +26,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 mod arrays;
 mod batch;
 mod cache;
+mod remote;
 
 // Named by the package path it is imported from, so that pickle finds it: a DataLoader worker
 // sends its error to the main process pickled, and an error that does not pickle never arrives
@@ -394,6 +395,8 @@ pub(crate) fn to_python(py: Python<'_>, value: Value) -> PyResult<Bound<'_, PyAn
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Reader>()?;
     module.add_function(wrap_pyfunction!(cache::size_bytes, module)?)?;
+    module.add_function(wrap_pyfunction!(remote::set_storage_options, module)?)?;
+    module.add_function(wrap_pyfunction!(remote::local_metadata_of, module)?)?;
     module.add("ReaderError", module.py().get_type::<ReaderError>())?;
     Ok(())
 }

@@ -79,6 +79,15 @@ pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<Staged> {
     Ok(Staged { to: to.to_path_buf(), kept })
 }
 
+/// Whether `to` holds a finished stage of `plan` from `root` (its manifest says so).
+pub fn is_staged(root: &Path, to: &Path, plan: &StagePlan) -> bool {
+    let manifest = Manifest { source: root.to_string_lossy().into_owned(), plan: plan.clone() };
+    std::fs::read(to.join(MANIFEST))
+        .ok()
+        .and_then(|text| serde_json::from_slice::<Manifest>(&text).ok())
+        .is_some_and(|staged| staged == manifest)
+}
+
 /// How many files are copied at once: a store's latency is hidden by many requests in flight,
 /// a local disk is read best by a few.
 pub(super) fn threads(root: &Path) -> usize {

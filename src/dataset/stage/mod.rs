@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::{DatasetError, Result};
-use super::files::{expect_episode_file, files_under, is_present};
+use super::files::{expect_episode_file, files_under, is_present, WriterLock};
 use super::layout::v3::episode_files_by_name;
 use super::layout::{load_episodes, v2, v3};
 use super::meta::{CodebaseVersion, Info};
 use super::remote::{ObjectUrl, RemoteObject};
 use super::setting::Setting;
 
-pub use copy::{stage, Staged, MANIFEST};
+pub use copy::{is_staged, stage, Staged, MANIFEST};
 
 /// Where feedbench keeps fast copies and generated datasets: RAM-backed `/dev/shm/feedbench`,
 /// or `feedbench` in the temporary directory where there is no `/dev/shm`.
@@ -139,6 +139,44 @@ fn version_of(path: &Path) -> Result<(u64, Option<String>)> {
         }
         None => Ok((std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?.len(), None)),
     }
+}
+
+/// Where feedbench keeps what it caches across runs: `FEEDBENCH_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/feedbench`, else `~/.cache/feedbench`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("FEEDBENCH_CACHE_DIR") {
+        return dir.into();
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache")
+    });
+    base.join("feedbench")
+}
+
+/// The metadata (`meta/`) of the dataset at `root` in a local directory: `root` itself where it
+/// is one; a URL root's copied into [`cache_dir`] (`meta/<its URL's digest>/`) and kept there
+/// while every file's version is the same, so that a second run asks the store for versions
+/// only (a HEAD each) and a changed file is copied anew, never mixed with the old ones. What
+/// reads a dataset's metadata as local files (LeRobot's `LeRobotDatasetMetadata`) reads it there.
+pub fn local_metadata(root: &Path) -> Result<PathBuf> {
+    if ObjectUrl::of(root)?.is_none() {
+        return Ok(root.to_path_buf());
+    }
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(root.to_string_lossy().as_bytes());
+    let name: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let to = cache_dir().join("meta").join(name);
+    let plan = plan_stage(root, Some(&[]))?;
+    // One process copies at a time (the ranks of a run open the same root at once); the others
+    // wait, then find the copy made.
+    let _one = WriterLock::generating(&to, &mut |_| {})?;
+    if !is_staged(root, &to, &plan) {
+        if to.exists() {
+            std::fs::remove_dir_all(&to).map_err(|e| DatasetError::io(&to, e))?;
+        }
+        stage(root, &to, &plan)?;
+    }
+    Ok(to)
 }
 
 /// Bytes available to an unprivileged writer on the file system holding `path` (or its
