@@ -215,6 +215,7 @@ impl FakeCell {
                 memory: None,
                 ranks: None,
                 lerobot_contract: None,
+                remote: None,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),

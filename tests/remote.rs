@@ -181,8 +181,8 @@ fn a_stage_from_the_bucket_killed_mid_copy_goes_on_and_every_file_is_whole() {
     let root = s3.upload("staged", "pusht", &local);
     let to = dir.path().join("copy");
     let staging = dir.path().join(".copy.staging");
-    // Through a slow link (each chunk the server sends held 150 ms), killed once some files
-    // lie whole in the staging directory and before the copy is complete.
+    // Through a slow link (150 ms each way), killed once some files lie whole in the staging
+    // directory and before the copy is complete.
     let link = SlowLink::start(s3.server.port, std::time::Duration::from_millis(150));
     let mut slow = s3.env();
     slow.retain(|(k, _)| *k != "AWS_ENDPOINT_URL");
@@ -319,4 +319,61 @@ fn feedbench_lerobot_train_from_a_bucket_trains_on_lerobots_batches_of_the_local
     let (ours, theirs) = (batches(&ours), batches(&theirs));
     assert!(!ours.is_empty());
     assert_eq!(ours, theirs, "the run from the bucket took LeRobot's batches of the local copy");
+}
+
+/// The `remote` figures of `feedbench load ROOT --json` (one worker unless `workers`), run by
+/// `run` (the process, or a shaped namespace's script).
+fn remote_figures(out: &str) -> serde_json::Value {
+    let phase: serde_json::Value =
+        serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    phase["remote"].clone()
+}
+
+#[test]
+fn the_store_s_latency_a_narrow_link_and_decoding_each_get_their_verdict_and_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = www.join("g1");
+    // 640×480 frames of some 40 kB: a sample is ~90 kB to fetch and ~25 ms to decode here.
+    let g1 = ["synth", "--preset", "g1", "--episodes", "2", "--frames-per-episode", "40"];
+    let (ok, _, err) =
+        common::feedbench(&[&g1[..], &["--crf", "12", "--out", local.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let load = |root: &str, workers: &str| {
+        let args =
+            ["load", root, "--workers", workers, "--batch", "4", "--batches", "10", "--json"];
+        let (ok, out, err) = common::feedbench(&args);
+        assert!(ok, "{err}");
+        remote_figures(&out)
+    };
+
+    // The link as it is: the readers decode.
+    let unshaped = load(&format!("{}/g1", nginx.origin), "1");
+    assert_eq!(unshaped["bound"], "decode", "{unshaped}");
+    assert!(unshaped["read_amplification"].as_f64().unwrap() < 1.3, "{unshaped}");
+
+    // 60 ms each way, one request in flight (no workers): the store's latency.
+    let link = SlowLink::start(nginx.server.port, std::time::Duration::from_millis(60));
+    let far = load(&format!("http://127.0.0.1:{}/g1", link.port), "0");
+    assert_eq!(far["bound"], "latency", "{far}");
+    assert!(far["first_byte_p50_ms"].as_f64().unwrap() >= 120.0, "{far}");
+
+    // 10 Mbit/s: the link.
+    let port = 8080;
+    let Some(command) = Nginx::command(&www, &dir.path().join("shaped"), port) else { return };
+    let feedbench = env!("CARGO_BIN_EXE_feedbench");
+    let script = format!(
+        "{feedbench} load http://127.0.0.1:{port}/g1 --workers 1 --batch 4 --batches 10 --json"
+    );
+    let Some((ok, out, err)) =
+        common::servers::in_shaped_namespace("10mbit", &command, port, &script)
+    else {
+        return;
+    };
+    assert!(ok, "{err}");
+    let narrow = remote_figures(&out);
+    assert_eq!(narrow["bound"], "link", "{narrow}");
+    let receive = narrow["receive_mb_per_s"].as_f64().unwrap();
+    assert!((0.8..2.0).contains(&receive), "10 Mbit/s is 1.25 MB/s: {narrow}");
 }

@@ -210,7 +210,10 @@ impl PositionedFile {
             }
             Source::Object { object, spans } => match held(spans, &range) {
                 Some(bytes) => Ok(bytes),
-                None => object.read(range),
+                None => {
+                    remote::stats::needed(range.end - range.start);
+                    object.read(range)
+                }
             },
         }
     }
@@ -222,6 +225,7 @@ impl PositionedFile {
         let Source::Object { object, spans } = &self.source else { return Ok(self.clone()) };
         let wanted: Vec<Range<u64>> =
             ranges.iter().filter(|r| held(spans, r).is_none()).cloned().collect();
+        remote::stats::needed(wanted.iter().map(|r| r.end - r.start).sum());
         let fetched = object.read_ranges(&wanted)?;
         let spans: Spans = spans.iter().cloned().chain(fetched).collect();
         Ok(Self { source: Source::Object { object: object.clone(), spans }, ..self.clone() })

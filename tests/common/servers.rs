@@ -161,6 +161,15 @@ impl Nginx {
     /// Serves `root` (its files by their paths under it), its configuration and logs in
     /// `dir/nginx`; None (with a visible note) where nginx is not installed.
     pub fn start(root: &Path, dir: &Path) -> Option<Self> {
+        let port = free_port();
+        let command = Self::command(root, dir, port)?;
+        let server = Server::start(command, port, &dir.join("nginx.log"));
+        Some(Self { server, origin: format!("http://127.0.0.1:{port}") })
+    }
+
+    /// The command that serves `root` on `port` (in the foreground, one process), its
+    /// configuration and logs in `dir/nginx`; None (with a visible note) without nginx.
+    pub fn command(root: &Path, dir: &Path, port: u16) -> Option<Command> {
         let binary = Path::new("/usr/sbin/nginx");
         if !binary.is_file() {
             eprintln!("SKIPPED: no nginx at {} (make test installs it)", binary.display());
@@ -168,7 +177,6 @@ impl Nginx {
         }
         let prefix = dir.join("nginx");
         std::fs::create_dir_all(prefix.join("logs")).unwrap();
-        let port = free_port();
         let conf = format!(
             "daemon off; master_process off; worker_processes 1; pid {pid};\n\
              error_log {prefix}/logs/error.log;\n\
@@ -185,49 +193,92 @@ impl Nginx {
         std::fs::write(&conf_path, conf).unwrap();
         let mut command = Command::new(binary);
         command.arg("-p").arg(&prefix).arg("-c").arg(&conf_path);
-        let server = Server::start(command, port, &dir.join("nginx.log"));
-        Some(Self { server, origin: format!("http://127.0.0.1:{port}") })
+        Some(command)
     }
 }
 
-/// A TCP proxy on loopback that holds every chunk it forwards from the server for `delay`
-/// before passing it on: a slow link, made by the test, in front of a real server. Its
-/// connections end with the process.
+/// Runs `script` (bash) in a network namespace of its own whose loopback carries `rate`
+/// (the kernel's `tbf` qdisc: `10mbit`), with `nginx` serving there on `port`, started first
+/// and waited for: the script's (success, stdout, stderr). None (with a visible note) where
+/// this process may not make a namespace (not root) or shape its link.
+pub fn in_shaped_namespace(
+    rate: &str,
+    nginx: &Command,
+    port: u16,
+    script: &str,
+) -> Option<(bool, String, String)> {
+    let program = nginx.get_program().to_str().unwrap();
+    let args: Vec<String> =
+        nginx.get_args().map(|a| format!("'{}'", a.to_str().unwrap())).collect();
+    let whole = format!(
+        "set -e\n\
+         ip link set lo up\n\
+         ip link set lo mtu 1500\n\
+         tc qdisc add dev lo root tbf rate {rate} burst 64kbit latency 400ms || exit 77\n\
+         {program} {} &\n\
+         server=$!\n\
+         for i in $(seq 1 1000); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.01; done\n\
+         trap 'kill $server' EXIT\n\
+         {script}\n",
+        args.join(" ")
+    );
+    let output = Command::new("unshare").args(["-n", "bash", "-c", &whole]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if output.status.code() == Some(77) || (!output.status.success() && stderr.contains("unshare"))
+    {
+        eprintln!("SKIPPED: no network namespace with a shaped link here (needs root): {stderr}");
+        return None;
+    }
+    Some((output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned(), stderr))
+}
+
+/// A TCP proxy on loopback that adds latency: every chunk it reads, either way, is passed on
+/// `delay` after it arrived (chunks in flight together arrive together, as over a long link,
+/// not one delay after another). Its connections end with the process.
 pub struct SlowLink {
     /// Where it listens.
     pub port: u16,
 }
 
 impl SlowLink {
-    /// Forwards connections on a free port to `upstream` on loopback, each chunk the server
-    /// sends (64 KiB at most) delayed by `delay`.
+    /// Forwards connections on a free port to `upstream` on loopback, `delay` later each way.
     pub fn start(upstream: u16, delay: Duration) -> Self {
-        use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
-                let (mut to_server, mut from_client) =
-                    (server.try_clone().unwrap(), client.try_clone().unwrap());
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut from_client, &mut to_server);
-                    let _ = to_server.shutdown(std::net::Shutdown::Write);
-                });
-                let (mut from_server, mut to_client) = (server, client);
-                std::thread::spawn(move || {
-                    let mut buffer = vec![0u8; 64 * 1024];
-                    while let Ok(read) = from_server.read(&mut buffer) {
-                        std::thread::sleep(delay);
-                        if read == 0 || to_client.write_all(&buffer[..read]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = to_client.shutdown(std::net::Shutdown::Both);
-                });
+                let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                delayed(client.try_clone().unwrap(), server.try_clone().unwrap(), delay);
+                delayed(server, client, delay);
             }
         });
         Self { port }
     }
+}
+
+/// Passes what `from` sends on to `to`, each chunk `delay` after it arrived: one thread reads
+/// and stamps, another writes when each is due.
+fn delayed(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+    use std::io::{Read, Write};
+    let (sender, receiver) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while let Ok(read) = from.read(&mut buffer) {
+            if read == 0 || sender.send((Instant::now() + delay, buffer[..read].to_vec())).is_err()
+            {
+                break;
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (due, chunk) in receiver {
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            if to.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
 }

@@ -51,6 +51,9 @@ impl fmt::Display for LoaderPhase {
         if let Some(ranks) = &self.ranks {
             write!(f, "{}", ranks_text(ranks, "loader"))?;
         }
+        if let Some(remote) = &self.remote {
+            write!(f, "{remote}")?;
+        }
         if let Some(limit) = &self.decode_limit {
             writeln!(
                 f,

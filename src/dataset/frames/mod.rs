@@ -332,7 +332,26 @@ impl DataFile {
     }
 
     fn reader(&self) -> ParquetRecordBatchReaderBuilder<PositionedFile> {
-        ParquetRecordBatchReaderBuilder::new_with_metadata(self.file.clone(), self.metadata.clone())
+        self.reader_of(self.file.clone())
+    }
+
+    fn reader_of(&self, file: PositionedFile) -> ParquetRecordBatchReaderBuilder<PositionedFile> {
+        ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
+    }
+
+    /// The file with the column chunks of row group `id` that the bulk columns are read from
+    /// fetched ahead, as one request where they lie together (an object's; a file is read where
+    /// it is).
+    fn with_row_group(&self, id: usize) -> Result<PositionedFile> {
+        let group = self.metadata.metadata().row_group(id);
+        let ranges: Vec<std::ops::Range<u64>> = (0..group.num_columns())
+            .filter(|&leaf| self.bulk_projection.leaf_included(leaf))
+            .map(|leaf| {
+                let (start, length) = group.column(leaf).byte_range();
+                start..start + length
+            })
+            .collect();
+        self.file.fetched(&ranges)
     }
 
     fn row_group(&self, id: usize, columns: &[TableColumn]) -> Result<Arc<RowGroup>> {
@@ -341,7 +360,7 @@ impl DataFile {
         }
         let rows = self.row_group_starts[id + 1] - self.row_group_starts[id];
         let reader = self
-            .reader()
+            .reader_of(self.with_row_group(id)?)
             .with_projection(self.bulk_projection.clone())
             .with_row_groups(vec![id])
             .with_batch_size(rows.max(1))

@@ -2,6 +2,7 @@
 //! that an object replaced while a run reads it is refused rather than read as a mix of two.
 
 use std::ops::Range;
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -9,6 +10,7 @@ use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
 use super::client::{block_on, store_of, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
+use super::stats;
 use super::url::{ObjectUrl, StoreKey};
 use crate::dataset::error::{DatasetError, Result};
 
@@ -24,8 +26,7 @@ pub struct RemoteObject {
 impl RemoteObject {
     /// Asks the store for `url`'s size and version (a HEAD request).
     pub fn open(url: ObjectUrl) -> Result<Self> {
-        let store = store_of(&url)?;
-        let meta = block_on(&url, store.head(&key(&url)))?.map_err(|e| failure(&url, e))?;
+        let meta = head(&url)?.map_err(|e| failure(&url, e))?;
         Ok(Self { size: meta.size, etag: meta.e_tag, url })
     }
 
@@ -124,8 +125,7 @@ pub fn read_whole(url: &ObjectUrl) -> Result<Bytes> {
 
 /// Whether an object is at `url` (a HEAD request; absent is `false`, any other failure an error).
 pub fn exists(url: &ObjectUrl) -> Result<bool> {
-    let store = store_of(url)?;
-    match block_on(url, store.head(&key(url)))? {
+    match head(url)? {
         Ok(_) => Ok(true),
         Err(object_store::Error::NotFound { .. }) => Ok(false),
         Err(e) => Err(failure(url, e)),
@@ -150,23 +150,50 @@ pub fn list(dir: &ObjectUrl) -> Result<Option<Vec<String>>> {
     }
 }
 
-/// One GET; where `pinned` is set, the answer must be of that version.
+/// One HEAD request (counted, [`super::stats`]).
+fn head(url: &ObjectUrl) -> Result<object_store::Result<object_store::ObjectMeta>> {
+    let store = store_of(url)?;
+    let started = Instant::now();
+    let answer = block_on(url, store.head(&key(url)))?;
+    stats::record(started.elapsed(), started.elapsed(), 0);
+    Ok(answer)
+}
+
+/// One GET (counted, [`super::stats`]); where `pinned` is set, the answer must be of that
+/// version.
 fn get(url: &ObjectUrl, options: GetOptions, pinned: Option<&str>) -> Result<Bytes> {
     let store = store_of(url)?;
     let location = key(url);
+    let started = Instant::now();
     block_on(url, async {
-        let result = store.get_opts(&location, options).await?;
-        if let (Some(pinned), Some(now)) = (pinned, result.meta.e_tag.as_deref()) {
-            if pinned != now {
-                return Err(object_store::Error::Precondition {
-                    path: location.to_string(),
-                    source: format!("its ETag is {now} now, {pinned} when first read").into(),
-                });
-            }
-        }
-        result.bytes().await
+        let result = store.get_opts(&location, options).await;
+        let first_byte = started.elapsed();
+        let body = match result {
+            Ok(result) => check_version(&location, result, pinned)?.bytes().await,
+            Err(e) => Err(e),
+        };
+        let received = body.as_ref().map_or(0, |b| b.len() as u64);
+        stats::record(first_byte, started.elapsed(), received);
+        body
     })?
     .map_err(|e| failure(url, e))
+}
+
+/// `result`, where it is of the version `pinned` (where set).
+fn check_version(
+    location: &Key,
+    result: object_store::GetResult,
+    pinned: Option<&str>,
+) -> object_store::Result<object_store::GetResult> {
+    if let (Some(pinned), Some(now)) = (pinned, result.meta.e_tag.as_deref()) {
+        if pinned != now {
+            return Err(object_store::Error::Precondition {
+                path: location.to_string(),
+                source: format!("its ETag is {now} now, {pinned} when first read").into(),
+            });
+        }
+    }
+    Ok(result)
 }
 
 fn key(url: &ObjectUrl) -> Key {
@@ -203,11 +230,14 @@ fn failure(url: &ObjectUrl, error: object_store::Error) -> DatasetError {
             CONNECT_TIMEOUT.as_secs(),
             REQUEST_TIMEOUT.as_secs()
         ),
-        _ if detail.contains("Connection refused") || detail.contains("error sending request") => {
+        _ if detail.contains("Connection refused") || detail.contains("dns error") => {
             format!(
                 "cannot reach the endpoint ({detail}): is the server up, and the endpoint right?"
             )
         }
+        _ if detail.contains("error sending request") => format!(
+            "the connection failed on the way ({detail}): is the server up, and the link sound?"
+        ),
         _ => detail,
     };
     remote(url, what)

@@ -3,6 +3,8 @@
 //! Pure: nothing here measures or reads the machine.
 
 use super::memory::MemoryFigures;
+use super::remote::RemoteFigures;
+use crate::dataset::remote::RemoteReads;
 use std::time::Duration;
 
 use super::figures::{
@@ -49,11 +51,13 @@ pub(super) struct LoaderRun {
     pub epoch_position: Vec<usize>,
     /// What the process tree held over the measured batches.
     pub memory: Option<MemoryFigures>,
+    /// What was asked of stores over the measured batches; None where nothing was.
+    pub remote: Option<RemoteReads>,
 }
 
 impl LoaderRun {
     /// The phase's figures.
-    pub fn figures(self) -> LoaderPhase {
+    pub fn figures(mut self) -> LoaderPhase {
         let (samples, batches) = (self.samples, self.batch_ms.len());
         let wall_s = self.wall.as_secs_f64();
         let samples_per_s = samples as f64 / wall_s;
@@ -62,7 +66,10 @@ impl LoaderRun {
         let positions = self.epoch_position.iter().map(|&p| Some(p));
         let (epoch_start_wait_ms, steady_wait_ms) =
             epoch_waits(positions.zip(self.batch_ms.iter().copied()), self.config.workers.max(1));
+        let readers = self.config.workers.max(1);
+        let remote = self.remote.take().map(|r| RemoteFigures::of(r, wall_s, samples, readers));
         LoaderPhase {
+            remote,
             // The decode-only limit is that of decoding every frame; a cache copies some.
             decode_limit: decode_limit(&self.timing, samples, self.decoding_threads(), self.cores)
                 .filter(|_| self.cache.is_none())

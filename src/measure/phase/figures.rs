@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::super::stats::{median, Stats};
 use super::super::verdict::Verdict;
 use super::memory::MemoryFigures;
+use super::remote::RemoteFigures;
 use crate::dataset::Contract;
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotVersions};
@@ -90,6 +91,10 @@ pub struct LoaderPhase {
     /// LeRobot does, `lerobot` names it) and in results written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot_contract: Option<Contract>,
+    /// What the phase asked of the store a remote root is read from, and what holds it. None
+    /// for a local root (and for LeRobot's loaders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteFigures>,
 }
 
 /// Every camera frame of a loader's episodes at its output size and format, against the memory

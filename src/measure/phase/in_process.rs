@@ -3,6 +3,7 @@
 //! and the raw samples each keeps (per batch, per step) for [`super::analyse`] to make figures
 //! of.
 
+use crate::dataset::remote;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,7 @@ pub fn run_loader_phase(
     let mut last = clock.wall;
     let (mut first_batch_s, mut frames) = (None, None);
     let memory = PssReads::start();
+    let mut reads = remote::stats::mark();
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
         if first_batch_s.is_none() {
@@ -104,6 +106,7 @@ pub fn run_loader_phase(
                 stream.take_timing();
                 clock = Clock::start();
                 last = clock.wall;
+                reads = remote::stats::mark();
             }
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
@@ -138,6 +141,7 @@ pub fn run_loader_phase(
         first_batch_s,
         epoch_position,
         memory: memory.figures(),
+        remote: reads.since(),
         lerobot: None,
         cache: loader.cache().map(|cache| {
             let rate =

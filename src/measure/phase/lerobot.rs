@@ -77,6 +77,7 @@ fn loader_phase(loader: &LerobotLoader, run: LerobotRun, versions: LerobotVersio
         first_batch_s: Some(run.first_batch_s),
         epoch_position: run.epoch_position.clone(),
         lerobot: Some(versions),
+        remote: None,
         cache: None,
         frames: None,
         memory,

@@ -16,6 +16,7 @@ mod lerobot;
 pub mod lockstep;
 mod memory;
 mod ranks;
+mod remote;
 mod steps;
 
 pub use backend::{Feed, MeasuredLoader};
@@ -27,4 +28,5 @@ pub use figures::{
 pub use in_process::{run_loader_phase, run_model_phase, run_train_phase};
 pub use lerobot::{lerobot_model_phases, replayed_step};
 pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT};
+pub use remote::{RemoteBound, RemoteFigures};
 pub use steps::{SampleStep, SampleSteps};
