@@ -218,15 +218,22 @@ impl PositionedFile {
         }
     }
 
+    /// Whether it is an object of a remote root, read by requests.
+    pub fn is_object(&self) -> bool {
+        matches!(self.source, Source::Object { .. })
+    }
+
     /// The same file with `ranges` fetched ahead, for the reads that follow (a row group's
-    /// column chunks): an object's ranges near each other are fetched as one, the fetches at
-    /// once; a local file is read where it is, as before.
-    pub fn fetched(&self, ranges: &[Range<u64>]) -> Result<Self> {
+    /// column chunks, a batch's frames): an object's fetched as `fetch` says (ranges near each
+    /// other as one, several requests at once); a local file is read where it is, as before.
+    pub fn fetched(&self, ranges: &[Range<u64>], fetch: &remote::Fetch) -> Result<Self> {
         let Source::Object { object, spans } = &self.source else { return Ok(self.clone()) };
         let wanted: Vec<Range<u64>> =
             ranges.iter().filter(|r| held(spans, r).is_none()).cloned().collect();
-        remote::stats::needed(wanted.iter().map(|r| r.end - r.start).sum());
-        let fetched = object.read_ranges(&wanted)?;
+        // Needed: their union (a batch's frames of one GOP share its keyframe's bytes).
+        let union = remote::Fetch { gap: 0, ..*fetch }.merged(&wanted);
+        remote::stats::needed(union.iter().map(|r| r.end - r.start).sum());
+        let fetched = object.read_ranges(&wanted, fetch)?;
         let spans: Spans = spans.iter().cloned().chain(fetched).collect();
         Ok(Self { source: Source::Object { object: object.clone(), spans }, ..self.clone() })
     }

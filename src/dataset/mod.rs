@@ -4,6 +4,7 @@
 //! [`Dataset::open`] reads the metadata and maps the data files of the selected episodes;
 //! [`Dataset::sample`] returns what LeRobot's `LeRobotDataset[index]` returns.
 
+pub mod at_once;
 pub mod bytes;
 pub mod choices;
 pub mod columns;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::ImageFormat;
 use super::sampler::{SamplerKind, Shard};
+use crate::dataset::remote::Fetch;
 use crate::dataset::video::DecodeOptions;
 use crate::dataset::{Contract, Resolution, Window};
 
@@ -56,6 +57,30 @@ pub struct LoaderConfig {
     /// out of JSON when true.
     #[serde(default = "persistent", skip_serializing_if = "is_persistent")]
     pub persistent_workers: bool,
+    /// Range requests each worker keeps in flight reading a remote root. Left out of JSON at
+    /// its default.
+    #[serde(default = "default_requests", skip_serializing_if = "is_default_requests")]
+    pub requests_in_flight: usize,
+    /// Ranges of a remote file at most this many bytes apart are one request. Left out of
+    /// JSON at its default.
+    #[serde(default = "default_coalesce", skip_serializing_if = "is_default_coalesce")]
+    pub coalesce_bytes: u64,
+}
+
+fn default_requests() -> usize {
+    Fetch::default().in_flight
+}
+
+fn is_default_requests(requests: &usize) -> bool {
+    *requests == default_requests()
+}
+
+fn default_coalesce() -> u64 {
+    Fetch::default().gap
+}
+
+fn is_default_coalesce(bytes: &u64) -> bool {
+    *bytes == default_coalesce()
 }
 
 fn persistent() -> bool {
@@ -105,6 +130,8 @@ impl Default for LoaderConfig {
             drop_n_last_frames: None,
             pin_memory: false,
             persistent_workers: true,
+            requests_in_flight: default_requests(),
+            coalesce_bytes: default_coalesce(),
         }
     }
 }
@@ -119,6 +146,7 @@ impl LoaderConfig {
             contract,
             resolution: self.resolution.size(),
             threads: self.decoder_threads,
+            fetch: Fetch { in_flight: self.requests_in_flight, gap: self.coalesce_bytes },
             ..DecodeOptions::default()
         }
     }
@@ -184,7 +212,7 @@ mod tests {
     use crate::loader::knobs::LoaderKnob;
 
     /// Each knob's key in LoaderConfig's JSON (results, rank files, `--json`).
-    const JSON_KEYS: [(&str, &str); 14] = [
+    const JSON_KEYS: [(&str, &str); 16] = [
         ("workers", "workers"),
         ("prefetch", "prefetch"),
         ("batch", "batch_size"),
@@ -192,6 +220,8 @@ mod tests {
         ("images", "uint8"),
         ("decoder_threads", "decoder_threads"),
         ("cache", "cache_bytes"),
+        ("requests_in_flight", "requests_in_flight"),
+        ("coalesce", "coalesce_bytes"),
         ("sampler", "sampler"),
         ("seed", "seed"),
         ("drop_last", "drop_last"),

@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyList};
 
 use feedbench::dataset::sample::{BatchSamples, Stacked};
 use feedbench::dataset::video::cache::copy_held;
-use feedbench::dataset::video::FrameBuffer;
+use feedbench::dataset::video::{FrameBuffer, Prefetched};
 use feedbench::dataset::{DatasetError, Sample, Values};
 
 use crate::{reader_error, to_python, Reader, ReaderError, Value, Workers};
@@ -204,6 +204,17 @@ impl Reader {
     ) -> Result<(), DatasetError> {
         let pending: Vec<usize> =
             (0..samples.len()).filter(|&i| !self.copied_held(samples, columns, i)).collect();
+        // The frames of a remote root's files, fetched at once for every decoder (none for
+        // local files).
+        let wanted: Vec<(&std::path::Path, &[f64])> = pending
+            .iter()
+            .flat_map(|&i| samples[i].videos.values())
+            .map(|v| (v.path.as_path(), v.timestamps.as_slice()))
+            .collect();
+        let prefetched = Prefetched::fetch(&wanted, &self.decode)?;
+        for decoder in &workers.decoders {
+            decoder.lock().unwrap_or_else(|e| e.into_inner()).use_prefetched(prefetched.clone());
+        }
         let one = |&item: &usize| {
             let mut decoder = workers.decoder().lock().unwrap_or_else(|e| e.into_inner());
             for column in columns {

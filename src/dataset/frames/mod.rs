@@ -351,7 +351,7 @@ impl DataFile {
                 start..start + length
             })
             .collect();
-        self.file.fetched(&ranges)
+        self.file.fetched(&ranges, &crate::dataset::remote::Fetch::default())
     }
 
     fn row_group(&self, id: usize, columns: &[TableColumn]) -> Result<Arc<RowGroup>> {

@@ -9,6 +9,6 @@ pub mod stats;
 pub mod url;
 
 pub use client::{register_storage_options, set_storage_options, OPTIONS_VARIABLE};
-pub use object::RemoteObject;
+pub use object::{Fetch, RemoteObject};
 pub use stats::{ReadMark, RemoteReads};
 pub use url::{is_url, ObjectUrl, SCHEMES};

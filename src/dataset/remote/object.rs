@@ -12,6 +12,7 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use super::client::{block_on, store_of, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
 use super::stats;
 use super::url::{ObjectUrl, StoreKey};
+use crate::dataset::at_once::each_at_once;
 use crate::dataset::error::{DatasetError, Result};
 
 /// An object opened for reading: its size and version as its first request saw them.
@@ -87,33 +88,48 @@ impl RemoteObject {
     }
 }
 
-/// Ranges nearer each other than this are fetched as one request (the gap read and dropped).
-pub const COALESCE_GAP: u64 = 32 * 1024;
+/// How a reader fetches the ranges it needs of an object: how many requests it keeps in flight,
+/// and how near two ranges must lie to be fetched as one (the gap read and dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fetch {
+    /// Requests in flight at once.
+    pub in_flight: usize,
+    /// Ranges at most this many bytes apart are one request.
+    pub gap: u64,
+}
 
-impl RemoteObject {
-    /// The bytes of `ranges`, as spans by offset: ranges within [`COALESCE_GAP`] of each other
-    /// are fetched as one, and the fetches are in flight at once.
-    pub fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<(u64, Bytes)>> {
+impl Default for Fetch {
+    /// 8 requests in flight, ranges within 32 KiB merged.
+    fn default() -> Self {
+        Self { in_flight: 8, gap: 32 * 1024 }
+    }
+}
+
+impl Fetch {
+    /// `ranges` sorted, those within [`Fetch::gap`] of each other merged.
+    pub fn merged(&self, ranges: &[Range<u64>]) -> Vec<Range<u64>> {
         let mut sorted: Vec<Range<u64>> =
             ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
         sorted.sort_by_key(|r| r.start);
         let mut merged: Vec<Range<u64>> = Vec::new();
         for range in sorted {
             match merged.last_mut() {
-                Some(last) if range.start <= last.end + COALESCE_GAP => {
+                Some(last) if range.start <= last.end + self.gap => {
                     last.end = last.end.max(range.end)
                 }
                 _ => merged.push(range),
             }
         }
-        std::thread::scope(|scope| {
-            let fetches: Vec<_> = merged
-                .iter()
-                .map(|range| {
-                    scope.spawn(move || self.read(range.clone()).map(|b| (range.start, b)))
-                })
-                .collect();
-            fetches.into_iter().map(|f| f.join().expect("a fetch does not panic")).collect()
+        merged
+    }
+}
+
+impl RemoteObject {
+    /// The bytes of `ranges`, as spans by offset: merged as `fetch` says, at most
+    /// [`Fetch::in_flight`] requests at once.
+    pub fn read_ranges(&self, ranges: &[Range<u64>], fetch: &Fetch) -> Result<Vec<(u64, Bytes)>> {
+        each_at_once(&fetch.merged(ranges), fetch.in_flight, |range| {
+            self.read(range.clone()).map(|bytes| (range.start, bytes))
         })
     }
 }

@@ -7,10 +7,9 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 use super::{check_destination, StagePlan, StagedFile};
+use crate::dataset::at_once::each_at_once;
 use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::files::{output_apart_from, write_whole, WriterLock};
 use crate::dataset::remote::{is_url, ObjectUrl, RemoteObject};
@@ -181,48 +180,4 @@ fn copy_object(object: RemoteObject, file: &StagedFile, to: &Path) -> Result<u64
     }
     out.sync_all().map_err(io)?;
     Ok(at)
-}
-
-/// `work` on each of `items` on `threads` threads at once, the results in the items' order;
-/// the first error stops the rest (those under way finish) and is returned.
-pub(super) fn each_at_once<T: Sync, R: Send>(
-    items: &[T],
-    threads: usize,
-    work: impl Fn(&T) -> Result<R> + Sync,
-) -> Result<Vec<R>> {
-    let next = Mutex::new(0usize);
-    let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<R>>>> = Mutex::new(items.iter().map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, items.len().max(1)) {
-            scope.spawn(|| loop {
-                let index = {
-                    let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
-                    *next += 1;
-                    *next - 1
-                };
-                if index >= items.len() || failed.load(Ordering::Relaxed) {
-                    return;
-                }
-                let result = work(&items[index]);
-                failed.fetch_or(result.is_err(), Ordering::Relaxed);
-                results.lock().unwrap_or_else(|e| e.into_inner())[index] = Some(result);
-            });
-        }
-    });
-    let (mut done, mut first_error) = (Vec::with_capacity(items.len()), None);
-    for result in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        match result {
-            Some(Ok(value)) => done.push(value),
-            Some(Err(error)) => {
-                first_error.get_or_insert(error);
-            }
-            // Not begun: an error stopped the rest.
-            None => {}
-        }
-    }
-    match first_error {
-        Some(error) => Err(error),
-        None => Ok(done),
-    }
 }

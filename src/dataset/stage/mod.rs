@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::at_once::each_at_once;
 use super::error::{DatasetError, Result};
 use super::files::{expect_episode_file, files_under, is_present, WriterLock};
 use super::layout::v3::episode_files_by_name;
@@ -112,7 +113,7 @@ pub fn plan_stage(root: &Path, episodes: Option<&[usize]>) -> Result<StagePlan> 
         }
     }
     let files: Vec<PathBuf> = files.into_iter().collect();
-    let files = copy::each_at_once(&files, copy::threads(root), |path| {
+    let files = each_at_once(&files, copy::threads(root), |path| {
         let (bytes, version) = version_of(path)?;
         let relative = path.strip_prefix(root).expect("under the root").to_path_buf();
         Ok(StagedFile { path: relative, bytes, version })

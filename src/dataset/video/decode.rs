@@ -16,6 +16,8 @@ use crate::timing::{stage, thread_cpu_time, StageTotals, TimingTree};
 
 mod stream;
 
+use super::prefetch::Prefetched;
+use crate::dataset::remote::Fetch;
 use stream::StreamDecoder;
 
 /// How a [`VideoDecoder`] matches query times and shapes its output.
@@ -34,6 +36,8 @@ pub struct DecodeOptions {
     /// (AV1) that many threads of its own, and libavcodec (H.264, HEVC) frame and slice
     /// threads. The pixels are the same either way.
     pub threads: usize,
+    /// How a batch's frames are fetched from a remote file ([`super::prefetch`]).
+    pub fetch: Fetch,
 }
 
 impl Default for DecodeOptions {
@@ -44,6 +48,7 @@ impl Default for DecodeOptions {
             resolution: None,
             cache_capacity: 4,
             threads: 1,
+            fetch: Fetch::default(),
         }
     }
 }
@@ -70,6 +75,10 @@ pub trait FrameDecoder: Send {
     /// one call per frame written), with [`stage::SPLIT`] inside it where a decoder times the
     /// split into planes on its own.
     fn take_timing(&mut self) -> TimingTree;
+
+    /// Reads the frames of the files `prefetched` holds from what it fetched (a batch's, before
+    /// they are decoded), until the next call; a decoder that reads no files ignores it.
+    fn use_prefetched(&mut self, _prefetched: Arc<Prefetched>) {}
 }
 
 /// A per-worker video decoder: decodes the frames nearest given times of a file into a
@@ -85,6 +94,8 @@ pub struct VideoDecoder {
     timing: TimingTree,
     /// Bytes of a raw frame on their way to float32.
     raw_scratch: Vec<u8>,
+    /// What was fetched ahead of the frames being decoded (a batch's), where anything was.
+    prefetched: Option<Arc<Prefetched>>,
 }
 
 impl VideoDecoder {
@@ -97,6 +108,7 @@ impl VideoDecoder {
             converter: Converter::default(),
             timing: TimingTree::default(),
             raw_scratch: Vec::new(),
+            prefetched: None,
         }
     }
 
@@ -117,6 +129,10 @@ impl FrameDecoder for VideoDecoder {
     /// written), its `split` into planes inside it.
     fn take_timing(&mut self) -> TimingTree {
         std::mem::take(&mut self.timing)
+    }
+
+    fn use_prefetched(&mut self, prefetched: Arc<Prefetched>) {
+        self.prefetched = Some(prefetched);
     }
 
     /// The `(height, width)` of the frames it writes for `video`.
@@ -156,6 +172,7 @@ impl FrameDecoder for VideoDecoder {
         order.sort_by_key(|&i| frames[i]);
         let (capacity, threads) = (self.options.cache_capacity, self.options.threads);
         let stream = most_recent(&mut self.streams, capacity, threads, &video)?;
+        stream.source = self.prefetched.as_ref().and_then(|p| p.file(file)).cloned();
         let mut previous: Option<usize> = None;
         for i in order {
             match previous {

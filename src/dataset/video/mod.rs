@@ -10,6 +10,7 @@ pub mod cache;
 pub mod convert;
 pub mod decode;
 pub mod planes;
+pub mod prefetch;
 pub mod probe;
 pub mod quality;
 pub mod raw;
@@ -17,6 +18,7 @@ pub mod table;
 
 pub use convert::FrameBuffer;
 pub use decode::{DecodeOptions, FrameDecoder, VideoDecoder};
+pub use prefetch::Prefetched;
 pub use probe::{open_mp4, probe, VideoStreamInfo};
 pub use table::{Mp4Sample, SampleSpan, VideoCodec, VideoFile};
 

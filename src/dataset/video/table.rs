@@ -210,14 +210,32 @@ impl VideoFile {
     /// range from the first's offset to the last's end: one positioned read of a file, one
     /// ranged GET of an object. A file shorter now than its header says is an error naming it.
     pub fn read_samples(&self, samples: Range<usize>) -> Result<SampleSpan> {
-        let first = &self.samples[samples.start];
-        let end = self.samples[samples.clone()]
-            .iter()
-            .map(|s| s.offset + u64::from(s.size))
-            .max()
-            .expect("at least one sample");
-        let start = self.samples[samples].iter().map(|s| s.offset).min().unwrap_or(first.offset);
-        Ok(SampleSpan { start, bytes: self.file.read_range(start..end)? })
+        self.read_samples_from(&self.file, samples)
+    }
+
+    /// [`VideoFile::read_samples`] from `file`: this file, or this file with ranges fetched
+    /// ahead ([`super::prefetch`]).
+    pub fn read_samples_from(
+        &self,
+        file: &PositionedFile,
+        samples: Range<usize>,
+    ) -> Result<SampleSpan> {
+        let range = self.byte_range(samples);
+        Ok(SampleSpan { start: range.start, bytes: file.read_range(range)? })
+    }
+
+    /// The bytes of the samples at decode indices `samples` (at least one): from the first's
+    /// offset to the last's end.
+    pub fn byte_range(&self, samples: Range<usize>) -> Range<u64> {
+        let samples = &self.samples[samples];
+        let start = samples.iter().map(|s| s.offset).min().expect("at least one sample");
+        let end = samples.iter().map(|s| s.offset + u64::from(s.size)).max().expect("one");
+        start..end
+    }
+
+    /// The file (or object) it reads from.
+    pub fn file(&self) -> &PositionedFile {
+        &self.file
     }
 
     /// Presentation rank of shown frame `frame` (ranks also count hidden samples).

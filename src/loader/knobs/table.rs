@@ -48,6 +48,8 @@ impl LoaderKnob {
         Self::IMAGES,
         Self::DECODER_THREADS,
         Self::CACHE,
+        Self::REQUESTS_IN_FLIGHT,
+        Self::COALESCE,
         Self::SAMPLER,
         Self::SEED,
         Self::DROP_LAST,
@@ -196,6 +198,53 @@ impl LoaderKnob {
         get: |c| CacheSize(c.cache_bytes).to_string(),
         set: |c, t| {
             c.cache_bytes = parsed::<CacheSize>(t)?.0;
+            Ok(())
+        },
+    };
+
+    /// Range requests each worker keeps in flight reading a remote root.
+    pub const REQUESTS_IN_FLIGHT: LoaderKnob = LoaderKnob {
+        key: "requests_in_flight",
+        flag: "requests-in-flight",
+        form: FlagForm::Value("N"),
+        help: "Range requests each worker keeps in flight reading a URL root (a batch's frames \
+               fetched at once before they are decoded), 1 to 64; no effect on a local root",
+        dataloader: None,
+        default_why: None,
+        reach: Reach::Native("LeRobot's loader reads local roots only"),
+        tune: TuneRole::Fixed,
+        toml: TomlType::Integer,
+        omit_at_default: true,
+        cell: None,
+        get: |c| c.requests_in_flight.to_string(),
+        set: |c, t| {
+            let requests: usize =
+                t.trim().parse().map_err(|_| format!("{t:?}: expected 1 to 64"))?;
+            if !(1..=64).contains(&requests) {
+                return Err(format!("{requests} is not 1 to 64"));
+            }
+            c.requests_in_flight = requests;
+            Ok(())
+        },
+    };
+
+    /// How near two ranges of a remote file must lie to be fetched as one request.
+    pub const COALESCE: LoaderKnob = LoaderKnob {
+        key: "coalesce",
+        flag: "coalesce",
+        form: FlagForm::Value("SIZE"),
+        help: "Ranges of a URL root's file at most this far apart (e.g. 32KiB, 1MiB, 0) are \
+               fetched as one request, the gap read and dropped: fewer requests for more bytes",
+        dataloader: None,
+        default_why: None,
+        reach: Reach::Native("LeRobot's loader reads local roots only"),
+        tune: TuneRole::Fixed,
+        toml: TomlType::Text,
+        omit_at_default: true,
+        cell: None,
+        get: |c| CacheSize(c.coalesce_bytes).to_string(),
+        set: |c, t| {
+            c.coalesce_bytes = parsed::<CacheSize>(t)?.0;
             Ok(())
         },
     };

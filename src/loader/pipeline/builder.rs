@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::loader::Loader;
 use super::plans::{Plan, Plans, Span};
 use crate::dataset::video::cache::CachedDecoder;
-use crate::dataset::video::{FrameDecoder, VideoDecoder};
+use crate::dataset::video::{DecodeOptions, FrameDecoder, Prefetched, VideoDecoder};
 use crate::dataset::{Dataset, DatasetError, Sample, Window};
 use crate::loader::batch::{Batch, BatchError, BatchLayout, ImageFormat};
 use crate::loader::error::LoaderError;
@@ -42,7 +42,10 @@ pub(super) struct BatchBuilder {
     in_flight: usize,
     /// Whether the first batch's layout was checked against the memory available.
     memory_checked: bool,
-    sample: Sample,
+    /// A sample per slot of the batch, refilled.
+    samples: Vec<Sample>,
+    /// How the decoder's frames are fetched from a remote root (a batch's at once).
+    decode: DecodeOptions,
     /// The batch's (slot, index) pairs in the order they are loaded.
     order: Vec<(usize, usize)>,
     pool: Arc<BatchPool>,
@@ -54,7 +57,7 @@ impl BatchBuilder {
     pub(super) fn new(loader: &Loader, track: &str) -> Self {
         let options =
             loader.config.decode_options(loader.dataset.tolerance_s(), loader.dataset.contract());
-        let decoder: Box<dyn FrameDecoder> = Box::new(VideoDecoder::new(options));
+        let decoder: Box<dyn FrameDecoder> = Box::new(VideoDecoder::new(options.clone()));
         let decoder = match &loader.cache {
             Some(cache) => Box::new(CachedDecoder::new(decoder, cache.clone())),
             None => decoder,
@@ -67,7 +70,8 @@ impl BatchBuilder {
             uint8: loader.config.images == ImageFormat::U8,
             in_flight: loader.config.batches_in_flight(),
             memory_checked: false,
-            sample: Sample::default(),
+            samples: Vec::new(),
+            decode: options,
             order: Vec::new(),
             pool: loader.pool.clone(),
             trace: loader.trace.as_ref().map(|trace| trace.track(track)),
@@ -135,7 +139,7 @@ impl BatchBuilder {
         batch: &mut Batch,
         timing: &mut TimingTree,
     ) -> Result<(), LoaderError> {
-        let Self { dataset, window, decoder, uint8, sample, order, .. } = self;
+        let Self { dataset, window, decoder, uint8, samples, order, decode, .. } = self;
         let (in_flight, memory_checked) = (self.in_flight, &mut self.memory_checked);
         // Samples are loaded in index order (episode by episode, in time), each into its own
         // slot: a decoder then goes on forward within a GOP instead of restarting at its
@@ -143,13 +147,24 @@ impl BatchBuilder {
         order.clear();
         order.extend(indices.iter().copied().enumerate());
         order.sort_unstable_by_key(|&(_, index)| index);
-        for (n, &(slot, index)) in order.iter().enumerate() {
+        samples.resize_with(order.len(), Sample::default);
+        for (sample, &(_, index)) in samples.iter_mut().zip(order.iter()) {
+            timing
+                .time(stage::PARQUET, || dataset.sample_into(index, window, sample))
+                .map_err(|source| LoaderError::Sample { index, source })?;
+        }
+        // The frames of remote files, fetched at once (nothing for local ones).
+        let wanted: Vec<(&std::path::Path, &[f64])> = samples
+            .iter()
+            .flat_map(|s| s.videos.values().map(|v| (v.path.as_path(), v.timestamps.as_slice())))
+            .collect();
+        let prefetched = Prefetched::fetch(&wanted, decode)
+            .map_err(|source| LoaderError::Sample { index: order[0].1, source })?;
+        decoder.use_prefetched(prefetched);
+        for (n, (&(slot, index), sample)) in order.iter().zip(samples.iter_mut()).enumerate() {
             let failed = |source| LoaderError::Sample { index, source };
             let unlike_first =
                 |e: BatchError| failed(DatasetError::invalid(dataset.root(), e.to_string()));
-            timing
-                .time(stage::PARQUET, || dataset.sample_into(index, window, sample))
-                .map_err(failed)?;
             if n == 0 {
                 let layout =
                     BatchLayout::of_sample(sample, decoder.as_ref(), *uint8).map_err(failed)?;

@@ -179,6 +179,10 @@ impl FrameDecoder for CachedDecoder {
         timing.merge(&std::mem::take(&mut self.timing));
         timing
     }
+
+    fn use_prefetched(&mut self, prefetched: std::sync::Arc<super::Prefetched>) {
+        self.inner.use_prefetched(prefetched);
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use ffmpeg_next::util::error::EAGAIN;
 use ffmpeg_next::{decoder, frame, Packet};
 
 use crate::dataset::error::{DatasetError, Result};
+use crate::dataset::files::PositionedFile;
 use crate::dataset::video::table::{SampleSpan, VideoCodec, VideoFile};
 use crate::timing::HelperThreads;
 
@@ -27,6 +28,9 @@ pub(super) struct StreamDecoder {
     /// The bytes of the samples last read: those from a sample to the last the frame asked
     /// for needs, read at once.
     span: Option<SampleSpan>,
+    /// The file with the ranges its frames need fetched ahead (a batch's, of a remote file);
+    /// None: the file itself.
+    pub(super) source: Option<PositionedFile>,
     /// Decode index of the next sample to send.
     next: usize,
     /// Rank of the last frame received since the last restart.
@@ -86,6 +90,7 @@ impl StreamDecoder {
             video,
             decoder,
             span: None,
+            source: None,
             next: 0,
             last: None,
             drained: false,
@@ -204,12 +209,10 @@ impl StreamDecoder {
                     }
                     let mut packet = Packet::new(sample.size as usize);
                     if let Some(data) = packet.data_mut() {
-                        data.copy_from_slice(sample_bytes(
-                            &mut self.span,
-                            &self.video,
-                            self.next - 1,
-                            rank,
-                        )?);
+                        let source = self.source.as_ref().unwrap_or(self.video.file());
+                        let bytes =
+                            sample_bytes(&mut self.span, &self.video, source, self.next - 1, rank)?;
+                        data.copy_from_slice(bytes);
                     }
                     packet.set_pts(Some(i64::from(sample.rank)));
                     packet.set_dts(Some(self.next as i64 - 1));
@@ -228,18 +231,20 @@ impl StreamDecoder {
 }
 
 /// The coded bytes of `video`'s sample at decode index `index`, on the way to the frame of rank
-/// `rank`: from `span` (the samples last read) where it holds them, else read into it with every
-/// sample after it up to the last the frame needs, as one range.
+/// `rank`: from `span` (the samples last read) where it holds them, else read from `source` (the
+/// file, or what was fetched of it ahead) into it with every sample after it up to the last the
+/// frame needs, as one range.
 fn sample_bytes<'a>(
     span: &'a mut Option<SampleSpan>,
     video: &VideoFile,
+    source: &PositionedFile,
     index: usize,
     rank: u32,
 ) -> Result<&'a [u8]> {
     let sample = video.samples()[index];
     if span.as_ref().and_then(|span| span.sample(&sample)).is_none() {
         let end = video.complete_after(rank).max(index + 1);
-        *span = Some(video.read_samples(index..end)?);
+        *span = Some(video.read_samples_from(source, index..end)?);
     }
     Ok(span.as_ref().and_then(|span| span.sample(&sample)).expect("the span read holds it"))
 }
