@@ -252,3 +252,20 @@ fn an_encoder_whose_file_cannot_start_on_a_full_disk_is_an_error_not_a_hang() {
     let err = written.unwrap_err();
     assert!(err.contains("episode_000000.mp4") && err.contains("No space left"), "{err}");
 }
+
+#[test]
+fn a_stage_from_a_url_to_a_disk_without_room_is_refused_before_it_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    common::synth_pusht(&www.join("pusht"), 2, 150, &[]);
+    let Some(nginx) = common::servers::Nginx::start(&www, dir.path()) else { return };
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 1024) else { return };
+    let filler = disk.fill_but(16);
+    let to = disk.at.join("copy");
+    let root = format!("{}/pusht", nginx.origin);
+    let (ok, _, err) = common::feedbench(&["stage", &root, "--to", to.to_str().unwrap()]);
+    common::clear_error(ok, &err);
+    assert!(err.contains(to.to_str().unwrap()) && err.contains("free on its file system"), "{err}");
+    let left: Vec<PathBuf> = common::walk(&disk.at).into_iter().filter(|p| *p != filler).collect();
+    assert!(left.is_empty(), "nothing made on the disk: {left:?}");
+}

@@ -377,3 +377,56 @@ fn the_store_s_latency_a_narrow_link_and_decoding_each_get_their_verdict_and_cha
     let receive = narrow["receive_mb_per_s"].as_f64().unwrap();
     assert!((0.8..2.0).contains(&receive), "10 Mbit/s is 1.25 MB/s: {narrow}");
 }
+
+#[test]
+fn throttling_hanging_and_truncating_servers_are_retried_counted_and_named() {
+    use crate::common::servers::{Fault, FaultyFront};
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    // Long enough that the measured batches' frames lie beyond what opening the file fetched.
+    common::synth_pusht(&www.join("pusht"), 2, 150, &[]);
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let root = |front: &FaultyFront| format!("http://127.0.0.1:{}/pusht", front.port);
+
+    // Every third request answered 503 SlowDown: the run goes on, the retries counted.
+    let throttling = FaultyFront::start(nginx.server.port, Fault::ThrottleEvery(3));
+    let load = ["load", &root(&throttling), "--workers", "1", "--batch", "8", "--batches", "8"];
+    let (ok, out, err) = common::feedbench(&[&load[..], &["--warmup", "0", "--json"]].concat());
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let throttled = throttling.throttled.load(std::sync::atomic::Ordering::SeqCst);
+    let retries = json["remote"]["retries"].as_u64().unwrap();
+    assert!(retries >= 1 && retries <= throttled as u64, "{throttled}: {}", json["remote"]);
+    // Throttled for good: named, with the tries and what helps.
+    let throttled = FaultyFront::start(nginx.server.port, Fault::Throttle(usize::MAX));
+    let (ok, _, err) = common::feedbench(&["info", &root(&throttled)]);
+    clear_error(ok, &err);
+    assert!(
+        err.contains(
+            "/meta/info.json: the store throttled the requests (503 SlowDown) after 4 retries"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("requests_in_flight"), "{err}");
+
+    // A server that never answers: the timeout, as set, named.
+    let hanging = FaultyFront::start(nginx.server.port, Fault::Hang);
+    let started = std::time::Instant::now();
+    let (ok, _, err) =
+        common::feedbench(&["info", &root(&hanging), "--storage-option", "timeout=1s"]);
+    clear_error(ok, &err);
+    assert!(
+        err.contains("no answer in time (connect timeout 5 s, request timeout 1s) after 4 retries"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+
+    // Half of each body, then the connection closed.
+    let truncating = FaultyFront::start(nginx.server.port, Fault::Truncate);
+    let (ok, _, err) = common::feedbench(&["info", &root(&truncating)]);
+    clear_error(ok, &err);
+    assert!(
+        err.contains("/meta/info.json: the server sent a truncated body after 4 retries"),
+        "{err}"
+    );
+}

@@ -282,3 +282,125 @@ fn delayed(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
         let _ = to.shutdown(std::net::Shutdown::Write);
     });
 }
+
+/// What a [`FaultyFront`] does to the requests it gets.
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    /// Answers the first `n` requests 503 SlowDown (as S3 throttles), forwards the rest.
+    Throttle(usize),
+    /// Answers every `k`-th request 503 SlowDown, forwards the others.
+    ThrottleEvery(usize),
+    /// Answers nothing, ever: a server that takes connections and hangs.
+    Hang,
+    /// Forwards each request, and passes on the answer's head with half its body, then closes.
+    Truncate,
+}
+
+/// An HTTP front on loopback that forwards requests to a real server (`upstream`) and does a
+/// [`Fault`] to them: one request a connection at a time, as a test needs.
+pub struct FaultyFront {
+    /// Where it listens.
+    pub port: u16,
+    /// Requests it answered 503 so far.
+    pub throttled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl FaultyFront {
+    /// Starts the front on a free port.
+    pub fn start(upstream: u16, fault: Fault) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let throttled = Arc::new(AtomicUsize::new(0));
+        let count = throttled.clone();
+        let seen = Arc::new(AtomicUsize::new(0));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let (count, seen) = (count.clone(), seen.clone());
+                std::thread::spawn(move || {
+                    let mut client = std::io::BufReader::new(client);
+                    while let Some(request) = read_message(&mut client, false) {
+                        if let Fault::Hang = fault {
+                            std::thread::sleep(Duration::from_secs(3600));
+                        }
+                        let throttle = match fault {
+                            Fault::Throttle(n) => count.load(Ordering::SeqCst) < n,
+                            Fault::ThrottleEvery(k) => {
+                                seen.fetch_add(1, Ordering::SeqCst) % k == k - 1
+                            }
+                            _ => false,
+                        };
+                        if throttle {
+                            count.fetch_add(1, Ordering::SeqCst);
+                            {
+                                let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                                let answer = format!(
+                                    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+                                    body.len()
+                                );
+                                if std::io::Write::write_all(client.get_mut(), answer.as_bytes())
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                                continue;
+                            }
+                        }
+                        let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                            return;
+                        };
+                        if std::io::Write::write_all(&mut server, &request).is_err() {
+                            return;
+                        }
+                        let mut server = std::io::BufReader::new(server);
+                        let head_request = request.starts_with(b"HEAD ");
+                        let Some(mut answer) = read_message(&mut server, head_request) else {
+                            return;
+                        };
+                        if let Fault::Truncate = fault {
+                            let head =
+                                answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                            answer.truncate(head + (answer.len() - head) / 2);
+                            let _ = std::io::Write::write_all(client.get_mut(), &answer);
+                            return;
+                        }
+                        if std::io::Write::write_all(client.get_mut(), &answer).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { port, throttled }
+    }
+}
+
+/// One HTTP/1.1 message (its head and `Content-Length` bytes of body, none where
+/// `bodiless`: the answer to a HEAD) read whole from `stream`; None at its end.
+fn read_message(stream: &mut impl std::io::BufRead, bodiless: bool) -> Option<Vec<u8>> {
+    let mut message = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        if stream.read_until(b'\n', &mut line).ok()? == 0 {
+            return None;
+        }
+        message.extend_from_slice(&line);
+        if line == b"\r\n" {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&message).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    if length > 0 && !bodiless {
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).ok()?;
+        message.extend_from_slice(&body);
+    }
+    Some(message)
+}

@@ -24,9 +24,6 @@ pub const OPTIONS_VARIABLE: &str = "FEEDBENCH_STORAGE_OPTIONS";
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one request may take, its body included, before the server is called too slow.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Retries of a request that failed on the way (a reset, a 5xx such as S3's 503 SlowDown),
-/// with exponential backoff, before its error is said.
-const RETRIES: usize = 4;
 
 /// The storage options given in this process, by the URL prefix they are for (`""`: every
 /// root; the command line's), longest first.
@@ -138,16 +135,25 @@ fn client_options(allow_http: bool) -> ClientOptions {
         .with_allow_http(allow_http)
 }
 
+/// No retries inside the client: feedbench retries itself, counting them
+/// ([`super::request::with_retries`]).
 fn retry() -> RetryConfig {
     RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(4),
-            base: 2.0,
-        },
-        max_retries: RETRIES,
-        retry_timeout: Duration::from_secs(60),
+        backoff: BackoffConfig::default(),
+        max_retries: 0,
+        retry_timeout: REQUEST_TIMEOUT,
     }
+}
+
+/// The connect and request timeouts of `url`'s store, as said: the storage options'
+/// `connect_timeout` and `timeout` where given, else feedbench's.
+pub fn timeouts(url: &ObjectUrl) -> (String, String) {
+    let options = storage_options(url);
+    let given = |key: &str| options.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    (
+        given("connect_timeout").unwrap_or_else(|| format!("{} s", CONNECT_TIMEOUT.as_secs())),
+        given("timeout").unwrap_or_else(|| format!("{} s", REQUEST_TIMEOUT.as_secs())),
+    )
 }
 
 /// The client of `key`, with `options` over the environment's settings.

@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod object;
+pub mod request;
 pub mod stats;
 pub mod url;
 

@@ -9,11 +9,12 @@ use futures::TryStreamExt;
 use object_store::path::Path as Key;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 
-use super::client::{block_on, store_of, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
+use super::client::{block_on, store_of};
+use super::request::{failure, remote, with_retries, NOT_FOUND};
 use super::stats;
 use super::url::{ObjectUrl, StoreKey};
 use crate::dataset::at_once::each_at_once;
-use crate::dataset::error::{DatasetError, Result};
+use crate::dataset::error::Result;
 
 /// An object opened for reading: its size and version as its first request saw them.
 #[derive(Debug, Clone)]
@@ -27,7 +28,7 @@ pub struct RemoteObject {
 impl RemoteObject {
     /// Asks the store for `url`'s size and version (a HEAD request).
     pub fn open(url: ObjectUrl) -> Result<Self> {
-        let meta = head(&url)?.map_err(|e| failure(&url, e))?;
+        let meta = head(&url)?.ok_or_else(|| remote(&url, NOT_FOUND.into()))?;
         Ok(Self { size: meta.size, etag: meta.e_tag, url })
     }
 
@@ -141,11 +142,7 @@ pub fn read_whole(url: &ObjectUrl) -> Result<Bytes> {
 
 /// Whether an object is at `url` (a HEAD request; absent is `false`, any other failure an error).
 pub fn exists(url: &ObjectUrl) -> Result<bool> {
-    match head(url)? {
-        Ok(_) => Ok(true),
-        Err(object_store::Error::NotFound { .. }) => Ok(false),
-        Err(e) => Err(failure(url, e)),
-    }
+    Ok(head(url)?.is_some())
 }
 
 /// The keys of the objects under the "directory" `dir` (every level), sorted; None for a store
@@ -162,37 +159,44 @@ pub fn list(dir: &ObjectUrl) -> Result<Option<Vec<String>>> {
             Ok(Some(keys))
         }
         Err(_) if matches!(dir.store, StoreKey::Http { .. }) => Ok(None),
-        Err(e) => Err(failure(dir, e)),
+        Err(e) => Err(failure(dir, e, 0, std::time::Duration::ZERO)),
     }
 }
 
-/// One HEAD request (counted, [`super::stats`]).
-fn head(url: &ObjectUrl) -> Result<object_store::Result<object_store::ObjectMeta>> {
+/// A HEAD request (each try counted, [`super::stats`]): the object's size and version, None
+/// where there is none.
+fn head(url: &ObjectUrl) -> Result<Option<object_store::ObjectMeta>> {
     let store = store_of(url)?;
-    let started = Instant::now();
-    let answer = block_on(url, store.head(&key(url)))?;
-    stats::record(started.elapsed(), started.elapsed(), 0);
-    Ok(answer)
+    with_retries(url, || {
+        let started = Instant::now();
+        let answer = block_on(url, store.head(&key(url)))?;
+        stats::record(started.elapsed(), started.elapsed(), 0);
+        Ok(match answer {
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            other => other.map(Some),
+        })
+    })
 }
 
-/// One GET (counted, [`super::stats`]); where `pinned` is set, the answer must be of that
-/// version.
+/// A GET (each try counted, [`super::stats`]); where `pinned` is set, the answer must be of
+/// that version.
 fn get(url: &ObjectUrl, options: GetOptions, pinned: Option<&str>) -> Result<Bytes> {
     let store = store_of(url)?;
     let location = key(url);
-    let started = Instant::now();
-    block_on(url, async {
-        let result = store.get_opts(&location, options).await;
-        let first_byte = started.elapsed();
-        let body = match result {
-            Ok(result) => check_version(&location, result, pinned)?.bytes().await,
-            Err(e) => Err(e),
-        };
-        let received = body.as_ref().map_or(0, |b| b.len() as u64);
-        stats::record(first_byte, started.elapsed(), received);
-        body
-    })?
-    .map_err(|e| failure(url, e))
+    with_retries(url, || {
+        let started = Instant::now();
+        block_on(url, async {
+            let result = store.get_opts(&location, options.clone()).await;
+            let first_byte = started.elapsed();
+            let body = match result {
+                Ok(result) => check_version(&location, result, pinned)?.bytes().await,
+                Err(e) => Err(e),
+            };
+            let received = body.as_ref().map_or(0, |b| b.len() as u64);
+            stats::record(first_byte, started.elapsed(), received);
+            body
+        })
+    })
 }
 
 /// `result`, where it is of the version `pinned` (where set).
@@ -214,61 +218,4 @@ fn check_version(
 
 fn key(url: &ObjectUrl) -> Key {
     Key::from(url.key.as_str())
-}
-
-fn remote(url: &ObjectUrl, what: String) -> DatasetError {
-    DatasetError::Remote { path: url.text.clone().into(), what }
-}
-
-/// `error` said for `url`: what happened in the user's words, then the store's own text.
-fn failure(url: &ObjectUrl, error: object_store::Error) -> DatasetError {
-    let detail = chain(&error);
-    let what = match &error {
-        object_store::Error::NotFound { .. } => {
-            "not found (no such object or bucket: is the URL, or the endpoint, right?)".to_string()
-        }
-        object_store::Error::Precondition { .. } => format!(
-            "the object changed while it was read ({detail}): refused rather than read as a \
-             mix of two versions; run again to read the new one"
-        ),
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => format!(
-            "access denied ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
-             AWS_SECRET_ACCESS_KEY, a profile, HF_TOKEN) or the storage options"
-        ),
-        _ if detail.contains("403") => format!(
-            "access denied, 403 ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
-             AWS_SECRET_ACCESS_KEY, HF_TOKEN) or the storage options"
-        ),
-        _ if detail.to_ascii_lowercase().contains("timed out") => format!(
-            "no answer in time (connect {} s, request {} s): the server is too slow or \
-             unreachable ({detail})",
-            CONNECT_TIMEOUT.as_secs(),
-            REQUEST_TIMEOUT.as_secs()
-        ),
-        _ if detail.contains("Connection refused") || detail.contains("dns error") => {
-            format!(
-                "cannot reach the endpoint ({detail}): is the server up, and the endpoint right?"
-            )
-        }
-        _ if detail.contains("error sending request") => format!(
-            "the connection failed on the way ({detail}): is the server up, and the link sound?"
-        ),
-        _ => detail,
-    };
-    remote(url, what)
-}
-
-/// The error's text and its causes', each once.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(error);
-    while let Some(current) = next {
-        let text = current.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = current.source();
-    }
-    parts.join(": ")
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
 static NEEDED: AtomicU64 = AtomicU64::new(0);
+static RETRIES: AtomicU64 = AtomicU64::new(0);
 static FIRST_BYTE_NS: AtomicU64 = AtomicU64::new(0);
 static REQUEST_NS: AtomicU64 = AtomicU64::new(0);
 /// Each request's time to its first byte, ms, in order (the first [`KEPT`] of the process).
@@ -31,6 +32,11 @@ pub(crate) fn record(first_byte: Duration, total: Duration, bytes: u64) {
     }
 }
 
+/// Counts a request tried again (after a failure on the way: a 503 SlowDown, a reset).
+pub(crate) fn retried() {
+    RETRIES.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Counts `bytes` a reader needed of an object (the coded samples a frame needs, the column
 /// chunks a row group is read from), whether or not they were fetched apart.
 pub(crate) fn needed(bytes: u64) {
@@ -41,6 +47,7 @@ pub(crate) fn needed(bytes: u64) {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReadMark {
     requests: u64,
+    retries: u64,
     bytes: u64,
     needed: u64,
     first_byte_ns: u64,
@@ -52,6 +59,7 @@ pub struct ReadMark {
 pub fn mark() -> ReadMark {
     ReadMark {
         requests: REQUESTS.load(Ordering::Relaxed),
+        retries: RETRIES.load(Ordering::Relaxed),
         bytes: BYTES.load(Ordering::Relaxed),
         needed: NEEDED.load(Ordering::Relaxed),
         first_byte_ns: FIRST_BYTE_NS.load(Ordering::Relaxed),
@@ -63,8 +71,11 @@ pub fn mark() -> ReadMark {
 /// What was asked of stores between two marks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RemoteReads {
-    /// Requests (HEAD and GET).
+    /// Requests (HEAD and GET), each try counted.
     pub requests: u64,
+    /// Tries that failed on the way and were made again (throttling, resets, timeouts).
+    #[serde(default)]
+    pub retries: u64,
     /// Bytes received.
     pub bytes: u64,
     /// Bytes the readers needed (see [`needed`]).
@@ -97,6 +108,7 @@ impl ReadMark {
         };
         Some(RemoteReads {
             requests,
+            retries: now.retries - self.retries,
             bytes: now.bytes - self.bytes,
             needed_bytes: now.needed - self.needed,
             first_byte_s: (now.first_byte_ns - self.first_byte_ns) as f64 / 1e9,

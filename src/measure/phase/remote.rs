@@ -128,9 +128,13 @@ impl fmt::Display for RemoteFigures {
             .map_or(String::new(), |a| format!(", read amplification {a:.2}"));
         writeln!(
             f,
-            "remote: {} requests, {} received{amplification}, {:.1} MB/s, first byte p50 {:.1} ms \
-             p99 {:.1} ms, {:.1} in flight",
+            "remote: {} requests{}, {} received{amplification}, {:.1} MB/s, first byte p50 {:.1} \
+             ms p99 {:.1} ms, {:.1} in flight",
             self.reads.requests,
+            match self.reads.retries {
+                0 => String::new(),
+                n => format!(" ({n} retried: throttled or failed on the way)"),
+            },
             Bytes::of(self.reads.bytes),
             self.mb_per_s,
             self.reads.first_byte_p50_ms,
@@ -148,6 +152,7 @@ mod tests {
     fn reads(first_byte_s: f64, request_s: f64, bytes: u64) -> RemoteReads {
         RemoteReads {
             requests: 100,
+            retries: 0,
             bytes,
             needed_bytes: bytes / 2,
             first_byte_s,
