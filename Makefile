@@ -19,7 +19,7 @@ SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 BROWSER_PACKAGES := chromium
 # Debian's nginx, the web server the tests of http:// roots read from (tests/remote.rs); and the
 # S3-compatible server they read s3:// roots from, s3s-fs, built from crates.io into .tools/.
-SERVER_PACKAGES := nginx
+SERVER_PACKAGES := nginx iproute2
 S3_SERVER := .tools/s3s-fs/bin/s3s-fs
 S3_SERVER_VERSION := 0.14.1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -88,9 +88,10 @@ browser:
 
 # The servers the tests of URL roots read from, on loopback (docs/remote.md).
 servers: $(S3_SERVER)
-	@dpkg-query -W -f='$${Status}\n' $(SERVER_PACKAGES) 2>/dev/null | grep -q 'install ok installed' || { \
-		echo "installing $(SERVER_PACKAGES)"; $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(SERVER_PACKAGES); }
+	@missing=$$(for p in $(SERVER_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+		| grep -q 'install ok installed' || echo $$p; done); \
+	[ -z "$$missing" ] || { echo "installing $$missing"; $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; }
 
 $(S3_SERVER):
 	$(CARGO) install --quiet --locked --debug s3s-fs@$(S3_SERVER_VERSION) --features binary --root .tools/s3s-fs
