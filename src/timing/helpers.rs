@@ -87,7 +87,7 @@ fn thread_cpu_clock(tid: libc::pid_t) -> libc::clockid_t {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use std::sync::{mpsc, Arc, Barrier};
 
     /// Spins until this thread has used `cpu` of CPU time.
     fn burn(cpu: Duration) {
@@ -99,15 +99,27 @@ mod tests {
 
     #[test]
     fn the_threads_a_call_starts_are_kept_by_name() {
+        // Every thread started is held alive (a barrier) until the helpers have been looked
+        // for, however slowly the machine runs them: only a library that stopped keeping
+        // threads by name fails this.
+        let release = Arc::new(Barrier::new(4));
+        let held = |release: &Arc<Barrier>| {
+            let release = release.clone();
+            move || {
+                burn(Duration::from_millis(1));
+                release.wait();
+            }
+        };
         // A thread of somebody else's that starts a thread of its own during the call: the
         // new thread bears its creator's name from the start.
         let (ask, asked) = mpsc::channel::<()>();
         let (told, tell) = mpsc::channel::<std::thread::JoinHandle<()>>();
+        let theirs = held(&release);
         let elsewhere = std::thread::Builder::new()
             .name("somebody-else".into())
             .spawn(move || {
                 asked.recv().unwrap();
-                told.send(std::thread::spawn(|| burn(Duration::from_millis(5)))).unwrap();
+                told.send(std::thread::spawn(theirs)).unwrap();
             })
             .unwrap();
         let (threads, helpers) = HelperThreads::started_by("helper-lib", || {
@@ -115,12 +127,13 @@ mod tests {
             let named = std::thread::Builder::new().name("helper-lib".into());
             [
                 // Unnamed: it inherits this thread's name.
-                std::thread::spawn(|| burn(Duration::from_millis(5))),
-                named.spawn(|| burn(Duration::from_millis(5))).unwrap(),
+                std::thread::spawn(held(&release)),
+                named.spawn(held(&release)).unwrap(),
                 tell.recv().unwrap(),
             ]
         });
         assert_eq!(helpers.len(), 2, "the inheriting and the library-named thread");
+        release.wait();
         threads.into_iter().for_each(|t| t.join().unwrap());
         elsewhere.join().unwrap();
         assert_eq!(helpers.cpu(), Duration::ZERO, "threads gone count no more");
