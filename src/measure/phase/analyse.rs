@@ -67,7 +67,9 @@ impl LoaderRun {
         let (epoch_start_wait_ms, steady_wait_ms) =
             epoch_waits(positions.zip(self.batch_ms.iter().copied()), self.config.workers.max(1));
         let readers = self.config.workers.max(1);
-        let remote = self.remote.take().map(|r| RemoteFigures::of(r, wall_s, samples, readers));
+        let busy = self.process_cpu.as_secs_f64() / wall_s / self.cores.max(1) as f64;
+        let remote =
+            self.remote.take().map(|r| RemoteFigures::of(r, wall_s, samples, readers, busy));
         LoaderPhase {
             remote,
             // The decode-only limit is that of decoding every frame; a cache copies some.

@@ -14,6 +14,9 @@ use crate::dataset::remote::RemoteReads;
 /// Share of the readers' time blocked on requests below which decoding, not the store, holds
 /// the loader.
 pub const WAITING_BOUND_SHARE: f64 = 0.5;
+/// Share of the cores the process kept busy at or above which they, not the store, hold the
+/// loader (readers then wait for a core as much as for the store).
+pub const BUSY_CORES_SHARE: f64 = 0.85;
 
 /// What holds a loader that reads a remote root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +54,9 @@ pub struct RemoteFigures {
     pub in_flight: f64,
     /// Share of the readers' time blocked on requests.
     pub waiting_share: f64,
+    /// Share of the cores the process kept busy over the phase.
+    #[serde(default)]
+    pub busy_cores_share: f64,
     /// How fast bytes arrived while they arrived (all requests' together), MB/s: the link's rate
     /// as the phase saw it.
     pub receive_mb_per_s: f64,
@@ -65,8 +71,15 @@ pub struct RemoteFigures {
 
 impl RemoteFigures {
     /// The figures of `reads` made over `wall_s` seconds by `readers` threads that read at once
-    /// (the workers, or the consumer), for `samples` samples.
-    pub fn of(reads: RemoteReads, wall_s: f64, samples: usize, readers: usize) -> Self {
+    /// (the workers, or the consumer), for `samples` samples, the process keeping
+    /// `busy_cores_share` of the cores busy.
+    pub fn of(
+        reads: RemoteReads,
+        wall_s: f64,
+        samples: usize,
+        readers: usize,
+        busy_cores_share: f64,
+    ) -> Self {
         let wall_s = wall_s.max(1e-9);
         let in_flight = reads.request_s / wall_s;
         let waiting_share = (reads.request_s / (wall_s * readers.max(1) as f64)).min(1.0);
@@ -74,7 +87,7 @@ impl RemoteFigures {
         // Bytes over the time spent receiving them, as many at once as were in flight.
         let receive_mb_per_s = reads.bytes as f64 / 1e6 * in_flight.max(1.0) / receiving_s;
         let bytes_per_sample = reads.bytes as f64 / samples.max(1) as f64;
-        let bound = if waiting_share < WAITING_BOUND_SHARE {
+        let bound = if waiting_share < WAITING_BOUND_SHARE || busy_cores_share >= BUSY_CORES_SHARE {
             RemoteBound::Decode
         } else if receiving_s > reads.first_byte_s {
             RemoteBound::Link
@@ -87,6 +100,7 @@ impl RemoteFigures {
                 .then(|| reads.bytes as f64 / reads.needed_bytes as f64),
             in_flight,
             waiting_share,
+            busy_cores_share,
             receive_mb_per_s,
             bytes_per_sample,
             link_limit_samples_per_s: receive_mb_per_s * 1e6 / bytes_per_sample.max(1.0),
@@ -111,6 +125,12 @@ impl RemoteFigures {
                 self.receive_mb_per_s,
                 Bytes::new(self.bytes_per_sample),
                 self.link_limit_samples_per_s
+            ),
+            RemoteBound::Decode if self.busy_cores_share >= BUSY_CORES_SHARE => format!(
+                "the cores are {:.0} % busy: decoding holds the loader, not the store (its \
+                 requests wait for a core as much as for their bytes); a cheaper layout or more \
+                 cores decode faster",
+                self.busy_cores_share * 100.0
             ),
             RemoteBound::Decode => format!(
                 "the readers wait on the store {:.0} % of their time and decode the rest: \
@@ -166,20 +186,24 @@ mod tests {
     fn readers_waiting_on_first_bytes_are_latency_bound_on_transfers_link_bound_else_decode_bound()
     {
         // One reader, 10 s: waiting 9 s, 8 of them for first bytes.
-        let latency = RemoteFigures::of(reads(8.0, 9.0, 1_000_000), 10.0, 100, 1);
+        let latency = RemoteFigures::of(reads(8.0, 9.0, 1_000_000), 10.0, 100, 1, 0.2);
         assert_eq!(latency.bound, RemoteBound::Latency);
         assert!((latency.in_flight - 0.9).abs() < 1e-9);
         assert_eq!(latency.read_amplification, Some(2.0));
         assert!(latency.advice().contains("more in flight"), "{}", latency.advice());
         // Waiting 9 s, 8 of them receiving 8 MB: 1 MB/s, 80 kB a sample, 12.5 samples/s.
-        let link = RemoteFigures::of(reads(1.0, 9.0, 8_000_000), 10.0, 100, 1);
+        let link = RemoteFigures::of(reads(1.0, 9.0, 8_000_000), 10.0, 100, 1, 0.2);
         assert_eq!(link.bound, RemoteBound::Link);
         assert!((link.receive_mb_per_s - 1.0).abs() < 1e-9, "{}", link.receive_mb_per_s);
         assert!((link.link_limit_samples_per_s - 12.5).abs() < 1e-9);
         assert!(link.to_string().contains("link-bound: bytes arrive at 1.0 MB/s"), "{link}");
         // Two readers waiting 2 s of their 20: decoding holds the loader.
-        let decode = RemoteFigures::of(reads(1.0, 2.0, 8_000_000), 10.0, 100, 2);
+        let decode = RemoteFigures::of(reads(1.0, 2.0, 8_000_000), 10.0, 100, 2, 0.5);
         assert_eq!(decode.bound, RemoteBound::Decode);
         assert!((decode.waiting_share - 0.1).abs() < 1e-9);
+        // Eight readers waiting on first bytes while the cores are full: the cores hold it.
+        let busy = RemoteFigures::of(reads(60.0, 70.0, 8_000_000), 10.0, 100, 8, 0.95);
+        assert_eq!(busy.bound, RemoteBound::Decode);
+        assert!(busy.advice().contains("the cores are 95 % busy"), "{}", busy.advice());
     }
 }
