@@ -289,6 +289,7 @@ impl FakeCell {
                 memory: None,
                 ranks: None,
                 lerobot_contract: None,
+                remote: None,
             },
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),

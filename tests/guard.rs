@@ -74,9 +74,11 @@ fn exit_codes_say_pass_regression_and_improvement() {
     let runs = |cell: usize| record["cells"][cell]["runs"].as_array().unwrap().len();
     assert_eq!((runs(0), runs(1)), (3, 3), "raw samples kept, every run");
 
-    // A baseline ten times cheaper and faster: now is a regression, exit 1.
+    // A baseline a hundred times cheaper and faster: now is a regression, exit 1. (A hundred,
+    // not ten: a run of a few milliseconds on a busy machine can be slowed tenfold at a moment,
+    // and its wall figure then straddles the tolerance, undecided, #79.)
     let fast = dir.path().join("fast.json");
-    shifted(&saved, &fast, 0.1, 10.0);
+    shifted(&saved, &fast, 0.01, 100.0);
     let summary = dir.path().join("summary.md");
     let (code, out, err) = guard(
         &["--config", config, "--baseline", fast.to_str().unwrap()],
@@ -88,9 +90,10 @@ fn exit_codes_say_pass_regression_and_improvement() {
     assert!(markdown.starts_with("### feedbench guard: ❌ regression"), "{markdown}");
     assert!(markdown.contains("| inline | CPU ms/sample |") && markdown.contains("| worse |"));
 
-    // Ten times costlier and slower: an improvement, exit 0, with how to update the baseline.
+    // A hundred times costlier and slower: an improvement, exit 0, with how to update the
+    // baseline.
     let slow = dir.path().join("slow.json");
-    shifted(&saved, &slow, 10.0, 0.1);
+    shifted(&saved, &slow, 100.0, 0.01);
     let bench = dir.path().join("bench");
     let args = ["--config", config, "--baseline", slow.to_str().unwrap(), "--json"];
     let (code, out, err) =
@@ -99,7 +102,7 @@ fn exit_codes_say_pass_regression_and_improvement() {
     let verdict: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(verdict["outcome"], "improvement", "{verdict}");
     let cpu = &verdict["cells"][0]["cpu_ms_per_sample"];
-    // Expected −90 %; the interval's upper end, under a shared machine's noise, well below −50 %.
+    // Expected −99 %; the interval's upper end, under a shared machine's noise, well below −50 %.
     assert!(cpu["change"]["high"].as_f64().unwrap() < -50.0 && cpu["decision"] == "lower", "{cpu}");
     let (code, text, _) = guard(&args[..4], &[]);
     assert_eq!(code, 0);

@@ -430,3 +430,39 @@ fn throttling_hanging_and_truncating_servers_are_retried_counted_and_named() {
         "{err}"
     );
 }
+
+#[test]
+fn a_hub_root_is_read_from_its_resolve_urls_at_the_endpoint_and_revision_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = dir.path().join("pusht");
+    common::synth_pusht(&local, 2, 20, &[]);
+    // The Hub's layout: /datasets/OWNER/NAME/resolve/REVISION/FILE.
+    let resolve = www.join("datasets/lerobot-test/pusht/resolve");
+    for revision in ["main", "v3.0"] {
+        for file in walk(&local) {
+            let to = resolve.join(revision).join(file.strip_prefix(&local).unwrap());
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(&file, &to).unwrap();
+        }
+    }
+    std::fs::remove_file(resolve.join("main/meta/info.json")).unwrap();
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let hub = [("HF_ENDPOINT", nginx.origin.clone()), ("HF_TOKEN", "hf_test".into())];
+    let out = dir.path().join("at-revision");
+    let root = "hf://datasets/lerobot-test/pusht@v3.0";
+    let sample = ["sample", root, "--index", "21", "--window", "diffusion", "--out"];
+    let (ok, _, err) = feedbench_with(&hub, &[&sample[..], &[out.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let expected = dir.path().join("local");
+    let local_sample =
+        ["sample", local.to_str().unwrap(), "--index", "21", "--window", "diffusion"];
+    let (ok, _, err) =
+        feedbench_with(&[], &[&local_sample[..], &["--out", expected.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(arrays(&out), arrays(&expected));
+    // `main` (no revision given) is another revision: here it lacks info.json, named by its URL.
+    let (ok, _, err) = feedbench_with(&hub, &["info", "hf://datasets/lerobot-test/pusht"]);
+    clear_error(ok, &err);
+    assert!(err.contains("hf://datasets/lerobot-test/pusht/meta/info.json: not found"), "{err}");
+}

@@ -156,6 +156,9 @@ impl fmt::Display for TrainPhase {
                  step left out, as MLPerf Storage scores a loader; its pass line is 90 %)"
             )?;
         }
+        if let Some(remote) = &self.remote {
+            write!(f, "{remote}")?;
+        }
         if !self.modules.is_empty() {
             let part = |f: fn(&StepSample) -> f64| median(self.per_step.iter().map(f));
             let forward = part(|s| s.forward_ms);

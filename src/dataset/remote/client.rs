@@ -169,6 +169,10 @@ fn build(key: &StoreKey, options: &[(String, String)]) -> Result<Arc<dyn ObjectS
                 .with_client_options(client_options(false))
                 .with_retry(retry())
                 .with_region("us-east-1");
+            for (key, value) in super::aws_files::s3_settings() {
+                builder =
+                    builder.with_config(key.parse().expect("a key object_store names"), value);
+            }
             let from_env = std::env::vars()
                 .filter(|(key, _)| key.starts_with("AWS_"))
                 .filter_map(|(key, value)| Some((key.to_ascii_lowercase().parse().ok()?, value)));

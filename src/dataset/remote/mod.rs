@@ -3,6 +3,7 @@
 //! interface. Nothing above the dataset sees this module: [`super::files`] hands it the paths
 //! that name objects, so that a layer above passes a URL where it passed a directory.
 
+pub mod aws_files;
 pub mod client;
 pub mod object;
 pub mod request;

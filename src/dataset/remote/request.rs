@@ -100,11 +100,11 @@ pub(super) fn failure(
         object_store::Error::PermissionDenied { .. }
         | object_store::Error::Unauthenticated { .. } => format!(
             "access denied ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
-             AWS_SECRET_ACCESS_KEY, HF_TOKEN) or the storage options"
+             AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, HF_TOKEN) or the storage options"
         ),
         _ if detail.contains("403") => format!(
             "access denied, 403 ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
-             AWS_SECRET_ACCESS_KEY, HF_TOKEN) or the storage options"
+             AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, HF_TOKEN) or the storage options"
         ),
         _ if detail.contains("503") || lower.contains("slowdown") => format!(
             "the store throttled the requests (503 SlowDown){tries} ({detail}): fewer requests \

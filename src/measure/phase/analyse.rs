@@ -18,6 +18,11 @@ use crate::measure::verdict::Verdict;
 use crate::model::Precision;
 use crate::timing::{stage, TimingTree};
 
+/// The cores this process may use.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// What a `loader` phase recorded.
 pub(super) struct LoaderRun {
     /// The loader's knobs.
@@ -246,6 +251,8 @@ pub(super) struct TrainRun {
     pub first_batch_s: Option<f64>,
     /// What the process tree held over the measured steps.
     pub memory: Option<MemoryFigures>,
+    /// What was asked of stores over the measured steps; None where nothing was.
+    pub remote: Option<RemoteReads>,
 }
 
 /// The mean wait of the batches that were one of an epoch's first `first` (one at least), and
@@ -299,7 +306,11 @@ impl TrainRun {
         let wall_s = self.wall.as_secs_f64();
         let waits = steps.iter().map(|s| (s.epoch_position, s.wait_ms));
         let (epoch_start_wait_ms, steady_wait_ms) = epoch_waits(waits, self.epoch_start_batches);
+        let (readers, cores) = (self.epoch_start_batches, available_cores());
+        let busy = self.process_cpu.as_secs_f64() / wall_s / cores as f64;
+        let remote = self.remote.map(|r| RemoteFigures::of(r, wall_s, self.samples, readers, busy));
         TrainPhase {
+            remote,
             steps: steps.len(),
             samples: self.samples,
             wall_s,
@@ -390,6 +401,7 @@ mod tests {
             epoch_start_batches: 1,
             first_batch_s: None,
             memory: None,
+            remote: None,
         }
     }
 

@@ -437,6 +437,10 @@ pub struct TrainPhase {
     /// With the native loader: the LeRobot whose reading it followed (as the loader phase's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot_contract: Option<Contract>,
+    /// What the phase asked of the store a remote root is read from, and what holds its
+    /// loader. None for a local root (and for LeRobot's loaders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteFigures>,
     /// Every rank, where several were measured at once: the phase is the slowest rank's.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSpread>,

@@ -293,6 +293,7 @@ fn feed_steps(
     let mut clock = Clock::start();
     let (started, mut first_batch_s) = (Instant::now(), None);
     let memory = PssReads::start();
+    let mut reads = remote::stats::mark();
     for (taken, iteration) in schedule(warmup, steps).enumerate() {
         let asked = Instant::now();
         let fed = feeder.next();
@@ -309,6 +310,7 @@ fn feed_steps(
             Iteration::Warmup { last: true } => {
                 feeder.warmed_up();
                 clock = Clock::start();
+                reads = remote::stats::mark();
             }
             Iteration::Warmup { last: false } => {}
             Iteration::Measured => {
@@ -339,6 +341,7 @@ fn feed_steps(
         epoch_start_batches,
         first_batch_s,
         memory: memory.figures(),
+        remote: reads.since(),
     })
 }
 

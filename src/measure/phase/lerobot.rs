@@ -195,6 +195,7 @@ fn train_phase(loader: &LerobotLoader, run: LerobotRun) -> TrainPhase {
         epoch_start_batches: loader.spec().config.workers.max(1),
         first_batch_s: Some(run.first_batch_s),
         memory: memory_of(&run),
+        remote: None,
     };
     figures.figures()
 }
