@@ -24,7 +24,7 @@ S3_SERVER := .tools/s3s-fs/bin/s3s-fs
 S3_SERVER_VERSION := 0.14.1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages browser servers torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
+.PHONY: all setup system-packages browser servers test-build test-environments torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
 
 all: build
 
@@ -96,8 +96,11 @@ servers: $(S3_SERVER)
 $(S3_SERVER):
 	$(CARGO) install --quiet --locked --debug s3s-fs@$(S3_SERVER_VERSION) --features binary --root .tools/s3s-fs
 
-test: setup browser servers lerobot lerobot-main
-	$(CARGO) build --workspace --all-targets
+# The test build (CPU) and the environments the tests run in (mostly downloads: Chromium, nginx,
+# the LeRobot venvs, the oldest torch for the wheel check) at once, two jobs; the environments
+# one after another among themselves (apt takes one at a time).
+test: setup
+	$(MAKE) --no-print-directory -j2 test-build test-environments
 	$(CARGO) test --lib --bins --tests -- --skip quiet::
 	$(CARGO) test --benches
 	$(CARGO) test --test tests quiet:: -- --test-threads=1
@@ -106,6 +109,13 @@ test: setup browser servers lerobot lerobot-main
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --no-deps --workspace --quiet
 	$(MAKE) dist-check wheel-check
+
+test-build:
+	$(CARGO) build --workspace --all-targets
+
+test-environments:
+	@for environment in browser servers lerobot lerobot-main oldest-torch; do \
+		$(MAKE) --no-print-directory $$environment || exit 1; done
 
 # A relocatable bundle for a machine with PyTorch 2.11 and nothing else of ours:
 # dist/feedbench-<version>-x86_64-linux.tar.xz (scripts/dist.sh says what is in it).
