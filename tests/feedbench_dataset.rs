@@ -307,12 +307,7 @@ fn feedbench_lerobot_train_runs_lerobot_train_on_batches_equal_to_lerobots_loade
             .unwrap_or_else(|| panic!("no eval_loss logged:\n{log}"))
     };
     assert_eq!(eval_loss(&log), eval_loss(&lerobot_log), "the same held-out evaluation");
-    let batches = |dir: &Path| {
-        crate::lerobot_train::files(dir)
-            .into_iter()
-            .filter(|(p, _)| p != Path::new("built.json"))
-            .collect::<Vec<_>>()
-    };
+    let batches = crate::lerobot_train::recorded_batches;
     let (ours, theirs) = (batches(&ours), batches(&theirs));
     assert_eq!(ours.len(), STEPS * 12, "the batches, each 11 tensors and the strings");
     assert_eq!(

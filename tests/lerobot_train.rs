@@ -85,6 +85,11 @@ pub(crate) fn files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     common::file_tree(dir).into_iter().collect()
 }
 
+/// The batches a recorded run saved under `dir` ([`files`] but what it built, `built.json`).
+pub(crate) fn recorded_batches(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    files(dir).into_iter().filter(|(p, _)| p != Path::new("built.json")).collect()
+}
+
 #[test]
 fn feedbench_builds_the_dataset_sampler_dataloader_and_batches_lerobot_train_builds() {
     let Some(python) = common::lerobot_python() else { return };

@@ -310,12 +310,7 @@ fn feedbench_lerobot_train_from_a_bucket_trains_on_lerobots_batches_of_the_local
     let (built, log) =
         crate::lerobot_train::recorded_run(&python, &remote, STEPS, &ours, Some(&package));
     assert_eq!(built["feedbench_datasets"], 1, "{log}");
-    let batches = |dir: &Path| {
-        crate::lerobot_train::files(dir)
-            .into_iter()
-            .filter(|(p, _)| p != Path::new("built.json"))
-            .collect::<Vec<_>>()
-    };
+    let batches = crate::lerobot_train::recorded_batches;
     let (ours, theirs) = (batches(&ours), batches(&theirs));
     assert!(!ours.is_empty());
     assert_eq!(ours, theirs, "the run from the bucket took LeRobot's batches of the local copy");

@@ -77,8 +77,7 @@ pub fn is_present(path: &Path) -> Result<bool> {
 /// The size of the file (or object) `path`, None where it is absent (or not a regular file).
 pub fn size_of(path: &Path) -> Result<Option<u64>> {
     match ObjectUrl::of(path)? {
-        Some(url) if remote::object::exists(&url)? => Ok(Some(RemoteObject::open(url)?.len())),
-        Some(_) => Ok(None),
+        Some(url) => Ok(RemoteObject::find(url)?.map(|object| object.len())),
         None => Ok(std::fs::metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len())),
     }
 }
@@ -156,7 +155,7 @@ const READ_AHEAD: u64 = 64 * 1024;
 
 impl PositionedFile {
     /// Opens the file (see [`open_regular`]) or object `path`; an object's last
-    /// [`READ_AHEAD`] bytes (a parquet footer) are fetched with its opening.
+    /// 64 KiB (`READ_AHEAD`) bytes (a parquet footer) are fetched with its opening.
     pub fn open(path: &Path) -> Result<Self> {
         let path: Arc<Path> = Arc::from(path);
         if let Some(url) = ObjectUrl::of(&path)? {
@@ -268,7 +267,7 @@ impl parquet::file::reader::ChunkReader for PositionedFile {
 }
 
 /// A reader of a [`PositionedFile`] from an offset on: a file read where it is asked, an
-/// object fetched [`READ_AHEAD`] bytes (or a span's rest) at a time.
+/// object fetched 64 KiB (`READ_AHEAD`) bytes (or a span's rest) at a time.
 #[derive(Debug)]
 pub struct ReadAt {
     file: PositionedFile,

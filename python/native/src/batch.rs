@@ -211,7 +211,7 @@ impl Reader {
             .flat_map(|&i| samples[i].videos.values())
             .map(|v| (v.path.as_path(), v.timestamps.as_slice()))
             .collect();
-        let prefetched = Prefetched::fetch(&wanted, &self.decode)?;
+        let prefetched = Prefetched::fetch(&wanted, self.decode.frame_match(), &self.decode.fetch)?;
         for decoder in &workers.decoders {
             decoder.lock().unwrap_or_else(|e| e.into_inner()).use_prefetched(prefetched.clone());
         }

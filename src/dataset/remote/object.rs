@@ -28,8 +28,12 @@ pub struct RemoteObject {
 impl RemoteObject {
     /// Asks the store for `url`'s size and version (a HEAD request).
     pub fn open(url: ObjectUrl) -> Result<Self> {
-        let meta = head(&url)?.ok_or_else(|| remote(&url, NOT_FOUND.into()))?;
-        Ok(Self { size: meta.size, etag: meta.e_tag, url })
+        Self::find(url.clone())?.ok_or_else(|| remote(&url, NOT_FOUND.into()))
+    }
+
+    /// [`RemoteObject::open`], None where there is no object at `url` (one HEAD request).
+    pub fn find(url: ObjectUrl) -> Result<Option<Self>> {
+        Ok(head(&url)?.map(|meta| Self { size: meta.size, etag: meta.e_tag, url }))
     }
 
     /// The object's address.

@@ -102,11 +102,11 @@ pub(super) fn failure(
             "access denied ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
              AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, HF_TOKEN) or the storage options"
         ),
-        _ if detail.contains("403") => format!(
+        _ if detail.contains("status code: 403") => format!(
             "access denied, 403 ({detail}): check the credentials (AWS_ACCESS_KEY_ID and \
              AWS_SECRET_ACCESS_KEY, ~/.aws/credentials, HF_TOKEN) or the storage options"
         ),
-        _ if detail.contains("503") || lower.contains("slowdown") => format!(
+        _ if detail.contains("status code: 503") || lower.contains("slowdown") => format!(
             "the store throttled the requests (503 SlowDown){tries} ({detail}): fewer requests \
              in flight (requests_in_flight) or fewer workers ask less of it"
         ),
@@ -157,6 +157,30 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_is_read_from_its_place_not_from_digits_anywhere() {
+        let url =
+            ObjectUrl::of(std::path::Path::new("http://127.0.0.1:34037/pusht/meta/info.json"))
+                .unwrap()
+                .unwrap();
+        let throttled = object_store::Error::Generic {
+            store: "HTTP",
+            source: "Error performing GET http://127.0.0.1:34037/pusht/meta/info.json in 2.8ms \
+                     - Server returned non-2xx status code: 503 Service Unavailable: "
+                .into(),
+        };
+        assert!(transient(&throttled));
+        let said = failure(&url, throttled, 4, Duration::from_secs(2)).to_string();
+        assert!(said.contains("throttled the requests (503 SlowDown) after 4 retries"), "{said}");
+        let refused = object_store::Error::Generic {
+            store: "HTTP",
+            source: "Server returned non-2xx status code: 403 Forbidden: ".into(),
+        };
+        assert!(!transient(&refused));
+        let said = failure(&url, refused, 0, Duration::ZERO).to_string();
+        assert!(said.contains("access denied, 403"), "{said}");
+    }
 
     #[test]
     fn retries_back_off_doubling_to_four_seconds() {

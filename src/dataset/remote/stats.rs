@@ -78,7 +78,7 @@ pub struct RemoteReads {
     pub retries: u64,
     /// Bytes received.
     pub bytes: u64,
-    /// Bytes the readers needed (see [`needed`]).
+    /// Bytes the readers needed: the samples a frame needs, a row group's column chunks.
     pub needed_bytes: u64,
     /// Seconds of all requests to their first byte, summed.
     pub first_byte_s: f64,

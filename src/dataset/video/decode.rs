@@ -18,6 +18,7 @@ mod stream;
 
 use super::prefetch::Prefetched;
 use crate::dataset::remote::Fetch;
+use crate::dataset::FrameMatch;
 use stream::StreamDecoder;
 
 /// How a [`VideoDecoder`] matches query times and shapes its output.
@@ -38,6 +39,13 @@ pub struct DecodeOptions {
     pub threads: usize,
     /// How a batch's frames are fetched from a remote file ([`super::prefetch`]).
     pub fetch: Fetch,
+}
+
+impl DecodeOptions {
+    /// How a query time finds its frame: the tolerance, as the contract takes it.
+    pub fn frame_match(&self) -> FrameMatch {
+        FrameMatch { tolerance_s: self.tolerance_s, contract: self.contract }
+    }
 }
 
 impl Default for DecodeOptions {

@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::decode::DecodeOptions;
 use super::raw;
 use super::table::VideoFile;
 use crate::dataset::at_once::each_at_once;
 use crate::dataset::error::Result;
 use crate::dataset::files::PositionedFile;
+use crate::dataset::remote::Fetch;
+use crate::dataset::FrameMatch;
 
 /// A remote file and the byte ranges a batch's frames need of it.
 type Needed = (Arc<VideoFile>, Vec<std::ops::Range<u64>>);
@@ -25,11 +26,16 @@ pub struct Prefetched {
 }
 
 impl Prefetched {
-    /// Fetches what the frames of `wanted` (each a file and the times asked of it) need of the
-    /// remote files among them, as `options` say (tolerance, contract, [`DecodeOptions::fetch`]).
+    /// Fetches what the frames of `wanted` (each a file and the times asked of it, each time
+    /// served by the frame `matching` says) need of the remote files among them, as `fetch`
+    /// says.
     /// A file that does not open, or a time no frame serves, is left to the decoder, which names
     /// it.
-    pub fn fetch(wanted: &[(&Path, &[f64])], options: &DecodeOptions) -> Result<Arc<Self>> {
+    pub fn fetch(
+        wanted: &[(&Path, &[f64])],
+        matching: FrameMatch,
+        fetch: &Fetch,
+    ) -> Result<Arc<Self>> {
         let mut ranges: BTreeMap<&Path, Needed> = BTreeMap::new();
         for &(path, times) in wanted {
             if raw::is_raw(path) {
@@ -48,7 +54,7 @@ impl Prefetched {
             }
             let entry = ranges.entry(path).or_insert_with(|| (video.clone(), Vec::new()));
             for &time in times {
-                let Ok(frame) = video.nearest_frame(time, options.tolerance_s, options.contract)
+                let Ok(frame) = video.nearest_frame(time, matching.tolerance_s, matching.contract)
                 else {
                     continue;
                 };
@@ -60,11 +66,7 @@ impl Prefetched {
         }
         let files: Vec<(&Path, Needed)> = ranges.into_iter().collect();
         // Files at once, each with its share of the requests in flight.
-        let fetch = options.fetch;
-        let each = super::super::remote::Fetch {
-            in_flight: (fetch.in_flight / files.len().max(1)).max(1),
-            ..fetch
-        };
+        let each = Fetch { in_flight: (fetch.in_flight / files.len().max(1)).max(1), ..*fetch };
         let fetched = each_at_once(&files, fetch.in_flight, |(path, (video, ranges))| {
             Ok((path.to_path_buf(), video.file().fetched(ranges, &each)?))
         })?;

@@ -158,7 +158,7 @@ impl BatchBuilder {
             .iter()
             .flat_map(|s| s.videos.values().map(|v| (v.path.as_path(), v.timestamps.as_slice())))
             .collect();
-        let prefetched = Prefetched::fetch(&wanted, decode)
+        let prefetched = Prefetched::fetch(&wanted, decode.frame_match(), &decode.fetch)
             .map_err(|source| LoaderError::Sample { index: order[0].1, source })?;
         decoder.use_prefetched(prefetched);
         for (n, (&(slot, index), sample)) in order.iter().zip(samples.iter_mut()).enumerate() {
