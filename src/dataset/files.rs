@@ -217,11 +217,6 @@ impl PositionedFile {
         }
     }
 
-    /// Whether it is an object of a remote root, read by requests.
-    pub fn is_object(&self) -> bool {
-        matches!(self.source, Source::Object { .. })
-    }
-
     /// The same file with `ranges` fetched ahead, for the reads that follow (a row group's
     /// column chunks, a batch's frames): an object's fetched as `fetch` says (ranges near each
     /// other as one, several requests at once); a local file is read where it is, as before.

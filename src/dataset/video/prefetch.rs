@@ -13,7 +13,7 @@ use super::table::VideoFile;
 use crate::dataset::at_once::each_at_once;
 use crate::dataset::error::Result;
 use crate::dataset::files::PositionedFile;
-use crate::dataset::remote::Fetch;
+use crate::dataset::remote::{is_url, Fetch};
 use crate::dataset::FrameMatch;
 
 /// A remote file and the byte ranges a batch's frames need of it.
@@ -38,7 +38,9 @@ impl Prefetched {
     ) -> Result<Arc<Self>> {
         let mut ranges: BTreeMap<&Path, Needed> = BTreeMap::new();
         for &(path, times) in wanted {
-            if raw::is_raw(path) {
+            // Local files are read where they are: nothing to open or look up here, on every
+            // batch of a local root.
+            if raw::is_raw(path) || !is_url(path) {
                 continue;
             }
             // A file that does not open is left to the decoder, which names it with its sample.
@@ -49,9 +51,6 @@ impl Prefetched {
                     Err(_) => continue,
                 },
             };
-            if !video.file().is_object() {
-                continue;
-            }
             let entry = ranges.entry(path).or_insert_with(|| (video.clone(), Vec::new()));
             for &time in times {
                 let Ok(frame) = video.nearest_frame(time, matching.tolerance_s, matching.contract)
