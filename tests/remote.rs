@@ -461,3 +461,70 @@ fn a_hub_root_is_read_from_its_resolve_urls_at_the_endpoint_and_revision_given()
     clear_error(ok, &err);
     assert!(err.contains("hf://datasets/lerobot-test/pusht/meta/info.json: not found"), "{err}");
 }
+
+#[test]
+fn tune_of_a_url_root_answers_stream_or_stage_with_both_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    // A name of its own: the tune's default copy lies under /dev/shm/feedbench by it.
+    let name = format!("pusht-tune-{}", std::process::id());
+    let local = www.join(&name);
+    common::synth_pusht(&local, 4, 30, &[]);
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let root = format!("{}/{name}", nginx.origin);
+    let tune = |out: &Path, extra: &[&str]| {
+        let args = ["tune", &root, "--window", "none", "--batch", "4", "--step-ms", "20"];
+        let budgets = ["--cpus", "2", "--memory", "2GiB", "--train-steps", "8", "--budget", "20s"];
+        let out = ["--out", out.to_str().unwrap()];
+        let (ok, text, err) = common::feedbench(&[&args[..], &budgets, &out, extra].concat());
+        assert!(ok, "tune: {err}");
+        text
+    };
+
+    // Staged into a directory of the user's: kept there, every file as the store has it.
+    let kept = dir.path().join("staged");
+    let out = dir.path().join("tune-kept");
+    let text = tune(&out, &["--stage-to", kept.to_str().unwrap()]);
+    assert!(text.contains("Stream or stage."), "{text}");
+    let tuned: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    let answer = &tuned["stream_or_stage"];
+    assert_eq!(answer["epoch_samples"], 120, "{answer}");
+    assert_eq!(answer["workers"], tuned["answer"]["workers"], "{answer}");
+    assert!(answer["stream_samples_per_s"].as_f64().unwrap() > 0.0, "{answer}");
+    assert!(answer["stream_bytes_per_sample"].as_f64().unwrap() > 0.0, "{answer}");
+    let staged = &answer["staged"];
+    let local_bytes: u64 = walk(&local).iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert_eq!(staged["bytes"], local_bytes, "the copy holds the dataset's bytes: {staged}");
+    assert!(staged["seconds"].as_f64().unwrap() > 0.0, "{staged}");
+    assert!(staged["samples_per_s"].as_f64().unwrap() > 0.0, "{staged}");
+    assert_eq!(tree(&kept), tree(&local), "the kept copy differs from the store's files");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("Stream or stage."), "the page lacks the answer");
+
+    // Staged where the tune chooses: measured, then removed with nothing left beside it.
+    let out = dir.path().join("tune-scratch");
+    let text = tune(&out, &["--nodes", "4"]);
+    let scratch = feedbench::dataset::stage::scratch_dir();
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left.iter().any(|n| n.to_string_lossy().contains(&name)),
+        "the tune left its copy in {}: {left:?}",
+        scratch.display()
+    );
+    assert!(text.contains("Over 4 nodes, each node's ranks stream"), "{text}");
+    let tuned: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    assert_eq!(tuned["stream_or_stage"]["staged"]["kept"], false, "{tuned}");
+
+    // A local root has nothing to stage.
+    let out = dir.path().join("tune-local");
+    let args = ["tune", local.to_str().unwrap(), "--window", "none", "--batch", "4"];
+    let rest = ["--step-ms", "20", "--cpus", "2", "--memory", "2GiB", "--budget", "5s", "--json"];
+    let (ok, text, err) =
+        common::feedbench(&[&args[..], &rest, &["--out", out.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    assert!(!text.contains("stream_or_stage"), "{text}");
+}

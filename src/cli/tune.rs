@@ -12,6 +12,7 @@ use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::launch::{LaunchLine, Ranks};
 use feedbench::bench::tune::plan::{BoxBudgets, StepChoice, TunePlan};
+use feedbench::bench::tune::stream_or_stage::StageTo;
 use feedbench::bench::tune::{run_tune, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
 use feedbench::dataset::size::ByteSize;
@@ -91,6 +92,19 @@ pub struct TuneArgs {
     /// line's (its --num_processes, else its accelerate config's num_processes), else 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     processes: Option<u16>,
+    /// On a URL root: stage the copy the answer is measured from into DIR and keep it there to
+    /// train from [default: a directory of the tune's own under /dev/shm/feedbench, removed
+    /// once measured].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_stage")]
+    stage_to: Option<PathBuf>,
+    /// On a URL root: answer for streaming alone, staging no copy to measure.
+    #[arg(long)]
+    no_stage: bool,
+    /// Nodes of the run, each with its ranks: on a URL root, the answer gives the bytes each
+    /// node reads an epoch streaming, against the copy every node makes to stage [default:
+    /// $SLURM_NNODES, else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    nodes: Option<u16>,
     /// Print the answer as one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -272,10 +286,30 @@ fn tune(
         bridge: &started.bridge,
         models_from,
         full_length: args.full_length,
+        stage: match (&args.stage_to, args.no_stage) {
+            (Some(dir), _) => StageTo::Into(dir.clone()),
+            (None, true) => StageTo::Not,
+            (None, false) => StageTo::Scratch,
+        },
+        nodes: nodes(args)?,
     };
     say_budgets(&plan, &budgets.cpus_from, launched.ranks.n, &out);
     let tuned = run_tune(&request, &mut Printer::lines())?;
     Ok((tuned, out))
+}
+
+/// The run's nodes: `--nodes`, else Slurm's `SLURM_NNODES`, else 1.
+fn nodes(args: &TuneArgs) -> Result<usize> {
+    if let Some(n) = args.nodes {
+        return Ok(usize::from(n));
+    }
+    match std::env::var("SLURM_NNODES") {
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => anyhow::bail!("SLURM_NNODES={text:?}: expected a count of nodes, 1 or more"),
+        },
+        Err(_) => Ok(1),
+    }
 }
 
 /// The box's cores and memory: the flags', else what the machine suggests.
@@ -353,6 +387,9 @@ fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
         out!("{}", tuned.answer)?;
         if let Some(at_once) = &tuned.at_once {
             outln!("\n{}", at_once.summary())?;
+        }
+        if let Some(answer) = &tuned.stream_or_stage {
+            outln!("\n{}", answer.paragraph())?;
         }
         if tuned.budget_ran_out {
             let budget = tuned.budget_s.unwrap_or_default();

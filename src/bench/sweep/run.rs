@@ -166,6 +166,11 @@ impl SweepContext<'_> {
         spec
     }
 
+    /// Frames of the episodes the cells read: the samples of an epoch.
+    pub(crate) fn frames(&self) -> usize {
+        self.dataset.num_frames()
+    }
+
     /// The bytes of one batch of `cell`'s knobs, loaded in this thread (nothing is measured).
     pub(crate) fn batch_bytes(&self, cell: &Cell) -> Result<u64, SweepError> {
         let mut spec = self.native_spec_of(cell);

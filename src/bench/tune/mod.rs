@@ -19,6 +19,7 @@ pub mod page;
 pub mod plan;
 pub mod predict;
 pub mod search;
+pub mod stream_or_stage;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use self::enough::Enough;
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
 use self::search::{best_row, next_step, Budgets, Next, SearchSettings, SearchState};
+use self::stream_or_stage::{stream_or_stage, FromTheTune, StageTo, StreamOrStage};
 use super::events::{Events, Measured, Measuring, TimeLeft};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
@@ -129,6 +131,10 @@ pub struct TuneRequest<'a> {
     /// answered its question (`bench/tune/enough.rs`): slower, to check that ending early
     /// answers the same.
     pub full_length: bool,
+    /// Where a tune of a URL root stages a copy to measure the answer from, if anywhere.
+    pub stage: StageTo,
+    /// Nodes of the run (each with `ranks`): a URL root's bytes read per node an epoch.
+    pub nodes: usize,
 }
 
 /// One step of the search: what was measured, why, and what it gave.
@@ -201,6 +207,9 @@ pub struct Tuned {
     /// Whether every measurement ran all its batches and steps (`--full-length`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_length: bool,
+    /// On a URL root: streaming against staging a copy first, measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_or_stage: Option<StreamOrStage>,
 }
 
 /// Runs a tune: measures what the search asks for until it decides, appending each cell to
@@ -372,6 +381,33 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         }
         false => None,
     };
+    // A URL root: the answer measured again from a staged copy.
+    let streamed = sink.results().iter().rev().find(|r| {
+        (r.cell.knobs.workers, r.cell.knobs.prefetch) == (answer.workers, answer.prefetch)
+    });
+    let stream_or_stage = match streamed {
+        Some(streamed) => {
+            let mut cell = base.clone();
+            (cell.knobs.workers, cell.knobs.prefetch) = (answer.workers, answer.prefetch);
+            let least = cell
+                .loader_config(&config.loader.knobs.config())
+                .least_measured_batches()
+                .max(MIN_STEPS_FOR_INTERVAL);
+            let phases = CellPhases {
+                loader: false,
+                loader_until: None,
+                traced: false,
+                until: None,
+                train_steps: Some(config.run.train_steps.max(2 * least)),
+                train_warmup: base.model.is_fixed_cost().then_some(1),
+                ranks: 1,
+            };
+            let epoch_samples = context.frames();
+            let from = FromTheTune { request, cell, streamed, phases, epoch_samples };
+            stream_or_stage(from, &mut models, events)?
+        }
+        None => None,
+    };
     let builds = request.bridge.builds();
     let tuned = Tuned {
         answer,
@@ -384,6 +420,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         run_build_s: lerobot.then_some(builds.seconds),
         at_once,
         full_length: request.full_length,
+        stream_or_stage,
     };
     let path = out.join(TUNE_FILE);
     let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");

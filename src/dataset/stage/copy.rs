@@ -43,9 +43,8 @@ struct Manifest {
 pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<Staged> {
     output_apart_from(to, root)?;
     let _alone = WriterLock::beside(to)?;
-    let name =
-        to.file_name().ok_or_else(|| DatasetError::invalid(to, "expected a directory name"))?;
-    let staging = to.with_file_name(format!(".{}.staging", name.to_string_lossy()));
+    let staging =
+        staging_of(to).ok_or_else(|| DatasetError::invalid(to, "expected a directory name"))?;
     let manifest = Manifest { source: root.to_string_lossy().into_owned(), plan: plan.clone() };
     let text = serde_json::to_string_pretty(&manifest).expect("a plan serialises");
     let kept = match std::fs::read(staging.join(MANIFEST)) {
@@ -76,6 +75,13 @@ pub fn stage(root: &Path, to: &Path, plan: &StagePlan) -> Result<Staged> {
         .map_err(|e| kept_for_next_time(e, &staging))?;
     std::fs::rename(&staging, to).map_err(|e| DatasetError::io(to, e))?;
     Ok(Staged { to: to.to_path_buf(), kept })
+}
+
+/// Where a stage into `to` copies its files before the directory is whole: `.NAME.staging`
+/// beside it (None where `to` has no name).
+pub fn staging_of(to: &Path) -> Option<PathBuf> {
+    let name = to.file_name()?;
+    Some(to.with_file_name(format!(".{}.staging", name.to_string_lossy())))
 }
 
 /// Whether `to` holds a finished stage of `plan` from `root` (its manifest says so).

@@ -20,7 +20,7 @@ use super::meta::{CodebaseVersion, Info};
 use super::remote::{ObjectUrl, RemoteObject};
 use super::setting::Setting;
 
-pub use copy::{is_staged, stage, Staged, MANIFEST};
+pub use copy::{is_staged, stage, staging_of, Staged, MANIFEST};
 
 /// Where feedbench keeps fast copies and generated datasets: RAM-backed `/dev/shm/feedbench`,
 /// or `feedbench` in the temporary directory where there is no `/dev/shm`.
