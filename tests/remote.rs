@@ -528,3 +528,39 @@ fn tune_of_a_url_root_answers_stream_or_stage_with_both_figures() {
     assert!(ok, "{err}");
     assert!(!text.contains("stream_or_stage"), "{text}");
 }
+
+#[test]
+fn tune_through_a_far_store_takes_more_requests_in_flight_where_the_stream_waits_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = www.join("g1");
+    let g1 = ["synth", "--preset", "g1", "--episodes", "2", "--frames-per-episode", "40"];
+    let (ok, _, err) =
+        common::feedbench(&[&g1[..], &["--crf", "12", "--out", local.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    // 60 ms each way, one request in flight to start from, one core: the store's latency holds
+    // the stream whatever the workers.
+    let link = SlowLink::start(nginx.server.port, std::time::Duration::from_millis(60));
+    let root = format!("http://127.0.0.1:{}/g1", link.port);
+    let out = dir.path().join("tune");
+    let args = ["tune", &root, "--window", "none", "--batch", "4", "--step-ms", "5"];
+    let fixed = ["--requests-in-flight", "1", "--cpus", "1", "--memory", "2GiB", "--no-stage"];
+    let length = ["--train-steps", "6", "--budget", "30s", "--out", out.to_str().unwrap()];
+    let (ok, text, err) = common::feedbench(&[&args[..], &fixed, &length].concat());
+    assert!(ok, "tune: {err}");
+    let tuned: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap();
+    let requests = &tuned["requests"];
+    let measured = requests["measured"].as_array().unwrap();
+    assert_eq!(measured[0][0], 1, "searched from the flag's count: {requests}");
+    assert!(measured.len() >= 2, "more in flight measured: {requests}");
+    let chosen = requests["chosen"].as_u64().unwrap();
+    assert!(chosen > 1, "more requests in flight feed a latency-bound stream: {requests}");
+    assert!(
+        text.contains(&format!("--requests-in-flight {chosen}")),
+        "the flags carry the count taken: {text}"
+    );
+    assert_eq!(tuned["stream_or_stage"]["requests_in_flight"], chosen, "{tuned}");
+    assert_eq!(tuned["stream_or_stage"]["not_staged"], "--no-stage", "{tuned}");
+}

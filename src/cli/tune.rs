@@ -388,6 +388,9 @@ fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
         if let Some(at_once) = &tuned.at_once {
             outln!("\n{}", at_once.summary())?;
         }
+        if let Some(requests) = &tuned.requests {
+            outln!("\n{}", requests.sentence())?;
+        }
         if let Some(answer) = &tuned.stream_or_stage {
             outln!("\n{}", answer.paragraph())?;
         }

@@ -169,7 +169,11 @@ mod tests {
         let fields: Vec<_> = Knob::defs().iter().map(|d| (d.field, d.id_prefix)).collect();
         assert_eq!(fields[3], ("batch_size", "b"));
         let unless: Vec<_> = Knob::defs().iter().filter_map(|d| d.unless.as_deref()).collect();
-        assert_eq!(unless, ["1", "0", "native"], "the knobs added later, at their old value");
+        assert_eq!(
+            unless,
+            ["1", "0", "8", "32768", "native"],
+            "the knobs added later, at their default"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod neighbour;
 pub mod page;
 pub mod plan;
 pub mod predict;
+pub mod requests;
 pub mod search;
 pub mod stream_or_stage;
 
@@ -32,8 +33,9 @@ use self::at_once::{verify, AtOnce, Tally, Verifying};
 use self::enough::Enough;
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
+use self::requests::{searched_requests, AtTheAnswer, RequestsAnswer};
 use self::search::{best_row, next_step, Budgets, Next, SearchSettings, SearchState};
-use self::stream_or_stage::{stream_or_stage, FromTheTune, StageTo, StreamOrStage};
+use self::stream_or_stage::{measure_staged, FromTheTune, StageTo, StreamOrStage};
 use super::events::{Events, Measured, Measuring, TimeLeft};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
@@ -44,6 +46,7 @@ use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
 use crate::dataset::files::write_whole;
+use crate::dataset::remote::is_url;
 use crate::loader::lerobot::LerobotBridge;
 use crate::measure::phase::{BatchesUntil, StepSample, Until};
 use crate::model::ModelSpec;
@@ -207,6 +210,9 @@ pub struct Tuned {
     /// Whether every measurement ran all its batches and steps (`--full-length`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub full_length: bool,
+    /// On a URL root: the requests in flight searched where the stream waited on them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<RequestsAnswer>,
     /// On a URL root: streaming against staging a copy first, measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_or_stage: Option<StreamOrStage>,
@@ -381,33 +387,44 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         }
         false => None,
     };
-    // A URL root: the answer measured again from a staged copy.
+    // A URL root: more requests in flight where the stream waits on them, and the answer
+    // measured again from a staged copy.
     let streamed = sink.results().iter().rev().find(|r| {
         (r.cell.knobs.workers, r.cell.knobs.prefetch) == (answer.workers, answer.prefetch)
     });
-    let stream_or_stage = match streamed {
-        Some(streamed) => {
-            let mut cell = base.clone();
-            (cell.knobs.workers, cell.knobs.prefetch) = (answer.workers, answer.prefetch);
-            let least = cell
-                .loader_config(&config.loader.knobs.config())
-                .least_measured_batches()
-                .max(MIN_STEPS_FOR_INTERVAL);
-            let phases = CellPhases {
-                loader: false,
-                loader_until: None,
-                traced: false,
-                until: None,
-                train_steps: Some(config.run.train_steps.max(2 * least)),
-                train_warmup: base.model.is_fixed_cost().then_some(1),
-                ranks: 1,
-            };
-            let epoch_samples = context.frames();
-            let from = FromTheTune { request, cell, streamed, phases, epoch_samples };
-            stream_or_stage(from, &mut models, events)?
+    let (mut requests, mut stream_or_stage) = (None, None);
+    if let Some(measured) = streamed.cloned().filter(|_| is_url(root)) {
+        let mut cell = base.clone();
+        (cell.knobs.workers, cell.knobs.prefetch) = (answer.workers, answer.prefetch);
+        let least = cell
+            .loader_config(&config.loader.knobs.config())
+            .least_measured_batches()
+            .max(MIN_STEPS_FOR_INTERVAL);
+        let phases = CellPhases {
+            loader: false,
+            loader_until: None,
+            traced: false,
+            until: None,
+            train_steps: Some(config.run.train_steps.max(2 * least)),
+            train_warmup: base.model.is_fixed_cost().then_some(1),
+            ranks: 1,
+        };
+        let target_pct = request.settings.target_pct;
+        let at =
+            AtTheAnswer { context: &context, cell: cell.clone(), measured, phases, target_pct };
+        let (searched, streamed) = match base.loader.is_native() {
+            true => searched_requests(at, &mut models, events)?,
+            false => (None, at.measured),
+        };
+        if let Some(searched) = &searched {
+            (answer.knobs.config.requests_in_flight, cell.knobs.requests_in_flight) =
+                (searched.chosen, searched.chosen);
         }
-        None => None,
-    };
+        requests = searched;
+        let epoch_samples = context.frames();
+        let from = FromTheTune { request, cell, streamed: &streamed, phases, epoch_samples };
+        stream_or_stage = Some(measure_staged(from, &mut models, events)?);
+    }
     let builds = request.bridge.builds();
     let tuned = Tuned {
         answer,
@@ -420,6 +437,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         run_build_s: lerobot.then_some(builds.seconds),
         at_once,
         full_length: request.full_length,
+        requests,
         stream_or_stage,
     };
     let path = out.join(TUNE_FILE);

@@ -35,6 +35,9 @@ pub fn render(tuned: &Tuned, report: &Report, markdown: &str) -> String {
     let answer = &tuned.answer;
     page.answer(answer.paragraph());
     page.answer(format!("Flags: {}", answer.flags()));
+    if let Some(requests) = &tuned.requests {
+        page.answer(requests.sentence());
+    }
     if let Some(stream_or_stage) = &tuned.stream_or_stage {
         page.answer(stream_or_stage.paragraph());
     }

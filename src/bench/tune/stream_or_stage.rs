@@ -19,7 +19,6 @@ use crate::bench::sweep::config::EpisodeChoice;
 use crate::bench::sweep::results::CellResult;
 use crate::bench::sweep::{run_cell, CellPhases, SweepContext, SweepError};
 use crate::dataset::bytes::Bytes;
-use crate::dataset::remote::is_url;
 use crate::dataset::stage::{
     check_destination, is_staged, plan_stage, scratch_dir, stage, staging_of,
 };
@@ -205,18 +204,15 @@ pub(super) struct FromTheTune<'a> {
     pub epoch_samples: usize,
 }
 
-/// Streaming against staging for the tune of a URL root (None for a local root): the answer's
-/// configuration measured from a copy staged as `request.stage` says. Staging that cannot be
-/// done (no room, a store that fails) is said in the answer, not an error of the tune.
-pub(super) fn stream_or_stage(
+/// Streaming against staging for the tune of a URL root: the answer's configuration measured
+/// from a copy staged as `request.stage` says. Staging that cannot be done (no room, a store
+/// that fails) is said in the answer, not an error of the tune.
+pub(super) fn measure_staged(
     from: FromTheTune<'_>,
     models: &mut HashMap<String, ModelPhase>,
     events: &mut dyn Events,
-) -> Result<Option<StreamOrStage>, TuneError> {
+) -> Result<StreamOrStage, TuneError> {
     let request = from.request;
-    if !is_url(request.root) {
-        return Ok(None);
-    }
     let streamed_rows = rows_of(std::slice::from_ref(from.streamed));
     let stream_samples_per_s = streamed_rows.first().map_or(0.0, |r| r.train_samples_per_s);
     let remote = from.streamed.train.remote.as_ref();
@@ -239,7 +235,7 @@ pub(super) fn stream_or_stage(
     let (to, keep) = match &request.stage {
         StageTo::Not => {
             answer.not_staged = Some("--no-stage".into());
-            return Ok(Some(answer));
+            return Ok(answer);
         }
         StageTo::Into(dir) => (dir.clone(), true),
         StageTo::Scratch => {
@@ -252,7 +248,7 @@ pub(super) fn stream_or_stage(
         Err(Unstaged::Said(why)) => answer.not_staged = Some(why),
         Err(Unstaged::Failed(e)) => return Err(e),
     }
-    Ok(Some(answer))
+    Ok(answer)
 }
 
 /// Why a copy was not measured: a reason the answer says, or a failure of the tune's.

@@ -215,7 +215,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Integer,
         omit_at_default: true,
-        cell: None,
+        cell: Some(CellFacts {
+            field: "requests_in_flight",
+            id_prefix: "r",
+            role: CellRole::Shared,
+            model_phase: false,
+            stored: Stored::Number,
+        }),
         get: |c| c.requests_in_flight.to_string(),
         set: |c, t| {
             let requests: usize =
@@ -241,7 +247,13 @@ impl LoaderKnob {
         tune: TuneRole::Fixed,
         toml: TomlType::Text,
         omit_at_default: true,
-        cell: None,
+        cell: Some(CellFacts {
+            field: "coalesce_bytes",
+            id_prefix: "g",
+            role: CellRole::Shared,
+            model_phase: false,
+            stored: Stored::Bytes,
+        }),
         get: |c| CacheSize(c.coalesce_bytes).to_string(),
         set: |c, t| {
             c.coalesce_bytes = parsed::<CacheSize>(t)?.0;

@@ -1,0 +1,168 @@
+//! Requests in flight on a URL root: where the answer's stream waits on the store's first bytes
+//! (latency-bound), its configuration is measured again with twice the range requests in flight
+//! per reader, and twice again while each doubling gains beyond the target; the answer's flags
+//! take the best. Coalescing is kept, its read amplification said beside it.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{rows_of, TuneError};
+use crate::bench::events::Events;
+use crate::bench::format::rate;
+use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::results::CellResult;
+use crate::bench::sweep::{run_cell, CellPhases, SweepContext};
+use crate::dataset::bytes::Bytes;
+use crate::measure::phase::{ModelPhase, RemoteBound};
+
+/// The most range requests a reader keeps in flight (the knob's bound).
+const MOST_REQUESTS: usize = 64;
+
+/// Tune's answer for the requests in flight of a URL root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestsAnswer {
+    /// Each count measured at the answer's workers and prefetch, first the one searched at,
+    /// with its train samples/s.
+    pub measured: Vec<(usize, f64)>,
+    /// The count the answer takes.
+    pub chosen: usize,
+    /// What held the stream at the chosen count, where measured.
+    pub bound: Option<RemoteBound>,
+    /// Bytes fetched over the bytes needed at the chosen count, where measured.
+    pub read_amplification: Option<f64>,
+    /// The coalescing gap kept, bytes.
+    pub coalesce_bytes: u64,
+    /// The tolerance a doubling had to gain by, percent.
+    pub target_pct: f64,
+}
+
+impl RequestsAnswer {
+    /// The answer in words.
+    pub fn sentence(&self) -> String {
+        let (first, first_rate) = self.measured[0];
+        let bound = self.bound.map_or(String::new(), |b| format!(" ({b})"));
+        let amplification = self
+            .read_amplification
+            .map_or(String::new(), |a| format!(" at read amplification {a:.2}"));
+        let coalesce = format!(
+            "Ranges {} apart or nearer are fetched as one{amplification}.",
+            Bytes::of(self.coalesce_bytes)
+        );
+        if self.measured.len() == 1 {
+            return format!(
+                "Requests in flight: {first} per reader, kept — the stream is not waiting on the \
+                 store's first bytes{bound}, so more in flight would not help. {coalesce}"
+            );
+        }
+        let tried: Vec<String> =
+            self.measured.iter().map(|&(n, r)| format!("{n}: {}", rate(r))).collect();
+        let chosen_rate =
+            self.measured.iter().find(|&&(n, _)| n == self.chosen).map_or(first_rate, |m| m.1);
+        let verdict = if self.chosen == first {
+            format!("{first} kept: more gained less than {:.0} %", self.target_pct)
+        } else {
+            format!(
+                "{} taken: {:+.0} % over {first}",
+                self.chosen,
+                (chosen_rate / first_rate - 1.0) * 100.0
+            )
+        };
+        format!(
+            "Requests in flight: the stream waited on the store's first bytes, so more in flight \
+             were measured (samples/s at each count — {}); {verdict}{bound}. {coalesce}",
+            tried.join(", ")
+        )
+    }
+}
+
+/// What measuring more requests in flight needs of the tune.
+pub(super) struct AtTheAnswer<'a> {
+    /// The tune's open dataset and config.
+    pub context: &'a SweepContext<'a>,
+    /// The answer's configuration, as measured.
+    pub cell: Cell,
+    /// Its last measurement.
+    pub measured: CellResult,
+    /// The phases a configuration is measured with.
+    pub phases: CellPhases<'a>,
+    /// The tolerance a doubling must gain by, percent.
+    pub target_pct: f64,
+}
+
+/// The requests in flight the answer takes on a URL root (None where its stream made no
+/// requests: a local root), and the measurement of the configuration it chose.
+pub(super) fn searched_requests(
+    at: AtTheAnswer<'_>,
+    models: &mut HashMap<String, ModelPhase>,
+    events: &mut dyn Events,
+) -> Result<(Option<RequestsAnswer>, CellResult), TuneError> {
+    let Some(remote) = at.measured.train.remote.clone() else {
+        return Ok((None, at.measured));
+    };
+    let rate_of = |result: &CellResult| {
+        rows_of(std::slice::from_ref(result)).first().map_or(0.0, |r| r.train_samples_per_s)
+    };
+    let start = at.cell.knobs.requests_in_flight;
+    let mut measured = vec![(start, rate_of(&at.measured))];
+    let (mut best, mut best_rate, mut bound) = (at.measured, measured[0].1, remote.bound);
+    let mut amplification = remote.read_amplification;
+    let mut count = start;
+    while bound == RemoteBound::Latency && count < MOST_REQUESTS {
+        count = (count * 2).min(MOST_REQUESTS);
+        let mut cell = at.cell.clone();
+        cell.knobs.requests_in_flight = count;
+        events.said(&format!(
+            "tune: the stream waits on the store's first bytes: measuring {} × prefetch {} with \
+             {count} requests in flight",
+            cell.knobs.workers, cell.knobs.prefetch
+        ));
+        let result = run_cell(at.context, &cell, at.phases, models, |_| {})?;
+        let samples_per_s = rate_of(&result);
+        measured.push((count, samples_per_s));
+        if samples_per_s <= best_rate * (1.0 + at.target_pct / 100.0) {
+            break;
+        }
+        let remote = result.train.remote.as_ref();
+        bound = remote.map_or(RemoteBound::Decode, |r| r.bound);
+        amplification = remote.and_then(|r| r.read_amplification);
+        (best, best_rate) = (result, samples_per_s);
+    }
+    let answer = RequestsAnswer {
+        measured,
+        chosen: best.cell.knobs.requests_in_flight,
+        bound: best.train.remote.as_ref().map(|r| r.bound),
+        read_amplification: amplification,
+        coalesce_bytes: at.cell.knobs.coalesce_bytes,
+        target_pct: at.target_pct,
+    };
+    Ok((Some(answer), best))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(measured: Vec<(usize, f64)>, chosen: usize) -> RequestsAnswer {
+        RequestsAnswer {
+            measured,
+            chosen,
+            bound: Some(RemoteBound::Decode),
+            read_amplification: Some(1.02),
+            coalesce_bytes: 32 * 1024,
+            target_pct: 5.0,
+        }
+    }
+
+    #[test]
+    fn the_sentence_says_what_was_measured_and_what_was_taken() {
+        let kept = answer(vec![(8, 300.0)], 8).sentence();
+        assert!(kept.contains("8 per reader, kept"), "{kept}");
+        assert!(kept.contains("32.8 kB apart or nearer"), "{kept}");
+        let taken = answer(vec![(1, 100.0), (2, 180.0), (4, 185.0)], 2).sentence();
+        assert!(taken.contains("1: 100, 2: 180, 4: 185"), "{taken}");
+        assert!(taken.contains("2 taken: +80 % over 1"), "{taken}");
+        let none = answer(vec![(8, 300.0), (16, 301.0)], 8).sentence();
+        assert!(none.contains("8 kept: more gained less than 5 %"), "{none}");
+    }
+}
