@@ -564,3 +564,55 @@ fn tune_through_a_far_store_takes_more_requests_in_flight_where_the_stream_waits
     assert_eq!(tuned["stream_or_stage"]["requests_in_flight"], chosen, "{tuned}");
     assert_eq!(tuned["stream_or_stage"]["not_staged"], "--no-stage", "{tuned}");
 }
+
+#[test]
+fn a_second_run_takes_the_files_indexes_from_disk_and_a_changed_object_is_read_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let served = www.join("pusht");
+    common::synth_pusht(&served, 3, 20, &[]);
+    let other = dir.path().join("other");
+    common::synth_pusht(&other, 3, 20, &["--crf", "45"]);
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let root = format!("{}/pusht", nginx.origin);
+    let env = [("FEEDBENCH_CACHE_DIR", dir.path().join("cache").display().to_string())];
+    let sample = |root: &str, name: &str| {
+        let out = dir.path().join(name);
+        let args = ["sample", root, "--index", "37", "--window", "diffusion", "--out"];
+        let (ok, _, err) = feedbench_with(&env, &[&args[..], &[out.to_str().unwrap()]].concat());
+        assert!(ok, "sample of {root}: {err}");
+        arrays(&out)
+    };
+    // The requests of one run: those the log gained.
+    let run = |name: &str| {
+        let before = nginx.requests().len();
+        let read = sample(&root, name);
+        (read, nginx.requests()[before..].to_vec())
+    };
+    let index_reads = |requests: &[String]| -> Vec<String> {
+        let reads = requests.iter().filter(|r| r.starts_with("GET "));
+        // An mp4's header from its start, a parquet file's footer from its end.
+        let index = |r: &&String| {
+            (r.contains(".mp4 ") && r.ends_with("bytes=0-65535"))
+                || (r.contains(".parquet ") && !r.ends_with("-"))
+        };
+        reads.filter(index).cloned().collect()
+    };
+
+    let (first, first_requests) = run("first");
+    assert!(!index_reads(&first_requests).is_empty(), "{first_requests:#?}");
+    let (second, second_requests) = run("second");
+    assert_eq!(second, first);
+    assert_eq!(index_reads(&second_requests), Vec::<String>::new(), "fetched again");
+    assert!(second_requests.len() < first_requests.len(), "{second_requests:#?}");
+
+    // The video replaced by another encoding of the same frames (its samples elsewhere): the
+    // object's new version is read with its own index, as the directory now holds it.
+    let video = walk(&served).into_iter().find(|p| p.extension().is_some_and(|e| e == "mp4"));
+    let video = video.unwrap();
+    let relative = video.strip_prefix(&served).unwrap();
+    std::fs::copy(other.join(relative), &video).unwrap();
+    let (changed, _) = run("changed");
+    assert_eq!(changed, sample(served.to_str().unwrap(), "changed-local"));
+    assert_ne!(changed, first, "the test changed nothing");
+}

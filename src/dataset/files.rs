@@ -18,7 +18,10 @@ use parquet::file::properties::WriterProperties;
 use serde_json::Value as Json;
 
 use crate::dataset::error::{DatasetError, Result};
+use crate::dataset::remote::index_cache;
 use crate::dataset::remote::{self, ObjectUrl, RemoteObject};
+
+pub use crate::dataset::remote::index_cache::IndexKind;
 
 /// Opens the local file `path` for reading; what is not a regular file (after symlinks) is an
 /// error naming it and what is there instead, before anything could block on it. A URL is
@@ -154,20 +157,55 @@ enum Source {
 const READ_AHEAD: u64 = 64 * 1024;
 
 impl PositionedFile {
-    /// Opens the file (see [`open_regular`]) or object `path`; an object's last
-    /// 64 KiB (`READ_AHEAD`) bytes (a parquet footer) are fetched with its opening.
+    /// Opens the file (see [`open_regular`]) or object `path`; an object's last 64 KiB
+    /// (`READ_AHEAD`: a parquet footer) are fetched with its opening, or taken from the index
+    /// cache where an earlier run kept them for its version.
     pub fn open(path: &Path) -> Result<Self> {
+        let file = Self::open_bare(path)?;
+        let Source::Object { object, .. } = &file.source else { return Ok(file) };
+        let tail = file.len.saturating_sub(READ_AHEAD);
+        let read = |f: &Self| Ok(f.read_range(tail..f.len)?.to_vec());
+        let mut bytes = file.index(IndexKind::ParquetTail, read)?;
+        // Kept by a feedbench that read another length ahead: read as this one does.
+        if bytes.len() as u64 != file.len - tail {
+            bytes = read(&file)?;
+        }
+        let spans: Spans = Arc::from([(tail, Bytes::from(bytes))]);
+        Ok(Self { source: Source::Object { object: object.clone(), spans }, ..file })
+    }
+
+    /// Opens the file or object `path` fetching nothing ahead: for a reader that reads its own
+    /// index ([`PositionedFile::index`]).
+    pub fn open_bare(path: &Path) -> Result<Self> {
         let path: Arc<Path> = Arc::from(path);
         if let Some(url) = ObjectUrl::of(&path)? {
             let object = Arc::new(RemoteObject::open(url)?);
             let len = object.len();
-            let tail = len.saturating_sub(READ_AHEAD);
-            let spans: Spans = Arc::from([(tail, object.read(tail..len)?)]);
+            let spans: Spans = Arc::from([]);
             return Ok(Self { source: Source::Object { object, spans }, len, path });
         }
         let file = open_regular(&path)?;
         let len = file.metadata().map_err(|e| DatasetError::io(path.to_path_buf(), e))?.len();
         Ok(Self { source: Source::File(Arc::new(file)), len, path })
+    }
+
+    /// The `kind` index of this file as `make` reads it: an object's kept on local disk for its
+    /// version (ETag) and taken from there by the runs after (see [`remote::index_cache`]); a
+    /// local file's, or an object's without a version, read every time.
+    pub fn index(
+        &self,
+        kind: IndexKind,
+        make: impl FnOnce(&Self) -> Result<Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        let Source::Object { object, .. } = &self.source else { return make(self) };
+        let Some(version) = object.version() else { return make(self) };
+        let url = &object.url().text;
+        if let Some(kept) = index_cache::cached(url, version, kind) {
+            return Ok(kept);
+        }
+        let bytes = make(self)?;
+        index_cache::keep(url, version, kind, &bytes);
+        Ok(bytes)
     }
 
     /// Its path (or URL).

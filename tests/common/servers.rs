@@ -155,6 +155,8 @@ pub struct Nginx {
     pub server: Server,
     /// `http://127.0.0.1:PORT`.
     pub origin: String,
+    /// Its access log: a line a request, `METHOD PATH RANGE`.
+    pub log: PathBuf,
 }
 
 impl Nginx {
@@ -164,7 +166,13 @@ impl Nginx {
         let port = free_port();
         let command = Self::command(root, dir, port)?;
         let server = Server::start(command, port, &dir.join("nginx.log"));
-        Some(Self { server, origin: format!("http://127.0.0.1:{port}") })
+        let log = dir.join("nginx/logs/access.log");
+        Some(Self { server, origin: format!("http://127.0.0.1:{port}"), log })
+    }
+
+    /// The requests it has answered, a line each (`GET /ds/videos/….mp4 bytes=0-65535`).
+    pub fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log).unwrap_or_default().lines().map(str::to_string).collect()
     }
 
     /// The command that serves `root` on `port` (in the foreground, one process), its
@@ -181,7 +189,8 @@ impl Nginx {
             "daemon off; master_process off; worker_processes 1; pid {pid};\n\
              error_log {prefix}/logs/error.log;\n\
              events {{ worker_connections 256; }}\n\
-             http {{ access_log off; client_body_temp_path {prefix}/body;\n\
+             http {{ log_format requests '$request_method $uri $http_range';\n\
+               access_log {prefix}/logs/access.log requests; client_body_temp_path {prefix}/body;\n\
                proxy_temp_path {prefix}/proxy; fastcgi_temp_path {prefix}/fastcgi;\n\
                uwsgi_temp_path {prefix}/uwsgi; scgi_temp_path {prefix}/scgi;\n\
                server {{ listen 127.0.0.1:{port}; root {root}; }} }}\n",

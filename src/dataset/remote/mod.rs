@@ -5,6 +5,7 @@
 
 pub mod aws_files;
 pub mod client;
+pub mod index_cache;
 pub mod object;
 pub mod request;
 pub mod stats;

@@ -17,6 +17,7 @@ use super::files::{expect_episode_file, files_under, is_present, WriterLock};
 use super::layout::v3::episode_files_by_name;
 use super::layout::{load_episodes, v2, v3};
 use super::meta::{CodebaseVersion, Info};
+use super::remote::index_cache::cache_dir;
 use super::remote::{ObjectUrl, RemoteObject};
 use super::setting::Setting;
 
@@ -140,18 +141,6 @@ fn version_of(path: &Path) -> Result<(u64, Option<String>)> {
         }
         None => Ok((std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?.len(), None)),
     }
-}
-
-/// Where feedbench keeps what it caches across runs: `FEEDBENCH_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/feedbench`, else `~/.cache/feedbench`.
-pub fn cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FEEDBENCH_CACHE_DIR") {
-        return dir.into();
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache")
-    });
-    base.join("feedbench")
 }
 
 /// The metadata (`meta/`) of the dataset at `root` in a local directory: `root` itself where it

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use re_mp4::{Mp4, StsdBoxContent, TrakBox};
 
-use crate::dataset::files::PositionedFile;
+use crate::dataset::files::{IndexKind, PositionedFile};
 
 use crate::dataset::contract::Contract;
 use crate::dataset::error::{DatasetError, Result};
@@ -81,8 +81,8 @@ impl VideoFile {
     /// first video track from its header boxes ([`super::boxes::header_boxes`]); frames are
     /// read later by position.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = PositionedFile::open(path)?;
-        let header = super::boxes::header_boxes(&file)?;
+        let file = PositionedFile::open_bare(path)?;
+        let header = file.index(IndexKind::Mp4Header, super::boxes::header_boxes)?;
         let bytes: &[u8] = &header;
         let mp4 = std::panic::catch_unwind(|| Mp4::read_bytes(bytes))
             .map_err(|_| {
