@@ -616,3 +616,67 @@ fn a_second_run_takes_the_files_indexes_from_disk_and_a_changed_object_is_read_a
     assert_eq!(changed, sample(served.to_str().unwrap(), "changed-local"));
     assert_ne!(changed, first, "the test changed nothing");
 }
+
+#[test]
+fn layout_and_guard_take_a_url_root_as_its_local_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = www.join("frames");
+    common::synth_pusht(&local, 3, 20, &["--storage", "png"]);
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let url = format!("{}/frames", nginx.origin);
+
+    // A layout study of the URL reads the same source as one of the directory.
+    let config = dir.path().join("layout.toml");
+    std::fs::write(
+        &config,
+        "[base]\ncodec = \"av1\"\ngop = 2\ncrf = 30\n[axes]\ncrf = [30, 40]\n[measure]\n\
+         window = \"none\"\nworkers = 0\nbatch = 4\nbatches = 3\nrepeats = 1\nquality_frames = 10\n",
+    )
+    .unwrap();
+    let mut studies = Vec::new();
+    for (root, name) in [(url.as_str(), "layout-url"), (local.to_str().unwrap(), "layout-local")] {
+        let out = dir.path().join(name);
+        let args = ["layout", root, "--config", config.to_str().unwrap()];
+        let (ok, _, err) =
+            common::feedbench(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+        assert!(ok, "layout of {root}: {err}");
+        let text = std::fs::read_to_string(out.join("layout.jsonl")).unwrap();
+        let facts: Vec<_> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|c| {
+                let keys = ["name", "frames", "source_bytes_per_frame", "png_bytes_per_frame"];
+                keys.map(|k| c[k].clone())
+            })
+            .collect();
+        studies.push(facts);
+    }
+    assert_eq!(studies[0].len(), 2, "{:?}", studies[0]);
+    assert_eq!(studies[0], studies[1], "the URL's source differs from the directory's");
+
+    // A guard's baseline saved on the directory holds for the URL: the same dataset (--strict
+    // refuses another).
+    let guard = |root: &str, name: &str| {
+        let config = dir.path().join(format!("{name}.toml"));
+        let text = format!(
+            "[dataset]\npath = \"{root}\"\n[run]\nrepeats = 3\nbatches = 4\ntolerance = \"50%\"\n\
+             [[cell]]\nname = \"inline\"\nworkers = 0\nbatch = 4\n"
+        );
+        std::fs::write(&config, text).unwrap();
+        config
+    };
+    let baseline = dir.path().join("baseline.json");
+    let local_config = guard(local.to_str().unwrap(), "guard-local");
+    let save = ["guard", "--config", local_config.to_str().unwrap(), "--save-baseline"];
+    let (ok, _, err) = common::feedbench(&[&save[..], &[baseline.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let url_config = guard(&url, "guard-url");
+    let judge = ["guard", "--config", url_config.to_str().unwrap(), "--strict", "--json"];
+    let mut command = Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(judge).arg("--baseline").arg(&baseline);
+    let output = command.output().unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(2), "the URL's dataset is another: {err}");
+    assert!(!err.contains("the dataset changed"), "{err}");
+}

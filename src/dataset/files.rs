@@ -22,6 +22,7 @@ use crate::dataset::remote::index_cache;
 use crate::dataset::remote::{self, ObjectUrl, RemoteObject};
 
 pub use crate::dataset::remote::index_cache::IndexKind;
+pub use crate::dataset::remote::is_url;
 
 /// Opens the local file `path` for reading; what is not a regular file (after symlinks) is an
 /// error naming it and what is there instead, before anything could block on it. A URL is

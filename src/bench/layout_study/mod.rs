@@ -31,7 +31,7 @@ use crate::bench::events::Events;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;
 use crate::dataset::bytes::Bytes;
-use crate::dataset::files::{resolved, write_whole};
+use crate::dataset::files::{is_url, resolved, write_whole};
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
@@ -128,14 +128,17 @@ pub fn run_layout(
 ) -> Result<Vec<CandidateResult>, LayoutError> {
     let candidates =
         study.config.candidates(&study.config_path).map_err(|e| refused(&e.path, e.what))?;
-    let source_root =
-        std::fs::canonicalize(&study.dataset).map_err(|e| DatasetError::io(&study.dataset, e))?;
     let out = resolved(&study.out)?;
-    if out.starts_with(&source_root) || source_root.starts_with(&out) {
-        return Err(refused(
-            &study.out,
-            "is inside the source dataset or holds it; a study never writes into its source",
-        ));
+    // A URL's objects are never written; a directory is apart from the output.
+    if !is_url(&study.dataset) {
+        let source_root = std::fs::canonicalize(&study.dataset)
+            .map_err(|e| DatasetError::io(&study.dataset, e))?;
+        if out.starts_with(&source_root) || source_root.starts_with(&out) {
+            return Err(refused(
+                &study.out,
+                "is inside the source dataset or holds it; a study never writes into its source",
+            ));
+        }
     }
     // The source must stand before anything is made: its episodes, files and frames.
     let options = DatasetOptions {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::knob_axes::KnobAxes;
 
-use crate::dataset::remote::is_url;
+use crate::dataset::files::is_url;
 use crate::dataset::video::VideoCodec;
 use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;

@@ -45,8 +45,8 @@ use super::sweep::results::{read_results, CellResult, ResultsSink, Resume};
 use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
+use crate::dataset::files::is_url;
 use crate::dataset::files::write_whole;
-use crate::dataset::remote::is_url;
 use crate::loader::lerobot::LerobotBridge;
 use crate::measure::phase::{BatchesUntil, StepSample, Until};
 use crate::model::ModelSpec;

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::config::{GuardCell, GuardRun};
+use crate::dataset::files::{is_url, read_whole};
+use crate::dataset::stage::plan_stage;
 use crate::measure::loader_run::RunFigures;
 use crate::measure::system::SystemInfo;
 
@@ -107,9 +109,16 @@ impl RecordError {
 
 impl DatasetFingerprint {
     /// The fingerprint of the dataset at `root`.
+    /// A URL root's files are those a stage of it copies (its metadata and episode files,
+    /// which its store may not list), so that a local copy fingerprints alike.
     pub fn of(root: &Path) -> Result<Self, RecordError> {
         let mut files = Vec::new();
-        list_files(root, Path::new(""), &mut files)?;
+        if is_url(root) {
+            let plan = plan_stage(root, None).map_err(|e| RecordError::new(root, e.to_string()))?;
+            files.extend(plan.files.into_iter().map(|f| (f.path, f.bytes)));
+        } else {
+            list_files(root, Path::new(""), &mut files)?;
+        }
         files.sort();
         let mut hash = Sha256::new();
         let mut bytes = 0;
@@ -120,7 +129,7 @@ impl DatasetFingerprint {
             if relative.starts_with("meta") {
                 let path = root.join(relative);
                 let content =
-                    std::fs::read(&path).map_err(|e| RecordError::new(&path, e.to_string()))?;
+                    read_whole(&path).map_err(|e| RecordError::new(&path, e.to_string()))?;
                 hash.update(&content);
             }
         }
