@@ -680,3 +680,53 @@ fn layout_and_guard_take_a_url_root_as_its_local_copy() {
     assert_ne!(output.status.code(), Some(2), "the URL's dataset is another: {err}");
     assert!(!err.contains("the dataset changed"), "{err}");
 }
+
+#[test]
+fn a_sweep_measures_every_root_of_a_dataset_and_sets_them_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = www.join("pusht");
+    common::synth_pusht(&local, 2, 20, &[]);
+    let Some(s3) = S3::start(dir.path()) else { return };
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let in_bucket = s3.upload("datasets", "pusht", &local);
+    let on_web = format!("{}/pusht", nginx.origin);
+    let config = dir.path().join("sweep.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataset]\npath = \"{}\"\nalso = [\"{in_bucket}\", \"{on_web}\"]\n[loader]\n\
+             window = \"none\"\nworkers = [0, 1]\nbatch = [4]\n[model]\nmodel = [\"none\"]\n\
+             [run]\nloader_batches = 4\nmodel_steps = 2\ntrain_steps = 4\nwarmup = 1\n",
+            local.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let sweep = ["sweep", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let (ok, text, err) = feedbench_with(&s3.env(), &sweep);
+    assert!(ok, "{err}");
+    let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    let datasets: std::collections::BTreeSet<String> = results
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["cell"]["dataset"].to_string()
+        })
+        .collect();
+    assert_eq!(datasets.len(), 3, "a cell per root and knobs: {datasets:?}");
+    // Each cell's roots side by side, the first held to itself, the URLs' store said.
+    let table = text.split("Every root of the dataset, cell by cell:").nth(1).expect("the table");
+    let lines: Vec<&str> = table.lines().skip(2).take(6).collect();
+    assert!(lines[0].contains(local.to_str().unwrap()) && lines[0].contains(" 1.00 "), "{table}");
+    assert!(lines[1].contains(&in_bucket) && lines[2].contains(&on_web), "{table}");
+    for line in &lines[1..3] {
+        assert!(line.ends_with("-bound"), "the store's verdict: {line}");
+    }
+    let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(markdown.contains("## Every root of the dataset"), "{markdown}");
+    // A re-rendered report counts every root's cells as planned.
+    let (ok, _, err) = feedbench_with(&s3.env(), &["report", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!page.contains("cells its sweep.toml plans are measured"), "read as cut short");
+}

@@ -1,5 +1,9 @@
 //! The one home of the numbers studies print: throughputs, milliseconds, decibels and plurals,
-//! each with as many digits as it deserves, for every report, answer and page.
+//! each with as many digits as it deserves, for every report, answer and page; and the line
+//! naming the machine they were measured on.
+
+use crate::dataset::bytes::Bytes;
+use crate::measure::system::SystemInfo;
 
 /// A throughput with as many decimals as it deserves; `inf` for an unbounded ceiling.
 pub fn rate(x: f64) -> String {
@@ -43,4 +47,22 @@ pub fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
+}
+
+/// The system line: CPU, cores, GPU, memory, OS and versions.
+pub fn system_line(system: &SystemInfo) -> String {
+    let memory = system
+        .memory_bytes
+        .map(|b| format!(", {:.0} memory", Bytes::of(b).gb()))
+        .unwrap_or_default();
+    format!(
+        "{} ({} cores{memory}), GPU {}, {}; feedbench {}, libtorch {}, libavcodec {}",
+        system.cpu,
+        system.cores,
+        system.gpu.as_deref().unwrap_or("none"),
+        system.os,
+        system.feedbench,
+        system.libtorch,
+        system.libavcodec
+    )
 }

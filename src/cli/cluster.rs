@@ -43,6 +43,13 @@ pub struct PlanArgs {
 pub fn plan(args: &PlanArgs) -> Result<()> {
     let mut config = SweepConfig::load(&args.config)?;
     config.dataset.check_present(&args.config)?;
+    if !config.dataset.also.is_empty() {
+        anyhow::bail!(
+            "{}: [dataset] also (several roots side by side) is measured by `feedbench sweep` on \
+             one machine; a cluster plan reads one root",
+            args.config.display()
+        );
+    }
     let out = args.out.clone().unwrap_or_else(|| default_out(&args.config));
     // Paths that every task reads from wherever it starts.
     for path in [&mut config.dataset.path, &mut config.dataset.cache].into_iter().flatten() {

@@ -13,8 +13,8 @@ use plotly::{Plot, Scatter};
 use super::pareto::front;
 use super::ranking::LayoutReport;
 use crate::bench::format::rate;
+use crate::bench::format::system_line;
 use crate::bench::report::page::{plot_of, utc, Page};
-use crate::bench::report::system_line;
 
 /// The page of `report`, whose Markdown is `markdown`.
 pub fn render(report: &LayoutReport, markdown: &str) -> String {

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use super::advice;
 use super::recommendation::recommend;
 use super::{
-    partition, train_rate, Group, Knob, KnobSet, PlotGroup, Report, Row, RowRanks,
-    HEATMAP_PLOT_STEM, INTERVAL_SEED, MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
+    train_rate, Group, Knob, KnobSet, PlotGroup, Report, Row, RowRanks, HEATMAP_PLOT_STEM,
+    INTERVAL_SEED, MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
 };
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::CellResult;
@@ -74,6 +74,7 @@ pub fn render(results: &[CellResult]) -> Report {
 
     let plots = plot_groups(&rows);
     let loaders = super::loaders::compare(&rows);
+    let roots = super::roots::compare(results, &rows);
     Report {
         system: results.first().map(|r| r.system.clone()),
         results: results.len(),
@@ -87,6 +88,7 @@ pub fn render(results: &[CellResult]) -> Report {
         groups,
         plots,
         loaders,
+        roots,
         planned: None,
     }
 }
@@ -212,6 +214,10 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
                 false => median(steps),
             }
         },
+        remote: runs.iter().find_map(|r| {
+            let loader = r.loader.as_ref().and_then(|l| l.remote.as_ref());
+            r.train.remote.as_ref().or(loader).map(|remote| remote.bound)
+        }),
         input_bound_pct,
         input_bound_p95_pct,
         wait_pct,
@@ -257,6 +263,36 @@ fn file_part(label: &str) -> String {
         })
         .collect::<Vec<String>>()
         .join("_")
+}
+
+/// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
+/// tell the parts apart (empty with a single part).
+pub(super) fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
+    let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
+    let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let k = key(row);
+        match parts.iter_mut().find(|(pk, _)| *pk == k) {
+            Some((_, members)) => members.push(i),
+            None => parts.push((k, vec![i])),
+        }
+    }
+    let differs: Vec<bool> =
+        (0..knobs.len()).map(|j| parts.iter().any(|(k, _)| k[j] != parts[0].0[j])).collect();
+    parts
+        .into_iter()
+        .map(|(k, members)| {
+            let label = knobs
+                .iter()
+                .zip(&k)
+                .zip(&differs)
+                .filter(|(_, &d)| d)
+                .map(|((knob, value), _)| format!("{} {value}", knob.name()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (label, members)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, system_line, Report};
+use super::{loaders, roots, Report};
+use crate::bench::format::system_line;
 use crate::bench::report::table::escape_markdown as escape;
 use crate::measure::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
 
@@ -37,6 +38,11 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(out, "- {}", escape(&line));
         }
         out.push('\n');
+    }
+    if let Some(table) = report.roots_table() {
+        out.push_str("## Every root of the dataset\n\n");
+        out.push_str(&table.markdown());
+        let _ = writeln!(out, "\n{}.\n", escape(&roots::legend()));
     }
     let epochs = report.epoch_lines();
     if !epochs.is_empty() {

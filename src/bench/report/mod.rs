@@ -14,29 +14,23 @@ mod analysis;
 pub mod cache_fit;
 pub mod csv;
 mod epochs;
+mod files;
 pub mod loaders;
 pub mod markdown;
 pub mod page;
 pub mod phase_text;
 pub mod plots;
 mod recommendation;
+pub mod roots;
 pub mod table;
 pub mod terminal;
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-
 use super::sweep::cell::Cell;
 pub use super::sweep::cell::{Knob, KnobSet};
-use super::sweep::config::{ConfigFile, SweepConfig};
-use super::sweep::plan::plan;
 pub use super::sweep::results::RESULTS_FILE;
-use super::sweep::results::{read_results, CellResult, ResultsError, CONFIG_FILE};
 use crate::bench::format::rate;
-use crate::dataset::bytes::Bytes;
-use crate::dataset::files::write_whole;
 use crate::loader::knobs::LoaderBackend;
-use crate::measure::phase::{CacheFigures, DecodeLimit, FramesSize, SampleSteps};
+use crate::measure::phase::{CacheFigures, DecodeLimit, FramesSize, RemoteBound, SampleSteps};
 use crate::measure::system::SystemInfo;
 use crate::measure::verdict::Verdict;
 /// The parts of the loader's CPU a report shows: the timing floor's, below both the
@@ -45,6 +39,7 @@ pub use crate::timing::stage::Stage;
 use table::{Column, Table};
 
 pub use analysis::render;
+pub use files::{report_dir, write_report, ReportError, ReportFiles};
 pub use recommendation::{knee, shallowest_prefetch, train_change, Knee};
 
 /// Seed of the report's bootstrap intervals (fixed: one results file, one report).
@@ -148,6 +143,9 @@ pub struct Row {
     /// with the loader running beside it: the median over every repeat's steps, ms (the
     /// copy's and the compute's medians summed where the results kept no steps).
     pub train_step_ms: f64,
+    /// What held its loader where it read a URL root (the train phase's, else the loader
+    /// phase's, of its first repeat that says).
+    pub remote: Option<RemoteBound>,
     /// Input-bound share of the step, median over steps, percent.
     pub input_bound_pct: f64,
     /// Its 95th percentile over steps, percent.
@@ -267,6 +265,8 @@ pub struct Report {
     pub plots: Vec<PlotGroup>,
     /// Both loaders side by side, where cells were measured with both.
     pub loaders: Option<loaders::LoaderComparison>,
+    /// Several roots of one dataset side by side (`[dataset] also`).
+    pub roots: Option<roots::RootComparison>,
     /// How many of the cells its sweep.toml plans the results hold, where a directory's was
     /// read ([`report_dir`]): fewer where the sweep was cut short.
     pub planned: Option<Planned>,
@@ -448,54 +448,6 @@ impl Report {
     }
 }
 
-/// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
-/// tell the parts apart (empty with a single part).
-pub(crate) fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
-    let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
-    let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let k = key(row);
-        match parts.iter_mut().find(|(pk, _)| *pk == k) {
-            Some((_, members)) => members.push(i),
-            None => parts.push((k, vec![i])),
-        }
-    }
-    let differs: Vec<bool> =
-        (0..knobs.len()).map(|j| parts.iter().any(|(k, _)| k[j] != parts[0].0[j])).collect();
-    parts
-        .into_iter()
-        .map(|(k, members)| {
-            let label = knobs
-                .iter()
-                .zip(&k)
-                .zip(&differs)
-                .filter(|(_, &d)| d)
-                .map(|((knob, value), _)| format!("{} {value}", knob.name()))
-                .collect::<Vec<_>>()
-                .join(", ");
-            (label, members)
-        })
-        .collect()
-}
-
-/// The system line: CPU, cores, GPU, memory, OS and versions.
-pub fn system_line(system: &SystemInfo) -> String {
-    let memory = system
-        .memory_bytes
-        .map(|b| format!(", {:.0} memory", Bytes::of(b).gb()))
-        .unwrap_or_default();
-    format!(
-        "{} ({} cores{memory}), GPU {}, {}; feedbench {}, libtorch {}, libavcodec {}",
-        system.cpu,
-        system.cores,
-        system.gpu.as_deref().unwrap_or("none"),
-        system.os,
-        system.feedbench,
-        system.libtorch,
-        system.libavcodec
-    )
-}
-
 /// What a train step's input-bound share holds beside the wait for its batch, in words: the
 /// batch's copy to the device, or in a lerobot-train run the main process's hand-over of it
 /// (where the policy's pre-processor runs). No worker count or prefetch shortens it.
@@ -507,96 +459,4 @@ pub fn beside_the_wait(loader: LoaderBackend) -> &'static str {
         }
         _ => "the batch's copy to the device",
     }
-}
-
-/// Why a report could not be made, naming the file.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// `results.jsonl` could not be read.
-    #[error(transparent)]
-    Results(#[from] ResultsError),
-    /// There is nothing to report.
-    #[error("{path}: no cell results to report")]
-    Empty {
-        /// The results file (or the directory given results).
-        path: PathBuf,
-    },
-    /// A report file could not be written.
-    #[error("{path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A plot could not be drawn.
-    #[error("{path}: cannot draw the plot: {what}")]
-    Plot {
-        /// The SVG file.
-        path: PathBuf,
-        /// What went wrong.
-        what: String,
-    },
-}
-
-/// What [`write_report`] made.
-#[derive(Debug, Clone)]
-pub struct ReportFiles {
-    /// The analysis.
-    pub report: Report,
-    /// The report as terminal text (what `feedbench report` prints).
-    pub terminal: String,
-    /// Every file written, `report.md` first.
-    pub files: Vec<PathBuf>,
-}
-
-/// Analyses `results` and writes `report.md`, `results.csv`, the SVG plots and the page
-/// (`report.html`) into `dir`
-/// (which must exist), replacing earlier ones; returns the analysis and the terminal text.
-pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, ReportError> {
-    if results.is_empty() {
-        return Err(ReportError::Empty { path: dir.to_path_buf() });
-    }
-    write_files(dir, render(results))
-}
-
-/// Writes the files of `report` into `dir`.
-fn write_files(dir: &Path, report: Report) -> Result<ReportFiles, ReportError> {
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        // Whole or not at all: a report cut short never replaces the one before.
-        write_whole(&path, text.as_bytes())
-            .map_err(|source| ReportError::Write { path: path.clone(), source })?;
-        Ok::<_, ReportError>(path)
-    };
-    let markdown = markdown::render(&report);
-    let mut files = vec![write(MARKDOWN_FILE, markdown.clone())?];
-    files.push(write(CSV_FILE, csv::render(&report))?);
-    files.extend(plots::write(dir, &report)?);
-    files.push(write(page::PAGE_FILE, page::sweep::render(&report, &markdown))?);
-    Ok(ReportFiles { terminal: terminal::render(&report), report, files })
-}
-
-/// Re-renders the report of a sweep directory from its `results.jsonl` alone, never measuring.
-pub fn report_dir(dir: &Path) -> Result<ReportFiles, ReportError> {
-    let path = dir.join(RESULTS_FILE);
-    let results = read_results(&path)?;
-    if results.is_empty() {
-        return Err(ReportError::Empty { path });
-    }
-    let mut report = render(&results);
-    report.planned = planned(dir, &results);
-    write_files(dir, report)
-}
-
-/// The cells `dir`'s sweep.toml plans against those `results` hold, where it reads as a sweep's
-/// config and plans on the results' dataset and device.
-fn planned(dir: &Path, results: &[CellResult]) -> Option<Planned> {
-    let config = SweepConfig::load(&dir.join(CONFIG_FILE)).ok()?;
-    let first = &results.first()?.cell;
-    let plan = plan(&config, &first.dataset, first.device.intended()).ok()?;
-    let done: HashSet<&Cell> = results.iter().map(|r| &r.cell).collect();
-    let measured = plan.cells.iter().filter(|c| done.contains(c)).count();
-    Some(Planned { cells: plan.cells.len(), measured })
 }

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, system_line, Report};
+use super::{loaders, roots, Report};
+use crate::bench::format::system_line;
 
 /// The report as plain text, as `feedbench report` prints it.
 pub fn render(report: &Report) -> String {
@@ -36,6 +37,11 @@ pub fn render(report: &Report) -> String {
         for line in report.fed_lines() {
             out.push_str(&wrap(&line, "  ", "    "));
         }
+    }
+    if let Some(table) = report.roots_table() {
+        out.push_str("\nEvery root of the dataset, cell by cell:\n");
+        out.push_str(&table.aligned());
+        out.push_str(&wrap(&roots::legend(), "", ""));
     }
     let epochs = report.epoch_lines();
     if !epochs.is_empty() {

@@ -60,6 +60,10 @@ pub struct DatasetSource {
     pub format: Option<CodebaseVersion>,
     /// Where generated datasets are cached (default `/dev/shm/feedbench`, RAM-backed).
     pub cache: Option<PathBuf>,
+    /// Other roots of the same dataset (a copy in `/dev/shm`, on local disk, `s3://…`), each
+    /// measured with the same cells beside the first and compared with it in the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<PathBuf>,
 }
 
 impl DatasetSource {
@@ -98,21 +102,23 @@ impl DatasetSource {
     /// opened) is there; where it is not, the error names the config
     /// file `config` and the key.
     pub fn check_present(&self, config: &Path) -> Result<(), ConfigError> {
-        match &self.path {
-            Some(path) if !is_url(path) && std::fs::symlink_metadata(path).is_err() => {
-                Err(ConfigError {
+        let keyed =
+            self.path.iter().map(|p| ("path", p)).chain(self.also.iter().map(|p| ("also", p)));
+        for (key, path) in keyed {
+            if !is_url(path) && std::fs::symlink_metadata(path).is_err() {
+                return Err(ConfigError {
                     path: config.to_path_buf(),
-                    what: format!("dataset.path {}: no such dataset directory", path.display()),
-                })
+                    what: format!("dataset.{key} {}: no such dataset directory", path.display()),
+                });
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 
     /// Makes a relative dataset `path` relative to the directory of the config file at
     /// `config`.
     pub fn resolve_relative_to(&mut self, config: &Path) {
-        if let Some(dataset) = &mut self.path {
+        for dataset in self.path.iter_mut().chain(self.also.iter_mut()) {
             relative_to_config(dataset, config);
         }
     }

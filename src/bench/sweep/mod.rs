@@ -12,5 +12,7 @@ pub mod plan;
 pub mod results;
 mod run;
 
-pub use run::{config_text, dataset_name, prepare_dataset, results_path, run_sweep, SweepError};
+pub use run::{
+    config_text, dataset_name, prepare_dataset, results_path, root_names, run_sweep, SweepError,
+};
 pub(crate) use run::{model_key, run_cell, CellPhases, SweepContext};

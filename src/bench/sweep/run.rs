@@ -193,7 +193,19 @@ pub fn dataset_name(root: &Path) -> String {
     root.file_name().map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into())
 }
 
-/// Runs the sweep `config` describes on the dataset at `root`, writing into `out`. With
+/// The names cells give the roots of one dataset: each root's directory name, or, where two
+/// share it (`/dev/shm/g1` beside `s3://bucket/g1`), each root as written.
+pub fn root_names(roots: &[PathBuf]) -> Vec<String> {
+    let names: Vec<String> = roots.iter().map(|r| dataset_name(r)).collect();
+    let distinct: HashSet<&String> = names.iter().collect();
+    if distinct.len() == names.len() {
+        return names;
+    }
+    roots.iter().map(|r| r.display().to_string()).collect()
+}
+
+/// Runs the sweep `config` describes on the dataset at `root` (and at its other roots,
+/// `[dataset] also`, each with the same cells), writing into `out`. With
 /// `resume`, the cells already in `out/results.jsonl` are skipped (when measured with the same
 /// config, unless told otherwise); without, an existing results file is refused (never
 /// overwritten). The `train` phase of the plan's traced cell is
@@ -205,26 +217,44 @@ pub fn run_sweep(
     resume: Resume,
     events: &mut dyn Events,
 ) -> Result<Vec<CellResult>, SweepError> {
-    crate::dataset::files::output_apart_from(out, root)?;
+    let roots: Vec<PathBuf> =
+        std::iter::once(root.to_path_buf()).chain(config.dataset.also.iter().cloned()).collect();
+    for root in &roots {
+        crate::dataset::files::output_apart_from(out, root)?;
+    }
     let bridge = LerobotBridge::new();
-    let (context, device) = SweepContext::open(config, root, out, config.model.device, &bridge)?;
-    let plan = plan(config, &dataset_name(root), device)?;
-    // The output directory is made only once the dataset opened and the plan stands.
+    let names = root_names(&roots);
+    // Every root opened and planned before anything is measured or written.
+    let mut measured = Vec::with_capacity(roots.len());
+    for (n, (root, name)) in roots.iter().zip(&names).enumerate() {
+        let (context, device) =
+            SweepContext::open(config, root, out, config.model.device, &bridge)?;
+        let mut plan = plan(config, name, device)?;
+        // One trace, of the first root's cell.
+        if n > 0 {
+            plan.traced = usize::MAX;
+        }
+        measured.push((context, plan));
+    }
     let mut sink = ResultsSink::open(out, resume, &config_text(config))?;
 
     let done: HashSet<Cell> = sink.results().iter().map(|r| r.cell.clone()).collect();
     let mut models: HashMap<String, ModelPhase> =
         sink.results().iter().map(|r| (model_key(&r.cell), r.model.clone())).collect();
-    let total = plan.cells.len();
-    let mut finished = plan.cells.iter().filter(|c| done.contains(c)).count();
+    let cells = measured.iter().flat_map(|(context, plan)| {
+        plan.cells.iter().enumerate().map(move |(i, cell)| (context, cell, i == plan.traced))
+    });
+    let cells: Vec<_> = cells.collect();
+    let total = cells.len();
+    let mut finished = cells.iter().filter(|(_, c, _)| done.contains(c)).count();
     events.cells_done(finished, total);
-    for (index, cell) in plan.cells.iter().enumerate() {
+    for (index, (context, cell, traced)) in cells.into_iter().enumerate() {
         if done.contains(cell) {
             continue;
         }
-        let phases = CellPhases::all(index == plan.traced);
+        let phases = CellPhases::all(traced);
         let label = cell.label();
-        let result = run_cell(&context, cell, phases, &mut models, |phase| {
+        let result = run_cell(context, cell, phases, &mut models, |phase| {
             events.cell_phase(CellPhase { cell: &label, index, total, phase })
         })?;
         sink.append(result)?;

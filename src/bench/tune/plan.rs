@@ -133,6 +133,7 @@ impl TunePlan {
                 crf: None,
                 format: None,
                 cache: None,
+                also: Vec::new(),
             },
             loader: LoaderAxes {
                 window: spec.window,

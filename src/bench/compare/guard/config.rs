@@ -289,6 +289,13 @@ impl ConfigFile for GuardConfig {
     fn check(&self, path: &Path) -> Result<(), ConfigError> {
         let bad = |what: String| Err(ConfigError { path: path.to_path_buf(), what });
         self.dataset.check(path)?;
+        if !self.dataset.also.is_empty() {
+            return bad(
+                "[dataset] also is a sweep's (roots compared side by side); a guard holds one \
+                 dataset to its baseline"
+                    .into(),
+            );
+        }
         if self.cells.is_empty() {
             return bad("no [[cell]]: the guard needs at least one cell to measure".into());
         }

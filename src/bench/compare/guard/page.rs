@@ -10,9 +10,9 @@ use plotly::{Plot, Scatter};
 use super::judge::GuardVerdict;
 use super::record::GuardRecord;
 use super::render::{markdown, UpdateCommand};
+use crate::bench::format::system_line;
 use crate::bench::format::{millis, rate};
 use crate::bench::report::page::{plot_of, utc, Page};
-use crate::bench::report::system_line;
 use crate::measure::loader_run::RunFigures;
 use crate::measure::stats::median;
 

@@ -11,8 +11,9 @@ use plotly::{Bar, HeatMap, Plot, Scatter};
 
 use super::{plot_of, utc, Page};
 use crate::bench::format::rate;
+use crate::bench::format::system_line;
 use crate::bench::report::plots::{curves, Curve};
-use crate::bench::report::{system_line, Report, Row};
+use crate::bench::report::{Report, Row};
 
 /// Line colours, one per batch size (the SVG plots' Tableau 10).
 const COLOURS: [(u8, u8, u8); 8] = [
