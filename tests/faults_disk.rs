@@ -269,3 +269,68 @@ fn a_stage_from_a_url_to_a_disk_without_room_is_refused_before_it_copies() {
     let left: Vec<PathBuf> = common::walk(&disk.at).into_iter().filter(|p| *p != filler).collect();
     assert!(left.is_empty(), "nothing made on the disk: {left:?}");
 }
+
+#[test]
+fn a_stage_whose_disk_fills_midway_stops_naming_the_path_keeps_its_whole_files_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    common::synth_pusht(&www.join("pusht"), 4, 60, &[]);
+    let Some(nginx) = common::servers::Nginx::start(&www, dir.path()) else { return };
+    let Some(disk) = SmallDisk::mount(&dir.path().join("disk"), 16384) else { return };
+    // Room for every byte but not for every file: the disk's inodes (its root, the staging
+    // directory, its manifest and one per file and directory copied) run out one short of the
+    // end, whatever order the copies take: ENOSPC as a full disk gives it.
+    let source = www.join("pusht");
+    let files = common::walk(&source);
+    let dirs: std::collections::BTreeSet<&Path> =
+        files.iter().flat_map(|f| f.ancestors().skip(1).take_while(|d| *d != source)).collect();
+    let entries = files.len() + dirs.len();
+    remount(&disk, &format!("nr_inodes={}", entries + 2));
+    let to = disk.at.join("copy");
+    let root = format!("{}/pusht", nginx.origin);
+    let args = ["stage", &root, "--to", to.to_str().unwrap()];
+    let (ok, _, err) = common::feedbench(&args);
+    common::clear_error(ok, &err);
+    assert!(err.contains(disk.at.to_str().unwrap()) && err.contains("No space left"), "{err}");
+    assert!(err.contains("run the same stage again"), "says how to go on: {err}");
+    assert_eq!(err.lines().filter(|l| l.starts_with("error")).count(), 1, "one error: {err}");
+    assert!(!to.exists(), "nothing under the final name until it is whole");
+    let staging = feedbench::dataset::stage::staging_of(&to).unwrap();
+    let kept: Vec<PathBuf> = common::walk(&staging)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet" || e == "mp4"))
+        .collect();
+    assert!(!kept.is_empty(), "whole files are kept: {:?}", common::walk(&staging));
+    let partial =
+        common::walk(&staging).into_iter().find(|p| p.to_string_lossy().ends_with(".partial"));
+    assert!(partial.is_none(), "no part of a file is left under any name: {partial:?}");
+
+    remount(&disk, "nr_inodes=10000");
+    let asked_before = nginx.requests().len();
+    let (ok, _, err) = common::feedbench(&args);
+    assert!(ok, "{err}");
+    assert!(!staging.exists(), "the staging directory became the copy");
+    for file in common::walk(&www.join("pusht")) {
+        let name = file.strip_prefix(www.join("pusht")).unwrap();
+        let copy = std::fs::read(to.join(name)).unwrap_or_else(|e| panic!("{name:?}: {e}"));
+        assert!(copy == std::fs::read(&file).unwrap(), "{name:?} copied byte for byte");
+    }
+    let again = &nginx.requests()[asked_before..];
+    for whole in &kept {
+        let name = whole.strip_prefix(&staging).unwrap().to_string_lossy().to_string();
+        assert!(
+            !again.iter().any(|r| r.starts_with("GET") && r.contains(&name)),
+            "{name} was kept whole and not fetched again: {again:?}"
+        );
+    }
+}
+
+/// Mounts `disk` again with `options` (tmpfs takes a new inode count on a remount).
+fn remount(disk: &SmallDisk, options: &str) {
+    let status = Command::new("mount")
+        .args(["-o", &format!("remount,{options}")])
+        .arg(&disk.at)
+        .status()
+        .unwrap();
+    assert!(status.success(), "remount {options}");
+}
