@@ -730,3 +730,34 @@ fn a_sweep_measures_every_root_of_a_dataset_and_sets_them_side_by_side() {
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(!page.contains("cells its sweep.toml plans are measured"), "read as cut short");
 }
+
+#[test]
+fn a_small_parquet_file_is_read_in_a_request_or_two_not_one_per_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    let local = www.join("g1");
+    // Twenty episodes of G1's many features: an episodes file of some 66 kB, a little more
+    // than the 64 KiB fetched with a file's footer.
+    let g1 = ["synth", "--preset", "g1", "--episodes", "20", "--frames-per-episode", "10"];
+    let (ok, _, err) = common::feedbench(&[&g1[..], &["--out", local.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let episodes = "meta/episodes/chunk-000/file-000.parquet";
+    let bytes = std::fs::metadata(local.join(episodes)).unwrap().len();
+    assert!(bytes > 64 * 1024, "{episodes}: {bytes} bytes");
+    let Some(nginx) = Nginx::start(&www, dir.path()) else { return };
+    let root = format!("{}/g1", nginx.origin);
+    let (ok, out, err) = common::feedbench(&["info", &root, "--json"]);
+    assert!(ok, "{err}");
+    let (_, local_out, _) = common::feedbench(&["info", local.to_str().unwrap(), "--json"]);
+    let episodes_of =
+        |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap()["episodes"].clone();
+    assert_eq!(episodes_of(&out), episodes_of(&local_out), "the same episodes read");
+    let gets: Vec<String> = nginx
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("GET ") && r.contains(episodes))
+        .collect();
+    // Its footer with its opening, then the rest once: a column chunk's reader takes what
+    // another's read ahead (each fetched 64 KiB apart before, some 38 requests).
+    assert!(!gets.is_empty() && gets.len() <= 2, "{gets:#?}");
+}

@@ -18,6 +18,7 @@ pub mod frames;
 pub mod image;
 pub mod layout;
 pub mod meta;
+pub mod positioned;
 pub mod rate;
 pub mod remote;
 pub mod sample;
