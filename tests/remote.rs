@@ -283,7 +283,7 @@ fn feedbench_dataset_of_a_bucket_gives_lerobots_items_of_the_local_copy() {
     );
     assert!(ok, "remote.py:\n{out}\n{err}");
     print!("{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 5, "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("check: ")).count(), 6, "{out}");
 }
 
 #[test]

@@ -24,6 +24,7 @@ class Reader:
         cache_bytes: Optional[int] = None,
         cache_path: Optional[str] = None,
         contract: Literal["released", "main"] = "released",
+        requests_in_flight: Optional[int] = None,
     ) -> None:
         """Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
         seconds), `tolerance_s`, `uint8` (camera frames as uint8); `contract`, the LeRobot whose
@@ -31,6 +32,8 @@ class Reader:
         within the tolerance; "main": LeRobot's main, within it inclusively). `cache_bytes` makes a
         decoded-frame cache of that many bytes in shared memory (ValueError where it holds no
         frame or does not fit); `cache_path` opens the one another process's reader made.
+        `requests_in_flight` (1 to 64, ValueError else): range requests a batch of a URL root's
+        frames keeps in flight, the loader's knob of that name (its default, 8, where None).
         Features the reader does not read are refused by name (ReaderError)."""
 
     def cache_path(self) -> Optional[str]:
@@ -77,3 +80,9 @@ def local_metadata_of(root: str) -> str:
     one; a URL root's copied into feedbench's cache (FEEDBENCH_CACHE_DIR, else
     ~/.cache/feedbench) and kept while its files' versions are the same. ReaderError naming
     the URL where it cannot be read."""
+
+def remote_reads() -> Optional[dict[str, Union[int, float]]]:
+    """What this process has asked of stores since it started: `requests`, `retries`, `bytes`
+    (received), `needed_bytes` (what the readers needed of them: bytes / needed_bytes is the
+    read amplification), `first_byte_s` and `request_s` (summed), `first_byte_p50_ms`,
+    `first_byte_p99_ms`; None where it asked nothing. A DataLoader worker's are its own."""

@@ -202,7 +202,9 @@ class FeedbenchDataset(torch.utils.data.Dataset):
     `hf://datasets/OWNER/NAME[@REVISION]`), read in place by ranged requests (docs/remote.md);
     `storage_options` (a dict of str, as LeRobot's PRs name them: `endpoint`, `region`,
     `access_key_id`, `secret_access_key`, `allow_http`, …) set the store's settings over the
-    environment's (`AWS_*`, `HF_TOKEN`). Its metadata is copied into feedbench's cache for
+    environment's (`AWS_*`, `HF_TOKEN`); `requests_in_flight` (1 to 64, default 8) the range
+    requests each reader keeps in flight, as `feedbench tune` answers it for the root, and
+    `feedbench._native.remote_reads()` what a process has asked of the store. Its metadata is copied into feedbench's cache for
     LeRobot's `LeRobotDatasetMetadata` (kept while its files' versions are the same); LeRobot
     itself reads local roots only, so the self-check and `hf_dataset` are not available there."""
 
@@ -226,6 +228,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         cache_bytes=None,
         self_check=True,
         storage_options=None,
+        requests_in_flight=None,
     ):
         super().__init__()
         if image_transforms is not None and not callable(image_transforms):
@@ -239,6 +242,11 @@ class FeedbenchDataset(torch.utils.data.Dataset):
                 isinstance(storage_options, dict)
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in storage_options.items())):
             raise TypeError(f"storage_options={storage_options!r}: expected a dict of str to str")
+        if requests_in_flight is not None and (
+                isinstance(requests_in_flight, bool) or not isinstance(requests_in_flight, int)
+                or not 1 <= requests_in_flight <= 64):
+            raise ValueError(f"requests_in_flight={requests_in_flight!r}: expected a whole number "
+                             f"from 1 to 64 or None")
         self.repo_id = repo_id
         # A URL stays text (a Path would fold its `//`).
         if isinstance(root, str) and is_url(root):
@@ -246,6 +254,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         else:
             self.root = Path(root) if root is not None else _lerobot_home() / repo_id
         self.storage_options = dict(storage_options or {})
+        self.requests_in_flight = requests_in_flight
         self.episodes = episode_list(episodes)
         self.image_transforms = image_transforms
         self.delta_timestamps = delta_timestamps
@@ -308,7 +317,8 @@ class FeedbenchDataset(torch.utils.data.Dataset):
             # In each process that opens a reader: a spawned worker has its own registry.
             _native.set_storage_options(str(self.root), self.storage_options)
         return _native.Reader(str(self.root), self.episodes, deltas, float(self.tolerance_s),
-                              self._return_uint8, contract=lerobot_contract(), **cache)
+                              self._return_uint8, contract=lerobot_contract(),
+                              requests_in_flight=self.requests_in_flight, **cache)
 
     # What a spawned worker receives: the arguments, not the open reader (it opens its own), and
     # not LeRobot's metadata, which the reader does not need and whose unpickling would import

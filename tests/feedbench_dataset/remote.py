@@ -19,6 +19,7 @@ import torch
 
 from check import fail, same_value
 from check_requests import requests
+from feedbench import _native
 from feedbench.lerobot import FeedbenchDataset
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -55,6 +56,30 @@ def main():
         if step == 2:
             break
     print(f"check: 3 batches of 2 spawned workers reading {url} equal LeRobot's")
+
+    # requests_in_flight as tune answers it: the same items, the process's reads counted (the
+    # bytes received cover the bytes needed), a value outside the knob's range refused by name.
+    before = _native.remote_reads()
+    one = FeedbenchDataset("local/remote", root=url, storage_options=options, requests_in_flight=1,
+                           delta_timestamps=theirs.delta_timestamps, self_check=False)
+    for position in (0, len(one) - 1):
+        same_value(f"item {position} with one request in flight:", one[position], theirs[position])
+    after = _native.remote_reads()
+    if before is None or after is None or not after["requests"] > before["requests"]:
+        fail(f"remote_reads did not count the reads: {before} then {after}")
+    needed = after["needed_bytes"] - before["needed_bytes"]
+    if not 0 < needed <= after["bytes"] - before["bytes"]:
+        fail(f"remote_reads: {needed} bytes needed of {after['bytes'] - before['bytes']} received")
+    for wrong in (0, 65, True, 2.0):
+        try:
+            FeedbenchDataset("local/remote", root=url, storage_options=options,
+                             requests_in_flight=wrong, self_check=False)
+            fail(f"requests_in_flight={wrong!r} was taken")
+        except ValueError as error:
+            if "requests_in_flight" not in str(error):
+                fail(f"requests_in_flight={wrong!r}: {error}")
+    print(f"check: requests_in_flight=1 reads the same items, remote_reads counts them "
+          f"({needed} bytes needed), 0, 65, True and 2.0 are refused by name")
 
     cache = os.environ["FEEDBENCH_CACHE_DIR"]
     before = metadata_files(cache)

@@ -11,15 +11,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use feedbench::dataset::remote::Fetch;
 use feedbench::dataset::sample::BatchSamples;
 use feedbench::dataset::video::cache::{CachedDecoder, SharedFrames};
 use feedbench::dataset::video::{DecodeOptions, FrameBuffer, FrameDecoder, VideoDecoder};
 use feedbench::dataset::{
     Contract, Dataset, DatasetError, DatasetOptions, PixelShape, Sample, Values, Window, WindowSpec,
 };
+use feedbench::loader::config::LoaderConfig;
+use feedbench::loader::knobs::LoaderKnob;
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{Element, IntoPyArray};
-use pyo3::exceptions::{PyException, PyIndexError};
+use pyo3::exceptions::{PyException, PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
@@ -101,6 +104,18 @@ impl Workers {
     }
 }
 
+/// How a batch's frames of a URL root are fetched: `requests_in_flight` in flight (checked as
+/// the loader's knob checks it), else the knob's default.
+fn fetch_of(requests_in_flight: Option<usize>) -> PyResult<Fetch> {
+    let mut config = LoaderConfig::default();
+    if let Some(requests) = requests_in_flight {
+        LoaderKnob::REQUESTS_IN_FLIGHT
+            .set(&mut config, &requests.to_string())
+            .map_err(|e| PyValueError::new_err(format!("requests_in_flight={requests}: {e}")))?;
+    }
+    Ok(config.decode_options(0.0, Contract::default()).fetch)
+}
+
 /// A LeRobot dataset opened for reading items, as `LeRobotDataset` does for the same arguments.
 #[pyclass(module = "feedbench._native", frozen)]
 pub(crate) struct Reader {
@@ -127,10 +142,11 @@ impl Reader {
     /// Opens the dataset at `root`: `episodes` (None for all), `delta_timestamps` (key →
     /// seconds), `tolerance_s`, `uint8` (camera frames as uint8). `cache_bytes` makes a
     /// decoded-frame cache of that many bytes in shared memory; `cache_path` opens the one
-    /// another process's reader made (its `cache_path()`). Features the reader does not read
-    /// are refused by name.
+    /// another process's reader made (its `cache_path()`). `requests_in_flight` sets how many
+    /// range requests a batch of a URL root's frames keeps in flight (the loader's knob of that
+    /// name; its default where None). Features the reader does not read are refused by name.
     #[new]
-    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8, cache_bytes=None, cache_path=None, contract="released"))]
+    #[pyo3(signature = (root, episodes, delta_timestamps, tolerance_s, uint8, cache_bytes=None, cache_path=None, contract="released", requests_in_flight=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -142,8 +158,10 @@ impl Reader {
         cache_bytes: Option<u64>,
         cache_path: Option<PathBuf>,
         contract: &str,
+        requests_in_flight: Option<usize>,
     ) -> PyResult<Self> {
         let contract: Contract = contract.parse().map_err(ReaderError::new_err)?;
+        let fetch = fetch_of(requests_in_flight)?;
         py.detach(|| {
             let options = DatasetOptions { episodes, tolerance_s, contract };
             let dataset = Dataset::open_with(&root, &options).map_err(reader_error)?;
@@ -166,7 +184,7 @@ impl Reader {
             };
             let window = dataset.window(&spec).map_err(reader_error)?;
             let indices = dataset.sample_indices(0);
-            let decode = DecodeOptions { tolerance_s, contract, ..DecodeOptions::default() };
+            let decode = DecodeOptions { tolerance_s, contract, fetch, ..DecodeOptions::default() };
             let frames = cache::frame_store(&dataset, uint8, cache_bytes, cache_path)?;
             Ok(Self {
                 dataset,
@@ -397,6 +415,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(cache::size_bytes, module)?)?;
     module.add_function(wrap_pyfunction!(remote::set_storage_options, module)?)?;
     module.add_function(wrap_pyfunction!(remote::local_metadata_of, module)?)?;
+    module.add_function(wrap_pyfunction!(remote::remote_reads, module)?)?;
     module.add("ReaderError", module.py().get_type::<ReaderError>())?;
     Ok(())
 }

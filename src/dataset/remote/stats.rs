@@ -91,6 +91,17 @@ pub struct RemoteReads {
 }
 
 impl ReadMark {
+    /// The counts before this process asked anything of a store.
+    pub const START: ReadMark = ReadMark {
+        requests: 0,
+        retries: 0,
+        bytes: 0,
+        needed: 0,
+        first_byte_ns: 0,
+        request_ns: 0,
+        kept: 0,
+    };
+
     /// What was asked since this mark; None where nothing was.
     pub fn since(&self) -> Option<RemoteReads> {
         let now = mark();
