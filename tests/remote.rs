@@ -563,6 +563,15 @@ fn tune_through_a_far_store_takes_more_requests_in_flight_where_the_stream_waits
     );
     assert_eq!(tuned["stream_or_stage"]["requests_in_flight"], chosen, "{tuned}");
     assert_eq!(tuned["stream_or_stage"]["not_staged"], "--no-stage", "{tuned}");
+    // Still waiting at the count taken: a worker waiting on the store holds no core, so more
+    // workers than the one core allows the search are measured, and taken where they gain.
+    let workers = requests["workers_measured"].as_array().unwrap_or_else(|| panic!("{tuned}"));
+    assert!(workers.len() >= 2, "more workers measured: {requests}");
+    let taken = requests["workers_chosen"].as_u64().unwrap();
+    let first = workers[0][0].as_u64().unwrap();
+    assert!(taken > first, "more workers feed a stream that waits on its store: {requests}");
+    assert_eq!(tuned["answer"]["workers"], taken, "the answer is theirs: {tuned}");
+    assert!(text.contains(&format!("--workers {taken} ")), "the flags carry them: {text}");
 }
 
 #[test]

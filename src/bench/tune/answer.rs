@@ -12,6 +12,8 @@ use crate::bench::report::{knee, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PC
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::change::{Change, Decision};
+use crate::measure::phase::TrainPhase;
+use crate::measure::stats::median;
 
 /// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
 /// `--prefetch_factor` only where a measured depth beat it.
@@ -194,6 +196,30 @@ impl PrefetchDepths {
         let added = (workers.max(1) * answer.knobs.knobs.prefetch) as u64;
         (measured.len() > 1)
             .then_some(Self { measured, deeper_adds_bytes: state.batch_bytes * added })
+    }
+}
+
+impl Answer {
+    /// The answer made what `workers` measured again gave, `phase` (a measurement of its own:
+    /// no interval; its memory, the process tree's): its workers, rate, shares, memory and first
+    /// batch. The wait's median share, percent, is returned.
+    pub(super) fn take_measured(&mut self, workers: usize, phase: &TrainPhase) -> f64 {
+        let shares = (phase.input_bound.median_pct, phase.input_bound.p95_pct);
+        let waits = phase.per_step.iter().map(|s| {
+            let whole = s.wait_ms + s.step_ms;
+            if whole > 0.0 {
+                100.0 * s.wait_ms / whole
+            } else {
+                0.0
+            }
+        });
+        self.workers = workers;
+        self.train_samples_per_s = phase.samples_per_s;
+        (self.input_bound_pct, self.wait_pct) = (shares, (median(waits), shares.1));
+        self.memory_bytes = phase.memory.as_ref().map(|m| (m.pss_mb * 1e6) as u64);
+        self.first_batch_s = phase.first_batch_s.or(self.first_batch_s);
+        self.train_interval = None;
+        self.wait_pct.0
     }
 }
 

@@ -22,7 +22,6 @@ use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::results::ResultsError;
 use crate::bench::sweep::{run_cell, CellPhases, SweepContext, SweepError};
 use crate::measure::phase::{ModelPhase, RankSpread, TrainPhase};
-use crate::measure::stats::median;
 
 /// The most configurations measured with every rank at once.
 pub const MOST_AT_ONCE: usize = 3;
@@ -250,29 +249,14 @@ fn measured_into(
     ranks: usize,
     (predicted, target_pct): (usize, f64),
 ) {
-    answer.workers = workers;
-    let shares = (phase.input_bound.median_pct, phase.input_bound.p95_pct);
-    let waits = phase.per_step.iter().map(|s| {
-        let whole = s.wait_ms + s.step_ms;
-        if whole > 0.0 {
-            100.0 * s.wait_ms / whole
-        } else {
-            0.0
-        }
-    });
-    let wait_pct = (median(waits), shares.1);
+    let wait_pct = answer.take_measured(workers, phase);
     answer.measured_at_once = true;
-    answer.train_samples_per_s = phase.samples_per_s;
     let held = phase.memory.as_ref().map(|m| (m.pss_mb * 1e6) as u64);
     answer.memory_at_ranks_bytes = held;
     answer.memory_bytes = held.map(|all| all / ranks.max(1) as u64);
-    answer.first_batch_s = phase.first_batch_s.or(answer.first_batch_s);
-    (answer.input_bound_pct, answer.wait_pct) = (shares, wait_pct);
-    // The interval was of one rank alone; the ranks at once are one measurement.
-    answer.train_interval = None;
     if workers != predicted {
         (answer.one_fewer_pct, answer.too_close) = (None, None);
-        if wait_pct.0 <= target_pct {
+        if wait_pct <= target_pct {
             answer.bound = Bound::Step;
         }
     }

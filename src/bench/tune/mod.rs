@@ -33,7 +33,7 @@ use self::at_once::{verify, AtOnce, Tally, Verifying};
 use self::enough::Enough;
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
-use self::requests::{searched_requests, AtTheAnswer, RequestsAnswer};
+use self::requests::{remote_workers_into, searched_requests, AtTheAnswer, RequestsAnswer};
 use self::search::{best_row, next_step, Budgets, Next, SearchSettings, SearchState};
 use self::stream_or_stage::{measure_staged, FromTheTune, StageTo, StreamOrStage};
 use super::events::{Events, Measured, Measuring, TimeLeft};
@@ -410,8 +410,15 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
             ranks: 1,
         };
         let target_pct = request.settings.target_pct;
-        let at =
-            AtTheAnswer { context: &context, cell: cell.clone(), measured, phases, target_pct };
+        let budgets = state.budgets;
+        let at = AtTheAnswer {
+            context: &context,
+            cell: cell.clone(),
+            measured,
+            phases,
+            target_pct,
+            budgets,
+        };
         let (searched, streamed) = match base.loader.is_native() {
             true => searched_requests(at, &mut models, events)?,
             false => (None, at.measured),
@@ -419,6 +426,10 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         if let Some(searched) = &searched {
             (answer.knobs.config.requests_in_flight, cell.knobs.requests_in_flight) =
                 (searched.chosen, searched.chosen);
+            if searched.workers_chosen != answer.workers {
+                remote_workers_into(&mut answer, &streamed, target_pct);
+                cell.knobs.workers = answer.workers;
+            }
         }
         requests = searched;
         let epoch_samples = context.frames();

@@ -1,12 +1,16 @@
 //! Requests in flight on a URL root: where the answer's stream waits on the store's first bytes
 //! (latency-bound), its configuration is measured again with twice the range requests in flight
-//! per reader, and twice again while each doubling gains beyond the target; the answer's flags
-//! take the best. Coalescing is kept, its read amplification said beside it.
+//! per reader, and twice again while each doubling gains beyond the target; where it still
+//! waits, with twice the workers — a worker waiting on the store holds no core, so more than
+//! the cores can help — up to four per core and within the memory budget. The answer takes the
+//! best. Coalescing is kept, its read amplification said beside it.
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::answer::{Answer, Bound};
+use super::search::Budgets;
 use super::{rows_of, TuneError};
 use crate::bench::events::Events;
 use crate::bench::format::rate;
@@ -18,6 +22,9 @@ use crate::measure::phase::{ModelPhase, RemoteBound};
 
 /// The most range requests a reader keeps in flight (the knob's bound).
 const MOST_REQUESTS: usize = 64;
+
+/// The most workers per core measured for a stream that waits on its store.
+const MOST_WORKERS_PER_CORE: usize = 4;
 
 /// Tune's answer for the requests in flight of a URL root.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,6 +42,13 @@ pub struct RequestsAnswer {
     pub coalesce_bytes: u64,
     /// The tolerance a doubling had to gain by, percent.
     pub target_pct: f64,
+    /// Worker counts measured beyond the answer's where the stream still waited on first bytes
+    /// at the chosen count, each with its train samples/s; empty where none were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers_measured: Vec<(usize, f64)>,
+    /// The workers the answer takes (the search's, or more from `workers_measured`).
+    #[serde(default)]
+    pub workers_chosen: usize,
 }
 
 impl RequestsAnswer {
@@ -70,7 +84,34 @@ impl RequestsAnswer {
         };
         format!(
             "Requests in flight: the stream waited on the store's first bytes, so more in flight \
-             were measured (samples/s at each count — {}); {verdict}{bound}. {coalesce}",
+             were measured (samples/s at each count — {}); {verdict}{bound}. {coalesce}{}",
+            tried.join(", "),
+            self.workers_sentence()
+        )
+    }
+
+    /// What more workers did, where they were measured.
+    fn workers_sentence(&self) -> String {
+        let (Some(&(first, first_rate)), Some(chosen)) = (
+            self.workers_measured.first(),
+            self.workers_measured.iter().find(|&&(n, _)| n == self.workers_chosen),
+        ) else {
+            return String::new();
+        };
+        let tried: Vec<String> =
+            self.workers_measured.iter().map(|&(n, r)| format!("{n}: {}", rate(r))).collect();
+        let verdict = match chosen.0 == first {
+            true => format!("{first} kept: more gained less than {:.0} %", self.target_pct),
+            false => format!(
+                "{} taken: {:+.0} % over {first} (the answer above is theirs)",
+                chosen.0,
+                (chosen.1 / first_rate - 1.0) * 100.0
+            ),
+        };
+        format!(
+            " It still waited at {} in flight: a worker waiting on the store holds no core, so \
+             more workers than the cores were measured (samples/s at each count — {}); {verdict}.",
+            self.chosen,
             tried.join(", ")
         )
     }
@@ -88,6 +129,9 @@ pub(super) struct AtTheAnswer<'a> {
     pub phases: CellPhases<'a>,
     /// The tolerance a doubling must gain by, percent.
     pub target_pct: f64,
+    /// The budgets the answer kept to: its cores bound the workers measured (four per core),
+    /// its memory the workers taken.
+    pub budgets: Budgets,
 }
 
 /// The requests in flight the answer takes on a URL root (None where its stream made no
@@ -128,6 +172,35 @@ pub(super) fn searched_requests(
         amplification = remote.and_then(|r| r.read_amplification);
         (best, best_rate) = (result, samples_per_s);
     }
+    // Still waiting on first bytes: more workers, each waiting apart.
+    let mut workers_measured = Vec::new();
+    let most_workers = at.budgets.cpus.max(1) * MOST_WORKERS_PER_CORE;
+    if bound == RemoteBound::Latency {
+        workers_measured.push((best.cell.knobs.workers, best_rate));
+    }
+    while bound == RemoteBound::Latency && best.cell.knobs.workers < most_workers {
+        let mut cell = best.cell.clone();
+        // Twice the readers: 0 workers is one, the consuming thread.
+        cell.knobs.workers = (cell.knobs.workers.max(1) * 2).min(most_workers);
+        events.said(&format!(
+            "tune: the stream still waits on the store's first bytes: measuring {} × prefetch {} \
+             with {} requests in flight",
+            cell.knobs.workers, cell.knobs.prefetch, cell.knobs.requests_in_flight
+        ));
+        let result = run_cell(at.context, &cell, at.phases, models, |_| {})?;
+        let samples_per_s = rate_of(&result);
+        workers_measured.push((cell.knobs.workers, samples_per_s));
+        let held = result.train.memory.as_ref().map_or(0, |m| (m.pss_mb * 1e6) as u64);
+        if samples_per_s <= best_rate * (1.0 + at.target_pct / 100.0)
+            || held > at.budgets.memory_bytes
+        {
+            break;
+        }
+        let remote = result.train.remote.as_ref();
+        bound = remote.map_or(RemoteBound::Decode, |r| r.bound);
+        amplification = remote.and_then(|r| r.read_amplification);
+        (best, best_rate) = (result, samples_per_s);
+    }
     let answer = RequestsAnswer {
         measured,
         chosen: best.cell.knobs.requests_in_flight,
@@ -135,8 +208,21 @@ pub(super) fn searched_requests(
         read_amplification: amplification,
         coalesce_bytes: at.cell.knobs.coalesce_bytes,
         target_pct: at.target_pct,
+        workers_measured,
+        workers_chosen: best.cell.knobs.workers,
     };
     Ok((Some(answer), best))
+}
+
+/// `answer` made the configuration `measured` with more workers than the search's (a stream
+/// that waited on its store): its workers and figures; the search's comparisons of fewer
+/// workers no longer apply, and where it feeds the step within `target_pct`, the step bounds it.
+pub(super) fn remote_workers_into(answer: &mut Answer, measured: &CellResult, target_pct: f64) {
+    let wait_pct = answer.take_measured(measured.cell.knobs.workers, &measured.train);
+    (answer.one_fewer_pct, answer.too_close) = (None, None);
+    if wait_pct <= target_pct {
+        answer.bound = Bound::Step;
+    }
 }
 
 #[cfg(test)]
@@ -151,6 +237,8 @@ mod tests {
             read_amplification: Some(1.02),
             coalesce_bytes: 32 * 1024,
             target_pct: 5.0,
+            workers_measured: Vec::new(),
+            workers_chosen: 2,
         }
     }
 
@@ -164,5 +252,14 @@ mod tests {
         assert!(taken.contains("2 taken: +80 % over 1"), "{taken}");
         let none = answer(vec![(8, 300.0), (16, 301.0)], 8).sentence();
         assert!(none.contains("8 kept: more gained less than 5 %"), "{none}");
+        assert!(!none.contains("more workers"), "no workers measured, none said: {none}");
+        let workers = RequestsAnswer {
+            workers_measured: vec![(2, 200.0), (4, 262.0), (8, 265.0)],
+            workers_chosen: 4,
+            ..answer(vec![(8, 200.0), (16, 201.0)], 8)
+        }
+        .sentence();
+        assert!(workers.contains("It still waited at 8 in flight"), "{workers}");
+        assert!(workers.contains("2: 200, 4: 262, 8: 265); 4 taken: +31 % over 2"), "{workers}");
     }
 }
