@@ -28,8 +28,9 @@ pub(crate) fn local_metadata_of(py: Python<'_>, root: PathBuf) -> PyResult<PathB
 
 /// What this process has asked of stores since it started: `requests`, `retries`, `bytes`
 /// (received), `needed_bytes` (what the readers needed of them), `first_byte_s` and
-/// `request_s` (summed), `first_byte_p50_ms`, `first_byte_p99_ms`; None where it asked
-/// nothing (a local root). A DataLoader worker's are its own: return them beside a batch.
+/// `request_s` (summed), `first_byte_p10_ms`, `first_byte_p50_ms`, `first_byte_p99_ms`; None
+/// where it asked nothing (a local root). A DataLoader worker's are its own: return them beside
+/// a batch.
 #[pyfunction]
 pub(crate) fn remote_reads(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     let Some(reads) = ReadMark::START.since() else { return Ok(None) };
@@ -40,6 +41,7 @@ pub(crate) fn remote_reads(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>
     dict.set_item("needed_bytes", reads.needed_bytes)?;
     dict.set_item("first_byte_s", reads.first_byte_s)?;
     dict.set_item("request_s", reads.request_s)?;
+    dict.set_item("first_byte_p10_ms", reads.first_byte_p10_ms)?;
     dict.set_item("first_byte_p50_ms", reads.first_byte_p50_ms)?;
     dict.set_item("first_byte_p99_ms", reads.first_byte_p99_ms)?;
     Ok(Some(dict))

@@ -12,7 +12,7 @@ use crate::bench::report::{knee, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PC
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::change::{Change, Decision};
-use crate::measure::phase::TrainPhase;
+use crate::measure::phase::{RemoteBound, TrainPhase};
 use crate::measure::stats::median;
 
 /// lerobot-train's `prefetch_factor` (0.6's `TrainPipelineConfig`): its flags set
@@ -40,6 +40,14 @@ pub enum Bound {
     },
     /// More workers were measured and did not help (they share the cores with the step).
     Loader,
+    /// The store a URL root is read from: the stream waits on its first bytes or its link
+    /// whatever the workers (tune measured more where they could help).
+    Store {
+        /// Latency or link.
+        remote: RemoteBound,
+        /// The change that helps, in words.
+        advice: String,
+    },
 }
 
 /// What a step `speedup` times faster would need.
@@ -434,6 +442,15 @@ pub(crate) mod tests {
         tight.budgets.memory_bytes = 1_000_000_000;
         let a = answer(&rows(400.0), &tight, knobs(LoaderBackend::Native)).unwrap();
         assert!(matches!(a.bound, Bound::Memory { .. }), "{:?}", a.bound);
+        // A URL root whose stream waits on its link: the store bounds it, not the cores.
+        let advice = "bytes arrive at 2.1 MB/s, 40.3 kB a sample: the link allows 52 samples/s";
+        let store = Answer {
+            bound: Bound::Store { remote: RemoteBound::Link, advice: advice.into() },
+            ..answer(&rows(400.0), &s, knobs(LoaderBackend::Native)).unwrap()
+        };
+        let text = store.paragraph();
+        assert!(text.contains(&format!("Bound by the store: the stream is link-bound — {advice}.")));
+        assert!(!text.contains("Bound by the cores"), "{text}");
     }
 
     #[test]

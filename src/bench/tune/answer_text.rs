@@ -147,6 +147,9 @@ impl Answer {
                 cores(self.budgets.cpus),
                 self.stage_advice()
             ),
+            Bound::Store { remote, advice } => {
+                format!("Bound by the store: the stream is {remote} — {advice}.")
+            }
         });
         if let Some(fit) = &self.cache {
             text.push(' ');

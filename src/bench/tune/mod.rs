@@ -33,7 +33,9 @@ use self::at_once::{verify, AtOnce, Tally, Verifying};
 use self::enough::Enough;
 use self::launch::Ranks;
 use self::predict::{Demand, StepSpread};
-use self::requests::{remote_workers_into, searched_requests, AtTheAnswer, RequestsAnswer};
+use self::requests::{
+    remote_workers_into, searched_requests, store_bound_into, AtTheAnswer, RequestsAnswer,
+};
 use self::search::{best_row, next_step, Budgets, Next, SearchSettings, SearchState};
 use self::stream_or_stage::{measure_staged, FromTheTune, StageTo, StreamOrStage};
 use super::events::{Events, Measured, Measuring, TimeLeft};
@@ -430,6 +432,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
                 remote_workers_into(&mut answer, &streamed, target_pct);
                 cell.knobs.workers = answer.workers;
             }
+            store_bound_into(&mut answer, &streamed, target_pct);
         }
         requests = searched;
         let epoch_samples = context.frames();

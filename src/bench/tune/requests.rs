@@ -225,6 +225,16 @@ pub(super) fn remote_workers_into(answer: &mut Answer, measured: &CellResult, ta
     }
 }
 
+/// Where the answer, `streamed`, still waits for its batches and its stream waits on the store
+/// (its first bytes or its link), the store bounds it, not the cores: said with the change
+/// that helps.
+pub(super) fn store_bound_into(answer: &mut Answer, streamed: &CellResult, target_pct: f64) {
+    let Some(remote) = &streamed.train.remote else { return };
+    if answer.wait_pct.0 > target_pct && remote.bound != RemoteBound::Decode {
+        answer.bound = Bound::Store { remote: remote.bound, advice: remote.advice() };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,6 +84,10 @@ pub struct RemoteReads {
     pub first_byte_s: f64,
     /// Seconds of all requests to their end, summed (several at once count each).
     pub request_s: f64,
+    /// Time to the first byte, ms: the fastest tenth's bound (the store's own latency, where
+    /// a queue made the others wait); 0 in results written before it.
+    #[serde(default)]
+    pub first_byte_p10_ms: f64,
     /// Time to the first byte, ms: median.
     pub first_byte_p50_ms: f64,
     /// Time to the first byte, ms: 99th percentile.
@@ -124,6 +128,7 @@ impl ReadMark {
             needed_bytes: now.needed - self.needed,
             first_byte_s: (now.first_byte_ns - self.first_byte_ns) as f64 / 1e9,
             request_s: (now.request_ns - self.request_ns) as f64 / 1e9,
+            first_byte_p10_ms: quantile(0.1),
             first_byte_p50_ms: quantile(0.5),
             first_byte_p99_ms: quantile(0.99),
         })

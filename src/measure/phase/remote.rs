@@ -14,6 +14,9 @@ use crate::dataset::remote::RemoteReads;
 /// Share of the readers' time blocked on requests below which decoding, not the store, holds
 /// the loader.
 pub const WAITING_BOUND_SHARE: f64 = 0.5;
+/// How many times the fastest tenth's time to the first byte the median's must be for the
+/// rest to have waited in a queue (a saturated link) rather than on the store.
+pub const QUEUED_MEDIAN_OVER_P10: f64 = 2.0;
 /// Share of the cores the process kept busy at or above which they, not the store, hold the
 /// loader (readers then wait for a core as much as for the store).
 pub const BUSY_CORES_SHARE: f64 = 0.85;
@@ -87,9 +90,17 @@ impl RemoteFigures {
         // Bytes over the time spent receiving them, as many at once as were in flight.
         let receive_mb_per_s = reads.bytes as f64 / 1e6 * in_flight.max(1.0) / receiving_s;
         let bytes_per_sample = reads.bytes as f64 / samples.max(1) as f64;
+        // A first byte later than the fastest tenth's waited in a queue — behind other answers
+        // on a link that carries no more — not on the store: where the median request waited
+        // twice the fastest tenth's, that share of the wait is the link's.
+        let (p10, p50) = (reads.first_byte_p10_ms, reads.first_byte_p50_ms);
+        let queued_s = match p10 > 0.0 && p50 >= QUEUED_MEDIAN_OVER_P10 * p10 {
+            true => (reads.first_byte_s - p10 / 1e3 * reads.requests as f64).max(0.0),
+            false => 0.0,
+        };
         let bound = if waiting_share < WAITING_BOUND_SHARE || busy_cores_share >= BUSY_CORES_SHARE {
             RemoteBound::Decode
-        } else if receiving_s > reads.first_byte_s {
+        } else if receiving_s + queued_s > reads.first_byte_s - queued_s {
             RemoteBound::Link
         } else {
             RemoteBound::Latency
@@ -177,6 +188,7 @@ mod tests {
             needed_bytes: bytes / 2,
             first_byte_s,
             request_s,
+            first_byte_p10_ms: first_byte_s * 10.0,
             first_byte_p50_ms: first_byte_s * 10.0,
             first_byte_p99_ms: first_byte_s * 20.0,
         }
@@ -197,6 +209,13 @@ mod tests {
         assert!((link.receive_mb_per_s - 1.0).abs() < 1e-9, "{}", link.receive_mb_per_s);
         assert!((link.link_limit_samples_per_s - 12.5).abs() < 1e-9);
         assert!(link.to_string().contains("link-bound: bytes arrive at 1.0 MB/s"), "{link}");
+        // Waiting 8 s of 9 for first bytes, but the median 80 ms where the fastest tenth's
+        // took 20: 6 s of it queued behind other answers on the link.
+        let queued = RemoteReads { first_byte_p10_ms: 20.0, ..reads(8.0, 9.0, 1_000_000) };
+        assert_eq!(RemoteFigures::of(queued, 10.0, 100, 1, 0.2).bound, RemoteBound::Link);
+        // The median under twice the fastest tenth's: the store's own latency.
+        let spread = RemoteReads { first_byte_p10_ms: 60.0, ..reads(8.0, 9.0, 1_000_000) };
+        assert_eq!(RemoteFigures::of(spread, 10.0, 100, 1, 0.2).bound, RemoteBound::Latency);
         // Two readers waiting 2 s of their 20: decoding holds the loader.
         let decode = RemoteFigures::of(reads(1.0, 2.0, 8_000_000), 10.0, 100, 2, 0.5);
         assert_eq!(decode.bound, RemoteBound::Decode);
