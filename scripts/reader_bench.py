@@ -61,7 +61,9 @@ def window(meta):
     return deltas
 
 
-def loader(dataset, workers, batch):
+def loader(dataset, workers, batch, collate_fn=None):
+    """lerobot-train's DataLoader of `dataset`: the episode-aware sampler, shuffled and seeded;
+    spawned, persistent workers with prefetch 4; `collate_fn` where given."""
     from lerobot.datasets.sampler import EpisodeAwareSampler
 
     sampler = EpisodeAwareSampler(
@@ -72,7 +74,8 @@ def loader(dataset, workers, batch):
     if workers:
         extra = {"multiprocessing_context": "spawn", "persistent_workers": True, "prefetch_factor": 4}
     return torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=sampler,
-                                       num_workers=workers, drop_last=False, **extra)
+                                       num_workers=workers, drop_last=False,
+                                       collate_fn=collate_fn, **extra)
 
 
 def one_round(make_dataset, workers, options):

@@ -87,9 +87,6 @@ impl RemoteFigures {
         let in_flight = reads.request_s / wall_s;
         let waiting_share = (reads.request_s / (wall_s * readers.max(1) as f64)).min(1.0);
         let receiving_s = (reads.request_s - reads.first_byte_s).max(1e-9);
-        // Bytes over the time spent receiving them, as many at once as were in flight.
-        let receive_mb_per_s = reads.bytes as f64 / 1e6 * in_flight.max(1.0) / receiving_s;
-        let bytes_per_sample = reads.bytes as f64 / samples.max(1) as f64;
         // A first byte later than the fastest tenth's waited in a queue — behind other answers
         // on a link that carries no more — not on the store: where the median request waited
         // twice the fastest tenth's, that share of the wait is the link's.
@@ -98,6 +95,11 @@ impl RemoteFigures {
             true => (reads.first_byte_s - p10 / 1e3 * reads.requests as f64).max(0.0),
             false => 0.0,
         };
+        // Bytes over the link's time for them (receiving, and queued for it), as many at once
+        // as were in flight.
+        let receive_mb_per_s =
+            reads.bytes as f64 / 1e6 * in_flight.max(1.0) / (receiving_s + queued_s);
+        let bytes_per_sample = reads.bytes as f64 / samples.max(1) as f64;
         let bound = if waiting_share < WAITING_BOUND_SHARE || busy_cores_share >= BUSY_CORES_SHARE {
             RemoteBound::Decode
         } else if receiving_s + queued_s > reads.first_byte_s - queued_s {
