@@ -11,6 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-2}
 logs=target/suite-under-load
+# As the Makefile's: the real, partially downloaded dataset the tests read.
+export FEEDBENCH_G1_PARTIAL=${FEEDBENCH_G1_PARTIAL:-$(cd .. && pwd)/shared/datasets/g1-partial}
 mkdir -p "$logs"
 cargo build --workspace --all-targets || exit 1
 
