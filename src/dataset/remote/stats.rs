@@ -3,8 +3,8 @@
 //! that a phase reads what it caused as the difference of two marks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -14,10 +14,21 @@ static NEEDED: AtomicU64 = AtomicU64::new(0);
 static RETRIES: AtomicU64 = AtomicU64::new(0);
 static FIRST_BYTE_NS: AtomicU64 = AtomicU64::new(0);
 static REQUEST_NS: AtomicU64 = AtomicU64::new(0);
-/// Each request's time to its first byte, ms, in order (the first [`KEPT`] of the process).
-static FIRST_BYTES: Mutex<Vec<f32>> = Mutex::new(Vec::new());
-/// Times to first byte kept for quantiles.
+/// Each request as kept, in order (the first [`KEPT`] of the process).
+static FIRST_BYTES: Mutex<Vec<KeptRequest>> = Mutex::new(Vec::new());
+/// Requests kept for quantiles and the link's busy time.
 const KEPT: usize = 1 << 20;
+/// The moment the times of [`KeptRequest`] count from.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// One request as kept: its time to the first byte, and when its body arrived.
+#[derive(Debug, Clone, Copy)]
+struct KeptRequest {
+    /// Time to its first byte, ms.
+    first_byte_ms: f32,
+    /// Seconds from [`EPOCH`] at which its body began and ended to arrive.
+    receiving: (f64, f64),
+}
 
 /// Counts one request: its time to the first byte (the answer's head), to its end, and the
 /// bytes of its body.
@@ -26,10 +37,31 @@ pub(crate) fn record(first_byte: Duration, total: Duration, bytes: u64) {
     BYTES.fetch_add(bytes, Ordering::Relaxed);
     FIRST_BYTE_NS.fetch_add(first_byte.as_nanos() as u64, Ordering::Relaxed);
     REQUEST_NS.fetch_add(total.as_nanos() as u64, Ordering::Relaxed);
+    let end = EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64();
+    let start = end - total.saturating_sub(first_byte).as_secs_f64();
     let mut kept = FIRST_BYTES.lock().unwrap_or_else(|e| e.into_inner());
     if kept.len() < KEPT {
-        kept.push(first_byte.as_secs_f32() * 1e3);
+        let first_byte_ms = first_byte.as_secs_f32() * 1e3;
+        kept.push(KeptRequest { first_byte_ms, receiving: (start, end) });
     }
+}
+
+/// The seconds covered by at least one of `spans`.
+fn union_s(mut spans: Vec<(f64, f64)>) -> f64 {
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (start, end) in spans {
+        current = match current {
+            Some((from, to)) if start <= to => Some((from, to.max(end))),
+            Some((from, to)) => {
+                total += to - from;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    total + current.map_or(0.0, |(from, to)| to - from)
 }
 
 /// Counts a request tried again (after a failure on the way: a 503 SlowDown, a reset).
@@ -84,6 +116,10 @@ pub struct RemoteReads {
     pub first_byte_s: f64,
     /// Seconds of all requests to their end, summed (several at once count each).
     pub request_s: f64,
+    /// Seconds in which at least one answer's body was arriving (the union of their times):
+    /// the link's busy time; 0 where unknown (results written before it).
+    #[serde(default)]
+    pub receiving_s: f64,
     /// Time to the first byte, ms: the fastest tenth's bound (the store's own latency, where
     /// a queue made the others wait); 0 in results written before it.
     #[serde(default)]
@@ -113,9 +149,15 @@ impl ReadMark {
         if requests == 0 {
             return None;
         }
-        let mut times: Vec<f32> =
+        let kept =
             FIRST_BYTES.lock().unwrap_or_else(|e| e.into_inner())[self.kept..now.kept].to_vec();
+        let mut times: Vec<f32> = kept.iter().map(|k| k.first_byte_ms).collect();
         times.sort_by(f32::total_cmp);
+        // Every request of the span kept: the union of their bodies' times; else unknown.
+        let receiving_s = match kept.len() as u64 == requests {
+            true => union_s(kept.iter().map(|k| k.receiving).collect()),
+            false => 0.0,
+        };
         let quantile = |q: f64| {
             times
                 .get(((times.len() as f64 - 1.0) * q).round() as usize)
@@ -128,9 +170,22 @@ impl ReadMark {
             needed_bytes: now.needed - self.needed,
             first_byte_s: (now.first_byte_ns - self.first_byte_ns) as f64 / 1e9,
             request_s: (now.request_ns - self.request_ns) as f64 / 1e9,
+            receiving_s,
             first_byte_p10_ms: quantile(0.1),
             first_byte_p50_ms: quantile(0.5),
             first_byte_p99_ms: quantile(0.99),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_link_is_busy_while_any_answer_arrives_overlaps_counted_once() {
+        assert_eq!(union_s(vec![]), 0.0);
+        let spans = vec![(3.0, 4.0), (0.0, 1.0), (0.5, 2.0), (1.5, 1.8)];
+        assert!((union_s(spans) - 3.0).abs() < 1e-12);
     }
 }

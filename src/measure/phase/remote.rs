@@ -95,10 +95,13 @@ impl RemoteFigures {
             true => (reads.first_byte_s - p10 / 1e3 * reads.requests as f64).max(0.0),
             false => 0.0,
         };
-        // Bytes over the link's time for them (receiving, and queued for it), as many at once
-        // as were in flight.
-        let receive_mb_per_s =
-            reads.bytes as f64 / 1e6 * in_flight.max(1.0) / (receiving_s + queued_s);
+        // Bytes over the time any of them was arriving: the link's rate while it carried them
+        // (in results from before that time was kept, over the time spent receiving, as many
+        // at once as were in flight).
+        let receive_mb_per_s = match reads.receiving_s > 0.0 {
+            true => reads.bytes as f64 / 1e6 / reads.receiving_s,
+            false => reads.bytes as f64 / 1e6 * in_flight.max(1.0) / receiving_s,
+        };
         let bytes_per_sample = reads.bytes as f64 / samples.max(1) as f64;
         let bound = if waiting_share < WAITING_BOUND_SHARE || busy_cores_share >= BUSY_CORES_SHARE {
             RemoteBound::Decode
@@ -190,6 +193,7 @@ mod tests {
             needed_bytes: bytes / 2,
             first_byte_s,
             request_s,
+            receiving_s: 0.0,
             first_byte_p10_ms: first_byte_s * 10.0,
             first_byte_p50_ms: first_byte_s * 10.0,
             first_byte_p99_ms: first_byte_s * 20.0,
@@ -211,6 +215,11 @@ mod tests {
         assert!((link.receive_mb_per_s - 1.0).abs() < 1e-9, "{}", link.receive_mb_per_s);
         assert!((link.link_limit_samples_per_s - 12.5).abs() < 1e-9);
         assert!(link.to_string().contains("link-bound: bytes arrive at 1.0 MB/s"), "{link}");
+        // The bodies' times overlapping, 4 s of the link's: 2 MB/s, 25 samples/s.
+        let busy = RemoteReads { receiving_s: 4.0, ..reads(1.0, 9.0, 8_000_000) };
+        let busy = RemoteFigures::of(busy, 10.0, 100, 1, 0.2);
+        assert!((busy.receive_mb_per_s - 2.0).abs() < 1e-9, "{}", busy.receive_mb_per_s);
+        assert!((busy.link_limit_samples_per_s - 25.0).abs() < 1e-9);
         // Waiting 8 s of 9 for first bytes, but the median 80 ms where the fastest tenth's
         // took 20: 6 s of it queued behind other answers on the link.
         let queued = RemoteReads { first_byte_p10_ms: 20.0, ..reads(8.0, 9.0, 1_000_000) };
