@@ -176,11 +176,11 @@ impl PositionedFile {
                 Ok(buffer.into())
             }
             Source::Object { object, spans, recent } => {
-                let recent = recent.lock().unwrap_or_else(|e| e.into_inner());
-                match held(spans, &range).or_else(|| held(&recent, &range)) {
+                // The spans first: a batch's frames are read from them, without the lock.
+                let kept = || held(&recent.lock().unwrap_or_else(|e| e.into_inner()), &range);
+                match held(spans, &range).or_else(kept) {
                     Some(bytes) => Ok(bytes),
                     None => {
-                        drop(recent);
                         remote::stats::needed(range.end - range.start);
                         object.read(range)
                     }

@@ -15,7 +15,7 @@ static RETRIES: AtomicU64 = AtomicU64::new(0);
 static FIRST_BYTE_NS: AtomicU64 = AtomicU64::new(0);
 static REQUEST_NS: AtomicU64 = AtomicU64::new(0);
 /// Each request as kept, in order (the first [`KEPT`] of the process).
-static FIRST_BYTES: Mutex<Vec<KeptRequest>> = Mutex::new(Vec::new());
+static KEPT_REQUESTS: Mutex<Vec<KeptRequest>> = Mutex::new(Vec::new());
 /// Requests kept for quantiles and the link's busy time.
 const KEPT: usize = 1 << 20;
 /// The moment the times of [`KeptRequest`] count from.
@@ -39,7 +39,7 @@ pub(crate) fn record(first_byte: Duration, total: Duration, bytes: u64) {
     REQUEST_NS.fetch_add(total.as_nanos() as u64, Ordering::Relaxed);
     let end = EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64();
     let start = end - total.saturating_sub(first_byte).as_secs_f64();
-    let mut kept = FIRST_BYTES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut kept = KEPT_REQUESTS.lock().unwrap_or_else(|e| e.into_inner());
     if kept.len() < KEPT {
         let first_byte_ms = first_byte.as_secs_f32() * 1e3;
         kept.push(KeptRequest { first_byte_ms, receiving: (start, end) });
@@ -96,7 +96,7 @@ pub fn mark() -> ReadMark {
         needed: NEEDED.load(Ordering::Relaxed),
         first_byte_ns: FIRST_BYTE_NS.load(Ordering::Relaxed),
         request_ns: REQUEST_NS.load(Ordering::Relaxed),
-        kept: FIRST_BYTES.lock().unwrap_or_else(|e| e.into_inner()).len(),
+        kept: KEPT_REQUESTS.lock().unwrap_or_else(|e| e.into_inner()).len(),
     }
 }
 
@@ -150,7 +150,7 @@ impl ReadMark {
             return None;
         }
         let kept =
-            FIRST_BYTES.lock().unwrap_or_else(|e| e.into_inner())[self.kept..now.kept].to_vec();
+            KEPT_REQUESTS.lock().unwrap_or_else(|e| e.into_inner())[self.kept..now.kept].to_vec();
         let mut times: Vec<f32> = kept.iter().map(|k| k.first_byte_ms).collect();
         times.sort_by(f32::total_cmp);
         // Every request of the span kept: the union of their bodies' times; else unknown.
