@@ -84,5 +84,6 @@ def local_metadata_of(root: str) -> str:
 def remote_reads() -> Optional[dict[str, Union[int, float]]]:
     """What this process has asked of stores since it started: `requests`, `retries`, `bytes`
     (received), `needed_bytes` (what the readers needed of them: bytes / needed_bytes is the
-    read amplification), `first_byte_s` and `request_s` (summed), `first_byte_p10_ms`,
-    `first_byte_p50_ms`, `first_byte_p99_ms`; None where it asked nothing. A DataLoader worker's are its own."""
+    read amplification), `first_byte_s` and `request_s` (summed), `receiving_s` (the time any
+    answer was arriving), `first_byte_p10_ms`, `first_byte_p50_ms`, `first_byte_p99_ms`; None
+    where it asked nothing. A DataLoader worker's are its own."""

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use feedbench::dataset::remote::{register_storage_options, ReadMark};
 use feedbench::dataset::stage::local_metadata;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -26,23 +27,23 @@ pub(crate) fn local_metadata_of(py: Python<'_>, root: PathBuf) -> PyResult<PathB
     py.detach(|| local_metadata(&root)).map_err(reader_error)
 }
 
-/// What this process has asked of stores since it started: `requests`, `retries`, `bytes`
-/// (received), `needed_bytes` (what the readers needed of them), `first_byte_s` and
-/// `request_s` (summed), `first_byte_p10_ms`, `first_byte_p50_ms`, `first_byte_p99_ms`; None
-/// where it asked nothing (a local root). A DataLoader worker's are its own: return them beside
-/// a batch.
+/// What this process has asked of stores since it started, as a dict of the fields of
+/// `RemoteReads` (`requests`, `bytes`, `needed_bytes`, `receiving_s`, `first_byte_p50_ms`, …);
+/// None where it asked nothing (a local root). A DataLoader worker's are its own: return them
+/// beside a batch.
 #[pyfunction]
 pub(crate) fn remote_reads(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     let Some(reads) = ReadMark::START.since() else { return Ok(None) };
+    let fields = match serde_json::to_value(&reads) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        other => return Err(PyValueError::new_err(format!("remote reads as JSON: {other:?}"))),
+    };
     let dict = PyDict::new(py);
-    dict.set_item("requests", reads.requests)?;
-    dict.set_item("retries", reads.retries)?;
-    dict.set_item("bytes", reads.bytes)?;
-    dict.set_item("needed_bytes", reads.needed_bytes)?;
-    dict.set_item("first_byte_s", reads.first_byte_s)?;
-    dict.set_item("request_s", reads.request_s)?;
-    dict.set_item("first_byte_p10_ms", reads.first_byte_p10_ms)?;
-    dict.set_item("first_byte_p50_ms", reads.first_byte_p50_ms)?;
-    dict.set_item("first_byte_p99_ms", reads.first_byte_p99_ms)?;
+    for (key, value) in fields {
+        match value.as_u64() {
+            Some(count) => dict.set_item(key, count)?,
+            None => dict.set_item(key, value.as_f64())?,
+        }
+    }
     Ok(Some(dict))
 }
