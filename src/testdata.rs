@@ -291,6 +291,7 @@ impl FakeCell {
                 lerobot_contract: None,
                 remote: None,
             },
+            replayed_mean_ms: None,
             system: SystemInfo {
                 cpu: "Test CPU @ 3.0GHz".into(),
                 cores: self.cores,

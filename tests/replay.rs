@@ -140,6 +140,12 @@ fn sweep_and_tune_replay_the_step_from_a_file_and_keep_it_in_their_cells() {
     // Its report shows each cell's AU and the memory its train phase held.
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| AU % | PSS MB |") && md.contains("*PSS*: the memory"), "{md}");
+    // Reading the results opens no step file: without it, the report re-renders the same.
+    std::fs::rename(dir.path().join("steps.txt"), dir.path().join("kept.txt")).unwrap();
+    let (ok, _, stderr) = common::feedbench(&["report", out.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("report.md")).unwrap(), md);
+    std::fs::rename(dir.path().join("kept.txt"), dir.path().join("steps.txt")).unwrap();
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains(",au_pct,train_pss_bytes,"), "{csv}");
     // --step-from gives every cell the file's step, whatever the config's model.

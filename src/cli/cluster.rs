@@ -57,8 +57,8 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     }
     let root = prepare_dataset(&config.dataset, &mut Printer::lines())?;
     // The cells' device as the config names it; the task checks that its node has it.
-    let device = config.model.device.intended();
-    if config.model.device == DeviceChoice::Auto && !device.is_cuda() {
+    let device = config.model.device().intended();
+    if config.model.device() == DeviceChoice::Auto && !device.is_cuda() {
         eprintln!(
             "note: device = \"auto\" is the CPU here; the plan's cells run on the CPU wherever \
              they run (set device = \"cuda\" in the config for GPU nodes)"

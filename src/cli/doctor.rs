@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use feedbench::bench::train_log::{page, TrainLog};
-use feedbench::dataset::files::write_whole;
+use feedbench::bench::export::{self, Html};
+use feedbench::bench::train_log::TrainLog;
 
 /// Arguments of `feedbench doctor`.
 #[derive(Args)]
@@ -33,7 +33,7 @@ pub fn run(args: &DoctorArgs) -> Result<()> {
     let log = TrainLog::read(&args.log)?;
     let summary = log.summary();
     if let Some(path) = &args.html {
-        write_whole(path, page::render(&log).as_bytes())
+        export::write_to(path, &log, &Html)
             .with_context(|| format!("--html {}", path.display()))?;
     }
     if args.json {

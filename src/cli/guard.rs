@@ -10,17 +10,20 @@ use clap::Args;
 
 use feedbench::bench::compare::guard::config::{GuardConfig, Tolerance};
 use feedbench::bench::compare::guard::judge::{check_baseline, judge, Outcome};
+use feedbench::bench::compare::guard::page::GuardPage;
 use feedbench::bench::compare::guard::record::{DatasetFingerprint, GuardRecord};
 use feedbench::bench::compare::guard::reference::ReferenceClip;
 use feedbench::bench::compare::guard::render::{self, UpdateCommand};
-use feedbench::bench::compare::guard::{measure, page, GuardSetup};
+use feedbench::bench::compare::guard::{measure, GuardSetup};
+use feedbench::bench::export::{self, Html, Json};
 use feedbench::bench::sweep::config::ConfigFile;
 use feedbench::bench::sweep::prepare_dataset;
-use feedbench::dataset::files::write_whole;
 use feedbench::measure::system::system_info;
+use feedbench::model::StepFrom;
 use feedbench::timing::InstructionCounter;
 
 use super::printer::Printer;
+use super::step_flags::step_from;
 
 /// Arguments of `feedbench guard`.
 #[derive(Args)]
@@ -41,11 +44,10 @@ pub struct GuardArgs {
     /// A baseline from another machine or dataset is an error (exit 2), not a warning.
     #[arg(long)]
     strict: bool,
-    /// Every cell's runs then feed the step replayed from FILE (a lerobot-train log, a train
-    /// phase's JSON or step times in ms, one a line), for their accelerator utilisation;
+    /// Every cell's runs then feed the step replayed, for their accelerator utilisation;
     /// replaces the cells' own step.
-    #[arg(long, value_name = "FILE")]
-    step_from: Option<PathBuf>,
+    #[command(flatten)]
+    step: StepFrom,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -66,9 +68,11 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     if let Some(tolerance) = args.tolerance {
         config.run.tolerance = tolerance;
     }
-    if let Some(file) = &args.step_from {
+    if step_from(&args.step)?.is_some() {
         for cell in &mut config.cells {
-            (cell.step, cell.step_from) = (None, Some(file.clone()));
+            cell.step = None;
+            cell.declared_step.step_ms = None;
+            cell.declared_step.from = args.step.clone();
         }
         config.check(&args.config).map_err(|e| anyhow::anyhow!("--step-from: {}", e.what))?;
     }
@@ -138,8 +142,10 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     );
     let update = UpdateCommand { config: &config_path, baseline: &baseline_path };
     if let Some(path) = &args.html {
-        let page = page::render(&verdict, &baseline, &record, &update);
-        write_whole(path, page.as_bytes()).with_context(|| format!("--html {}", path.display()))?;
+        let page =
+            GuardPage { verdict: &verdict, baseline: &baseline, now: &record, update: &update };
+        export::write_to(path, &page, &Html)
+            .with_context(|| format!("--html {}", path.display()))?;
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&verdict)?)?;
@@ -167,12 +173,6 @@ fn append(path: &Path, text: &str) -> Result<()> {
 fn write_action_benchmark(dir: &Path, record: &GuardRecord) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("--action-benchmark {}", dir.display()))?;
-    let (smaller, bigger) = render::action_benchmark(record);
-    for (name, entries) in [("smaller-is-better.json", smaller), ("bigger-is-better.json", bigger)]
-    {
-        let path = dir.join(name);
-        let text = serde_json::to_string_pretty(&entries)? + "\n";
-        write_whole(&path, text.as_bytes()).with_context(|| format!("{}", path.display()))?;
-    }
+    export::write(dir, record, &[&Json])?;
     Ok(())
 }

@@ -14,15 +14,14 @@ use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::lockstep::{run_lockstep, train_phase_of, Lockstep, StepBarrier};
 use feedbench::measure::phase::{
-    replayed_step, run_model_phase, Feed, LoaderChoice, MeasuredLoader,
+    run_model_phase, LoaderChoice, MeasuredLoader, PlacedStep, StepPlace,
 };
 use feedbench::measure::system::{system_info, Placement};
-use feedbench::model::ReplayOrder;
-use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
-use feedbench::model::{NoneStep, StepSpec, TrainStep};
+use feedbench::model::{MissingInput, PolicyShapes, ShapesError, StepChoice};
 use feedbench::timing::Trace;
 
 use super::loader_flags::{available_cores, LoaderFlags};
+use super::step_flags::StepFlags;
 use super::{print_json_or_text, progress_bar};
 
 /// Arguments of `feedbench load`.
@@ -100,27 +99,6 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     finish_trace(args.trace.as_deref(), trace)
 }
 
-/// The training step's flags, shared by `train` and `tune`.
-#[derive(Args)]
-pub struct StepFlags {
-    /// The step: `diffusion`, `synthetic:MS` (e.g. `synthetic:40ms`), `none`, or `policy`: a
-    /// lerobot-train run's own (with --lerobot-train, where anything but `synthetic:MS` is it).
-    #[arg(long, default_value = "diffusion")]
-    pub model: ModelSpec,
-    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
-    #[arg(long, default_value = "auto")]
-    pub preset: DiffusionPreset,
-    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
-    #[arg(long, default_value = "auto")]
-    pub device: DeviceChoice,
-    /// Arithmetic: `f32` or `bf16` (autocast).
-    #[arg(long, default_value = "f32")]
-    pub dtype: Precision,
-    /// libtorch intra-op threads, at least 1 (default: libtorch's choice, one per core).
-    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
-    pub threads: Option<i32>,
-}
-
 /// Arguments of `feedbench train`.
 #[derive(Args)]
 pub struct TrainArgs {
@@ -128,15 +106,6 @@ pub struct TrainArgs {
     loader: LoaderFlags,
     #[command(flatten)]
     step: StepFlags,
-    /// Replay the step times of FILE instead of --model's step: a lerobot-train log (its
-    /// `updt_s`), `feedbench train --json`'s output, or step times in ms, one a line; drawn
-    /// from them, seeded, unless --step-order logged.
-    #[arg(long, value_name = "FILE", conflicts_with = "model")]
-    step_from: Option<PathBuf>,
-    /// The order of --step-from's steps: `drawn` (from its times, seeded, with replacement) or
-    /// `logged` (its order, periodic spikes kept periodic).
-    #[arg(long, default_value = "drawn", requires = "step_from", value_parser = ["drawn", "logged"])]
-    step_order: String,
     /// Steps to measure.
     #[arg(long, default_value_t = 20, value_parser = super::steps)]
     steps: usize,
@@ -165,8 +134,8 @@ pub struct TrainArgs {
 
 /// Runs `feedbench train`.
 pub fn train(args: &TrainArgs) -> Result<()> {
-    let step_spec = step_spec(args)?;
-    if args.loader.lerobot_train().is_some() && step_spec.model == ModelSpec::None {
+    let choice = args.step.choice()?;
+    if args.loader.lerobot_train().is_some() && choice.spec().is_none() {
         anyhow::bail!(
             "--model none: a lerobot-train run steps its own policy (the default), or a step of \
              fixed length in its place (--model synthetic:MS, e.g. your log's updt_s)"
@@ -177,49 +146,43 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         return train_at_once(args, ranks);
     }
     let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
-    if let Some(threads) = args.step.threads {
-        tch::set_num_threads(threads);
-    }
-    // A loader in this process (the native one) runs the step on each batch; one in another
-    // process (LeRobot's) feeds the step's compute.
-    let (mut step, compute) = match loader.native() {
+    let shapes = match loader.native() {
         Some(native) => {
             let info = native.dataset().info();
-            let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
-            (step_spec.build(shapes.as_ref())?, None)
+            PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution)
         }
-        // A lerobot-train run steps its policy unless given a step of fixed length.
-        None if args.loader.lerobot_train().is_some()
-            && step_spec.model.of_a_run() == ModelSpec::Policy =>
-        {
-            (Box::new(NoneStep) as Box<dyn TrainStep>, None)
-        }
-        None => (Box::new(NoneStep) as Box<dyn TrainStep>, fed_compute(args, &step_spec, &spec)?),
+        None => Err(ShapesError { dataset: spec.dataset.clone(), problem: MissingInput::Unread }),
     };
+    let place = StepPlace::of(choice.spec(), loader.as_ref());
+    let steps = args.warmup + args.steps;
+    let mut placed = PlacedStep::new(place, &choice, shapes.as_ref(), steps, || {
+        measured_compute(&choice, &spec)
+    })?;
     // A rank of `--processes N` steps with the others (train_at_once started it).
     if let Some(barrier) = StepBarrier::from_env() {
-        step = Box::new(Lockstep::new(step, barrier));
+        placed = PlacedStep { step: Box::new(Lockstep::new(placed.step, barrier)), ..placed };
     }
     let progress = progress_bar(args.steps, args.json, "training");
-    let feed =
-        Feed { step: step.as_mut(), compute: compute.clone(), trace: trace.as_ref(), until: None };
+    let feed = placed.feed(trace.as_ref(), None);
     let phase = loader
         .train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
     if !args.json {
-        match compute {
-            Some(fed) => outln!(
+        match (&placed.compute, place) {
+            (Some(fed), _) => outln!(
                 "LeRobot's loader feeding a {:.1} ms step on {:?} (each batch copied there, \
                  then the main process blocks for the compute)",
                 fed.compute_ms,
                 fed.device
             )?,
-            None if args.loader.lerobot_train().is_some() => outln!(
+            (None, StepPlace::RunsOwn) => outln!(
                 "lerobot-train's loop: each batch handed over (uint8 to float32, the \
                  pre-processor) and the policy's own update_policy"
             )?,
-            None if loader.feeds_from_afar() => {}
-            None => outln!("{} on {:?}, {}", step.name(), step.device(), args.step.dtype)?,
+            (None, StepPlace::Fed) => {}
+            (None, StepPlace::Here) => {
+                outln!("{} on {:?}, {}", placed.step.name(), placed.step.device(), choice.dtype)?
+            }
         }
     }
     print_json_or_text(&phase, args.json)?;
@@ -227,7 +190,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         args.out.as_deref(),
         loader.as_ref(),
         RankPhase::Train(Box::new(phase)),
-        step.device(),
+        placed.step.device(),
     )?;
     finish_trace(args.trace.as_deref(), trace)
 }
@@ -299,74 +262,29 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
     print_json_or_text(&phase, args.json)
 }
 
-/// The step `train`'s flags describe: `--step-from`'s replayed step where given, else
-/// `--model`'s.
-fn step_spec(args: &TrainArgs) -> Result<StepSpec> {
-    let step = &args.step;
-    let model = match &args.step_from {
-        Some(file) => {
-            let order = match args.step_order.as_str() {
-                "logged" => ReplayOrder::Logged,
-                _ => ReplayOrder::DRAWN,
-            };
-            replayed(file, order)?
-        }
-        None => step.model.clone(),
+/// The diffusion policy's compute as a loader in another process is fed it (`train --loader
+/// lerobot`): the median compute of its `model` phase on the target device, measured first on
+/// a batch of the same dataset.
+fn measured_compute(choice: &StepChoice, spec: &LoaderSpec) -> Result<FedStep> {
+    let native = spec.build()?;
+    let batch = match native.epoch(0).next() {
+        Some(batch) => batch?.into_batch(),
+        None => return Err(LoaderError::NoBatch(native.why_no_batch()).into()),
     };
-    Ok(StepSpec {
-        model,
-        preset: step.preset,
-        config_file: None,
-        device: step.device,
-        dtype: step.dtype,
-        host_seed: None,
-    })
-}
-
-/// The step `--step-from FILE` replays, in `order`; the error names the flag and the file.
-pub(super) fn replayed(file: &Path, order: ReplayOrder) -> Result<ModelSpec> {
-    ModelSpec::replayed(file, order).map_err(|e| anyhow::anyhow!("--step-from {e}"))
-}
-
-/// The step's compute as a loader in another process feeds it (`train --loader lerobot`):
-/// each batch copied to the step's device as LeRobot's training loop copies it, then the main
-/// process blocking for the compute as it blocks on a GPU step. It is `synthetic:MS`'s, or, for
-/// the diffusion policy, the median compute of its `model` phase on the target device,
-/// measured first on a batch of the same dataset; None for `none`.
-fn fed_compute(
-    args: &TrainArgs,
-    step_spec: &StepSpec,
-    spec: &LoaderSpec,
-) -> Result<Option<FedStep>> {
-    let device = step_spec.device()?;
-    Ok(match &step_spec.model {
-        ModelSpec::Synthetic { cost, .. } => Some(FedStep::fixed(cost.as_secs_f64() * 1e3, device)),
-        ModelSpec::None => None,
-        ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs().into()),
-        // Each step in turn, warm-up included, as the replay draws them.
-        ModelSpec::Replay(replay) => Some(replayed_step(replay, device, args.warmup + args.steps)),
-        ModelSpec::Diffusion(_) => {
-            let native = spec.build()?;
-            let batch = match native.epoch(0).next() {
-                Some(batch) => batch?.into_batch(),
-                None => return Err(LoaderError::NoBatch(native.why_no_batch()).into()),
-            };
-            let info = native.dataset().info();
-            let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
-            let mut step = step_spec.build(shapes.as_ref())?;
-            let model = run_model_phase(step.as_mut(), &batch, args.step.dtype, 5, 2)?;
-            let fed = model.fed_step(device);
-            eprintln!(
-                "{} on {:?}, {}: {:.1} ms of compute a step (median of 5, the model phase); \
-                 LeRobot's loader now feeds a step that long",
-                step.name(),
-                step.device(),
-                args.step.dtype,
-                fed.compute_ms
-            );
-            Some(fed)
-        }
-    })
+    let info = native.dataset().info();
+    let shapes = PolicyShapes::from_info(&spec.dataset, info, spec.config.resolution);
+    let mut step = choice.build(shapes.as_ref())?;
+    let model = run_model_phase(step.as_mut(), &batch, choice.dtype, 5, 2)?;
+    let fed = model.fed_step(choice.device()?);
+    eprintln!(
+        "{} on {:?}, {}: {:.1} ms of compute a step (median of 5, the model phase); LeRobot's \
+         loader now feeds a step that long",
+        step.name(),
+        step.device(),
+        choice.dtype,
+        fed.compute_ms
+    );
+    Ok(fed)
 }
 
 /// A loader as `load` and `train` start it: its spec, the loader, its trace.

@@ -11,7 +11,7 @@ use feedbench::loader::lerobot::LerobotOptions;
 use feedbench::measure::model_table::ModelTable;
 use feedbench::measure::phase::ModelPhase;
 use feedbench::model::lerobot::StepImpl;
-use feedbench::model::StepSpec;
+use feedbench::model::StepChoice;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 
 /// Arguments of `feedbench model`.
@@ -79,9 +79,6 @@ pub struct ModelArgs {
 
 /// Runs `feedbench model`.
 pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
-    if let Some(n) = args.threads {
-        tch::set_num_threads(n);
-    }
     let shapes = match &args.dataset {
         Some(root) => {
             let info = Info::load(root)?;
@@ -91,13 +88,13 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         None => PolicyShapes::pusht(),
     };
     let table = ModelTable {
-        step: StepSpec {
-            model: args.model.clone(),
+        step: StepChoice {
             preset: args.preset,
             config_file: args.config.clone(),
             device: args.device,
-            dtype: Precision::F32,
+            threads: args.threads,
             host_seed: args.random_on_host.then_some(args.seed),
+            ..StepChoice::of(args.model.clone())?
         },
         shapes,
         batch_sizes: args.batch.clone(),

@@ -5,15 +5,16 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
+use feedbench::bench::export::{self, Html};
 use feedbench::bench::report::{self, ReportFiles};
 use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::sweep::{prepare_dataset, results_path, run_sweep};
 use feedbench::bench::{layout_study, tune};
-use feedbench::model::ReplayOrder;
+use feedbench::model::StepFrom;
 
-use super::loader::replayed;
 use super::printer::Printer;
+use super::step_flags::step_from;
 use super::{cluster, default_out};
 
 /// Arguments of `feedbench sweep`: the whole sweep here, or, with `plan` and `run`, as the
@@ -37,11 +38,9 @@ pub struct SweepArgs {
     /// their knobs in the report).
     #[arg(long, requires = "resume")]
     allow_changed_config: bool,
-    /// The step replayed from FILE in every cell instead of the config's `model` (a
-    /// lerobot-train log, a train phase's JSON or step times in ms, one a line; drawn from its
-    /// times, seeded). LeRobot's loaders feed its median.
-    #[arg(long, value_name = "FILE")]
-    step_from: Option<PathBuf>,
+    /// The step replayed in every cell instead of the config's `model`.
+    #[command(flatten)]
+    step: StepFrom,
 }
 
 /// A sweep as the tasks of a Slurm job array or a Kubernetes indexed job.
@@ -64,9 +63,10 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
     }
     let config_path = args.config.as_deref().expect("clap requires --config without an action");
     let mut config = SweepConfig::load(config_path)?;
-    if let Some(file) = &args.step_from {
-        config.model.step_from = None;
-        config.model.model = vec![replayed(file, ReplayOrder::DRAWN)?];
+    if let Some(model) = step_from(&args.step)? {
+        config.model.declared.step_ms = None;
+        config.model.declared.from = args.step.clone();
+        config.model.model = vec![model];
     }
     config.dataset.check_present(config_path)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(config_path));
@@ -126,9 +126,10 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     };
     let mut written = report::report_dir(&args.dir)?;
     if let Some(tuned) = &tuned {
-        tune::page::write(&args.dir, tuned, &written.report)?;
+        let outputs = tune::page::TuneOutputs { tuned, report: &written.report };
+        let page = export::write(&args.dir, &outputs, &[&Html])?;
         written.files.retain(|f| !f.ends_with(report::page::PAGE_FILE));
-        written.files.push(args.dir.join(report::page::PAGE_FILE));
+        written.files.extend(page);
     }
     match args.html {
         true => out!("{}", args.dir.join(report::page::PAGE_FILE).display())?,

@@ -11,7 +11,7 @@ use feedbench::bench::sweep::config::RunSection;
 use feedbench::bench::sweep::results::Resume;
 use feedbench::bench::tune::budget::{default_cpus, default_memory, Source};
 use feedbench::bench::tune::launch::{LaunchLine, Ranks};
-use feedbench::bench::tune::plan::{BoxBudgets, StepChoice, TunePlan};
+use feedbench::bench::tune::plan::{BoxBudgets, TunePlan};
 use feedbench::bench::tune::stream_or_stage::StageTo;
 use feedbench::bench::tune::{run_tune, TuneRequest, Tuned};
 use feedbench::dataset::bytes::Bytes;
@@ -20,11 +20,10 @@ use feedbench::loader::lerobot::run_args::TrainArgs;
 use feedbench::loader::lerobot::{LerobotBridge, Reader};
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
-use feedbench::model::ReplayOrder;
 
-use super::loader::{replayed, StepFlags};
 use super::loader_flags::LoaderFlags;
 use super::printer::Printer;
+use super::step_flags::StepFlags;
 
 /// Arguments of `feedbench tune`.
 #[derive(Args)]
@@ -33,16 +32,6 @@ pub struct TuneArgs {
     loader: LoaderFlags,
     #[command(flatten)]
     step: StepFlags,
-    /// The step's time in ms, for any policy, instead of --model: e.g. LeRobot's training log's
-    /// `updt_s` (the step without data time) × 1000. Fed on the CPU as a sleep (a GPU step
-    /// leaves the cores to the loader).
-    #[arg(long, value_name = "MS", conflicts_with = "model")]
-    step_ms: Option<f64>,
-    /// The step replayed from FILE instead of --model: a lerobot-train log (its `updt_s`), a
-    /// train phase's JSON or step times in ms, one a line; each step's time drawn from them
-    /// (seeded), so that a step that varies is tuned for, prefetch included.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "step_ms"])]
-    step_from: Option<PathBuf>,
     /// Cores the loader may use [default: $SLURM_CPUS_PER_TASK, else this process's CPUs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     cpus: Option<u16>,
@@ -266,7 +255,7 @@ fn tune(
     };
     let declared = (choice.backend(), declared);
     let budgets = box_budgets(args)?;
-    let (step, run) = (step_choice(args)?, run_lengths(args));
+    let (step, run) = (args.step.choice()?, run_lengths(args));
     let plan = TunePlan::new(spec, declared, &step, &budgets, &launched.ranks, args.target, run)?;
     let out = out.unwrap_or_else(|| default_out(&plan.root));
     // The line's script is the run measured: feedbench-lerobot-train for feedbench's reader.
@@ -323,23 +312,6 @@ fn box_budgets(args: &TuneArgs) -> Result<BoxBudgets> {
         None => default_memory().context("the memory available is unknown here: give --memory")?,
     };
     Ok(BoxBudgets { cpus, cpus_from, memory_bytes })
-}
-
-/// The step the flags give: `--step-from`'s replayed where given (every loader replays it:
-/// feedbench's runs it, LeRobot's driver blocks for each time in turn).
-fn step_choice(args: &TuneArgs) -> Result<StepChoice> {
-    let model = match &args.step_from {
-        Some(file) => replayed(file, ReplayOrder::DRAWN)?,
-        None => args.step.model.clone(),
-    };
-    Ok(StepChoice {
-        step_ms: args.step_ms,
-        model,
-        device: args.step.device,
-        preset: args.step.preset,
-        dtype: args.step.dtype,
-        threads: args.step.threads,
-    })
 }
 
 /// How long each phase runs, as the flags say.

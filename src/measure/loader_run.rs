@@ -6,11 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::change::Change;
-use super::phase::{replayed_step, ChosenLoader, Feed, MeasuredLoader, TrainError};
+use super::phase::{ChosenLoader, MeasuredLoader, PlacedStep, StepPlace, TrainError};
 use super::stats::median;
-use crate::loader::lerobot::{FedStep, LerobotBridge};
+use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
-use crate::model::{ModelSpec, NoneStep, SyntheticStep, TrainStep};
+use crate::model::{MissingInput, ShapesError, StepChoice};
 use crate::timing::stage::Stage;
 use crate::timing::InstructionCounter;
 
@@ -60,7 +60,7 @@ pub fn measure_run(
     loader: &ChosenLoader,
     length: RunLength,
     count_instructions: bool,
-    step: Option<&ModelSpec>,
+    step: Option<&StepChoice>,
     bridge: &LerobotBridge,
 ) -> Result<RunFigures, LoaderError> {
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
@@ -92,35 +92,28 @@ pub fn measure_run(
 /// the loader's own thread where it is in this process, its time blocked for by LeRobot's.
 fn fed_au(
     loader: &dyn MeasuredLoader,
-    step: &ModelSpec,
+    step: &StepChoice,
     steps: usize,
 ) -> Result<Option<f64>, LoaderError> {
-    let device = tch::Device::Cpu;
-    let (mut stand_in, compute): (Box<dyn TrainStep>, _) = match (step, loader.feeds_from_afar()) {
-        (ModelSpec::Synthetic { cost, .. }, true) => {
-            (Box::new(NoneStep), Some(FedStep::fixed(cost.as_secs_f64() * 1e3, device)))
-        }
-        (ModelSpec::Synthetic { cost, .. }, false) => {
-            (Box::new(SyntheticStep::new(*cost, device)), None)
-        }
-        (ModelSpec::Replay(replay), false) => {
-            (Box::new(SyntheticStep::replaying(replay, device)), None)
-        }
+    let named = |what: String| LoaderError::Config(format!("the step {}: {what}", step.spec()));
+    if !step.spec().is_a_stand_in() {
+        return Err(named(
+            "not a stand-in this loader feeds (synthetic:MS, or a replayed one)".into(),
+        ));
+    }
+    let unread = ShapesError { dataset: Default::default(), problem: MissingInput::Unread };
+    let place = StepPlace::of(step.spec(), loader);
+    let train = (|| {
         // LeRobot's driver blocks for each time in turn: the warm-up step's, then the steps'.
-        (ModelSpec::Replay(replay), true) => {
-            (Box::new(NoneStep), Some(replayed_step(replay, device, steps + 1)))
-        }
-        (other, _) => {
-            return Err(LoaderError::Config(format!(
-                "the step {other} is not a stand-in this loader feeds (synthetic:MS, or a \
-                 replayed one)"
-            )))
-        }
-    };
-    let feed = Feed { step: stand_in.as_mut(), compute, trace: None, until: None };
-    let train = loader.train_phase(feed, steps, 1, &mut |_| {}).map_err(|e| match e {
+        let mut placed =
+            PlacedStep::new::<TrainError>(place, step, Err(&unread), steps + 1, || {
+                unreachable!("a stand-in's time is known, not measured")
+            })?;
+        loader.train_phase(placed.feed(None, None), steps, 1, &mut |_| {})
+    })()
+    .map_err(|e| match e {
         TrainError::Loader(e) => e,
-        TrainError::Model(e) => LoaderError::Config(format!("the step {step}: {e}")),
+        TrainError::Model(e) => named(e.to_string()),
     })?;
     Ok(train.au_pct)
 }

@@ -7,13 +7,13 @@ use super::phase::{lerobot_model_phases, run_model_phase, ModelPhase};
 use crate::loader::batch::ImageFormat;
 use crate::loader::lerobot::LerobotBridge;
 use crate::model::lerobot::LerobotSteps;
-use crate::model::{synthetic_batch, ModelError, ModelSpec, PolicyShapes, Precision, StepSpec};
+use crate::model::{synthetic_batch, ModelError, PolicyShapes, Precision, StepChoice};
 
 /// The rows to measure.
 #[derive(Debug, Clone)]
 pub struct ModelTable {
     /// The step (its `dtype` is taken from [`ModelTable::dtypes`]).
-    pub step: StepSpec,
+    pub step: StepChoice,
     /// Cameras and widths of the synthetic batches.
     pub shapes: PolicyShapes,
     /// Batch sizes, one row each (per dtype).
@@ -43,7 +43,7 @@ impl ModelTable {
         for &size in &self.batch_sizes {
             for &dtype in &self.dtypes {
                 tch::manual_seed(self.seed as i64);
-                let spec = StepSpec { dtype, ..self.step.clone() };
+                let spec = StepChoice { dtype, ..self.step.clone() };
                 let mut step = spec.build(Ok(&self.shapes))?;
                 let (obs, horizon) = (config.n_obs_steps, config.horizon);
                 let batch =
@@ -66,10 +66,10 @@ impl ModelTable {
         python: &Path,
         threads: Option<i32>,
     ) -> Result<Vec<ModelPhase>, ModelError> {
-        if !matches!(self.step.model, ModelSpec::Diffusion(_)) {
+        if !self.step.spec().is_diffusion() {
             return Err(ModelError::Config(format!(
                 "--impl lerobot runs LeRobot's DiffusionPolicy: --model diffusion, not {}",
-                self.step.model
+                self.step.spec()
             )));
         }
         if self.step.host_seed.is_some() {

@@ -4,7 +4,9 @@
 
 mod autocast;
 mod backend;
+pub mod choice;
 pub mod config;
+pub mod declaration;
 pub mod diffusion;
 mod error;
 mod host;
@@ -21,11 +23,13 @@ pub mod unet;
 pub mod vision;
 
 pub use backend::BackendSettings;
+pub use choice::{ChosenModel, StepChoice};
 pub use config::DiffusionConfig;
+pub use declaration::{StepDeclaration, StepError, StepFrom, StepOrder};
 pub use diffusion::DiffusionPolicy;
 pub use error::ModelError;
-pub use replay::{ReplayError, ReplayOrder, StepReplay};
+pub use replay::{ReplayError, ReplayOrder, ReplaySource, StepReplay};
 pub use shapes::{synthetic_batch, CameraShape, MissingInput, PolicyShapes, ShapesError};
-pub use spec::{DeviceChoice, DiffusionPreset, ModelSpec, StepSpec};
+pub use spec::{DeviceChoice, DiffusionPreset, ModelSpec};
 pub use step::{Components, NoneStep, Precision, StagedBatch, StepTimes, TrainStep};
 pub use synthetic::SyntheticStep;

@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,29 +47,23 @@ impl ReplayOrder {
     pub const DRAWN: Self = ReplayOrder::Drawn { seed: 0 };
 }
 
-/// Step times read from a file, and the order they are replayed in.
-#[derive(Debug, Clone)]
-pub struct StepReplay {
+/// A step file and the order its times are replayed in, as a step is declared
+/// (`replay:FILE`): what names the step, read by nothing until [`StepReplay::read`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReplaySource {
     /// The file.
-    pub source: PathBuf,
-    /// Its step times, ms, in its order.
-    pub times_ms: Arc<[f64]>,
-    /// The order they are replayed in.
+    pub file: PathBuf,
+    /// The order its times are replayed in.
     pub order: ReplayOrder,
 }
 
-impl PartialEq for StepReplay {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.source, self.order) == (&other.source, other.order)
-    }
-}
-
-impl Eq for StepReplay {}
-
-impl std::hash::Hash for StepReplay {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (&self.source, self.order).hash(state);
-    }
+/// Step times read from a file, and the order they are replayed in.
+#[derive(Debug, Clone)]
+pub struct StepReplay {
+    /// The file and the order.
+    pub source: ReplaySource,
+    /// Its step times, ms, in its order.
+    pub times_ms: Arc<[f64]>,
 }
 
 /// Why a file gives no step times to replay: one line naming it, and the line where one is at
@@ -96,8 +90,9 @@ enum Found {
 }
 
 impl StepReplay {
-    /// The step times of the file at `path`, replayed in `order`.
-    pub fn read(path: &Path, order: ReplayOrder) -> Result<Self, ReplayError> {
+    /// The step times of `source`'s file, replayed in its order.
+    pub fn read(source: &ReplaySource) -> Result<Self, ReplayError> {
+        let path = source.file.as_path();
         let error = |line: Option<usize>, what: String| ReplayError {
             path: path.to_path_buf(),
             line,
@@ -114,12 +109,12 @@ impl StepReplay {
         if times.is_empty() {
             return Err(error(None, format!("no step time: {EXPECTED}")));
         }
-        Ok(Self { source: path.to_path_buf(), times_ms: times.into(), order })
+        Ok(Self { source: source.clone(), times_ms: times.into() })
     }
 
     /// The steps' times in the order they are replayed, without end.
     pub fn steps(&self) -> impl Iterator<Item = Duration> + Send + 'static {
-        let (times, order) = (self.times_ms.clone(), self.order);
+        let (times, order) = (self.times_ms.clone(), self.source.order);
         let mut rng = match order {
             ReplayOrder::Drawn { seed } => Some(SplitMix64::new(seed, 0x57e9)),
             ReplayOrder::Logged => None,
@@ -281,10 +276,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("steps");
         std::fs::write(&path, text).unwrap();
-        StepReplay::read(&path, ReplayOrder::Logged).map_err(|mut e| {
-            e.path = PathBuf::from("steps");
-            e
-        })
+        StepReplay::read(&ReplaySource { file: path, order: ReplayOrder::Logged }).map_err(
+            |mut e| {
+                e.path = PathBuf::from("steps");
+                e
+            },
+        )
     }
 
     #[test]
@@ -322,7 +319,9 @@ mod tests {
         let logged = read("10\n20\n30\n").unwrap();
         let ms: Vec<f64> = logged.steps().take(5).map(|d| d.as_secs_f64() * 1e3).collect();
         assert!(ms.iter().zip([10.0, 20.0, 30.0, 10.0, 20.0]).all(|(a, b)| (a - b).abs() < 1e-6));
-        let drawn = StepReplay { order: ReplayOrder::Drawn { seed: 3 }, ..logged };
+        let source =
+            ReplaySource { order: ReplayOrder::Drawn { seed: 3 }, ..logged.source.clone() };
+        let drawn = StepReplay { source, ..logged };
         let a: Vec<Duration> = drawn.steps().take(100).collect();
         assert_eq!(a, drawn.steps().take(100).collect::<Vec<_>>(), "seeded: reproducible");
         assert!(a.iter().all(|d| [10, 20, 30].contains(&d.as_millis())));

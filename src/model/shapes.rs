@@ -38,6 +38,11 @@ pub enum MissingInput {
     /// No video or image feature.
     #[error("the dataset has no camera (video or image feature)")]
     Camera,
+    /// Its features were not read: where the step is a stand-in (a time), which needs none.
+    #[error(
+        "the dataset's features were not read: the step is a stand-in of fixed or replayed time"
+    )]
+    Unread,
 }
 
 /// The model-facing description of a dataset's features.

@@ -1,24 +1,21 @@
 //! What step to build, as knobs with one text form each (`diffusion:small`, `synthetic:40ms`,
-//! `cuda`, `bf16`), and [`StepSpec::build`]: the one builder the command line, the sweep and
-//! the tests call.
+//! `replay:FILE`, `cuda`, `bf16`). Reading one does no I/O: a replayed step's file is read
+//! once, where the step is chosen ([`super::choice::StepChoice`]).
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::config::DiffusionConfig;
-use super::diffusion::DiffusionPolicy;
 use super::error::ModelError;
-use super::replay::{ReplayError, ReplayOrder, StepReplay};
-use super::shapes::{PolicyShapes, ShapesError};
-use super::step::{NoneStep, Precision, TrainStep};
+use super::replay::{ReplayOrder, ReplaySource};
 use super::synthetic::SyntheticStep;
 
 /// Where the step runs: CPU, CUDA, or CUDA when libtorch sees one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum DeviceChoice {
     /// CUDA if available, else CPU.
+    #[default]
     Auto,
     /// The CPU.
     Cpu,
@@ -62,9 +59,10 @@ impl DeviceChoice {
 
 /// The diffusion policy's size: LeRobot's PushT recipe, a narrow UNet for CPUs, or whichever
 /// suits the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum DiffusionPreset {
     /// `small` on the CPU (steps of about a second), `pusht` on CUDA.
+    #[default]
     Auto,
     /// LeRobot's PushT recipe (262,709,026 trainable parameters).
     Pusht,
@@ -99,34 +97,73 @@ pub enum ModelSpec {
         text: String,
     },
     /// Step times replayed from a file (`replay:FILE`, drawn from its times; `replay-in-order:FILE`,
-    /// in its order): a lerobot-train log, `train --json`'s output or times in ms.
-    Replay(StepReplay),
+    /// in its order): a lerobot-train log, `train --json`'s output or times in ms. Named here,
+    /// read where the step is chosen.
+    Replay(ReplaySource),
     /// The policy of the loader's own lerobot-train run, which that loader steps itself.
     Policy,
     /// No model: the loader alone, consumer side.
     None,
 }
 
+impl Default for ModelSpec {
+    /// The diffusion policy, at the preset the step's declaration names.
+    fn default() -> Self {
+        ModelSpec::Diffusion(None)
+    }
+}
+
 impl ModelSpec {
+    /// A fixed cost of `ms` per step (`--step-ms`, a sweep's `step_ms`): `synthetic:{ms}ms`,
+    /// or None where `ms` is no step time (not above 0, not finite).
+    pub fn fixed_ms(ms: f64) -> Option<Self> {
+        (ms.is_finite() && ms > 0.0).then(|| ModelSpec::Synthetic {
+            cost: Duration::from_secs_f64(ms / 1e3),
+            text: format!("synthetic:{ms}ms"),
+        })
+    }
+
     /// Whether the step is a fixed cost (`synthetic:MS`, `--step-ms`): what it takes is known,
     /// so one step shows it and it needs no warm-up of its own.
     pub fn is_fixed_cost(&self) -> bool {
         matches!(self, ModelSpec::Synthetic { .. })
     }
 
-    /// The step replayed from the step file `file` in `order` (`replay:FILE`,
-    /// `replay-in-order:FILE`).
-    pub fn replayed(file: &Path, order: ReplayOrder) -> Result<Self, ReplayError> {
-        StepReplay::read(file, order).map(ModelSpec::Replay)
+    /// Whether the step stands in for one by its time alone (a fixed cost or a replayed one):
+    /// what a guard feeds, and what a lerobot-train run is fed in place of its policy.
+    pub fn is_a_stand_in(&self) -> bool {
+        matches!(self, ModelSpec::Synthetic { .. } | ModelSpec::Replay(_))
     }
 
-    /// The step a lerobot-train run's loader takes for this spec: a fixed cost stays one (a
-    /// stand-in for the policy, e.g. a log's `updt_s`); anything else is the run's own policy.
+    /// Whether the step computes on the cores (a model, or a lerobot-train run's policy), so
+    /// that a loader's workers sharing them can slow it.
+    pub fn computes(&self) -> bool {
+        matches!(self, ModelSpec::Diffusion(_) | ModelSpec::Policy)
+    }
+
+    /// Whether it is the diffusion policy (the one step with a LeRobot counterpart).
+    pub fn is_diffusion(&self) -> bool {
+        matches!(self, ModelSpec::Diffusion(_))
+    }
+
+    /// Whether it is no step (`none`): the loader alone.
+    pub fn is_none(&self) -> bool {
+        matches!(self, ModelSpec::None)
+    }
+
+    /// The step a lerobot-train run's loader takes for this spec: a stand-in stays one (e.g. a
+    /// log's `updt_s`); anything else is the run's own policy.
     pub fn of_a_run(&self) -> ModelSpec {
-        match self {
-            ModelSpec::Synthetic { .. } | ModelSpec::Replay(_) => self.clone(),
-            _ => ModelSpec::Policy,
+        match self.is_a_stand_in() {
+            true => self.clone(),
+            false => ModelSpec::Policy,
         }
+    }
+
+    /// Whether a lerobot-train run's loader steps its own policy for this spec (it is given no
+    /// stand-in).
+    pub fn is_a_runs_own(&self) -> bool {
+        !self.is_a_stand_in()
     }
 
     /// `policy` given where no lerobot-train run's loader steps it.
@@ -167,7 +204,7 @@ impl FromStr for ModelSpec {
                     return Ok(ModelSpec::Synthetic { cost, text: text.to_string() });
                 }
                 let replay = |path: &str, order| {
-                    ModelSpec::replayed(Path::new(path), order).map_err(|e| e.to_string())
+                    Ok(ModelSpec::Replay(ReplaySource { file: PathBuf::from(path), order }))
                 };
                 if let Some(path) = text.strip_prefix(REPLAY_IN_ORDER) {
                     return replay(path, ReplayOrder::Logged);
@@ -190,12 +227,12 @@ impl fmt::Display for ModelSpec {
             ModelSpec::Diffusion(None) => f.write_str("diffusion"),
             ModelSpec::Diffusion(Some(preset)) => write!(f, "diffusion:{preset}"),
             ModelSpec::Synthetic { text, .. } => f.write_str(text),
-            ModelSpec::Replay(replay) => {
-                let prefix = match replay.order {
+            ModelSpec::Replay(source) => {
+                let prefix = match source.order {
                     ReplayOrder::Logged => REPLAY_IN_ORDER,
                     ReplayOrder::Drawn { .. } => REPLAY_DRAWN,
                 };
-                write!(f, "{prefix}{}", replay.source.display())
+                write!(f, "{prefix}{}", source.file.display())
             }
             ModelSpec::Policy => f.write_str("policy"),
             ModelSpec::None => f.write_str("none"),
@@ -210,71 +247,6 @@ pub const REPLAY_DRAWN: &str = "replay:";
 
 /// The text form of a step replayed in a file's order: `replay-in-order:FILE`.
 pub const REPLAY_IN_ORDER: &str = "replay-in-order:";
-
-/// Everything that decides a training step: the builder the command line, the sweep and the
-/// tests share.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepSpec {
-    /// The step.
-    pub model: ModelSpec,
-    /// The diffusion preset, where `model` names none.
-    pub preset: DiffusionPreset,
-    /// A TOML file whose keys override fields of the preset (e.g. `down_dims = [256, 512]`).
-    pub config_file: Option<PathBuf>,
-    /// Where it runs.
-    pub device: DeviceChoice,
-    /// Its arithmetic.
-    pub dtype: Precision,
-    /// Draw the policy's random numbers from the CPU generator, re-seeded with this before
-    /// each step, on any device ([`DiffusionPolicy::draw_on_host`]): CPU and CUDA steps can
-    /// then be compared.
-    pub host_seed: Option<u64>,
-}
-
-impl StepSpec {
-    /// The libtorch device it runs on.
-    pub fn device(&self) -> Result<tch::Device, ModelError> {
-        self.device.resolve()
-    }
-
-    /// The diffusion policy's configuration on `device`: the preset, with the keys of
-    /// `config_file` laid over it.
-    pub fn diffusion_config(&self, device: tch::Device) -> Result<DiffusionConfig, ModelError> {
-        let preset = match self.model.on(self.preset, device) {
-            ModelSpec::Diffusion(Some(preset)) => preset,
-            _ => self.preset.on(device),
-        };
-        let config = DiffusionConfig::preset(preset.name())?;
-        match &self.config_file {
-            Some(path) => config.with_overrides(path),
-            None => Ok(config),
-        }
-    }
-
-    /// The step, shaped by `shapes` (a dataset's cameras and widths, or why it has none: only
-    /// the diffusion policy needs them).
-    pub fn build(
-        &self,
-        shapes: Result<&PolicyShapes, &ShapesError>,
-    ) -> Result<Box<dyn TrainStep>, ModelError> {
-        let device = self.device()?;
-        Ok(match &self.model {
-            ModelSpec::Diffusion(_) => {
-                let shapes = shapes.map_err(|why| ModelError::Shapes(why.clone()))?;
-                let config = self.diffusion_config(device)?;
-                let policy = DiffusionPolicy::new(&config, shapes, device, self.dtype)?;
-                Box::new(match self.host_seed {
-                    Some(seed) => policy.draw_on_host(seed as i64)?,
-                    None => policy,
-                })
-            }
-            ModelSpec::Synthetic { cost, .. } => Box::new(SyntheticStep::new(*cost, device)),
-            ModelSpec::Replay(replay) => Box::new(SyntheticStep::replaying(replay, device)),
-            ModelSpec::Policy => return Err(ModelSpec::policy_is_the_runs()),
-            ModelSpec::None => Box::new(NoneStep),
-        })
-    }
-}
 
 #[cfg(test)]
 mod tests {

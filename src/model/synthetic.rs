@@ -44,7 +44,7 @@ impl SyntheticStep {
     /// A step taking the times `replay` gives, one a step, on `device`.
     pub fn replaying(replay: &StepReplay, device: Device) -> Self {
         let (median, _) = replay.median_and_p95_ms();
-        let name = format!("replay of {} ({})", replay.source.display(), replay.order);
+        let name = format!("replay of {} ({})", replay.source.file.display(), replay.source.order);
         let step = Self::new(Duration::from_secs_f64(median / 1e3), device);
         Self { replayed: Some((name, Box::new(replay.steps()))), ..step }
     }

@@ -2,8 +2,6 @@
 //! a labelled point per candidate coloured by its PSNR, the recommended one ringed, and the
 //! Pareto front (no other candidate is both smaller and faster) drawn through its points.
 
-use std::path::Path;
-
 use plotters::prelude::*;
 
 use crate::bench::report::plots::{finish, FONT};
@@ -63,10 +61,10 @@ pub struct ParetoPoint {
     pub recommended: bool,
 }
 
-/// Writes the plot of `candidates` to `path`; `relative` says whether speeds are against the
-/// base (×) rather than samples/s.
-pub fn write(path: &Path, candidates: &[ParetoPoint], relative: bool) -> Result<(), String> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+/// Draws the plot of `candidates` as SVG into `out`; `relative` says whether speeds are against
+/// the base (×) rather than samples/s.
+pub fn draw(out: &mut String, candidates: &[ParetoPoint], relative: bool) -> Result<(), String> {
+    let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let points: Vec<(f64, f64)> = candidates.iter().map(|c| (c.bytes.max(1.0), c.speed)).collect();
     let (x_lo, x_hi) =

@@ -13,11 +13,13 @@ use super::config::{ChooseSection, LayoutConfig};
 use super::pareto::{self, ParetoPoint};
 use super::ranking::LayoutReport;
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
+use crate::bench::export::{self, Csv, ExportError, Exporter, Html, Markdown, Output};
+use crate::bench::export::{RenderError, Svg};
 use crate::bench::format::{db, rate};
 use crate::bench::report::page::PAGE_FILE;
+use crate::bench::report::plots::svg;
 use crate::bench::report::table::{Column, Table};
 use crate::dataset::bytes::Bytes;
-use crate::dataset::files::write_whole;
 use crate::dataset::video::quality::Quality;
 use crate::dataset::DatasetError;
 
@@ -242,32 +244,51 @@ pub fn write_layout_report(
         });
     }
     let report = LayoutReport::new(results, choose);
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        write_whole(&path, text.as_bytes()).map_err(|e| DatasetError::io(&path, e))?;
-        Ok::<_, LayoutError>(path)
-    };
-    let markdown = render_markdown(&report);
-    let mut files = vec![write(MARKDOWN_FILE, markdown.clone())?];
-    files.push(write(CSV_FILE, render_csv(&report))?);
-    files.push(write(PAGE_FILE, super::page::render(&report, &markdown))?);
-    let plot = dir.join(PARETO_FILE);
-    let points: Vec<ParetoPoint> = report
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(n, r)| ParetoPoint {
-            label: r.label.clone(),
-            bytes: r.bytes_per_frame,
-            speed: report.speed(r).0,
-            psnr_db: r.quality.psnr_db,
-            recommended: report.recommended == Some(n),
-        })
-        .collect();
-    pareto::write(&plot, &points, report.relative)
-        .map_err(|what| LayoutError::Refused { path: plot.clone(), what })?;
-    files.push(plot);
+    let files =
+        export::write(dir, &report, &[&Markdown, &Csv, &Html, &Svg]).map_err(|e| match e {
+            ExportError::Render { path, what } => LayoutError::Refused { path, what },
+            ExportError::Write { path, source } => DatasetError::io(&path, source).into(),
+        })?;
     Ok(LayoutReportFiles { terminal: render_text(&report), files })
+}
+
+impl Exporter<LayoutReport> for Markdown {
+    fn export(&self, report: &LayoutReport) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(MARKDOWN_FILE, render_markdown(report))])
+    }
+}
+
+impl Exporter<LayoutReport> for Csv {
+    fn export(&self, report: &LayoutReport) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(CSV_FILE, render_csv(report))])
+    }
+}
+
+impl Exporter<LayoutReport> for Html {
+    fn export(&self, report: &LayoutReport) -> Result<Vec<Output>, RenderError> {
+        let page = super::page::render(report, &render_markdown(report));
+        Ok(vec![Output::new(PAGE_FILE, page)])
+    }
+}
+
+impl Exporter<LayoutReport> for Svg {
+    /// The Pareto plot.
+    fn export(&self, report: &LayoutReport) -> Result<Vec<Output>, RenderError> {
+        let points: Vec<ParetoPoint> = report
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(n, r)| ParetoPoint {
+                label: r.label.clone(),
+                bytes: r.bytes_per_frame,
+                speed: report.speed(r).0,
+                psnr_db: r.quality.psnr_db,
+                recommended: report.recommended == Some(n),
+            })
+            .collect();
+        let plot = svg(PARETO_FILE, |out| pareto::draw(out, &points, report.relative))?;
+        Ok(vec![plot])
+    }
 }
 
 /// Re-renders the report of the study in `dir` from its `layout.jsonl` (and the floors of the

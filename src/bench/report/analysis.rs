@@ -17,7 +17,6 @@ use crate::measure::change::interval;
 use crate::measure::phase::{DecodeLimit, LoaderPhase, SampleSteps};
 use crate::measure::stats::{median, median_and_p95};
 use crate::measure::verdict::Verdict;
-use crate::model::ModelSpec;
 
 /// Analyses a sweep's results: rows (repeats aggregated by their median), the recommendation
 /// and the advice's diagnosis per group, and the plot groups. Pure: it reads nothing else.
@@ -142,10 +141,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
     // the interval it would hide every difference between configurations, as would the draws
     // of a run ended early. Each step then counts the file's mean time (what sets the step's
     // rate over a long run), its own copy and its own wait.
-    let replayed_mean_ms = match &knobs.model {
-        ModelSpec::Replay(replay) => Some(replay.mean_ms()),
-        _ => None,
-    };
+    let replayed_mean_ms = runs.iter().find_map(|r| r.replayed_mean_ms);
     let train_iteration_ms: Vec<f64> = runs
         .iter()
         .flat_map(|r| r.train.per_step.iter())

@@ -2,8 +2,15 @@
 //! of each figure, as in the table; the raw repeats stay in `results.jsonl`), a header row and
 //! stable column names.
 
-use super::{Knob, KnobSet, NewerFigures, Report, Stage};
+use super::{Knob, KnobSet, NewerFigures, Report, Stage, CSV_FILE};
+use crate::bench::export::{Csv, Exporter, Output, RenderError};
 use crate::bench::report::table::{Column, Table};
+
+impl Exporter<Report> for Csv {
+    fn export(&self, report: &Report) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(CSV_FILE, render(report))])
+    }
+}
 
 /// The knob columns of `report`: every knob its cells show (the loader where a cell ran
 /// LeRobot's, decoder threads where a cell had more than one).

@@ -5,14 +5,13 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::{csv, markdown, page, plots, render, terminal, Planned, Report};
-use super::{CSV_FILE, MARKDOWN_FILE, RESULTS_FILE};
+use super::{render, terminal, Planned, Report, RESULTS_FILE};
+use crate::bench::export::{self, Csv, ExportError, Html, Markdown, Svg};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::config::{ConfigFile, SweepConfig};
 use crate::bench::sweep::plan::plan;
 use crate::bench::sweep::results::{read_results, CellResult, ResultsError, CONFIG_FILE};
 use crate::bench::sweep::root_names;
-use crate::dataset::files::write_whole;
 
 /// Why a report could not be made, naming the file.
 #[derive(Debug, thiserror::Error)]
@@ -26,23 +25,9 @@ pub enum ReportError {
         /// The results file (or the directory given results).
         path: PathBuf,
     },
-    /// A report file could not be written.
-    #[error("{path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A plot could not be drawn.
-    #[error("{path}: cannot draw the plot: {what}")]
-    Plot {
-        /// The SVG file.
-        path: PathBuf,
-        /// What went wrong.
-        what: String,
-    },
+    /// A report file could not be rendered or written.
+    #[error(transparent)]
+    Export(#[from] ExportError),
 }
 
 /// What [`write_report`] made.
@@ -66,20 +51,9 @@ pub fn write_report(dir: &Path, results: &[CellResult]) -> Result<ReportFiles, R
     write_files(dir, render(results))
 }
 
-/// Writes the files of `report` into `dir`.
+/// Writes the files of `report` into `dir`: Markdown, CSV, the SVG plots and the page.
 fn write_files(dir: &Path, report: Report) -> Result<ReportFiles, ReportError> {
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        // Whole or not at all: a report cut short never replaces the one before.
-        write_whole(&path, text.as_bytes())
-            .map_err(|source| ReportError::Write { path: path.clone(), source })?;
-        Ok::<_, ReportError>(path)
-    };
-    let markdown = markdown::render(&report);
-    let mut files = vec![write(MARKDOWN_FILE, markdown.clone())?];
-    files.push(write(CSV_FILE, csv::render(&report))?);
-    files.extend(plots::write(dir, &report)?);
-    files.push(write(page::PAGE_FILE, page::sweep::render(&report, &markdown))?);
+    let files = export::write(dir, &report, &[&Markdown, &Csv, &Svg, &Html])?;
     Ok(ReportFiles { terminal: terminal::render(&report), report, files })
 }
 
@@ -98,7 +72,7 @@ pub fn report_dir(dir: &Path) -> Result<ReportFiles, ReportError> {
 /// The cells `dir`'s sweep.toml plans against those `results` hold, where it reads as a sweep's
 /// config and plans on the results' dataset and device.
 fn planned(dir: &Path, results: &[CellResult]) -> Option<Planned> {
-    let config = SweepConfig::load(&dir.join(CONFIG_FILE)).ok()?;
+    let config = SweepConfig::read_kept(&dir.join(CONFIG_FILE)).ok()?;
     let first = &results.first()?.cell;
     // Each root's cells (`[dataset] also`), named as the sweep named them.
     let names = match config.dataset.also.is_empty() {

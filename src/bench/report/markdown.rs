@@ -3,10 +3,17 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, roots, Report};
+use super::{loaders, roots, Report, MARKDOWN_FILE};
+use crate::bench::export::{Exporter, Markdown, Output, RenderError};
 use crate::bench::format::system_line;
 use crate::bench::report::table::escape_markdown as escape;
 use crate::measure::verdict::{HIGHLY_INPUT_BOUND_PCT, MODERATELY_INPUT_BOUND_PCT};
+
+impl Exporter<Report> for Markdown {
+    fn export(&self, report: &Report) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(MARKDOWN_FILE, render(report))])
+    }
+}
 
 /// The report as a Markdown document.
 pub fn render(report: &Report) -> String {

@@ -7,12 +7,11 @@
 //! throughput, except at the recommended workers, where they show the recommended depth (the
 //! heatmap marks that cell).
 
-use std::path::{Path, PathBuf};
-
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{PlotGroup, Report, ReportError, Row};
+use super::{PlotGroup, Report, Row};
+use crate::bench::export::{Exporter, Output, RenderError, Svg};
 use crate::loader::lerobot::LoaderBackend;
 
 /// Every plot's size, pixels.
@@ -31,21 +30,27 @@ const COLOURS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
-/// Writes every plot group's two SVG files into `dir`; returns their paths.
-pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, ReportError> {
-    let mut files = Vec::new();
-    for plot in &report.plots {
-        let curves = curves(report, plot);
-        let path = dir.join(&plot.train_file);
-        train_vs_workers(&path, plot, &curves)
-            .map_err(|what| ReportError::Plot { path: path.clone(), what })?;
-        files.push(path);
-        let path = dir.join(&plot.heatmap_file);
-        heatmap(&path, plot, &curves)
-            .map_err(|what| ReportError::Plot { path: path.clone(), what })?;
-        files.push(path);
+impl Exporter<Report> for Svg {
+    /// Every plot group's two SVG files.
+    fn export(&self, report: &Report) -> Result<Vec<Output>, RenderError> {
+        let mut files = Vec::new();
+        for plot in &report.plots {
+            let curves = curves(report, plot);
+            files.push(svg(&plot.train_file, |out| train_vs_workers(out, plot, &curves))?);
+            files.push(svg(&plot.heatmap_file, |out| heatmap(out, plot, &curves))?);
+        }
+        Ok(files)
     }
-    Ok(files)
+}
+
+/// The SVG file `name` that `draw` draws.
+pub(crate) fn svg(
+    name: &str,
+    draw: impl FnOnce(&mut String) -> Result<(), String>,
+) -> Result<Output, RenderError> {
+    let mut text = String::new();
+    draw(&mut text).map_err(|what| RenderError { name: name.to_string(), what })?;
+    Ok(Output::new(name, text))
 }
 
 /// One batch size and loader of a plot group: per workers, the row with the best train
@@ -136,8 +141,8 @@ fn title(what: &str, plot: &PlotGroup) -> String {
     }
 }
 
-fn train_vs_workers(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn train_vs_workers(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
+    let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let workers = curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.knobs.workers as i32));
     let (lo, hi) = (workers.clone().min().unwrap_or(0), workers.max().unwrap_or(1));
@@ -279,8 +284,8 @@ pub fn heat_colour(percent: f64) -> RGBColor {
     RGBColor(mix(ca.0, cb.0), mix(ca.1, cb.1), mix(ca.2, cb.2))
 }
 
-fn heatmap(path: &Path, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn heatmap(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Result<(), String> {
+    let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (main, bar) = root.split_horizontally(SIZE.0 - 130);
     let mut workers: Vec<usize> =

@@ -4,6 +4,7 @@
 //! silently leaves a default in place, and every value is a typed knob read from its one text
 //! form (`96x96`, `episode_aware`, `synthetic:40ms`). `configs/example.toml` documents every key.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -18,7 +19,7 @@ use crate::dataset::{CodebaseVersion, EpisodeList, WindowChoice};
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::phase::LoaderDeclaration;
-use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision, ReplayOrder};
+use crate::model::{DeviceChoice, ModelSpec, Precision, StepChoice, StepDeclaration, StepError};
 
 /// A sweep: the dataset, the loader's axes, the model and how long to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -180,37 +181,66 @@ impl Default for LoaderAxes {
     }
 }
 
-/// The consumer of the batches.
+/// The consumer of the batches: the model and dtype axes, beside the step's declaration (as
+/// the command line's `train` and `tune` declare it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct ModelSection {
-    /// `diffusion`, `synthetic:MS` (a fixed step cost, e.g. `synthetic:40ms`) or `none`.
+    /// `diffusion`, `synthetic:MS` (a fixed step cost, e.g. `synthetic:40ms`), `replay:FILE` or
+    /// `none`; the declaration's `step_ms` or `step_from` replaces it.
     pub model: Vec<ModelSpec>,
-    /// Diffusion preset: `pusht`, `small`, or `auto` (`small` on CPU, `pusht` on CUDA).
-    pub preset: DiffusionPreset,
-    /// `auto` (CUDA when libtorch sees one), `cpu` or `cuda`.
-    pub device: DeviceChoice,
     /// `f32` and/or `bf16`.
     pub dtype: Vec<Precision>,
-    /// libtorch intra-op threads (libtorch's choice when absent).
-    pub threads: Option<i32>,
-    /// The step replayed from this file instead of `model` (a lerobot-train log, a train
-    /// phase's JSON or step times in ms, one a line; drawn from its times, seeded); relative to
-    /// the config.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step_from: Option<PathBuf>,
+    /// The preset, the device, libtorch's threads, and a step's time (`step_ms`) or its file
+    /// (`step_from`, relative to the config; `step_order`) in place of `model`.
+    #[serde(flatten)]
+    pub declared: StepDeclaration,
+    /// Every key beside `model` and `dtype` (the declaration reads its own): any other is
+    /// refused by name ([`SweepConfig::check`]).
+    #[serde(flatten, skip_serializing)]
+    others: BTreeMap<String, toml::Value>,
 }
 
 impl Default for ModelSection {
     fn default() -> Self {
         Self {
-            model: vec![ModelSpec::Diffusion(None)],
-            preset: DiffusionPreset::Auto,
-            device: DeviceChoice::Auto,
+            model: vec![ModelSpec::default()],
             dtype: vec![Precision::F32],
-            threads: None,
-            step_from: None,
+            declared: StepDeclaration::default(),
+            others: BTreeMap::new(),
         }
+    }
+}
+
+impl ModelSection {
+    /// One `model` in one `dtype` with the step's other settings `declared`.
+    pub fn of(model: ModelSpec, dtype: Precision, declared: StepDeclaration) -> Self {
+        Self { model: vec![model], dtype: vec![dtype], declared, others: BTreeMap::new() }
+    }
+
+    /// A key of none of its settings, where one was given.
+    fn unknown_key(&self) -> Option<&str> {
+        let known = |key: &str| StepDeclaration::KEYS.contains(&key);
+        self.others.keys().map(String::as_str).find(|key| !known(key))
+    }
+
+    /// Lays the declaration's step (`step_ms`, `step_from`), where it names one, over the
+    /// `model` axis, which it replaces. No file is read.
+    pub fn resolve_step(&mut self) -> Result<(), StepError> {
+        if let Some(step) = self.declared.named_step()? {
+            self.model = vec![step];
+        }
+        Ok(())
+    }
+
+    /// Where the steps run.
+    pub fn device(&self) -> DeviceChoice {
+        self.declared.device()
+    }
+
+    /// `error`, worded with the section's keys (`model.step_from`).
+    pub fn worded(error: &StepError) -> String {
+        error.worded(&|key| format!("model.{key}"))
     }
 }
 
@@ -274,6 +304,15 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
         Ok(())
     }
 
+    /// Reads the config feedbench kept beside its results at `path` (its paths made absolute
+    /// when it was kept) as written: nothing it names is opened, so that reading a results
+    /// directory reads no step file.
+    fn read_kept(path: &Path) -> Result<Self, ConfigError> {
+        let error = |what: String| ConfigError { path: path.to_path_buf(), what };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        toml::from_str(&text).map_err(|e| error(e.to_string()))
+    }
+
     /// Reads and checks the config at `path`.
     fn load(path: &Path) -> Result<Self, ConfigError> {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
@@ -291,14 +330,17 @@ impl ConfigFile for SweepConfig {
     }
 
     /// The dataset's path and `model.step_from` relative to the config's directory; the step
-    /// that file gives replaces `model.model`.
+    /// declared (`step_ms`, `step_from`) replaces `model.model`, and its file is read, so that
+    /// a bad one is refused before anything is measured.
     fn resolve(&mut self, config: &Path) -> Result<(), String> {
         self.dataset.resolve_relative_to(config);
-        if let Some(file) = &mut self.model.step_from {
+        if let Some(file) = &mut self.model.declared.from.step_from {
             relative_to_config(file, config);
-            let replayed = ModelSpec::replayed(file, ReplayOrder::DRAWN)
-                .map_err(|e| format!("model.step_from {e}"))?;
-            self.model.model = vec![replayed];
+        }
+        self.model.resolve_step().map_err(|e| ModelSection::worded(&e))?;
+        if self.model.declared.from.step_from.is_some() {
+            let model = self.model.model[0].clone();
+            StepChoice::of(model).map_err(|e| ModelSection::worded(&e.into()))?;
         }
         Ok(())
     }
@@ -310,6 +352,15 @@ impl ConfigFile for SweepConfig {
         let l = &self.loader;
         let empty_knob =
             l.knobs.iter().find(|(_, values)| values.is_empty()).map(|(k, _)| k.key.to_string());
+        if let Some(key) = self.model.unknown_key() {
+            return bad(format!(
+                "model.{key}: unknown field `{key}`, expected one of model, dtype, {}",
+                StepDeclaration::KEYS.join(", ")
+            ));
+        }
+        if let Err(e) = self.model.declared.named_step() {
+            return bad(ModelSection::worded(&e));
+        }
         let empty_list = [
             ("loader.loader", l.loader.is_empty()),
             ("model.model", self.model.model.is_empty()),
@@ -340,7 +391,7 @@ impl ConfigFile for SweepConfig {
                 ));
             }
         }
-        if self.model.threads.is_some_and(|threads| threads < 1) {
+        if self.model.declared.threads.is_some_and(|threads| threads < 1) {
             return bad("model.threads must be ≥ 1 (leave it out for libtorch's choice)".into());
         }
         let r = &self.run;
@@ -421,7 +472,7 @@ mod tests {
         let bad = parse("[dataset]\nsynth = \"pusht\"\n[loader]\ncache = [\"lots\"]\n");
         let bad = bad.unwrap_err();
         assert!(bad.contains("cache") && bad.contains("expected a size"), "{bad}");
-        assert_eq!(config.model.preset, DiffusionPreset::Auto);
+        assert_eq!(config.model.declared.preset, crate::model::DiffusionPreset::Auto);
         assert_eq!(config.dataset.episodes, Some(EpisodeChoice::Count(4)));
         assert_eq!(config.run.repeats, 1);
     }
@@ -446,6 +497,12 @@ mod tests {
         assert!(list.contains("loader.seed takes one value"), "{list}");
         let empty = parse("[dataset]\nsynth = \"pusht\"\n[loader]\nprefetch = []\n").unwrap_err();
         assert!(empty.contains("loader.prefetch is an empty list"), "{empty}");
+        let typo = parse("[dataset]\nsynth = \"pusht\"\n[model]\nstep_form = \"f\"\n");
+        let typo = typo.unwrap_err();
+        assert!(typo.contains("model.step_form: unknown field") && typo.contains("step_from"));
+        let both = parse("[dataset]\nsynth = \"pusht\"\n[model]\nstep_ms = 4\nstep_from = \"f\"\n");
+        let both = both.unwrap_err();
+        assert!(both.contains("model.step_ms and model.step_from are two steps"), "{both}");
         let threads = parse("[dataset]\nsynth = \"pusht\"\n[model]\nthreads = 0\n").unwrap_err();
         assert!(threads.contains("model.threads must be ≥ 1"), "{threads}");
         let absent = parse("[dataset]\nsynth = \"pusht\"\n[run]\ntrace_cell = \"3,16\"\n");

@@ -34,14 +34,14 @@ pub fn plan(
     let mut cells = vec![Cell {
         dataset: dataset.to_string(),
         knobs: LoaderConfig::default(),
-        model: crate::model::ModelSpec::None,
+        model: Default::default(),
         device: DeviceChoice::of(device),
         dtype: crate::model::Precision::F32,
         repeat: 0,
         loader: Default::default(),
     }];
     let repeats: Vec<usize> = (0..config.run.repeats).collect();
-    let models: Vec<_> = m.model.iter().map(|model| model.on(m.preset, device)).collect();
+    let models: Vec<_> = m.model.iter().map(|model| model.on(m.declared.preset, device)).collect();
     // Outermost axis first: what the step depends on (so that cells sharing a `model`
     // measurement run together), the loader, the rest a recommendation shares, then what it
     // varies, workers innermost; the loader's knobs within each in the table's order.

@@ -32,6 +32,11 @@ pub struct CellResult {
     pub model: ModelPhase,
     /// The loader feeding the model.
     pub train: TrainPhase,
+    /// A replayed step's mean time, ms, as its file gave it when measured (what sets the step's
+    /// rate over a long run): the report counts it without reading the file again. Absent for
+    /// any other step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_mean_ms: Option<f64>,
     /// Where it ran.
     pub system: SystemInfo,
     /// The host, CPUs and scheduler job it ran in, for cells run as a task of a plan

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cell::{Cell, Knob, KnobSet};
-use super::config::{DatasetSource, EpisodeChoice, SweepConfig};
+use super::config::{DatasetSource, EpisodeChoice, ModelSection, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use crate::bench::events::{CellPhase, Events};
@@ -25,11 +25,11 @@ use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
-    replayed_step, run_model_phase, BatchesUntil, Feed, LoaderChoice, MeasuredLoader, ModelPhase,
+    run_model_phase, BatchesUntil, LoaderChoice, MeasuredLoader, ModelPhase, PlacedStep, StepPlace,
     TrainError, Until,
 };
 use crate::measure::system::{system_info, SystemInfo};
-use crate::model::{DeviceChoice, ModelError, ModelSpec, NoneStep, PolicyShapes, StepSpec};
+use crate::model::{ChosenModel, DeviceChoice, ModelError, ModelSpec, PolicyShapes, StepChoice};
 use crate::timing::Trace;
 
 /// Why a sweep stopped.
@@ -115,6 +115,8 @@ pub(crate) struct SweepContext<'a> {
     system: SystemInfo,
     /// LeRobot's loaders' requests go through it.
     bridge: LerobotBridge,
+    /// The steps of the config's model axis, resolved once (a replayed step's file read).
+    models: HashMap<ModelSpec, ChosenModel>,
 }
 
 impl<'a> SweepContext<'a> {
@@ -129,9 +131,7 @@ impl<'a> SweepContext<'a> {
         bridge: &LerobotBridge,
     ) -> Result<(Self, tch::Device), SweepError> {
         let device = device.resolve()?;
-        if let Some(threads) = config.model.threads {
-            tch::set_num_threads(threads);
-        }
+        let models = resolve_models(&config.model)?;
         let spec = LoaderSpec {
             dataset: root.to_path_buf(),
             episodes: match &config.dataset.episodes {
@@ -145,11 +145,45 @@ impl<'a> SweepContext<'a> {
         let (dataset, window) = spec.open()?;
         let system = system_info(device);
         let bridge = bridge.clone();
-        Ok((Self { config, root, spec, out, dataset, window, system, bridge }, device))
+        let context = Self { config, root, spec, out, dataset, window, system, bridge, models };
+        Ok((context, device))
     }
 }
 
+/// The steps of a sweep's `[model]` axis, each resolved once; a file that gives no step times
+/// is an error naming the key that gave it.
+fn resolve_models(section: &ModelSection) -> Result<HashMap<ModelSpec, ChosenModel>, ModelError> {
+    let bad = |what: String| ModelError::Config(what);
+    let read = |model: &ModelSpec| match ChosenModel::read(model.clone()) {
+        Ok(chosen) => Ok((model.clone(), chosen)),
+        Err(e) if section.declared.names_a_step() => Err(bad(ModelSection::worded(&e.into()))),
+        Err(e) => Err(bad(format!("model.model \"{model}\": {e}"))),
+    };
+    section.model.iter().map(read).collect()
+}
+
 impl SweepContext<'_> {
+    /// The step of `cell`: its model as the sweep resolved it, on its device, in its dtype,
+    /// with the config's preset and threads.
+    pub(crate) fn step_of(&self, cell: &Cell) -> Result<StepChoice, ModelError> {
+        let model = match self.models.get(&cell.model) {
+            Some(chosen) => chosen.clone(),
+            // A cell of a plan whose config no longer holds its model (`sweep run`).
+            None => ChosenModel::read(cell.model.clone())
+                .map_err(|e| ModelError::Config(format!("cell {}: {e}", cell.label())))?,
+        };
+        let declared = &self.config.model.declared;
+        Ok(StepChoice {
+            model,
+            preset: declared.preset,
+            config_file: None,
+            device: cell.device,
+            dtype: cell.dtype,
+            threads: declared.threads,
+            host_seed: None,
+        })
+    }
+
     /// The loader spec of `cell`: the sweep's dataset, episodes and window with its knobs.
     fn spec_of(&self, cell: &Cell) -> LoaderSpec {
         let config = cell.loader_config(&self.config.loader.knobs.config());
@@ -228,7 +262,7 @@ pub fn run_sweep(
     let mut measured = Vec::with_capacity(roots.len());
     for (n, (root, name)) in roots.iter().zip(&names).enumerate() {
         let (context, device) =
-            SweepContext::open(config, root, out, config.model.device, &bridge)?;
+            SweepContext::open(config, root, out, config.model.device(), &bridge)?;
         let mut plan = plan(config, name, device)?;
         // One trace, of the first root's cell.
         if n > 0 {
@@ -322,14 +356,7 @@ pub(crate) fn run_cell(
     // The native pipeline, over the dataset the sweep opened once: it measures native cells,
     // and gives every cell the batch of its model phase.
     let mut native = context.native_spec_of(cell).build_on(&context.dataset, &context.window)?;
-    let step = StepSpec {
-        model: cell.model.clone(),
-        preset: config.model.preset,
-        config_file: None,
-        device: cell.device,
-        dtype: cell.dtype,
-        host_seed: None,
-    };
+    let step = context.step_of(cell)?;
     let shapes =
         PolicyShapes::from_info(context.root, context.dataset.info(), cell.knobs.resolution);
     let shapes = shapes.as_ref();
@@ -346,10 +373,10 @@ pub(crate) fn run_cell(
             return Err(LoaderError::Config(format!("loader.lerobot_train: {what}")).into())
         }
     };
-    // A lerobot-train run steps its own policy unless the sweep's step is a fixed cost.
-    let own_step = lerobot.as_ref().is_some_and(|l| l.has_own_step())
-        && cell.model.of_a_run() == ModelSpec::Policy;
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
+    // A lerobot-train run steps its own policy unless the sweep's step is a stand-in.
+    let place = StepPlace::of(&cell.model, loader);
+    let own_step = place == StepPlace::RunsOwn;
 
     let loader_phase = if phases.loader {
         phase("loader");
@@ -390,22 +417,15 @@ pub(crate) fn run_cell(
     native.set_trace(trace.clone());
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
     tch::manual_seed(cell.repeat as i64);
-    let mut train_step = match loader.feeds_from_afar() {
-        true => Box::new(NoneStep),
-        false => step.build(shapes)?,
-    };
-    // A loader in another process (LeRobot's) copies each batch to the device and feeds the
-    // model phase's median compute, or a replayed step's times in turn; one in this process
-    // runs the step itself.
+    // A loader in this process runs the step itself; one in another process (LeRobot's) copies
+    // each batch to the device and is fed the model phase's median compute, or a replayed
+    // step's times in turn.
     let device = step.device()?;
     let steps = phases.train_steps.unwrap_or(run.train_steps);
     let warmup = phases.train_warmup.unwrap_or(run.warmup);
-    let compute = (!own_step).then(|| match &cell.model {
-        ModelSpec::Replay(replay) => replayed_step(replay, device, warmup + steps),
-        _ => models[&key].fed_step(device),
-    });
-    let feed =
-        Feed { step: train_step.as_mut(), compute, trace: trace.as_ref(), until: phases.until };
+    let measured = || Ok::<_, SweepError>(models[&key].fed_step(device));
+    let mut placed = PlacedStep::new(place, &step, shapes, warmup + steps, measured)?;
+    let feed = placed.feed(trace.as_ref(), phases.until);
     let train = loader.train_phase(feed, steps, warmup, &mut |_| {})?;
     if let Some(trace) = trace {
         let path = context.out.join(TRACE_FILE);
@@ -416,6 +436,7 @@ pub(crate) fn run_cell(
         loader: loader_phase,
         model: models[&key].clone(),
         train,
+        replayed_mean_ms: step.replay().map(|replay| replay.mean_ms()),
         system: context.system.clone(),
         placement: None,
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),

@@ -8,7 +8,14 @@ use plotly::layout::{Axis, Layout};
 use plotly::{Plot, Scatter};
 
 use super::read::{LoggedStep, TrainLog};
-use crate::bench::report::page::{plot_of, Page};
+use crate::bench::export::{Exporter, Html, Output, RenderError};
+use crate::bench::report::page::{plot_of, Page, PAGE_FILE};
+
+impl Exporter<TrainLog> for Html {
+    fn export(&self, log: &TrainLog) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(PAGE_FILE, render(log))])
+    }
+}
 
 /// The page of `log`.
 pub fn render(log: &TrainLog) -> String {

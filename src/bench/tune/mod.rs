@@ -23,7 +23,7 @@ pub mod search;
 pub mod stream_or_stage;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,7 @@ use self::answer::{answer, Answer, AnswerKnobs};
 use self::at_once::{verify, AtOnce, Tally, Verifying};
 use self::enough::Enough;
 use self::launch::Ranks;
+use self::page::TuneOutputs;
 use self::predict::{Demand, StepSpread};
 use self::requests::{
     remote_workers_into, searched_requests, store_bound_into, AtTheAnswer, RequestsAnswer,
@@ -39,6 +40,7 @@ use self::requests::{
 use self::search::{best_row, next_step, Budgets, Next, SearchSettings, SearchState};
 use self::stream_or_stage::{measure_staged, FromTheTune, StageTo, StreamOrStage};
 use super::events::{Events, Measured, Measuring, TimeLeft};
+use super::export::{self, ExportError, Html, Json};
 use super::report::{render, Row, MIN_STEPS_FOR_INTERVAL};
 use super::sweep::cell::Cell;
 use super::sweep::config::SweepConfig;
@@ -48,7 +50,6 @@ use super::sweep::{
     config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
 };
 use crate::dataset::files::is_url;
-use crate::dataset::files::write_whole;
 use crate::loader::lerobot::LerobotBridge;
 use crate::measure::phase::{BatchesUntil, StepSample, Until};
 use crate::model::ModelSpec;
@@ -86,15 +87,9 @@ pub enum TuneError {
     /// No measured configuration trained at all.
     #[error("no configuration trained: nothing to answer from")]
     NoAnswer,
-    /// tune.json could not be written.
-    #[error("{path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// tune.json or its page could not be written.
+    #[error(transparent)]
+    Export(#[from] ExportError),
 }
 
 /// What a tune measures and how it decides: the sweep config of its one group of knobs (its
@@ -224,12 +219,12 @@ pub struct Tuned {
 /// `out/results.jsonl`, then writes `out/tune.json` and returns the answer.
 pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tuned, TuneError> {
     let (config, root, out) = (request.config, request.root, request.out);
-    if config.model.model.contains(&ModelSpec::None) {
+    if config.model.model.iter().any(ModelSpec::is_none) {
         return Err(TuneError::NoStep);
     }
     crate::dataset::files::output_apart_from(out, root).map_err(SweepError::from)?;
     let (context, device) =
-        SweepContext::open(config, root, out, config.model.device, request.bridge)?;
+        SweepContext::open(config, root, out, config.model.device(), request.bridge)?;
     let base =
         plan(config, &dataset_name(root), device).map_err(SweepError::from)?.cells[0].clone();
     let batch_bytes = context.batch_bytes(&base)?;
@@ -256,12 +251,12 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
     // lerobot-train's main process hands each batch over before a step it is fed (a time, not
     // its own policy, whose step alone holds it): the step as the run takes it counts the
     // hand-over the first measurement's train phase measured.
-    let fed_to_a_run =
-        base.loader.is_a_training_run() && base.model.of_a_run() != ModelSpec::Policy;
+    let fed_to_a_run = base.loader.is_a_training_run() && !base.model.is_a_runs_own();
     let batch = base.knobs.batch_size;
+    let step = context.step_of(&base).map_err(SweepError::from)?;
     // A replayed step's rate is its mean's: its median may be a fraction of it.
-    let demand_of = |first: &Row| match &base.model {
-        ModelSpec::Replay(replay) => {
+    let demand_of = |first: &Row| match step.replay() {
+        Some(replay) => {
             let (median_ms, p95_ms) = replay.median_and_p95_ms();
             let mean_ms = replay.mean_ms();
             // A file of one time (however often) replays a steady step.
@@ -274,10 +269,10 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
                 demand
             }
         }
-        _ if fed_to_a_run => {
+        None if fed_to_a_run => {
             Demand::steady(first.train_compute_ms, batch).handed_over(first.train_h2d_ms)
         }
-        _ => Demand::steady(first.model_step_ms, batch),
+        None => Demand::steady(first.model_step_ms, batch),
     };
     // The step's demand is read from the first measurement (one worker at the first depth),
     // the row every later one is judged beside: a run's hand-over is slower with a worker
@@ -454,10 +449,8 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         requests,
         stream_or_stage,
     };
-    let path = out.join(TUNE_FILE);
-    let json = serde_json::to_vec_pretty(&tuned).expect("a tune serialises");
-    write_whole(&path, &json).map_err(|source| TuneError::Write { path, source })?;
-    page::write(out, &tuned, &render(sink.results()))?;
+    let report = render(sink.results());
+    export::write(out, &TuneOutputs { tuned: &tuned, report: &report }, &[&Json, &Html])?;
     Ok(tuned)
 }
 

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use super::predict::Demand;
 use crate::bench::format::{millis, plural, rate};
 use crate::bench::report::Row;
-use crate::model::ModelSpec;
 
 /// A step counts as slowed by the workers beyond this share of its time alone, percent: below
 /// it, the difference is the step's own noise.
@@ -64,7 +63,7 @@ pub struct SlowedMoreThanFed {
 /// lerobot-train run's policy), rather than standing in for one (a fixed or replayed time,
 /// which workers cannot slow).
 fn computes(row: &Row) -> bool {
-    matches!(row.knobs.model, ModelSpec::Diffusion(_) | ModelSpec::Policy)
+    row.knobs.model.computes()
 }
 
 /// Whether the step of `workers` × `prefetch` slowed, against one fewer worker, by more than

@@ -8,22 +8,34 @@ use plotly::common::{DashType, ErrorData, ErrorType, HoverInfo, Line, Mode, Titl
 use plotly::layout::{Axis, Layout};
 use plotly::{Bar, Plot, Scatter};
 
-use std::path::{Path, PathBuf};
-
-use super::{TuneError, Tuned};
+use super::{Tuned, TUNE_FILE};
+use crate::bench::export::{pretty_json, Exporter, Html, Json, Output, RenderError};
 use crate::bench::format::{millis, rate};
 use crate::bench::report::page::sweep::{hover, measured};
 use crate::bench::report::page::{plot_of, Page, PAGE_FILE};
 use crate::bench::report::{markdown, Report};
-use crate::dataset::files::write_whole;
 
-/// Writes the page of `tuned`, whose cells `report` analysed, into `out` (its report.html).
-pub fn write(out: &Path, tuned: &Tuned, report: &Report) -> Result<PathBuf, TuneError> {
-    let page = render(tuned, report, &markdown::render(report));
-    let path = out.join(PAGE_FILE);
-    write_whole(&path, page.as_bytes())
-        .map_err(|source| TuneError::Write { path: path.clone(), source })?;
-    Ok(path)
+/// A tune's outputs as its exporters take them: its answer, and its cells' report.
+pub struct TuneOutputs<'a> {
+    /// What the tune found.
+    pub tuned: &'a Tuned,
+    /// Its cells, analysed as a sweep's.
+    pub report: &'a Report,
+}
+
+impl Exporter<TuneOutputs<'_>> for Json {
+    /// tune.json: the answer, every measurement and why.
+    fn export(&self, outputs: &TuneOutputs<'_>) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(TUNE_FILE, pretty_json(outputs.tuned))])
+    }
+}
+
+impl Exporter<TuneOutputs<'_>> for Html {
+    /// report.html.
+    fn export(&self, outputs: &TuneOutputs<'_>) -> Result<Vec<Output>, RenderError> {
+        let (tuned, report) = (outputs.tuned, outputs.report);
+        Ok(vec![Output::new(PAGE_FILE, render(tuned, report, &markdown::render(report)))])
+    }
 }
 
 /// The page of `tuned`, whose cells `report` analysed and `markdown` renders.

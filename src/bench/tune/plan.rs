@@ -15,24 +15,7 @@ use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::LoaderBackend;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::LoaderDeclaration;
-use crate::model::{DeviceChoice, DiffusionPreset, ModelSpec, Precision};
-
-/// The step a tune feeds, as a front end gives it.
-#[derive(Debug, Clone)]
-pub struct StepChoice {
-    /// A step of this many ms (fed on the CPU as a sleep), for any policy; None: `model`.
-    pub step_ms: Option<f64>,
-    /// The step otherwise (a lerobot-train run's own policy where it is the run's loader).
-    pub model: ModelSpec,
-    /// Where the step runs.
-    pub device: DeviceChoice,
-    /// The diffusion preset.
-    pub preset: DiffusionPreset,
-    /// Its arithmetic.
-    pub dtype: Precision,
-    /// libtorch's intra-op threads.
-    pub threads: Option<i32>,
-}
+use crate::model::{StepChoice, StepDeclaration};
 
 /// The cores and memory of the box, and where the cores' count came from.
 #[derive(Debug, Clone)]
@@ -62,9 +45,6 @@ pub struct TunePlan {
 /// Why a tune cannot be planned.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
-    /// A step time that is no time.
-    #[error("--step-ms {0}: expected a step time in ms above 0")]
-    StepMs(f64),
     /// More ranks than cores.
     #[error(
         "{ranks} on {cpus} core{} leave a rank less than one; give --cpus for the box's cores, \
@@ -97,15 +77,10 @@ impl TunePlan {
         target_pct: f64,
         run: RunSection,
     ) -> Result<Self, PlanError> {
-        let (model, device) = match step.step_ms {
-            Some(ms) if !(ms.is_finite() && ms > 0.0) => return Err(PlanError::StepMs(ms)),
-            Some(ms) => {
-                let text = format!("synthetic:{ms}ms");
-                (text.parse().expect("a step time above 0 reads"), DeviceChoice::Cpu)
-            }
-            // A lerobot-train run's step is its own policy's, unless a fixed cost is given.
-            None if backend.is_a_training_run() => (step.model.of_a_run(), step.device),
-            None => (step.model.clone(), step.device),
+        // A lerobot-train run's step is its own policy's, unless a stand-in is given.
+        let model = match backend.is_a_training_run() {
+            true => step.spec().of_a_run(),
+            false => step.spec().clone(),
         };
         // N ranks share the box: each rank's loader gets its share of the cores and memory.
         let processes = ranks.n;
@@ -144,14 +119,16 @@ impl TunePlan {
                 loader: vec![backend],
                 declared: loader,
             },
-            model: ModelSection {
-                model: vec![model],
-                preset: step.preset,
-                device,
-                dtype: vec![step.dtype],
-                threads: step.threads,
-                step_from: None,
-            },
+            model: ModelSection::of(
+                model,
+                step.dtype,
+                StepDeclaration {
+                    preset: step.preset,
+                    device: step.device,
+                    threads: step.threads,
+                    ..StepDeclaration::default()
+                },
+            ),
             run,
         };
         Ok(Self { config, root, budgets: Budgets { cpus, memory_bytes }, settings })

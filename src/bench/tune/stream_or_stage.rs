@@ -294,7 +294,7 @@ fn staged_and_measured(
     let config = request.config;
     let failed = |e: SweepError| Unstaged::Failed(e.into());
     let out = request.out.join("staged");
-    let (context, _) = SweepContext::open(config, to, &out, config.model.device, request.bridge)
+    let (context, _) = SweepContext::open(config, to, &out, config.model.device(), request.bridge)
         .map_err(failed)?;
     events.said(&format!(
         "measuring {} × prefetch {} from the copy",

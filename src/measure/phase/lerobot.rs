@@ -16,7 +16,7 @@ use crate::loader::lerobot::{
 };
 use crate::loader::pipeline::LoaderError;
 use crate::model::lerobot::LerobotStepRow;
-use crate::model::{DiffusionConfig, ModelError, Precision, StepReplay};
+use crate::model::{DiffusionConfig, ModelError, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
 
 /// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones (fewer where
@@ -290,11 +290,4 @@ pub fn lerobot_model_phases(
             Ok(run.figures())
         })
         .collect()
-}
-
-/// The step a replay gives LeRobot's loader to feed: its first `steps` times (warm-up included),
-/// in the replay's order, on `device`.
-pub fn replayed_step(replay: &StepReplay, device: tch::Device, steps: usize) -> FedStep {
-    let times = replay.steps().take(steps.max(1)).map(|t| t.as_secs_f64() * 1e3).collect();
-    FedStep::varying(times, device)
 }

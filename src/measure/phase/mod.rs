@@ -15,6 +15,7 @@ mod in_process;
 mod lerobot;
 pub mod lockstep;
 mod memory;
+mod placed;
 mod ranks;
 mod remote;
 mod steps;
@@ -26,7 +27,8 @@ pub use figures::{
     RankFigures, RankSpread, StepSample, TrainError, TrainPhase, Until,
 };
 pub use in_process::{run_loader_phase, run_model_phase, run_train_phase};
-pub use lerobot::{lerobot_model_phases, replayed_step};
+pub use lerobot::lerobot_model_phases;
 pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT};
+pub use placed::{PlacedStep, StepPlace};
 pub use remote::{RemoteBound, RemoteFigures};
 pub use steps::{SampleStep, SampleSteps};

@@ -2,7 +2,7 @@
 //! interleaved repeats, and the tolerance. Every key is checked, as in a sweep config.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,7 @@ use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::loader_run::RunLength;
 use crate::measure::phase::{ChosenLoader, LoaderDeclaration};
-use crate::model::{ModelSpec, ReplayOrder};
+use crate::model::{DeviceChoice, ModelSpec, Precision, StepChoice, StepDeclaration, StepError};
 
 /// What the guard measures and how it decides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,12 +87,14 @@ pub struct GuardCell {
     /// its accelerator utilisation (AU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<ModelSpec>,
-    /// Or the step replayed from this file (a lerobot-train log, a train JSON or one step time
-    /// a line; drawn from its times, seeded), by feedbench's own loader; relative to the config.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_from: Option<PathBuf>,
+    /// Or the step as every front end declares it: its time (`step_ms`), or replayed from a
+    /// file (`step_from`, relative to the config: a lerobot-train log, a train JSON or one step
+    /// time a line; `step_order`). Its model's keys (`preset`, `device`, `threads`) are not a
+    /// cell's: a guard's stand-in is a time, slept on the CPU.
+    #[serde(flatten)]
+    pub declared_step: StepDeclaration,
     /// The least AU the cell passes with, percent (MLPerf Storage's pass line is 90): a run's
-    /// median AU below it fails the guard. Needs `step` or `step_from`.
+    /// median AU below it fails the guard. Needs `step`, `step_ms` or `step_from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_au: Option<f64>,
     /// The loader's knobs (a cell's keys beside its own).
@@ -125,7 +127,12 @@ impl KnobFront for GuardKnobs {
         "video_backend",
         "lerobot_train",
         "step",
+        "preset",
+        "device",
+        "threads",
+        "step_ms",
         "step_from",
+        "step_order",
         "min_au",
     ];
     const REQUIRED: &'static [&'static str] = &["workers", "batch"];
@@ -172,42 +179,63 @@ impl GuardCell {
         }
     }
 
-    /// The stand-in step its runs feed, read (`step_from`'s file); None without one.
-    pub fn stand_in(&self) -> Result<Option<ModelSpec>, String> {
-        match (&self.step, &self.step_from) {
-            (Some(step), _) => Ok(Some(step.clone())),
-            (None, Some(file)) => ModelSpec::replayed(file, ReplayOrder::DRAWN)
-                .map(Some)
-                .map_err(|e| self.named(&format!("step_from {e}"))),
-            (None, None) => Ok(None),
-        }
+    /// The stand-in step its runs feed, on the CPU, resolved (`step_from`'s file read); None
+    /// without one.
+    pub fn stand_in(&self) -> Result<Option<StepChoice>, String> {
+        let declared = &self.declared_step;
+        let named = declared.named_step().map_err(|e| self.worded(&e))?;
+        let model = match (&self.step, named) {
+            (Some(_), Some(_)) => {
+                let other = if declared.step_ms.is_some() { "step_ms" } else { "step_from" };
+                return Err(self.named(&format!("step and {other} are two steps: give one")));
+            }
+            (Some(step), None) => step.clone(),
+            (None, Some(step)) => step,
+            (None, None) => return Ok(None),
+        };
+        let choice = declared.choice(&model, Precision::F32).map_err(|e| self.worded(&e))?;
+        Ok(Some(StepChoice { device: DeviceChoice::Cpu, ..choice }))
     }
 
     /// Its stand-in step and least AU: a fixed-length step or a replayed one (by the native
-    /// loader: LeRobot's block for one step time), and a least AU only with one.
+    /// loader: LeRobot's block for one step time), no model's keys, and a least AU only with
+    /// one.
     fn check_step(&self) -> Result<(), String> {
-        if self.step.is_some() && self.step_from.is_some() {
-            return Err(self.named("step and step_from are two steps: give one"));
+        let declared = &self.declared_step;
+        let model_keys = [
+            ("preset", declared.preset != Default::default()),
+            ("device", declared.device != Default::default()),
+            ("threads", declared.threads.is_some()),
+        ];
+        if let Some((key, _)) = model_keys.iter().find(|(_, set)| *set) {
+            return Err(self.named(&format!(
+                "{key} is not a key of a guard cell: its stand-in step is a time (step, step_ms \
+                 or step_from), slept on the CPU"
+            )));
         }
-        if let Some(step) = self.step.as_ref().filter(|s| !matches!(s, ModelSpec::Synthetic { .. }))
-        {
+        if let Some(step) = self.step.as_ref().filter(|s| !s.is_fixed_cost()) {
             return Err(self.named(&format!(
                 "step = \"{step}\": expected a stand-in of fixed length, synthetic:MS (e.g. \
                  \"synthetic:40ms\"); a step replayed from a file is step_from = \"FILE\""
             )));
         }
         // The step file read now, so that a bad one is refused before anything is measured.
-        self.stand_in()?;
+        let stand_in = self.stand_in()?;
         match self.min_au {
             Some(au) if !(au > 0.0 && au <= 100.0) => Err(self.named(&format!(
                 "min_au = {au}: expected a percentage above 0 and at most 100, e.g. 90"
             ))),
-            Some(_) if self.step.is_none() && self.step_from.is_none() => Err(self.named(
+            Some(_) if stand_in.is_none() => Err(self.named(
                 "min_au needs a step to feed: add step = \"synthetic:MS\" (your step's time) or \
                  step_from = \"FILE\" (your lerobot-train log)",
             )),
             _ => Ok(()),
         }
+    }
+
+    /// A step declared wrong, said of this cell with its keys.
+    fn worded(&self, error: &StepError) -> String {
+        self.named(&error.worded(&|key| key.to_string()))
     }
 
     /// `what`, said of this cell.
@@ -279,7 +307,7 @@ impl ConfigFile for GuardConfig {
     /// file read as its runs start, and checked before).
     fn resolve(&mut self, config: &Path) -> Result<(), String> {
         self.dataset.resolve_relative_to(config);
-        for file in self.cells.iter_mut().filter_map(|c| c.step_from.as_mut()) {
+        for file in self.cells.iter_mut().filter_map(|c| c.declared_step.from.step_from.as_mut()) {
             relative_to_config(file, config);
         }
         Ok(())
@@ -409,6 +437,31 @@ mod tests {
         assert!(typo.unwrap_err().contains("unknown field `worker`"));
         let missing = parse(&format!("{DATASET}[[cell]]\nname = \"m\"\nworkers = 1\n"));
         assert!(missing.unwrap_err().contains("missing field `batch`"));
+    }
+
+    #[test]
+    fn a_cells_step_is_a_stand_in_declared_as_every_front_end_declares_one() {
+        let cell = |keys: &str| {
+            parse(&format!("{DATASET}[[cell]]\nname = \"s\"\nworkers = 0\nbatch = 4\n{keys}"))
+        };
+        // Every key of the step's declaration is a cell's own, not a knob.
+        assert!(StepDeclaration::KEYS.iter().all(|k| GuardKnobs::OWN_KEYS.contains(k)));
+        let timed = cell("step_ms = 40\nmin_au = 90\n").unwrap();
+        let stand_in = timed.cells[0].stand_in().unwrap().unwrap();
+        assert_eq!(stand_in.spec().to_string(), "synthetic:40ms");
+        assert_eq!(stand_in.device, DeviceChoice::Cpu);
+        let refused = [
+            ("device = \"cuda\"\nstep_ms = 4\n", "device is not a key of a guard cell"),
+            ("threads = 2\n", "threads is not a key of a guard cell"),
+            ("step = \"synthetic:4ms\"\nstep_ms = 4\n", "step and step_ms are two steps"),
+            ("step_ms = -1\n", "cell \"s\": step_ms -1: expected a step time in ms above 0"),
+            ("step_from = \"/no/such/log\"\n", "cell \"s\": step_from /no/such/log: "),
+            ("min_au = 90\n", "min_au needs a step to feed"),
+        ];
+        for (keys, said) in refused {
+            let error = cell(keys).unwrap_err();
+            assert!(error.contains(said), "{keys}: {error}");
+        }
     }
 
     #[test]

@@ -10,9 +10,10 @@ use plotly::{Plot, Scatter};
 use super::judge::GuardVerdict;
 use super::record::GuardRecord;
 use super::render::{markdown, UpdateCommand};
+use crate::bench::export::{Exporter, Html, Output, RenderError};
 use crate::bench::format::system_line;
 use crate::bench::format::{millis, rate};
-use crate::bench::report::page::{plot_of, utc, Page};
+use crate::bench::report::page::{plot_of, utc, Page, PAGE_FILE};
 use crate::measure::loader_run::RunFigures;
 use crate::measure::stats::median;
 
@@ -38,6 +39,25 @@ const FIGURES: [Figure; 2] = [
         show: |v| format!("{} samples/s", rate(v)),
     },
 ];
+
+/// A guard's page as its exporter takes it: the verdict, judging `now` against `baseline`, and
+/// the command that updates the baseline.
+pub struct GuardPage<'a> {
+    /// The verdict.
+    pub verdict: &'a GuardVerdict,
+    /// The baseline judged against.
+    pub baseline: &'a GuardRecord,
+    /// This run.
+    pub now: &'a GuardRecord,
+    /// The command that saves this run as the baseline.
+    pub update: &'a UpdateCommand<'a>,
+}
+
+impl Exporter<GuardPage<'_>> for Html {
+    fn export(&self, p: &GuardPage<'_>) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(PAGE_FILE, render(p.verdict, p.baseline, p.now, p.update))])
+    }
+}
 
 /// The page of `verdict`, judging `now` against `baseline`.
 pub fn render(

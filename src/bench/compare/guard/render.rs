@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
 use super::record::GuardRecord;
+use crate::bench::export::{pretty_json, Exporter, Json, Output, RenderError};
 use crate::bench::report::table::{Column, Table};
 use crate::measure::loader_run::RunFigures;
 
@@ -242,6 +243,18 @@ pub struct ActionBenchmarkEntry {
     pub range: String,
     /// The runs and the machine.
     pub extra: String,
+}
+
+impl Exporter<GuardRecord> for Json {
+    /// github-action-benchmark's two files: smaller-is-better.json (customSmallerIsBetter) and
+    /// bigger-is-better.json (customBiggerIsBetter).
+    fn export(&self, record: &GuardRecord) -> Result<Vec<Output>, RenderError> {
+        let (smaller, bigger) = action_benchmark(record);
+        Ok(vec![
+            Output::new("smaller-is-better.json", pretty_json(&smaller)),
+            Output::new("bigger-is-better.json", pretty_json(&bigger)),
+        ])
+    }
 }
 
 /// A record as github-action-benchmark's `customSmallerIsBetter` entries (CPU ms and

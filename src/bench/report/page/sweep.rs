@@ -9,11 +9,18 @@ use plotly::common::{DashType, Fill, HoverInfo, Line, Mode, Title};
 use plotly::layout::{Axis, Layout};
 use plotly::{Bar, HeatMap, Plot, Scatter};
 
-use super::{plot_of, utc, Page};
+use super::{plot_of, utc, Page, PAGE_FILE};
+use crate::bench::export::{Exporter, Html, Output, RenderError};
 use crate::bench::format::rate;
 use crate::bench::format::system_line;
 use crate::bench::report::plots::{curves, Curve};
-use crate::bench::report::{Report, Row};
+use crate::bench::report::{markdown, Report, Row};
+
+impl Exporter<Report> for Html {
+    fn export(&self, report: &Report) -> Result<Vec<Output>, RenderError> {
+        Ok(vec![Output::new(PAGE_FILE, render(report, &markdown::render(report)))])
+    }
+}
 
 /// Line colours, one per batch size (the SVG plots' Tableau 10).
 const COLOURS: [(u8, u8, u8); 8] = [
