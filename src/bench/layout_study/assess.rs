@@ -7,10 +7,9 @@
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
 use super::candidate::{Candidate, Storage};
 use super::config::MeasureSection;
+use super::result::{CandidateResult, DecodeCost, LoaderFigures, VsBase};
 use crate::dataset::files::files_under;
 use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
@@ -23,167 +22,9 @@ use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::loader::spec::LoaderSpec;
-use crate::measure::change::{interval, Change};
 use crate::measure::loader_run::{measure_run, RunFigures, RunLength};
 use crate::measure::phase::{run_loader_phase, ChosenLoader};
-use crate::measure::stats::median;
-use crate::measure::system::{system_info, SystemInfo};
-
-/// Throughput figures of repeated loader runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoaderFigures {
-    /// Median samples/s over the runs.
-    pub samples_per_s: f64,
-    /// Its 95 % bootstrap interval (None with one run).
-    pub samples_per_s_interval: Option<(f64, f64)>,
-    /// Median CPU ms per sample.
-    pub cpu_ms_per_sample: f64,
-    /// Every run's figures.
-    pub runs: Vec<RunFigures>,
-}
-
-impl LoaderFigures {
-    fn of(runs: Vec<RunFigures>, seed: u64) -> Self {
-        let rates: Vec<f64> = runs.iter().map(|r| r.samples_per_s).collect();
-        let interval = (rates.len() > 1).then(|| interval(&rates, seed, median_of)).flatten();
-        Self {
-            samples_per_s: median(rates.iter().copied()),
-            samples_per_s_interval: interval,
-            cpu_ms_per_sample: median(runs.iter().map(|r| r.cpu_ms_per_sample)),
-            runs,
-        }
-    }
-}
-
-fn median_of(values: &[f64]) -> f64 {
-    median(values.iter().copied())
-}
-
-/// A candidate against the base, their runs interleaved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VsBase {
-    /// Change of samples/s (positive: faster than the base).
-    pub samples_per_s: Change,
-    /// Change of CPU ms per sample (positive: costs more).
-    pub cpu_ms_per_sample: Change,
-    /// The base's runs.
-    pub base_runs: Vec<RunFigures>,
-}
-
-impl VsBase {
-    fn of(base: &[RunFigures], candidate: &[RunFigures], seed: u64) -> Option<Self> {
-        let values = |runs: &[RunFigures], f: fn(&RunFigures) -> f64| -> Vec<f64> {
-            runs.iter().map(f).collect()
-        };
-        let rate = |r: &RunFigures| r.samples_per_s;
-        let cpu = |r: &RunFigures| r.cpu_ms_per_sample;
-        Some(Self {
-            samples_per_s: Change::of(&values(base, rate), &values(candidate, rate), seed)?,
-            cpu_ms_per_sample: Change::of(&values(base, cpu), &values(candidate, cpu), seed)?,
-            base_runs: base.to_vec(),
-        })
-    }
-}
-
-/// The loader's cost under random access with one worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecodeCost {
-    /// CPU ms per sample of the whole loader.
-    pub cpu_ms_per_sample: f64,
-    /// Video frames out of the codec per sample, those decoded only to reach a wanted frame
-    /// included (None without video).
-    pub frames_decoded_per_sample: Option<f64>,
-    /// CPU µs per decoded video frame (None without video).
-    pub cpu_us_per_decoded_frame: Option<f64>,
-}
-
-/// Everything measured of one candidate: a line of `layout.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CandidateResult {
-    /// Its name (directory and key).
-    pub name: String,
-    /// How it differs from the base (`gop=10`), or `base`.
-    pub label: String,
-    /// Its settings.
-    pub candidate: Candidate,
-    /// Episodes and frames per camera.
-    pub episodes: usize,
-    /// Frames per camera.
-    pub frames: usize,
-    /// Camera (or image) frames a sample of the window holds, over every camera.
-    pub camera_frames_per_sample: usize,
-    /// Bytes of stored frames per camera frame.
-    pub bytes_per_frame: f64,
-    /// The source's, on the same episodes.
-    pub source_bytes_per_frame: f64,
-    /// The reference frames compared, at the candidate's size, as PNG files.
-    pub png_bytes_per_frame: f64,
-    /// CPU ms to decode one of those PNG files (LeRobot's image loading).
-    pub png_decode_ms_per_frame: f64,
-    /// CPU ms per camera frame encoded (every encoder thread).
-    pub encode_cpu_ms_per_frame: f64,
-    /// Random access with one worker.
-    pub decode: DecodeCost,
-    /// Throughput at the configured workers, warm page cache.
-    pub loader: LoaderFigures,
-    /// Against the base candidate measured in turn with it (None for the base itself).
-    #[serde(default)]
-    pub vs_base: Option<VsBase>,
-    /// The same with the candidate's files evicted from the page cache before each run (None
-    /// in `/dev/shm`, which is memory).
-    pub cold_loader: Option<LoaderFigures>,
-    /// From opening the dataset to the first batch, ms (files evicted first where they can be).
-    pub first_batch_ms: f64,
-    /// Frames against the reference.
-    pub quality: Quality,
-    /// For a resized candidate: the reference resized and scaled back to the source's size,
-    /// against the reference: what the resolution alone loses.
-    pub scaling: Option<Quality>,
-    /// Where it was measured; None in results written before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<SystemInfo>,
-    /// When it finished, seconds since the Unix epoch; None in results written before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_unix_s: Option<u64>,
-}
-
-impl CandidateResult {
-    /// Speed against the base candidate (×) with its 95 % interval, from runs interleaved with
-    /// the base's; the base itself is 1 (its interval its own runs' spread). None for a result
-    /// measured without the base (a study written before this was measured).
-    pub fn speed_vs_base(&self) -> Option<(f64, f64, f64)> {
-        let ratio = |pct: f64| 1.0 + pct / 100.0;
-        match &self.vs_base {
-            Some(v) => {
-                let c = v.samples_per_s;
-                Some((ratio(c.percent), ratio(c.low), ratio(c.high)))
-            }
-            None if self.label == "base" => {
-                let median = self.loader.samples_per_s;
-                let (low, high) = self.loader.samples_per_s_interval.unwrap_or((median, median));
-                Some((1.0, low / median, high / median))
-            }
-            None => None,
-        }
-    }
-
-    /// Bytes per frame over the source's.
-    pub fn bytes_ratio(&self) -> f64 {
-        self.bytes_per_frame / self.source_bytes_per_frame
-    }
-
-    /// Bytes per frame over PNG's (LeRobot's size ratio).
-    pub fn png_ratio(&self) -> f64 {
-        self.bytes_per_frame / self.png_bytes_per_frame
-    }
-
-    /// CPU per sample at one worker over loading the same frames from PNG files (LeRobot's
-    /// load-time ratio).
-    pub fn load_time_ratio(&self) -> f64 {
-        let png = self.png_decode_ms_per_frame * self.camera_frames_per_sample as f64;
-        self.decode.cpu_ms_per_sample / png
-    }
-}
+use crate::measure::system::system_info;
 
 /// Why a candidate could not be measured.
 #[derive(Debug, thiserror::Error)]

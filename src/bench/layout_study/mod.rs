@@ -18,15 +18,17 @@ pub mod page;
 pub mod pareto;
 pub mod ranking;
 pub mod report;
+pub mod result;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use self::assess::{measure_candidate, packed, CandidateResult, MeasureError, Source};
+use self::assess::{measure_candidate, packed, MeasureError, Source};
 use self::candidate::{candidate_root, Candidate, Location, Storage};
 use self::config::LayoutConfig;
+use self::result::CandidateResult;
 use crate::bench::events::Events;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;

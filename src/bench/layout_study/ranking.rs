@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::assess::CandidateResult;
 use super::config::ChooseSection;
+use super::result::CandidateResult;
 use crate::bench::format::{db, rate};
 use crate::dataset::bytes::Bytes;
 

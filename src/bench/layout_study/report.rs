@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::assess::CandidateResult;
 use super::config::{ChooseSection, LayoutConfig};
 use super::pareto::{self, ParetoPoint};
 use super::ranking::LayoutReport;
+use super::result::CandidateResult;
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
 use crate::bench::export::{self, Csv, ExportError, Exporter, Html, Markdown, Output};
 use crate::bench::export::{RenderError, Svg};
@@ -309,8 +309,8 @@ pub fn report_layout_dir(dir: &Path) -> Result<LayoutReportFiles, LayoutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::layout_study::assess::{DecodeCost, LoaderFigures, VsBase};
     use crate::bench::layout_study::candidate::Candidate;
+    use crate::bench::layout_study::result::{DecodeCost, LoaderFigures, VsBase};
     use crate::measure::change::Change;
 
     /// A result `label` of `bytes` per frame, `psnr` dB, `speed`× the base (None: the base).
