@@ -1,6 +1,6 @@
 //! The builder docs held to the code: every path docs/code-layout.md and docs/building.md give
-//! exists, and every module of src/ (and of the driver package) is named in code-layout.md, in
-//! the section of its folder.
+//! exists, and every module of src/ (and of the driver package), of python/ and every script of
+//! scripts/ is named in code-layout.md, in the section of its folder.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -35,8 +35,8 @@ fn paths_in(doc: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every module file under `dir` (`.rs`, and the driver package's `.py`), relative to the
-/// repository's root.
+/// Every module file under `dir` (`.rs`, `.py` and `.pyi`; under scripts/, every script),
+/// relative to the repository's root.
 fn modules_under(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -46,19 +46,26 @@ fn modules_under(dir: &Path, found: &mut Vec<PathBuf>) {
             }
         } else if path.file_name().is_some_and(|name| name == "tests.rs") {
             // A module's unit tests, part of the module they test.
-        } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
+        } else if path
+            .extension()
+            .is_some_and(|e| ["rs", "py", "pyi", "sh"].contains(&e.to_str().unwrap_or_default()))
+        {
             found.push(path.strip_prefix(root()).unwrap().to_path_buf());
         }
     }
 }
 
-/// The section of code-layout.md for the top folder of `module` (`### \`src/loader/\``), or the
-/// whole page for a file directly in src/.
+/// The section of code-layout.md for the top folder of `module` (`### \`src/loader/\``,
+/// `### \`python/\``, `### \`scripts/\``), or the whole page for a file directly in src/.
 fn section_of<'a>(doc: &'a str, module: &Path) -> &'a str {
     let mut parts = module.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
-    let (_src, top) = (parts.next(), parts.next().unwrap_or_default());
-    if !top.ends_with(".rs") {
-        let heading = format!("### `src/{top}/`");
+    let (first, top) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let heading = match first.as_str() {
+        "src" if top.ends_with(".rs") => None,
+        "src" => Some(format!("### `src/{top}/`")),
+        other => Some(format!("### `{other}/`")),
+    };
+    if let Some(heading) = heading {
         if let Some(start) = doc.find(&heading) {
             let rest = &doc[start + heading.len()..];
             return &rest[..rest.find("\n### ").unwrap_or(rest.len())];
@@ -67,8 +74,12 @@ fn section_of<'a>(doc: &'a str, module: &Path) -> &'a str {
     doc
 }
 
-/// The name a module goes by: its file's stem, its folder's for a `mod.rs` or `__init__.py`.
+/// The name a module goes by: its file's stem, its folder's for a `mod.rs` or `__init__.py`; a
+/// script's whole file name.
 fn name_of(module: &Path) -> String {
+    if module.starts_with("scripts") {
+        return module.file_name().unwrap().to_string_lossy().into_owned();
+    }
     let stem = module.file_stem().unwrap().to_string_lossy();
     match stem.as_ref() {
         "mod" | "__init__" => module.parent().unwrap().file_name().unwrap().to_string_lossy(),
@@ -121,8 +132,12 @@ fn every_path_the_builder_docs_give_exists() {
 fn every_module_is_named_in_the_code_layout() {
     let doc = std::fs::read_to_string(root().join("docs/code-layout.md")).unwrap();
     let mut modules = Vec::new();
-    modules_under(&root().join("src"), &mut modules);
+    for dir in ["src", "python", "scripts"] {
+        modules_under(&root().join(dir), &mut modules);
+    }
     assert!(modules.len() > 100, "{} modules found", modules.len());
+    assert!(modules.iter().any(|m| m.starts_with("scripts")), "scripts are held to it");
+    assert!(modules.iter().any(|m| m.starts_with("python")), "python/ is held to it");
     let unnamed_now = unnamed(&doc, &modules);
     assert!(
         unnamed_now.is_empty(),
@@ -131,10 +146,17 @@ fn every_module_is_named_in_the_code_layout() {
     // A module added without its line is found, by its name and in its own folder's section.
     modules.push(PathBuf::from("src/loader/lerobot/a_module_nobody_wrote_up.rs"));
     modules.push(PathBuf::from("src/timing/bridge.rs"));
+    modules.push(PathBuf::from("scripts/remote-figure-v2.sh"));
+    modules.push(PathBuf::from("python/feedbench/streaming.py"));
     let found = unnamed(&doc, &modules);
     assert_eq!(
         found,
-        ["src/loader/lerobot/a_module_nobody_wrote_up.rs", "src/timing/bridge.rs"],
+        [
+            "src/loader/lerobot/a_module_nobody_wrote_up.rs",
+            "src/timing/bridge.rs",
+            "scripts/remote-figure-v2.sh",
+            "python/feedbench/streaming.py"
+        ],
         "a module without its line"
     );
 }

@@ -8,8 +8,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::{feedbench, file_tree};
-use feedbench::bench::layout_study::result::CandidateResult;
 use feedbench::bench::layout_study::read_results;
+use feedbench::bench::layout_study::result::CandidateResult;
 use feedbench::dataset::video::VideoCodec;
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::synth::{synth, SynthOptions};

@@ -10,6 +10,7 @@ use feedbench::measure::phase::ChosenLoader;
 
 use super::loader_flags::LoaderFlags;
 use super::printer::Printer;
+use super::shared_flags::JsonFlag;
 
 /// Arguments of `feedbench compare`.
 #[derive(Args)]
@@ -31,9 +32,8 @@ pub struct CompareArgs {
     /// Batches per run before measuring [default: the batches in flight plus one].
     #[arg(long)]
     warmup: Option<usize>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 /// A loader spec written as one argument.
@@ -76,7 +76,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         batches: args.batches,
         warmup: args.warmup,
     };
-    let mut printer = Printer::runs(2 * args.repeats, args.json, "comparing");
+    let mut printer = Printer::runs(2 * args.repeats, args.json.on, "comparing");
     let comparison = compare(&spec, &bridge, &mut printer).map_err(|e| match e {
         CompareError::Side { side, error } => {
             let (flag, text) = match side {
@@ -89,7 +89,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         CompareError::Request(error) => error.into(),
     })?;
     printer.finish();
-    if args.json {
+    if args.json.on {
         outln!("{}", serde_json::to_string_pretty(&comparison)?)?;
     } else {
         out!("{}", text::render(&comparison, &args.a, &args.b))?;

@@ -20,6 +20,7 @@ use feedbench::dataset::{
 };
 use feedbench::dataset::{Contract, Resolution, WindowChoice, WindowSpec, DEFAULT_TOLERANCE_S};
 
+use super::shared_flags::JsonFlag;
 use super::{print_json_or_text, progress_bar};
 
 /// Arguments of `feedbench info`.
@@ -27,14 +28,13 @@ use super::{print_json_or_text, progress_bar};
 pub struct InfoArgs {
     /// The dataset root (the directory holding meta/info.json).
     dataset: PathBuf,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 /// Runs `feedbench info`.
 pub fn info(args: &InfoArgs) -> Result<()> {
-    print_json_or_text(&Summary::collect(&args.dataset)?, args.json)
+    print_json_or_text(&Summary::collect(&args.dataset)?, args.json.on)
 }
 
 /// Arguments of `feedbench sample`.
@@ -197,9 +197,8 @@ pub struct SynthArgs {
     /// Replace an existing dataset at --out.
     #[arg(long)]
     force: bool,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 /// A library error worded for `synth`'s user: an encoder setting named by its flag.
@@ -266,7 +265,7 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
         episodes_per_file: args.episodes_per_file,
         storage: args.storage,
     };
-    let progress = progress_bar(0, args.json, "encoding");
+    let progress = progress_bar(0, args.json.on, "encoding");
     let written = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
         progress.set_length(total);
         progress.set_position(done);
@@ -284,7 +283,7 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
         written => written.map_err(with_synth_flags)?,
     };
     progress.finish_and_clear();
-    if args.json {
+    if args.json.on {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         outln!(

@@ -10,15 +10,16 @@ use serde_json::json;
 use feedbench::bench::export::{self, Html};
 use feedbench::bench::train_log::TrainLog;
 
+use super::shared_flags::JsonFlag;
+
 /// Arguments of `feedbench doctor`.
 #[derive(Args)]
 pub struct DoctorArgs {
     /// A lerobot-train log: its output as saved (`lerobot-train … 2>&1 | tee train.log`), with
     /// the step lines it writes every --log_freq steps.
     log: PathBuf,
-    /// Print one JSON object (the summary and every logged step) instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
     /// Also write the log as one self-contained page into FILE: each logged step's data_s and
     /// updt_s over the run, the epoch starts marked, interactive.
     #[arg(long, value_name = "FILE")]
@@ -36,7 +37,7 @@ pub fn run(args: &DoctorArgs) -> Result<()> {
         export::write_to(path, &log, &Html)
             .with_context(|| format!("--html {}", path.display()))?;
     }
-    if args.json {
+    if args.json.on {
         let value = json!({ "log": log.path, "summary": summary, "steps": log.steps });
         outln!("{}", serde_json::to_string_pretty(&value)?)?;
     } else {

@@ -23,6 +23,7 @@ use feedbench::model::StepFrom;
 use feedbench::timing::InstructionCounter;
 
 use super::printer::Printer;
+use super::shared_flags::JsonFlag;
 use super::step_flags::step_from;
 
 /// Arguments of `feedbench guard`.
@@ -48,9 +49,8 @@ pub struct GuardArgs {
     /// replaces the cells' own step.
     #[command(flatten)]
     step: StepFrom,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
     /// Also write github-action-benchmark's JSON into DIR: smaller-is-better.json
     /// (customSmallerIsBetter) and bigger-is-better.json (customBiggerIsBetter).
     #[arg(long, value_name = "DIR")]
@@ -110,7 +110,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     };
     let reference = ReferenceClip::prepare(&mut Printer::lines())?;
     let runs = config.cells.len() * config.run.repeats;
-    let mut printer = Printer::runs(runs, args.json, "guarding");
+    let mut printer = Printer::runs(runs, args.json.on, "guarding");
     let setup = GuardSetup { root, reference, machine, dataset, count_instructions };
     let record = measure(&config, setup, &mut printer)?;
     printer.finish();
@@ -120,7 +120,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         if let Some(dir) = &args.action_benchmark {
             write_action_benchmark(dir, &record)?;
         }
-        if args.json {
+        if args.json.on {
             outln!("{}", serde_json::to_string_pretty(&record)?)?;
         } else {
             outln!(
@@ -147,7 +147,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         export::write_to(path, &page, &Html)
             .with_context(|| format!("--html {}", path.display()))?;
     }
-    if args.json {
+    if args.json.on {
         outln!("{}", serde_json::to_string_pretty(&verdict)?)?;
     } else {
         out!("{}", render::text(&verdict, &update))?;

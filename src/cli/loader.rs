@@ -1,7 +1,7 @@
 //! `feedbench load` and `feedbench train`: the `loader` and `train` phases, rank files and
 //! `--trace` (the loader's flags: [`super::loader_flags`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -21,6 +21,7 @@ use feedbench::model::{MissingInput, PolicyShapes, ShapesError, StepChoice};
 use feedbench::timing::Trace;
 
 use super::loader_flags::{available_cores, LoaderFlags};
+use super::shared_flags::{JsonFlag, RunFlags};
 use super::step_flags::StepFlags;
 use super::{print_json_or_text, progress_bar};
 
@@ -36,35 +37,22 @@ pub struct LoadArgs {
     /// that every measured batch reuses pooled buffers].
     #[arg(long)]
     warmup: Option<usize>,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
     /// Also print a digest (SHA-256) of each measured batch, in the order delivered
     /// (`batch_digests` in the JSON): two roots of one dataset (a directory, its copy in a
     /// bucket) or two builds deliver the same batches where the digests are equal. Native
     /// loader only.
     #[arg(long, conflicts_with = "processes")]
     digests: bool,
-    /// Write the workers' timeline (batch stages as spans, one track per worker) to this new
-    /// file, in Chrome's trace format (chrome://tracing, ui.perfetto.dev).
-    #[arg(long)]
-    trace: Option<PathBuf>,
-    /// Write this rank's figures, its shard of the first epoch and where it ran to
-    /// DIR/rank-<r>.json (r: --rank, $RANK or $SLURM_PROCID); `feedbench merge DIR` then
-    /// reports every rank and the slowest.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Ranks measured at once on this box, as `accelerate launch --num_processes N` starts a
-    /// lerobot-train run (with --lerobot-train): each rank a process with its DataLoader, one
-    /// process group, every step waiting for the slowest rank [default: 1].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    processes: Option<u16>,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 /// Runs `feedbench load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
-    let (_, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
-    let progress = progress_bar(args.batches, args.json, "loading");
+    let (_, loader, trace) = start_loader(&args.loader, &args.run)?;
+    let progress = progress_bar(args.batches, args.json.on, "loading");
     if args.digests && loader.native().is_none() {
         anyhow::bail!("--digests: the batches of LeRobot's loader stay in its process");
     }
@@ -77,8 +65,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         }
     })?;
     progress.finish_and_clear();
-    match (args.digests, args.json) {
-        (false, _) => print_json_or_text(&phase, args.json)?,
+    match (args.digests, args.json.on) {
+        (false, _) => print_json_or_text(&phase, args.json.on)?,
         (true, true) => {
             let mut json = serde_json::to_value(&phase)?;
             json["batch_digests"] = digests.into();
@@ -91,12 +79,12 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         }
     }
     write_rank(
-        args.out.as_deref(),
+        args.run.out.as_deref(),
         loader.as_ref(),
         RankPhase::Load(Box::new(phase)),
         tch::Device::Cpu,
     )?;
-    finish_trace(args.trace.as_deref(), trace)
+    finish_trace(args.run.trace.as_deref(), trace)
 }
 
 /// Arguments of `feedbench train`.
@@ -112,24 +100,10 @@ pub struct TrainArgs {
     /// Steps to run first without measuring.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Print one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
-    /// Write the timeline (the workers' batch stages and the trainer's wait and step phases,
-    /// one track per thread) to this new file, in Chrome's trace format.
-    #[arg(long)]
-    trace: Option<PathBuf>,
-    /// Write this rank's figures, its shard of the first epoch and where it ran to
-    /// DIR/rank-<r>.json (r: --rank, $RANK or $SLURM_PROCID); `feedbench merge DIR` then
-    /// reports every rank and the slowest.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Ranks measured at once on this box, as `accelerate launch --num_processes N` starts a
-    /// lerobot-train run (with --lerobot-train): each rank a process with its DataLoader (its
-    /// shard, its workers; the native loader's too), every step waiting for the slowest rank
-    /// [default: 1].
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    processes: Option<u16>,
+    #[command(flatten)]
+    json: JsonFlag,
+    #[command(flatten)]
+    run: RunFlags,
 }
 
 /// Runs `feedbench train`.
@@ -141,11 +115,11 @@ pub fn train(args: &TrainArgs) -> Result<()> {
              fixed length in its place (--model synthetic:MS, e.g. your log's updt_s)"
         );
     }
-    let ranks = usize::from(args.processes.unwrap_or(1));
+    let ranks = usize::from(args.run.processes.n.unwrap_or(1));
     if ranks > 1 && args.loader.lerobot_train().is_none() {
         return train_at_once(args, ranks);
     }
-    let (spec, loader, trace) = start_loader(&args.loader, &args.trace, &args.out, args.processes)?;
+    let (spec, loader, trace) = start_loader(&args.loader, &args.run)?;
     let shapes = match loader.native() {
         Some(native) => {
             let info = native.dataset().info();
@@ -162,12 +136,12 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     if let Some(barrier) = StepBarrier::from_env() {
         placed = PlacedStep { step: Box::new(Lockstep::new(placed.step, barrier)), ..placed };
     }
-    let progress = progress_bar(args.steps, args.json, "training");
+    let progress = progress_bar(args.steps, args.json.on, "training");
     let feed = placed.feed(trace.as_ref(), None);
     let phase = loader
         .train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64))?;
     progress.finish_and_clear();
-    if !args.json {
+    if !args.json.on {
         match (&placed.compute, place) {
             (Some(fed), _) => outln!(
                 "LeRobot's loader feeding a {:.1} ms step on {:?} (each batch copied there, \
@@ -185,14 +159,14 @@ pub fn train(args: &TrainArgs) -> Result<()> {
             }
         }
     }
-    print_json_or_text(&phase, args.json)?;
+    print_json_or_text(&phase, args.json.on)?;
     write_rank(
-        args.out.as_deref(),
+        args.run.out.as_deref(),
         loader.as_ref(),
         RankPhase::Train(Box::new(phase)),
         placed.step.device(),
     )?;
-    finish_trace(args.trace.as_deref(), trace)
+    finish_trace(args.run.trace.as_deref(), trace)
 }
 
 /// `--processes ranks` refused where the ranks outnumber this machine's cores.
@@ -218,7 +192,7 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
             ranks - 1
         );
     }
-    if args.trace.is_some() {
+    if args.run.trace.is_some() {
         anyhow::bail!(
             "--trace records one process's threads: not with --processes (each rank is a process)"
         );
@@ -245,7 +219,7 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
             command
         })
         .collect();
-    if !args.json {
+    if !args.json.on {
         eprintln!(
             "training {ranks} ranks at once ({} warm-up and {} measured steps each) …",
             args.warmup, args.steps
@@ -253,13 +227,13 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
     }
     let outputs = run_lockstep(commands)?;
     let phase = train_phase_of(&outputs)?;
-    if !args.json {
+    if !args.json.on {
         outln!(
             "{ranks} ranks at once, each step waiting for the slowest (as DDP's all-reduce): the \
              figures are the slowest rank's"
         )?;
     }
-    print_json_or_text(&phase, args.json)
+    print_json_or_text(&phase, args.json.on)
 }
 
 /// The diffusion policy's compute as a loader in another process is fed it (`train --loader
@@ -293,12 +267,8 @@ type StartedLoader = (LoaderSpec, Box<dyn MeasuredLoader>, Option<Arc<Trace>>);
 /// What `load` and `train` do first: the loader the flags choose, built (its outputs checked
 /// apart from the dataset, the dataset's rates warned of, its rank file claimed, its trace
 /// started), with its spec and its trace; a lerobot-train run's as `processes` ranks at once.
-fn start_loader(
-    flags: &LoaderFlags,
-    trace: &Option<PathBuf>,
-    out: &Option<PathBuf>,
-    processes: Option<u16>,
-) -> Result<StartedLoader> {
+fn start_loader(flags: &LoaderFlags, run: &RunFlags) -> Result<StartedLoader> {
+    let (trace, out, processes) = (&run.trace, &run.out, run.processes.n);
     let choice = flags.choice()?;
     refuse_native_only_outputs(&choice, trace.as_deref(), out.as_deref())?;
     let ranks = usize::from(processes.unwrap_or(1));

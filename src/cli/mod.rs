@@ -29,6 +29,7 @@ pub mod loader;
 pub mod loader_flags;
 pub mod model;
 pub mod printer;
+pub mod shared_flags;
 pub mod step_flags;
 pub mod sweep;
 pub mod tune;

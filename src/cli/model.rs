@@ -14,6 +14,8 @@ use feedbench::model::lerobot::StepImpl;
 use feedbench::model::StepChoice;
 use feedbench::model::{DeviceChoice, DiffusionPreset, ModelSpec, PolicyShapes, Precision};
 
+use super::shared_flags::JsonFlag;
+
 /// Arguments of `feedbench model`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
@@ -72,9 +74,8 @@ pub struct ModelArgs {
     /// $FEEDBENCH_PYTHON, else the source tree's .venv-lerobot, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
-    /// Print JSON instead of tables.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonFlag,
 }
 
 /// Runs `feedbench model`.
@@ -107,7 +108,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     // Rows print as they are measured; the first failed print ends the command after it.
     let mut printed = Ok(());
     let mut print_row = |row: &ModelPhase| {
-        if !args.json && printed.is_ok() {
+        if !args.json.on && printed.is_ok() {
             printed = out!("{}", phase_text::model_row(row));
         }
     };
@@ -123,7 +124,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     }
     printed?;
     let rows: Vec<&ModelPhase> = tch_rows.iter().chain(&lerobot_rows).collect();
-    if args.json {
+    if args.json.on {
         outln!("{}", serde_json::to_string_pretty(&rows)?)?;
     } else if !tch_rows.is_empty() && !lerobot_rows.is_empty() {
         out!("{}", phase_text::model_parity(&tch_rows, &lerobot_rows))?;

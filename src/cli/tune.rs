@@ -23,6 +23,7 @@ use feedbench::measure::phase::{LoaderChoice, LoaderDeclaration};
 
 use super::loader_flags::LoaderFlags;
 use super::printer::Printer;
+use super::shared_flags::{JsonFlag, ProcessesFlag};
 use super::step_flags::StepFlags;
 
 /// Arguments of `feedbench tune`.
@@ -75,12 +76,8 @@ pub struct TuneArgs {
     /// and said to be so.
     #[arg(long, value_name = "TIME", value_parser = duration)]
     budget: Option<Duration>,
-    /// Ranks training at once on this box (`accelerate launch --num_processes N`), each with
-    /// its own DataLoader and workers: the answer is the workers per rank that fit N ranks in
-    /// the cores and memory, each rank's share of them [default: --lerobot-train's launch
-    /// line's (its --num_processes, else its accelerate config's num_processes), else 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    processes: Option<u16>,
+    #[command(flatten)]
+    processes: ProcessesFlag,
     /// On a URL root: stage the copy the answer is measured from into DIR and keep it there to
     /// train from [default: a directory of the tune's own under /dev/shm/feedbench, removed
     /// once measured].
@@ -94,9 +91,8 @@ pub struct TuneArgs {
     /// $SLURM_NNODES, else 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     nodes: Option<u16>,
-    /// Print the answer as one JSON object instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 /// `90s`, `5m`, `1h` or plain seconds: a wall time above 0.
@@ -149,7 +145,7 @@ fn launched(args: &TuneArgs) -> Result<Launched> {
         None => None,
     };
     let env = |name: &str| std::env::var(name).ok();
-    let flag = args.processes.map(usize::from);
+    let flag = args.processes.n.map(usize::from);
     let ranks = Ranks::of(line.as_ref(), flag, &env).map_err(anyhow::Error::msg)?;
     let loader = match &line {
         Some(line) => args.loader.launched(line.args(), line.feedbench_reader())?,
@@ -198,7 +194,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         let into = Some(out.join(name));
         let (tuned, out) = tune(args, &launched, &spec, &choice, into, started, models_from)?;
         first_results.get_or_insert_with(|| out.join("results.jsonl"));
-        if !args.json {
+        if !args.json.on {
             outln!("{name}:")?;
             print(args, &tuned, &out)?;
             outln!("")?;
@@ -209,7 +205,7 @@ pub fn run(args: &TuneArgs) -> Result<()> {
         };
         answers.push((name, whose, tuned));
     }
-    if args.json {
+    if args.json.on {
         let both: serde_json::Map<String, serde_json::Value> = answers
             .iter()
             .map(|(name, _, tuned)| Ok((name.to_string(), serde_json::to_value(tuned)?)))
@@ -353,7 +349,7 @@ fn say_budgets(plan: &TunePlan, cpus_from: &Source, processes: usize, out: &std:
 
 /// The answer of one tune, as text or JSON.
 fn print(args: &TuneArgs, tuned: &Tuned, out: &std::path::Path) -> Result<()> {
-    if args.json {
+    if args.json.on {
         outln!("{}", serde_json::to_string_pretty(tuned)?)?;
     } else {
         out!("{}", tuned.answer)?;
