@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::ClusterError;
+use super::error::ClusterError;
 use crate::measure::system::allowed_cpus;
 
 /// The CPUs a task may use, and what says so: the loader workers it may run.
@@ -44,7 +44,8 @@ impl CpuBudget {
             Some(&most) => Err(ClusterError::TooManyWorkers {
                 cells: over.len(),
                 workers: most,
-                budget: self.clone(),
+                cpus: self.cpus,
+                budget: self.to_string(),
             }),
         }
     }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::ClusterError;
+use super::error::ClusterError;
 use crate::bench::sweep::results::CellResult;
 use crate::dataset::files::write_whole;
 

@@ -6,8 +6,8 @@ use std::fmt;
 use std::path::Path;
 
 use super::cells::{finished_cells, CELLS_DIR};
+use super::error::ClusterError;
 use super::plan_file::Plan;
-use super::ClusterError;
 use crate::bench::report::{write_report, ReportFiles};
 use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::cell::{Knob, KnobSet};

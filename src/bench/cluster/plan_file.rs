@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::ClusterError;
+use super::error::ClusterError;
 use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::config::{ConfigFile, SweepConfig};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::ClusterError;
+use super::error::ClusterError;
 use crate::dataset::files::write_whole;
 use crate::measure::phase::{LoaderPhase, TrainPhase};
 use crate::measure::system::{Placement, SystemInfo};

@@ -5,9 +5,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::budget::CpuBudget;
 use super::cells::{finished_cells, write_cell};
+use super::error::ClusterError;
 use super::plan_file::{Plan, PlannedCell, TaskShare};
-use super::{ClusterError, CpuBudget};
 use crate::bench::events::{CellPhase, Events};
 use crate::bench::store::lock::OutputLock;
 use crate::bench::sweep::{

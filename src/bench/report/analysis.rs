@@ -51,7 +51,7 @@ pub fn render(results: &[CellResult]) -> Report {
         }
     }
 
-    let mut groups: Vec<Group> = partition(&rows, &Knob::set(KnobSet::Group))
+    let mut groups: Vec<Group> = super::partition(&rows, &Knob::set(KnobSet::Group))
         .into_iter()
         .map(|(label, members)| Group {
             label,
@@ -227,7 +227,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
 }
 
 fn plot_groups(rows: &[Row]) -> Vec<PlotGroup> {
-    let parts = partition(rows, &Knob::set(KnobSet::Plot));
+    let parts = super::partition(rows, &Knob::set(KnobSet::Plot));
     let single = parts.len() == 1;
     let mut used: Vec<String> = Vec::new();
     parts
@@ -259,36 +259,6 @@ fn file_part(label: &str) -> String {
         })
         .collect::<Vec<String>>()
         .join("_")
-}
-
-/// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
-/// tell the parts apart (empty with a single part).
-pub(super) fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
-    let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
-    let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
-        let k = key(row);
-        match parts.iter_mut().find(|(pk, _)| *pk == k) {
-            Some((_, members)) => members.push(i),
-            None => parts.push((k, vec![i])),
-        }
-    }
-    let differs: Vec<bool> =
-        (0..knobs.len()).map(|j| parts.iter().any(|(k, _)| k[j] != parts[0].0[j])).collect();
-    parts
-        .into_iter()
-        .map(|(k, members)| {
-            let label = knobs
-                .iter()
-                .zip(&k)
-                .zip(&differs)
-                .filter(|(_, &d)| d)
-                .map(|((knob, value), _)| format!("{} {value}", knob.name()))
-                .collect::<Vec<_>>()
-                .join(", ");
-            (label, members)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
     let shared: Vec<Knob> =
         Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Backend).collect();
     let paired: Vec<usize> = pairs.iter().flat_map(|p| [p.native, p.lerobot]).collect();
-    let fed = super::analysis::partition(rows, &shared)
+    let fed = super::partition(rows, &shared)
         .into_iter()
         .filter_map(|(label, members)| {
             let of = |loader| {

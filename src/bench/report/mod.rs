@@ -460,3 +460,33 @@ pub fn beside_the_wait(loader: LoaderBackend) -> &'static str {
         _ => "the batch's copy to the device",
     }
 }
+
+/// Rows partitioned by `knobs` (in row order), each part labelled by the knobs whose values
+/// tell the parts apart (empty with a single part).
+fn partition(rows: &[Row], knobs: &[Knob]) -> Vec<(String, Vec<usize>)> {
+    let key = |row: &Row| knobs.iter().map(|k| k.value(&row.knobs)).collect::<Vec<_>>();
+    let mut parts: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let k = key(row);
+        match parts.iter_mut().find(|(pk, _)| *pk == k) {
+            Some((_, members)) => members.push(i),
+            None => parts.push((k, vec![i])),
+        }
+    }
+    let differs: Vec<bool> =
+        (0..knobs.len()).map(|j| parts.iter().any(|(k, _)| k[j] != parts[0].0[j])).collect();
+    parts
+        .into_iter()
+        .map(|(k, members)| {
+            let label = knobs
+                .iter()
+                .zip(&k)
+                .zip(&differs)
+                .filter(|(_, &d)| d)
+                .map(|((knob, value), _)| format!("{} {value}", knob.name()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (label, members)
+        })
+        .collect()
+}

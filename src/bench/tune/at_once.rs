@@ -14,7 +14,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::answer::{Answer, Bound};
-use super::{TuneError, TuneRequest, TuneStep};
+use super::request::{TuneError, TuneRequest, TuneStep};
 use crate::bench::events::{Events, Measuring, TimeLeft};
 use crate::bench::report::MIN_STEPS_FOR_INTERVAL;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};

@@ -8,7 +8,8 @@ use plotly::common::{DashType, ErrorData, ErrorType, HoverInfo, Line, Mode, Titl
 use plotly::layout::{Axis, Layout};
 use plotly::{Bar, Plot, Scatter};
 
-use super::{Tuned, TUNE_FILE};
+use super::request::TUNE_FILE;
+use super::tuned::Tuned;
 use crate::bench::export::{pretty_json, Exporter, Html, Json, Output, RenderError};
 use crate::bench::format::{millis, rate};
 use crate::bench::report::page::sweep::{hover, measured};

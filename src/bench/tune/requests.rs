@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::answer::{Answer, Bound};
+use super::request::{rows_of, TuneError};
 use super::search::Budgets;
-use super::{rows_of, TuneError};
 use crate::bench::events::Events;
 use crate::bench::format::rate;
 use crate::bench::sweep::cell::Cell;

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{rows_of, TuneError, TuneRequest};
+use super::request::{rows_of, StageTo, TuneError, TuneRequest};
 use crate::bench::events::Events;
 use crate::bench::format::rate;
 use crate::bench::sweep::cell::Cell;
@@ -23,18 +23,6 @@ use crate::dataset::stage::{
     check_destination, is_staged, plan_stage, scratch_dir, stage, staging_of,
 };
 use crate::measure::phase::{ModelPhase, RemoteBound};
-
-/// Where a tune of a URL root stages its copy, if anywhere.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StageTo {
-    /// A directory of its own under [`scratch_dir`] (`/dev/shm/feedbench`), removed once
-    /// measured.
-    Scratch,
-    /// This directory, kept for the run to train from.
-    Into(PathBuf),
-    /// Nowhere: the answer streams (`--no-stage`).
-    Not,
-}
 
 /// The copy a tune staged and what it gave.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
