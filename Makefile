@@ -24,7 +24,7 @@ S3_SERVER := .tools/s3s-fs/bin/s3s-fs
 S3_SERVER_VERSION := 0.14.1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all setup system-packages browser servers test-build test-environments torch lerobot lerobot-main oldest-torch build run test dist dist-check wheel wheel-check gpu-kit fmt clippy clean
+.PHONY: all setup system-packages browser servers test-build test-environments torch lerobot lerobot-main oldest-torch build run test typecheck dist dist-check wheel wheel-check gpu-kit fmt clippy clean
 
 all: build
 
@@ -106,12 +106,25 @@ test: setup
 	$(CARGO) test --test tests quiet:: -- --test-threads=1
 	tests/slurm/run.sh target/debug/feedbench
 	$(CARGO) fmt --all --check
+	$(MAKE) --no-print-directory typecheck
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --no-deps --workspace --quiet
 	$(MAKE) dist-check wheel-check
 
 test-build:
 	$(CARGO) build --workspace --all-targets
+
+# The type checker over the wheel's Python (python/feedbench) and LeRobot's driver
+# (src/loader/lerobot/feedbench_driver), as mypy.ini sets it: mypy, pinned, in a venv of its own
+# under .tools/ (installed where it is missing or another version).
+MYPY_VERSION := 2.4.1
+MYPY_VENV := .tools/mypy
+typecheck:
+	@$(MYPY_VENV)/bin/mypy --version 2>/dev/null | grep -q '^mypy $(MYPY_VERSION) ' || { \
+		echo "installing mypy $(MYPY_VERSION) into $(MYPY_VENV)"; \
+		{ [ -x $(MYPY_VENV)/bin/python ] || $(PYTHON) -m venv $(MYPY_VENV); } && \
+		$(MYPY_VENV)/bin/pip install -q --disable-pip-version-check mypy==$(MYPY_VERSION); }
+	$(MYPY_VENV)/bin/mypy -p feedbench -p feedbench_driver
 
 test-environments:
 	@for environment in browser servers lerobot lerobot-main oldest-torch; do \

@@ -36,8 +36,10 @@ def main():
     from feedbench_driver.train_run import Run
 
     # The DataLoader as lerobot-train's loop takes it: prepared by the run's accelerator.
-    run = Run({"lerobot_train": args})
-    loader, _ = run.loader({})
+    # A RunReads, as feedbench sends one: the arguments' own knobs, LeRobot's reader, one rank.
+    request = {"lerobot_train": args, "overrides": {}, "reader": "lerobot", "ranks": 1}
+    run = Run(request)
+    loader, _ = run.loader(request)
     training = run.step() if options.step_ms is not None else None
     source = run.prepare(loader)
 

@@ -250,7 +250,7 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.repo_id = repo_id
         # A URL stays text (a Path would fold its `//`).
         if isinstance(root, str) and is_url(root):
-            self.root = root
+            self.root: "str | Path" = root
         else:
             self.root = Path(root) if root is not None else _lerobot_home() / repo_id
         self.storage_options = dict(storage_options or {})
@@ -266,8 +266,8 @@ class FeedbenchDataset(torch.utils.data.Dataset):
         self.cache_bytes = cache_bytes_of(cache_bytes)
         self._cache_path = None
         self._return_uint8 = bool(return_uint8)
-        info = self.root if is_url(self.root) else self.root / "meta" / "info.json"
-        if not is_url(self.root) and not info.is_file():
+        info = self.root if is_url(self.root) else Path(self.root) / "meta" / "info.json"
+        if not is_url(self.root) and not Path(info).is_file():
             raise ReaderError(
                 f"{info}: no such file: FeedbenchDataset reads a dataset on disk and downloads "
                 f"nothing (pass root= the dataset's directory)")

@@ -167,7 +167,7 @@ def chain_epochs(loader):
 
     base = getattr(loader, "base_dataloader", loader)
     batches = getattr(base, "batch_sampler", None)
-    if type(batches) is not torch.utils.data.BatchSampler:
+    if batches is None or type(batches) is not torch.utils.data.BatchSampler:
         return isinstance(batches, EpochChain)
     if not isinstance(batches.sampler, EpisodeAwareSampler):
         return False
@@ -228,7 +228,7 @@ def storage_option_flags(args):
 
 
 # The datasets this run made (the cache's figures are said at the end).
-MADE = []
+MADE: list = []
 
 
 def cache_summary():
@@ -285,7 +285,7 @@ def use_feedbench_reader(cache=None, self_check=True):
                 root = _native.local_metadata_of(root)
             return metadata(repo_id, root, *args, **kwargs)
 
-        url_metadata.reads_urls = True
+        url_metadata.reads_urls = True  # type: ignore[attr-defined]
         factory.LeRobotDatasetMetadata = url_metadata
     if hasattr(factory, "StreamingLeRobotDataset"):
         factory.StreamingLeRobotDataset = streaming_refused
@@ -296,7 +296,7 @@ def use_feedbench_reader(cache=None, self_check=True):
             chain_epochs(iterable)
             return cycle(iterable)
 
-        chaining_cycle.chains_epochs = True
+        chaining_cycle.chains_epochs = True  # type: ignore[attr-defined]
         train.cycle = chaining_cycle
 
 

@@ -32,7 +32,9 @@ def probe_positions(meta, episodes, count):
     middle item; at most MOST_ITEMS."""
     table = meta.episodes
     wanted = None if episodes is None else set(episodes)
-    ranges, offset, files = [], 0, []
+    ranges: list = []
+    files: list = []
+    offset = 0
     rows = sorted(range(len(table)), key=lambda row: int(table[row]["dataset_from_index"]))
     for row in rows:
         episode = table[row]

@@ -139,12 +139,17 @@ pub fn write_lines(path: &Path, lines: impl Iterator<Item = Json>) -> Result<()>
 }
 
 /// Writes `bytes` to `path` whole or not at all: into a temporary sibling
-/// (`<name>.<pid>.partial`), synced, then renamed over `path`. A process killed meanwhile
-/// leaves `path` as it was (absent, or its old contents) and at most the temporary file.
+/// (`<name>.<pid>.<n>.partial`, `n` counting this process's writes, so that two threads
+/// writing one path at once each rename their own), synced, then renamed over `path`. A
+/// process killed meanwhile leaves `path` as it was (absent, or its old contents) and at most
+/// the temporary file.
 pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".{}.partial", std::process::id()));
+    name.push(format!(".{}.{n}.partial", std::process::id()));
     let partial = path.with_file_name(name);
     let written = File::create(&partial).and_then(|mut file| {
         file.write_all(bytes)?;
@@ -351,4 +356,26 @@ pub fn output_apart_from(out: &Path, dataset: &Path) -> Result<()> {
         return Ok(());
     };
     Err(DatasetError::Request { root: out.to_path_buf(), what })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads of one process writing one path at once each succeed, and leave it whole: one
+    /// temporary file each (the LeRobot driver's files are written so by concurrent tests).
+    #[test]
+    fn threads_writing_one_path_at_once_each_write_it_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file");
+        let texts: Vec<String> = (0..8).map(|i| format!("{i}").repeat(100_000)).collect();
+        std::thread::scope(|scope| {
+            for text in &texts {
+                let path = &path;
+                scope.spawn(move || write_whole(path, text.as_bytes()).unwrap());
+            }
+        });
+        assert!(texts.contains(&std::fs::read_to_string(&path).unwrap()));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+    }
 }

@@ -5,15 +5,15 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::config::DiffusionConfig;
 use super::error::ModelError;
 use super::shapes::PolicyShapes;
 use super::step::Precision;
 use crate::loader::batch::ImageFormat;
 use crate::loader::lerobot::driver::{parse, torch_device};
-use crate::loader::lerobot::protocol::{CameraShape, ModelRequest, PolicyRequest, Request};
+use crate::loader::lerobot::protocol::{
+    CameraShape, LerobotStepRow, ModelRequest, PolicyRequest, PolicyRows, Request,
+};
 use crate::loader::lerobot::{LerobotBridge, LerobotVersions};
 
 /// Which implementation runs the diffusion policy's step.
@@ -51,40 +51,6 @@ pub struct LerobotSteps<'a> {
     pub seed: u64,
     /// PyTorch's intra-op threads (None: PyTorch's choice).
     pub threads: Option<i32>,
-}
-
-/// One measured step, ms of each part.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-pub struct LerobotStepMs {
-    /// The batch to the device and LeRobot's preprocessor (normalisation).
-    pub h2d_ms: f64,
-    /// `policy.forward` (the loss).
-    pub forward_ms: f64,
-    /// `loss.backward()`.
-    pub backward_ms: f64,
-    /// Clipping, `optimizer.step()`, `zero_grad()`.
-    pub optimizer_ms: f64,
-    /// The whole step.
-    pub step_ms: f64,
-}
-
-/// One row as the driver measured it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct LerobotStepRow {
-    /// Batch size.
-    pub batch: usize,
-    /// `f32` or `bf16`.
-    pub dtype: String,
-    /// PyTorch's intra-op threads.
-    pub threads: i32,
-    /// Trainable parameters of LeRobot's policy.
-    pub parameters: usize,
-    /// Peak RSS of the driver on CPU; None on CUDA.
-    pub peak_memory_bytes: Option<u64>,
-    /// Loss of the last step.
-    pub last_loss: Option<f64>,
-    /// Every measured step.
-    pub per_step: Vec<LerobotStepMs>,
 }
 
 impl LerobotSteps<'_> {
@@ -126,8 +92,7 @@ impl LerobotSteps<'_> {
         let lerobot = |e| ModelError::Lerobot(format!("{e}"));
         let (ready, result) = bridge.ask(python, &request).map_err(lerobot)?;
         let versions = parse(python, ready).map_err(lerobot)?;
-        let rows =
-            parse(python, result.get("rows").cloned().unwrap_or_default()).map_err(lerobot)?;
-        Ok((versions, rows))
+        let rows: PolicyRows = parse(python, result).map_err(lerobot)?;
+        Ok((versions, rows.rows))
     }
 }

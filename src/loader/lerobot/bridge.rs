@@ -12,10 +12,12 @@ use serde_json::Value as Json;
 
 use super::driver::{driver_path, once, parse};
 use super::process::Stopping;
-use super::protocol::{BatchesRequest, BuiltRun, DescribeRequest, LerobotVersions, Request};
+use super::protocol::{
+    BatchesRequest, BuiltRun, DescribeRequest, LerobotVersions, Request, RunBuilds,
+};
 use super::ranks::{RankAnswers, RankGroup};
 use super::run_args::{run_request, TrainArgs};
-use super::session::{Key, RunBuilds};
+use super::session::Key;
 use crate::loader::config::LoaderConfig;
 use crate::loader::pipeline::LoaderError;
 

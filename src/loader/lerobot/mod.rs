@@ -19,8 +19,8 @@ use serde_json::Value as Json;
 
 use self::driver::{parse, torch_device};
 use self::protocol::{
-    BatchesRequest, DatasetRequest, LoadRequest, ModelRequest, Request, SamplerRequest, Source,
-    StepRequest,
+    BatchesRequest, DatasetRequest, LoadRequest, ModelRequest, Request, SamplerIndices,
+    SamplerRequest, Source, StepRequest,
 };
 use self::run_args::{run_request, BuiltRun, TrainArgs};
 use super::config::LoaderConfig;
@@ -33,9 +33,9 @@ use crate::loader::batch::ImageFormat;
 
 pub use self::bridge::LerobotBridge;
 pub use self::protocol::{
-    DriverStep, LerobotRun, LerobotVersions, PolicyStep, PolicySteps, Reader, StepParts,
+    DriverStep, LerobotRun, LerobotStepRow, LerobotVersions, PolicyStep, PolicySteps, Reader,
+    RunBuilds, StepParts,
 };
-pub use self::session::RunBuilds;
 pub use super::knobs::LoaderBackend;
 
 /// LeRobot's video decoding backend.
@@ -334,7 +334,7 @@ impl LerobotLoader {
     pub fn episode_aware_indices(&self, shuffle: bool) -> Result<Vec<usize>, LoaderError> {
         let request = Request::Sampler(SamplerRequest { dataset: self.dataset_request(), shuffle });
         let (_, result) = self.bridge.ask(&self.options.python, &request)?;
-        let indices = result.get("indices").cloned().unwrap_or_default();
-        parse(&self.options.python, indices)
+        let sampled: SamplerIndices = parse(&self.options.python, result)?;
+        Ok(sampled.indices)
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
-use super::protocol::{ErrorKind, Event};
+use super::protocol::{DriverError, ErrorKind, Event};
 use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
 
@@ -107,13 +107,6 @@ pub(super) struct Said {
     pub(super) result: Option<Json>,
     /// Its `error`.
     pub(super) error: Option<Json>,
-}
-
-impl Said {
-    /// The value `ready` gave under `key`, if any.
-    pub(super) fn ready(&self, key: &str) -> Option<&Json> {
-        self.ready.as_ref().and_then(|r| r.get(key))
-    }
 }
 
 impl Driver {
@@ -271,8 +264,16 @@ impl Driver {
 
 /// The error a driver's `error` message says, worded for people.
 fn driver_error(error: &Json) -> LoaderError {
-    let message = error.get("message").and_then(Json::as_str).unwrap_or("no message");
-    match ErrorKind::of(error) {
+    let DriverError { kind, message } = match serde_json::from_value(error.clone()) {
+        Ok(said) => said,
+        Err(e) => {
+            return LoaderError::Lerobot(format!(
+                "the LeRobot driver's error is not what this feedbench expects ({e}): {error}"
+            ))
+        }
+    };
+    let message = message.as_str();
+    match kind {
         ErrorKind::Lerobot => {
             LoaderError::Lerobot(format!("LeRobot's loader failed: {}", one_paragraph(message)))
         }

@@ -13,7 +13,8 @@ use serde_json::Value as Json;
 
 use super::process::Stopping;
 use super::protocol::Request;
-use super::session::{Key, RunBuilds, Session};
+use super::protocol::RunBuilds;
+use super::session::{Key, Session};
 use crate::loader::pipeline::LoaderError;
 
 /// The drivers of one run: a session per rank, rank 0 first.

@@ -20,27 +20,8 @@ use std::process::Stdio;
 use serde_json::Value as Json;
 
 use super::process::{Driver, Said, Stopping};
-use super::protocol::{Reader, Request, RunRequest, SESSION_ARGUMENT};
+use super::protocol::{Reader, Ready, Request, RunBuilds, RunRequest, SESSION_ARGUMENT};
 use crate::loader::pipeline::LoaderError;
-
-/// The lerobot-train runs drivers built, and the time building them took: a tune's cost
-/// before its first measured step.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RunBuilds {
-    /// Runs built (LeRobot's parser and dataset, and where a step was asked the policy,
-    /// pre-processor and optimizer): once per run, or once more per request that needs a run
-    /// built afresh (the first batches of a run, in its order).
-    pub runs: usize,
-    /// Wall seconds building them took.
-    pub seconds: f64,
-}
-
-impl std::ops::AddAssign for RunBuilds {
-    fn add_assign(&mut self, other: Self) {
-        self.runs += other.runs;
-        self.seconds += other.seconds;
-    }
-}
 
 /// Which run a session holds: the request's Python, driver script, arguments and reader, and
 /// how many ranks run it at once.
@@ -121,18 +102,19 @@ impl Session {
     }
 
     /// What the driver built since it last said, from a `ready` (which says its totals).
+    /// (A `ready` that is none of the protocol's says nothing here: its reader refuses it.)
     fn count_builds(&mut self, said: &Said) -> RunBuilds {
-        let built = said.ready("lerobot_train");
-        let reported = |key| built.and_then(|r| r.get(key));
-        let mut new = RunBuilds::default();
-        if let Some(runs) = reported("builds").and_then(Json::as_u64).map(|n| n as usize) {
-            new.runs = runs.saturating_sub(self.built.runs);
-            self.built.runs = self.built.runs.max(runs);
-        }
-        if let Some(seconds) = reported("build_s").and_then(Json::as_f64) {
-            new.seconds = (seconds - self.built.seconds).max(0.0);
-            self.built.seconds = self.built.seconds.max(seconds);
-        }
+        let ready =
+            said.ready.clone().and_then(|ready| serde_json::from_value::<Ready>(ready).ok());
+        let Some(total) = ready.and_then(|ready| ready.runs_built) else {
+            return RunBuilds::default();
+        };
+        let new = RunBuilds {
+            runs: total.runs.saturating_sub(self.built.runs),
+            seconds: (total.seconds - self.built.seconds).max(0.0),
+        };
+        self.built.runs = self.built.runs.max(total.runs);
+        self.built.seconds = self.built.seconds.max(total.seconds);
         new
     }
 

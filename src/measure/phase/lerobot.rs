@@ -12,10 +12,10 @@ use super::figures::{BatchesUntil, LoaderPhase, ModelPhase, StepSample, TrainPha
 use super::memory::{MemoryFigures, PssSample};
 use super::ranks::OfRanks;
 use crate::loader::lerobot::{
-    DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotVersions, StopWhen,
+    DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotStepRow, LerobotVersions,
+    StopWhen,
 };
 use crate::loader::pipeline::LoaderError;
-use crate::model::lerobot::LerobotStepRow;
 use crate::model::{DiffusionConfig, ModelError, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
 
@@ -284,7 +284,7 @@ pub fn lerobot_model_phases(
                 threads: row.threads,
                 parameters: row.parameters,
                 peak_memory_bytes: row.peak_memory_bytes,
-                last_loss: row.last_loss,
+                last_loss: Some(row.last_loss),
                 per_step,
             };
             Ok(run.figures())

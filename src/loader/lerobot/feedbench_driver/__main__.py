@@ -5,8 +5,9 @@ Python. feedbench writes this package into its temporary directory and runs
 request with JSON lines on stdout (`protocol`). What LeRobot prints goes to stderr.
 
 The package, by what each module holds:
-  protocol        the messages and error kinds (the Rust side: src/loader/lerobot/protocol.rs)
-  readings        CPU, memory and batches of the processes; the `load` loop
+  protocol        the requests and answers, a TypedDict each, and the error kinds (the Rust
+                  side: src/loader/lerobot/protocol.rs)
+  readings        CPU, memory and batches of the processes; the one `load` loop
   plain           LeRobot's plain pair, `--loader lerobot`: LeRobotDataset + DataLoader
   policy_step     `model --impl lerobot`: LeRobot's DiffusionPolicy step on a resident batch
   run_config      a lerobot-train run's configuration, by LeRobot's parser
@@ -19,6 +20,7 @@ import importlib.metadata
 import os
 import sys
 import traceback
+from typing import Any, Dict, cast
 
 if __package__ in (None, ""):
     # Run as `python DIR/feedbench_driver`: Python put the package's own directory first on the
@@ -30,14 +32,17 @@ if __package__ in (None, ""):
 from feedbench_driver.plain import open_dataset, run_batches, run_load, run_sampler  # noqa: E402
 from feedbench_driver.policy_step import run_model  # noqa: E402
 from feedbench_driver.protocol import (  # noqa: E402
-    ErrorKind, Refused, check_request, end_with_feedbench, requests, say_error)
+    BatchesDatasetRequest, ErrorKind, LoadDatasetRequest, ModelPolicyRequest, REQUESTS,
+    Refused, RunRequest, SamplerRequest, Versions, check_request, end_with_feedbench, requests,
+    say_error)
 from feedbench_driver.train_requests import run_lerobot_train  # noqa: E402
+from feedbench_driver.train_run import Run  # noqa: E402
 
 
 SUPPORTED = ((0, 4), (0, 6))  # LeRobot 0.4.x to 0.6.x: v3.0 datasets, lerobot.datasets.*
 
 
-def versions():
+def versions() -> Versions:
     import torch
 
     version = importlib.metadata.version("lerobot")
@@ -48,18 +53,20 @@ def versions():
             f"LeRobot {version} in {sys.executable} is not supported: feedbench drives LeRobot "
             f"{SUPPORTED[0][0]}.{SUPPORTED[0][1]} to {SUPPORTED[1][0]}.{SUPPORTED[1][1]}",
         )
-    return {
-        "lerobot": version,
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-        "executable": sys.executable,
-    }
+    return Versions(lerobot=version, torch=torch.__version__, python=sys.version.split()[0],
+                    executable=sys.executable)
 
 
-def serve(request, runs):
-    """Answers one request (its messages on stdout); False where it failed (said as an `error`)."""
+# The shapes of requests that read a lerobot-train run.
+RUN_REQUESTS = tuple(shape for shapes in REQUESTS.values() for shape in shapes
+                     if "lerobot_train" in shape.__required_keys__)
+
+
+def serve(request: Any, runs: Dict[Any, Run]) -> bool:
+    """Answers one request (its messages on stdout), handed to its handler as the shape it was
+    checked to have; False where it failed (said as an `error`)."""
     try:
-        check_request(request)  # one of the protocol's shapes, before any work
+        shape = check_request(request)  # one of the protocol's shapes, before any work
         try:
             import lerobot  # noqa: F401
             import torch  # noqa: F401
@@ -72,15 +79,19 @@ def serve(request, runs):
                 f"{sys.version.split()[0]})",
             ) from None
         installed = versions()  # refuses an unsupported LeRobot before any work
-        if "lerobot_train" in request:
-            run_lerobot_train(request, installed, runs)
-        elif request["command"] == "model":
-            run_model(request, installed)
+        if shape in RUN_REQUESTS:
+            run_lerobot_train(cast(RunRequest, request), installed, runs)
+        elif shape is ModelPolicyRequest:
+            run_model(cast(ModelPolicyRequest, request), installed)
+        elif shape is LoadDatasetRequest:
+            load = cast(LoadDatasetRequest, request)
+            run_load(load, open_dataset(load), installed)
+        elif shape is BatchesDatasetRequest:
+            batches = cast(BatchesDatasetRequest, request)
+            run_batches(batches, open_dataset(batches), installed)
         else:
-            dataset = open_dataset(request)
-            command = {"load": run_load, "batches": run_batches,
-                       "sampler": run_sampler}[request["command"]]
-            command(request, dataset, installed)
+            sampler = cast(SamplerRequest, request)
+            run_sampler(sampler, open_dataset(sampler), installed)
         return True
     except Refused as refused:
         say_error(refused.kind, str(refused))
@@ -90,7 +101,7 @@ def serve(request, runs):
     return False
 
 
-def one_line(error):
+def one_line(error: BaseException) -> str:
     """`TypeName: message`, with each cause it was raised from that says more (PyTorch's
     "DataLoader worker (pid(s) N) exited unexpectedly" is raised from the worker's "is killed by
     signal: Killed."), in brackets."""
@@ -104,12 +115,12 @@ def one_line(error):
     return line
 
 
-def main():
+def main() -> None:
     """One request from the file named on the command line, or, with `--session`, one request
     a line on stdin until it closes, the run a lerobot-train request builds kept between them:
     a failed request ends the session (exit status 1)."""
     end_with_feedbench()
-    runs = {}
+    runs: Dict[Any, Run] = {}
     for request in requests(sys.argv[1:]):
         if not serve(request, runs):
             sys.exit(1)

@@ -2,7 +2,7 @@
 episodes, `delta_timestamps` and video backend, and `torch.utils.data.DataLoader` with the
 request's sampler, `num_workers`, `prefetch_factor`, `persistent_workers`, `pin_memory`,
 `batch_size` and `drop_last`, built as LeRobot's training script builds it. Its commands:
-`load` (measured by `readings.measure_load`), `batches` (the given lists of absolute frame
+`load` (measured by `readings.measure`), `batches` (the given lists of absolute frame
 indices loaded as batches, every tensor saved as .npy under `out`) and `sampler` (the
 episode-aware sampler's unshuffled indices, as absolute frame indices)."""
 
@@ -10,23 +10,28 @@ import importlib.metadata
 import inspect
 import json
 import os
+from typing import Any, Dict, List, Optional
 
-from feedbench_driver.readings import Cycle, measure_load, video_backend
-from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
+from feedbench_driver.readings import (
+    Cycle, fed_nothing, fixed_step, measure, take_timed, video_backend)
+from feedbench_driver.protocol import (
+    BatchesDatasetRequest, DatasetReads, DoneResult, ErrorKind, IndicesResult, LoadDatasetRequest,
+    Refused, SamplerRequest, Versions, alive, emit, ready)
 
 
-def open_dataset(request):
+def open_dataset(request: DatasetReads) -> Any:
+    """LeRobotDataset at the request's root, with its episodes, window and video backend."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     parameters = inspect.signature(LeRobotDataset.__init__).parameters
-    kwargs = {
+    kwargs: Dict[str, Any] = {
         "repo_id": "local/" + os.path.basename(os.path.normpath(request["root"])),
         "root": request["root"],
-        "episodes": request.get("episodes"),
-        "delta_timestamps": request.get("delta_timestamps") or None,
-        "video_backend": request.get("video_backend"),
+        "episodes": request["episodes"],
+        "delta_timestamps": request["delta_timestamps"] or None,
+        "video_backend": request["video_backend"],
     }
-    if request.get("uint8"):
+    if request["uint8"]:
         if "return_uint8" not in parameters:
             raise Refused(ErrorKind.KNOB,
                 f"LeRobot {importlib.metadata.version('lerobot')} returns frames as float32 "
@@ -36,22 +41,23 @@ def open_dataset(request):
     return LeRobotDataset(**kwargs)
 
 
-def episode_aware_sampler(dataset, request, shuffle):
+def episode_aware_sampler(dataset: Any, request: DatasetReads, shuffle: bool) -> Any:
+    """LeRobot's EpisodeAwareSampler over the dataset's episodes, seeded by the request."""
     from lerobot.datasets.sampler import EpisodeAwareSampler
 
     import torch
 
     parameters = inspect.signature(EpisodeAwareSampler.__init__).parameters
-    kwargs = {
+    kwargs: Dict[str, Any] = {
         "episode_indices_to_use": dataset.episodes,
-        "drop_n_last_frames": request.get("drop_n_last_frames", 0),
+        "drop_n_last_frames": request["drop_n_last_frames"],
         "shuffle": shuffle,
     }
     if "seed" in parameters:
-        kwargs["seed"] = request.get("seed", 0)
+        kwargs["seed"] = request["seed"]
     else:
         # Before 0.6 the sampler shuffles with torch's global generator.
-        torch.manual_seed(request.get("seed", 0))
+        torch.manual_seed(request["seed"])
     if "absolute_to_relative_idx" in parameters:
         kwargs["absolute_to_relative_idx"] = getattr(dataset, "absolute_to_relative_idx", None)
     episodes = dataset.meta.episodes
@@ -60,7 +66,10 @@ def episode_aware_sampler(dataset, request, shuffle):
     )
 
 
-def make_loader(dataset, request, batch_sampler=None):
+def make_loader(dataset: Any, request: DatasetReads,
+                batch_sampler: Optional[List[List[int]]] = None) -> Any:
+    """PyTorch's DataLoader over `dataset` with the request's sampler and keywords; over the
+    given batches where `batch_sampler` is given."""
     import torch
 
     # The DataLoader's keywords as feedbench's table of knobs sends them (num_workers, …).
@@ -74,11 +83,11 @@ def make_loader(dataset, request, batch_sampler=None):
         kwargs.pop("batch_size", None)
         kwargs.pop("drop_last", None)
         return torch.utils.data.DataLoader(dataset, batch_sampler=batch_sampler, **kwargs)
-    kind = request.get("sampler", "episode-aware")
+    kind = request["sampler"]
     if kind == "episode-aware":
         sampler = episode_aware_sampler(dataset, request, shuffle=True)
     elif kind == "shuffled":
-        generator = torch.Generator().manual_seed(request.get("seed", 0))
+        generator = torch.Generator().manual_seed(request["seed"])
         sampler = torch.utils.data.RandomSampler(dataset, generator=generator)
     elif kind == "sequential":
         sampler = torch.utils.data.SequentialSampler(dataset)
@@ -87,13 +96,21 @@ def make_loader(dataset, request, batch_sampler=None):
     return torch.utils.data.DataLoader(dataset, sampler=sampler, **kwargs)
 
 
-def run_load(request, dataset, installed):
+def run_load(request: LoadDatasetRequest, dataset: Any, installed: Versions) -> None:
+    """`load`: the loader's batches measured, alone or each fed to a step of fixed cost."""
     stream = Cycle(make_loader(dataset, request))
-    measure_load(request, dataset, stream, installed)
+    step = request.get("step")
+    feed = fed_nothing if step is None else fixed_step(step, camera_keys(dataset))
+    measure(request, stream, ready(installed, video_backend(dataset)), take_timed(stream), feed)
     del stream
 
 
-def row_positions(dataset):
+def camera_keys(dataset: Any) -> List[str]:
+    """The dataset's camera features."""
+    return list(getattr(dataset.meta, "camera_keys", None) or [])
+
+
+def row_positions(dataset: Any) -> Any:
     """Absolute frame index -> the row `dataset[...]` takes, for an episode subset (LeRobot
     reads the subset's rows by position); None where the two are the same. A property from
     0.6 on; before, an attribute set when the rows are loaded."""
@@ -105,7 +122,7 @@ def row_positions(dataset):
     return getattr(dataset, "_absolute_to_relative_idx", None)
 
 
-def sampler_yields_rows():
+def sampler_yields_rows() -> bool:
     """Whether this LeRobot's EpisodeAwareSampler yields row positions (it is given the
     absolute-to-row map, from 0.6 on) rather than absolute frame indices."""
     from lerobot.datasets.sampler import EpisodeAwareSampler
@@ -113,12 +130,12 @@ def sampler_yields_rows():
     return "absolute_to_relative_idx" in inspect.signature(EpisodeAwareSampler.__init__).parameters
 
 
-def save_batch(batch, directory):
+def save_batch(batch: Dict[str, Any], directory: str) -> None:
     """Every tensor of `batch` as `<key>.npy` in `directory`, strings in strings.json."""
     import numpy
 
     os.makedirs(directory, exist_ok=True)
-    strings = {}
+    strings: Dict[str, List[Any]] = {}
     for key, value in batch.items():
         if hasattr(value, "numpy"):
             numpy.save(os.path.join(directory, key + ".npy"), value.numpy())
@@ -128,26 +145,28 @@ def save_batch(batch, directory):
         json.dump(strings, f)
 
 
-def run_batches(request, dataset, installed):
+def run_batches(request: BatchesDatasetRequest, dataset: Any, installed: Versions) -> None:
+    """`batches`: the given batches of global indices loaded and saved under `out`."""
     rows = row_positions(dataset)
     batches = request["index_batches"]
     if rows is not None:
         batches = [[rows[index] for index in batch] for batch in batches]
     loader = make_loader(dataset, request, batch_sampler=batches)
-    emit({"event": "ready", "video_backend": video_backend(dataset), **installed})
+    emit(ready(installed, video_backend(dataset)))
     out = request["out"]
     for number, batch in enumerate(loader):
         alive()
         save_batch(batch, os.path.join(out, f"batch-{number}"))
-    emit({"event": "result", "batches": len(request["index_batches"])})
+    emit(DoneResult(event="result"))
 
 
-def run_sampler(request, dataset, installed):
-    sampler = episode_aware_sampler(dataset, request, shuffle=request.get("shuffle", False))
-    emit({"event": "ready", **installed})
+def run_sampler(request: SamplerRequest, dataset: Any, installed: Versions) -> None:
+    """`sampler`: the episode-aware sampler's indices, as absolute frame indices."""
+    sampler = episode_aware_sampler(dataset, request, shuffle=request["shuffle"])
+    emit(ready(installed, video_backend(dataset)))
     rows = row_positions(dataset) if sampler_yields_rows() else None
     absolute = {row: index for index, row in rows.items()} if rows is not None else None
     indices = [int(i) for i in sampler]
     if absolute is not None:
         indices = [absolute[i] for i in indices]
-    emit({"event": "result", "indices": indices})
+    emit(IndicesResult(event="result", indices=indices))

@@ -8,13 +8,15 @@ of the hand-over to the device (preprocessor included), forward, backward and op
 import dataclasses
 import sys
 import time
+from typing import Any, Dict, List
 
-
-from feedbench_driver.protocol import ErrorKind, Refused, alive, emit
+from feedbench_driver.protocol import (
+    ErrorKind, ModelPolicyRequest, PolicyReads, Refused, RowsResult, StepMs, StepRow,
+    Versions, alive, emit, ready)
 from feedbench_driver.run_config import backend_like_lerobot_train
 
 
-def to_device(batch, cameras, device):
+def to_device(batch: Dict[str, Any], cameras: List[str], device: Any) -> Dict[str, Any]:
     """A batch as LeRobot's training loop hands it to its policy's preprocessor: uint8 cameras
     as float32 in [0, 1] (LeRobot ≥ 0.6 does this on the host), every tensor on `device`
     (asynchronously from pinned memory on CUDA, as its device processor copies)."""
@@ -33,7 +35,7 @@ def to_device(batch, cameras, device):
     return batch
 
 
-def diffusion_config(request, device):
+def diffusion_config(request: PolicyReads, device: Any) -> Any:
     """LeRobot's DiffusionConfig with the request's fields (feedbench's preset, same names),
     its cameras, state and action, no pretrained weights (GroupNorm, as the preset)."""
     from lerobot.configs.types import FeatureType, PolicyFeature
@@ -73,12 +75,12 @@ def diffusion_config(request, device):
     return DiffusionConfig(**kwargs)
 
 
-def statistics(request):
+def statistics(request: PolicyReads) -> Dict[str, Dict[str, Any]]:
     """Normalisation statistics of a plausible dataset (the step's cost does not depend on
     them): cameras around 0.5, state and action in [0, 1]."""
     import torch
 
-    stats = {}
+    stats: Dict[str, Dict[str, Any]] = {}
     for camera in request["cameras"]:
         shape = (camera["channels"], 1, 1)
         stats[camera["key"]] = {"mean": torch.full(shape, 0.5), "std": torch.full(shape, 0.25),
@@ -89,7 +91,8 @@ def statistics(request):
     return stats
 
 
-def random_batch(request, config, size, generator, pin):
+def random_batch(request: PolicyReads, config: Any, size: int, generator: Any,
+                 pin: bool) -> Dict[str, Any]:
     """A batch as LeRobot's DataLoader delivers one: cameras (uint8 or float32 in [0, 1]),
     state, actions, no padding; pinned where the DataLoader would pin it (CUDA)."""
     import torch
@@ -108,7 +111,7 @@ def random_batch(request, config, size, generator, pin):
     return {k: v.pin_memory() for k, v in batch.items()} if pin else batch
 
 
-def measure_step(request, device, size, dtype):
+def measure_step(request: ModelPolicyRequest, device: Any, size: int, dtype: str) -> StepRow:
     """One row: the policy built afresh from the seed, warmed up, then `steps` measured steps."""
     import contextlib
     import resource
@@ -130,16 +133,17 @@ def measure_step(request, device, size, dtype):
     host_batch = random_batch(request, config, size, generator, pin=device.type == "cuda")
     cameras = [camera["key"] for camera in request["cameras"]]
 
-    def synchronize():
+    def synchronize() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    def autocast():
+    def autocast() -> Any:
         if dtype == "bf16":
             return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    per_step, loss = [], None
+    per_step: List[StepMs] = []
+    loss: Any = None
     for number in range(request["warmup"] + request["steps"]):
         alive()
         started = time.perf_counter()
@@ -159,31 +163,34 @@ def measure_step(request, device, size, dtype):
         synchronize()
         done = time.perf_counter()
         if number >= request["warmup"]:
-            per_step.append({"h2d_ms": (copied - started) * 1e3, "forward_ms": (forward - copied) * 1e3,
-                             "backward_ms": (backward - forward) * 1e3,
-                             "optimizer_ms": (done - backward) * 1e3, "step_ms": (done - started) * 1e3})
-    return {
-        "batch": size,
-        "dtype": dtype,
-        "threads": torch.get_num_threads(),
-        "parameters": sum(p.numel() for p in policy.parameters() if p.requires_grad),
-        "peak_memory_bytes": None if device.type == "cuda"
+            per_step.append(StepMs(
+                h2d_ms=(copied - started) * 1e3, forward_ms=(forward - copied) * 1e3,
+                backward_ms=(backward - forward) * 1e3, optimizer_ms=(done - backward) * 1e3,
+                step_ms=(done - started) * 1e3))
+    return StepRow(
+        batch=size,
+        dtype=dtype,
+        threads=torch.get_num_threads(),
+        parameters=sum(p.numel() for p in policy.parameters() if p.requires_grad),
+        peak_memory_bytes=None if device.type == "cuda"
         else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "last_loss": float(loss.item()),
-        "per_step": per_step,
-    }
+        last_loss=float(loss.item()),
+        per_step=per_step,
+    )
 
 
-def run_model(request, installed):
+def run_model(request: ModelPolicyRequest, installed: Versions) -> None:
+    """`model`: LeRobot's DiffusionPolicy step, a row per batch size and dtype."""
     import torch
 
-    if request.get("threads"):
-        torch.set_num_threads(request["threads"])
+    threads = request["threads"]
+    if threads:
+        torch.set_num_threads(threads)
     backend_like_lerobot_train(None)  # the backend a default run of lerobot-train sets
     device = torch.device(request["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
         raise Refused(ErrorKind.KNOB, f"the step is to run on {device}, but the torch of {sys.executable} sees no CUDA device")
-    emit({"event": "ready", **installed})
+    emit(ready(installed, None))
     rows = [measure_step(request, device, size, dtype)
             for size in request["batch_sizes"] for dtype in request["dtypes"]]
-    emit({"event": "result", "rows": rows})
+    emit(RowsResult(event="result", rows=rows))

@@ -3,9 +3,11 @@ file named on its command line, or with `--session` one a line on stdin, until s
 each one of the shapes below, a `TypedDict` per command and what it reads, checked on arrival
 (`check_request`); its answers (one JSON object a line on stdout: `ready`, `step`, then
 `result` or `error`, and `alive` at least every ALIVE_EVERY_S while it works); and what may go
-wrong, by whose fault (`ErrorKind`, `Refused`). The Rust side of the same protocol is
-src/loader/lerobot/protocol.rs (its `Request`, one variant per command); a test there sends
-every variant across and reads it back, and every error kind."""
+wrong, by whose fault (`ErrorKind`, `Refused`). Every answer is a `TypedDict` too, in
+`ANSWERS`, checked as it is said (`emit`). The Rust side of the same protocol is
+src/loader/lerobot/protocol.rs (its `Request`, one variant per command; its answers' types); a
+test there sends every request and every answer across and reads it back, and every error
+kind."""
 
 import enum
 import json
@@ -14,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
+from typing import Any, Dict, Iterator, List, Literal, Optional, Tuple, TypedDict, Union
 
 
 class DatasetReads(TypedDict):
@@ -85,6 +87,11 @@ class PolicyStep(TypedDict):
     policy: bool
 
 
+def as_fixed(step: Union[FixedStep, PolicyStep]) -> Optional[FixedStep]:
+    """The step as a FixedStep; None where it is the policy's own."""
+    return None if "policy" in step else step
+
+
 class _Load(TypedDict):
     command: Literal["load"]
     batches: int
@@ -150,8 +157,12 @@ class DescribeRequest(RunReads):
     command: Literal["describe"]
 
 
+LoadRequest = Union[LoadDatasetRequest, LoadRunRequest]
+# A request that reads a lerobot-train run (its handlers are train_requests.py's).
+RunRequest = Union[LoadRunRequest, BatchesRunRequest, ModelRunRequest, DescribeRequest]
+
 # Every command and the shapes its requests take (the Rust side's Request, variant for variant).
-REQUESTS = {
+REQUESTS: Dict[str, Tuple[Any, ...]] = {
     "load": (LoadDatasetRequest, LoadRunRequest),
     "batches": (BatchesDatasetRequest, BatchesRunRequest),
     "sampler": (SamplerRequest,),
@@ -165,14 +176,14 @@ ALIVE_EVERY_S = 30.0  # feedbench stops a driver silent for far longer (600 s by
 _said_at = time.monotonic()
 
 
-def end_with_feedbench():
+def end_with_feedbench() -> None:
     """Ends this driver and its process group (its DataLoader's workers) within a second of
     feedbench's end, however feedbench ends (SIGTERM, SIGKILL, Ctrl-C): a thread watches for
     this process being handed to another parent. Without it a driver went on measuring until
     it next wrote to feedbench, and its workers with it."""
     parent = os.getppid()
 
-    def watch():
+    def watch() -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
         os.killpg(0, signal.SIGKILL)
@@ -180,7 +191,7 @@ def end_with_feedbench():
     threading.Thread(target=watch, name="feedbench-parent-watch", daemon=True).start()
 
 
-def requests(argv):
+def requests(argv: List[str]) -> Iterator[Any]:
     """The requests: the one in the file `argv[0]`, or with `--session` each line of stdin
     (a socket feedbench holds: it closes when feedbench ends, and so does the session)."""
     if argv[:1] != ["--session"]:
@@ -192,7 +203,7 @@ def requests(argv):
             yield json.loads(line)
 
 
-def check_request(request):
+def check_request(request: Any) -> type:
     """The shape (a TypedDict of REQUESTS) `request` has: its command's whose required keys it
     holds, and no key beyond them. A request of no shape is refused (a feedbench of another
     version), naming the keys."""
@@ -200,20 +211,80 @@ def check_request(request):
     if command not in REQUESTS:
         raise Refused(ErrorKind.VERSION, f"command {command!r}: this driver answers "
                       f"{', '.join(COMMANDS)} (a feedbench of another version?)")
-    keys = set(request)
-    for shape in REQUESTS[command]:
+    shape, missing, unknown = shape_of(request, REQUESTS[command])
+    if shape is None:
+        raise Refused(ErrorKind.VERSION, f"a {command!r} request this driver does not read "
+                      f"(missing {missing or 'nothing'}, unknown {unknown or 'nothing'}): a "
+                      "feedbench of another version?")
+    return shape
+
+
+def shape_of(message: Dict[str, Any],
+             shapes: Tuple[Any, ...]) -> Tuple[Optional[type], List[str], List[str]]:
+    """The first of `shapes` (TypedDicts) whose required keys `message` holds, and no key beyond
+    them; else None, with the keys the closest shape lacks and those it does not know."""
+    keys = set(message)
+    for shape in shapes:
         if shape.__required_keys__ <= keys <= shape.__required_keys__ | shape.__optional_keys__:
-            return shape
-    closest = min(REQUESTS[command], key=lambda shape: len(shape.__required_keys__ ^ keys))
+            return shape, [], []
+    if not shapes:
+        return None, [], sorted(keys)
+    closest = min(shapes, key=lambda shape: len(shape.__required_keys__ ^ keys))
     missing = sorted(closest.__required_keys__ - keys)
     unknown = sorted(keys - closest.__required_keys__ - closest.__optional_keys__)
-    raise Refused(ErrorKind.VERSION, f"a {command!r} request this driver does not read (missing "
-                  f"{missing or 'nothing'}, unknown {unknown or 'nothing'}): a feedbench of "
-                  "another version?")
+    return None, missing, unknown
+
+
+class Versions(TypedDict):
+    """What the driver runs with (`__main__.versions`), said in every `ready`."""
+
+    lerobot: str
+    torch: str
+    python: str
+    executable: str
+
+
+class _BuiltRunOptions(TypedDict, total=False):
+    sampler: Dict[str, Any]  # EpisodeAwareSampler's arguments, where the run builds one
+
+
+class BuiltRun(_BuiltRunOptions):
+    """What a lerobot-train run built, as LeRobot's constructors were given it (Rust:
+    BuiltRun)."""
+
+    policy: str
+    device: str  # cpu, cuda: where its step runs
+    num_frames: int
+    num_episodes: int
+    dataset: Any  # LeRobotDataset's arguments, in JSON
+    dataloader: Dict[str, Any]  # DataLoader's arguments, in JSON
+    worker_prefetch_factor: Optional[int]
+    backend: Dict[str, bool]  # torch's backend settings lerobot-train made
+
+
+class RunsBuilt(TypedDict):
+    """The lerobot-train runs this driver built so far, and the seconds it took, all told
+    (Rust: RunBuilds)."""
+
+    runs: int
+    seconds: float
+
+
+class _ReadyOptions(TypedDict, total=False):
+    lerobot_train: BuiltRun  # where the request reads a lerobot-train run: what it built
+    runs_built: RunsBuilt  # with it, the runs this driver built so far
+
+
+class ReadyEvent(Versions, _ReadyOptions):
+    """`ready`: it built what it measures (Rust: Ready)."""
+
+    event: Literal["ready"]
+    video_backend: Optional[str]  # the backend LeRobot chose; None without video
 
 
 class StepEvent(TypedDict):
-    """A measured batch of a `load` whose request named a stop file, ms."""
+    """`step`: a measured batch of a `load` whose request named a stop file, ms (Rust:
+    DriverStep)."""
 
     event: Literal["step"]
     wait_ms: float
@@ -221,32 +292,178 @@ class StepEvent(TypedDict):
     whole_ms: float
 
 
+class AliveEvent(TypedDict):
+    """`alive`: it is still at work."""
+
+    event: Literal["alive"]
+
+
+class StepParts(TypedDict):
+    """The parts of lerobot-train's `update_policy`, ms per measured step (Rust: StepParts)."""
+
+    forward_ms: List[float]
+    backward_ms: List[float]
+    optimizer_ms: List[float]
+
+
+class LoadResult(TypedDict):
+    """`load`'s `result`: what the loader measured (Rust: LerobotRun)."""
+
+    event: Literal["result"]
+    batches: int
+    samples: int
+    bytes: int
+    wall_s: float
+    batch_ms: List[float]
+    wait_ms: List[float]
+    h2d_ms: List[float]  # empty without a step
+    main_cpu_s: float
+    workers_cpu_s: float
+    peak_memory_bytes: int
+    memory: str  # pss, rss
+    observer_cpu_s: float
+    # (seconds since the first, the driver's PSS, each worker's, the anonymous bytes of all)
+    memory_samples: List[Tuple[float, int, List[int], int]]
+    first_batch_s: float
+    epoch_position: List[int]
+    parts: Optional[StepParts]  # where the step is a lerobot-train run's
+    modules_ms: Dict[str, List[float]]  # each top-level module of its policy, forward ms
+    peak_device_bytes: Optional[int]  # CUDA
+    rank: int
+    pid: int
+
+
+class PolicyStepMs(TypedDict):
+    """A step of a PolicyStepsResult, ms (Rust: PolicyStep)."""
+
+    h2d_ms: float
+    forward_ms: float
+    backward_ms: float
+    optimizer_ms: float
+    update_ms: float
+
+
+class PolicyStepsResult(TypedDict):
+    """`model`'s `result` for a lerobot-train run: its `update_policy` alone (Rust:
+    PolicySteps)."""
+
+    event: Literal["result"]
+    steps: List[PolicyStepMs]
+    parameters: int
+    device: str
+    batch: int
+    mixed_precision: str  # no, bf16, fp16
+    threads: int
+    loss: float
+    peak_device_bytes: Optional[int]  # CUDA
+
+
+class StepMs(TypedDict):
+    """A step of a StepRow, ms (Rust: LerobotStepMs)."""
+
+    h2d_ms: float
+    forward_ms: float
+    backward_ms: float
+    optimizer_ms: float
+    step_ms: float
+
+
+class StepRow(TypedDict):
+    """A batch size and dtype of a RowsResult (Rust: LerobotStepRow)."""
+
+    batch: int
+    dtype: str
+    threads: int
+    parameters: int
+    peak_memory_bytes: Optional[int]  # the driver's peak RSS on the CPU; None on CUDA
+    last_loss: float
+    per_step: List[StepMs]
+
+
+class RowsResult(TypedDict):
+    """`model`'s `result` for LeRobot's DiffusionPolicy (Rust: PolicyRows)."""
+
+    event: Literal["result"]
+    rows: List[StepRow]
+
+
+class IndicesResult(TypedDict):
+    """`sampler`'s `result`: the sampler's indices, as absolute frame indices (Rust:
+    SamplerIndices)."""
+
+    event: Literal["result"]
+    indices: List[int]
+
+
+class DoneResult(TypedDict):
+    """`batches`' and `describe`'s `result`: done (the batches are on disk; what a run built
+    is in the `ready`)."""
+
+    event: Literal["result"]
+
+
 class ErrorEvent(TypedDict):
-    """A request failed: whose fault (an ErrorKind's value) and what failed."""
+    """`error`: a request failed: whose fault (an ErrorKind's value) and what failed (Rust:
+    DriverError)."""
 
     event: Literal["error"]
     kind: str
     message: str
 
 
-def say_step(wait_ms, h2d_ms, whole_ms):
+Answer = Union[ReadyEvent, StepEvent, AliveEvent, LoadResult, PolicyStepsResult, RowsResult,
+               IndicesResult, DoneResult, ErrorEvent]
+
+# Every event and the shapes its answers take (the Rust side's types, shape for shape).
+ANSWERS: Dict[str, Tuple[Any, ...]] = {
+    "ready": (ReadyEvent,),
+    "step": (StepEvent,),
+    "alive": (AliveEvent,),
+    "result": (LoadResult, PolicyStepsResult, RowsResult, IndicesResult, DoneResult),
+    "error": (ErrorEvent,),
+}
+
+
+def check_answer(answer: Answer) -> type:
+    """The shape (a TypedDict of ANSWERS) `answer` has: its event's whose required keys it holds,
+    and no key beyond them. An answer of no shape is the driver's own fault, raised naming the
+    keys before anything is said."""
+    event = answer.get("event")
+    shape, missing, unknown = shape_of(dict(answer), ANSWERS.get(str(event), ()))
+    if shape is None:
+        raise TypeError(f"the driver's own {event!r} answer is none of protocol.ANSWERS' "
+                        f"(missing {missing or 'nothing'}, unknown {unknown or 'nothing'})")
+    return shape
+
+
+def ready(installed: Versions, video_backend: Optional[str]) -> ReadyEvent:
+    """The `ready` answer: the versions, and the video backend LeRobot chose (None without
+    video); a lerobot-train run's adds what it built."""
+    return ReadyEvent(event="ready", lerobot=installed["lerobot"], torch=installed["torch"],
+                      python=installed["python"], executable=installed["executable"],
+                      video_backend=video_backend)
+
+
+def say_step(wait_ms: float, h2d_ms: float, whole_ms: float) -> None:
     """The `step` event of one measured batch."""
     emit(StepEvent(event="step", wait_ms=wait_ms, h2d_ms=h2d_ms, whole_ms=whole_ms))
 
 
-def emit(message):
+def emit(message: Answer) -> None:
+    """Says `message`, one of the shapes of ANSWERS (checked first), as a line on stdout."""
     global _said_at
+    check_answer(message)
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
     _said_at = time.monotonic()
 
 
-def alive():
+def alive() -> None:
     """Says `{"event": "alive"}` when nothing was said for ALIVE_EVERY_S: called between batches
     and steps, so that a driver whose loader hangs goes silent and is stopped, while one that
     loads for long does not; it costs a clock read per call."""
     if time.monotonic() - _said_at >= ALIVE_EVERY_S:
-        emit({"event": "alive"})
+        emit(AliveEvent(event="alive"))
 
 
 class ErrorKind(enum.Enum):
@@ -263,11 +480,11 @@ class ErrorKind(enum.Enum):
 class Refused(Exception):
     """A request this LeRobot cannot serve; `kind` (an ErrorKind) says whose fault."""
 
-    def __init__(self, kind, message):
+    def __init__(self, kind: "ErrorKind", message: str) -> None:
         super().__init__(message)
         self.kind = ErrorKind(kind)
 
 
-def say_error(kind, message):
+def say_error(kind: ErrorKind, message: str) -> None:
     """The `error` answer: `kind` an ErrorKind, `message` what failed."""
     emit(ErrorEvent(event="error", kind=ErrorKind(kind).value, message=message))

@@ -10,11 +10,12 @@ import io
 import json
 import os
 import sys
+from typing import Any, Dict, Iterator, List, Optional
 
-from feedbench_driver.protocol import ErrorKind, Refused
+from feedbench_driver.protocol import ErrorKind, Refused, RunReads
 
 
-def parse_arguments(args):
+def parse_arguments(args: List[str]) -> Any:
     """The TrainPipelineConfig lerobot-train would run with these arguments, parsed by LeRobot's
     own parser (as `lerobot-train ARGS` parses them), checked to need no download, and
     validated as `train()` validates it."""
@@ -26,10 +27,10 @@ def parse_arguments(args):
                       "register_third_party_plugins", None)
     if plugins is not None:
         plugins()
-    parsed = {}
+    parsed: Dict[str, Any] = {}
 
     @parser.wrap()
-    def capture(cfg: TrainPipelineConfig):
+    def capture(cfg: TrainPipelineConfig) -> None:
         parsed["cfg"] = cfg
 
     argv = sys.argv
@@ -70,7 +71,7 @@ def parse_arguments(args):
 
 
 @contextlib.contextmanager
-def policy_path_named(args):
+def policy_path_named(args: List[str]) -> Iterator[None]:
     """A `--policy.path` LeRobot cannot load (no such directory, nor in the Hub's cache: offline,
     LeRobot then says only that no policy is configured) named as the cause of what fails."""
     try:
@@ -84,7 +85,7 @@ def policy_path_named(args):
                       "downloads nothing") from None
 
 
-def argument(args, name):
+def argument(args: List[str], name: str) -> Optional[str]:
     """The value of `--name` in lerobot-train's arguments (`--name=value` or `--name value`)."""
     flag = f"--{name}"
     for i, arg in enumerate(args):
@@ -95,7 +96,7 @@ def argument(args, name):
     return None
 
 
-def check_local(cfg):
+def check_local(cfg: Any) -> None:
     """Refuses what would download, or what feedbench does not measure."""
     dataset = cfg.dataset
     if getattr(dataset, "streaming", False):
@@ -121,26 +122,27 @@ def check_local(cfg):
                       f"dataset at {dataset.root} (its episodes are 0 to {total - 1}, {info})")
 
 
-def apply_overrides(cfg, request):
+def apply_overrides(cfg: Any, request: RunReads) -> None:
     """feedbench's knobs over the user's arguments: the request's `overrides`, each under its
     DataLoader keyword, which is the TrainPipelineConfig field (feedbench's table of knobs names
     them: tune's search and `--workers` set num_workers, batch_size, prefetch_factor)."""
-    for field, value in (request.get("overrides") or {}).items():
+    for field, value in request["overrides"].items():
         if value is not None:
             setattr(cfg, field, value)
 
 
-def training_module():
+def training_module() -> Any:
+    """lerobot-train's own module."""
     return importlib.import_module("lerobot.scripts.lerobot_train")
 
 
-def trained_config(cfg):
+def trained_config(cfg: Any) -> Any:
     """The config of what the run trains: `cfg.trainable_config` (LeRobot 0.6), else the
     policy's (before 0.6 the policy is the only thing a run trains)."""
     return getattr(cfg, "trainable_config", None) or cfg.policy
 
 
-def device_type(cfg):
+def device_type(cfg: Any) -> str:
     """The device lerobot-train's accelerator picks: the CPU where the policy says so, else
     CUDA where there is one."""
     import torch
@@ -150,12 +152,12 @@ def device_type(cfg):
     return "cuda"
 
 
-def policy_drop_n_last_frames(cfg):
+def policy_drop_n_last_frames(cfg: Any) -> Optional[int]:
     """The policy's drop_n_last_frames; None where the policy has none."""
     return getattr(trained_config(cfg), "drop_n_last_frames", None)
 
 
-def backend_like_lerobot_train(cfg):
+def backend_like_lerobot_train(cfg: Any) -> None:
     """torch's backend settings lerobot-train makes before it builds the run: cuDNN autotunes
     its convolutions (`benchmark`) unless the run asks for `--cudnn_deterministic=true` (LeRobot
     0.6; before it always autotunes), and float32 matmuls may use TF32. They change the step's
@@ -171,7 +173,7 @@ def backend_like_lerobot_train(cfg):
     torch.backends.cuda.matmul.allow_tf32 = True
 
 
-def backend_settings():
+def backend_settings() -> Dict[str, bool]:
     """torch's backend settings as they stand (what [`backend_like_lerobot_train`] sets)."""
     import torch
 
@@ -180,7 +182,8 @@ def backend_settings():
             "matmul_tf32": torch.backends.cuda.matmul.allow_tf32}
 
 
-def seed_like_lerobot_train(cfg):
+def seed_like_lerobot_train(cfg: Any) -> None:
+    """The seed set as lerobot-train sets it, where the run has one."""
     if cfg.seed is not None:
         from lerobot.utils.random_utils import set_seed
 

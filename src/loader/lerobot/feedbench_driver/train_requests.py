@@ -6,16 +6,21 @@ between requests (`train_run.Run`)."""
 
 import os
 import time
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from feedbench_driver.readings import (
-    PeakMemory, batch_size, compute_times_s, cpu_s, measure_load, rank, samples_per_epoch,
-    tensor_bytes, together, video_backend)
+    Cycle, Fed, StepTimes, Taken, batch_size, compute_times_s, fed_nothing, measure,
+    peak_device_bytes, rank, take_timed, together, video_backend)
 from feedbench_driver.plain import save_batch
-from feedbench_driver.protocol import ErrorKind, Refused, alive, emit, say_step
+from feedbench_driver.protocol import (
+    BatchesRunRequest, BuiltRun, DoneResult, ErrorKind, LoadRunRequest, ModelRunRequest,
+    PolicyStepMs, PolicyStepsResult, ReadyEvent, Refused, RunRequest, Versions, alive, as_fixed,
+    emit, ready)
 from feedbench_driver.train_run import Run, close_loader, videos_named
+from feedbench_driver.train_step import TrainingStep
 
 
-def run_lerobot_train(request, installed, runs):
+def run_lerobot_train(request: RunRequest, installed: Versions, runs: Dict[Any, Run]) -> None:
     """lerobot-train's run for the request's arguments (built once per driver, in `runs`):
     `load` measures its DataLoader (kept for the next `load` with the same knobs: its workers
     stay up), `batches` saves the first `count` batches of a run built afresh (as lerobot-train
@@ -23,7 +28,7 @@ def run_lerobot_train(request, installed, runs):
     if request["ranks"] != int(os.environ.get("WORLD_SIZE", "1") or 1):
         raise Refused(ErrorKind.VERSION, f"a request for {request['ranks']} ranks to a driver "
                       f"started as one of {os.environ.get('WORLD_SIZE', '1')}")
-    key = (tuple(request["lerobot_train"]), request.get("reader", "lerobot"))
+    key = (tuple(request["lerobot_train"]), request["reader"])
     if request["command"] == "batches" or key not in runs:
         for kept in runs.values():
             kept.close()  # its workers, its dataset and policy: one run at a time
@@ -34,26 +39,27 @@ def run_lerobot_train(request, installed, runs):
         runs[key] = Run(request)
     run = runs[key]
     if request["command"] == "load":
-        stream, built = run.stream(request)
-        with videos_named(run.dataset):
-            if request.get("step") is not None:
-                return measure_training(request, run, stream, installed, built)
-            built.update(Run.counts())
-            return measure_load(request, run.dataset, stream, installed, built)
+        return measure_run(request, run, installed)
     run.close()
     loader, built = run.loader(request)
     try:
         if request["command"] == "model":
             return measure_policy_step(request, run, loader, installed, built)
-        built.update(Run.counts())
-        emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
-              **installed})
-        emit({"event": "result", "lerobot_train": built})
+        emit(run_ready(run, built, installed))
+        emit(DoneResult(event="result"))
     finally:
         close_loader(loader)
 
 
-def save_run_batches(request, run, installed):
+def run_ready(run: Run, built: BuiltRun, installed: Versions) -> ReadyEvent:
+    """The `ready` of a request about `run`: what it built, and the runs built so far (said
+    once all the request builds is built, its step included)."""
+    said = ready(installed, video_backend(run.dataset))
+    said["lerobot_train"], said["runs_built"] = built, Run.counts()
+    return said
+
+
+def save_run_batches(request: BatchesRunRequest, run: Run, installed: Versions) -> None:
     """The first `count` batches of a run built afresh for this request, saved as .npy; of
     several ranks at once, each rank's (its shard, as lerobot-train's accelerator prepares the
     DataLoader) under `out/rank-<rank>`."""
@@ -61,9 +67,7 @@ def save_run_batches(request, run, installed):
     out = request["out"]
     if request["ranks"] > 1:
         loader, out = run.prepare(loader), os.path.join(out, f"rank-{rank()}")
-    built.update(Run.counts())
-    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
-          **installed})
+    emit(run_ready(run, built, installed))
     if "seed" not in (built.get("sampler") or {}):
         # Before LeRobot 0.6 the shuffle draws from torch's global generator, which
         # lerobot-train has drawn from to build the policy and optimizer: built here too,
@@ -74,108 +78,65 @@ def save_run_batches(request, run, installed):
         alive()
         save_batch(next(stream), os.path.join(out, f"batch-{number}"))
     close_loader(loader, stream)
-    emit({"event": "result", "lerobot_train": built})
+    emit(DoneResult(event="result"))
 
 
-def measure_training(request, run, stream, installed, built):
-    """lerobot-train's loop on its own DataLoader: each step the wait for the batch (accelerate's
-    prepared loader, which puts it on the device), the hand-over (the uint8 conversion and the
-    pre-processor) and the step, which is the policy's own `update_policy` or, with
-    `step.compute_ms`, a stand-in for it (of each `step.sequence_ms` in turn where given); `warmup` steps, then `batches` measured
-    ones, reported as `load` reports them, with the step's parts."""
-    training, dataset, loader = run.step(), run.dataset, stream.loader
-    built.update(step=training.facts, **Run.counts())
-    step, compute_s = request["step"], None
-    if step.get("compute_ms") is not None:
-        compute_s = compute_times_s(step)
-    emit({"event": "ready", "samples_per_epoch": samples_per_epoch(loader),
-          "batches_per_epoch": len(loader), "video_backend": video_backend(dataset),
-          "lerobot_train": built, **installed})
+def measure_run(request: LoadRunRequest, run: Run, installed: Versions) -> None:
+    """`load` of the run's DataLoader: alone, or in lerobot-train's loop, each batch taken as
+    it takes it (accelerate's prepared loader, which puts it on the device), handed over (the
+    uint8 conversion and the pre-processor) and fed to the step: the policy's own
+    `update_policy` or, with `step.compute_ms`, a stand-in for it (of each `step.sequence_ms`
+    in turn where given), measured by the `load` loop with the step's parts."""
+    stream, built = run.stream(request)
+    step = request.get("step")
+    with videos_named(run.dataset):
+        if step is None:
+            return measure(request, stream, run_ready(run, built, installed), take_timed(stream),
+                           fed_nothing)
+        training = run.step()
+        fixed = as_fixed(step)
+        compute_s = None if fixed is None else compute_times_s(fixed)
+        take, feed = training_loop(training, stream, compute_s)
+        measure(request, stream, run_ready(run, built, installed), take, feed, training.device)
+
+
+def training_loop(training: TrainingStep, stream: Cycle, compute_s: Optional[Iterator[float]]
+                  ) -> "tuple[Callable[[], Taken], Callable[[Any], Fed]]":
+    """How lerobot-train's loop takes a batch (timed with the device synchronised) and feeds
+    it: the hand-over, then the policy's `update_policy`, or a sleep of each of `compute_s` in
+    turn where given (the ranks' steps ending together, as DDP's all-reduce makes them)."""
     timer = training.timer
-    warmup = request.get("warmup", 1)
-    memory = PeakMemory(warmup, loader)
-    parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "update_ms": []}
-    modules = {name: [] for name in training.module_ms}
-    batch_ms, wait_ms, h2d_ms, samples, size_bytes = [], [], [], 0, 0
-    positions = []
-    stop_file = request.get("stop_file")
-    started = time.perf_counter()
-    first_batch_s = None
-    next_batch = stream.next
 
-    def one_step(measured):
-        nonlocal first_batch_s, samples, size_bytes
+    def take() -> Taken:
         timer.mark("waited")
-        batch = next_batch()
+        batch = stream.next()
         timer.mark("arrived")
-        if first_batch_s is None:
-            first_batch_s = time.perf_counter() - started
-        if measured:
-            samples += batch_size(batch)
-            size_bytes += tensor_bytes(batch)
+        return Taken(batch, timer.ms("waited", "arrived"), timer.marks["arrived"])
+
+    def feed(batch: Any) -> Fed:
         batch = training.hand_over(batch)
         timer.mark("handed")
-        wait, handed = timer.ms("waited", "arrived"), timer.ms("arrived", "handed")
-        if compute_s is not None:
-            compute = next(compute_s)
-            time.sleep(compute)
-            together()  # a step of several ranks ends with theirs, as DDP's all-reduce makes it
-            step_parts = {"forward_ms": compute * 1e3, "backward_ms": 0.0,
-                          "optimizer_ms": 0.0, "update_ms": compute * 1e3, "modules_ms": {}}
-        else:
-            step_parts = training.update(batch)
-        return wait, handed, step_parts
+        handed = timer.ms("arrived", "handed")
+        if compute_s is None:
+            return Fed(handed, training.update(batch))
+        compute = next(compute_s)
+        time.sleep(compute)
+        together()
+        return Fed(handed, StepTimes(forward_ms=compute * 1e3, backward_ms=0.0, optimizer_ms=0.0,
+                                     update_ms=compute * 1e3, modules_ms={}))
 
-    for taken in range(1, warmup + 1):
-        one_step(False)
-        memory.warmed(taken)
-    together()  # the ranks start their measured steps at once
-    memory.start()
-    own0, workers0 = cpu_s()
-    start = last = time.perf_counter()
-    for _ in range(request["batches"]):
-        if stop_file is not None and batch_ms and os.path.exists(stop_file):
-            break
-        wait, handed, step_parts = one_step(True)
-        now = time.perf_counter()
-        wait_ms.append(wait)
-        positions.append(stream.position)
-        h2d_ms.append(handed)
-        batch_ms.append((now - last) * 1e3)
-        last = now
-        for key in parts:
-            parts[key].append(step_parts[key])
-        for name, ms in step_parts["modules_ms"].items():
-            modules[name].append(ms)
-        if stop_file is not None:
-            say_step(wait, handed, batch_ms[-1])
-    wall_s = time.perf_counter() - start
-    own1, workers1 = cpu_s()
-    peak, kind = memory.stop()
-    del next_batch
-    emit({
-        "event": "result", "batches": len(batch_ms), "samples": samples, "bytes": size_bytes,
-        "wall_s": wall_s, "batch_ms": batch_ms, "wait_ms": wait_ms, "h2d_ms": h2d_ms,
-        "main_cpu_s": own1 - own0, "workers_cpu_s": workers1 - workers0,
-        "peak_memory_bytes": peak, "memory": kind, "observer_cpu_s": memory.cpu_s,
-        "memory_samples": memory.samples,
-        "first_batch_s": first_batch_s, "epoch_position": positions, "parts": parts,
-        "modules_ms": {name: ms for name, ms in modules.items() if ms},
-        "peak_device_bytes": peak_device_bytes(training.device),
-        "rank": rank(), "pid": os.getpid(),
-    })
+    return take, feed
 
 
-def measure_policy_step(request, run, raw_loader, installed, built):
+def measure_policy_step(request: ModelRunRequest, run: Run, raw_loader: Any,
+                        installed: Versions, built: BuiltRun) -> None:
     """The run's step alone: one batch from its DataLoader, handed over and stepped by
     `update_policy` `warmup` times, then `steps` measured times (a copy each, since the hand-over
     changes the batch it is given)."""
     import torch
 
     training = run.step()
-    built.update(step=training.facts, **Run.counts())
-    emit({"event": "ready", "lerobot_train": built, "video_backend": video_backend(run.dataset),
-          **installed})
+    emit(run_ready(run, built, installed))
     loader = run.prepare(raw_loader)
     stream = iter(loader)
     first = next(stream)
@@ -183,7 +144,7 @@ def measure_policy_step(request, run, raw_loader, installed, built):
     run.release(loader)
     del stream
     timer, steps = training.timer, []
-    for number in range(request.get("warmup", 1) + request["steps"]):
+    for number in range(request["warmup"] + request["steps"]):
         alive()
         batch = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in first.items()}
         timer.mark("given")
@@ -191,19 +152,12 @@ def measure_policy_step(request, run, raw_loader, installed, built):
         timer.mark("handed")
         handed = timer.ms("given", "handed")
         parts = training.update(batch)
-        if number >= request.get("warmup", 1):
-            steps.append({"h2d_ms": handed, **parts})
-    emit({"event": "result", "steps": steps, "parameters": training.facts["parameters"],
-          "device": str(training.device), "batch": batch_size(first),
-          "mixed_precision": training.accelerator.mixed_precision,
-          "threads": torch.get_num_threads(), "loss": float(training.tracker.loss.val),
-          "peak_device_bytes": peak_device_bytes(training.device)})
-
-
-def peak_device_bytes(device):
-    """The most device memory the steps took (CUDA); None on the CPU."""
-    import torch
-
-    if device.type != "cuda":
-        return None
-    return int(torch.cuda.max_memory_allocated(device))
+        if number >= request["warmup"]:
+            steps.append(PolicyStepMs(
+                h2d_ms=handed, forward_ms=parts["forward_ms"], backward_ms=parts["backward_ms"],
+                optimizer_ms=parts["optimizer_ms"], update_ms=parts["update_ms"]))
+    emit(PolicyStepsResult(
+        event="result", steps=steps, parameters=training.parameters, device=str(training.device),
+        batch=batch_size(first), mixed_precision=training.accelerator.mixed_precision,
+        threads=torch.get_num_threads(), loss=float(training.tracker.loss.val),
+        peak_device_bytes=peak_device_bytes(training.device)))

@@ -24,17 +24,18 @@ import inspect
 import os
 import sys
 import time
-
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from feedbench_driver.readings import Cycle, video_backend
-from feedbench_driver.protocol import ErrorKind, Refused
+from feedbench_driver.protocol import (
+    BuiltRun, ErrorKind, LoadRunRequest, Refused, RunReads, RunsBuilt)
 from feedbench_driver.run_config import (
     apply_overrides, backend_like_lerobot_train, backend_settings, device_type, parse_arguments,
     policy_drop_n_last_frames, seed_like_lerobot_train, trained_config, training_module)
 from feedbench_driver.train_step import TrainingStep, make_accelerator
 
 
-def make_dataset(cfg):
+def make_dataset(cfg: Any) -> Any:
     """The training dataset, by LeRobot's factory (its train/eval split where it has one). Where
     LeRobot fails because files of the selected episodes are missing (it would download them:
     offline, it says only that it cannot reach the Hub), the first missing file is named."""
@@ -54,7 +55,7 @@ def make_dataset(cfg):
                       "LeRobot would download; feedbench downloads nothing") from None
 
 
-def missing_files(cfg):
+def missing_files(cfg: Any) -> List[str]:
     """The data and video files of the run's episodes that are not under its root, by the
     dataset's own metadata; empty where that cannot be read."""
     try:
@@ -76,7 +77,7 @@ def missing_files(cfg):
 
 
 @contextlib.contextmanager
-def videos_named(dataset):
+def videos_named(dataset: Any) -> Iterator[None]:
     """Where reading the dataset fails (LeRobot's decoders name no file: torchcodec's "Failed to
     open input buffer"), the first of its videos that cannot be decoded named in the error, found
     by opening each with LeRobot's backend, after the failure."""
@@ -97,16 +98,16 @@ class UnreadableVideo(RuntimeError):
     """A video of the dataset LeRobot's backend cannot decode, named."""
 
 
-def unreadable_video(dataset):
+def unreadable_video(dataset: Any) -> Optional[Tuple[str, str]]:
     """(path, why) of the first video of `dataset`'s episodes its backend cannot open or decode
     the first and last frame of; None where all can, or where LeRobot's metadata cannot say
     which files they are."""
-    meta = getattr(dataset, "meta", None)
+    meta: Any = getattr(dataset, "meta", None)
     keys = list(getattr(meta, "video_keys", None) or [])
     if not keys or not hasattr(meta, "get_video_file_path"):
         return None
     backend = video_backend(dataset)
-    paths = {}
+    paths: Dict[str, None] = {}
     for episode in getattr(dataset, "episodes", None) or range(meta.total_episodes):
         for key in keys:
             paths.setdefault(os.path.join(str(dataset.root), str(meta.get_video_file_path(episode, key))))
@@ -129,7 +130,7 @@ def unreadable_video(dataset):
     return None
 
 
-def make_sampler(cfg, dataset):
+def make_sampler(cfg: Any, dataset: Any) -> Any:
     """lerobot-train's sampler; None where the DataLoader shuffles instead."""
     from lerobot.datasets.sampler import EpisodeAwareSampler
 
@@ -138,7 +139,7 @@ def make_sampler(cfg, dataset):
     seeded = "seed" in parameters
     if drop is None and not seeded:
         return None  # before 0.6: the sampler only where the policy asks for one
-    kwargs = {
+    kwargs: Dict[str, Any] = {
         "episode_indices_to_use": dataset.episodes,
         "drop_n_last_frames": drop or 0,
         "shuffle": True,
@@ -153,9 +154,9 @@ def make_sampler(cfg, dataset):
     )
 
 
-def dataloader_kwargs(cfg, dataset, device):
+def dataloader_kwargs(cfg: Any, dataset: Any, device: str) -> Dict[str, Any]:
     """lerobot-train's DataLoader arguments but the dataset and the sampler."""
-    kwargs = {
+    kwargs: Dict[str, Any] = {
         "num_workers": cfg.num_workers,
         "batch_size": cfg.batch_size,
         "pin_memory": device == "cuda",
@@ -176,7 +177,7 @@ def dataloader_kwargs(cfg, dataset, device):
     return kwargs
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """`value` in JSON: plain values as they are, tensors and arrays as lists, any other object
     by its type's name (a dataset, a sampler, a collate function)."""
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -197,15 +198,16 @@ class Recorder:
     DataLoader are constructed with (the first construction of each), in JSON: what feedbench
     built, and in a test what lerobot-train built, recorded alike."""
 
-    def __init__(self, *datasets):
+    def __init__(self, *datasets: type) -> None:
         self.datasets = datasets  # dataset classes beside LeRobot's (feedbench's reader)
 
-    def __enter__(self):
+    def __enter__(self) -> "Recorder":
         import torch
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
         from lerobot.datasets.sampler import EpisodeAwareSampler
 
-        self.calls, self.originals = {}, []
+        self.calls: Dict[str, Any] = {}
+        self.originals: List[Tuple[Any, Any]] = []
         classes = [("dataset", cls) for cls in (LeRobotDataset, *self.datasets)]
         for name, cls in (*classes, ("sampler", EpisodeAwareSampler),
                           ("dataloader", torch.utils.data.DataLoader)):
@@ -213,11 +215,11 @@ class Recorder:
             cls.__init__ = self.recording(name, cls.__init__)
         return self
 
-    def recording(self, name, original):
+    def recording(self, name: str, original: Callable[..., None]) -> Callable[..., None]:
         calls = self.calls
 
         @functools.wraps(original)  # its signature stays the constructor's
-        def init(obj, *args, **kwargs):
+        def init(obj: Any, *args: Any, **kwargs: Any) -> None:
             if name not in calls:
                 parameters = list(inspect.signature(original).parameters)[1:]
                 given = dict(zip(parameters, args))
@@ -227,18 +229,18 @@ class Recorder:
 
         return init
 
-    def __exit__(self, *_):
+    def __exit__(self, *_: object) -> None:
         for cls, original in self.originals:
             cls.__init__ = original
 
 
-def feedbench_reader(request):
+def feedbench_reader(request: RunReads) -> Tuple[Any, ...]:
     """With `"reader": "feedbench"`: LeRobot's factory made to build feedbench's reader as the
     run's dataset, as feedbench-lerobot-train does (by its own function, from the wheel installed
     in this environment); the reader's class, for the Recorder, and the function that makes a
     DataLoader take its epochs back to back, as feedbench-lerobot-train's loop does. Else
     nothing."""
-    if request.get("reader", "lerobot") != "feedbench":
+    if request["reader"] != "feedbench":
         return ()
     try:
         from feedbench.lerobot import FeedbenchDataset
@@ -262,15 +264,16 @@ class Run:
 
     builds, build_s = 0, 0.0
 
-    def __init__(self, request):
+    def __init__(self, request: RunReads) -> None:
         started = time.monotonic()
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        self.readers, self.chain_epochs = (), None
+        self.readers: Tuple[type, ...] = ()
+        self.chain_epochs: Optional[Callable[[Any], None]] = None
         reader = feedbench_reader(request)
         if reader:
             self.readers, self.chain_epochs = reader[:1], reader[1]
         self.cfg = parse_arguments(request["lerobot_train"])
-        self.own = {}  # the arguments' own value of each field a request has set
+        self.own: Dict[str, Any] = {}  # the arguments' own value of each field a request set
         seed_like_lerobot_train(self.cfg)
         backend_like_lerobot_train(self.cfg)
         self.backend = backend_settings()  # as set, for what was built
@@ -278,24 +281,26 @@ class Run:
         with Recorder(*self.readers) as recorded:
             self.dataset = make_dataset(self.cfg)
         self.recorded_dataset = recorded.calls.get("dataset")
-        self.accelerator, self.training = None, None
-        self.kept = None  # the DataLoader measured last: (its knobs, its batches, what was built)
+        self.accelerator: Any = None
+        self.training: Optional[TrainingStep] = None
+        # The DataLoader measured last: (its knobs, its batches, what was built).
+        self.kept: Optional[Tuple[List[Tuple[str, Any]], Cycle, BuiltRun]] = None
         Run.builds += 1
         Run.build_s += time.monotonic() - started
 
     @staticmethod
-    def counts():
-        """The runs this process built and the seconds it took, as a run's facts say them: each
-        request's `ready` says them once, after all that request built (its step included)."""
-        return {"builds": Run.builds, "build_s": Run.build_s}
+    def counts() -> RunsBuilt:
+        """The runs this process built and the seconds it took: each request's `ready` says
+        them once, after all that request built (its step included)."""
+        return RunsBuilt(runs=Run.builds, seconds=Run.build_s)
 
-    def loader(self, request):
+    def loader(self, request: RunReads) -> Tuple[Any, BuiltRun]:
         """lerobot-train's DataLoader over the run's dataset with the request's overrides over
         the run's own arguments, and what was built (the dataset's, the sampler's and the
         DataLoader's arguments, in JSON)."""
         import torch
 
-        for field in request.get("overrides") or {}:
+        for field in request["overrides"]:
             self.own.setdefault(field, getattr(self.cfg, field, None))
         for field, value in self.own.items():
             setattr(self.cfg, field, value)
@@ -308,20 +313,22 @@ class Run:
             )
         if self.chain_epochs is not None:
             self.chain_epochs(loader)
-        facts = {
-            "policy": trained_config(self.cfg).type,
-            "device": self.device,
+        facts = BuiltRun(
+            policy=trained_config(self.cfg).type,
+            device=self.device,
             # lerobot-train's workers' prefetch, which a DataLoader without workers does not say.
-            "worker_prefetch_factor": getattr(self.cfg, "prefetch_factor", 2),
-            "num_frames": self.dataset.num_frames,
-            "num_episodes": self.dataset.num_episodes,
-            "dataset": self.recorded_dataset,
-            "backend": self.backend,
-            **recorded.calls,
-        }
+            worker_prefetch_factor=getattr(self.cfg, "prefetch_factor", 2),
+            num_frames=self.dataset.num_frames,
+            num_episodes=self.dataset.num_episodes,
+            dataset=self.recorded_dataset,
+            backend=self.backend,
+            dataloader=recorded.calls["dataloader"],
+        )
+        if "sampler" in recorded.calls:
+            facts["sampler"] = recorded.calls["sampler"]
         return loader, facts
 
-    def step(self):
+    def step(self) -> TrainingStep:
         """The run's training step, built on first use and kept (with the run's accelerator)."""
         if self.training is None:
             started = time.monotonic()
@@ -329,7 +336,7 @@ class Run:
             Run.build_s += time.monotonic() - started
         return self.training
 
-    def prepared_by(self):
+    def prepared_by(self) -> Any:
         """lerobot-train's Accelerator for this run, made on first use: a DataLoader it prepares
         yields batches as lerobot-train's loop takes them; the training step prepares its policy
         with the same one. A loader measured alone builds no policy."""
@@ -337,33 +344,33 @@ class Run:
             self.accelerator = make_accelerator(self.cfg)
         return self.accelerator
 
-    def prepare(self, loader):
+    def prepare(self, loader: Any) -> Any:
         """`loader` as lerobot-train's accelerator prepares its DataLoader (batches put on the
         device); [`release`] lets it go."""
         return self.prepared_by().prepare(loader)
 
-    def release(self, prepared):
+    def release(self, prepared: Any) -> None:
         """Forgets a DataLoader [`prepare`] made (accelerate keeps a list of them), after
         [`close_loader`] shut its workers down."""
         kept = getattr(self.prepared_by(), "_dataloaders", [])
         if prepared in kept:
             kept.remove(prepared)
 
-    def stream(self, request):
+    def stream(self, request: LoadRunRequest) -> Tuple[Cycle, BuiltRun]:
         """The batches, epoch after epoch, of the DataLoader lerobot-train iterates (prepared by
         its accelerator, as its loop takes them) with the request's knobs, and what was built:
         the one measured last where its knobs are the same (its workers up, its queue full),
         else a new one, the last one's workers shut down first."""
-        knobs = sorted((request.get("overrides") or {}).items())
+        knobs = sorted(request["overrides"].items())
         if self.kept is not None and self.kept[0] == knobs:
-            return self.kept[1], dict(self.kept[2])
+            return self.kept[1], self.kept[2]
         self.close()
         loader, built = self.loader(request)
         stream = Cycle(self.prepare(loader))
         self.kept = (knobs, stream, built)
-        return stream, dict(built)
+        return stream, built
 
-    def close(self):
+    def close(self) -> None:
         """Shuts down the workers of the DataLoader kept, if any."""
         if self.kept is not None:
             stream = self.kept[1]
@@ -372,7 +379,7 @@ class Run:
             self.kept = None
 
 
-def close_loader(loader, stream=None):
+def close_loader(loader: Any, stream: Any = None) -> None:
     """Shuts down the workers of `loader` (and of `stream`, an iterator over it) now, rather
     than when the garbage collector gets to them: the next DataLoader of the same run must not
     share the cores with them."""

@@ -5,12 +5,14 @@ steps is built by train_run.py."""
 
 import inspect
 import os
+import sys
+from typing import Any, Callable, Dict, Optional
 
-
+from feedbench_driver.readings import StepTimes
 from feedbench_driver.run_config import trained_config
 
 
-def make_accelerator(cfg):
+def make_accelerator(cfg: Any) -> Any:
     """The Accelerator lerobot-train makes (0.6): on the CPU where the policy says so, mixed
     precision from the policy's dtype, else from `use_amp` by torch's autocast default."""
     import torch
@@ -19,7 +21,7 @@ def make_accelerator(cfg):
 
     active = trained_config(cfg)
     precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}.get(
-        getattr(active, "dtype", None))
+        str(getattr(active, "dtype", None)))
     if not hasattr(active, "dtype") and getattr(active, "use_amp", False):
         autocast = torch.get_autocast_dtype(torch.device(active.device).type)
         precision = {torch.bfloat16: "bf16", torch.float16: "fp16"}[autocast]
@@ -31,7 +33,7 @@ def make_accelerator(cfg):
     )
 
 
-def weights_here(cfg):
+def weights_here(cfg: Any) -> Optional[str]:
     """The pretrained backbone weights the policy names, where they are not on this machine:
     set to None (random weights, the same compute), and said. None where nothing was changed."""
     import torch
@@ -54,23 +56,26 @@ def weights_here(cfg):
 class Timer:
     """Wall ms between marks, the device synchronised first where it runs asynchronously."""
 
-    def __init__(self, device):
+    def __init__(self, device: Any) -> None:
         import torch
 
-        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        self.marks = {}
+        self.sync: Callable[[], None] = (
+            torch.cuda.synchronize if device.type == "cuda" else (lambda: None))
+        self.marks: Dict[str, float] = {}
 
-    def mark(self, name):
+    def mark(self, name: str) -> None:
+        """The time now as `name`, the device synchronised first."""
         import time
 
         self.sync()
         self.marks[name] = time.perf_counter()
 
-    def ms(self, start, end):
+    def ms(self, start: str, end: str) -> float:
+        """Ms from mark `start` to mark `end`; 0 where either is missing."""
         return (self.marks[end] - self.marks[start]) * 1e3 if start in self.marks and end in self.marks else 0.0
 
 
-def top_modules(policy):
+def top_modules(policy: Any) -> Dict[str, Any]:
     """The policy's own top-level modules (ACT's backbone, encoder, decoder; diffusion's RGB
     encoder and U-Net): the children of its one model where it wraps one."""
     children = dict(policy.named_children())
@@ -90,13 +95,15 @@ class TrainingStep:
     `update_policy` (forward, backward through accelerate, grad clip, optimizer and scheduler),
     timed in parts by hooks."""
 
-    def __init__(self, cfg, dataset, accelerator=None):
+    def __init__(self, cfg: Any, dataset: Any, accelerator: Any = None) -> None:
         from lerobot.optim.factory import make_optimizer_and_scheduler
         from lerobot.policies.factory import make_policy, make_pre_post_processors
 
         self.cfg, self.dataset = cfg, dataset
         self.accelerator = accelerator or make_accelerator(cfg)
-        self.note = weights_here(cfg)
+        note = weights_here(cfg)
+        if note is not None:
+            sys.stderr.write(f"feedbench: {note}\n")  # where LeRobot's own warnings go
         policy_kwargs = {"cfg": cfg.policy, "ds_meta": dataset.meta}
         if "rename_map" in inspect.signature(make_policy).parameters:
             policy_kwargs["rename_map"] = getattr(cfg, "rename_map", None)
@@ -114,21 +121,18 @@ class TrainingStep:
         self.cameras = list(dataset.meta.camera_keys)
         self.timer = Timer(self.device)
         self.modules = top_modules(self.accelerator.unwrap_model(self.policy))
-        self.module_ms = {name: 0.0 for name in self.modules}
+        self.module_ms: Dict[str, float] = {name: 0.0 for name in self.modules}
         self.hook()
         self.tracker = self.metrics_tracker()
         self.policy.train()
-        parameters = sum(p.numel() for p in self.policy.parameters())
-        self.facts = {"device": str(self.device), "parameters": parameters,
-                      "mixed_precision": self.accelerator.mixed_precision,
-                      "modules": list(self.modules), "note": self.note}
+        self.parameters: int = sum(p.numel() for p in self.policy.parameters())
 
-    def hook(self):
+    def hook(self) -> None:
         """Marks around the policy's forward (update_policy calls `policy.forward` itself, which
         no module hook sees), the optimizer's step, and each top-level module's forward."""
         forward = self.policy.forward
 
-        def timed_forward(*args, **kwargs):
+        def timed_forward(*args: Any, **kwargs: Any) -> Any:
             self.timer.mark("forward")
             out = forward(*args, **kwargs)
             self.timer.mark("backward")
@@ -146,11 +150,11 @@ class TrainingStep:
                 called.register_forward_pre_hook(lambda *_, n=name: self.timer.mark("m:" + n))
                 called.register_forward_hook(lambda *_, n=name: self.add_module_ms(n))
 
-    def add_module_ms(self, name):
+    def add_module_ms(self, name: str) -> None:
         self.timer.mark("m:" + name + ":end")
         self.module_ms[name] += self.timer.ms("m:" + name, "m:" + name + ":end")
 
-    def metrics_tracker(self):
+    def metrics_tracker(self) -> Any:
         import torch
         from lerobot.utils.logging_utils import AverageMeter, MetricsTracker
 
@@ -166,7 +170,7 @@ class TrainingStep:
         return MetricsTracker(self.cfg.batch_size, self.dataset.num_frames,
                               self.dataset.num_episodes, metrics, accelerator=self.accelerator)
 
-    def hand_over(self, batch):
+    def hand_over(self, batch: Dict[str, Any]) -> Any:
         """What lerobot-train's main process does to a batch before its step."""
         import torch
 
@@ -175,7 +179,7 @@ class TrainingStep:
                 batch[key] = batch[key].to(dtype=torch.float32) / 255.0
         return self.preprocessor(batch)
 
-    def update(self, batch):
+    def update(self, batch: Any) -> StepTimes:
         """lerobot-train's own update_policy on `batch`: its parts in ms (forward, backward
         with the grad clip, optimizer) and each top-level module's forward."""
         from lerobot.scripts.lerobot_train import update_policy
@@ -189,8 +193,7 @@ class TrainingStep:
             lr_scheduler=self.scheduler)
         self.timer.mark("end")
         t = self.timer
-        return {"forward_ms": t.ms("forward", "backward"),
-                "backward_ms": t.ms("backward", "optimizer"),
-                "optimizer_ms": t.ms("optimizer", "end"),
-                "update_ms": t.ms("start", "end"),
-                "modules_ms": dict(self.module_ms)}
+        return StepTimes(forward_ms=t.ms("forward", "backward"),
+                         backward_ms=t.ms("backward", "optimizer"),
+                         optimizer_ms=t.ms("optimizer", "end"), update_ms=t.ms("start", "end"),
+                         modules_ms=dict(self.module_ms))

@@ -1,11 +1,22 @@
 //! What the LeRobot driver says back, one JSON line at a time: each line's [`Event`], an
-//! `error`'s [`ErrorKind`], and the `ready` and `result` lines' contents (the versions, a
-//! `load`'s run, a step's times, what a lerobot-train run built).
+//! `error`'s [`DriverError`], and the `ready` and `result` lines' contents (the versions, a
+//! `load`'s run, a step's times, what a lerobot-train run built), each the shape of a
+//! `TypedDict` of the driver's `protocol.py` (`ANSWERS`). Every key the driver always says is
+//! required here, a missing one an error naming it (a key whose value may be null too:
+//! [`nullable`]); `#[serde(default)]` marks the few the driver says only at times.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value as Json;
 
-/// What a line of the driver's stdout says.
+/// A key the driver always says, whose value may be null: missing, it is an error naming the
+/// key (serde would read a missing `Option` as None).
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    Option::deserialize(deserializer)
+}
+
+/// What a line of the driver's stdout says: its `event`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// It built what it measures.
@@ -21,21 +32,39 @@ pub enum Event {
 }
 
 impl Event {
+    /// Every event, in the order the driver's `ANSWERS` lists them.
+    pub const ALL: [Event; 5] = [Self::Ready, Self::Step, Self::Alive, Self::Result, Self::Error];
+
+    /// The event as a message names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ready => "ready",
+            Self::Step => "step",
+            Self::Alive => "alive",
+            Self::Result => "result",
+            Self::Error => "error",
+        }
+    }
+
     /// The event of a message; None for a line that is no message of the driver's.
     pub fn of(message: &Json) -> Option<Self> {
-        Some(match message.get("event")?.as_str()? {
-            "ready" => Self::Ready,
-            "step" => Self::Step,
-            "alive" => Self::Alive,
-            "result" => Self::Result,
-            "error" => Self::Error,
-            _ => return None,
-        })
+        let named = message.get("event")?.as_str()?;
+        Self::ALL.into_iter().find(|event| event.name() == named)
     }
 }
 
+/// An `error`: whose fault, and what failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverError {
+    /// Whose fault.
+    pub kind: ErrorKind,
+    /// What failed, in the driver's words.
+    pub message: String,
+}
+
 /// Whose fault an `error` is, as the driver tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ErrorKind {
     /// LeRobot (or PyTorch) raised: its exception's type and message.
     Lerobot,
@@ -61,23 +90,37 @@ impl ErrorKind {
         Self::Arguments,
         Self::Reader,
     ];
+}
 
-    /// The kind as an `error` message names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Lerobot => "lerobot",
-            Self::Environment => "environment",
-            Self::Version => "version",
-            Self::Knob => "knob",
-            Self::Arguments => "arguments",
-            Self::Reader => "reader",
-        }
-    }
+/// A `ready`: the versions (with what a lerobot-train run built), and, where the request reads
+/// such a run, the runs the driver built so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ready {
+    /// The versions, and what the run built.
+    #[serde(flatten)]
+    pub versions: LerobotVersions,
+    /// The runs the driver built so far, all told; said (optional on both sides) only where
+    /// the request reads a lerobot-train run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_built: Option<RunBuilds>,
+}
 
-    /// The kind an `error` message names (`lerobot` where it names none or another).
-    pub fn of(message: &Json) -> Self {
-        let named = message.get("kind").and_then(Json::as_str);
-        Self::ALL.into_iter().find(|kind| Some(kind.name()) == named).unwrap_or(Self::Lerobot)
+/// The lerobot-train runs drivers built, and the time building them took: a tune's cost
+/// before its first measured step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunBuilds {
+    /// Runs built (LeRobot's parser and dataset, and where a step was asked the policy,
+    /// pre-processor and optimizer): once per run, or once more per request that needs a run
+    /// built afresh (the first batches of a run, in its order).
+    pub runs: usize,
+    /// Wall seconds building them took.
+    pub seconds: f64,
+}
+
+impl std::ops::AddAssign for RunBuilds {
+    fn add_assign(&mut self, other: Self) {
+        self.runs += other.runs;
+        self.seconds += other.seconds;
     }
 }
 
@@ -93,15 +136,16 @@ pub struct LerobotVersions {
     /// The interpreter.
     pub executable: String,
     /// The video backend LeRobot chose (None without video).
-    #[serde(default)]
+    #[serde(deserialize_with = "nullable")]
     pub video_backend: Option<String>,
-    /// What lerobot-train built, where the loader is its run's (`--lerobot-train`).
+    /// What lerobot-train built, where the loader is its run's (`--lerobot-train`): said
+    /// (optional on both sides) only where the request reads a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lerobot_train: Option<BuiltRun>,
 }
 
 /// What LeRobot's loader measured in one `load` request.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LerobotRun {
     /// Batches measured.
     pub batches: usize,
@@ -116,7 +160,6 @@ pub struct LerobotRun {
     /// Per batch, ms the main process waited for it.
     pub wait_ms: Vec<f64>,
     /// Per batch, ms of its copy to the fed step's device (empty without a step).
-    #[serde(default)]
     pub h2d_ms: Vec<f64>,
     /// CPU seconds of the main process over the measured batches.
     pub main_cpu_s: f64,
@@ -126,40 +169,32 @@ pub struct LerobotRun {
     pub peak_memory_bytes: u64,
     /// `pss` (proportional set size: shared pages counted once) or `rss`.
     pub memory: String,
-    /// CPU seconds the driver spent measuring memory (its cost to the loader it measures);
-    /// 0 from drivers before it said.
-    #[serde(default)]
+    /// CPU seconds the driver spent measuring memory (its cost to the loader it measures).
     pub observer_cpu_s: f64,
     /// Seconds from starting the iterator to the first batch (workers' start-up included).
     pub first_batch_s: f64,
-    /// Per measured batch, which batch of its epoch it was (0: the first); empty from drivers
-    /// before they said.
-    #[serde(default)]
+    /// Per measured batch, which batch of its epoch it was (0: the first).
     pub epoch_position: Vec<usize>,
-    /// The parts of each step, where the step was lerobot-train's policy's.
-    #[serde(default)]
+    /// The parts of each step, where the step was a lerobot-train run's.
+    #[serde(deserialize_with = "nullable")]
     pub parts: Option<StepParts>,
     /// Per top-level module of that policy, its forward ms each step, in the policy's order.
-    #[serde(default)]
     pub modules_ms: serde_json::Map<String, Json>,
     /// The most device memory a step took (CUDA).
-    #[serde(default)]
+    #[serde(deserialize_with = "nullable")]
     pub peak_device_bytes: Option<u64>,
     /// Reads of the PSS of the driver's process and of each of its workers, before and after
     /// the measured batches: (seconds since the first, the driver's bytes, each worker's
     /// bytes, the anonymous bytes of them all).
-    #[serde(default)]
     pub memory_samples: Vec<(f64, u64, Vec<u64>, u64)>,
     /// The driver's rank among the ranks measured at once (0 alone).
-    #[serde(default)]
     pub rank: usize,
-    /// The driver's process id; 0 from drivers before they said.
-    #[serde(default)]
+    /// The driver's process id.
     pub pid: u32,
 }
 
 /// A lerobot-train run's step alone: its policy's `update_policy` on one batch, again and again.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicySteps {
     /// Each measured step.
     pub steps: Vec<PolicyStep>,
@@ -176,12 +211,12 @@ pub struct PolicySteps {
     /// The last step's loss.
     pub loss: f64,
     /// The most device memory a step took (CUDA).
-    #[serde(default)]
+    #[serde(deserialize_with = "nullable")]
     pub peak_device_bytes: Option<u64>,
 }
 
 /// One step of a [`PolicySteps`], ms.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyStep {
     /// The hand-over: uint8 cameras to float32, the pre-processor.
     pub h2d_ms: f64,
@@ -196,7 +231,7 @@ pub struct PolicyStep {
 }
 
 /// The parts of lerobot-train's `update_policy`, ms per measured step.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepParts {
     /// The policy's forward and loss.
     pub forward_ms: Vec<f64>,
@@ -206,8 +241,8 @@ pub struct StepParts {
     pub optimizer_ms: Vec<f64>,
 }
 
-/// One measured batch of a `load` as the driver reports it while it runs, ms.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// One measured batch of a `load` as the driver reports it while it runs (a `step`), ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DriverStep {
     /// Waiting for the batch.
     pub wait_ms: f64,
@@ -233,18 +268,68 @@ pub struct BuiltRun {
     /// `LeRobotDataset`'s arguments.
     pub dataset: Json,
     /// `EpisodeAwareSampler`'s arguments; None where the DataLoader shuffles (LeRobot before 0.6,
-    /// a policy without `drop_n_last_frames`).
+    /// a policy without `drop_n_last_frames`), where the driver does not say it (optional on
+    /// both sides).
     #[serde(default)]
     pub sampler: Option<Json>,
     /// `DataLoader`'s arguments.
     pub dataloader: Json,
     /// The prefetch lerobot-train gives its workers (its config's `prefetch_factor`; 2 before
     /// LeRobot 0.6), known where the DataLoader has no worker to give it to.
-    #[serde(default)]
+    #[serde(deserialize_with = "nullable")]
     pub worker_prefetch_factor: Option<usize>,
     /// torch's backend settings lerobot-train made before it built the run (cuDNN's
     /// `benchmark` and `deterministic`, TF32 matmuls), read back: a step measured without
     /// them on CUDA is not the one lerobot-train takes.
-    #[serde(default)]
+    #[serde(deserialize_with = "nullable")]
     pub backend: Option<Json>,
+}
+
+/// `model`'s `result` for LeRobot's DiffusionPolicy: a row per batch size and dtype.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRows {
+    /// Each row, batch size outermost.
+    pub rows: Vec<LerobotStepRow>,
+}
+
+/// One row of [`PolicyRows`] as the driver measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LerobotStepRow {
+    /// Batch size.
+    pub batch: usize,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// PyTorch's intra-op threads.
+    pub threads: i32,
+    /// Trainable parameters of LeRobot's policy.
+    pub parameters: usize,
+    /// Peak RSS of the driver on CPU; None on CUDA.
+    #[serde(deserialize_with = "nullable")]
+    pub peak_memory_bytes: Option<u64>,
+    /// Loss of the last step.
+    pub last_loss: f64,
+    /// Every measured step.
+    pub per_step: Vec<LerobotStepMs>,
+}
+
+/// One measured step of a [`LerobotStepRow`], ms of each part.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LerobotStepMs {
+    /// The batch to the device and LeRobot's preprocessor (normalisation).
+    pub h2d_ms: f64,
+    /// `policy.forward` (the loss).
+    pub forward_ms: f64,
+    /// `loss.backward()`.
+    pub backward_ms: f64,
+    /// Clipping, `optimizer.step()`, `zero_grad()`.
+    pub optimizer_ms: f64,
+    /// The whole step.
+    pub step_ms: f64,
+}
+
+/// `sampler`'s `result`: the episode-aware sampler's indices, in its order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplerIndices {
+    /// Absolute frame indices.
+    pub indices: Vec<usize>,
 }
