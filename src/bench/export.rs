@@ -1,7 +1,7 @@
 //! One home for what a study writes (hyperfine's `Exporter`, criterion's composed `Reports`):
 //! each format of a study's outputs — [`Markdown`], [`Csv`], [`Json`], [`Svg`], the page
 //! ([`Html`]) — is an [`Exporter`] of the study's result, implemented beside the study's
-//! renderer of that format; [`write`] composes a study's exporters and writes their files into
+//! renderer of that format; [`write()`] composes a study's exporters and writes their files into
 //! its directory, each whole or not at all.
 
 use std::path::{Path, PathBuf};

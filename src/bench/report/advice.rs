@@ -4,10 +4,10 @@
 //! cores and the decode-only limit.
 
 use super::cache_fit::CacheFit;
-use super::phase_text::sample_steps;
-use super::{
-    beside_the_wait, Diagnosis, Recommendation, Row, Stage, StageCost, KNEE_TOLERANCE_PCT,
+use super::model::{
+    beside_the_wait, Diagnosis, Recommendation, Row, StageCost, KNEE_TOLERANCE_PCT,
 };
+use super::phase_text::sample_steps;
 use crate::bench::format::{millis, plural, rate};
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
@@ -15,6 +15,7 @@ use crate::measure::phase::{DecodeLimit, LoaderPhase};
 use crate::measure::stats::median;
 use crate::measure::verdict::Verdict;
 use crate::model::DeviceChoice;
+use crate::timing::stage::Stage;
 
 /// A second stage gets its own advice from this share of the loader's CPU, percent.
 const SECOND_STAGE_PCT: f64 = 25.0;

@@ -5,12 +5,14 @@
 use std::collections::HashMap;
 
 use super::advice;
-use super::recommendation::recommend;
-use super::{
-    train_rate, Group, Knob, KnobSet, PlotGroup, Report, Row, RowRanks, HEATMAP_PLOT_STEM,
-    INTERVAL_SEED, MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
+use super::model::{
+    train_rate, Group, PlotGroup, Report, Row, RowRanks, HEATMAP_PLOT_STEM, INTERVAL_SEED,
+    MIN_STEPS_FOR_INTERVAL, TRAIN_PLOT_STEM,
 };
+use super::recommendation::recommend;
 use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::cell::Knob;
+use crate::bench::sweep::cell::KnobSet;
 use crate::bench::sweep::results::CellResult;
 use crate::loader::knobs::LoaderKnob;
 use crate::measure::change::interval;
@@ -51,7 +53,7 @@ pub fn render(results: &[CellResult]) -> Report {
         }
     }
 
-    let mut groups: Vec<Group> = super::partition(&rows, &Knob::set(KnobSet::Group))
+    let mut groups: Vec<Group> = super::model::partition(&rows, &Knob::set(KnobSet::Group))
         .into_iter()
         .map(|(label, members)| Group {
             label,
@@ -227,7 +229,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
 }
 
 fn plot_groups(rows: &[Row]) -> Vec<PlotGroup> {
-    let parts = super::partition(rows, &Knob::set(KnobSet::Plot));
+    let parts = super::model::partition(rows, &Knob::set(KnobSet::Plot));
     let single = parts.len() == 1;
     let mut used: Vec<String> = Vec::new();
     parts

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Row;
+use super::model::Row;
 use crate::bench::format::{millis, plural, rate};
 use crate::dataset::bytes::Bytes;
 use crate::dataset::size::ByteSize;

@@ -2,9 +2,12 @@
 //! of each figure, as in the table; the raw repeats stay in `results.jsonl`), a header row and
 //! stable column names.
 
-use super::{Knob, KnobSet, NewerFigures, Report, Stage, CSV_FILE};
+use super::model::{NewerFigures, Report, CSV_FILE};
 use crate::bench::export::{Csv, Exporter, Output, RenderError};
 use crate::bench::report::table::{Column, Table};
+use crate::bench::sweep::cell::Knob;
+use crate::bench::sweep::cell::KnobSet;
+use crate::timing::stage::Stage;
 
 impl Exporter<Report> for Csv {
     fn export(&self, report: &Report) -> Result<Vec<Output>, RenderError> {

@@ -2,8 +2,9 @@
 //! and the later epochs' samples/s and the share of frames copied; beside it, where the sweep
 //! measured LeRobot's loader with the same knobs, that loader's rate (it decodes every epoch).
 
-use super::{Knob, Report, Row};
+use super::model::{Report, Row};
 use crate::bench::format::rate;
+use crate::bench::sweep::cell::Knob;
 use crate::loader::knobs::LoaderKnob;
 
 impl Report {

@@ -5,11 +5,14 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::{render, terminal, Planned, Report, RESULTS_FILE};
+use super::analysis::render;
+use super::model::{Planned, Report};
+use super::terminal;
 use crate::bench::export::{self, Csv, ExportError, Html, Markdown, Svg};
 use crate::bench::sweep::cell::Cell;
 use crate::bench::sweep::config::{ConfigFile, SweepConfig};
 use crate::bench::sweep::plan::plan;
+use crate::bench::sweep::results::RESULTS_FILE;
 use crate::bench::sweep::results::{read_results, CellResult, ResultsError, CONFIG_FILE};
 use crate::bench::sweep::root_names;
 

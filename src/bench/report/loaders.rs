@@ -3,52 +3,14 @@
 //! throughput, CPU per sample and input-bound share with the ratios, and per group of cells
 //! the fewest workers with which each keeps the step fed.
 
-use super::{Knob, KnobSet, Report, Row};
+use super::compared::{Fed, FedGroup, LoaderComparison, LoaderPair};
+use super::model::{Report, Row};
 use crate::bench::format::{millis, plural, rate};
 use crate::bench::report::table::{Column, Table};
+use crate::bench::sweep::cell::Knob;
+use crate::bench::sweep::cell::KnobSet;
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::verdict::{Verdict, MODERATELY_INPUT_BOUND_PCT};
-
-/// A cell measured with both loaders: indices into [`Report::rows`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoaderPair {
-    /// The native loader's row.
-    pub native: usize,
-    /// LeRobot's row with the same knobs.
-    pub lerobot: usize,
-}
-
-/// One loader's fewest workers keeping the step fed in a group, or how close it came.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Fed {
-    /// The fewest workers whose train phase is not input-bound (below
-    /// [`MODERATELY_INPUT_BOUND_PCT`]); None when no worker count measured is.
-    pub workers: Option<usize>,
-    /// The least input-bound row: its workers and input-bound %, median over steps.
-    pub least_input_bound: (usize, f64),
-    /// The most workers measured.
-    pub most_workers: usize,
-}
-
-/// Cells sharing every knob but workers, prefetch and the loader: both loaders' [`Fed`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct FedGroup {
-    /// The knobs that tell it from the other groups (empty when it is alone).
-    pub label: String,
-    /// The native loader's.
-    pub native: Fed,
-    /// LeRobot's.
-    pub lerobot: Fed,
-}
-
-/// The two loaders side by side.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoaderComparison {
-    /// Every cell measured with both, in row order.
-    pub pairs: Vec<LoaderPair>,
-    /// Per group, the fewest workers keeping the step fed.
-    pub fed: Vec<FedGroup>,
-}
 
 /// The comparison of `rows`, where some cells were measured with both loaders.
 pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
@@ -70,7 +32,7 @@ pub(super) fn compare(rows: &[Row]) -> Option<LoaderComparison> {
     let shared: Vec<Knob> =
         Knob::set(KnobSet::Group).into_iter().filter(|&k| k != Knob::Backend).collect();
     let paired: Vec<usize> = pairs.iter().flat_map(|p| [p.native, p.lerobot]).collect();
-    let fed = super::partition(rows, &shared)
+    let fed = super::model::partition(rows, &shared)
         .into_iter()
         .filter_map(|(label, members)| {
             let of = |loader| {

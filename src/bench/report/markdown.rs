@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, roots, Report, MARKDOWN_FILE};
+use super::loaders;
+use super::model::{Report, MARKDOWN_FILE};
+use super::roots;
 use crate::bench::export::{Exporter, Markdown, Output, RenderError};
 use crate::bench::format::system_line;
 use crate::bench::report::table::escape_markdown as escape;

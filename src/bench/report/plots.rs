@@ -10,7 +10,7 @@
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{PlotGroup, Report, Row};
+use super::model::{PlotGroup, Report, Row};
 use crate::bench::export::{Exporter, Output, RenderError, Svg};
 use crate::loader::lerobot::LoaderBackend;
 

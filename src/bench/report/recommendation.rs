@@ -3,7 +3,7 @@
 //! where steps were kept) and the prefetch depth past which nothing improves. `tune` judges its
 //! rows by the same knee.
 
-use super::{
+use super::model::{
     train_rate, Recommendation, Row, INTERVAL_SEED, KNEE_TOLERANCE_PCT, MIN_STEPS_FOR_INTERVAL,
     PREFETCH_TOLERANCE_PCT,
 };

@@ -2,22 +2,13 @@
 //! on local disk, in a bucket): per cell, each root's loader and train samples/s, the ratio to
 //! the first root's, and what held a remote root's loader — the cost of where the data lies.
 
+use super::compared::RootComparison;
+use super::model::{Report, Row};
 use super::table::{Column, Table};
-use super::{Knob, Report, Row};
 use crate::bench::format::rate;
 use crate::bench::sweep::cell::Cell;
+use crate::bench::sweep::cell::Knob;
 use crate::bench::sweep::results::CellResult;
-
-/// The roots compared and, per cell, each root's row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RootComparison {
-    /// The roots, as the cells name them, in the order the sweep measured them (the first is
-    /// the one the others are held to).
-    pub roots: Vec<String>,
-    /// Per cell (every knob but the dataset), an index into [`Report::rows`] for each root,
-    /// None where that root's cell was not measured.
-    pub cells: Vec<Vec<Option<usize>>>,
-}
 
 /// The comparison of `rows`, where `results` name more than one dataset.
 pub(super) fn compare(results: &[CellResult], rows: &[Row]) -> Option<RootComparison> {

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::{loaders, roots, Report};
+use super::loaders;
+use super::model::Report;
+use super::roots;
 use crate::bench::format::system_line;
 
 /// The report as plain text, as `feedbench report` prints it.

@@ -13,8 +13,9 @@ use super::{plot_of, utc, Page, PAGE_FILE};
 use crate::bench::export::{Exporter, Html, Output, RenderError};
 use crate::bench::format::rate;
 use crate::bench::format::system_line;
+use crate::bench::report::markdown;
+use crate::bench::report::model::{Report, Row};
 use crate::bench::report::plots::{curves, Curve};
-use crate::bench::report::{markdown, Report, Row};
 
 impl Exporter<Report> for Html {
     fn export(&self, report: &Report) -> Result<Vec<Output>, RenderError> {
