@@ -16,6 +16,7 @@ mod faults;
 mod faults_disk;
 mod feedbench_dataset;
 mod guard;
+mod house;
 mod kill_anywhere;
 mod knobs;
 mod layout;
