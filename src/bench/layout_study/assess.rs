@@ -71,7 +71,6 @@ pub fn measure_candidate(
     };
     let spec = |workers: usize| spec_of(root, workers);
     let evictable = candidate.location == super::candidate::Location::Out;
-    let length = RunLength { batches: measure.batches, warmup: None };
 
     if evictable {
         evict_from_page_cache(root)?;
@@ -82,57 +81,8 @@ pub fn measure_candidate(
     let first_batch_ms = opened.elapsed().as_secs_f64() * 1e3;
     drop(loader);
 
-    let one = spec(1).build()?;
-    let phase = run_loader_phase(
-        &one,
-        measure.batches,
-        one.config().batches_in_flight() + 1,
-        None,
-        |_, _| {},
-    )?;
-    let window = one.dataset().window(&measure.window.spec())?;
-    let camera_frames_per_sample = camera_frames_per_sample(one.dataset(), &window);
-    drop(one);
-    let decode = DecodeCost {
-        cpu_ms_per_sample: phase.cpu_ms_per_sample,
-        frames_decoded_per_sample: match candidate.storage {
-            Storage::Raw => Some(0.0),
-            _ => phase.decode_limit.as_ref().map(|d| d.frames_per_sample),
-        },
-        cpu_us_per_decoded_frame: phase.decode_limit.as_ref().map(|d| d.cpu_us_per_frame),
-    };
-
-    let (mut warm, mut cold, mut base_runs) = (Vec::new(), Vec::new(), Vec::new());
-    // Native loaders only: the bridge stays unused.
-    let bridge = LerobotBridge::new();
-    for repeat in 0..measure.repeats {
-        let base_run = |runs: &mut Vec<RunFigures>| -> Result<(), MeasureError> {
-            if let Some(base) = base {
-                runs.push(measure_run(
-                    &ChosenLoader::native(spec_of(base, knobs.workers)),
-                    length,
-                    false,
-                    None,
-                    &bridge,
-                )?);
-            }
-            Ok(())
-        };
-        if repeat % 2 == 0 {
-            base_run(&mut base_runs)?;
-        }
-        let warm_loader = ChosenLoader::native(spec(knobs.workers));
-        warm.push(measure_run(&warm_loader, length, false, None, &bridge)?);
-        if repeat % 2 == 1 {
-            base_run(&mut base_runs)?;
-        }
-        if evictable {
-            evict_from_page_cache(root)?;
-            let cold_length = RunLength { batches: measure.batches, warmup: Some(0) };
-            let native = ChosenLoader::native(spec(knobs.workers));
-            cold.push(measure_run(&native, cold_length, false, None, &bridge)?);
-        }
-    }
+    let (decode, camera_frames_per_sample) = decode_cost(spec(1), candidate.storage, measure)?;
+    let runs = interleaved_runs(&spec_of, (root, base), knobs.workers, measure, evictable)?;
 
     let candidate_dataset = Dataset::open(root)?;
     let compared = compare_frames(source, &candidate_dataset, measure)?;
@@ -150,15 +100,79 @@ pub fn measure_candidate(
         png_decode_ms_per_frame: compared.png_decode_ms_per_frame,
         encode_cpu_ms_per_frame: encoded.encode_cpu.as_secs_f64() * 1e3 / frames,
         decode,
-        vs_base: VsBase::of(&base_runs, &warm, seed),
-        loader: LoaderFigures::of(warm, seed),
-        cold_loader: evictable.then(|| LoaderFigures::of(cold, seed)),
+        vs_base: VsBase::of(&runs.base, &runs.warm, seed),
+        loader: LoaderFigures::of(runs.warm, seed),
+        cold_loader: evictable.then(|| LoaderFigures::of(runs.cold, seed)),
         first_batch_ms,
         quality: compared.quality,
         scaling: compared.scaling,
         system: Some(system_info(tch::Device::Cpu)),
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs()),
     })
+}
+
+/// The loader's decode cost under random access at one worker (`one`, after its warm-up), for
+/// a candidate of `storage`; and the camera frames one sample holds.
+fn decode_cost(
+    one: LoaderSpec,
+    storage: Storage,
+    measure: &MeasureSection,
+) -> Result<(DecodeCost, usize), MeasureError> {
+    let one = one.build()?;
+    let warmup = one.config().batches_in_flight() + 1;
+    let phase = run_loader_phase(&one, measure.batches, warmup, None, |_, _| {})?;
+    let window = one.dataset().window(&measure.window.spec())?;
+    let camera_frames = camera_frames_per_sample(one.dataset(), &window);
+    let decode = DecodeCost {
+        cpu_ms_per_sample: phase.cpu_ms_per_sample,
+        frames_decoded_per_sample: match storage {
+            Storage::Raw => Some(0.0),
+            _ => phase.decode_limit.as_ref().map(|d| d.frames_per_sample),
+        },
+        cpu_us_per_decoded_frame: phase.decode_limit.as_ref().map(|d| d.cpu_us_per_frame),
+    };
+    Ok((decode, camera_frames))
+}
+
+/// A candidate's repeated runs: warm, cold (its files evicted first), and the base's beside them.
+struct Runs {
+    warm: Vec<RunFigures>,
+    cold: Vec<RunFigures>,
+    base: Vec<RunFigures>,
+}
+
+/// `measure.repeats` runs of the candidate at `root` with `workers` (specs from `spec_of`): warm,
+/// interleaved with the base's where there is one (base, candidate, candidate, base, …), and
+/// cold after evicting its files where `evictable`.
+fn interleaved_runs(
+    spec_of: &dyn Fn(&Path, usize) -> LoaderSpec,
+    (root, base): (&Path, Option<&Path>),
+    workers: usize,
+    measure: &MeasureSection,
+    evictable: bool,
+) -> Result<Runs, MeasureError> {
+    let mut runs = Runs { warm: Vec::new(), cold: Vec::new(), base: Vec::new() };
+    let length = RunLength { batches: measure.batches, warmup: None };
+    // Native loaders only: the bridge stays unused.
+    let bridge = LerobotBridge::new();
+    let run = |root: &Path, length| {
+        measure_run(&ChosenLoader::native(spec_of(root, workers)), length, false, None, &bridge)
+    };
+    for repeat in 0..measure.repeats {
+        let base_first = repeat % 2 == 0;
+        if let Some(base) = base.filter(|_| base_first) {
+            runs.base.push(run(base, length)?);
+        }
+        runs.warm.push(run(root, length)?);
+        if let Some(base) = base.filter(|_| !base_first) {
+            runs.base.push(run(base, length)?);
+        }
+        if evictable {
+            evict_from_page_cache(root)?;
+            runs.cold.push(run(root, RunLength { batches: measure.batches, warmup: Some(0) })?);
+        }
+    }
+    Ok(runs)
 }
 
 /// Camera and image frames one sample of `window` holds.

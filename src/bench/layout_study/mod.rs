@@ -153,27 +153,7 @@ pub fn run_layout(
     // And the output: no earlier study unless resuming, room for what is left to write.
     let results_path = out.join(RESULTS_FILE);
     let earlier = read_results(&results_path)?;
-    if !study.resume && (!earlier.is_empty() || out.join("candidates").exists()) {
-        return Err(refused(
-            &out,
-            "holds an earlier study; pass --resume to go on with it, or choose another --out",
-        ));
-    }
-    // Its candidates were measured as its kept config says: a resumed study measures alike.
-    let kept = out.join(CONFIG_FILE);
-    if !earlier.is_empty() && kept.is_file() {
-        let before = LayoutConfig::load(&kept).map_err(|e| refused(&e.path, e.what))?;
-        if before.measure != study.config.measure {
-            return Err(refused(
-                &kept,
-                format!(
-                    "its [measure] differs from {}'s: the earlier candidates were measured with \
-                     those settings; resume with the same [measure], or choose another --out",
-                    study.config_path.display()
-                ),
-            ));
-        }
-    }
+    check_earlier(study, &out, &earlier)?;
     let left = |done: &[CandidateResult]| -> Vec<&Candidate> {
         candidates.iter().filter(|c| !done.iter().any(|r| r.name == c.name())).collect()
     };
@@ -193,34 +173,16 @@ pub fn run_layout(
         let label = candidate.label(base);
         let root = candidate_root(&out, candidate);
         let encoded_path = out.join(ENCODED_DIR).join(format!("{name}.json"));
+        let said =
+            |what: &str| format!("[{}/{}] {label}: {what} {}", n + 1, todo.len(), root.display());
         let encoded = match reuse(&root, &encoded_path) {
             Some(encoded) => {
-                events.said(&format!(
-                    "[{}/{}] {label}: reusing {}",
-                    n + 1,
-                    todo.len(),
-                    root.display()
-                ));
+                events.said(&said("reusing"));
                 encoded.report(&root)
             }
             None => {
-                events.said(&format!(
-                    "[{}/{}] {label}: writing {}",
-                    n + 1,
-                    todo.len(),
-                    root.display()
-                ));
-                clear_partial(&root)?;
-                let report = transcode(&dataset, &root, &candidate.transcode_options())?;
-                let encoded = Encoded {
-                    episodes: report.episodes,
-                    frames: report.frames,
-                    camera_frames: report.camera_frames,
-                    frame_bytes: report.frame_bytes,
-                    encode_cpu_s: report.encode_cpu.as_secs_f64(),
-                };
-                write_json_atomically(&encoded_path, &encoded)?;
-                report
+                events.said(&said("writing"));
+                write_candidate(&dataset, candidate, &root, &encoded_path)?
             }
         };
         events.said(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
@@ -233,6 +195,58 @@ pub fn run_layout(
         results.push(result);
     }
     Ok(results)
+}
+
+/// Refuses an output holding an earlier study unless resuming, and a resumed one whose kept
+/// config measured its candidates otherwise: a resumed study measures alike.
+fn check_earlier(
+    study: &LayoutStudy,
+    out: &Path,
+    earlier: &[CandidateResult],
+) -> Result<(), LayoutError> {
+    if !study.resume && (!earlier.is_empty() || out.join("candidates").exists()) {
+        return Err(refused(
+            out,
+            "holds an earlier study; pass --resume to go on with it, or choose another --out",
+        ));
+    }
+    // Its candidates were measured as its kept config says: a resumed study measures alike.
+    let kept = out.join(CONFIG_FILE);
+    if !earlier.is_empty() && kept.is_file() {
+        let before = LayoutConfig::load(&kept).map_err(|e| refused(&e.path, e.what))?;
+        if before.measure != study.config.measure {
+            return Err(refused(
+                &kept,
+                format!(
+                    "its [measure] differs from {}'s: the earlier candidates were measured with \
+                     those settings; resume with the same [measure], or choose another --out",
+                    study.config_path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `candidate` from `dataset` at `root` (what an interrupted write left cleared first),
+/// keeping what it cost at `encoded_path`.
+fn write_candidate(
+    dataset: &Dataset,
+    candidate: &Candidate,
+    root: &Path,
+    encoded_path: &Path,
+) -> Result<TranscodeReport, LayoutError> {
+    clear_partial(root)?;
+    let report = transcode(dataset, root, &candidate.transcode_options())?;
+    let encoded = Encoded {
+        episodes: report.episodes,
+        frames: report.frames,
+        camera_frames: report.camera_frames,
+        frame_bytes: report.frame_bytes,
+        encode_cpu_s: report.encode_cpu.as_secs_f64(),
+    };
+    write_json_atomically(encoded_path, &encoded)?;
+    Ok(report)
 }
 
 /// The results in `path` (none when it does not exist); a torn last line of an interrupted

@@ -38,6 +38,38 @@ pub fn render(report: &Report) -> String {
         report.newer_legend(|name| format!("*{name}*"))
     );
 
+    comparisons(report, &mut out);
+    out.push_str("## Recommendation\n\n");
+    let single = report.groups.len() == 1;
+    if single {
+        for (_, rec) in report.recommendations() {
+            let _ = writeln!(out, "{}\n", escape(&rec.text));
+        }
+    } else {
+        let _ = writeln!(out, "Per group: {}.\n", report.rule());
+        for (label, rec) in report.recommendations() {
+            let _ = writeln!(out, "- **{}**: {}", escape(label), escape(&rec.text));
+        }
+        out.push('\n');
+    }
+
+    doctor(report, &mut out, single);
+    out.push_str("## Plots\n\n");
+    for plot in &report.plots {
+        let label =
+            if plot.label.is_empty() { String::new() } else { format!(" ({})", plot.label) };
+        let _ = writeln!(
+            out,
+            "![train samples/s against workers{label}]({})\n\n![input-bound % over workers × batch{label}]({})\n",
+            plot.train_file, plot.heatmap_file
+        );
+    }
+    out
+}
+
+/// The report's comparisons, where it has them: both loaders, every root, the frame cache
+/// epoch by epoch.
+fn comparisons(report: &Report, out: &mut String) {
     if let Some(table) = report.loaders_table() {
         out.push_str("## Both loaders\n\n");
         out.push_str(&table.markdown());
@@ -61,21 +93,10 @@ pub fn render(report: &Report) -> String {
         }
         out.push('\n');
     }
+}
 
-    out.push_str("## Recommendation\n\n");
-    let single = report.groups.len() == 1;
-    if single {
-        for (_, rec) in report.recommendations() {
-            let _ = writeln!(out, "{}\n", escape(&rec.text));
-        }
-    } else {
-        let _ = writeln!(out, "Per group: {}.\n", report.rule());
-        for (label, rec) in report.recommendations() {
-            let _ = writeln!(out, "- **{}**: {}", escape(label), escape(&rec.text));
-        }
-        out.push('\n');
-    }
-
+/// The "Loader doctor": each group's diagnosis (headed by its label where there are several).
+fn doctor(report: &Report, out: &mut String, single: bool) {
     out.push_str("## Loader doctor\n\n");
     for (label, d) in report.diagnoses() {
         if !single {
@@ -90,16 +111,4 @@ pub fn render(report: &Report) -> String {
             out.push('\n');
         }
     }
-
-    out.push_str("## Plots\n\n");
-    for plot in &report.plots {
-        let label =
-            if plot.label.is_empty() { String::new() } else { format!(" ({})", plot.label) };
-        let _ = writeln!(
-            out,
-            "![train samples/s against workers{label}]({})\n\n![input-bound % over workers × batch{label}]({})\n",
-            plot.train_file, plot.heatmap_file
-        );
-    }
-    out
 }

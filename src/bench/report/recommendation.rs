@@ -157,8 +157,29 @@ pub(super) fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendatio
         });
     }
     text.push_str(". ");
-    let p = r.knobs.knobs.prefetch;
-    text.push_str(&if knee == 0 {
+    text.push_str(&prefetch_sentence(rows, &at_knee, row, knee, &depths));
+    Some(Recommendation {
+        row,
+        workers: knee,
+        prefetch: r.knobs.knobs.prefetch,
+        best_row: best,
+        text,
+    })
+}
+
+/// What the recommendation says of prefetch at `knee` workers, where `row` is recommended among
+/// the rows `at_knee` of `depths`.
+fn prefetch_sentence(
+    rows: &[Row],
+    at_knee: &[usize],
+    row: usize,
+    knee: usize,
+    depths: &[usize],
+) -> String {
+    let train = |i: usize| rows[i].train_samples_per_s;
+    let prefetch = |i: usize| rows[i].knobs.knobs.prefetch;
+    let p = prefetch(row);
+    if knee == 0 {
         "Prefetch does not apply: with 0 workers batches load in the training thread.".to_string()
     } else if depths.len() == 1 {
         format!("Prefetch {p} is the only depth measured at {knee} worker{}.", plural(knee))
@@ -178,12 +199,5 @@ pub(super) fn recommend(rows: &[Row], members: &[usize]) -> Option<Recommendatio
             rate(train(deeper_best)),
             prefetch(deeper_best)
         )
-    });
-    Some(Recommendation {
-        row,
-        workers: knee,
-        prefetch: r.knobs.knobs.prefetch,
-        best_row: best,
-        text,
-    })
+    }
 }

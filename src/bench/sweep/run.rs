@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cell::{Cell, Knob, KnobSet};
-use super::config::{DatasetSource, EpisodeChoice, ModelSection, SweepConfig};
+use super::config::{DatasetSource, EpisodeChoice, ModelSection, RunSection, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
 use crate::bench::events::{CellPhase, Events};
@@ -22,14 +22,15 @@ use crate::dataset::{CodebaseVersion, Dataset, DatasetError, FrameMatch, Window}
 use crate::loader::config::LoaderConfig;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
-use crate::loader::pipeline::LoaderError;
+use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
     run_model_phase, BatchesUntil, LoaderChoice, MeasuredLoader, ModelPhase, PlacedStep, StepPlace,
     TrainError, Until,
 };
 use crate::measure::system::{system_info, SystemInfo};
-use crate::model::{ChosenModel, DeviceChoice, ModelError, ModelSpec, PolicyShapes, StepChoice};
+use crate::model::{ChosenModel, DeviceChoice, ModelError, ModelSpec, PolicyShapes};
+use crate::model::{ShapesError, StepChoice};
 use crate::timing::Trace;
 
 /// Why a sweep stopped.
@@ -182,6 +183,25 @@ impl SweepContext<'_> {
             threads: declared.threads,
             host_seed: None,
         })
+    }
+
+    /// LeRobot's loader of `cell` over `spec` (None for a native cell): the same knobs, run by
+    /// its driver, as `ranks` ranks at once where it is a lerobot-train run's.
+    fn lerobot_loader(
+        &self,
+        cell: &Cell,
+        spec: &LoaderSpec,
+        ranks: usize,
+    ) -> Result<Option<Box<dyn MeasuredLoader>>, SweepError> {
+        match self.config.loader.declared.choice(cell.loader) {
+            Ok(LoaderChoice::Native) => Ok(None),
+            Ok(choice) => {
+                let bridge = &self.bridge;
+                let choice = choice.on_dataset(self.root, bridge)?.with_ranks(ranks);
+                Ok(Some(choice.build(spec, bridge)?))
+            }
+            Err(what) => Err(LoaderError::Config(format!("loader.lerobot_train: {what}")).into()),
+        }
     }
 
     /// The loader spec of `cell`: the sweep's dataset, episodes and window with its knobs.
@@ -341,6 +361,27 @@ impl CellPhases<'_> {
     }
 }
 
+/// The `model` phase of `cell`'s `step` (shaped by `shapes`) on the first batch of `native`: a
+/// step of fixed cost is what it says, one step shows it, without a warm-up.
+fn model_phase(
+    native: &Loader,
+    cell: &Cell,
+    step: &StepChoice,
+    shapes: Result<&PolicyShapes, &ShapesError>,
+    run: &RunSection,
+) -> Result<ModelPhase, SweepError> {
+    let batch = native
+        .epoch(0)
+        .next()
+        .ok_or_else(|| LoaderError::NoBatch(native.why_no_batch()))??
+        .into_batch();
+    tch::manual_seed(cell.repeat as i64);
+    let mut model_step = step.build(shapes)?;
+    let (steps, warmup) =
+        if cell.model.is_fixed_cost() { (1, 0) } else { (run.model_steps, run.warmup) };
+    Ok(run_model_phase(model_step.as_mut(), &batch, cell.dtype, steps, warmup)?)
+}
+
 /// Measures one cell: the `loader` phase where `phases` asks for it, the `model` phase unless
 /// `models` holds it already (it is added there), and the `train` phase, traced into
 /// `trace.json` where asked. `phase` hears each phase as it starts.
@@ -351,7 +392,7 @@ pub(crate) fn run_cell(
     models: &mut HashMap<String, ModelPhase>,
     mut phase: impl FnMut(&'static str),
 ) -> Result<CellResult, SweepError> {
-    let (config, run) = (context.config, &context.config.run);
+    let run = &context.config.run;
     let spec = context.spec_of(cell);
     // The native pipeline, over the dataset the sweep opened once: it measures native cells,
     // and gives every cell the batch of its model phase.
@@ -361,18 +402,7 @@ pub(crate) fn run_cell(
         PolicyShapes::from_info(context.root, context.dataset.info(), cell.knobs.resolution);
     let shapes = shapes.as_ref();
 
-    // LeRobot's loader, for its cells: the same knobs, run by its driver.
-    let lerobot = match config.loader.declared.choice(cell.loader) {
-        Ok(LoaderChoice::Native) => None,
-        Ok(choice) => {
-            let bridge = &context.bridge;
-            let choice = choice.on_dataset(context.root, bridge)?.with_ranks(phases.ranks);
-            Some(choice.build(&spec, bridge)?)
-        }
-        Err(what) => {
-            return Err(LoaderError::Config(format!("loader.lerobot_train: {what}")).into())
-        }
-    };
+    let lerobot = context.lerobot_loader(cell, &spec, phases.ranks)?;
     let loader: &dyn MeasuredLoader = lerobot.as_deref().unwrap_or(&native);
     // A lerobot-train run steps its own policy unless the sweep's step is a stand-in.
     let place = StepPlace::of(&cell.model, loader);
@@ -396,18 +426,7 @@ pub(crate) fn run_cell(
     }
     if !models.contains_key(&key) {
         phase("model");
-        let batch = native
-            .epoch(0)
-            .next()
-            .ok_or_else(|| LoaderError::NoBatch(native.why_no_batch()))??
-            .into_batch();
-        tch::manual_seed(cell.repeat as i64);
-        let mut model_step = step.build(shapes)?;
-        // A step of fixed cost is what it says: one step shows it, without a warm-up.
-        let (steps, warmup) =
-            if cell.model.is_fixed_cost() { (1, 0) } else { (run.model_steps, run.warmup) };
-        let measured = run_model_phase(model_step.as_mut(), &batch, cell.dtype, steps, warmup)?;
-        models.insert(key.clone(), measured);
+        models.insert(key.clone(), model_phase(&native, cell, &step, shapes, run)?);
     }
 
     phase("train");
