@@ -13,6 +13,16 @@ use crate::timing::stage::Stage;
 impl Answer {
     /// The one paragraph: the answer, its figures, and what bounds it.
     pub fn paragraph(&self) -> String {
+        let mut text = self.figures_sentences();
+        text.push_str(&self.closeness_sentences());
+        text.push_str(&self.bound_sentence());
+        text.push_str(&self.beside_sentences());
+        text
+    }
+
+    /// What was measured at the answer and what the step asks for: the configuration and its
+    /// train samples/s, the wait, the step's time and demand, one worker's rate.
+    fn figures_sentences(&self) -> String {
         let d = &self.demand;
         let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
         let mut text = String::new();
@@ -69,6 +79,13 @@ impl Answer {
             text.push_str(&format!(", a second adds {:.0} % of one", 100.0 * m));
         }
         text.push_str("). ");
+        text
+    }
+
+    /// One worker fewer, and a configuration too close to call, where there is one.
+    fn closeness_sentences(&self) -> String {
+        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
+        let mut text = String::new();
         if let Some(pct) = self.one_fewer_pct {
             if self.workers > 0 {
                 text.push_str(&format!("One worker fewer: {pct:+.1} % train samples/s. "));
@@ -92,7 +109,14 @@ impl Answer {
                 t.change.percent, t.change.low, t.change.high, self.target_pct
             ));
         }
-        text.push_str(&match &self.bound {
+        text
+    }
+
+    /// What bounds the answer, and what would move it.
+    fn bound_sentence(&self) -> String {
+        let d = &self.demand;
+        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
+        match &self.bound {
             Bound::Step if self.input_bound_pct.0 > self.target_pct => {
                 let rest = match self.knobs.loader {
                     // lerobot-train's main process hands each batch over before its step.
@@ -150,7 +174,15 @@ impl Answer {
             Bound::Store { remote, advice } => {
                 format!("Bound by the store: the stream is {remote} — {advice}.")
             }
-        });
+        }
+    }
+
+    /// What else the answer says where it applies: the frame cache, the prefetch depths, the
+    /// step beside the loader, a long start-up, the memory held; each with a leading space.
+    fn beside_sentences(&self) -> String {
+        let d = &self.demand;
+        let ranks = self.knobs.processes;
+        let mut text = String::new();
         if let Some(fit) = &self.cache {
             text.push(' ');
             text.push_str(&fit.sentence(d.samples_per_s()));
@@ -183,6 +215,7 @@ impl Answer {
                 gb(bytes)
             ));
         }
+
         text
     }
 
