@@ -113,18 +113,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loaders.iter().filter_map(|l| l.peak_rss_bytes).map(|b| b as f64).collect();
     let held: Vec<f64> =
         runs.iter().filter_map(|r| r.train.memory.as_ref()).map(|m| m.pss_mb * 1e6).collect();
-    let limits: Vec<&DecodeLimit> =
-        loaders.iter().filter_map(|l| l.decode_limit.as_ref()).collect();
-    let decode_limit = limits.first().map(|first| {
-        let med = |f: fn(&DecodeLimit) -> f64| median(limits.iter().map(|l| f(l)));
-        DecodeLimit {
-            frames_per_sample: med(|l| l.frames_per_sample),
-            cpu_us_per_frame: med(|l| l.cpu_us_per_frame),
-            threads: first.threads,
-            samples_per_s: med(|l| l.samples_per_s),
-            fraction: med(|l| l.fraction),
-        }
-    });
+    let decode_limit = decode_limit_of(&loaders);
     let input_bound_pct = med(&|r| r.train.input_bound.median_pct);
     let input_bound_p95_pct = med(&|r| r.train.input_bound.p95_pct);
     let wait_shares: Vec<f64> = runs
@@ -139,34 +128,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
             (median_and_p95(wait_shares), mean)
         }
     };
-    // A replayed step's times are drawn: their spread is the step's, not the loader's, and in
-    // the interval it would hide every difference between configurations, as would the draws
-    // of a run ended early. Each step then counts the file's mean time (what sets the step's
-    // rate over a long run), its own copy and its own wait.
-    let replayed_mean_ms = runs.iter().find_map(|r| r.replayed_mean_ms);
-    let train_iteration_ms: Vec<f64> = runs
-        .iter()
-        .flat_map(|r| r.train.per_step.iter())
-        .map(|s| match replayed_mean_ms {
-            Some(mean) => s.wait_ms + s.h2d_ms + mean,
-            None => s.wait_ms + s.step_ms,
-        })
-        .collect();
-    // The steps' mean batch: an epoch's last batch may be short, and the interval is to hold
-    // the rate the phases counted.
-    let (samples, steps) =
-        runs.iter().fold((0, 0), |(n, s), r| (n + r.train.samples, s + r.train.steps));
-    let batch = match steps {
-        0 => knobs.knobs.batch_size as f64,
-        _ => samples as f64 / steps as f64,
-    };
-    let train_samples_per_s = match replayed_mean_ms {
-        Some(_) if !train_iteration_ms.is_empty() => train_rate(batch)(&train_iteration_ms),
-        _ => med(&|r| r.train.samples_per_s),
-    };
-    let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
-        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(batch)))
-        .flatten();
+    let (train_iteration_ms, train_samples_per_s, train_interval) = train_figures(&knobs, runs);
     Row {
         repeats: runs.len(),
         loader_samples_per_s: loader_med(|l| l.samples_per_s),
@@ -226,6 +188,57 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         recommended: false,
         knobs,
     }
+}
+
+/// The decode limit of a cell's loader phases, each figure their median; None where none
+/// measured one.
+fn decode_limit_of(loaders: &[&LoaderPhase]) -> Option<DecodeLimit> {
+    let limits: Vec<&DecodeLimit> =
+        loaders.iter().filter_map(|l| l.decode_limit.as_ref()).collect();
+    limits.first().map(|first| {
+        let med = |f: fn(&DecodeLimit) -> f64| median(limits.iter().map(|l| f(l)));
+        DecodeLimit {
+            frames_per_sample: med(|l| l.frames_per_sample),
+            cpu_us_per_frame: med(|l| l.cpu_us_per_frame),
+            threads: first.threads,
+            samples_per_s: med(|l| l.samples_per_s),
+            fraction: med(|l| l.fraction),
+        }
+    })
+}
+
+/// A cell's train figures over its runs: each step's time, its samples/s and their interval.
+/// A replayed step's times are drawn: their spread is the step's, not the loader's, and in
+/// the interval it would hide every difference between configurations, as would the draws of
+/// a run ended early. Each step then counts the file's mean time (what sets the step's rate over
+/// a long run), its own copy and its own wait.
+fn train_figures(knobs: &Cell, runs: &[&CellResult]) -> (Vec<f64>, f64, Option<(f64, f64)>) {
+    let med = |f: &dyn Fn(&CellResult) -> f64| median(runs.iter().map(|r| f(r)));
+    let replayed_mean_ms = runs.iter().find_map(|r| r.replayed_mean_ms);
+    let train_iteration_ms: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.train.per_step.iter())
+        .map(|s| match replayed_mean_ms {
+            Some(mean) => s.wait_ms + s.h2d_ms + mean,
+            None => s.wait_ms + s.step_ms,
+        })
+        .collect();
+    // The steps' mean batch: an epoch's last batch may be short, and the interval is to hold
+    // the rate the phases counted.
+    let (samples, steps) =
+        runs.iter().fold((0, 0), |(n, s), r| (n + r.train.samples, s + r.train.steps));
+    let batch = match steps {
+        0 => knobs.knobs.batch_size as f64,
+        _ => samples as f64 / steps as f64,
+    };
+    let train_samples_per_s = match replayed_mean_ms {
+        Some(_) if !train_iteration_ms.is_empty() => train_rate(batch)(&train_iteration_ms),
+        _ => med(&|r| r.train.samples_per_s),
+    };
+    let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
+        .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(batch)))
+        .flatten();
+    (train_iteration_ms, train_samples_per_s, train_interval)
 }
 
 fn plot_groups(rows: &[Row]) -> Vec<PlotGroup> {
