@@ -73,53 +73,9 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
     // verifying configurations) the nearest row's of the group that was.
     let loader = loader_row(rows, members, row);
     let cpu_ms = loader.and_then(|l| l.loader_cpu_ms_per_sample).unwrap_or(0.0);
-    let measured_at = match loader {
-        Some(l) if l.knobs.knobs.workers != w || l.knobs.knobs.prefetch != p => {
-            format!(
-                " (alone at workers {}, prefetch {})",
-                l.knobs.knobs.workers, l.knobs.knobs.prefetch
-            )
-        }
-        _ => String::new(),
-    };
     let stages = loader.map_or(&[][..], |l| &l.stages[..]);
-    let mut breakdown = if loader.is_none() {
-        "The loader alone was not measured.".to_string()
-    } else if stages.is_empty() {
-        "The loader phase recorded no stage timing.".to_string()
-    } else if lerobot {
-        // LeRobot's loader is timed by process, not by stage.
-        let share =
-            |stage: Stage| stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.percent);
-        format!(
-            "Loader CPU {} ms/sample{measured_at} (LeRobot's, by process): worker processes \
-             {:.0} %, main process {:.0} %",
-            millis(cpu_ms),
-            share(Stage::BatchOther),
-            share(Stage::Wait)
-        )
-    } else {
-        let shares: Vec<String> = stages
-            .iter()
-            .filter(|s| s.percent >= 0.5)
-            .map(|s| format!("{} {:.0} %", s.stage.name(), s.percent))
-            .collect();
-        format!("Loader CPU {} ms/sample{measured_at}: {}", millis(cpu_ms), shares.join(", "))
-    };
     let decode_limit = loader.and_then(|l| l.decode_limit.as_ref());
-    if let Some(limit) = decode_limit {
-        breakdown.push_str(&format!(
-            "; {:.0} % of the decode-only limit ({} samples/s with {} decoding thread{})",
-            limit.fraction * 100.0,
-            rate(limit.samples_per_s),
-            limit.threads,
-            plural(limit.threads)
-        ));
-    }
-    if let Some(steps) = loader.and_then(|l| l.steps.as_ref()) {
-        breakdown.push_str(&format!("; per sample {}", sample_steps(steps)));
-    }
-    breakdown.push('.');
+    let breakdown = breakdown(loader, (w, p), lerobot, cpu_ms);
 
     // Stage advice is the native loader's: LeRobot's has no stages to act on.
     let dominant = if lerobot { None } else { loader.and_then(Row::dominant_stage).copied() };
@@ -165,31 +121,89 @@ pub(super) fn diagnose(rows: &[Row], members: &[usize], rec: &Recommendation) ->
         if let Some(loader) = row.loader_samples_per_s {
             advice.push(ceilings_advice(row, loader));
         }
-        if let Some(limit) = decode_limit {
-            if limit.fraction >= AT_DECODE_LIMIT {
-                advice.push(format!(
-                    "The loader runs at {:.0} % of the decode-only limit ({} samples/s with {} \
-                     decoding thread{}): decoding is its ceiling, and only cheaper decoding \
-                     (resolution, GOP, codec) or more cores raise it.",
-                    limit.fraction * 100.0,
-                    rate(limit.samples_per_s),
-                    limit.threads,
-                    plural(limit.threads)
-                ));
-            } else if limit.fraction < FAR_FROM_DECODE_LIMIT
-                && dominant.is_some_and(|d| d.stage != Stage::Decode)
-            {
-                advice.push(format!(
-                    "The loader reaches only {:.0} % of what the codec alone allows ({} \
-                     samples/s): most of its time goes outside decoding ({} first).",
-                    limit.fraction * 100.0,
-                    rate(limit.samples_per_s),
-                    dominant.map_or("", |d| d.stage.name())
-                ));
-            }
-        }
+        advice.extend(decode_limit.and_then(|limit| decode_limit_advice(limit, dominant)));
     }
     Diagnosis { row: rec.row, headline, breakdown, dominant: dominant.map(|d| d.stage), advice }
+}
+
+/// What the loader's CPU goes to, per stage (by process for LeRobot's), measured alone at
+/// `(w, p)` or the nearest configuration that was, with its decode-only limit and its steps per
+/// sample.
+fn breakdown(loader: Option<&Row>, (w, p): (usize, usize), lerobot: bool, cpu_ms: f64) -> String {
+    let measured_at = match loader {
+        Some(l) if (l.knobs.knobs.workers, l.knobs.knobs.prefetch) != (w, p) => {
+            format!(
+                " (alone at workers {}, prefetch {})",
+                l.knobs.knobs.workers, l.knobs.knobs.prefetch
+            )
+        }
+        _ => String::new(),
+    };
+    let stages = loader.map_or(&[][..], |l| &l.stages[..]);
+    let mut breakdown = if loader.is_none() {
+        "The loader alone was not measured.".to_string()
+    } else if stages.is_empty() {
+        "The loader phase recorded no stage timing.".to_string()
+    } else if lerobot {
+        // LeRobot's loader is timed by process, not by stage.
+        let share =
+            |stage: Stage| stages.iter().find(|s| s.stage == stage).map_or(0.0, |s| s.percent);
+        format!(
+            "Loader CPU {} ms/sample{measured_at} (LeRobot's, by process): worker processes \
+             {:.0} %, main process {:.0} %",
+            millis(cpu_ms),
+            share(Stage::BatchOther),
+            share(Stage::Wait)
+        )
+    } else {
+        let shares: Vec<String> = stages
+            .iter()
+            .filter(|s| s.percent >= 0.5)
+            .map(|s| format!("{} {:.0} %", s.stage.name(), s.percent))
+            .collect();
+        format!("Loader CPU {} ms/sample{measured_at}: {}", millis(cpu_ms), shares.join(", "))
+    };
+    let decode_limit = loader.and_then(|l| l.decode_limit.as_ref());
+    if let Some(limit) = decode_limit {
+        breakdown.push_str(&format!(
+            "; {:.0} % of the decode-only limit ({} samples/s with {} decoding thread{})",
+            limit.fraction * 100.0,
+            rate(limit.samples_per_s),
+            limit.threads,
+            plural(limit.threads)
+        ));
+    }
+    if let Some(steps) = loader.and_then(|l| l.steps.as_ref()) {
+        breakdown.push_str(&format!("; per sample {}", sample_steps(steps)));
+    }
+    breakdown.push('.');
+    breakdown
+}
+
+/// What the decode-only `limit` says of the loader beside its `dominant` stage: decoding is its
+/// ceiling, or most of its time goes elsewhere; None in between.
+fn decode_limit_advice(limit: &DecodeLimit, dominant: Option<StageCost>) -> Option<String> {
+    if limit.fraction >= AT_DECODE_LIMIT {
+        return Some(format!(
+            "The loader runs at {:.0} % of the decode-only limit ({} samples/s with {} \
+             decoding thread{}): decoding is its ceiling, and only cheaper decoding \
+             (resolution, GOP, codec) or more cores raise it.",
+            limit.fraction * 100.0,
+            rate(limit.samples_per_s),
+            limit.threads,
+            plural(limit.threads)
+        ));
+    }
+    let elsewhere = dominant.is_some_and(|d| d.stage != Stage::Decode);
+    (limit.fraction < FAR_FROM_DECODE_LIMIT && elsewhere).then(|| {
+        format!(
+            "The loader reaches only {:.0} % of what the codec alone allows ({} samples/s): \
+             most of its time goes outside decoding ({} first).",
+            limit.fraction * 100.0,
+            rate(limit.samples_per_s),
+            dominant.map_or("", |d| d.stage.name())
+        )
+    })
 }
 
 /// How far above the model phase's ceiling a train phase may go before the two contradict each
