@@ -109,10 +109,8 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
     let loader_med = |f: fn(&LoaderPhase) -> f64| {
         (!loaders.is_empty()).then(|| median(loaders.iter().map(|l| f(l))))
     };
-    let peaks: Vec<f64> =
-        loaders.iter().filter_map(|l| l.peak_rss_bytes).map(|b| b as f64).collect();
-    let held: Vec<f64> =
-        runs.iter().filter_map(|r| r.train.memory.as_ref()).map(|m| m.pss_mb * 1e6).collect();
+    let peaks = loaders.iter().filter_map(|l| l.peak_rss_bytes).map(|b| b as f64);
+    let held = runs.iter().filter_map(|r| r.train.memory.as_ref()).map(|m| m.pss_mb * 1e6);
     let decode_limit = decode_limit_of(&loaders);
     let input_bound_pct = med(&|r| r.train.input_bound.median_pct);
     let input_bound_p95_pct = med(&|r| r.train.input_bound.p95_pct);
@@ -133,16 +131,10 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         repeats: runs.len(),
         loader_samples_per_s: loader_med(|l| l.samples_per_s),
         loader_cpu_ms_per_sample: loader_med(|l| l.cpu_ms_per_sample),
-        loader_peak_rss_bytes: (!peaks.is_empty()).then(|| median(peaks) as u64),
-        train_pss_bytes: (!held.is_empty()).then(|| median(held) as u64),
-        train_first_batch_s: {
-            let firsts: Vec<f64> = runs.iter().filter_map(|r| r.train.first_batch_s).collect();
-            (!firsts.is_empty()).then(|| median(firsts))
-        },
-        au_pct: {
-            let au: Vec<f64> = runs.iter().filter_map(|r| r.train.au_pct).collect();
-            (!au.is_empty()).then(|| median(au))
-        },
+        loader_peak_rss_bytes: median_of_any(peaks).map(|b| b as u64),
+        train_pss_bytes: median_of_any(held).map(|b| b as u64),
+        train_first_batch_s: median_of_any(runs.iter().filter_map(|r| r.train.first_batch_s)),
+        au_pct: median_of_any(runs.iter().filter_map(|r| r.train.au_pct)),
         ranks: runs.iter().find_map(|r| r.train.ranks.as_ref()).map(|spread| RowRanks {
             ranks: spread.ranks.len(),
             slowest_rank: spread.slowest_rank,
@@ -188,6 +180,12 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         recommended: false,
         knobs,
     }
+}
+
+/// The median of `values`, None where there are none.
+fn median_of_any(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let values: Vec<f64> = values.collect();
+    (!values.is_empty()).then(|| median(values))
 }
 
 /// The decode limit of a cell's loader phases, each figure their median; None where none
