@@ -4,8 +4,8 @@
 use std::fmt::{self, Write as _};
 
 use crate::measure::phase::{
-    LoaderPhase, MemoryFigures, ModelPhase, RankSpread, SampleStep, SampleSteps, StepSample,
-    TrainPhase,
+    CacheFigures, LoaderPhase, MemoryFigures, ModelPhase, RankSpread, SampleStep, SampleSteps,
+    StepSample, TrainPhase,
 };
 use crate::measure::stats::median;
 
@@ -69,32 +69,37 @@ impl fmt::Display for LoaderPhase {
             writeln!(f, "per sample: {}", sample_steps(&steps))?;
         }
         if let Some(cache) = &self.cache {
-            let gb = |bytes: u64| bytes as f64 / 1e9;
-            write!(
-                f,
-                "frame cache: {:.2} of {:.2} GB held ({} frames); {:.0} % of the frames written \
-                 were copied from it",
-                gb(cache.held_bytes),
-                gb(cache.budget_bytes),
-                cache.frames,
-                cache.hit_pct
-            )?;
-            let rate = |r: Option<f64>| r.map_or("none measured".into(), |r| format!("{r:.1}"));
-            write!(
-                f,
-                "; samples/s in epoch 1 {}, later epochs {}",
-                rate(cache.first_epoch_samples_per_s),
-                rate(cache.later_epochs_samples_per_s)
-            )?;
-            if let (Some(first), Some(later)) =
-                (cache.first_epoch_samples_per_s, cache.later_epochs_samples_per_s)
-            {
-                write!(f, " ({:.2}×)", later / first)?;
-            }
-            writeln!(f)?;
+            writeln!(f, "{}", cache_text(cache))?;
         }
         write!(f, "{}", self.timing.render(self.samples))
     }
+}
+
+/// A loader phase's frame cache: what it held, how many frames it served, and the epochs'
+/// rates before and after it filled.
+fn cache_text(cache: &CacheFigures) -> String {
+    let mut out = String::new();
+    let gb = |bytes: u64| bytes as f64 / 1e9;
+    out.push_str(&format!(
+        "frame cache: {:.2} of {:.2} GB held ({} frames); {:.0} % of the frames written \
+                 were copied from it",
+        gb(cache.held_bytes),
+        gb(cache.budget_bytes),
+        cache.frames,
+        cache.hit_pct
+    ));
+    let rate = |r: Option<f64>| r.map_or("none measured".into(), |r| format!("{r:.1}"));
+    out.push_str(&format!(
+        "; samples/s in epoch 1 {}, later epochs {}",
+        rate(cache.first_epoch_samples_per_s),
+        rate(cache.later_epochs_samples_per_s)
+    ));
+    if let (Some(first), Some(later)) =
+        (cache.first_epoch_samples_per_s, cache.later_epochs_samples_per_s)
+    {
+        out.push_str(&format!(" ({:.2}×)", later / first));
+    }
+    out
 }
 
 /// The frames and the CPU of each step of a sample's way from packet to batch, in words:
