@@ -9,6 +9,27 @@ use super::read::{LoggedStep, TrainLog};
 use crate::measure::stats::Stats;
 
 impl TrainLog {
+    /// The steps between two logged lines (the median spacing, at least 1): the log's
+    /// `--log_freq`.
+    fn logged_interval(&self) -> usize {
+        let mut spacing: Vec<f64> =
+            self.steps.windows(2).map(|w| (w[1].step - w[0].step).max(1.0)).collect();
+        spacing.sort_by(f64::total_cmp);
+        spacing.get(spacing.len() / 2).map_or(1.0, |s| s.round().max(1.0)) as usize
+    }
+
+    /// The steps of an epoch as the log's `epch:` says it (its first and last dated lines),
+    /// where it says one.
+    fn epoch_steps(&self) -> Option<f64> {
+        let dated: Vec<&LoggedStep> = self.steps.iter().filter(|s| s.epoch.is_some()).collect();
+        match (dated.first(), dated.last()) {
+            (Some(a), Some(b)) if b.epoch > a.epoch && b.step > a.step => {
+                Some((b.step - a.step) / (b.epoch.unwrap_or(0.0) - a.epoch.unwrap_or(0.0)))
+            }
+            _ => None,
+        }
+    }
+
     /// The stall at epoch starts, where the log shows one: a spacing (the epoch's length, at
     /// most what the log's `epch:` says, since lerobot-train counts an epoch by the dataset's
     /// frames and the sampler drops some) and a phase at which every logged interval, twice or
@@ -18,22 +39,10 @@ impl TrainLog {
     pub fn epoch_stall(&self) -> Option<EpochStall> {
         let kept = self.steps.get(1..).filter(|k| k.len() >= 4)?;
         let steady_data_s = Stats::of_ms(kept.iter().map(|s| s.data_s)).median_ms;
-        let mut spacing: Vec<f64> =
-            self.steps.windows(2).map(|w| (w[1].step - w[0].step).max(1.0)).collect();
-        spacing.sort_by(f64::total_cmp);
-        let window = spacing[spacing.len() / 2].round().max(1.0) as usize;
-        let dated: Vec<&LoggedStep> = self.steps.iter().filter(|s| s.epoch.is_some()).collect();
-        let epoch_steps = match (dated.first(), dated.last()) {
-            (Some(a), Some(b)) if b.epoch > a.epoch && b.step > a.step => {
-                Some((b.step - a.step) / (b.epoch.unwrap_or(0.0) - a.epoch.unwrap_or(0.0)))
-            }
-            _ => None,
-        };
+        let (window, epoch_steps) = (self.logged_interval(), self.epoch_steps());
         let first = kept[0].step as usize;
-        let span = match epoch_steps {
-            Some(e) => ((STALL_EPOCHS as f64 * e) as usize).max(window),
-            None => 5000 * window,
-        };
+        let span =
+            epoch_steps.map_or(5000 * window, |e| ((STALL_EPOCHS as f64 * e) as usize).max(window));
         let kept: Vec<&LoggedStep> =
             kept.iter().take_while(|s| (s.step as usize) < first + span).collect();
         let last = kept.last()?.step as usize;
