@@ -7,6 +7,7 @@
 //! throughput, except at the recommended workers, where they show the recommended depth (the
 //! heatmap marks that cell).
 
+use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -147,19 +148,7 @@ fn train_vs_workers(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Res
     let workers = curves.iter().flat_map(|c| c.points.iter().map(|r| r.knobs.knobs.workers as i32));
     let (lo, hi) = (workers.clone().min().unwrap_or(0), workers.max().unwrap_or(1));
     let hi = hi.max(lo + 1);
-    let ceiling = |c: &Curve| {
-        let ceilings = c.points.iter().map(|r| r.model_samples_per_s).filter(|x| x.is_finite());
-        let median = crate::measure::stats::median(ceilings.clone());
-        (ceilings.count() > 0).then_some(median)
-    };
-    let top = curves
-        .iter()
-        .flat_map(|c| {
-            let highs = c.points.iter().filter_map(|r| r.train_interval.map(|(_, high)| high));
-            c.points.iter().map(|r| r.train_samples_per_s).chain(highs).chain(ceiling(c))
-        })
-        .filter(|x| x.is_finite())
-        .fold(0.0, f64::max);
+    let top = train_top(curves);
     let top = if top > 0.0 { top * 1.15 } else { 1.0 };
 
     let mut chart = ChartBuilder::on(&root)
@@ -191,28 +180,7 @@ fn train_vs_workers(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Res
             .map(|r| (r.knobs.knobs.workers as i32, r.train_samples_per_s))
             .filter(|(_, y)| y.is_finite())
             .collect();
-        let label = format!("train, {}", curve.label());
-        if curve.loader.is_some_and(|l| !l.is_native()) {
-            chart
-                .draw_series(DashedLineSeries::new(points.clone(), 3, 4, colour.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(label)
-                .legend(move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (3, 0)], colour.stroke_width(2))
-                        + PathElement::new(vec![(7, 0), (10, 0)], colour.stroke_width(2))
-                        + PathElement::new(vec![(14, 0), (17, 0)], colour.stroke_width(2))
-                        + PathElement::new(vec![(21, 0), (24, 0)], colour.stroke_width(2))
-                });
-        } else {
-            chart
-                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(2))
-                });
-        }
+        draw_train_line(&mut chart, curve, colour, &points)?;
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
             .map_err(|e| e.to_string())?;
@@ -245,6 +213,59 @@ fn train_vs_workers(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Res
         }
     }
     finish(chart, &root)
+}
+
+/// A curve's model ceiling: the median of its rows' model samples/s, where one is finite.
+fn ceiling(curve: &Curve) -> Option<f64> {
+    let ceilings = curve.points.iter().map(|r| r.model_samples_per_s).filter(|x| x.is_finite());
+    let median = crate::measure::stats::median(ceilings.clone());
+    (ceilings.count() > 0).then_some(median)
+}
+
+/// The highest train samples/s, interval or ceiling of `curves`: the plot's top, before its
+/// headroom.
+fn train_top(curves: &[Curve]) -> f64 {
+    curves
+        .iter()
+        .flat_map(|c| {
+            let highs = c.points.iter().filter_map(|r| r.train_interval.map(|(_, high)| high));
+            c.points.iter().map(|r| r.train_samples_per_s).chain(highs).chain(ceiling(c))
+        })
+        .filter(|x| x.is_finite())
+        .fold(0.0, f64::max)
+}
+
+/// A curve's train line, labelled in the legend: dotted for LeRobot's loader, solid for the
+/// native one.
+fn draw_train_line<'a>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordi32, RangedCoordf64>>,
+    curve: &Curve,
+    colour: RGBColor,
+    points: &[(i32, f64)],
+) -> Result<(), String> {
+    let label = format!("train, {}", curve.label());
+    if curve.loader.is_some_and(|l| !l.is_native()) {
+        chart
+            .draw_series(DashedLineSeries::new(points.to_vec(), 3, 4, colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (3, 0)], colour.stroke_width(2))
+                    + PathElement::new(vec![(7, 0), (10, 0)], colour.stroke_width(2))
+                    + PathElement::new(vec![(14, 0), (17, 0)], colour.stroke_width(2))
+                    + PathElement::new(vec![(21, 0), (24, 0)], colour.stroke_width(2))
+            });
+    } else {
+        chart
+            .draw_series(LineSeries::new(points.to_vec(), colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(2))
+            });
+    }
+    Ok(())
 }
 
 /// Draws the legend as every plot has it (lower right, on white) and writes the file.
