@@ -323,14 +323,6 @@ fn heatmap(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Result<(), S
         .y_label_area_size(70)
         .build_cartesian_2d(-0.5..nx - 0.5, -0.5..ny - 0.5)
         .map_err(|e| e.to_string())?;
-    let at = |values: &[String], x: &f64| {
-        let i = x.round();
-        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < values.len() {
-            values[i as usize].clone()
-        } else {
-            String::new()
-        }
-    };
     let worker_labels: Vec<String> = workers.iter().map(usize::to_string).collect();
     chart
         .configure_mesh()
@@ -345,8 +337,8 @@ fn heatmap(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Result<(), S
         .label_style((FONT, 13))
         .x_labels(workers.len() + 1)
         .y_labels(labels.len() + 1)
-        .x_label_formatter(&|x| at(&worker_labels, x))
-        .y_label_formatter(&|y| at(&labels, y))
+        .x_label_formatter(&|x| label_at(&worker_labels, x))
+        .y_label_formatter(&|y| label_at(&labels, y))
         .draw()
         .map_err(|e| e.to_string())?;
     for (j, curve) in curves.iter().enumerate() {
@@ -388,8 +380,24 @@ fn heatmap(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Result<(), S
         }
     }
 
+    colour_scale(&bar)?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// The label of the heatmap's cell at coordinate `x` (its index), empty between cells.
+fn label_at(values: &[String], x: &f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < values.len() {
+        values[i as usize].clone()
+    } else {
+        String::new()
+    }
+}
+
+/// The heatmap's colour scale, 0 to 100 %, in `bar`.
+fn colour_scale(bar: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String> {
     // The colour scale, 0 to 100 %.
-    let mut scale = ChartBuilder::on(&bar)
+    let mut scale = ChartBuilder::on(bar)
         .margin_top(60)
         .margin_bottom(70)
         .margin_right(20)
@@ -412,7 +420,7 @@ fn heatmap(out: &mut String, plot: &PlotGroup, curves: &[Curve]) -> Result<(), S
             Rectangle::new([(0.0, p), (1.0, p + 1.0)], heat_colour(p + 0.5).filled())
         }))
         .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+    Ok(())
 }
 
 #[cfg(test)]
