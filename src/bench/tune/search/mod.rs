@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::neighbour::slowed_more_than_fed;
 use super::predict::{Demand, MemoryModel, RateModel};
-use crate::bench::report::{knee, train_change, Row, MIN_STEPS_FOR_INTERVAL};
+use crate::bench::report::{knee, train_change, Knee, Row, MIN_STEPS_FOR_INTERVAL};
 use crate::measure::change::Decision;
 
 /// Late batches make a tail: the p95 wait at least this many times the median wait.
@@ -154,16 +154,10 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     let p = s.prefetch;
     // The rate model's measurements (one worker, the second's share) need the loader alone;
     // the others verify with the step.
-    let measure_with =
-        |workers: usize, prefetch: usize, why: &str, loader_alone: bool| Next::Measure {
-            workers,
-            prefetch,
-            repeat: SearchState::row(rows, workers, prefetch).map_or(0, |r| r.repeats),
-            why: why.to_string(),
-            loader_alone,
-        };
-    let measure =
-        |workers: usize, prefetch: usize, why: &str| measure_with(workers, prefetch, why, false);
+    let measure_with = |w: usize, prefetch: usize, why: &str, alone: bool| {
+        measurement(rows, (w, prefetch), why, alone)
+    };
+    let measure = |w: usize, prefetch: usize, why: &str| measure_with(w, prefetch, why, false);
     let missing = |w: usize, prefetch: usize| SearchState::row(rows, w, prefetch).is_none();
     if missing(1, p) {
         return measure_with(1, p, "one worker's cost per sample", true);
@@ -192,10 +186,9 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     };
     let best = &rows[k.best];
     let most_measured = rows.iter().map(|r| r.knobs.knobs.workers).max().unwrap_or(0);
-    // More workers and a deeper prefetch shorten the wait for a batch, never its copy to the
-    // device: the rules below judge the wait alone.
-    // …unless the last worker added slowed the step (sharing its cores) more than it
-    // shortened the wait: one more would do the same.
+    // More workers and a deeper prefetch shorten the wait for a batch, never its copy: the
+    // rules judge the wait alone; and one more is not tried where the last slowed the step
+    // (sharing its cores) more than it shortened the wait.
     if best.knobs.knobs.workers == most_measured
         && best.wait_pct.0 > s.target_pct
         && most_measured < cap
@@ -210,38 +203,17 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
     // The knee taken below the best's workers only because the interval cannot decide:
     // measure both sides again, while the budget for repeats lasts. (One fewer than the knee
     // was judged worse, and rows with the best's workers do not move the knee.)
-    let measurements: usize = rows.iter().map(|r| r.repeats).sum();
-    let repeats_left = measurements < s.repeats_until;
-    for &(i, change) in k.judged.iter().filter(|_| repeats_left) {
-        let row = &rows[i];
-        let at_knee = row.knobs.knobs.workers == k.workers && best.knobs.knobs.workers != k.workers;
-        let undecided = change.is_some_and(|c| c.decision(s.target_pct) == Decision::Undecided);
-        if at_knee && undecided {
-            let (a, b) = (row, best);
-            let fewer = if a.repeats <= b.repeats { a } else { b };
-            if fewer.repeats < s.max_repeats {
-                return measure(
-                    fewer.knobs.knobs.workers,
-                    fewer.knobs.knobs.prefetch,
-                    "too close to call",
-                );
-            }
-        }
+    if let Some(again) = too_close_to_call(rows, &k, best, s) {
+        return measure(again.knobs.knobs.workers, again.knobs.knobs.prefetch, "too close to call");
     }
     // Prefetch only where batches arrive late now and then although the loader keeps up (the
     // median wait within the target), and the late ones cost more than the target (the mean
     // wait beyond it: hiding every wait could change the answer): a tail of waits (the slow
     // steps wait TAIL_RATIO times the typical one), which batches queued ahead hide, not a
     // wait every batch pays (its hand-over), which they do not.
-    if k.workers >= 1 {
-        let at_knee = SearchState::row(rows, k.workers, p).unwrap_or(best);
-        let (wait, wait_p95) = at_knee.wait_pct;
-        let late = at_knee.wait_mean_pct > s.target_pct
-            && wait <= s.target_pct
-            && wait_p95 >= TAIL_RATIO * wait
-            && at_knee.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL;
+    if k.workers >= 1 && late_batches(SearchState::row(rows, k.workers, p).unwrap_or(best), s) {
         let deeper = p * 2;
-        if late && missing(k.workers, deeper) && state.fits(rows, k.workers, deeper) {
+        if missing(k.workers, deeper) && state.fits(rows, k.workers, deeper) {
             return measure(k.workers, deeper, "late batches: a deeper prefetch");
         }
     }
@@ -252,6 +224,59 @@ pub fn next_step(rows: &[Row], state: &SearchState) -> Next {
         return measure(workers, deeper, "the step's short runs drain the queue: deeper");
     }
     Next::Done
+}
+
+/// The measurement of `workers` × `prefetch` (the next repeat where it was measured), for
+/// `why`; the loader alone too where `loader_alone`.
+fn measurement(
+    rows: &[Row],
+    (workers, prefetch): (usize, usize),
+    why: &str,
+    loader_alone: bool,
+) -> Next {
+    Next::Measure {
+        workers,
+        prefetch,
+        repeat: SearchState::row(rows, workers, prefetch).map_or(0, |r| r.repeats),
+        why: why.to_string(),
+        loader_alone,
+    }
+}
+
+/// The row to measure again where the knee was taken below the best's workers only because
+/// the interval cannot decide (the one of the two measured fewer times), while the budget for
+/// repeats lasts. (One fewer than the knee was judged worse, and rows with the best's workers do
+/// not move the knee.)
+fn too_close_to_call<'a>(
+    rows: &'a [Row],
+    k: &Knee,
+    best: &'a Row,
+    s: &SearchSettings,
+) -> Option<&'a Row> {
+    let measurements: usize = rows.iter().map(|r| r.repeats).sum();
+    if measurements >= s.repeats_until {
+        return None;
+    }
+    k.judged.iter().find_map(|&(i, change)| {
+        let row = &rows[i];
+        let at_knee = row.knobs.knobs.workers == k.workers && best.knobs.knobs.workers != k.workers;
+        let undecided = change.is_some_and(|c| c.decision(s.target_pct) == Decision::Undecided);
+        let fewer = if row.repeats <= best.repeats { row } else { best };
+        (at_knee && undecided && fewer.repeats < s.max_repeats).then_some(fewer)
+    })
+}
+
+/// Whether batches arrive late now and then at `row` although the loader keeps up (the median
+/// wait within the target), and the late ones cost more than the target (the mean wait beyond
+/// it: hiding every wait could change the answer): a tail of waits (the slow steps wait
+/// TAIL_RATIO times the typical one), which batches queued ahead hide, not a wait every batch
+/// pays (its hand-over), which they do not.
+fn late_batches(row: &Row, s: &SearchSettings) -> bool {
+    let (wait, wait_p95) = row.wait_pct;
+    row.wait_mean_pct > s.target_pct
+        && wait <= s.target_pct
+        && wait_p95 >= TAIL_RATIO * wait
+        && row.train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL
 }
 
 /// Whether one worker at the first depth kept the step fed as measured: hiding every wait of
