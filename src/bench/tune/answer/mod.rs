@@ -8,7 +8,7 @@ use super::neighbour::{slowed_more_than_fed, StepBeside};
 use super::predict::{Demand, RateModel};
 use super::search::{Budgets, SearchState};
 use crate::bench::report::cache_fit::CacheFit;
-use crate::bench::report::{knee, shallowest_prefetch, Row, PREFETCH_TOLERANCE_PCT};
+use crate::bench::report::{knee, shallowest_prefetch, Knee, Row, PREFETCH_TOLERANCE_PCT};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
 use crate::measure::change::{Change, Decision};
@@ -234,40 +234,8 @@ impl Answer {
 /// The answer the measured `rows` give, or None where no row has a finite throughput.
 pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<Answer> {
     let target = state.settings.target_pct;
-    let members: Vec<usize> = (0..rows.len()).collect();
-    let k = knee(rows, &members, target)?;
-    let at = |workers: usize| -> Option<usize> {
-        let with: Vec<usize> =
-            members.iter().copied().filter(|&i| rows[i].knobs.knobs.workers == workers).collect();
-        shallowest_prefetch(rows, &with)
-    };
-    let (knee_index, best_index) = (at(k.workers)?, at(rows[k.best].knobs.knobs.workers)?);
-    let undecided = k
-        .judged
-        .iter()
-        .find(|&&(i, _)| i == knee_index)
-        .and_then(|&(_, change)| change)
-        .filter(|c| c.decision(target) == Decision::Undecided && knee_index != best_index);
-    // Too close to call: the fewer workers where their point estimate lies within the target,
-    // else the best; the other is named.
-    let (index, too_close) = match undecided {
-        None => (knee_index, None),
-        Some(change) => {
-            let (index, other) = if change.percent >= -target {
-                (knee_index, best_index)
-            } else {
-                (best_index, knee_index)
-            };
-            let other = &rows[other];
-            let close = TooClose {
-                workers: other.knobs.knobs.workers,
-                prefetch: other.knobs.knobs.prefetch,
-                train_samples_per_s: other.train_samples_per_s,
-                change,
-            };
-            (index, Some(close))
-        }
-    };
+    let k = knee(rows, &(0..rows.len()).collect::<Vec<_>>(), target)?;
+    let (index, too_close) = chosen(rows, &k, target)?;
     let row = &rows[index];
     let loader = state.loader_row(rows, row);
     let rates =
@@ -298,18 +266,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         .then(|| loader.dominant_stage())
         .flatten()
         .map(|s| (s.stage.name().to_string(), s.percent));
-    let beyond = SPEEDUPS
-        .iter()
-        .map(|&speedup| {
-            let demand = state.demand.faster(speedup);
-            Beyond {
-                speedup,
-                step_ms: demand.step_ms,
-                demand_samples_per_s: demand.samples_per_s(),
-                workers: rates.workers_needed(&demand, target),
-            }
-        })
-        .collect();
+    let beyond = beyond(&rates, state, target);
     let cache = (bound != Bound::Step)
         .then(|| CacheFit::of(row, loader))
         .flatten()
@@ -348,6 +305,59 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         prefetch_depths: PrefetchDepths::of(rows, state, row),
         step_beside: Some(StepBeside::of(rows, &state.demand, row, stopped)),
     })
+}
+
+/// The row the answer is (an index into `rows`): the knee `k`'s, at its shallowest prefetch;
+/// where the knee and the best are too close to call, the fewer workers where their point
+/// estimate lies within `target`, else the best, the other named.
+fn chosen(rows: &[Row], k: &Knee, target: f64) -> Option<(usize, Option<TooClose>)> {
+    let members: Vec<usize> = (0..rows.len()).collect();
+    let at = |workers: usize| -> Option<usize> {
+        let with: Vec<usize> =
+            members.iter().copied().filter(|&i| rows[i].knobs.knobs.workers == workers).collect();
+        shallowest_prefetch(rows, &with)
+    };
+    let (knee_index, best_index) = (at(k.workers)?, at(rows[k.best].knobs.knobs.workers)?);
+    let undecided = k
+        .judged
+        .iter()
+        .find(|&&(i, _)| i == knee_index)
+        .and_then(|&(_, change)| change)
+        .filter(|c| c.decision(target) == Decision::Undecided && knee_index != best_index);
+    Some(match undecided {
+        None => (knee_index, None),
+        Some(change) => {
+            let (index, other) = if change.percent >= -target {
+                (knee_index, best_index)
+            } else {
+                (best_index, knee_index)
+            };
+            let other = &rows[other];
+            let close = TooClose {
+                workers: other.knobs.knobs.workers,
+                prefetch: other.knobs.knobs.prefetch,
+                train_samples_per_s: other.train_samples_per_s,
+                change,
+            };
+            (index, Some(close))
+        }
+    })
+}
+
+/// What a faster step would need, at each of [`SPEEDUPS`].
+fn beyond(rates: &RateModel, state: &SearchState, target: f64) -> Vec<Beyond> {
+    SPEEDUPS
+        .iter()
+        .map(|&speedup| {
+            let demand = state.demand.faster(speedup);
+            Beyond {
+                speedup,
+                step_ms: demand.step_ms,
+                demand_samples_per_s: demand.samples_per_s(),
+                workers: rates.workers_needed(&demand, target),
+            }
+        })
+        .collect()
 }
 
 /// Whether, at the workers of `answer`, lerobot-train's default depth was measured and gave
