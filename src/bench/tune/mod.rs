@@ -52,7 +52,7 @@ use super::sweep::{
 };
 use crate::dataset::files::is_url;
 use crate::measure::phase::{BatchesUntil, ModelPhase, StepSample, Until};
-use crate::model::{ModelSpec, StepChoice};
+use crate::model::StepChoice;
 
 /// The most configurations one tune measures (repeats counted): a search that has not
 /// decided by then answers with what it has.
@@ -138,7 +138,7 @@ impl<'a, 'r> Tuning<'a, 'r> {
     /// one whose memory budget holds no batch.
     fn open(request: &'a TuneRequest<'r>) -> Result<Self, TuneError> {
         let (config, root, out) = (request.config, request.root, request.out);
-        if config.model.model.iter().any(ModelSpec::is_none) {
+        if config.model.model.iter().any(|model| model.is_none()) {
             return Err(TuneError::NoStep);
         }
         crate::dataset::files::output_apart_from(out, root).map_err(SweepError::from)?;

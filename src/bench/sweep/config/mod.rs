@@ -204,7 +204,7 @@ pub struct ModelSection {
 impl Default for ModelSection {
     fn default() -> Self {
         Self {
-            model: vec![ModelSpec::default()],
+            model: vec![Default::default()],
             dtype: vec![Precision::F32],
             declared: StepDeclaration::default(),
             others: BTreeMap::new(),
