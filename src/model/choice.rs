@@ -108,16 +108,6 @@ impl StepChoice {
         self.model.replay()
     }
 
-    /// The mean time of a step, ms, where the choice says it without measuring: a fixed cost's,
-    /// or a replayed step's file's mean (what sets its rate over a long run).
-    pub fn known_mean_ms(&self) -> Option<f64> {
-        match (self.spec(), self.replay()) {
-            (ModelSpec::Synthetic { cost, .. }, _) => Some(cost.as_secs_f64() * 1e3),
-            (_, Some(replay)) => Some(replay.mean_ms()),
-            _ => None,
-        }
-    }
-
     /// What a loader in another process is fed for this step over `steps` steps (warm-up
     /// included): each batch copied to the step's device, then the fed time blocked for.
     pub fn fed_compute(&self, steps: usize) -> Result<FedCompute, ModelError> {
@@ -192,6 +182,8 @@ impl StepChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
     use crate::model::{ReplayOrder, ReplaySource};
 
     #[test]
@@ -207,15 +199,15 @@ mod tests {
         let choice = StepChoice::of(spec.clone()).unwrap();
         // Read now: the file may go, the choice keeps its times.
         std::fs::remove_file(&file).unwrap();
-        assert_eq!(choice.known_mean_ms(), Some(20.0));
+        assert_eq!(choice.replay().map(StepReplay::mean_ms), Some(20.0));
         assert_eq!(choice.replay().map(|r| r.times_ms.len()), Some(2));
         let gone = StepChoice::of(spec).unwrap_err();
         assert_eq!(gone.path, file);
         let fixed = StepChoice::of(ModelSpec::fixed_ms(40.0).unwrap()).unwrap();
-        assert_eq!(
-            (fixed.spec().to_string(), fixed.known_mean_ms()),
-            ("synthetic:40ms".into(), Some(40.0))
-        );
-        assert_eq!(StepChoice::of(ModelSpec::default()).unwrap().known_mean_ms(), None);
+        assert_eq!(fixed.spec().to_string(), "synthetic:40ms");
+        let cost = Duration::from_millis(40);
+        assert!(matches!(fixed.spec(), ModelSpec::Synthetic { cost: c, .. } if *c == cost));
+        assert!(fixed.replay().is_none());
+        assert!(StepChoice::of(ModelSpec::default()).unwrap().replay().is_none());
     }
 }

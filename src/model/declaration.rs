@@ -216,19 +216,20 @@ mod tests {
         let logged = StepFrom { step_order: Some(StepOrder::Logged), ..from.clone() };
         let in_order = StepDeclaration { from: logged, ..plain.clone() };
         assert_eq!(in_order.model(&diffusion).unwrap().to_string(), "replay-in-order:/no/such/log");
-        // Bad declarations name their setting as each front end does.
-        let flag = |key: &str| format!("--{}", key.replace('_', "-"));
+        // Bad declarations name their setting as each front end does (a sweep's keys here; the
+        // flags' wording is the command line's test).
+        let key = |key: &str| format!("model.{key}");
         let zero = StepDeclaration { step_ms: Some(0.0), ..plain.clone() };
         assert_eq!(
-            zero.model(&diffusion).unwrap_err().worded(&flag),
-            "--step-ms 0: expected a step time in ms above 0"
+            zero.model(&diffusion).unwrap_err().worded(&key),
+            "model.step_ms 0: expected a step time in ms above 0"
         );
         let both = StepDeclaration { step_ms: Some(4.0), from, ..plain };
         assert_eq!(
-            both.model(&diffusion).unwrap_err().worded(&|k| format!("model.{k}")),
+            both.model(&diffusion).unwrap_err().worded(&key),
             "model.step_ms and model.step_from are two steps: give one"
         );
-        let missing = replayed.choice(&diffusion, Precision::F32).unwrap_err().worded(&flag);
-        assert!(missing.starts_with("--step-from /no/such/log: "), "{missing}");
+        let missing = replayed.choice(&diffusion, Precision::F32).unwrap_err().worded(&key);
+        assert!(missing.starts_with("model.step_from /no/such/log: "), "{missing}");
     }
 }

@@ -160,12 +160,6 @@ impl ModelSpec {
         }
     }
 
-    /// Whether a lerobot-train run's loader steps its own policy for this spec (it is given no
-    /// stand-in).
-    pub fn is_a_runs_own(&self) -> bool {
-        !self.is_a_stand_in()
-    }
-
     /// `policy` given where no lerobot-train run's loader steps it.
     pub fn policy_is_the_runs() -> ModelError {
         ModelError::Config(

@@ -22,7 +22,7 @@ pub fn write_cell(out: &Path, result: &CellResult) -> Result<PathBuf, ClusterErr
     let dir = out.join(CELLS_DIR);
     std::fs::create_dir_all(&dir).map_err(|e| ClusterError::io(&dir, e))?;
     let path = cell_path(out, &result.cell.id());
-    let text = serde_json::to_string_pretty(result).expect("results serialise") + "\n";
+    let text = crate::bench::export::pretty_json(result);
     write_whole(&path, text.as_bytes()).map_err(|e| ClusterError::io(&path, e))?;
     Ok(path)
 }

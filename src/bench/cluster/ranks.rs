@@ -83,7 +83,7 @@ pub fn claim_rank_file(dir: &Path, rank: usize) -> Result<PathBuf, ClusterError>
 /// Writes `result` to its rank file, whole or not at all.
 pub fn write_rank(dir: &Path, result: &RankResult) -> Result<PathBuf, ClusterError> {
     let path = rank_path(dir, result.rank);
-    let text = serde_json::to_string_pretty(result).expect("results serialise") + "\n";
+    let text = crate::bench::export::pretty_json(result);
     write_whole(&path, text.as_bytes()).map_err(|e| ClusterError::io(&path, e))?;
     Ok(path)
 }

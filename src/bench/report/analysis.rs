@@ -211,7 +211,6 @@ fn decode_limit_of(loaders: &[&LoaderPhase]) -> Option<DecodeLimit> {
 /// a run ended early. Each step then counts the file's mean time (what sets the step's rate over
 /// a long run), its own copy and its own wait.
 fn train_figures(knobs: &Cell, runs: &[&CellResult]) -> (Vec<f64>, f64, Option<(f64, f64)>) {
-    let med = |f: &dyn Fn(&CellResult) -> f64| median(runs.iter().map(|r| f(r)));
     let replayed_mean_ms = runs.iter().find_map(|r| r.replayed_mean_ms);
     let train_iteration_ms: Vec<f64> = runs
         .iter()
@@ -231,7 +230,7 @@ fn train_figures(knobs: &Cell, runs: &[&CellResult]) -> (Vec<f64>, f64, Option<(
     };
     let train_samples_per_s = match replayed_mean_ms {
         Some(_) if !train_iteration_ms.is_empty() => train_rate(batch)(&train_iteration_ms),
-        _ => med(&|r| r.train.samples_per_s),
+        _ => median(runs.iter().map(|r| r.train.samples_per_s)),
     };
     let train_interval = (train_iteration_ms.len() >= MIN_STEPS_FOR_INTERVAL)
         .then(|| interval(&train_iteration_ms, INTERVAL_SEED, train_rate(batch)))

@@ -132,7 +132,7 @@ impl<'a> SweepContext<'a> {
         bridge: &LerobotBridge,
     ) -> Result<(Self, tch::Device), SweepError> {
         let device = device.resolve()?;
-        let models = resolve_models(&config.model)?;
+        let models = resolve_models(&config.model, device)?;
         let spec = LoaderSpec {
             dataset: root.to_path_buf(),
             episodes: match &config.dataset.episodes {
@@ -151,15 +151,20 @@ impl<'a> SweepContext<'a> {
     }
 }
 
-/// The steps of a sweep's `[model]` axis, each resolved once; a file that gives no step times
-/// is an error naming the key that gave it.
-fn resolve_models(section: &ModelSection) -> Result<HashMap<ModelSpec, ChosenModel>, ModelError> {
+/// The steps of a sweep's `[model]` axis, each resolved once, by the spec its cells give on
+/// `device` (the `auto` preset made concrete, as the plan makes it); a file that gives no step
+/// times is an error naming the key that gave it.
+fn resolve_models(
+    section: &ModelSection,
+    device: tch::Device,
+) -> Result<HashMap<ModelSpec, ChosenModel>, ModelError> {
     let bad = |what: String| ModelError::Config(what);
-    let read = |model: &ModelSpec| match ChosenModel::read(model.clone()) {
-        Ok(chosen) => Ok((model.clone(), chosen)),
-        Err(e) if section.declared.names_a_step() => Err(bad(ModelSection::worded(&e.into()))),
-        Err(e) => Err(bad(format!("model.model \"{model}\": {e}"))),
-    };
+    let read =
+        |model: &ModelSpec| match ChosenModel::read(model.on(section.declared.preset, device)) {
+            Ok(chosen) => Ok((chosen.spec().clone(), chosen)),
+            Err(e) if section.declared.names_a_step() => Err(bad(ModelSection::worded(&e.into()))),
+            Err(e) => Err(bad(format!("model.model \"{model}\": {e}"))),
+        };
     section.model.iter().map(read).collect()
 }
 

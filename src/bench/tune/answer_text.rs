@@ -24,7 +24,6 @@ impl Answer {
     /// train samples/s, the wait, the step's time and demand, one worker's rate.
     fn figures_sentences(&self) -> String {
         let d = &self.demand;
-        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
         let mut text = String::new();
         let ranks = self.knobs.processes;
         if ranks > 1 {
@@ -84,7 +83,6 @@ impl Answer {
 
     /// One worker fewer, and a configuration too close to call, where there is one.
     fn closeness_sentences(&self) -> String {
-        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
         let mut text = String::new();
         if let Some(pct) = self.one_fewer_pct {
             if self.workers > 0 {
@@ -115,7 +113,6 @@ impl Answer {
     /// What bounds the answer, and what would move it.
     fn bound_sentence(&self) -> String {
         let d = &self.demand;
-        let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
         match &self.bound {
             Bound::Step if self.input_bound_pct.0 > self.target_pct => {
                 let rest = match self.knobs.loader {
@@ -259,6 +256,12 @@ impl Answer {
     }
 }
 
+/// `n workers`, `1 worker`.
+fn workers(n: usize) -> String {
+    format!("{n} worker{}", if n == 1 { "" } else { "s" })
+}
+
+/// `n cores`, `1 core`.
 fn cores(n: usize) -> String {
     format!("{n} core{}", if n == 1 { "" } else { "s" })
 }

@@ -166,7 +166,7 @@ impl<'a, 'r> Tuning<'a, 'r> {
     /// as the run takes it counts the hand-over.
     fn demand(&self, first: &Row) -> Demand {
         let base = &self.base;
-        let fed_to_a_run = base.loader.is_a_training_run() && !base.model.is_a_runs_own();
+        let fed_to_a_run = base.loader.is_a_training_run() && base.model.is_a_stand_in();
         let batch = base.knobs.batch_size;
         let demand = match self.step.replay() {
             Some(replay) => {

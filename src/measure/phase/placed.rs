@@ -27,7 +27,7 @@ pub enum StepPlace {
 impl StepPlace {
     /// Where `step` runs with `loader`.
     pub fn of(step: &ModelSpec, loader: &dyn MeasuredLoader) -> Self {
-        if loader.has_own_step() && step.is_a_runs_own() {
+        if loader.has_own_step() && !step.is_a_stand_in() {
             StepPlace::RunsOwn
         } else if loader.feeds_from_afar() {
             StepPlace::Fed

@@ -243,7 +243,7 @@ impl GuardRecord {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(error)?;
         }
-        let text = serde_json::to_string_pretty(self).expect("records serialise") + "\n";
+        let text = crate::bench::export::pretty_json(self);
         crate::dataset::files::write_whole(path, text.as_bytes()).map_err(error)?;
         Ok(())
     }

@@ -304,9 +304,9 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
         Ok(())
     }
 
-    /// Reads the config feedbench kept beside its results at `path` (its paths made absolute
-    /// when it was kept) as written: nothing it names is opened, so that reading a results
-    /// directory reads no step file.
+    /// Reads the config at `path` as written: nothing it names is opened. A config feedbench
+    /// kept beside its results (its paths made absolute when it was kept) is read so, so that
+    /// reading a results directory reads no step file.
     fn read_kept(path: &Path) -> Result<Self, ConfigError> {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
@@ -316,8 +316,7 @@ pub trait ConfigFile: serde::de::DeserializeOwned {
     /// Reads and checks the config at `path`.
     fn load(path: &Path) -> Result<Self, ConfigError> {
         let error = |what: String| ConfigError { path: path.to_path_buf(), what };
-        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        let mut config: Self = toml::from_str(&text).map_err(|e| error(e.to_string()))?;
+        let mut config = Self::read_kept(path)?;
         config.resolve(path).map_err(error)?;
         config.check(path)?;
         Ok(config)
