@@ -68,7 +68,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     if let Some(tolerance) = args.tolerance {
         config.run.tolerance = tolerance;
     }
-    if step_from(&args.step)?.is_some() {
+    if step_from(&args.step)? {
         for cell in &mut config.cells {
             cell.step = None;
             cell.declared_step.step_ms = None;

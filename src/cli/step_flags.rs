@@ -30,17 +30,16 @@ impl StepFlags {
     }
 }
 
-/// `--step-from` given to a command whose config declares its steps (`sweep`, `guard`): the
-/// step it replays, its file read now so that a bad one is refused before any work; None
-/// without the flag.
-pub fn step_from(from: &StepFrom) -> Result<Option<ModelSpec>> {
-    let Some(model) = from.model() else { return Ok(None) };
-    StepChoice::of(model.clone()).map_err(|e| flagged(e.into()))?;
-    Ok(Some(model))
+/// Whether `--step-from` was given to a command whose config declares its steps (`sweep`,
+/// `guard`), its file read now so that a bad one is refused before any work.
+pub fn step_from(from: &StepFrom) -> Result<bool> {
+    let Some(model) = from.model() else { return Ok(false) };
+    StepChoice::of(model).map_err(|e| flagged(e.into()))?;
+    Ok(true)
 }
 
 /// A step declared wrong on the command line, naming the flag.
-fn flagged(error: StepError) -> anyhow::Error {
+pub fn flagged(error: StepError) -> anyhow::Error {
     anyhow::anyhow!(error.worded(&|key| format!("--{}", key.replace('_', "-"))))
 }
 

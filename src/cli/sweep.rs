@@ -14,7 +14,7 @@ use feedbench::bench::{layout_study, tune};
 use feedbench::model::StepFrom;
 
 use super::printer::Printer;
-use super::step_flags::step_from;
+use super::step_flags::{flagged, step_from};
 use super::{cluster, default_out};
 
 /// Arguments of `feedbench sweep`: the whole sweep here, or, with `plan` and `run`, as the
@@ -63,10 +63,10 @@ pub fn sweep(args: &SweepArgs) -> Result<()> {
     }
     let config_path = args.config.as_deref().expect("clap requires --config without an action");
     let mut config = SweepConfig::load(config_path)?;
-    if let Some(model) = step_from(&args.step)? {
+    if step_from(&args.step)? {
         config.model.declared.step_ms = None;
         config.model.declared.from = args.step.clone();
-        config.model.model = vec![model];
+        config.model.resolve_step().map_err(flagged)?;
     }
     config.dataset.check_present(config_path)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(config_path));
