@@ -9,17 +9,21 @@
 
 use crate::common;
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use feedbench::dataset::files::{LockHeld, WriterLock};
+use feedbench::dataset::write::synth::Synthesis;
 use feedbench::dataset::write::{
     cached_synth, write_tabular, Preset, PresetOverrides, TabularSpec,
 };
-use feedbench::dataset::{CodebaseVersion, Dataset, WindowSpec};
+use feedbench::dataset::{CodebaseVersion, Dataset, DatasetError, WindowSpec};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::pipeline::{Loader, LoaderError};
+use feedbench::timing::{NoOne, Progress};
 
 /// Starts `feedbench args`, its stderr piped.
 pub(crate) fn spawn(args: &[&str]) -> Child {
@@ -106,24 +110,31 @@ fn a_second_synth_of_one_dataset_is_refused_and_what_a_killed_one_left_is_cleare
     assert!(Dataset::open(&out).is_ok());
 }
 
-#[test]
-fn tasks_asking_for_one_cached_dataset_at_once_generate_it_once() {
-    let cache = tempfile::tempdir().unwrap();
-    let preset = Preset::load("pusht").unwrap().with(&PresetOverrides {
+/// PushT, two episodes of 30 frames: a dataset generated in a moment.
+fn two_short_episodes() -> Preset {
+    Preset::load("pusht").unwrap().with(&PresetOverrides {
         episodes: Some(2),
         frames_per_episode: Some(30),
         ..Default::default()
-    });
+    })
+}
+
+#[test]
+fn tasks_asking_for_one_cached_dataset_at_once_generate_it_once() {
+    let cache = tempfile::tempdir().unwrap();
+    let preset = two_short_episodes();
     let said = Arc::new(Mutex::new(Vec::<String>::new()));
     let roots: Vec<PathBuf> = std::thread::scope(|scope| {
         let tasks: Vec<_> = (0..3)
             .map(|_| {
                 let (preset, said, cache) = (&preset, said.clone(), cache.path());
                 scope.spawn(move || {
-                    cached_synth(preset, CodebaseVersion::V30, cache, |line| {
-                        said.lock().unwrap().push(line.to_string())
-                    })
-                    .unwrap()
+                    let mut watch = Progress(|heard: Synthesis<'_>| {
+                        if let Synthesis::Said(line) = heard {
+                            said.lock().unwrap().push(line.to_string())
+                        }
+                    });
+                    cached_synth(preset, CodebaseVersion::V30, cache, &mut watch).unwrap()
                 })
             })
             .collect();
@@ -136,6 +147,59 @@ fn tasks_asking_for_one_cached_dataset_at_once_generate_it_once() {
     assert!(Dataset::open(&roots[0]).is_ok());
     let name = roots[0].file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(names(cache.path()), [name], "no lock or partial copy left");
+}
+
+#[test]
+fn a_cached_dataset_whose_watcher_breaks_is_not_generated_and_leaves_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let preset = two_short_episodes();
+    // Stopped at its first line, before a frame is encoded.
+    let mut heard = Vec::new();
+    let mut stop = |synthesis: Synthesis<'_>| {
+        heard.push(format!("{synthesis:?}"));
+        ControlFlow::Break(())
+    };
+    let stopped = cached_synth(&preset, CodebaseVersion::V30, cache.path(), &mut stop);
+    assert!(matches!(stopped, Err(DatasetError::Stopped { .. })), "{stopped:?}");
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert!(heard[0].contains("generating"), "{heard:?}");
+    assert!(names(cache.path()).is_empty(), "nothing left: {:?}", names(cache.path()));
+    // Stopped after some frames: what was written is removed too.
+    let mut frames = 0;
+    let mut stop = |synthesis: Synthesis<'_>| match synthesis {
+        Synthesis::Encoded { done, total } => {
+            assert!(done <= total && total == 60, "{done} of {total}");
+            frames = done;
+            if done >= 10 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+        Synthesis::Said(_) => ControlFlow::Continue(()),
+    };
+    let stopped = cached_synth(&preset, CodebaseVersion::V30, cache.path(), &mut stop);
+    assert!(matches!(stopped, Err(DatasetError::Stopped { .. })), "{stopped:?}");
+    assert_eq!(frames, 10);
+    assert!(names(cache.path()).is_empty(), "nothing left: {:?}", names(cache.path()));
+}
+
+#[test]
+fn a_writer_whose_watcher_will_not_wait_is_refused_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("ds");
+    let _held = WriterLock::generating(&target, &mut NoOne).unwrap();
+    // The lock is the process's own (flock is per open file): a second open of it is held.
+    let mut heard = Vec::new();
+    let refused = WriterLock::generating(&target, &mut |held: LockHeld| {
+        heard.push(held);
+        ControlFlow::Break(())
+    });
+    let error = refused.expect_err("held").to_string();
+    assert!(error.contains("another feedbench") && error.contains("ds"), "{error}");
+    assert_eq!(heard.len(), 1);
+    let refused = WriterLock::beside(&target);
+    assert!(refused.is_ok(), "another lock than the generating one");
 }
 
 /// A generated v3.0 dataset with a camera, for LeRobot's loader.

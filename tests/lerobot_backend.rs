@@ -17,6 +17,7 @@ use feedbench::loader::lerobot::{
     DriverStep, Feeding, LerobotBridge, LerobotLoader, LerobotOptions,
 };
 use feedbench::loader::sampler::SamplerKind;
+use feedbench::timing::{EndsWhen, NoOne};
 
 #[test]
 fn load_with_lerobot_reports_the_native_schema_with_every_process_counted() {
@@ -77,7 +78,7 @@ fn measuring_lerobots_loader_costs_it_next_to_nothing() {
             .unwrap();
     // Enough batches that the fixed cost of measuring is weighed against a real run (20 took
     // 0.6 s of loading CPU on a quiet machine, where 38 ms was 6 %).
-    let (_, mut runs) = loader.load(80, 2, Feeding::Nothing, None).unwrap();
+    let (_, mut runs) = loader.load(80, 2, Feeding::Nothing, &mut NoOne).unwrap();
     let run = runs.remove(0);
     let loader_cpu_s = run.main_cpu_s + run.workers_cpu_s;
     // The memory figure comes from the kernel's high-water marks and one PSS read at the end,
@@ -104,17 +105,17 @@ fn a_measurement_of_lerobots_loader_ends_when_told() {
         LerobotLoader::new(&spec, LerobotOptions::new(Some(&python), None), &LerobotBridge::new())
             .unwrap();
     // Told to stop once 5 batches were heard, of 60 asked for: it ends a batch or two later.
-    let heard = std::cell::Cell::new(0);
-    let stop = |steps: &[DriverStep]| {
+    let mut heard = 0;
+    let mut stop = EndsWhen(|steps: &[DriverStep]| {
         assert!(steps.iter().all(|s| s.whole_ms >= s.wait_ms && s.wait_ms >= 0.0), "{steps:?}");
-        heard.set(steps.len());
+        heard = steps.len();
         steps.len() >= 5
-    };
-    let (_, mut runs) = loader.load(60, 1, Feeding::Nothing, Some(&stop)).unwrap();
+    });
+    let (_, mut runs) = loader.load(60, 1, Feeding::Nothing, &mut stop).unwrap();
     let run = runs.remove(0);
     assert!((5..=8).contains(&run.batches), "{} batches measured", run.batches);
     assert_eq!((run.batch_ms.len(), run.wait_ms.len()), (run.batches, run.batches));
-    assert_eq!(heard.get(), 5, "batches are heard as they end, until the stop");
+    assert_eq!(heard, 5, "batches are heard as they end, until the stop");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! errors and shutdown.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,9 @@ use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
 use feedbench::loader::config::LoaderConfig;
 use feedbench::loader::pipeline::{LoadedBatch, Loader, LoaderError};
 use feedbench::loader::sampler::{SamplerKind, Shard};
-use feedbench::timing::stage;
+use feedbench::measure::phase::{run_loader_phase, run_train_phase, BatchMeasured, StepSample};
+use feedbench::model::{DeviceChoice, ModelSpec, PolicyShapes, StepChoice};
+use feedbench::timing::{stage, EndsWhen, NoOne, Progress};
 
 fn dataset(version: CodebaseVersion, lengths: &[usize]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -427,4 +430,44 @@ fn a_batch_kept_out_of_the_pool_is_not_overwritten() {
         assert_ne!(indices_of(&batch.unwrap()), indices_of(&copy));
     }
     assert_eq!(kept, copy);
+}
+
+#[test]
+fn a_phase_hears_each_measured_batch_or_step_and_ends_where_its_watcher_breaks() {
+    let (_dir, root) = dataset(CodebaseVersion::V30, &[40, 40]);
+    let config = LoaderConfig { workers: 1, batch_size: 4, ..LoaderConfig::default() };
+    let loader = loader(&root, config);
+    // The loader alone: each batch heard with its time and itself; the fifth ends the phase.
+    let mut heard = Vec::new();
+    let mut watch = |measured: BatchMeasured<'_>| {
+        let batch = measured.batch.expect("the native pipeline's batches are in this process");
+        heard.push((measured.batch_ms.len(), batch.size));
+        match measured.batch_ms.len() {
+            5 => ControlFlow::Break(()),
+            _ => ControlFlow::Continue(()),
+        }
+    };
+    let phase = run_loader_phase(&loader, 30, 2, &mut watch).unwrap();
+    assert_eq!(phase.batches, 5, "ended where the watcher broke");
+    assert_eq!(heard, (1..=5).map(|n| (n, 4)).collect::<Vec<_>>());
+    // Watched for progress only, every batch asked for is measured.
+    let mut batches = 0;
+    let phase =
+        run_loader_phase(&loader, 12, 2, &mut Progress(|_: BatchMeasured<'_>| batches += 1));
+    assert_eq!((phase.unwrap().batches, batches), (12, 12));
+    // Feeding a step: the steps so far heard after each; the third ends the phase.
+    let spec: ModelSpec = "synthetic:1ms".parse().unwrap();
+    let mut step = StepChoice { device: DeviceChoice::Cpu, ..StepChoice::of(spec).unwrap() }
+        .build(Ok(&PolicyShapes::pusht()))
+        .unwrap();
+    let mut lengths = Vec::new();
+    let mut watch = EndsWhen(|steps: &[StepSample]| {
+        lengths.push(steps.len());
+        steps.len() == 3
+    });
+    let phase = run_train_phase(&loader, step.as_mut(), 20, 1, None, &mut watch).unwrap();
+    assert_eq!(lengths, [1, 2, 3]);
+    assert_eq!(phase.steps, 3, "ended where the watcher broke");
+    let phase = run_train_phase(&loader, step.as_mut(), 6, 1, None, &mut NoOne).unwrap();
+    assert_eq!(phase.steps, 6, "unwatched, every step");
 }

@@ -4,6 +4,9 @@
 //! command line's printer implements it once. The events carry plain figures, so that this
 //! room stands below every study.
 
+use crate::dataset::write::synth::Synthesis;
+use crate::timing::{Progress, Watch};
+
 /// The events of a study, each a no-op unless the watcher implements it.
 pub trait Events {
     /// A line of what is being prepared or done: a dataset generated, the reference clip
@@ -34,6 +37,16 @@ pub trait Events {
 pub struct Unwatched;
 
 impl Events for Unwatched {}
+
+/// The watcher of a dataset a study generates: its lines said to `events`, its frames not
+/// counted (the study's own progress goes on).
+pub fn synthesis_said(events: &mut dyn Events) -> impl for<'b> Watch<Synthesis<'b>> + '_ {
+    Progress(|synthesis: Synthesis<'_>| {
+        if let Synthesis::Said(line) = synthesis {
+            events.said(line);
+        }
+    })
+}
 
 /// A cell starting one of its phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use feedbench::dataset::files::output_apart_from;
 use feedbench::dataset::stage;
 use feedbench::dataset::summary::Summary;
 use feedbench::dataset::video::{DecodeOptions, VideoCodec, VideoDecoder};
-use feedbench::dataset::write::synth::{synth_with_progress, SynthStorage};
+use feedbench::dataset::write::synth::{synth_watched, SynthStorage, Synthesis};
 use feedbench::dataset::write::{EncodeSetting, PixFmt, Preset, PresetOverrides, SynthOptions};
 use feedbench::dataset::{
     export, CodebaseVersion, Dataset, DatasetError, DatasetOptions, EpisodeList,
@@ -266,9 +266,11 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
         storage: args.storage,
     };
     let progress = progress_bar(0, args.json.on, "encoding");
-    let written = synth_with_progress(&args.out, &preset, &options, &mut |done, total| {
-        progress.set_length(total);
-        progress.set_position(done);
+    let written = synth_watched(&args.out, &preset, &options, &mut |heard: Synthesis<'_>| {
+        if let Synthesis::Encoded { done, total } = heard {
+            progress.set_length(total);
+            progress.set_position(done);
+        }
         match STOP_SIGNAL.load(Ordering::Relaxed) {
             0 => ControlFlow::Continue(()),
             _ => ControlFlow::Break(()),

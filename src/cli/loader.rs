@@ -14,11 +14,11 @@ use feedbench::loader::pipeline::LoaderError;
 use feedbench::loader::spec::LoaderSpec;
 use feedbench::measure::phase::lockstep::{run_lockstep, train_phase_of, Lockstep, StepBarrier};
 use feedbench::measure::phase::{
-    run_model_phase, LoaderChoice, MeasuredLoader, PlacedStep, StepPlace,
+    run_model_phase, BatchMeasured, LoaderChoice, MeasuredLoader, PlacedStep, StepPlace, StepSample,
 };
 use feedbench::measure::system::{system_info, Placement};
 use feedbench::model::{MissingInput, PolicyShapes, ShapesError, StepChoice};
-use feedbench::timing::Trace;
+use feedbench::timing::{Progress, Trace};
 
 use super::loader_flags::{available_cores, LoaderFlags};
 use super::shared_flags::{JsonFlag, RunFlags};
@@ -58,12 +58,13 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     }
     let warmup = args.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
     let mut digests = Vec::new();
-    let phase = loader.loader_phase(args.batches, warmup, None, &mut |n, batch| {
-        progress.set_position(n as u64);
-        if args.digests {
+    let mut watch = Progress(|measured: BatchMeasured<'_>| {
+        progress.set_position(measured.batch_ms.len() as u64);
+        if let (true, Some(batch)) = (args.digests, measured.batch) {
             digests.push(batch.digest());
         }
-    })?;
+    });
+    let phase = loader.loader_phase(args.batches, warmup, &mut watch)?;
     progress.finish_and_clear();
     match (args.digests, args.json.on) {
         (false, _) => print_json_or_text(&phase, args.json.on)?,
@@ -137,9 +138,9 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         placed = PlacedStep { step: Box::new(Lockstep::new(placed.step, barrier)), ..placed };
     }
     let progress = progress_bar(args.steps, args.json.on, "training");
-    let feed = placed.feed(trace.as_ref(), None);
-    let phase = loader
-        .train_phase(feed, args.steps, args.warmup, &mut |n| progress.set_position(n as u64))?;
+    let mut watch = Progress(|steps: &[StepSample]| progress.set_position(steps.len() as u64));
+    let feed = placed.feed(trace.as_ref());
+    let phase = loader.train_phase(feed, args.steps, args.warmup, &mut watch)?;
     progress.finish_and_clear();
     if !args.json.on {
         match (&placed.compute, place) {

@@ -2,6 +2,7 @@
 //! time statistics, samples/s, the component breakdown and peak memory, one row per
 //! (batch size, dtype) combination.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use feedbench::bench::report::phase_text;
@@ -105,11 +106,15 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
         warmup: args.warmup,
         seed: args.seed,
     };
-    // Rows print as they are measured; the first failed print ends the command after it.
+    // Rows print as they are measured; a failed print ends the table it is in, and the command.
     let mut printed = Ok(());
     let mut print_row = |row: &ModelPhase| {
-        if !args.json.on && printed.is_ok() {
+        if !args.json.on {
             printed = out!("{}", phase_text::model_row(row));
+        }
+        match printed {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()),
         }
     };
     let tch_rows = match args.implementation.contains(&StepImpl::Tch) {
@@ -120,7 +125,7 @@ pub fn run(args: &ModelArgs) -> anyhow::Result<()> {
     if args.implementation.contains(&StepImpl::Lerobot) {
         let python = LerobotOptions::new(args.python.as_deref(), None).python;
         lerobot_rows = table.run_lerobot(&python, args.threads)?;
-        lerobot_rows.iter().for_each(&mut print_row);
+        let _ = lerobot_rows.iter().try_for_each(&mut print_row);
     }
     printed?;
     let rows: Vec<&ModelPhase> = tch_rows.iter().chain(&lerobot_rows).collect();

@@ -5,6 +5,7 @@
 //! or not at all.
 
 use std::fs::File;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
@@ -15,6 +16,7 @@ use serde_json::Value as Json;
 
 use crate::dataset::error::{DatasetError, Result};
 use crate::dataset::remote::{self, ObjectUrl, RemoteObject};
+use crate::timing::Watch;
 
 pub use crate::dataset::positioned::{open_regular, PositionedFile, ReadAt};
 pub use crate::dataset::remote::index_cache::IndexKind;
@@ -251,6 +253,13 @@ fn flock(file: &File, exclusive: bool, wait: bool) -> std::io::Result<bool> {
     }
 }
 
+/// Another process holding a lock a writer asks for, as the writer hears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockHeld {
+    /// The holder's pid, where known.
+    pub holder: Option<u32>,
+}
+
 /// The lock of one writer of `target` (a dataset being written), on a file beside it
 /// (`.<name>.lock`): taken without waiting, removed when dropped.
 #[derive(Debug)]
@@ -263,23 +272,19 @@ impl WriterLock {
     /// Takes the lock of `target`, whose parent directory is made if absent; another writer
     /// holding it is an error naming its pid.
     pub fn beside(target: &Path) -> Result<Self> {
-        Self::take(target, "lock", None)
+        Self::take(target, "lock", &mut |_: LockHeld| ControlFlow::Break(()))
     }
 
     /// Takes the lock of generating `target` (another lock than [`WriterLock::beside`]'s, which
-    /// the generating writer then takes), waiting while another process holds it; `waiting`
-    /// hears the holder's pid (where known) before the wait.
-    pub fn generating(target: &Path, waiting: &mut dyn FnMut(Option<u32>)) -> Result<Self> {
-        Self::take(target, "generating.lock", Some(waiting))
+    /// the generating writer then takes), waiting while another process holds it; `watch`
+    /// hears the holder before the wait, and a `Break` refuses to wait (an error naming it).
+    pub fn generating(target: &Path, watch: &mut dyn Watch<LockHeld>) -> Result<Self> {
+        Self::take(target, "generating.lock", watch)
     }
 
-    /// Locks `.<target's name>.<suffix>` beside `target`: refused where another process holds
-    /// it, unless `waiting`, which hears the holder before the wait.
-    fn take(
-        target: &Path,
-        suffix: &str,
-        mut waiting: Option<&mut dyn FnMut(Option<u32>)>,
-    ) -> Result<Self> {
+    /// Locks `.<target's name>.<suffix>` beside `target`, waiting while another process holds
+    /// it unless `watch` breaks on hearing the holder: then refused.
+    fn take(target: &Path, suffix: &str, watch: &mut dyn Watch<LockHeld>) -> Result<Self> {
         use std::os::unix::fs::MetadataExt;
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
             return Err(DatasetError::invalid(target, "expected a directory name"));
@@ -292,14 +297,13 @@ impl WriterLock {
             let file = match try_lock_file(&path, true).map_err(io)? {
                 LockFile::Taken(file) => file,
                 LockFile::Held { file, holder } => {
-                    let Some(waiting) = waiting.as_mut() else {
+                    if watch.hear(LockHeld { holder }).is_break() {
                         let what = format!(
                             "another feedbench{} is writing it; wait for it to end",
                             holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
                         );
                         return Err(DatasetError::Request { root: target.to_path_buf(), what });
-                    };
-                    waiting(holder);
+                    }
                     flock(&file, true, true).map_err(io)?;
                     file
                 }

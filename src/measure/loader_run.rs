@@ -12,7 +12,7 @@ use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::model::{MissingInput, ShapesError, StepChoice};
 use crate::timing::stage::Stage;
-use crate::timing::InstructionCounter;
+use crate::timing::{InstructionCounter, NoOne};
 
 /// What one run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,7 +66,7 @@ pub fn measure_run(
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
     let loader = loader.build(bridge)?;
     let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
-    let phase = loader.loader_phase(length.batches, warmup, None, &mut |_, _| {})?;
+    let phase = loader.loader_phase(length.batches, warmup, &mut NoOne)?;
     let au_pct = match step {
         Some(step) => fed_au(loader.as_ref(), step, length.batches)?,
         None => None,
@@ -109,7 +109,7 @@ fn fed_au(
             PlacedStep::new::<TrainError>(place, step, Err(&unread), steps + 1, || {
                 unreachable!("a stand-in's time is known, not measured")
             })?;
-        loader.train_phase(placed.feed(None, None), steps, 1, &mut |_| {})
+        loader.train_phase(placed.feed(None), steps, 1, &mut NoOne)
     })()
     .map_err(|e| match e {
         TrainError::Loader(e) => e,

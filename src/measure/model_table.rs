@@ -8,6 +8,7 @@ use crate::loader::batch::ImageFormat;
 use crate::loader::lerobot::LerobotBridge;
 use crate::model::lerobot::LerobotSteps;
 use crate::model::{synthetic_batch, ModelError, PolicyShapes, Precision, StepChoice};
+use crate::timing::Watch;
 
 /// The rows to measure.
 #[derive(Debug, Clone)]
@@ -31,9 +32,13 @@ pub struct ModelTable {
 }
 
 impl ModelTable {
-    /// Measures every row, batch size outermost; `on_row` hears each as it is done. A bf16 row
-    /// carries its speed-up over the f32 row of the same batch size, when there is one.
-    pub fn run(&self, mut on_row: impl FnMut(&ModelPhase)) -> Result<Vec<ModelPhase>, ModelError> {
+    /// Measures every row, batch size outermost; `watch` hears each as it is done, and a
+    /// `Break` ends the table after it. A bf16 row carries its speed-up over the f32 row of
+    /// the same batch size, when there is one.
+    pub fn run(
+        &self,
+        watch: &mut dyn for<'r> Watch<&'r ModelPhase>,
+    ) -> Result<Vec<ModelPhase>, ModelError> {
         if self.batch_sizes.is_empty() || self.batch_sizes.contains(&0) {
             return Err(ModelError::Config("--batch needs sizes ≥ 1".into()));
         }
@@ -51,8 +56,11 @@ impl ModelTable {
                 let mut row =
                     run_model_phase(step.as_mut(), &batch, dtype, self.steps, self.warmup)?;
                 row.speedup_over_f32 = speedup_over_f32(&rows, &row);
-                on_row(&row);
+                let heard = watch.hear(&row);
                 rows.push(row);
+                if heard.is_break() {
+                    return Ok(rows);
+                }
             }
         }
         Ok(rows)

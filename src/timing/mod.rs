@@ -1,6 +1,7 @@
 //! The ground floor: how long things took. The timing tree (per stage: calls, wall and CPU
-//! time), the trace (spans on a timeline) and the clocks they read. Every other module may
-//! record into it; it imports nothing of feedbench.
+//! time), the trace (spans on a timeline) and the clocks they read, and the one shape in which
+//! long work says how it goes ([`Watch`]). Every other module may record into it; it imports
+//! nothing of feedbench.
 
 pub mod clock;
 pub mod helpers;
@@ -8,6 +9,7 @@ pub mod instructions;
 pub mod stage;
 pub mod trace;
 pub mod tree;
+pub mod watch;
 
 pub use clock::thread_cpu_time;
 pub use clock::{
@@ -18,3 +20,4 @@ pub use helpers::{starting_threads, HelperThreads};
 pub use instructions::InstructionCounter;
 pub use trace::{Trace, TraceTrack};
 pub use tree::{StageTotals, TimingTree};
+pub use watch::{EndsWhen, NoOne, Progress, Watch};

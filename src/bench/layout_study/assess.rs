@@ -25,6 +25,7 @@ use crate::loader::spec::LoaderSpec;
 use crate::measure::loader_run::{measure_run, RunFigures, RunLength};
 use crate::measure::phase::{run_loader_phase, ChosenLoader};
 use crate::measure::system::system_info;
+use crate::timing::NoOne;
 
 /// Why a candidate could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +78,7 @@ pub fn measure_candidate(
     }
     let opened = Instant::now();
     let loader = spec(knobs.workers).build()?;
-    run_loader_phase(&loader, 1, 0, None, |_, _| {})?;
+    run_loader_phase(&loader, 1, 0, &mut NoOne)?;
     let first_batch_ms = opened.elapsed().as_secs_f64() * 1e3;
     drop(loader);
 
@@ -120,7 +121,7 @@ fn decode_cost(
 ) -> Result<(DecodeCost, usize), MeasureError> {
     let one = one.build()?;
     let warmup = one.config().batches_in_flight() + 1;
-    let phase = run_loader_phase(&one, measure.batches, warmup, None, |_, _| {})?;
+    let phase = run_loader_phase(&one, measure.batches, warmup, &mut NoOne)?;
     let window = one.dataset().window(&measure.window.spec())?;
     let camera_frames = camera_frames_per_sample(one.dataset(), &window);
     let decode = DecodeCost {

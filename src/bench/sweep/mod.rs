@@ -15,4 +15,4 @@ mod run;
 pub use run::{
     config_text, dataset_name, prepare_dataset, results_path, root_names, run_sweep, SweepError,
 };
-pub(crate) use run::{model_key, run_cell, CellPhases, SweepContext};
+pub(crate) use run::{model_key, run_cell, CellPhases, PhaseEnds, SweepContext};

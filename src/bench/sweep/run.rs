@@ -15,7 +15,7 @@ use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, ModelSection, RunSection, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
-use crate::bench::events::{CellPhase, Events};
+use crate::bench::events::{synthesis_said, CellPhase, Events};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
 use crate::dataset::{CodebaseVersion, Dataset, DatasetError, FrameMatch, Window};
@@ -25,13 +25,13 @@ use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::spec::LoaderSpec;
 use crate::measure::phase::{
-    run_model_phase, BatchesUntil, LoaderChoice, MeasuredLoader, ModelPhase, PlacedStep, StepPlace,
-    TrainError, Until,
+    run_model_phase, BatchMeasured, LoaderChoice, MeasuredLoader, ModelPhase, PlacedStep,
+    StepPlace, StepSample, TrainError,
 };
 use crate::measure::system::{system_info, SystemInfo};
 use crate::model::{ChosenModel, DeviceChoice, ModelError, ModelSpec, PolicyShapes};
 use crate::model::{ShapesError, StepChoice};
-use crate::timing::Trace;
+use crate::timing::{EndsWhen, Trace};
 
 /// Why a sweep stopped.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +94,7 @@ pub fn prepare_dataset(d: &DatasetSource, events: &mut dyn Events) -> Result<Pat
     let preset = Preset::load(name)?.with(&overrides);
     let version = d.format.unwrap_or(CodebaseVersion::V30);
     let cache = d.cache.clone().unwrap_or_else(scratch_dir);
-    Ok(cached_synth(&preset, version, &cache, |line| events.said(line))?)
+    Ok(cached_synth(&preset, version, &cache, &mut synthesis_said(events))?)
 }
 
 /// The results file of a sweep's output directory.
@@ -328,20 +328,27 @@ pub(crate) fn model_key(cell: &Cell) -> String {
     format!("{},r{}", cell.key(&Knob::set(KnobSet::ModelPhase)), cell.repeat)
 }
 
+/// When a cell's phases have measured enough, asked of what each measured so far (a tune's
+/// measurement, once it answers what it is measured for): the phase then ends early.
+pub(crate) trait PhaseEnds {
+    /// Whether a `loader` phase whose measured batches took `batch_ms` has measured enough.
+    fn loader(&self, batch_ms: &[f64]) -> bool;
+
+    /// Whether a `train` phase whose measured steps are `steps` has measured enough.
+    fn train(&self, steps: &[StepSample]) -> bool;
+}
+
 /// Which of a cell's phases to run beside the `train` phase (and the `model` phase it needs),
-/// and how the `train` phase ends.
+/// and how its phases end.
 #[derive(Clone, Copy)]
 pub(crate) struct CellPhases<'a> {
     /// The `loader` phase (a sweep measures it in every cell; a tune where its models read it).
     pub loader: bool,
-    /// Ends the `loader` phase before its batches once this holds of the batches measured so
-    /// far; None: every batch.
-    pub loader_until: Option<BatchesUntil<'a>>,
+    /// Ends the `loader` and `train` phases before their batches and steps once they have
+    /// measured enough; None: every batch and step.
+    pub ends: Option<&'a dyn PhaseEnds>,
     /// Whether the `train` phase is traced into `trace.json`.
     pub traced: bool,
-    /// Ends the `train` phase before its steps once this holds of the steps measured so far
-    /// ([`Feed::until`]); None: every step.
-    pub until: Option<Until<'a>>,
     /// Steps of the `train` phase; None: the config's `train_steps`.
     pub train_steps: Option<usize>,
     /// Unmeasured steps before the `train` phase; None: the config's `warmup`.
@@ -354,15 +361,7 @@ pub(crate) struct CellPhases<'a> {
 impl CellPhases<'_> {
     /// A sweep's cell: every phase and step, traced where `traced`.
     pub(crate) fn all(traced: bool) -> Self {
-        Self {
-            loader: true,
-            loader_until: None,
-            traced,
-            until: None,
-            train_steps: None,
-            train_warmup: None,
-            ranks: 1,
-        }
+        Self { loader: true, ends: None, traced, train_steps: None, train_warmup: None, ranks: 1 }
     }
 }
 
@@ -419,7 +418,10 @@ pub(crate) fn run_cell(
         // At 14 workers × prefetch 2, 20 batches were one burst of ready batches: 290 070
         // samples/s. Fewer than the least are raised to it (the results say how many).
         let batches = run.loader_batches.max(loader.config().least_measured_batches());
-        Some(loader.loader_phase(batches, warmup, phases.loader_until, &mut |_, _| {})?)
+        let mut ends = EndsWhen(|measured: BatchMeasured<'_>| {
+            phases.ends.is_some_and(|ends| ends.loader(measured.batch_ms))
+        });
+        Some(loader.loader_phase(batches, warmup, &mut ends)?)
     } else {
         None
     };
@@ -449,8 +451,9 @@ pub(crate) fn run_cell(
     let warmup = phases.train_warmup.unwrap_or(run.warmup);
     let measured = || Ok::<_, SweepError>(models[&key].fed_step(device));
     let mut placed = PlacedStep::new(place, &step, shapes, warmup + steps, measured)?;
-    let feed = placed.feed(trace.as_ref(), phases.until);
-    let train = loader.train_phase(feed, steps, warmup, &mut |_| {})?;
+    let mut ends =
+        EndsWhen(|steps: &[StepSample]| phases.ends.is_some_and(|ends| ends.train(steps)));
+    let train = loader.train_phase(placed.feed(trace.as_ref()), steps, warmup, &mut ends)?;
     if let Some(trace) = trace {
         let path = context.out.join(TRACE_FILE);
         trace.write_chrome(&path).map_err(|e| SweepError::Output { path, what: e.to_string() })?;

@@ -171,9 +171,8 @@ pub(crate) fn verify(
                 (cell.knobs.workers, cell.knobs.prefetch) = (workers, prefetch);
                 let phases = CellPhases {
                     loader: false,
-                    loader_until: None,
+                    ends: None,
                     traced: false,
-                    until: None,
                     train_steps: Some(train_steps),
                     train_warmup: at.base.model.is_fixed_cost().then_some(1),
                     ranks,

@@ -10,6 +10,7 @@
 
 use super::search::decided;
 use crate::bench::report::Row;
+use crate::bench::sweep::PhaseEnds;
 use crate::measure::phase::StepSample;
 use crate::measure::stats::mean_and_sd;
 
@@ -44,16 +45,14 @@ pub struct Enough<'a> {
     pub target_pct: f64,
 }
 
-impl Enough<'_> {
-    /// Whether a loader phase whose measured batches took `batch_ms` has measured enough.
-    pub fn loader(&self, batch_ms: &[f64]) -> bool {
+impl PhaseEnds for Enough<'_> {
+    fn loader(&self, batch_ms: &[f64]) -> bool {
         let runs: Vec<f64> =
             batch_ms.chunks_exact(self.workers.max(1)).map(|c| c.iter().sum()).collect();
         batch_ms.len() >= self.least && tight(&runs, 2, LOADER_TIGHT_PCT)
     }
 
-    /// Whether a train phase whose measured steps are `steps` has measured enough.
-    pub fn train(&self, steps: &[StepSample]) -> bool {
+    fn train(&self, steps: &[StepSample]) -> bool {
         let iterations: Vec<f64> = steps.iter().map(|s| s.wait_ms + s.step_ms).collect();
         let (least, target) = (self.least, self.target_pct);
         self.best.is_some_and(|best| decided(best, &iterations, least, target))

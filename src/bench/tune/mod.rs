@@ -48,10 +48,10 @@ use super::sweep::cell::Cell;
 use super::sweep::plan::plan;
 use super::sweep::results::{read_results, CellResult, ResultsSink};
 use super::sweep::{
-    config_text, dataset_name, model_key, run_cell, CellPhases, SweepContext, SweepError,
+    config_text, dataset_name, model_key, run_cell, CellPhases, PhaseEnds, SweepContext, SweepError,
 };
 use crate::dataset::files::is_url;
-use crate::measure::phase::{BatchesUntil, ModelPhase, StepSample, Until};
+use crate::measure::phase::ModelPhase;
 use crate::model::StepChoice;
 
 /// The most configurations one tune measures (repeats counted): a search that has not
@@ -214,21 +214,20 @@ impl<'a, 'r> Tuning<'a, 'r> {
         (cell, train_steps, least)
     }
 
-    /// The phases of a measurement of `train_steps` steps, ended early by `until` and
-    /// `loader_until` where given; the loader phase where `loader_alone`. A step of fixed cost
+    /// The phases of a measurement of `train_steps` steps, ended early by `ends` where given;
+    /// the loader phase where `loader_alone`. A step of fixed cost
     /// needs no warm-up of its own: one step takes the loader's start-up (its first batch) out
     /// of the window, which then runs twice the batches in flight at least.
     fn phases<'u>(
         &self,
         train_steps: usize,
         loader_alone: bool,
-        (until, loader_until): (Option<Until<'u>>, Option<BatchesUntil<'u>>),
+        ends: Option<&'u dyn PhaseEnds>,
     ) -> CellPhases<'u> {
         CellPhases {
             loader: loader_alone,
-            loader_until,
+            ends,
             traced: false,
-            until,
             train_steps: Some(train_steps),
             train_warmup: self.base.model.is_fixed_cost().then_some(1),
             ranks: 1,
@@ -296,13 +295,7 @@ fn search(
         let target_pct = request.settings.target_pct;
         let best = best_row(&rows, target_pct).filter(|_| repeat == 0);
         let enough = Enough { least, workers, best, first: rows.is_empty(), target_pct };
-        let until = |steps: &[StepSample]| enough.train(steps);
-        let loader_until = |batch_ms: &[f64]| enough.loader(batch_ms);
-        let early = !request.full_length;
-        let ends = (
-            early.then_some(&until as Until<'_>),
-            early.then_some(&loader_until as BatchesUntil<'_>),
-        );
+        let ends = (!request.full_length).then_some(&enough as &dyn PhaseEnds);
         let phases = tuning.phases(steps, loader_alone, ends);
         let result = run_cell(&tuning.context, &cell, phases, models, |_| {})?;
         sink.append(result).map_err(SweepError::from)?;
@@ -333,7 +326,7 @@ fn on_a_url_root(
         return Ok((None, None));
     };
     let (mut cell, steps, _) = tuning.cell_at(answer.workers, answer.prefetch, 0);
-    let phases = tuning.phases(steps, false, (None, None));
+    let phases = tuning.phases(steps, false, None);
     let target_pct = tuning.request.settings.target_pct;
     let context = &tuning.context;
     let at = AtTheAnswer {

@@ -20,6 +20,7 @@ use super::meta::{CodebaseVersion, Info};
 use super::remote::index_cache::cache_dir;
 use super::remote::{ObjectUrl, RemoteObject};
 use super::setting::Setting;
+use crate::timing::NoOne;
 
 pub use copy::{is_staged, stage, staging_of, Staged, MANIFEST};
 
@@ -159,7 +160,7 @@ pub fn local_metadata(root: &Path) -> Result<PathBuf> {
     let plan = plan_stage(root, Some(&[]))?;
     // One process copies at a time (the ranks of a run open the same root at once); the others
     // wait, then find the copy made.
-    let _one = WriterLock::generating(&to, &mut |_| {})?;
+    let _one = WriterLock::generating(&to, &mut NoOne)?;
     if !is_staged(root, &to, &plan) {
         if to.exists() {
             std::fs::remove_dir_all(&to).map_err(|e| DatasetError::io(&to, e))?;

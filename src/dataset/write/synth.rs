@@ -21,9 +21,10 @@ use super::preset::Preset;
 use super::scene::{Camera, Motion};
 use super::{write_atomically, ListLayout};
 use crate::dataset::error::{DatasetError, Result};
-use crate::dataset::files::WriterLock;
+use crate::dataset::files::{LockHeld, WriterLock};
 use crate::dataset::meta::{CodebaseVersion, Info};
 use crate::dataset::stats::ImageStats;
+use crate::timing::{NoOne, Watch};
 
 /// How `synth` stores the rendered camera frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -90,19 +91,37 @@ fn row_bytes(preset: &Preset) -> usize {
     4 * (preset.state_dim + preset.action_dim) + 4 + 4 * 8
 }
 
+/// What generating a dataset says as it goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Synthesis<'a> {
+    /// A line of what is done: a generated dataset found and used, another process waited for,
+    /// a dataset about to be generated.
+    Said(&'a str),
+    /// Camera frames encoded so far, of all.
+    Encoded {
+        /// Frames encoded so far.
+        done: u64,
+        /// Frames in all.
+        total: u64,
+    },
+}
+
+/// Watches a dataset being generated; `Break` stops it, with what was written removed.
+pub type SynthWatch<'a> = dyn for<'b> Watch<Synthesis<'b>> + 'a;
+
 /// Writes the dataset `preset` describes at `out`.
 pub fn synth(out: &Path, preset: &Preset, options: &SynthOptions) -> Result<SynthReport> {
-    synth_with_progress(out, preset, options, &mut |_, _| ControlFlow::Continue(()))
+    synth_watched(out, preset, options, &mut NoOne)
 }
 
 /// The dataset `synth` makes of `preset` in `version` (default options), kept in `cache`
 /// under a name that spells out what was generated, and reused when an earlier run generated
-/// the same thing; `say` hears which it is.
+/// the same thing; `watch` hears which it is, and the frames encoded where it is generated.
 pub fn cached_synth(
     preset: &Preset,
     version: CodebaseVersion,
     cache: &Path,
-    mut say: impl FnMut(&str),
+    watch: &mut SynthWatch<'_>,
 ) -> Result<PathBuf> {
     let jitter = if preset.frames_jitter > 0 {
         format!("±{}", preset.frames_jitter)
@@ -130,38 +149,43 @@ pub fn cached_synth(
         preset.episodes,
         preset.frames_per_episode,
     ));
+    let using = format!("using the generated dataset {}", root.display());
     if root.join("meta/info.json").is_file() {
-        say(&format!("using the generated dataset {}", root.display()));
+        let _ = watch.hear(Synthesis::Said(&using));
         return Ok(root);
     }
     // Tasks of one plan may ask for the same dataset at once: one generates it, the others
-    // wait for it and use it.
+    // wait for it and use it (unless the watcher breaks: then the wait is refused).
     std::fs::create_dir_all(cache).map_err(|e| DatasetError::io(cache, e))?;
-    let _generating = WriterLock::generating(&root, &mut |holder| {
-        let by = holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default();
-        say(&format!("waiting for another feedbench{by} generating {}", root.display()));
+    let _generating = WriterLock::generating(&root, &mut |held: LockHeld| {
+        let by = held.holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default();
+        let line = format!("waiting for another feedbench{by} generating {}", root.display());
+        watch.hear(Synthesis::Said(&line))
     })?;
     if root.join("meta/info.json").is_file() {
-        say(&format!("using the generated dataset {}", root.display()));
+        let _ = watch.hear(Synthesis::Said(&using));
         return Ok(root);
     }
-    say(&format!(
+    let line = format!(
         "generating {} ({} episodes) into {}",
         preset.name,
         preset.episodes,
         root.display()
-    ));
-    synth(&root, preset, &SynthOptions { version, ..SynthOptions::default() })?;
+    );
+    if watch.hear(Synthesis::Said(&line)).is_break() {
+        return Err(DatasetError::Stopped { path: root });
+    }
+    synth_watched(&root, preset, &SynthOptions { version, ..SynthOptions::default() }, watch)?;
     Ok(root)
 }
 
-/// [`synth`], calling `progress(done, total)` with camera frames encoded so far; where it
-/// breaks, writing stops with [`DatasetError::Stopped`] and what was written is removed.
-pub fn synth_with_progress(
+/// [`synth`], `watch` hearing the camera frames encoded so far; where it breaks, writing stops
+/// with [`DatasetError::Stopped`] and what was written is removed.
+pub fn synth_watched(
     out: &Path,
     preset: &Preset,
     options: &SynthOptions,
-    progress: &mut dyn FnMut(u64, u64) -> ControlFlow<()>,
+    watch: &mut SynthWatch<'_>,
 ) -> Result<SynthReport> {
     let started = Instant::now();
     preset.check(out)?;
@@ -222,14 +246,14 @@ pub fn synth_with_progress(
     ];
     let Some(coding) = coding else {
         write_atomically(out, options.force, |root| {
-            let progress = (RefCell::new(progress), total);
+            let encoding = (RefCell::new(watch), total);
             report.video_bytes = write_png_images(
                 root,
                 (&info, &layout, preset),
                 options.seed,
                 &motions,
                 vectors,
-                progress,
+                encoding,
             )
             .map_err(|e| match e {
                 DatasetError::Stopped { .. } => DatasetError::Stopped { path: out.into() },
@@ -260,7 +284,7 @@ pub fn synth_with_progress(
                 let view = view.as_ref().expect("frame 0 comes first");
                 view.render(i as f64 / f64::from(preset.fps), i, rgb);
                 done += 1;
-                match progress(done, total) {
+                match watch.hear(Synthesis::Encoded { done, total }) {
                     ControlFlow::Continue(()) => Ok(()),
                     ControlFlow::Break(()) => Err(DatasetError::Stopped { path: out.into() }),
                 }
@@ -276,8 +300,8 @@ pub fn synth_with_progress(
     Ok(report)
 }
 
-/// The progress of [`synth_with_progress`] and the frames in all.
-type Progress<'a> = (RefCell<&'a mut dyn FnMut(u64, u64) -> ControlFlow<()>>, u64);
+/// The watcher of [`synth_watched`] and the frames in all.
+type Encoding<'a, 'w> = (RefCell<&'a mut SynthWatch<'w>>, u64);
 
 /// Writes the dataset with every camera's rendered frames as PNG images in parquet; returns
 /// the bytes of PNG written.
@@ -287,7 +311,7 @@ fn write_png_images(
     seed: u64,
     motions: &[Motion],
     vectors: Vec<VectorFeature>,
-    (progress, total): Progress<'_>,
+    (watch, total): Encoding<'_, '_>,
 ) -> Result<u64> {
     let ranges = layout.ranges();
     let (bytes, done) = (Cell::new(0u64), Cell::new(0u64));
@@ -309,8 +333,7 @@ fn write_png_images(
         .iter()
         .enumerate()
         .map(|(c, spec)| {
-            let (render, ranges, bytes, done, progress) =
-                (&render, &ranges, &bytes, &done, &progress);
+            let (render, ranges, bytes, done, watch) = (&render, &ranges, &bytes, &done, &watch);
             move |index: usize| {
                 let e = ranges.partition_point(|&(_, to)| to <= index);
                 let mut rgb = vec![0u8; 3 * spec.height as usize * spec.width as usize];
@@ -318,7 +341,7 @@ fn write_png_images(
                 let png = png_bytes(&rgb, spec.height, spec.width);
                 bytes.set(bytes.get() + png.len() as u64);
                 done.set(done.get() + 1);
-                match (progress.borrow_mut())(done.get(), total) {
+                match watch.borrow_mut().hear(Synthesis::Encoded { done: done.get(), total }) {
                     ControlFlow::Continue(()) => Ok(png),
                     ControlFlow::Break(()) => Err(DatasetError::Stopped { path: root.into() }),
                 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value as Json;
 
 use super::driver::{driver_path, once, parse};
-use super::process::Stopping;
+use super::process::{JsonWatch, Stopping};
 use super::protocol::{
     BatchesRequest, BuiltRun, DescribeRequest, LerobotVersions, Request, RunBuilds,
 };
@@ -87,7 +87,7 @@ impl LerobotBridge {
         &self,
         python: &Path,
         request: &Request,
-        stop: Option<&mut dyn FnMut(&Json) -> bool>,
+        stop: Option<&mut JsonWatch<'_>>,
     ) -> Result<(Json, Json), LoaderError> {
         let answers = self.ask_every_rank(python, request, stop)?;
         Ok(answers.into_iter().next().expect("rank 0's answer"))
@@ -100,7 +100,7 @@ impl LerobotBridge {
         &self,
         python: &Path,
         request: &Request,
-        stop: Option<&mut dyn FnMut(&Json) -> bool>,
+        stop: Option<&mut JsonWatch<'_>>,
     ) -> Result<RankAnswers, LoaderError> {
         let driver = driver_path()?;
         let mut state = self.state();

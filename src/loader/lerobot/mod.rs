@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use self::driver::{parse, torch_device};
+use self::process::JsonWatch;
 use self::protocol::{
     BatchesRequest, DatasetRequest, LoadRequest, ModelRequest, Request, SamplerIndices,
     SamplerRequest, Source, StepRequest,
@@ -30,6 +31,7 @@ use super::spec::LoaderSpec;
 use crate::dataset::setting::{Refusal, Setting};
 use crate::dataset::{FrameMatch, Window, WindowChoice};
 use crate::loader::batch::ImageFormat;
+use crate::timing::Watch;
 
 pub use self::bridge::LerobotBridge;
 pub use self::protocol::{
@@ -126,8 +128,9 @@ pub enum Feeding {
     Policy,
 }
 
-/// Whether a driver's measurement may end, asked of the batches it reported so far.
-pub type StopWhen<'a> = &'a dyn Fn(&[DriverStep]) -> bool;
+/// Watches a driver's measurement: hears the batches it said it measured so far after each;
+/// `Break` ends the measurement a batch or two later.
+pub type DriverWatch<'a> = dyn for<'b> Watch<&'b [DriverStep]> + 'a;
 
 /// A policy's own step asked of a loader that is no lerobot-train run's: only such a run has
 /// one (the front end names where its arguments go).
@@ -267,9 +270,10 @@ impl LerobotLoader {
         self.train.as_ref().map_or(1, |run| run.ranks.max(1))
     }
 
-    /// Runs `warmup` unmeasured batches, then measures `batches`, each fed as `feeding` says,
-    /// or fewer where `stop` says so of the batches measured so far (a batch or two after it
-    /// does; a run of several ranks measures every batch, see [`Self::ranks`]). On CUDA the
+    /// Runs `warmup` unmeasured batches, then measures `batches`, each fed as `feeding` says;
+    /// `watch` hears the batches measured so far, and fewer are measured where it breaks (a
+    /// batch or two after it does; a run of several ranks measures every batch, unheard, see
+    /// [`Self::ranks`]). On CUDA the
     /// DataLoader pins memory, as LeRobot's training sets it. The policy's own step is a
     /// lerobot-train run's only. Every rank's run, rank 0 first.
     pub fn load(
@@ -277,7 +281,7 @@ impl LerobotLoader {
         batches: usize,
         warmup: usize,
         feeding: Feeding,
-        stop: Option<StopWhen<'_>>,
+        watch: &mut DriverWatch<'_>,
     ) -> Result<(LerobotVersions, Vec<LerobotRun>), LoaderError> {
         if batches == 0 {
             return Err(LoaderError::Config("measure at least one batch".into()));
@@ -302,10 +306,9 @@ impl LerobotLoader {
         let mut heard: Vec<DriverStep> = Vec::new();
         let mut hear = |message: &Json| {
             heard.extend(serde_json::from_value::<DriverStep>(message.clone()));
-            stop.is_some_and(|stop| stop(&heard))
+            watch.hear(&heard)
         };
-        let stops = stop.is_some() && self.ranks() == 1;
-        let hear = stops.then_some(&mut hear as &mut dyn FnMut(&Json) -> bool);
+        let hear = (self.ranks() == 1).then_some(&mut hear as &mut JsonWatch<'_>);
         let python = &self.options.python;
         let answers = self.bridge.ask_every_rank(python, &request, hear)?;
         let ready = answers.first().map(|(ready, _)| ready.clone()).unwrap_or_default();

@@ -16,23 +16,27 @@ use serde_json::Value as Json;
 use super::protocol::{DriverError, ErrorKind, Event};
 use crate::dataset::setting::{Refusal, Setting};
 use crate::loader::pipeline::LoaderError;
+use crate::timing::Watch;
 
 /// What ends a driver's measurement early: who hears its steps, and the file it looks for.
 pub(super) struct Stopping<'a> {
-    hear: &'a mut dyn FnMut(&Json) -> bool,
+    watch: &'a mut JsonWatch<'a>,
     file: &'a Path,
     written: bool,
 }
 
+/// Watches the driver's `step` events as it says them; `Break` ends its measurement.
+pub(super) type JsonWatch<'a> = dyn for<'b> Watch<&'b Json> + 'a;
+
 impl<'a> Stopping<'a> {
-    /// Ends a measurement once `hear` says so of a `step` event, by writing `file`.
-    pub(super) fn new(hear: &'a mut dyn FnMut(&Json) -> bool, file: &'a Path) -> Self {
-        Self { hear, file, written: false }
+    /// Ends a measurement once `watch` breaks on a `step` event, by writing `file`.
+    pub(super) fn new(watch: &'a mut JsonWatch<'a>, file: &'a Path) -> Self {
+        Self { watch, file, written: false }
     }
 
-    /// Hears a `step` event; writes the stop file the first time `hear` says to stop.
+    /// Hears a `step` event; writes the stop file the first time `watch` breaks.
     fn step(&mut self, message: &Json) {
-        if !self.written && (self.hear)(message) {
+        if !self.written && self.watch.hear(message).is_break() {
             // A file that cannot be written only lets the driver run every step.
             self.written = std::fs::write(self.file, b"").is_ok();
         }

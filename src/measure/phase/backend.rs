@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use super::figures::{BatchesUntil, LoaderPhase, ModelPhase, TrainError, TrainPhase, Until};
+use super::figures::{LoaderPhase, ModelPhase, TrainError, TrainPhase};
 use super::in_process::{run_loader_phase, run_train_phase};
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
-use crate::loader::batch::Batch;
+use super::watch::{BatchWatch, StepWatch};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::{FedStep, LerobotLoader};
 use crate::loader::pipeline::{Loader, LoaderError};
@@ -26,10 +26,6 @@ pub struct Feed<'a> {
     /// Records the trainer's `wait` and `step` phases on its own track (the loader's workers
     /// record theirs where it was given the same trace, [`MeasuredLoader::set_trace`]).
     pub trace: Option<&'a Arc<Trace>>,
-    /// Ends the phase before its steps once this holds of the steps measured so far (a tune's
-    /// verifying measurement, once its interval decides): the native loader stops there,
-    /// LeRobot's driver a step or two later.
-    pub until: Option<Until<'a>>,
 }
 
 /// A loader feedbench measures: its knobs, its `loader` phase and its `train` phase.
@@ -43,26 +39,27 @@ pub trait MeasuredLoader {
         self.native().is_none()
     }
 
-    /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones (fewer
-    /// where `until` says so of those measured so far), epoch after epoch with the same
-    /// workers; `on_batch` hears each measured batch (how many so far, and the batch where it
-    /// is in this process: the native pipeline's).
+    /// The loader alone: `warmup` unmeasured batches, then `batches` measured ones, epoch
+    /// after epoch with the same workers; `watch` hears each measured batch, and a `Break`
+    /// ends the phase there (LeRobot's driver ends a batch or two later; a run of several
+    /// ranks measures every batch, unheard).
     fn loader_phase(
         &self,
         batches: usize,
         warmup: usize,
-        until: Option<BatchesUntil<'_>>,
-        on_batch: &mut dyn FnMut(usize, &Batch),
+        watch: &mut BatchWatch<'_>,
     ) -> Result<LoaderPhase, LoaderError>;
 
     /// The loader feeding `feed`: `warmup` unmeasured steps, then `steps` measured ones;
-    /// `on_step` hears each measured step.
+    /// `watch` hears the steps measured so far after each, and a `Break` ends the phase there
+    /// (a tune's verifying measurement, once its interval decides; LeRobot's driver ends a
+    /// step or two later, and a run of several ranks measures every step, unheard).
     fn train_phase(
         &self,
         feed: Feed<'_>,
         steps: usize,
         warmup: usize,
-        on_step: &mut dyn FnMut(usize),
+        watch: &mut StepWatch<'_>,
     ) -> Result<TrainPhase, TrainError>;
 
     /// Whether the loader's run has a step of its own (a lerobot-train run's policy), which
@@ -92,10 +89,9 @@ impl MeasuredLoader for Loader {
         &self,
         batches: usize,
         warmup: usize,
-        until: Option<BatchesUntil<'_>>,
-        on_batch: &mut dyn FnMut(usize, &Batch),
+        watch: &mut BatchWatch<'_>,
     ) -> Result<LoaderPhase, LoaderError> {
-        run_loader_phase(self, batches, warmup, until, on_batch)
+        run_loader_phase(self, batches, warmup, watch)
     }
 
     fn train_phase(
@@ -103,9 +99,9 @@ impl MeasuredLoader for Loader {
         feed: Feed<'_>,
         steps: usize,
         warmup: usize,
-        on_step: &mut dyn FnMut(usize),
+        watch: &mut StepWatch<'_>,
     ) -> Result<TrainPhase, TrainError> {
-        run_train_phase(self, feed.step, steps, warmup, feed.trace, feed.until, on_step)
+        run_train_phase(self, feed.step, steps, warmup, feed.trace, watch)
     }
 
     fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError> {
@@ -127,10 +123,9 @@ impl MeasuredLoader for LerobotLoader {
         &self,
         batches: usize,
         warmup: usize,
-        until: Option<BatchesUntil<'_>>,
-        _on_batch: &mut dyn FnMut(usize, &Batch),
+        watch: &mut BatchWatch<'_>,
     ) -> Result<LoaderPhase, LoaderError> {
-        run_lerobot_loader_phase(self, batches, warmup, until)
+        run_lerobot_loader_phase(self, batches, warmup, watch)
     }
 
     fn train_phase(
@@ -138,9 +133,9 @@ impl MeasuredLoader for LerobotLoader {
         feed: Feed<'_>,
         steps: usize,
         warmup: usize,
-        _on_step: &mut dyn FnMut(usize),
+        watch: &mut StepWatch<'_>,
     ) -> Result<TrainPhase, TrainError> {
-        Ok(run_lerobot_train_phase(self, feed.compute, steps, warmup, feed.until)?)
+        Ok(run_lerobot_train_phase(self, feed.compute, steps, warmup, watch)?)
     }
 
     fn has_own_step(&self) -> bool {

@@ -208,13 +208,6 @@ impl StepSample {
     }
 }
 
-/// Whether a `train` phase may end before its steps, asked of the steps measured so far.
-pub type Until<'a> = &'a dyn Fn(&[StepSample]) -> bool;
-
-/// Whether a `loader` phase may end before its batches, asked of the wall milliseconds of the
-/// batches measured so far.
-pub type BatchesUntil<'a> = &'a dyn Fn(&[f64]) -> bool;
-
 /// One part of the step: mean milliseconds and share of the mean step.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Part {

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use super::ahead::Feeder;
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{
-    BatchesUntil, CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError,
-    TrainPhase, Until,
+    CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase,
 };
 use super::memory::PssReads;
+use super::watch::{BatchMeasured, BatchWatch, StepWatch};
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, Loader, LoaderError};
 use crate::model::{ModelError, Precision, StepTimes, TrainStep};
@@ -70,15 +70,13 @@ fn start_epochs(loader: &Loader) -> Result<Batches, LoaderError> {
 }
 
 /// Runs the loader alone: `warmup` batches first (not measured), then `batches` batches,
-/// epoch after epoch as needed with the same workers ([`Loader::epochs`]), fewer where
-/// `until` says so of those measured so far. `on_batch` is called after each measured batch
-/// (progress).
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `watch` hears each
+/// measured batch; a `Break` ends the phase there.
 pub fn run_loader_phase(
     loader: &Loader,
     batches: usize,
     warmup: usize,
-    until: Option<BatchesUntil<'_>>,
-    mut on_batch: impl FnMut(usize, &Batch),
+    watch: &mut BatchWatch<'_>,
 ) -> Result<LoaderPhase, LoaderError> {
     let mut clock = Clock::start();
     if batches == 0 {
@@ -120,8 +118,8 @@ pub fn run_loader_phase(
                 samples += batch.size;
                 bytes += batch.bytes() as u64;
                 last = now;
-                on_batch(batch_ms.len(), &batch);
-                if until.is_some_and(|until| until(&batch_ms)) {
+                let measured = BatchMeasured { batch_ms: &batch_ms, batch: Some(&batch) };
+                if watch.hear(measured).is_break() {
                     break;
                 }
             }
@@ -226,18 +224,17 @@ pub fn run_model_phase(
 }
 
 /// Runs the loader feeding `step`: `warmup` unmeasured steps, then `steps` measured ones,
-/// epoch after epoch as needed with the same workers ([`Loader::epochs`]), or fewer where
-/// `until` holds of the steps measured so far. `on_step` is called after each measured step
-/// (progress). With `trace`, the trainer's `wait` and `step` phases are spans on its
-/// `trainer` track (give the loader the same trace for its workers' tracks).
+/// epoch after epoch as needed with the same workers ([`Loader::epochs`]). `watch` hears the
+/// steps measured so far after each; a `Break` ends the phase there. With `trace`, the
+/// trainer's `wait` and `step` phases are spans on its `trainer` track (give the loader the
+/// same trace for its workers' tracks).
 pub fn run_train_phase(
     loader: &Loader,
     step: &mut dyn TrainStep,
     steps: usize,
     warmup: usize,
     trace: Option<&Arc<Trace>>,
-    until: Option<Until<'_>>,
-    on_step: impl FnMut(usize),
+    watch: &mut StepWatch<'_>,
 ) -> Result<TrainPhase, TrainError> {
     let trainer = trace.map(|trace| trace.track("trainer"));
     if steps == 0 {
@@ -254,7 +251,7 @@ pub fn run_train_phase(
     let (run, staging) = std::thread::scope(|scope| {
         let pins = trace.map(|trace| trace.track("pin"));
         let (mut feeder, staging) = Feeder::start(scope, stream, device, workers, warmup, pins);
-        let fed = feed_steps(&mut feeder, step, &plan, trainer, until, on_step);
+        let fed = feed_steps(&mut feeder, step, &plan, trainer, watch);
         let timing = feeder.finish();
         fed.map(|mut run| {
             run.timing.merge(&timing);
@@ -277,15 +274,14 @@ struct TrainLoop {
     epoch_start_batches: usize,
 }
 
-/// The train phase's loop: `plan`'s warm-up steps, then its measured ones (fewer where `until`
-/// holds), each on the feeder's next batch; the steps' samples and timing.
+/// The train phase's loop: `plan`'s warm-up steps, then its measured ones (fewer where `watch`
+/// breaks), each on the feeder's next batch; the steps' samples and timing.
 fn feed_steps(
     feeder: &mut Feeder<'_>,
     step: &mut dyn TrainStep,
     plan: &TrainLoop,
     trainer: Option<TraceTrack>,
-    until: Option<Until<'_>>,
-    mut on_step: impl FnMut(usize),
+    watch: &mut StepWatch<'_>,
 ) -> Result<TrainRun, TrainError> {
     let TrainLoop { steps, warmup, per_epoch, epoch_start_batches } = *plan;
     let mut timing = TimingTree::default();
@@ -321,8 +317,7 @@ fn feed_steps(
                     ..StepSample::of(wait, &times, whole)
                 });
                 record_step(&mut timing, &times);
-                on_step(per_step.len());
-                if until.is_some_and(|until| until(&per_step)) {
+                if watch.hear(&per_step).is_break() {
                     break;
                 }
             }

@@ -8,32 +8,33 @@
 use std::time::Duration;
 
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
-use super::figures::{BatchesUntil, LoaderPhase, ModelPhase, StepSample, TrainPhase, Until};
+use super::figures::{LoaderPhase, ModelPhase, StepSample, TrainPhase};
 use super::memory::{MemoryFigures, PssSample};
 use super::ranks::OfRanks;
+use super::watch::{BatchMeasured, BatchWatch, StepWatch};
 use crate::loader::lerobot::{
     DriverStep, FedStep, Feeding, LerobotLoader, LerobotRun, LerobotStepRow, LerobotVersions,
-    StopWhen,
 };
 use crate::loader::pipeline::LoaderError;
 use crate::model::{DiffusionConfig, ModelError, Precision};
 use crate::timing::{stage, StageTotals, TimingTree};
 
-/// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones (fewer where
-/// `until` says so of those measured so far: the driver stops a batch or two later), epoch
-/// after epoch with the same (persistent) workers. Of several ranks measured at once, the
-/// slowest rank's phase with every rank beside it.
+/// Runs LeRobot's loader alone: `warmup` batches, then `batches` measured ones, epoch after
+/// epoch with the same (persistent) workers; `watch` hears each batch the driver says it
+/// measured (of a run measured alone), and a `Break` stops the driver a batch or two later.
+/// Of several ranks measured at once, the slowest rank's phase with every rank beside it.
 pub fn run_lerobot_loader_phase(
     loader: &LerobotLoader,
     batches: usize,
     warmup: usize,
-    until: Option<BatchesUntil<'_>>,
+    watch: &mut BatchWatch<'_>,
 ) -> Result<LoaderPhase, LoaderError> {
-    let stop = until.map(|until| {
-        move |heard: &[DriverStep]| until(&heard.iter().map(|s| s.whole_ms).collect::<Vec<_>>())
-    });
-    let stop = stop.as_ref().map(|stop| stop as StopWhen<'_>);
-    let (versions, runs) = loader.load(batches, warmup, Feeding::Nothing, stop)?;
+    let mut batch_ms = Vec::with_capacity(batches);
+    let mut heard = |steps: &[DriverStep]| {
+        batch_ms.extend(steps[batch_ms.len().min(steps.len())..].iter().map(|s| s.whole_ms));
+        watch.hear(BatchMeasured { batch_ms: &batch_ms, batch: None })
+    };
+    let (versions, runs) = loader.load(batches, warmup, Feeding::Nothing, &mut heard)?;
     let phases = runs.into_iter().map(|run| {
         let pid = run.pid;
         (loader_phase(loader, run, versions.clone()), pid)
@@ -119,30 +120,29 @@ fn process_timing(loader: &LerobotLoader, run: &LerobotRun) -> TimingTree {
 }
 
 /// Runs LeRobot's loader feeding `step` (None: no step, as `--model none`): `warmup` steps,
-/// then `steps` measured ones (fewer where `until` says so of those measured so far), each the
-/// wait for a batch, its copy to the device and the step's compute (as `forward`).
+/// then `steps` measured ones, each the wait for a batch, its copy to the device and the
+/// step's compute (as `forward`); `watch` hears the steps the driver says it measured so far
+/// (of a run measured alone), and a `Break` stops the driver a step or two later.
 pub fn run_lerobot_train_phase(
     loader: &LerobotLoader,
     step: Option<FedStep>,
     steps: usize,
     warmup: usize,
-    until: Option<Until<'_>>,
+    watch: &mut StepWatch<'_>,
 ) -> Result<TrainPhase, LoaderError> {
-    let stop = until.map(|until| {
-        move |heard: &[DriverStep]| {
-            let samples: Vec<StepSample> =
-                heard.iter().map(|s| step_sample(s.wait_ms, s.h2d_ms, s.whole_ms)).collect();
-            until(&samples)
-        }
-    });
-    let stop = stop.as_ref().map(|stop| stop as StopWhen<'_>);
+    let mut samples = Vec::with_capacity(steps);
+    let mut heard = |said: &[DriverStep]| {
+        let new = &said[samples.len().min(said.len())..];
+        samples.extend(new.iter().map(|s| step_sample(s.wait_ms, s.h2d_ms, s.whole_ms)));
+        watch.hear(&samples)
+    };
     // A lerobot-train run without a step of fixed cost steps its own policy.
     let feeding = match step {
         Some(step) => Feeding::Fixed(step),
         None if loader.is_training() => Feeding::Policy,
         None => Feeding::Nothing,
     };
-    let (_, runs) = loader.load(steps, warmup, feeding, stop)?;
+    let (_, runs) = loader.load(steps, warmup, feeding, &mut heard)?;
     let phases = runs.into_iter().map(|run| {
         let pid = run.pid;
         (train_phase(loader, run), pid)

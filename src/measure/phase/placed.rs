@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use super::backend::{Feed, MeasuredLoader};
-use super::figures::Until;
 use crate::loader::lerobot::FedStep;
 use crate::model::choice::FedCompute;
 use crate::model::{ModelError, ModelSpec, NoneStep, PolicyShapes, ShapesError};
@@ -72,12 +71,8 @@ impl PlacedStep {
         })
     }
 
-    /// What the train phase feeds, traced on `trace`, ended early by `until`.
-    pub fn feed<'a>(
-        &'a mut self,
-        trace: Option<&'a Arc<Trace>>,
-        until: Option<Until<'a>>,
-    ) -> Feed<'a> {
-        Feed { step: self.step.as_mut(), compute: self.compute.clone(), trace, until }
+    /// What the train phase feeds, traced on `trace`.
+    pub fn feed<'a>(&'a mut self, trace: Option<&'a Arc<Trace>>) -> Feed<'a> {
+        Feed { step: self.step.as_mut(), compute: self.compute.clone(), trace }
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{codec, decoder, frame, media, threading};
 
-use crate::bench::events::Events;
+use crate::bench::events::{synthesis_said, Events};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::video::open_mp4;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
@@ -45,8 +45,12 @@ impl ReferenceClip {
             ..PresetOverrides::default()
         };
         let preset = Preset::load("pusht")?.with(&overrides);
-        let root =
-            cached_synth(&preset, CodebaseVersion::V30, &scratch_dir(), |line| events.said(line))?;
+        let root = cached_synth(
+            &preset,
+            CodebaseVersion::V30,
+            &scratch_dir(),
+            &mut synthesis_said(events),
+        )?;
         let path = first_mp4(&root.join("videos"))?
             .ok_or_else(|| DatasetError::invalid(&root, "the reference dataset has no mp4"))?;
         Ok(Self { path })
