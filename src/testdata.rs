@@ -296,6 +296,7 @@ impl FakeCell {
                 cpu: "Test CPU @ 3.0GHz".into(),
                 cores: self.cores,
                 gpu: None,
+                gpu_driver: None,
                 memory_bytes: Some(16_000_000_000),
                 os: "Linux 6.1".into(),
                 feedbench: "0.1.0".into(),

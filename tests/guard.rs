@@ -181,11 +181,14 @@ fn unusable_baselines_are_errors_naming_the_file() {
 }
 
 #[test]
-fn another_machine_or_dataset_warns_and_strict_refuses() {
+fn another_host_is_refused_unless_allowed_and_another_dataset_is_another_workload() {
     let dir = tempfile::tempdir().unwrap();
     let (root, config) = setup(dir.path());
     let saved = save(dir.path(), &config);
     let mut record = read_json(&saved);
+    let workload = record["cells"][0]["workload"].clone();
+    assert_eq!(workload["hash"].as_str().unwrap().len(), 16, "{workload}");
+    assert_eq!(workload["parameters"]["batch"], "4", "{workload}");
     record["machine"]["cpu"] = "Some Other CPU".into();
     let other = dir.path().join("other.json");
     std::fs::write(&other, record.to_string()).unwrap();
@@ -200,17 +203,22 @@ fn another_machine_or_dataset_warns_and_strict_refuses() {
         ]
     };
     let run = |args: Vec<String>| guard(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    let (code, out, err) = run(args(&other));
+    let (code, _, err) = run(args(&other));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("another host (CPU \"Some Other CPU\" then"), "{err}");
+    assert!(err.contains("--allow-other-host"), "{err}");
+    let (code, out, err) = run([args(&other), vec!["--allow-other-host".into()]].concat());
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("warning: another machine or software: CPU \"Some Other CPU\" then"),
+        out.contains("warning: judged against another host (--allow-other-host): CPU"),
         "{out}"
     );
-    let (code, _, err) = run([args(&other), vec!["--strict".into()]].concat());
+    let allowed = [args(&other), vec!["--allow-other-host".into(), "--strict".into()]].concat();
+    let (code, _, err) = run(allowed);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--strict: another machine"), "{err}");
+    assert!(err.contains("--strict: judged against another host"), "{err}");
 
-    // The same dataset written again is the same dataset; a changed file is not.
+    // The same dataset written again is the same dataset; a changed file is another workload.
     let (code, out, _) = run(args(&saved));
     assert_eq!(code, 0);
     assert!(!out.contains("warning"), "{out}");
@@ -218,16 +226,36 @@ fn another_machine_or_dataset_warns_and_strict_refuses() {
         std::fs::read_dir(root.join("data/chunk-000")).unwrap().next().unwrap().unwrap().path();
     let bytes = std::fs::read(&data).unwrap();
     std::fs::write(&data, &bytes).unwrap();
-    let (_, out, _) = run(args(&saved));
-    assert!(!out.contains("the dataset changed"), "a new mtime is no change: {out}");
+    let (code, _, err) = run(args(&saved));
+    assert_eq!(code, 0, "a new mtime is no change: {err}");
     let info = root.join("meta/info.json");
     let mut meta = std::fs::read(&info).unwrap();
     meta.push(b' ');
     std::fs::write(&info, &meta).unwrap();
-    let (_, out, _) = run(args(&saved));
-    assert!(out.contains("warning: the dataset changed"), "{out}");
-    let (code, _, err) = run([args(&saved), vec!["--strict".into()]].concat());
+    let (code, _, err) = run(args(&saved));
     assert_eq!(code, 2, "{err}");
+    assert!(err.contains("measures another workload") && err.contains("dataset.bytes"), "{err}");
+    assert!(err.contains("dataset.sha256"), "{err}");
+}
+
+#[test]
+fn one_workload_hashes_alike_in_two_directories() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let workloads: Vec<Value> = [a.path(), b.path()]
+        .iter()
+        .map(|dir| {
+            let (_, config) = setup(dir);
+            read_json(&save(dir, &config))["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|cell| cell["workload"]["hash"].clone())
+                .collect()
+        })
+        .collect();
+    assert_eq!(workloads[0], workloads[1]);
+    let hashes = workloads[0].as_array().unwrap();
+    assert!(hashes.windows(2).all(|w| w[0] != w[1]), "each cell its own work: {hashes:?}");
 }
 
 #[test]
@@ -404,12 +432,23 @@ fn a_cell_whose_loader_starves_its_step_fails_its_min_au_and_a_fed_one_passes() 
     );
     assert!(au(1)["median_pct"].as_f64().unwrap() < 99.0, "{}", au(1));
     assert!(au(0)["median_pct"].as_f64().unwrap() >= 80.0, "{}", au(0));
-    // --step-from gives every cell that step: the fed cell's worker keeps a half-millisecond
-    // step waiting too, and it fails its line.
+    // --step-from gives every cell that step: another workload than the baseline's, refused
+    // naming the step; against a baseline of that step, the starved cell still fails its line.
     let steps = dir.path().join("steps.txt");
-    let (code, out, err) =
-        guard(&[&judged[..], &["--step-from", steps.to_str().unwrap()]].concat(), &[]);
+    let step_from = ["--step-from", steps.to_str().unwrap()];
+    let (code, _, err) = guard(&[&judged[..], &step_from].concat(), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cell \"fed\" measures another workload"), "{err}");
+    assert!(err.contains("step synthetic:40ms then → absent now"), "{err}");
+    let replayed = dir.path().join("replayed.json");
+    let replayed = replayed.to_str().unwrap();
+    let save = ["--config", config, "--save-baseline", replayed];
+    let (code, _, err) = guard(&[&save[..], &step_from].concat(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let judged = ["--config", config, "--baseline", replayed, "--tolerance", "95%"];
+    let (code, out, err) = guard(&[&judged[..], &step_from].concat(), &[]);
     assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("FAIL in starved"), "{out}");
     // A least AU needs a step, within 0 to 100; a step is a stand-in of fixed length.
     let bad = dir.path().join("bad.toml");
     for (cell, expected) in [
@@ -430,4 +469,66 @@ fn a_cell_whose_loader_starves_its_step_fails_its_min_au_and_a_fed_one_passes() 
             guard(&["--config", bad.to_str().unwrap(), "--save-baseline", baseline], &[]);
         assert!(code == 2 && err.contains("bad.toml") && err.contains(expected), "{cell}: {err}");
     }
+}
+
+#[test]
+fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, config) = setup(dir.path());
+    let config = config.to_str().unwrap();
+    let history = dir.path().join("history.jsonl");
+    let history = history.to_str().unwrap();
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        let head = ["--config", config, "--history", history];
+        head.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |args: &[String]| guard(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let (code, out, err) = run(&with(&["--commit", "first"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("history of inline: not enough history yet: 1 run of this workload"),
+        "{out}"
+    );
+    // Ten earlier runs three times as fast as this machine's first, then two at its level:
+    // this run is the third of a level far lower, whatever the noise of a debug build.
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(history).unwrap().trim()).unwrap();
+    let mut lines = String::new();
+    for n in 0..12 {
+        let mut run = line.clone();
+        run["commit"] = format!("c{n}").into();
+        run["date"] = (1_700_000_000 + n * 86_400).into();
+        for cell in run["cells"].as_array_mut().unwrap() {
+            let scale = if n < 10 { 3.0 + 0.02 * (n % 3) as f64 } else { 1.0 };
+            cell["value"] = (cell["value"].as_f64().unwrap() * scale).into();
+        }
+        lines.push_str(&format!("{run}\n"));
+    }
+    std::fs::write(history, &lines).unwrap();
+    let (code, out, err) = run(&with(&["--commit", "now"]));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("REGRESSION in inline by its history: samples/s -"), "{out}");
+    assert!(out.contains("since c10 (2023-11-"), "the shift's first run: {out}");
+    assert!(out.contains("3 runs ago") && out.contains("--accept"), "{out}");
+    let kept = std::fs::read_to_string(history).unwrap();
+    assert!(kept.starts_with(&lines) && kept.lines().count() == 13, "appended, nothing lost");
+    // The JSON says as much.
+    let (code, json, _) = run(&with(&["--json"]));
+    assert_eq!(code, 1);
+    let verdict: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(verdict["regression"], true, "{verdict}");
+    assert_eq!(verdict["cells"][0]["shift"]["commit"], "c10", "{verdict}");
+    // Accepted: a new level, nothing to read since.
+    let (code, out, err) = run(&with(&["--accept"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("not enough history yet: 1 run"), "{out}");
+    // A history that is none is refused before anything runs, and left as it was.
+    let foreign = dir.path().join("foreign.jsonl");
+    std::fs::write(&foreign, "{\"workers\": 2}\n").unwrap();
+    let (code, _, err) = guard(&["--config", config, "--history", foreign.to_str().unwrap()], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("foreign.jsonl: line 1: not a feedbench guard run"), "{err}");
+    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), "{\"workers\": 2}\n");
+    let (code, _, err) = guard(&["--config", config, "--accept"], &[]);
+    assert_eq!(code, 2, "--accept needs --history: {err}");
 }

@@ -1,5 +1,7 @@
-//! `feedbench guard --config FILE (--baseline FILE | --save-baseline FILE)`: loader throughput
-//! held to a baseline in CI. Exit 0 within the tolerance, 1 on a regression, 2 on an error.
+//! `feedbench guard --config FILE (--baseline FILE | --save-baseline FILE) [--history FILE]`:
+//! loader throughput held to a baseline, and read in its history, in CI. Exit 0 within the
+//! tolerance and without a shift, 1 on a regression (by the baseline or by the history), 2 on
+//! an error.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,9 +11,13 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::compare::guard::config::{GuardConfig, Tolerance};
-use feedbench::bench::compare::guard::judge::{check_baseline, judge, Outcome};
+use feedbench::bench::compare::guard::fits::{check_baseline, Now};
+use feedbench::bench::compare::guard::history::text::text as history_text;
+use feedbench::bench::compare::guard::history::verdict::judge_history;
+use feedbench::bench::compare::guard::history::{History, HistoryRun};
+use feedbench::bench::compare::guard::judge::{judge, Outcome};
 use feedbench::bench::compare::guard::page::GuardPage;
-use feedbench::bench::compare::guard::record::{DatasetFingerprint, GuardRecord};
+use feedbench::bench::compare::guard::record::{CellRuns, DatasetFingerprint, GuardRecord};
 use feedbench::bench::compare::guard::reference::ReferenceClip;
 use feedbench::bench::compare::guard::render::{self, UpdateCommand};
 use feedbench::bench::compare::guard::{measure, GuardSetup};
@@ -28,7 +34,7 @@ use super::step_flags::step_from;
 
 /// Arguments of `feedbench guard`.
 #[derive(Args)]
-#[command(group = clap::ArgGroup::new("against").required(true).args(["baseline", "save_baseline"]))]
+#[command(group = clap::ArgGroup::new("against").args(["baseline", "save_baseline"]))]
 pub struct GuardArgs {
     /// The guard config: the dataset, the cells, repeats and tolerance (configs/guard.toml).
     #[arg(long)]
@@ -42,9 +48,14 @@ pub struct GuardArgs {
     /// Changes within this much either way pass, e.g. 10% [default: the config's].
     #[arg(long)]
     tolerance: Option<Tolerance>,
-    /// A baseline from another machine or dataset is an error (exit 2), not a warning.
+    /// Every warning is an error (exit 2): other software than the baseline's, or another
+    /// host where --allow-other-host allows it.
     #[arg(long)]
     strict: bool,
+    /// Judge against a baseline measured on another host (other CPU, cores, memory, GPU or
+    /// driver, kernel), which is refused otherwise; the verdict names the differences.
+    #[arg(long)]
+    allow_other_host: bool,
     /// Every cell's runs then feed the step replayed, for their accelerator utilisation;
     /// replaces the cells' own step.
     #[command(flatten)]
@@ -59,6 +70,22 @@ pub struct GuardArgs {
     /// the baseline's band, interactive (with --baseline).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Append this run to the history in FILE (JSON lines, one run a line; created where
+    /// missing) and judge it by its history: a shift of the same workload on the same host,
+    /// found by E-divisive change points, that is clear and beyond --min-change is a
+    /// regression (exit 1).
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+    /// The commit this run measures, kept in the history [default: git's HEAD here].
+    #[arg(long, requires = "history")]
+    commit: Option<String>,
+    /// The least shift of the history that is a regression, e.g. 3%.
+    #[arg(long, requires = "history", default_value = "3%")]
+    min_change: Tolerance,
+    /// This run starts a new level (a change that was meant): the history before it is not
+    /// read for shifts.
+    #[arg(long, requires = "history")]
+    accept: bool,
 }
 
 /// Runs `feedbench guard`: the exit code on a verdict; an error (exit 2) otherwise.
@@ -76,7 +103,11 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         }
         config.check(&args.config).map_err(|e| anyhow::anyhow!("--step-from: {}", e.what))?;
     }
+    if args.baseline.is_none() && args.save_baseline.is_none() && args.history.is_none() {
+        anyhow::bail!("give --baseline FILE, --save-baseline FILE or --history FILE");
+    }
     let baseline = args.baseline.as_deref().map(GuardRecord::read).transpose()?;
+    let history = args.history.as_deref().map(History::check).transpose()?;
     if let Some(path) = &args.save_baseline {
         GuardRecord::check_save_path(path)?;
     }
@@ -94,11 +125,21 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     let root = prepare_dataset(&config.dataset, &mut Printer::lines())?;
     let machine = system_info(tch::Device::Cpu);
     let dataset = DatasetFingerprint::of(&root)?;
+    let workloads = (config.cells.iter())
+        .map(|cell| CellRuns::workload_of(cell, &config.run, &dataset))
+        .collect::<Result<Vec<_>, _>>()?;
+    let now = Now {
+        config: &config,
+        machine: &machine,
+        dataset: &dataset,
+        workloads: &workloads,
+        allow_other_host: args.allow_other_host,
+        strict: args.strict,
+    };
     let warnings = match &baseline {
-        Some(baseline) => check_baseline(baseline, &config, &machine, &dataset, args.strict)
-            .with_context(|| {
-                format!("{}", args.baseline.as_deref().unwrap_or(Path::new("")).display())
-            })?,
+        Some(baseline) => check_baseline(baseline, &now).with_context(|| {
+            format!("{}", args.baseline.as_deref().unwrap_or(Path::new("")).display())
+        })?,
         None => Vec::new(),
     };
     let count_instructions = match InstructionCounter::start() {
@@ -114,28 +155,56 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     let setup = GuardSetup { root, reference, machine, dataset, count_instructions };
     let record = measure(&config, setup, &mut printer)?;
     printer.finish();
+    let history = match &history {
+        Some(history) => {
+            let commit = args.commit.clone().or_else(git_head);
+            let runs = history.append(&HistoryRun::of(&record, commit, args.accept))?;
+            judge_history(&runs, args.min_change.0)
+        }
+        None => None,
+    };
+    let accept = format!(
+        "feedbench guard --config {} --history {} --accept",
+        args.config.display(),
+        args.history.as_deref().unwrap_or(Path::new("")).display()
+    );
     let Some(baseline) = baseline else {
-        let path = args.save_baseline.as_deref().expect("clap: one of the two");
-        record.save(path)?;
+        if let Some(path) = args.save_baseline.as_deref() {
+            record.save(path)?;
+        }
         if let Some(dir) = &args.action_benchmark {
             write_action_benchmark(dir, &record)?;
         }
-        if args.json.on {
-            outln!("{}", serde_json::to_string_pretty(&record)?)?;
-        } else {
-            outln!(
-                "saved the baseline {}: {} cells × {} runs",
-                path.display(),
-                record.cells.len(),
-                config.run.repeats
-            )?;
+        match (args.json.on, &history, args.save_baseline.as_deref()) {
+            (true, Some(history), None) => outln!("{}", serde_json::to_string_pretty(history)?)?,
+            (true, _, _) => outln!("{}", serde_json::to_string_pretty(&record)?)?,
+            (false, history, path) => {
+                if let Some(path) = path {
+                    outln!(
+                        "saved the baseline {}: {} cells × {} runs",
+                        path.display(),
+                        record.cells.len(),
+                        config.run.repeats
+                    )?;
+                }
+                if let Some(history) = history {
+                    out!("{}", history_text(history, &accept))?;
+                }
+            }
         }
-        return Ok(ExitCode::SUCCESS);
+        let regressed = history.as_ref().is_some_and(|h| h.regression);
+        return Ok(if regressed { ExitCode::from(1) } else { ExitCode::SUCCESS });
     };
     if let Some(dir) = &args.action_benchmark {
         write_action_benchmark(dir, &record)?;
     }
-    let verdict = judge(&baseline, &record, config.run.tolerance, warnings);
+    let mut verdict = judge(&baseline, &record, config.run.tolerance, warnings);
+    if let Some(history) = history {
+        if history.regression {
+            verdict.outcome = Outcome::Regression;
+        }
+        verdict.history = Some(history);
+    }
     let (config_path, baseline_path) = (
         args.config.display().to_string(),
         args.baseline.as_deref().unwrap_or(Path::new("")).display().to_string(),
@@ -151,12 +220,26 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&verdict)?)?;
     } else {
         out!("{}", render::text(&verdict, &update))?;
+        if let Some(history) = &verdict.history {
+            out!("{}", history_text(history, &accept))?;
+        }
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
         append(Path::new(&summary), &render::markdown(&verdict, &update))
             .context("$GITHUB_STEP_SUMMARY")?;
     }
     Ok(if verdict.outcome == Outcome::Regression { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The commit checked out here, as git names it (short), where this is a git work tree.
+fn git_head() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let head = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !head.is_empty()).then_some(head)
 }
 
 /// Appends `text` to the file at `path`, creating it.

@@ -235,7 +235,7 @@ fn flock_holder(file: &File) -> Option<u32> {
 
 /// `flock` on `file`, shared or exclusive, waiting for it unless `!wait`: Ok(false) where it
 /// did not wait and another open file holds a lock that excludes it.
-fn flock(file: &File, exclusive: bool, wait: bool) -> std::io::Result<bool> {
+pub fn flock(file: &File, exclusive: bool, wait: bool) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
     let operation = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
     let operation = if wait { operation } else { operation | libc::LOCK_NB };

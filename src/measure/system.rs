@@ -14,6 +14,9 @@ pub struct SystemInfo {
     pub cores: usize,
     /// GPU name, when the step ran on one.
     pub gpu: Option<String>,
+    /// The GPU's driver version, when the step ran on one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_driver: Option<String>,
     /// Total memory, bytes.
     pub memory_bytes: Option<u64>,
     /// Operating system (kernel release).
@@ -39,12 +42,14 @@ pub fn system_info(device: tch::Device) -> SystemInfo {
             l.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?.trim().parse().ok()?;
         Some(kib * 1024)
     });
-    let gpu = device.is_cuda().then(|| gpu_name().unwrap_or_else(|| "CUDA device".into()));
+    let gpu = device.is_cuda().then(|| gpu_query("name").unwrap_or_else(|| "CUDA device".into()));
+    let gpu_driver = device.is_cuda().then(|| gpu_query("driver_version")).flatten();
     let avcodec = ffmpeg_next::codec::version();
     SystemInfo {
         cpu,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         gpu,
+        gpu_driver,
         memory_bytes,
         os: format!("{} {}", std::env::consts::OS, read("/proc/sys/kernel/osrelease").trim()),
         feedbench: env!("CARGO_PKG_VERSION").to_string(),
@@ -53,13 +58,57 @@ pub fn system_info(device: tch::Device) -> SystemInfo {
     }
 }
 
+impl SystemInfo {
+    /// Where `now` is another host than `self`: the machine's facts that differ (CPU, cores,
+    /// memory, GPU and driver, kernel), each as `what then → now`.
+    pub fn other_host(&self, now: &SystemInfo) -> Vec<String> {
+        let gib =
+            |bytes: Option<u64>| bytes.map_or("unknown".into(), |b| format!("{} GiB", b >> 30));
+        let facts = [
+            ("CPU", self.cpu.clone(), now.cpu.clone()),
+            ("cores", self.cores.to_string(), now.cores.to_string()),
+            ("memory", gib(self.memory_bytes), gib(now.memory_bytes)),
+            ("GPU", or_none(&self.gpu), or_none(&now.gpu)),
+            ("GPU driver", or_none(&self.gpu_driver), or_none(&now.gpu_driver)),
+            ("kernel", self.os.clone(), now.os.clone()),
+        ];
+        differing(&facts)
+    }
+
+    /// Where `now` runs other software than `self` on the same host (feedbench, FFmpeg's
+    /// libavcodec, libtorch), each as `what then → now`: the history of a guard follows such
+    /// changes, it does not refuse them.
+    pub fn other_software(&self, now: &SystemInfo) -> Vec<String> {
+        let facts = [
+            ("feedbench", self.feedbench.clone(), now.feedbench.clone()),
+            ("libavcodec", self.libavcodec.clone(), now.libavcodec.clone()),
+            ("libtorch", self.libtorch.clone(), now.libtorch.clone()),
+        ];
+        differing(&facts)
+    }
+}
+
+/// An optional fact's value, or `none`.
+fn or_none(fact: &Option<String>) -> String {
+    fact.clone().unwrap_or_else(|| "none".into())
+}
+
+/// The facts whose two values differ, each as `what then → now`.
+fn differing(facts: &[(&str, String, String)]) -> Vec<String> {
+    facts
+        .iter()
+        .filter(|(_, then, now)| then != now)
+        .map(|(what, then, now)| format!("{what} {then:?} then → {now:?} now"))
+        .collect()
+}
+
 /// The libtorch that `tch` 0.24 links (the `torch==2.11.0` wheel).
 pub const LIBTORCH_VERSION: &str = "2.11.0";
 
-/// The first GPU's name as `nvidia-smi` reports it.
-fn gpu_name() -> Option<String> {
+/// A field of the first GPU as `nvidia-smi --query-gpu` reports it (`name`, `driver_version`).
+fn gpu_query(field: &str) -> Option<String> {
     let out = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=name", "--format=csv,noheader"])
+        .args([&format!("--query-gpu={field}"), "--format=csv,noheader"])
         .output()
         .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;

@@ -1,105 +1,19 @@
 //! The guard's decision: each cell's figures now against the baseline's, a regression only
 //! where the whole 95 % interval of the change lies beyond the tolerance (criterion's rule of
-//! significance and noise threshold together); and, before anything runs, whether the
-//! baseline fits the config, the machine and the dataset at all.
+//! significance and noise threshold together). Whether a baseline fits at all is
+//! [`super::fits`]'s, before anything runs.
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{GuardConfig, Tolerance};
-use super::record::{CellRuns, DatasetFingerprint, GuardRecord};
+use super::config::Tolerance;
+use super::history::verdict::HistoryVerdict;
+use super::record::{CellRuns, GuardRecord};
 use crate::measure::change::{interval, Change, Decision};
 use crate::measure::loader_run::{stage_changes, RunFigures, StageChange};
 use crate::measure::stats::median;
-use crate::measure::system::SystemInfo;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
 const SEED: u64 = 0x6a4d;
-
-/// A baseline that does not fit what is measured now.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Mismatch(pub String);
-
-/// Checks the baseline against the config, machine and dataset of this run, before it runs.
-/// Cells must match by name and knobs (else the comparison means nothing: an error). A
-/// different machine or dataset, or other run lengths, give warnings, returned; with `strict`
-/// a different machine or dataset is an error.
-pub fn check_baseline(
-    baseline: &GuardRecord,
-    config: &GuardConfig,
-    machine: &SystemInfo,
-    dataset: &DatasetFingerprint,
-    strict: bool,
-) -> Result<Vec<String>, Mismatch> {
-    let names: Vec<&str> = baseline.cells.iter().map(|c| c.cell.name.as_str()).collect();
-    for cell in &config.cells {
-        match baseline.cells.iter().find(|c| c.cell.name == cell.name) {
-            None => {
-                return Err(Mismatch(format!(
-                    "the baseline has no cell {:?} (it has {}): save a new baseline with \
-                     --save-baseline",
-                    cell.name,
-                    names.join(", ")
-                )))
-            }
-            Some(saved) if saved.cell != *cell => {
-                return Err(Mismatch(format!(
-                    "cell {:?} has other knobs than in the baseline ({} now, {} then): save a \
-                     new baseline with --save-baseline",
-                    cell.name,
-                    toml::to_string(cell).unwrap_or_default().replace('\n', " "),
-                    toml::to_string(&saved.cell).unwrap_or_default().replace('\n', " ")
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    let mut warnings = Vec::new();
-    let mut differences = Vec::new();
-    for (what, then, now) in machine_facts(&baseline.machine, machine) {
-        if then != now {
-            differences.push(format!("{what} {then:?} then, {now:?} now"));
-        }
-    }
-    if !differences.is_empty() {
-        warnings.push(format!("another machine or software: {}", differences.join("; ")));
-    }
-    if baseline.dataset != *dataset {
-        warnings.push(format!(
-            "the dataset changed: {} files, {} bytes, sha256 {:.12} then; {} files, {} bytes, \
-             sha256 {:.12} now",
-            baseline.dataset.files,
-            baseline.dataset.bytes,
-            baseline.dataset.sha256,
-            dataset.files,
-            dataset.bytes,
-            dataset.sha256
-        ));
-    }
-    if strict && !warnings.is_empty() {
-        return Err(Mismatch(format!("--strict: {}", warnings.join("; "))));
-    }
-    let (then, now) = (&baseline.run, &config.run);
-    if (then.batches, then.warmup) != (now.batches, now.warmup) {
-        warnings.push(format!(
-            "runs of {} batches after {:?} warm-up in the baseline, {} after {:?} now",
-            then.batches, then.warmup, now.batches, now.warmup
-        ));
-    }
-    Ok(warnings)
-}
-
-/// The facts of a machine a baseline must share, as (what, then, now).
-fn machine_facts(then: &SystemInfo, now: &SystemInfo) -> Vec<(&'static str, String, String)> {
-    vec![
-        ("CPU", then.cpu.clone(), now.cpu.clone()),
-        ("cores", then.cores.to_string(), now.cores.to_string()),
-        ("kernel", then.os.clone(), now.os.clone()),
-        ("feedbench", then.feedbench.clone(), now.feedbench.clone()),
-        ("libavcodec", then.libavcodec.clone(), now.libavcodec.clone()),
-        ("libtorch", then.libtorch.clone(), now.libtorch.clone()),
-    ]
-}
 
 /// A figure now against the baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -213,12 +127,15 @@ pub struct GuardVerdict {
     pub reference: Option<FigureChange>,
     /// What differed from the baseline without stopping the guard.
     pub warnings: Vec<String>,
-    /// The worst cell's outcome.
+    /// The worst cell's outcome (a regression too where the history regressed).
     pub outcome: Outcome,
+    /// What the guard's history says of this run, where it keeps one (`--history`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryVerdict>,
 }
 
 /// Judges the cells measured `now` against `baseline` (cells matched by name, as
-/// [`check_baseline`] checked).
+/// [`check_baseline`](super::fits::check_baseline) checked).
 pub fn judge(
     baseline: &GuardRecord,
     now: &GuardRecord,
@@ -241,7 +158,7 @@ pub fn judge(
     let reference = references(baseline)
         .zip(references(now))
         .map(|(then, now)| FigureChange::of(&then, &now, (&then, &now), tolerance));
-    GuardVerdict { tolerance, cells, reference, warnings, outcome }
+    GuardVerdict { tolerance, cells, reference, warnings, outcome, history: None }
 }
 
 /// Each run's value in units of the machine's speed: a `cost` divided by the reference
@@ -295,7 +212,7 @@ fn judge_cell(baseline: &CellRuns, now: &CellRuns, tolerance: Tolerance) -> Cell
 mod tests {
     use super::*;
     use crate::bench::compare::guard::config::GuardCell;
-    use crate::bench::compare::guard::record::BASELINE_FORMAT;
+    use crate::bench::compare::guard::record::{DatasetFingerprint, BASELINE_FORMAT};
 
     /// A record of one cell whose runs cost `cpu` ms per sample each.
     fn record(cpu: &[f64]) -> GuardRecord {
@@ -316,7 +233,12 @@ mod tests {
             machine: crate::measure::system::system_info(tch::Device::Cpu),
             dataset: DatasetFingerprint { files: 1, bytes: 1, sha256: "0".into() },
             run: Default::default(),
-            cells: vec![CellRuns { reference_ms: vec![100.0; runs.len()], cell, runs }],
+            cells: vec![CellRuns {
+                reference_ms: vec![100.0; runs.len()],
+                cell,
+                runs,
+                workload: None,
+            }],
         }
     }
 
@@ -419,26 +341,5 @@ mod tests {
         saved.save(&path).unwrap();
         assert_eq!(GuardRecord::read(&path).unwrap(), saved);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no partial file left");
-    }
-
-    #[test]
-    fn mismatched_cells_are_refused_and_other_machines_warned() {
-        let baseline = record(&BASE);
-        let config: GuardConfig = toml::from_str(
-            "[dataset]\nsynth = \"pusht\"\n[[cell]]\nname = \"c\"\nworkers = 0\nbatch = 4\n",
-        )
-        .unwrap();
-        let (machine, dataset) = (baseline.machine.clone(), baseline.dataset.clone());
-        assert_eq!(check_baseline(&baseline, &config, &machine, &dataset, true).unwrap(), [""; 0]);
-        let mut other = machine.clone();
-        other.libavcodec = "61.0.0".into();
-        let warnings = check_baseline(&baseline, &config, &other, &dataset, false).unwrap();
-        assert!(warnings[0].contains("libavcodec \"59"), "{warnings:?}");
-        assert!(check_baseline(&baseline, &config, &other, &dataset, true).is_err());
-        let mut wider = config.clone();
-        let knobs = wider.cells[0].knobs.clone();
-        wider.cells[0].knobs = knobs.with(&crate::loader::knobs::LoaderKnob::BATCH, [8]);
-        let error = check_baseline(&baseline, &wider, &machine, &dataset, false).unwrap_err();
-        assert!(error.to_string().contains("other knobs"), "{error}");
     }
 }

@@ -3,6 +3,8 @@
 //! its file in [`record`].
 
 pub mod config;
+pub mod fits;
+pub mod history;
 pub mod judge;
 pub mod page;
 pub mod record;
@@ -59,12 +61,18 @@ pub fn measure(
     let mut cells: Vec<CellRuns> = config
         .cells
         .iter()
-        .map(|cell| CellRuns {
-            cell: cell.clone(),
-            runs: Vec::with_capacity(config.run.repeats),
-            reference_ms: Vec::with_capacity(config.run.repeats),
+        .map(|cell| {
+            Ok(CellRuns {
+                cell: cell.clone(),
+                runs: Vec::with_capacity(config.run.repeats),
+                reference_ms: Vec::with_capacity(config.run.repeats),
+                workload: Some(
+                    CellRuns::workload_of(cell, &config.run, &setup.dataset)
+                        .map_err(|e| LoaderError::Config(e.to_string()))?,
+                ),
+            })
         })
-        .collect();
+        .collect::<Result<_, LoaderError>>()?;
     for repeat in 0..config.run.repeats {
         let mut order: Vec<usize> = (0..cells.len()).collect();
         if repeat % 2 == 1 {

@@ -12,6 +12,7 @@ use crate::dataset::files::{is_url, read_whole};
 use crate::dataset::stage::plan_stage;
 use crate::measure::loader_run::RunFigures;
 use crate::measure::system::SystemInfo;
+use crate::measure::workload::Workload;
 
 /// The format of baseline files this feedbench writes and reads.
 pub const BASELINE_FORMAT: u32 = 1;
@@ -45,9 +46,41 @@ pub struct CellRuns {
     /// The reference workload's CPU ms measured just before each run: the machine's speed
     /// then ([`super::reference`]).
     pub reference_ms: Vec<f64>,
+    /// The work the cell measured ([`CellRuns::workload_of`]); absent from baselines saved
+    /// before it was kept, which are judged by their knobs alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
 }
 
 impl CellRuns {
+    /// The work `cell` measures in runs of `run`'s length on `dataset`: the cell's keys (not
+    /// its name, LeRobot's Python, its least AU or its step file's path), the dataset's
+    /// fingerprint, the runs' batches and warm-up, and the step file's content where it
+    /// replays one. A step file that cannot be read is an error naming it.
+    pub fn workload_of(
+        cell: &GuardCell,
+        run: &GuardRun,
+        dataset: &DatasetFingerprint,
+    ) -> Result<Workload, RecordError> {
+        let left_out = ["name", "python", "min_au", "step_from"];
+        let mut parameters = Workload::parameters_of(cell, &left_out);
+        parameters.insert(
+            "measured".into(),
+            "guard: a fresh loader's batches, then its AU fed the step".into(),
+        );
+        parameters.insert("run.batches".into(), run.batches.to_string());
+        let warmup = run.warmup.map_or_else(|| "batches in flight + 1".into(), |w| w.to_string());
+        parameters.insert("run.warmup".into(), warmup);
+        parameters.insert("dataset.sha256".into(), dataset.sha256.clone());
+        parameters.insert("dataset.files".into(), dataset.files.to_string());
+        parameters.insert("dataset.bytes".into(), dataset.bytes.to_string());
+        if let Some(file) = &cell.declared_step.from.step_from {
+            let bytes = read_whole(file).map_err(|e| RecordError::new(file, e.to_string()))?;
+            parameters.insert("step_from.sha256".into(), format!("{:x}", Sha256::digest(&bytes)));
+        }
+        Ok(Workload::of(parameters))
+    }
+
     /// The runs' values of `figure`, in run order.
     pub fn values(&self, figure: impl Fn(&RunFigures) -> f64) -> Vec<f64> {
         self.runs.iter().map(figure).collect()
