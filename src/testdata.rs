@@ -252,6 +252,7 @@ impl FakeCell {
                     copy_pct: self.copy_pct,
                 },
                 au_pct: Some(100.0 - self.input_bound_pct),
+                wait_ms_per_step: Some(wait),
                 epoch_start_wait_ms: None,
                 steady_wait_ms: None,
                 staging: None,

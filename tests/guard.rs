@@ -478,12 +478,14 @@ fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_
     let config = config.to_str().unwrap();
     let history = dir.path().join("history.jsonl");
     let history = history.to_str().unwrap();
-    let with = |extra: &[&'static str]| -> Vec<String> {
+    let with = |extra: &[&str]| -> Vec<String> {
         let head = ["--config", config, "--history", history];
         head.iter().chain(extra).map(|s| s.to_string()).collect()
     };
     let run = |args: &[String]| guard(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    let (code, out, err) = run(&with(&["--commit", "first"]));
+    let first_baseline = dir.path().join("b0.json");
+    let first_baseline = first_baseline.to_str().unwrap();
+    let (code, out, err) = run(&with(&["--commit", "first", "--save-baseline", first_baseline]));
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("history of inline: not enough history yet: 1 run of this workload"),
@@ -505,13 +507,21 @@ fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_
         lines.push_str(&format!("{run}\n"));
     }
     std::fs::write(history, &lines).unwrap();
-    let (code, out, err) = run(&with(&["--commit", "now"]));
+    let judged = ["--commit", "now", "--baseline", first_baseline, "--tolerance", "99%"];
+    let (code, out, err) = run(&with(&judged));
     assert_eq!(code, 1, "{out}{err}");
-    assert!(out.contains("REGRESSION in inline by its history: samples/s -"), "{out}");
+    assert!(
+        out.contains("within the 99% tolerance of the baseline, but the history regressed"),
+        "{out}"
+    );
+    let said = "REGRESSION in inline by its history: samples/s (at the machine's speed) -";
+    assert!(out.contains(said), "{out}");
     assert!(out.contains("since c10 (2023-11-"), "the shift's first run: {out}");
     assert!(out.contains("3 runs ago") && out.contains("--accept"), "{out}");
     let kept = std::fs::read_to_string(history).unwrap();
     assert!(kept.starts_with(&lines) && kept.lines().count() == 13, "appended, nothing lost");
+    let cells = out.lines().filter(|l| l.contains("by its history") || l.starts_with("history of"));
+    assert_eq!(cells.count(), 2, "a line for every cell: {out}");
     // The JSON says as much.
     let (code, json, _) = run(&with(&["--json"]));
     assert_eq!(code, 1);
@@ -531,4 +541,13 @@ fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_
     assert_eq!(std::fs::read_to_string(&foreign).unwrap(), "{\"workers\": 2}\n");
     let (code, _, err) = guard(&["--config", config, "--accept"], &[]);
     assert_eq!(code, 2, "--accept needs --history: {err}");
+    // A baseline that follows each run: judged against the last, then saved as the next.
+    let (first, next) = (dir.path().join("b1.json"), dir.path().join("b2.json"));
+    let (first, next) = (first.to_str().unwrap(), next.to_str().unwrap());
+    assert_eq!(guard(&["--config", config, "--save-baseline", first], &[]).0, 0);
+    let rolling = ["--config", config, "--baseline", first, "--save-baseline", next];
+    let (code, out, err) = guard(&[&rolling[..], &["--tolerance", "99%"]].concat(), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("saved this run as the next baseline {next}")), "{out}");
+    assert_ne!(read_json(Path::new(first)), read_json(Path::new(next)), "a new run saved");
 }

@@ -296,6 +296,11 @@ fn native_ranks_at_once_step_together_each_on_its_shard() {
     let rate = |r: usize| ranks[r]["samples_per_s"].as_f64().unwrap();
     assert!((rate(0) / rate(1) - 1.0).abs() < 0.1, "paced together: {phase}");
     assert!(phase["slowest_rank"].as_u64().unwrap() < 2, "{phase}");
+    // Scaled against one rank alone, measured first with the same flags.
+    let alone = phase["one_rank_alone_samples_per_s"].as_f64().unwrap();
+    let efficiency = phase["scaling_efficiency"].as_f64().unwrap();
+    assert!((efficiency - (rate(0) + rate(1)) / (2.0 * alone)).abs() < 1e-9, "{phase}");
+    assert!(efficiency > 0.0 && phase["wait_ms_per_step"].as_f64().unwrap() >= 0.0, "{phase}");
     // Each rank read its own shard (`merge` reports the rank files they wrote).
     let (ok, merged, stderr) = common::feedbench(&["merge", out.to_str().unwrap()]);
     assert!(ok, "{stderr}");

@@ -13,13 +13,13 @@ use clap::Args;
 use feedbench::bench::compare::guard::config::{GuardConfig, Tolerance};
 use feedbench::bench::compare::guard::fits::{check_baseline, Now};
 use feedbench::bench::compare::guard::history::text::text as history_text;
-use feedbench::bench::compare::guard::history::verdict::judge_history;
+use feedbench::bench::compare::guard::history::verdict::{judge_history, HistoryVerdict};
 use feedbench::bench::compare::guard::history::{History, HistoryRun};
 use feedbench::bench::compare::guard::judge::{judge, Outcome};
 use feedbench::bench::compare::guard::page::GuardPage;
 use feedbench::bench::compare::guard::record::{CellRuns, DatasetFingerprint, GuardRecord};
 use feedbench::bench::compare::guard::reference::ReferenceClip;
-use feedbench::bench::compare::guard::render::{self, UpdateCommand};
+use feedbench::bench::compare::guard::render::{self, ActionBenchmark, UpdateCommand};
 use feedbench::bench::compare::guard::{measure, GuardSetup};
 use feedbench::bench::export::{self, Html, Json};
 use feedbench::bench::sweep::config::ConfigFile;
@@ -34,7 +34,6 @@ use super::step_flags::step_from;
 
 /// Arguments of `feedbench guard`.
 #[derive(Args)]
-#[command(group = clap::ArgGroup::new("against").args(["baseline", "save_baseline"]))]
 pub struct GuardArgs {
     /// The guard config: the dataset, the cells, repeats and tolerance (configs/guard.toml).
     #[arg(long)]
@@ -42,7 +41,9 @@ pub struct GuardArgs {
     /// Judge this run against the baseline in FILE.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
-    /// Measure and save the result as the baseline FILE (replacing it whole).
+    /// Measure and save the result as the baseline FILE (replacing it whole); with
+    /// --baseline, this run is judged against the old one and then saved as the next (a
+    /// baseline that follows each commit, as a CI's main branch keeps it).
     #[arg(long, value_name = "FILE")]
     save_baseline: Option<PathBuf>,
     /// Changes within this much either way pass, e.g. 10% [default: the config's].
@@ -168,12 +169,12 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         args.config.display(),
         args.history.as_deref().unwrap_or(Path::new("")).display()
     );
+    if let Some(path) = args.save_baseline.as_deref() {
+        record.save(path)?;
+    }
     let Some(baseline) = baseline else {
-        if let Some(path) = args.save_baseline.as_deref() {
-            record.save(path)?;
-        }
         if let Some(dir) = &args.action_benchmark {
-            write_action_benchmark(dir, &record)?;
+            write_action_benchmark(dir, &record, history.as_ref())?;
         }
         match (args.json.on, &history, args.save_baseline.as_deref()) {
             (true, Some(history), None) => outln!("{}", serde_json::to_string_pretty(history)?)?,
@@ -196,7 +197,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         return Ok(if regressed { ExitCode::from(1) } else { ExitCode::SUCCESS });
     };
     if let Some(dir) = &args.action_benchmark {
-        write_action_benchmark(dir, &record)?;
+        write_action_benchmark(dir, &record, history.as_ref())?;
     }
     let mut verdict = judge(&baseline, &record, config.run.tolerance, warnings);
     if let Some(history) = history {
@@ -222,6 +223,9 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         out!("{}", render::text(&verdict, &update))?;
         if let Some(history) = &verdict.history {
             out!("{}", history_text(history, &accept))?;
+        }
+        if let Some(path) = &args.save_baseline {
+            outln!("saved this run as the next baseline {}", path.display())?;
         }
     }
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
@@ -253,9 +257,13 @@ fn append(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Writes the record's github-action-benchmark files into `dir`.
-fn write_action_benchmark(dir: &Path, record: &GuardRecord) -> Result<()> {
+fn write_action_benchmark(
+    dir: &Path,
+    record: &GuardRecord,
+    history: Option<&HistoryVerdict>,
+) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("--action-benchmark {}", dir.display()))?;
-    export::write(dir, record, &[&Json])?;
+    export::write(dir, &ActionBenchmark { record, history }, &[&Json])?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::cluster::ranks::{self, RankPhase, RankResult};
+use feedbench::bench::format::rate;
 use feedbench::dataset::files::write_whole;
 use feedbench::loader::lerobot::{FedStep, LerobotBridge};
 use feedbench::loader::pipeline::LoaderError;
@@ -226,13 +227,44 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
             args.warmup, args.steps
         );
     }
-    let outputs = run_lockstep(commands)?;
-    let phase = train_phase_of(&outputs)?;
+    // One rank alone first, with the same flags but --out (its rank file is no rank's of
+    // these): what the ranks at once are scaled against.
+    let mut alone_argv = Vec::with_capacity(argv.len());
+    let mut flags = argv.iter();
+    while let Some(arg) = flags.next() {
+        match arg.to_str() {
+            Some("--out") => {
+                flags.next();
+            }
+            Some(a) if a.starts_with("--out=") => {}
+            _ => alone_argv.push(arg),
+        }
+    }
+    let mut alone = std::process::Command::new(&exe);
+    alone.args(alone_argv).args(["--json", "--rank", "0", "--world-size", "1"]);
+    let alone = train_phase_of(&run_lockstep(vec![alone])?)?;
+    let mut phase = train_phase_of(&run_lockstep(commands)?)?;
+    if let Some(spread) = phase.ranks.as_mut() {
+        spread.scaled_against(alone.samples_per_s);
+    }
     if !args.json.on {
         outln!(
             "{ranks} ranks at once, each step waiting for the slowest (as DDP's all-reduce): the \
              figures are the slowest rank's"
         )?;
+        if let Some(spread) = &phase.ranks {
+            let per_rank: Vec<String> = spread
+                .ranks
+                .iter()
+                .map(|r| format!("rank {} {}", r.rank, rate(r.samples_per_s)))
+                .collect();
+            outln!(
+                "samples/s per rank: {}; one rank alone {}: scaling efficiency {:.0} %",
+                per_rank.join(", "),
+                rate(alone.samples_per_s),
+                100.0 * spread.scaling_efficiency.unwrap_or(0.0)
+            )?;
+        }
     }
     print_json_or_text(&phase, args.json.on)
 }

@@ -77,6 +77,9 @@ pub struct Row {
     /// The train phase's accelerator utilisation (MLPerf Storage's), the median over its
     /// repeats, percent; None where results before it did not say.
     pub au_pct: Option<f64>,
+    /// The train phase's mean ms a step not computed (wait and copy), the median over its
+    /// repeats; None where results before it did not say.
+    pub wait_ms_per_step: Option<f64>,
     /// Where the train phase measured several ranks at once: how many, the slowest and the
     /// spread (the first repeat's).
     pub ranks: Option<RowRanks>,

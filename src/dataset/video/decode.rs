@@ -188,6 +188,7 @@ impl FrameDecoder for VideoDecoder {
                 _ => {
                     let clock = (Instant::now(), thread_cpu_time(), stream.decoded);
                     let decoded = stream.frame(video.rank_of_frame(frames[i])).map(|_| ());
+                    slow_down(clock.0.elapsed()).map_err(|e| DatasetError::invalid(file, e))?;
                     let frames_out = stream.decoded - clock.2;
                     let (wall, cpu) = since(clock.0, clock.1);
                     self.timing.add(stage::DECODE, StageTotals { calls: frames_out, wall, cpu });
@@ -206,6 +207,38 @@ impl FrameDecoder for VideoDecoder {
         }
         Ok(())
     }
+}
+
+/// The test-only slowdown of every decode, as a share of its own time: from
+/// `$FEEDBENCH_SLOW_DECODE_PCT` (percent; unset, none), with which the guard history's
+/// calibration (scripts/guard-history-calibration.sh) injects a real, known drift. A value
+/// that is no percentage is an error naming the variable.
+fn slow_decode_share() -> std::result::Result<f64, String> {
+    const VAR: &str = "FEEDBENCH_SLOW_DECODE_PCT";
+    static SHARE: std::sync::OnceLock<std::result::Result<f64, String>> =
+        std::sync::OnceLock::new();
+    SHARE
+        .get_or_init(|| {
+            let Some(text) = std::env::var_os(VAR) else { return Ok(0.0) };
+            let pct = text.to_str().and_then(|t| t.trim().parse::<f64>().ok());
+            match pct.filter(|p| p.is_finite() && (0.0..=1000.0).contains(p)) {
+                Some(pct) => Ok(pct / 100.0),
+                None => Err(format!("${VAR} is {text:?}: expected a percentage from 0 to 1000")),
+            }
+        })
+        .clone()
+}
+
+/// Spins this thread for the test-only slowdown's share of `decoded`, the time a decode took.
+fn slow_down(decoded: Duration) -> std::result::Result<(), String> {
+    let share = slow_decode_share()?;
+    if share > 0.0 {
+        let until = Instant::now() + decoded.mul_f64(share);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+    Ok(())
 }
 
 impl VideoDecoder {

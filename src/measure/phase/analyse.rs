@@ -282,6 +282,13 @@ fn accelerator_utilisation(steps: &[StepSample]) -> Option<f64> {
     (wall > 0.0).then(|| 100.0 * compute / wall)
 }
 
+/// The mean ms a step the accelerator did not compute (wait and copy), over the steps
+/// [`accelerator_utilisation`] counts: None where it counts none.
+fn wait_ms_per_step(steps: &[StepSample]) -> Option<f64> {
+    let kept = steps.get(1..).filter(|kept| !kept.is_empty())?;
+    Some(kept.iter().map(|s| s.wait_ms + s.h2d_ms).sum::<f64>() / kept.len() as f64)
+}
+
 impl TrainRun {
     /// The phase's figures: the statistics of each step's wait, copy and compute, and the
     /// input-bound share `(wait + h2d) / (wait + step)` per step with the verdict on its median.
@@ -326,6 +333,7 @@ impl TrainRun {
                 copy_pct,
             },
             au_pct: accelerator_utilisation(steps),
+            wait_ms_per_step: wait_ms_per_step(steps),
             epoch_start_wait_ms,
             steady_wait_ms,
             staging: None,
@@ -434,8 +442,11 @@ mod tests {
         // Left out: the first step, whose 30 ms wait is the workers' start. Then 9 ms of
         // compute (a 10 ms step less its 1 ms copy) in 15 ms, and in 11 ms.
         let steps = vec![sample(30.0, 1.0, 10.0), sample(5.0, 1.0, 10.0), sample(1.0, 1.0, 10.0)];
-        let au = train_run(steps, 24, 60).figures().au_pct.unwrap();
+        let figures = train_run(steps, 24, 60).figures();
+        let au = figures.au_pct.unwrap();
         assert!((au - 100.0 * 18.0 / 26.0).abs() < 1e-9, "{au}");
+        // Beside it, the time not computed: (5 + 1) and (1 + 1) ms, 4 ms a step.
+        assert_eq!(figures.wait_ms_per_step, Some(4.0));
         let fed: Vec<StepSample> = (0..4).map(|_| sample(0.0, 0.0, 10.0)).collect();
         assert_eq!(train_run(fed, 32, 40).figures().au_pct, Some(100.0), "never waits");
         assert_eq!(train_run(vec![sample(1.0, 0.0, 10.0)], 8, 11).figures().au_pct, None);

@@ -384,6 +384,12 @@ pub struct TrainPhase {
     /// left out, percent. None in results written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub au_pct: Option<f64>,
+    /// Beside the AU, the wait in time: the mean ms a step the accelerator did not compute
+    /// (its wait for the batch and the batch's copy), over the steps the AU counts. AU hides a
+    /// wait at long steps (97 % of a 1.35 s step is still 40 ms a step); this says it. None
+    /// where the AU is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms_per_step: Option<f64>,
     /// Mean wait of the steps that took an epoch's first batches (one per worker), ms: where
     /// a loader that drains at each epoch's end makes the step wait. None where no measured
     /// step took one.
@@ -466,6 +472,24 @@ pub struct RankSpread {
     /// How much longer the slowest rank waited for its data than the fastest, per step (of a
     /// loader phase: per batch), percent of the slowest rank's step (batch).
     pub rank_spread_pct: f64,
+    /// Samples/s of one rank measured alone with the same flags, where it was (`train
+    /// --processes N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_rank_alone_samples_per_s: Option<f64>,
+    /// The ranks' samples/s together over N times one rank's alone: 1 where N ranks go N
+    /// times as fast, less where they share what one alone had (cores, the disk, the link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling_efficiency: Option<f64>,
+}
+
+impl RankSpread {
+    /// The ranks scaled against one rank alone, which took `alone_samples_per_s`.
+    pub fn scaled_against(&mut self, alone_samples_per_s: f64) {
+        let together: f64 = self.ranks.iter().map(|r| r.samples_per_s).sum();
+        self.one_rank_alone_samples_per_s = Some(alone_samples_per_s);
+        self.scaling_efficiency = (alone_samples_per_s > 0.0 && !self.ranks.is_empty())
+            .then(|| together / (self.ranks.len() as f64 * alone_samples_per_s));
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,13 @@ pub trait OfRanks: Sized {
             if step_ms > 0.0 { (100.0 * (most - least) / step_ms).clamp(0.0, 100.0) } else { 0.0 };
         let figures =
             ranks.iter().enumerate().map(|(rank, (p, pid))| p.rank_figures(rank, *pid)).collect();
-        let spread = RankSpread { ranks: figures, slowest_rank: slowest, rank_spread_pct };
+        let spread = RankSpread {
+            ranks: figures,
+            slowest_rank: slowest,
+            rank_spread_pct,
+            one_rank_alone_samples_per_s: None,
+            scaling_efficiency: None,
+        };
         let trees: Option<Vec<MemoryFigures>> =
             ranks.iter().map(|(p, _)| p.memory().cloned()).collect();
         let memory = trees.and_then(|trees| MemoryFigures::of_trees(&trees));

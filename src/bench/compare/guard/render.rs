@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::history::text::cell_line;
+use super::history::verdict::HistoryVerdict;
 use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
 use super::record::GuardRecord;
 use crate::bench::export::{pretty_json, Exporter, Json, Output, RenderError};
@@ -51,6 +53,10 @@ pub fn conclusion(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
         .map(|c| c.cell.as_str())
         .collect();
     match verdict.outcome {
+        Outcome::Regression if worse.is_empty() && starved.is_empty() => format!(
+            "within the {tolerance} tolerance of the baseline, but the history regressed: see \
+             below (exit 1)"
+        ),
         Outcome::Regression if worse.is_empty() => format!(
             "FAIL in {}: the step's accelerator utilisation below the cell's min_au: the loader \
              starves the step (exit 1)",
@@ -245,11 +251,20 @@ pub struct ActionBenchmarkEntry {
     pub extra: String,
 }
 
-impl Exporter<GuardRecord> for Json {
+/// A guard run as github-action-benchmark charts it: its record, and what its history said.
+pub struct ActionBenchmark<'a> {
+    /// The run's record.
+    pub record: &'a GuardRecord,
+    /// The history's verdict on it, where the guard keeps one: each cell's line goes into its
+    /// entries' `extra`.
+    pub history: Option<&'a HistoryVerdict>,
+}
+
+impl Exporter<ActionBenchmark<'_>> for Json {
     /// github-action-benchmark's two files: smaller-is-better.json (customSmallerIsBetter) and
     /// bigger-is-better.json (customBiggerIsBetter).
-    fn export(&self, record: &GuardRecord) -> Result<Vec<Output>, RenderError> {
-        let (smaller, bigger) = action_benchmark(record);
+    fn export(&self, run: &ActionBenchmark<'_>) -> Result<Vec<Output>, RenderError> {
+        let (smaller, bigger) = action_benchmark(run.record, run.history);
         Ok(vec![
             Output::new("smaller-is-better.json", pretty_json(&smaller)),
             Output::new("bigger-is-better.json", pretty_json(&bigger)),
@@ -258,28 +273,34 @@ impl Exporter<GuardRecord> for Json {
 }
 
 /// A record as github-action-benchmark's `customSmallerIsBetter` entries (CPU ms and
-/// instructions per sample) and `customBiggerIsBetter` entries (samples/s).
+/// instructions per sample) and `customBiggerIsBetter` entries (samples/s), each cell's
+/// entries saying what its `history` said, where there is one.
 pub fn action_benchmark(
     record: &GuardRecord,
+    history: Option<&HistoryVerdict>,
 ) -> (Vec<ActionBenchmarkEntry>, Vec<ActionBenchmarkEntry>) {
-    let entry = |name: String, unit, values: Vec<f64>| {
-        let (_, sd) = crate::measure::stats::mean_and_sd(&values).unwrap_or_default();
-        ActionBenchmarkEntry {
-            name,
-            unit,
-            value: crate::measure::stats::median(values.iter().copied()),
-            range: format!("± {sd:.4}"),
-            extra: format!(
-                "median of {} runs; {}, {} cores",
-                values.len(),
-                record.machine.cpu,
-                record.machine.cores
-            ),
-        }
-    };
     let (mut smaller, mut bigger) = (Vec::new(), Vec::new());
     for cell in &record.cells {
         let name = &cell.cell.name;
+        let said = history
+            .and_then(|h| h.cells.iter().find(|c| &c.name == name).map(|c| (c, h.min_change_pct)))
+            .map(|(c, min_change_pct)| format!("; {}", cell_line(c, min_change_pct)))
+            .unwrap_or_default();
+        let entry = |name: String, unit, values: Vec<f64>| {
+            let (_, sd) = crate::measure::stats::mean_and_sd(&values).unwrap_or_default();
+            ActionBenchmarkEntry {
+                name,
+                unit,
+                value: crate::measure::stats::median(values.iter().copied()),
+                range: format!("± {sd:.4}"),
+                extra: format!(
+                    "median of {} runs; {}, {} cores{said}",
+                    values.len(),
+                    record.machine.cpu,
+                    record.machine.cores
+                ),
+            }
+        };
         let values = |f: fn(&RunFigures) -> f64| cell.values(f);
         smaller.push(entry(
             format!("{name} CPU per sample"),

@@ -131,6 +131,13 @@ pub struct Answer {
     /// The wait for batches alone (median, p95), percent: what more workers could shorten.
     #[serde(default)]
     pub wait_pct: (f64, f64),
+    /// Its accelerator utilisation (MLPerf Storage's), percent, where its train phase said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub au_pct: Option<f64>,
+    /// Beside the AU, the mean ms a step the accelerator did not compute (wait and copy):
+    /// what a long step's high AU hides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms_per_step: Option<f64>,
     /// One fewer worker's change against the best, percent, where measured.
     pub one_fewer_pct: Option<f64>,
     /// The other configuration, where an interval could not decide between the two.
@@ -287,6 +294,8 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         train_interval: row.train_interval,
         input_bound_pct: (row.input_bound_pct, row.input_bound_p95_pct),
         wait_pct: row.wait_pct,
+        au_pct: row.au_pct,
+        wait_ms_per_step: row.wait_ms_per_step,
         one_fewer_pct,
         too_close,
         demand: state.demand,

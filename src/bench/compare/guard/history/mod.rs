@@ -55,7 +55,13 @@ pub struct HistoryCell {
     pub figure: String,
     /// The figure of each of the run's repeats.
     pub values: Vec<f64>,
-    /// Their median: the run's point in the history.
+    /// The reference workload's CPU ms measured before each repeat (the machine's speed then,
+    /// [`super::reference`]), where every repeat has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_ms: Option<Vec<f64>>,
+    /// The run's point in the history: the median of its repeats' figures, a rate first
+    /// multiplied by its reference (in samples a second of the reference's CPU, as the guard
+    /// judges a baseline), so that a shared machine's drift in speed is not read as a shift.
     pub value: f64,
 }
 
@@ -68,12 +74,20 @@ impl HistoryRun {
                     (Some(_), Some(au)) => ("au_pct", au),
                     _ => ("samples_per_s", cell.values(|r| r.samples_per_s)),
                 };
+                let reference_ms = cell.references().map(<[f64]>::to_vec);
+                let value = match (&reference_ms, figure) {
+                    (Some(references), "samples_per_s") => {
+                        median(values.iter().zip(references).map(|(v, ms)| v * ms / 1e3))
+                    }
+                    _ => median(values.iter().copied()),
+                };
                 Some(HistoryCell {
                     name: cell.cell.name.clone(),
                     workload: cell.workload.clone()?,
                     figure: figure.into(),
-                    value: median(values.iter().copied()),
                     values,
+                    reference_ms,
+                    value,
                 })
             })
             .collect();

@@ -16,6 +16,7 @@ fn run(value: f64, commit: usize, accepted: bool) -> HistoryRun {
             workload,
             figure: "samples_per_s".into(),
             values: vec![value],
+            reference_ms: None,
             value,
         }],
     }
@@ -56,10 +57,18 @@ fn a_flat_history_passes_and_a_drift_is_named_from_its_first_run() {
 
 #[test]
 fn a_small_shift_is_below_the_threshold_and_another_host_is_set_aside() {
+    // A 4 % shift: clear, but below a --min-change of 5 %: not reported at all.
     let mut small = level(20, 1000.0, 0);
-    small.extend(level(6, 985.0, 20));
+    small.extend(level(6, 960.0, 20));
+    let verdict = judge_history(&small, 5.0).unwrap();
+    let cell = &verdict.cells[0];
+    assert!(!verdict.regression, "{verdict:?}");
+    assert!(cell.shift.is_none() && cell.change_points.is_empty(), "not reported: {cell:?}");
+    // The same history at the default 3 %: a regression from its first run.
     let verdict = judge_history(&small, 3.0).unwrap();
-    assert!(!verdict.regression, "1.5 % is below --min-change 3 %: {verdict:?}");
+    assert!(verdict.regression, "{verdict:?}");
+    assert_eq!(verdict.cells[0].shift.as_ref().unwrap().commit.as_deref(), Some("c20"));
+    assert_eq!(verdict.cells[0].change_points, [20]);
     let mut mixed = level(3, 1000.0, 0);
     let mut elsewhere = run(500.0, 3, false);
     elsewhere.host.cores += 8;

@@ -34,27 +34,28 @@ pub fn text(verdict: &HistoryVerdict, accept: &str) -> String {
     out
 }
 
-/// One cell's line.
-fn cell_line(cell: &CellHistory, min_change_pct: f64) -> String {
+/// One cell's line: what its history says.
+pub fn cell_line(cell: &CellHistory, min_change_pct: f64) -> String {
     let name = &cell.name;
     if let Some(why) = &cell.not_enough {
         return format!("history of {name}: {why}");
     }
     let Some(shift) = &cell.shift else {
         return format!(
-            "history of {name}: no shift over {} runs since its level was set",
+            "history of {name}: no shift beyond --min-change {min_change_pct} % over {} runs \
+             since its level was set",
             cell.points.len()
         );
     };
     let commit = shift.commit.as_deref().unwrap_or("an unknown commit");
     let change = &shift.change;
     let figure = match cell.figure.as_str() {
-        "au_pct" => "AU".to_string(),
-        _ => "samples/s".to_string(),
+        "au_pct" => "AU",
+        _ => "samples/s (at the machine's speed)",
     };
     let now = cell.points.last().map_or(String::new(), |p| match cell.figure.as_str() {
         "au_pct" => format!(", {:.1} % now", p.value),
-        _ => format!(", {} now", rate(p.value)),
+        _ => format!(", {} now", rate(p.raw)),
     });
     let what = format!(
         "{figure} {:+.1} % (95 % CI {:+.1} to {:+.1} %{now}) since {commit} ({}), {} run{} ago \
@@ -71,9 +72,7 @@ fn cell_line(cell: &CellHistory, min_change_pct: f64) -> String {
         format!("REGRESSION in {name} by its history: {what}")
     } else if change.percent > 0.0 {
         format!("history of {name}: improved, {what}")
-    } else if change.high >= 0.0 {
-        format!("history of {name}: a shift not clear of noise, {what}")
     } else {
-        format!("history of {name}: a shift within --min-change {min_change_pct} %, {what}")
+        format!("history of {name}: a shift not clear of noise, {what}")
     }
 }

@@ -38,9 +38,12 @@ pub struct CellHistory {
     pub points: Vec<HistoryPoint>,
     /// Runs of the history left aside: another host, or without this cell's workload.
     pub set_aside: usize,
-    /// The first run of each new level, as indices into `points`.
+    /// The change points of the shift now (the first run of each of its steps), as indices
+    /// into `points`; none where the history holds no shift beyond `--min-change`: smaller
+    /// ones are a shared machine's wander, and are not reported.
     pub change_points: Vec<usize>,
-    /// The level now against the level before it, where the history shifted.
+    /// The level now against the level before it, where the history shifted beyond
+    /// `--min-change`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shift: Option<Shift>,
     /// Whether the shift is a regression.
@@ -57,8 +60,10 @@ pub struct HistoryPoint {
     pub commit: Option<String>,
     /// When it ran, seconds since the Unix epoch.
     pub date: u64,
-    /// The cell's figure.
+    /// The point judged (a rate at the machine's speed, [`super::HistoryCell::value`]).
     pub value: f64,
+    /// The cell's figure as measured (the median of its repeats).
+    pub raw: f64,
 }
 
 /// The history's level now against the level before its last shift.
@@ -98,10 +103,10 @@ pub fn judge_history(runs: &[HistoryRun], min_change_pct: f64) -> Option<History
             let points: Vec<HistoryPoint> = judged[since..]
                 .iter()
                 .map(|run| {
-                    let value = (run.cells.iter())
-                        .find(|c| c.name == cell.name)
-                        .map_or(f64::NAN, |c| c.value);
-                    HistoryPoint { commit: run.commit.clone(), date: run.date, value }
+                    let found = run.cells.iter().find(|c| c.name == cell.name);
+                    let value = found.map_or(f64::NAN, |c| c.value);
+                    let raw = found.map_or(f64::NAN, |c| median(c.values.iter().copied()));
+                    HistoryPoint { commit: run.commit.clone(), date: run.date, value, raw }
                 })
                 .collect();
             cell_history(&cell.name, &cell.figure, points, set_aside, min_change_pct, &settings)
@@ -141,13 +146,13 @@ fn cell_history(
         return history;
     }
     let values: Vec<f64> = history.points.iter().map(|p| p.value).collect();
-    let found = change_points(&values, settings);
-    history.change_points = found.iter().map(|c| c.index).collect();
-    let Some(shift) =
-        shift_now(&values, &found.iter().map(|c| (c.index, c.p_value)).collect::<Vec<_>>())
-    else {
+    let found: Vec<(usize, f64)> =
+        change_points(&values, settings).iter().map(|c| (c.index, c.p_value)).collect();
+    let Some((shift, steps)) = shift_now(&values, &found) else { return history };
+    if shift.change.percent.abs() < min_change_pct {
         return history;
-    };
+    }
+    history.change_points = steps;
     let first = &history.points[shift.first];
     history.regression = shift.change.percent <= -min_change_pct && shift.change.high < 0.0;
     history.shift = Some(Shift { commit: first.commit.clone(), date: first.date, ..shift });
@@ -158,7 +163,7 @@ fn cell_history(
 /// change points in the same direction that ends with it; its first run walked back over the
 /// runs already beyond the earlier level's noise (a drift starts before its change point), or
 /// on past those still within it.
-fn shift_now(values: &[f64], found: &[(usize, f64)]) -> Option<Shift> {
+fn shift_now(values: &[f64], found: &[(usize, f64)]) -> Option<(Shift, Vec<usize>)> {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let bounds: Vec<usize> =
         std::iter::once(0).chain(found.iter().map(|c| c.0)).chain([values.len()]).collect();
@@ -188,5 +193,7 @@ fn shift_now(values: &[f64], found: &[(usize, f64)]) -> Option<Shift> {
     }
     let change = Change::of_by(before, after, SEED, mean)?;
     let p_value = found[start..].iter().map(|c| c.1).fold(0.0, f64::max);
-    Some(Shift { first, commit: None, date: 0, change, runs_since: values.len() - first, p_value })
+    let shift =
+        Shift { first, commit: None, date: 0, change, runs_since: values.len() - first, p_value };
+    Some((shift, found[start..].iter().map(|c| c.0).collect()))
 }
