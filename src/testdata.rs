@@ -306,6 +306,7 @@ impl FakeCell {
             },
             placement: None,
             finished_unix_s: 1_700_000_000,
+            workload: None,
         }
     }
 }

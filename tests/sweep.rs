@@ -149,3 +149,27 @@ fn a_loader_phase_measures_more_than_the_batches_in_flight() {
     assert_eq!(loader.config.batches_in_flight(), 5);
     assert_eq!(loader.batches, 10, "twice the batches in flight, not the config's 4");
 }
+
+#[test]
+fn each_result_carries_its_workload_alike_in_two_directories_and_unlike_for_other_knobs() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let workloads = |dir: &Path, workers: &[usize]| -> Vec<_> {
+        let root = dataset(dir);
+        let out = dir.join(format!("sweep-{workers:?}"));
+        run_sweep(&config(&root, "none", workers), &root, &out, Resume::No, &mut Unwatched)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.workload.expect("every result carries its workload"))
+            .collect()
+    };
+    let here = workloads(a.path(), &[0, 1]);
+    let there = workloads(b.path(), &[0, 1]);
+    assert_eq!(here, there, "one workload, wherever its dataset and results lie");
+    assert_ne!(here[0].hash, here[1].hash);
+    assert_eq!(here[0].differences(&here[1]), ["workers 0 then → 1 now"]);
+    let params = &here[0].parameters;
+    assert_eq!(params["train.steps"], "4", "{params:?}");
+    assert!(params.contains_key("prefetch") && params["sampler"] == "episode-aware", "{params:?}");
+    assert!(params.contains_key("dataset.sha256") && !params.contains_key("repeat"), "{params:?}");
+    assert!(params.values().all(|v| !v.contains(&a.path().display().to_string())), "{params:?}");
+}

@@ -87,6 +87,18 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     assert_eq!(long["knobs"]["config"]["drop_n_last_frames"], 3, "and the answer's flags: {long}");
     let (short, _) = tune_json(&root, &short_out, "1", &[]);
     assert_eq!(short["bound"]["bound"], "cpus", "a 1 ms step outruns two cores: {short}");
+    // tune.json says what work was tuned: the knobs kept, not the ones searched; another
+    // step is another workload.
+    let tuned = |out: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(out.join("tune.json")).unwrap()).unwrap()
+    };
+    let (long_work, short_work) =
+        (tuned(&long_out)["workload"].clone(), tuned(&short_out)["workload"].clone());
+    let parameters = &short_work["parameters"];
+    assert!(parameters["workers"].is_null() && parameters["prefetch"].is_null(), "{short_work}");
+    assert_eq!(parameters["batch_size"], "16", "{short_work}");
+    assert_ne!(long_work["hash"], short_work["hash"], "another step: {long_work} {short_work}");
+    assert!(short["wait_ms_per_step"].as_f64().is_some_and(|ms| ms >= 0.0), "{short}");
     // The prediction from the two rates: the short step needs more workers than the long.
     // The measured answer may tie (on two cores, loading inline can be as fast as two
     // workers), so it is held only to "no more workers for the longer step".

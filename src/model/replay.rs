@@ -112,6 +112,18 @@ impl StepReplay {
         Ok(Self { source: source.clone(), times_ms: times.into() })
     }
 
+    /// What it replays, as a stable value: SHA-256 (hex) over its times and their order, not
+    /// the file's path, so that one log copied elsewhere names one step.
+    pub fn content_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        digest.update(format!("{:?}", self.source.order).as_bytes());
+        for ms in self.times_ms.iter() {
+            digest.update(ms.to_le_bytes());
+        }
+        format!("{:x}", digest.finalize())
+    }
+
     /// The steps' times in the order they are replayed, without end.
     pub fn steps(&self) -> impl Iterator<Item = Duration> + Send + 'static {
         let (times, order) = (self.times_ms.clone(), self.source.order);

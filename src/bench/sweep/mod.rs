@@ -11,6 +11,7 @@ pub mod knob_values;
 pub mod plan;
 pub mod results;
 mod run;
+mod workload;
 
 pub use run::{
     config_text, dataset_name, prepare_dataset, results_path, root_names, run_sweep, SweepError,

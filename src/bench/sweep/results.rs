@@ -10,6 +10,7 @@ use crate::bench::store::jsonl::{self, JsonlError, JsonlStore};
 use crate::bench::store::lock::{LockError, OutputLock};
 use crate::measure::phase::{LoaderPhase, ModelPhase, TrainPhase};
 use crate::measure::system::{Placement, SystemInfo};
+use crate::measure::workload::Workload;
 
 /// What a sweep appends to in its output directory, one line per measured cell.
 pub const RESULTS_FILE: &str = "results.jsonl";
@@ -45,6 +46,9 @@ pub struct CellResult {
     pub placement: Option<Placement>,
     /// When the cell finished, seconds since the Unix epoch.
     pub finished_unix_s: u64,
+    /// The work it measured; absent from results written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
 }
 
 /// Why results could not be read or written, naming the file.

@@ -15,6 +15,7 @@ use super::cell::{Cell, Knob, KnobSet};
 use super::config::{DatasetSource, EpisodeChoice, ModelSection, RunSection, SweepConfig};
 use super::plan::{plan, TraceCellNotInGrid};
 use super::results::{CellResult, ResultsError, ResultsSink, Resume, TRACE_FILE};
+use super::workload::cell_workload;
 use crate::bench::events::{synthesis_said, CellPhase, Events};
 use crate::dataset::stage::scratch_dir;
 use crate::dataset::write::{cached_synth, Preset, PresetOverrides};
@@ -24,6 +25,7 @@ use crate::loader::knobs::LoaderKnob;
 use crate::loader::lerobot::{LerobotBridge, LoaderBackend};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::loader::spec::LoaderSpec;
+use crate::measure::fingerprint::DatasetFingerprint;
 use crate::measure::phase::{
     run_model_phase, BatchMeasured, LoaderChoice, MeasuredLoader, ModelPhase, PlacedStep,
     StepPlace, StepSample, TrainError,
@@ -114,6 +116,8 @@ pub(crate) struct SweepContext<'a> {
     dataset: Arc<Dataset>,
     window: Window,
     system: SystemInfo,
+    /// The dataset's fingerprint, for each cell's workload.
+    fingerprint: DatasetFingerprint,
     /// LeRobot's loaders' requests go through it.
     bridge: LerobotBridge,
     /// The steps of the config's model axis, resolved once (a replayed step's file read).
@@ -145,8 +149,11 @@ impl<'a> SweepContext<'a> {
         };
         let (dataset, window) = spec.open()?;
         let system = system_info(device);
+        let fingerprint = DatasetFingerprint::of(root)
+            .map_err(|e| DatasetError::invalid(&e.path, format!("fingerprinting: {}", e.what)))?;
         let bridge = bridge.clone();
-        let context = Self { config, root, spec, out, dataset, window, system, bridge, models };
+        let context =
+            Self { config, root, spec, out, dataset, window, system, fingerprint, bridge, models };
         Ok((context, device))
     }
 }
@@ -412,16 +419,16 @@ pub(crate) fn run_cell(
     let place = StepPlace::of(&cell.model, loader);
     let own_step = place == StepPlace::RunsOwn;
 
+    // At 14 workers × prefetch 2, 20 batches were one burst of ready batches: 290 070
+    // samples/s. Fewer than the least are raised to it (the results say how many).
+    let loader_batches = run.loader_batches.max(loader.config().least_measured_batches());
     let loader_phase = if phases.loader {
         phase("loader");
         let warmup = run.warmup.max(loader.config().batches_in_flight() + 1);
-        // At 14 workers × prefetch 2, 20 batches were one burst of ready batches: 290 070
-        // samples/s. Fewer than the least are raised to it (the results say how many).
-        let batches = run.loader_batches.max(loader.config().least_measured_batches());
         let mut ends = EndsWhen(|measured: BatchMeasured<'_>| {
             phases.ends.is_some_and(|ends| ends.loader(measured.batch_ms))
         });
-        Some(loader.loader_phase(batches, warmup, &mut ends)?)
+        Some(loader.loader_phase(loader_batches, warmup, &mut ends)?)
     } else {
         None
     };
@@ -458,7 +465,16 @@ pub(crate) fn run_cell(
         let path = context.out.join(TRACE_FILE);
         trace.write_chrome(&path).map_err(|e| SweepError::Output { path, what: e.to_string() })?;
     }
+    let loader_counted = phases.loader.then(|| loader_batches.to_string());
+    let counts = [
+        ("loader.batches", loader_counted.unwrap_or_else(|| "none".into())),
+        ("model.steps", run.model_steps.to_string()),
+        ("train.steps", steps.to_string()),
+        ("train.warmup", warmup.to_string()),
+        ("ranks", phases.ranks.to_string()),
+    ];
     Ok(CellResult {
+        workload: Some(cell_workload((cell, &spec), &step, &context.fingerprint, &counts)),
         cell: cell.clone(),
         loader: loader_phase,
         model: models[&key].clone(),

@@ -26,7 +26,7 @@ mod tuned;
 
 use request::{rows_of, tune_step};
 pub use request::{StageTo, TuneError, TuneRequest, TuneStep, TUNE_FILE};
-pub use tuned::Tuned;
+pub use tuned::{tune_workload, Tuned};
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -115,6 +115,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         full_length: request.full_length,
         requests,
         stream_or_stage,
+        workload: tune_workload(sink.results()),
     };
     let report = render(sink.results());
     let outputs = TuneOutputs { tuned: &tuned, report: &report };

@@ -8,6 +8,8 @@ use super::at_once::AtOnce;
 use super::request::TuneStep;
 use super::requests::RequestsAnswer;
 use super::stream_or_stage::StreamOrStage;
+use crate::bench::sweep::results::CellResult;
+use crate::measure::workload::Workload;
 
 /// What a tune did and found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,4 +50,26 @@ pub struct Tuned {
     /// On a URL root: streaming against staging a copy first, measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_or_stage: Option<StreamOrStage>,
+    /// The work the tune was asked to tune ([`tune_workload`]); absent from tunes written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
+}
+
+/// What a tune measured ([`Workload`]), from its measurements' own: what every one of them
+/// shares — the dataset, the knobs not tuned, the step, the batch — without what the search
+/// varies (workers, prefetch, requests in flight, how many batches and steps each measured).
+pub fn tune_workload(results: &[CellResult]) -> Option<Workload> {
+    const VARIED: [&str; 6] = [
+        "workers",
+        "prefetch",
+        "requests_in_flight",
+        "loader.batches",
+        "train.steps",
+        "train.warmup",
+    ];
+    let mut parameters = results.first()?.workload.as_ref()?.parameters.clone();
+    parameters.retain(|name, _| !VARIED.contains(&name.as_str()));
+    parameters.insert("measured".into(), "tune: workers and prefetch searched".into());
+    Some(Workload::of(parameters))
 }
