@@ -322,7 +322,7 @@ fn the_ci_workflow_calls_the_guard_with_flags_it_has() {
     let calls: Vec<String> = workflow
         .split("./target/release/feedbench guard")
         .skip(1)
-        .map(|rest| rest.split("\n").take(2).collect::<Vec<_>>().join(" ").replace('\\', " "))
+        .map(|rest| rest.split("\n").take(3).collect::<Vec<_>>().join(" ").replace('\\', " "))
         .collect();
     assert_eq!(calls.len(), 2, "a guard against the baseline and a save: {workflow}");
     for call in &calls {
@@ -330,6 +330,7 @@ fn the_ci_workflow_calls_the_guard_with_flags_it_has() {
             assert!(help.contains(&format!("{flag} ")), "{flag} is not a guard flag: {call}");
         }
         assert!(call.contains("--config configs/guard.toml"), "{call}");
+        assert!(call.contains("--history") && call.contains("--commit"), "{call}");
     }
     assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/guard.toml").is_file());
 }
@@ -507,8 +508,14 @@ fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_
         lines.push_str(&format!("{run}\n"));
     }
     std::fs::write(history, &lines).unwrap();
-    let judged = ["--commit", "now", "--baseline", first_baseline, "--tolerance", "99%"];
+    let page = dir.path().join("guard.html");
+    let page = page.to_str().unwrap();
+    let judged =
+        ["--commit", "now", "--baseline", first_baseline, "--tolerance", "99%", "--html", page];
     let (code, out, err) = run(&with(&judged));
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.contains("The history: each run of this workload"), "the page plots it");
+    assert!(html.contains("c10") && html.contains("shift begins"), "commits on hover, marked");
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains("within the 99% tolerance of the baseline, but the history regressed"),

@@ -1,12 +1,14 @@
 //! A guard's page (`guard --baseline FILE --html PAGE`): the verdict on top, then each cell's
 //! runs, the baseline's and this run's, as multiples of the baseline's median against the
 //! tolerance band around it, one plot per figure (CPU per sample, samples/s); each run
-//! hoverable (its cell, run, value and multiple); then the verdict's table.
+//! hoverable (its cell, run, value and multiple); with `--history`, the history, its change
+//! points marked and each run's commit on hover; then the verdict's table.
 
 use plotly::common::{Fill, HoverInfo, Line, Marker, Mode, Title};
 use plotly::layout::{Axis, Layout};
 use plotly::{Plot, Scatter};
 
+use super::history::plot::history_plot;
 use super::judge::GuardVerdict;
 use super::record::GuardRecord;
 use super::render::{markdown, UpdateCommand};
@@ -77,6 +79,11 @@ pub fn render(
     page.answer(super::render::conclusion(verdict, update));
     for figure in &FIGURES {
         page.plot(figure.id, figure.heading, &runs(figure, verdict, baseline, now));
+    }
+    if let Some(history) = &verdict.history {
+        let heading = "The history: each run of this workload on this host since its level was \
+                       set, the shift's change points ringed";
+        page.plot("history", heading, &history_plot(history));
     }
     page.details(&markdown(verdict, update));
     page.render()

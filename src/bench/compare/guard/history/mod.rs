@@ -6,6 +6,7 @@
 //! at once lose no line; a file that is not such a history is refused before anything runs and
 //! left as it was.
 
+pub mod plot;
 pub mod text;
 pub mod verdict;
 
