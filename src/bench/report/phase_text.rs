@@ -155,10 +155,13 @@ impl fmt::Display for TrainPhase {
             ib.dominant_side()
         )?;
         if let Some(au) = self.au_pct {
+            let waited = self
+                .wait_ms_per_step
+                .map_or(String::new(), |ms| format!("; {ms:.1} ms a step not computed"));
             writeln!(
                 f,
                 "accelerator utilisation {au:.1} % (the step's compute over the wall, the first \
-                 step left out, as MLPerf Storage scores a loader; its pass line is 90 %)"
+                 step left out, as MLPerf Storage scores a loader; its pass line is 90 %){waited}"
             )?;
         }
         if let Some(remote) = &self.remote {

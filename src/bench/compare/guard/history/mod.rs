@@ -137,7 +137,10 @@ impl History {
             return Ok(history);
         }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let probe = parent.join(format!(".feedbench-probe-{}", std::process::id()));
+        // A name of its own: guards of one process (threads) probe one directory at once.
+        static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = parent.join(format!(".feedbench-probe-{}-{n}", std::process::id()));
         std::fs::create_dir(&probe)
             .map_err(|e| history.error(format!("cannot be created: {}: {e}", parent.display())))?;
         let _ = std::fs::remove_dir(&probe);
