@@ -303,6 +303,7 @@ impl FakeCell {
                 feedbench: "0.1.0".into(),
                 libtorch: "2.11.0".into(),
                 libavcodec: "59.37.100".into(),
+                dav1d: None,
             },
             placement: None,
             finished_unix_s: 1_700_000_000,

@@ -98,6 +98,8 @@ fn a_long_step_is_fed_by_fewer_workers_than_a_short_one() {
     assert!(parameters["workers"].is_null() && parameters["prefetch"].is_null(), "{short_work}");
     assert_eq!(parameters["batch_size"], "16", "{short_work}");
     assert_ne!(long_work["hash"], short_work["hash"], "another step: {long_work} {short_work}");
+    let host = tuned(&short_out)["host"].clone();
+    assert!(host["cpu"].is_string() && host["cores"].as_u64() > Some(0), "{host}");
     assert!(short["wait_ms_per_step"].as_f64().is_some_and(|ms| ms >= 0.0), "{short}");
     // The prediction from the two rates: the short step needs more workers than the long.
     // The measured answer may tie (on two cores, loading inline can be as fast as two

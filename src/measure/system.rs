@@ -27,6 +27,9 @@ pub struct SystemInfo {
     pub libtorch: String,
     /// FFmpeg's libavcodec version.
     pub libavcodec: String,
+    /// The AV1 decoder libavcodec decodes with, libdav1d, its version, where it is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dav1d: Option<String>,
 }
 
 /// The machine and software, for results measured with the step on `device`.
@@ -55,6 +58,7 @@ pub fn system_info(device: tch::Device) -> SystemInfo {
         feedbench: env!("CARGO_PKG_VERSION").to_string(),
         libtorch: LIBTORCH_VERSION.to_string(),
         libavcodec: format!("{}.{}.{}", avcodec >> 16, (avcodec >> 8) & 0xff, avcodec & 0xff),
+        dav1d: dav1d_version(),
     }
 }
 
@@ -82,6 +86,7 @@ impl SystemInfo {
         let facts = [
             ("feedbench", self.feedbench.clone(), now.feedbench.clone()),
             ("libavcodec", self.libavcodec.clone(), now.libavcodec.clone()),
+            ("dav1d", or_none(&self.dav1d), or_none(&now.dav1d)),
             ("libtorch", self.libtorch.clone(), now.libtorch.clone()),
         ];
         differing(&facts)
@@ -100,6 +105,33 @@ fn differing(facts: &[(&str, String, String)]) -> Vec<String> {
         .filter(|(_, then, now)| then != now)
         .map(|(what, then, now)| format!("{what} {then:?} then → {now:?} now"))
         .collect()
+}
+
+/// The version of the libdav1d this process has loaded (FFmpeg's libavcodec links it), as
+/// `dav1d_version()` says; None where none is loaded.
+fn dav1d_version() -> Option<String> {
+    let _ = ffmpeg_next::init();
+    for name in [c"libdav1d.so.7", c"libdav1d.so.6", c"libdav1d.so"] {
+        // SAFETY: RTLD_NOLOAD only finds a library already loaded (nothing is run); the
+        // symbol, where found, is dav1d's `const char *dav1d_version(void)`, which returns a
+        // static string; the handle is closed after the string is copied.
+        unsafe {
+            let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if handle.is_null() {
+                continue;
+            }
+            let symbol = libc::dlsym(handle, c"dav1d_version".as_ptr());
+            let version = (!symbol.is_null()).then(|| {
+                let version: extern "C" fn() -> *const libc::c_char = std::mem::transmute(symbol);
+                std::ffi::CStr::from_ptr(version()).to_string_lossy().into_owned()
+            });
+            libc::dlclose(handle);
+            if version.is_some() {
+                return version;
+            }
+        }
+    }
+    None
 }
 
 /// The libtorch that `tch` 0.24 links (the `torch==2.11.0` wheel).
@@ -171,4 +203,21 @@ pub fn allowed_cpus() -> Vec<usize> {
         }
     }
     (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_names_the_dav1d_its_ffmpeg_decodes_av1_with() {
+        // Debian's FFmpeg decodes AV1 with libdav1d, which the guard's reference clip needs.
+        let host = system_info(tch::Device::Cpu);
+        let dav1d = host.dav1d.clone().expect("libdav1d is loaded with libavcodec");
+        assert!(dav1d.starts_with(|c: char| c.is_ascii_digit()), "{dav1d}");
+        let mut other = host.clone();
+        other.dav1d = Some("0.0.1".into());
+        assert_eq!(host.other_software(&other), [format!("dav1d {dav1d:?} then → \"0.0.1\" now")]);
+        assert!(host.other_host(&other).is_empty(), "software is no other host");
+    }
 }

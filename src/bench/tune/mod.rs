@@ -116,6 +116,7 @@ pub fn run_tune(request: &TuneRequest<'_>, events: &mut dyn Events) -> Result<Tu
         requests,
         stream_or_stage,
         workload: tune_workload(sink.results()),
+        host: sink.results().first().map(|r| r.system.clone()),
     };
     let report = render(sink.results());
     let outputs = TuneOutputs { tuned: &tuned, report: &report };

@@ -9,6 +9,7 @@ use super::request::TuneStep;
 use super::requests::RequestsAnswer;
 use super::stream_or_stage::StreamOrStage;
 use crate::bench::sweep::results::CellResult;
+use crate::measure::system::SystemInfo;
 use crate::measure::workload::Workload;
 
 /// What a tune did and found.
@@ -54,6 +55,10 @@ pub struct Tuned {
     /// before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<Workload>,
+    /// The host and software it measured on (its measurements'); absent from tunes written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<SystemInfo>,
 }
 
 /// What a tune measured ([`Workload`]), from its measurements' own: what every one of them
