@@ -101,6 +101,9 @@ fn exit_codes_say_pass_regression_and_improvement() {
     assert_eq!(code, 0, "{err}");
     let verdict: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(verdict["outcome"], "improvement", "{verdict}");
+    // A guard run carries its workload (per cell) and its host.
+    assert_eq!(verdict["cells"][0]["workload"]["hash"].as_str().map(str::len), Some(16));
+    assert!(verdict["host"]["cpu"].is_string(), "{verdict}");
     let cpu = &verdict["cells"][0]["cpu_ms_per_sample"];
     // Expected −99 %; the interval's upper end, under a shared machine's noise, well below −50 %.
     assert!(cpu["change"]["high"].as_f64().unwrap() < -50.0 && cpu["decision"] == "lower", "{cpu}");

@@ -11,6 +11,8 @@ use super::record::{CellRuns, GuardRecord};
 use crate::measure::change::{interval, Change, Decision};
 use crate::measure::loader_run::{stage_changes, RunFigures, StageChange};
 use crate::measure::stats::median;
+use crate::measure::system::SystemInfo;
+use crate::measure::workload::Workload;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
 const SEED: u64 = 0x6a4d;
@@ -84,6 +86,9 @@ pub struct CellVerdict {
     pub au: Option<AuCheck>,
     /// The worst of the figures' outcomes.
     pub outcome: Outcome,
+    /// The work this run of the cell measured (the baseline's is the same: another is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
 }
 
 /// A cell's accelerator utilisation (AU) over its runs, judged on its own against the cell's
@@ -127,6 +132,9 @@ pub struct GuardVerdict {
     pub reference: Option<FigureChange>,
     /// What differed from the baseline without stopping the guard.
     pub warnings: Vec<String>,
+    /// The host and software this run measured on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<SystemInfo>,
     /// The worst cell's outcome (a regression too where the history regressed).
     pub outcome: Outcome,
     /// What the guard's history says of this run, where it keeps one (`--history`).
@@ -158,7 +166,8 @@ pub fn judge(
     let reference = references(baseline)
         .zip(references(now))
         .map(|(then, now)| FigureChange::of(&then, &now, (&then, &now), tolerance));
-    GuardVerdict { tolerance, cells, reference, warnings, outcome, history: None }
+    let host = Some(now.machine.clone());
+    GuardVerdict { tolerance, cells, reference, warnings, host, outcome, history: None }
 }
 
 /// Each run's value in units of the machine's speed: a `cost` divided by the reference
@@ -205,6 +214,7 @@ fn judge_cell(baseline: &CellRuns, now: &CellRuns, tolerance: Tolerance) -> Cell
         stages: stage_changes(&baseline.run_refs(), &now.run_refs(), SEED),
         au,
         outcome: outcomes.into_iter().max().unwrap_or(Outcome::Pass),
+        workload: now.workload.clone(),
     }
 }
 
