@@ -201,17 +201,7 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
     }
     ranks_fit(ranks)?;
     // This very command, as each rank: without --processes, printing its phase as JSON.
-    let mut argv: Vec<std::ffi::OsString> = Vec::new();
-    let mut given = std::env::args_os().skip(1);
-    while let Some(arg) = given.next() {
-        match arg.to_str() {
-            Some("--processes") => {
-                given.next();
-            }
-            Some(a) if a.starts_with("--processes=") || a == "--json" => {}
-            _ => argv.push(arg),
-        }
-    }
+    let argv = without_flags(std::env::args_os().skip(1), "--processes", Some("--json"));
     let exe = std::env::current_exe().context("the feedbench binary, to start the ranks")?;
     let commands = (0..ranks)
         .map(|rank| {
@@ -229,19 +219,9 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
     }
     // One rank alone first, with the same flags but --out (its rank file is no rank's of
     // these): what the ranks at once are scaled against.
-    let mut alone_argv = Vec::with_capacity(argv.len());
-    let mut flags = argv.iter();
-    while let Some(arg) = flags.next() {
-        match arg.to_str() {
-            Some("--out") => {
-                flags.next();
-            }
-            Some(a) if a.starts_with("--out=") => {}
-            _ => alone_argv.push(arg),
-        }
-    }
     let mut alone = std::process::Command::new(&exe);
-    alone.args(alone_argv).args(["--json", "--rank", "0", "--world-size", "1"]);
+    alone.args(without_flags(argv.iter().cloned(), "--out", None));
+    alone.args(["--json", "--rank", "0", "--world-size", "1"]);
     let alone = train_phase_of(&run_lockstep(vec![alone])?)?;
     let mut phase = train_phase_of(&run_lockstep(commands)?)?;
     if let Some(spread) = phase.ranks.as_mut() {
@@ -267,6 +247,28 @@ fn train_at_once(args: &TrainArgs, ranks: usize) -> Result<()> {
         }
     }
     print_json_or_text(&phase, args.json.on)
+}
+
+/// The command line `args` without the flag `valued` and its value (`--flag VALUE` or
+/// `--flag=VALUE`), and without the flag `bare` where given.
+fn without_flags(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    valued: &str,
+    bare: Option<&str>,
+) -> Vec<std::ffi::OsString> {
+    let mut kept = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some(a) if a == valued => {
+                args.next();
+            }
+            Some(a) if a.strip_prefix(valued).is_some_and(|rest| rest.starts_with('=')) => {}
+            Some(a) if Some(a) == bare => {}
+            _ => kept.push(arg),
+        }
+    }
+    kept
 }
 
 /// The diffusion policy's compute as a loader in another process is fed it (`train --loader

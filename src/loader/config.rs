@@ -137,6 +137,12 @@ impl Default for LoaderConfig {
 }
 
 impl LoaderConfig {
+    /// Threads that decode at once: each worker's decoder threads (the consumer's without
+    /// workers).
+    pub fn decoding_threads(&self) -> usize {
+        self.workers.max(1) * self.decoder_threads.max(1)
+    }
+
     /// How each worker's video decoder reads a dataset whose timestamps match within
     /// `tolerance_s` as `contract` takes it: at the loader's resolution, with its decoder
     /// threads.

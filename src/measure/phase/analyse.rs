@@ -78,9 +78,14 @@ impl LoaderRun {
         LoaderPhase {
             remote,
             // The decode-only limit is that of decoding every frame; a cache copies some.
-            decode_limit: decode_limit(&self.timing, samples, self.decoding_threads(), self.cores)
-                .filter(|_| self.cache.is_none())
-                .map(|limit| limit.reached(samples_per_s)),
+            decode_limit: decode_limit(
+                &self.timing,
+                samples,
+                self.config.decoding_threads(),
+                self.cores,
+            )
+            .filter(|_| self.cache.is_none())
+            .map(|limit| limit.reached(samples_per_s)),
             config: self.config,
             batches,
             samples,
@@ -104,12 +109,6 @@ impl LoaderRun {
             ranks: None,
             lerobot_contract: None,
         }
-    }
-
-    /// Threads that decode at once: each worker's decoder threads (the consumer's without
-    /// workers).
-    fn decoding_threads(&self) -> usize {
-        self.config.workers.max(1) * self.config.decoder_threads.max(1)
     }
 }
 
