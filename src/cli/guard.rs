@@ -153,7 +153,7 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     let reference = ReferenceClip::prepare(&mut Printer::lines())?;
     let runs = config.cells.len() * config.run.repeats;
     let mut printer = Printer::runs(runs, args.json.on, "guarding");
-    let setup = GuardSetup { root, reference, machine, dataset, count_instructions };
+    let setup = GuardSetup { root, reference, machine, dataset, workloads, count_instructions };
     let record = measure(&config, setup, &mut printer)?;
     printer.finish();
     let history = match &history {

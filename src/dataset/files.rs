@@ -253,6 +253,18 @@ pub fn flock(file: &File, exclusive: bool, wait: bool) -> std::io::Result<bool> 
     }
 }
 
+/// Whether a new entry can be made in the directory `dir` (a file or directory written
+/// there later): a directory of a name of its own made and removed at once. The name is the
+/// process's and a count, so that checks of one process at once (threads) do not collide.
+pub fn probe_writable(dir: &Path) -> std::io::Result<()> {
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!(".feedbench-probe-{}-{n}", std::process::id()));
+    std::fs::create_dir(&probe)?;
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
 /// Another process holding a lock a writer asks for, as the writer hears it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockHeld {

@@ -42,6 +42,16 @@ impl FingerprintError {
 }
 
 impl DatasetFingerprint {
+    /// Its parts as a workload's parameters: `dataset.sha256`, `dataset.files`,
+    /// `dataset.bytes`.
+    pub fn parameters(&self) -> [(String, String); 3] {
+        [
+            ("dataset.sha256".into(), self.sha256.clone()),
+            ("dataset.files".into(), self.files.to_string()),
+            ("dataset.bytes".into(), self.bytes.to_string()),
+        ]
+    }
+
     /// The fingerprint of the dataset at `root`.
     /// A URL root's files are those a stage of it copies (its metadata and episode files,
     /// which its store may not list), so that a local copy fingerprints alike.

@@ -39,9 +39,7 @@ pub(crate) fn cell_workload(
     };
     parameters.insert("model".into(), model);
     parameters.insert("measured".into(), "sweep cell: loader, model and train phases".into());
-    parameters.insert("dataset.sha256".into(), dataset.sha256.clone());
-    parameters.insert("dataset.files".into(), dataset.files.to_string());
-    parameters.insert("dataset.bytes".into(), dataset.bytes.to_string());
+    parameters.extend(dataset.parameters());
     for (name, value) in counts {
         parameters.insert((*name).into(), value.clone());
     }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::at_once::each_at_once;
 use super::error::{DatasetError, Result};
-use super::files::{expect_episode_file, files_under, is_present, WriterLock};
+use super::files::{expect_episode_file, files_under, is_present, probe_writable, WriterLock};
 use super::layout::v3::episode_files_by_name;
 use super::layout::{load_episodes, v2, v3};
 use super::meta::{CodebaseVersion, Info};
@@ -199,8 +199,7 @@ pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
         }));
     }
     let ancestor = to.ancestors().skip(1).find(|a| a.is_dir()).unwrap_or(Path::new("."));
-    let probe = ancestor.join(format!(".feedbench-probe-{}", std::process::id()));
-    std::fs::create_dir(&probe).map_err(|e| {
+    probe_writable(ancestor).map_err(|e| {
         let ancestor = ancestor.display().to_string();
         DatasetError::refused(to, move |name| {
             format!(
@@ -209,7 +208,6 @@ pub fn check_destination(to: &Path, plan: &StagePlan) -> Result<()> {
             )
         })
     })?;
-    let _ = std::fs::remove_dir(&probe);
     let available = available_bytes(to)?;
     if available < plan.bytes {
         return Err(DatasetError::invalid(

@@ -36,7 +36,7 @@ pub struct Now<'a> {
 /// `strict`, errors).
 pub fn check_baseline(baseline: &GuardRecord, now: &Now<'_>) -> Result<Vec<String>, Mismatch> {
     let names: Vec<&str> = baseline.cells.iter().map(|c| c.cell.name.as_str()).collect();
-    let mut warnings = Vec::new();
+    let mut unstamped_cells = false;
     for (cell, workload) in now.config.cells.iter().zip(now.workloads) {
         let Some(saved) = baseline.cells.iter().find(|c| c.cell.name == cell.name) else {
             return Err(Mismatch(format!(
@@ -58,7 +58,7 @@ pub fn check_baseline(baseline: &GuardRecord, now: &Now<'_>) -> Result<Vec<Strin
                 )))
             }
             Some(_) => {}
-            None => warnings.extend(unstamped(baseline, now)),
+            None => unstamped_cells = true,
         }
         // A baseline whose keys were edited by hand after its workload was stamped.
         if saved.cell != *cell {
@@ -71,6 +71,7 @@ pub fn check_baseline(baseline: &GuardRecord, now: &Now<'_>) -> Result<Vec<Strin
             )));
         }
     }
+    let mut warnings = if unstamped_cells { unstamped(baseline, now) } else { Vec::new() };
     let other_host = baseline.machine.other_host(now.machine);
     if !other_host.is_empty() {
         if !now.allow_other_host {
@@ -89,7 +90,6 @@ pub fn check_baseline(baseline: &GuardRecord, now: &Now<'_>) -> Result<Vec<Strin
     if !other_software.is_empty() {
         warnings.push(format!("other software: {}", other_software.join("; ")));
     }
-    warnings.dedup();
     if now.strict && !warnings.is_empty() {
         return Err(Mismatch(format!("--strict: {}", warnings.join("; "))));
     }

@@ -21,6 +21,7 @@ use crate::loader::lerobot::LerobotBridge;
 use crate::loader::pipeline::LoaderError;
 use crate::measure::loader_run::measure_run;
 use crate::measure::system::SystemInfo;
+use crate::measure::workload::Workload;
 
 /// What a guard run measures on, besides its config.
 pub struct GuardSetup {
@@ -32,6 +33,8 @@ pub struct GuardSetup {
     pub machine: SystemInfo,
     /// The dataset's fingerprint, recorded.
     pub dataset: DatasetFingerprint,
+    /// Each cell's workload, in the config's order ([`CellRuns::workload_of`]), recorded.
+    pub workloads: Vec<Workload>,
     /// Whether runs count their instructions.
     pub count_instructions: bool,
 }
@@ -58,21 +61,14 @@ pub fn measure(
         .iter()
         .map(|cell| cell.stand_in().map_err(LoaderError::Config))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut cells: Vec<CellRuns> = config
-        .cells
-        .iter()
-        .map(|cell| {
-            Ok(CellRuns {
-                cell: cell.clone(),
-                runs: Vec::with_capacity(config.run.repeats),
-                reference_ms: Vec::with_capacity(config.run.repeats),
-                workload: Some(
-                    CellRuns::workload_of(cell, &config.run, &setup.dataset)
-                        .map_err(|e| LoaderError::Config(e.to_string()))?,
-                ),
-            })
+    let mut cells: Vec<CellRuns> = (config.cells.iter().zip(setup.workloads))
+        .map(|(cell, workload)| CellRuns {
+            cell: cell.clone(),
+            runs: Vec::with_capacity(config.run.repeats),
+            reference_ms: Vec::with_capacity(config.run.repeats),
+            workload: Some(workload),
         })
-        .collect::<Result<_, LoaderError>>()?;
+        .collect();
     for repeat in 0..config.run.repeats {
         let mut order: Vec<usize> = (0..cells.len()).collect();
         if repeat % 2 == 1 {

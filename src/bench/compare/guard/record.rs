@@ -5,10 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::config::{GuardCell, GuardRun};
-use crate::dataset::files::read_whole;
+use crate::dataset::files::probe_writable;
 pub use crate::measure::fingerprint::DatasetFingerprint;
 use crate::measure::fingerprint::FingerprintError;
 use crate::measure::loader_run::RunFigures;
@@ -56,8 +55,11 @@ pub struct CellRuns {
 impl CellRuns {
     /// The work `cell` measures in runs of `run`'s length on `dataset`: the cell's keys (not
     /// its name, LeRobot's Python, its least AU or its step file's path), the dataset's
-    /// fingerprint, the runs' batches and warm-up, and the step file's content where it
-    /// replays one. A step file that cannot be read is an error naming it.
+    /// fingerprint, the runs' batches and warm-up, and the times it replays, hashed as a
+    /// sweep's replayed step is ([`StepReplay::content_hash`]). A step file that gives no
+    /// times is an error naming it.
+    ///
+    /// [`StepReplay::content_hash`]: crate::model::StepReplay::content_hash
     pub fn workload_of(
         cell: &GuardCell,
         run: &GuardRun,
@@ -72,12 +74,12 @@ impl CellRuns {
         parameters.insert("run.batches".into(), run.batches.to_string());
         let warmup = run.warmup.map_or_else(|| "batches in flight + 1".into(), |w| w.to_string());
         parameters.insert("run.warmup".into(), warmup);
-        parameters.insert("dataset.sha256".into(), dataset.sha256.clone());
-        parameters.insert("dataset.files".into(), dataset.files.to_string());
-        parameters.insert("dataset.bytes".into(), dataset.bytes.to_string());
+        parameters.extend(dataset.parameters());
         if let Some(file) = &cell.declared_step.from.step_from {
-            let bytes = read_whole(file).map_err(|e| RecordError::new(file, e.to_string()))?;
-            parameters.insert("step_from.sha256".into(), format!("{:x}", Sha256::digest(&bytes)));
+            let step = cell.stand_in().map_err(|what| RecordError::new(file, what))?;
+            if let Some(replay) = step.as_ref().and_then(|step| step.replay()) {
+                parameters.insert("step_from.replayed_sha256".into(), replay.content_hash());
+            }
         }
         Ok(Workload::of(parameters))
     }
@@ -201,12 +203,9 @@ impl GuardRecord {
             let what = format!("cannot be saved: {} is not a directory", ancestor.display());
             return Err(RecordError::new(path, what));
         }
-        let probe = ancestor.join(format!(".feedbench-probe-{}", std::process::id()));
-        std::fs::create_dir(&probe).map_err(|e| {
+        probe_writable(ancestor).map_err(|e| {
             RecordError::new(path, format!("cannot be saved: {}: {e}", ancestor.display()))
-        })?;
-        let _ = std::fs::remove_dir(&probe);
-        Ok(())
+        })
     }
 
     /// Writes the record to `path` whole or not at all (a temporary file renamed over it), so

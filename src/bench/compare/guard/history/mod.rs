@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::record::GuardRecord;
-use crate::dataset::files::flock;
+use crate::dataset::files::{flock, probe_writable};
 use crate::measure::stats::median;
 use crate::measure::system::SystemInfo;
 use crate::measure::workload::Workload;
@@ -137,13 +137,8 @@ impl History {
             return Ok(history);
         }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        // A name of its own: guards of one process (threads) probe one directory at once.
-        static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let probe = parent.join(format!(".feedbench-probe-{}-{n}", std::process::id()));
-        std::fs::create_dir(&probe)
+        probe_writable(parent)
             .map_err(|e| history.error(format!("cannot be created: {}: {e}", parent.display())))?;
-        let _ = std::fs::remove_dir(&probe);
         Ok(history)
     }
 

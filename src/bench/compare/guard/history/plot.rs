@@ -6,10 +6,9 @@ use plotly::common::{HoverInfo, Line, Marker, Mode, Title};
 use plotly::layout::{Axis, Layout};
 use plotly::{Plot, Scatter};
 
-use super::text::date;
 use super::verdict::HistoryVerdict;
 use crate::bench::format::rate;
-use crate::bench::report::page::plot_of;
+use crate::bench::report::page::{plot_of, utc};
 use crate::measure::stats::median;
 
 /// The plot of `history`: a line per cell, its change points ringed.
@@ -34,7 +33,7 @@ pub fn history_plot(history: &HistoryVerdict) -> Plot {
                     "{}: {}<br>{}<br>{figure}, {:.3}× the level",
                     cell.name,
                     p.commit.as_deref().unwrap_or("no commit"),
-                    date(p.date),
+                    utc(p.date),
                     p.value / level
                 )
             })

@@ -1,15 +1,11 @@
-//! The history's verdict laid out as lines, for the terminal and `$GITHUB_STEP_SUMMARY` alike:
-//! per cell, not enough history yet, no shift, a shift within the threshold, or the regression
-//! with its first run, its size and interval and the runs since, and how to accept it.
+//! The history's verdict laid out as lines, for the terminal and github-action-benchmark's
+//! `extra`: per cell, not enough history yet, no shift beyond the threshold, or the shift (a
+//! regression, an improvement, or not clear of noise) with its first run, its size and
+//! interval and the runs since, and how to accept it.
 
 use super::verdict::{CellHistory, HistoryVerdict};
 use crate::bench::format::rate;
-
-/// A run's date, `YYYY-MM-DD HH:MM UTC`.
-pub fn date(unix_s: u64) -> String {
-    let at = i64::try_from(unix_s).ok().and_then(|s| jiff::Timestamp::from_second(s).ok());
-    at.map_or_else(|| "an unknown date".into(), |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
-}
+use crate::bench::report::page::utc;
 
 /// The verdict as lines; `accept` is the command that accepts a shift as the new level.
 pub fn text(verdict: &HistoryVerdict, accept: &str) -> String {
@@ -63,7 +59,7 @@ pub fn cell_line(cell: &CellHistory, min_change_pct: f64) -> String {
         change.percent,
         change.low,
         change.high,
-        date(shift.date),
+        utc(shift.date),
         shift.runs_since,
         if shift.runs_since == 1 { "" } else { "s" },
         shift.p_value

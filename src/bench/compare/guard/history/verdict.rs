@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::HistoryRun;
 use crate::measure::change::Change;
-use crate::measure::change_points::{change_points, Settings};
+use crate::measure::change_points::{change_points, ChangePoint, Settings};
 use crate::measure::stats::median;
 
 /// Seed of the bootstrap intervals (fixed: one history gives one verdict).
@@ -146,27 +146,30 @@ fn cell_history(
         return history;
     }
     let values: Vec<f64> = history.points.iter().map(|p| p.value).collect();
-    let found: Vec<(usize, f64)> =
-        change_points(&values, settings).iter().map(|c| (c.index, c.p_value)).collect();
-    let Some((shift, steps)) = shift_now(&values, &found) else { return history };
+    let found = change_points(&values, settings);
+    let Some((shift, steps)) = shift_now(&history.points, &values, &found) else { return history };
     if shift.change.percent.abs() < min_change_pct {
         return history;
     }
     history.change_points = steps;
-    let first = &history.points[shift.first];
     history.regression = shift.change.percent <= -min_change_pct && shift.change.high < 0.0;
-    history.shift = Some(Shift { commit: first.commit.clone(), date: first.date, ..shift });
+    history.shift = Some(shift);
     history
 }
 
-/// The level after the last change point against the level before the run of consecutive
-/// change points in the same direction that ends with it; its first run walked back over the
-/// runs already beyond the earlier level's noise (a drift starts before its change point), or
-/// on past those still within it.
-fn shift_now(values: &[f64], found: &[(usize, f64)]) -> Option<(Shift, Vec<usize>)> {
+/// The level after the last change point `found` in the `values` of `points` against the level
+/// before the run of consecutive change points in the same direction that ends with it; its
+/// first run walked back over the runs already beyond the earlier level's noise (a drift starts
+/// before its change point), or on past those still within it. With the shift, its change
+/// points.
+fn shift_now(
+    points: &[HistoryPoint],
+    values: &[f64],
+    found: &[ChangePoint],
+) -> Option<(Shift, Vec<usize>)> {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let bounds: Vec<usize> =
-        std::iter::once(0).chain(found.iter().map(|c| c.0)).chain([values.len()]).collect();
+        std::iter::once(0).chain(found.iter().map(|c| c.index)).chain([values.len()]).collect();
     // Segment i runs from bounds[i] to bounds[i + 1]; change point i starts segment i + 1.
     let segment = |i: usize| &values[bounds[i]..bounds[i + 1]];
     let last = found.len().checked_sub(1)?;
@@ -176,11 +179,11 @@ fn shift_now(values: &[f64], found: &[(usize, f64)]) -> Option<(Shift, Vec<usize
         start -= 1;
     }
     let before = segment(start);
-    let after = &values[found[last].0..];
+    let after = &values[found[last].index..];
     let level = median(before.iter().copied());
     let spread = 1.4826 * median(before.iter().map(|v| (v - level).abs()));
     let beyond = |v: f64| if down { v < level - 2.0 * spread } else { v > level + 2.0 * spread };
-    let mut first = found[start].0;
+    let mut first = found[start].index;
     if beyond(values[first]) {
         while first > bounds[start] + 1 && beyond(values[first - 1]) {
             first -= 1;
@@ -192,8 +195,14 @@ fn shift_now(values: &[f64], found: &[(usize, f64)]) -> Option<(Shift, Vec<usize
         }
     }
     let change = Change::of_by(before, after, SEED, mean)?;
-    let p_value = found[start..].iter().map(|c| c.1).fold(0.0, f64::max);
-    let shift =
-        Shift { first, commit: None, date: 0, change, runs_since: values.len() - first, p_value };
-    Some((shift, found[start..].iter().map(|c| c.0).collect()))
+    let p_value = found[start..].iter().map(|c| c.p_value).fold(0.0, f64::max);
+    let shift = Shift {
+        first,
+        commit: points[first].commit.clone(),
+        date: points[first].date,
+        change,
+        runs_since: values.len() - first,
+        p_value,
+    };
+    Some((shift, found[start..].iter().map(|c| c.index).collect()))
 }
