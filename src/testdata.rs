@@ -304,6 +304,7 @@ impl FakeCell {
                 libtorch: "2.11.0".into(),
                 libavcodec: "59.37.100".into(),
                 dav1d: None,
+                lerobot: None,
             },
             placement: None,
             finished_unix_s: 1_700_000_000,

@@ -369,6 +369,9 @@ fn lerobot_train_runs_are_guarded_with_either_reader_on_the_configs_dataset() {
         guard(&[&args[..], &["--save-baseline", saved.to_str().unwrap()]].concat(), &env);
     assert_eq!(code, 0, "{out}{err}");
     let record = read_json(&saved);
+    // The host names the LeRobot that read, as its driver said.
+    let lerobot = record["machine"]["lerobot"].as_str().unwrap_or_default();
+    assert!(lerobot.starts_with("0.") && lerobot.contains(" (torch "), "{}", record["machine"]);
     for (i, loader) in ["lerobot-train", "feedbench-lerobot-train"].into_iter().enumerate() {
         let cell = &record["cells"][i];
         assert_eq!(cell["cell"]["loader"], loader, "{cell}");
@@ -476,6 +479,41 @@ fn a_cell_whose_loader_starves_its_step_fails_its_min_au_and_a_fed_one_passes() 
     }
 }
 
+/// A history file this user cannot write is refused before anything runs, naming it, and
+/// left as it was. As root (CI), the guard runs as `nobody` (setpriv), for whom a file of
+/// root's with mode 0444 is read-only; as another user, the mode alone makes it so.
+#[test]
+fn a_history_that_cannot_be_written_is_refused_and_left_as_it_was() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, config) = setup(dir.path());
+    let history = dir.path().join("history.jsonl");
+    std::fs::write(&history, "").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&history, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let feedbench = env!("CARGO_BIN_EXE_feedbench");
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let mut command = match unsafe { libc::geteuid() } {
+        0 => {
+            let mut command = Command::new("setpriv");
+            command.args(["--reuid=65534", "--regid=65534", "--clear-groups", feedbench]);
+            command
+        }
+        _ => Command::new(feedbench),
+    };
+    let output = command
+        .args(["guard", "--config", config.to_str().unwrap()])
+        .args(["--history", history.to_str().unwrap()])
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("history.jsonl: cannot be written"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::fs::read_to_string(&history).unwrap(), "", "left as it was");
+}
+
 #[test]
 fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_anew() {
     let dir = tempfile::tempdir().unwrap();
@@ -534,9 +572,21 @@ fn a_history_names_a_shift_its_baseline_would_pass_and_an_accepted_level_starts_
     assert!(kept.starts_with(&lines) && kept.lines().count() == 13, "appended, nothing lost");
     let cells = out.lines().filter(|l| l.contains("by its history") || l.starts_with("history of"));
     assert_eq!(cells.count(), 2, "a line for every cell: {out}");
-    // The JSON says as much.
-    let (code, json, _) = run(&with(&["--json"]));
+    // The JSON says as much, and a GitHub step's summary.
+    let summary = dir.path().join("summary.md");
+    let args = with(&["--json"]);
+    let (code, json, _) = guard(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[("GITHUB_STEP_SUMMARY", &summary)],
+    );
     assert_eq!(code, 1);
+    let said = std::fs::read_to_string(&summary).unwrap();
+    assert!(said.starts_with("### feedbench guard: ❌ regression by its history"), "{said}");
+    assert!(said.contains("REGRESSION in inline by its history") && said.contains("since c10"));
+    assert!(
+        said.contains(&format!("`feedbench guard --config {config} --history {history} --accept`")),
+        "{said}"
+    );
     let verdict: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(verdict["regression"], true, "{verdict}");
     assert_eq!(verdict["cells"][0]["shift"]["commit"], "c10", "{verdict}");

@@ -360,7 +360,10 @@ fn tune_answers_with_the_users_own_lerobot_train_command() {
     // Every measured configuration is a lerobot-train cell at the run's batch.
     let results = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
     for line in results.lines() {
-        let cell = &serde_json::from_str::<Json>(line).unwrap()["cell"];
+        let result = serde_json::from_str::<Json>(line).unwrap();
+        let lerobot = result["system"]["lerobot"].as_str().unwrap_or_default();
+        assert!(lerobot.contains(" (torch "), "the host names the LeRobot that read: {result}");
+        let cell = &result["cell"];
         assert_eq!(
             (cell["loader"].as_str(), cell["batch_size"].as_u64()),
             (Some("lerobot-train"), Some(4))

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use feedbench::bench::compare::guard::config::{GuardConfig, Tolerance};
-use feedbench::bench::compare::guard::fits::{check_baseline, Now};
+use feedbench::bench::compare::guard::fits::{check_baseline, check_software, Now};
 use feedbench::bench::compare::guard::history::text::text as history_text;
 use feedbench::bench::compare::guard::history::verdict::{judge_history, HistoryVerdict};
 use feedbench::bench::compare::guard::history::{History, HistoryRun};
@@ -137,10 +137,9 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         allow_other_host: args.allow_other_host,
         strict: args.strict,
     };
-    let warnings = match &baseline {
-        Some(baseline) => check_baseline(baseline, &now).with_context(|| {
-            format!("{}", args.baseline.as_deref().unwrap_or(Path::new("")).display())
-        })?,
+    let baseline_path = args.baseline.as_deref().unwrap_or(Path::new("")).display().to_string();
+    let mut warnings = match &baseline {
+        Some(baseline) => check_baseline(baseline, &now).context(baseline_path.clone())?,
         None => Vec::new(),
     };
     let count_instructions = match InstructionCounter::start() {
@@ -156,6 +155,10 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
     let setup = GuardSetup { root, reference, machine, dataset, workloads, count_instructions };
     let record = measure(&config, setup, &mut printer)?;
     printer.finish();
+    if let Some(baseline) = &baseline {
+        let software = check_software(&baseline.machine, &record.machine, args.strict);
+        warnings.extend(software.context(baseline_path.clone())?);
+    }
     let history = match &history {
         Some(history) => {
             let commit = args.commit.clone().or_else(git_head);
@@ -164,18 +167,20 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let accept = format!(
-        "feedbench guard --config {} --history {} --accept",
-        args.config.display(),
-        args.history.as_deref().unwrap_or(Path::new("")).display()
-    );
+    let config_path = args.config.display().to_string();
+    let history_path = args.history.as_deref().map(|p| p.display().to_string());
+    let update = UpdateCommand {
+        config: &config_path,
+        baseline: &baseline_path,
+        history: history_path.as_deref(),
+    };
     if let Some(path) = args.save_baseline.as_deref() {
         record.save(path)?;
     }
+    if let Some(dir) = &args.action_benchmark {
+        write_action_benchmark(dir, &record, history.as_ref())?;
+    }
     let Some(baseline) = baseline else {
-        if let Some(dir) = &args.action_benchmark {
-            write_action_benchmark(dir, &record, history.as_ref())?;
-        }
         match (args.json.on, &history, args.save_baseline.as_deref()) {
             (true, Some(history), None) => outln!("{}", serde_json::to_string_pretty(history)?)?,
             (true, _, _) => outln!("{}", serde_json::to_string_pretty(&record)?)?,
@@ -189,16 +194,16 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
                     )?;
                 }
                 if let Some(history) = history {
-                    out!("{}", history_text(history, &accept))?;
+                    out!("{}", history_text(history, &update.accept()))?;
                 }
             }
+        }
+        if let Some(history) = &history {
+            step_summary(&render::history_markdown(history, &update))?;
         }
         let regressed = history.as_ref().is_some_and(|h| h.regression);
         return Ok(if regressed { ExitCode::from(1) } else { ExitCode::SUCCESS });
     };
-    if let Some(dir) = &args.action_benchmark {
-        write_action_benchmark(dir, &record, history.as_ref())?;
-    }
     let mut verdict = judge(&baseline, &record, config.run.tolerance, warnings);
     if let Some(history) = history {
         if history.regression {
@@ -206,11 +211,6 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         }
         verdict.history = Some(history);
     }
-    let (config_path, baseline_path) = (
-        args.config.display().to_string(),
-        args.baseline.as_deref().unwrap_or(Path::new("")).display().to_string(),
-    );
-    let update = UpdateCommand { config: &config_path, baseline: &baseline_path };
     if let Some(path) = &args.html {
         let page =
             GuardPage { verdict: &verdict, baseline: &baseline, now: &record, update: &update };
@@ -221,18 +221,20 @@ pub fn run(args: &GuardArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&verdict)?)?;
     } else {
         out!("{}", render::text(&verdict, &update))?;
-        if let Some(history) = &verdict.history {
-            out!("{}", history_text(history, &accept))?;
-        }
         if let Some(path) = &args.save_baseline {
             outln!("saved this run as the next baseline {}", path.display())?;
         }
     }
-    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
-        append(Path::new(&summary), &render::markdown(&verdict, &update))
-            .context("$GITHUB_STEP_SUMMARY")?;
-    }
+    step_summary(&render::markdown(&verdict, &update))?;
     Ok(if verdict.outcome == Outcome::Regression { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Appends `markdown` to `$GITHUB_STEP_SUMMARY`, where a GitHub Actions step sets it.
+fn step_summary(markdown: &str) -> Result<()> {
+    match std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
+        Some(summary) => append(Path::new(&summary), markdown).context("$GITHUB_STEP_SUMMARY"),
+        None => Ok(()),
+    }
 }
 
 /// The commit checked out here, as git names it (short), where this is a git work tree.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::change::Change;
 use super::phase::{ChosenLoader, MeasuredLoader, PlacedStep, StepPlace, TrainError};
 use super::stats::median;
-use crate::loader::lerobot::LerobotBridge;
+use crate::loader::lerobot::{LerobotBridge, LerobotVersions};
 use crate::loader::pipeline::LoaderError;
 use crate::model::{MissingInput, ShapesError, StepChoice};
 use crate::timing::stage::Stage;
@@ -41,6 +41,15 @@ impl RunFigures {
     }
 }
 
+/// One run's figures, and the LeRobot that read where LeRobot's loader ran.
+#[derive(Debug, Clone)]
+pub struct MeasuredRun {
+    /// What the run measured.
+    pub figures: RunFigures,
+    /// The versions of the LeRobot whose loader ran; None for feedbench's.
+    pub lerobot: Option<LerobotVersions>,
+}
+
 /// How long each run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunLength {
@@ -51,7 +60,8 @@ pub struct RunLength {
     pub warmup: Option<usize>,
 }
 
-/// Builds `loader` (LeRobot's through `bridge`) and measures it for `length`; with
+/// Builds `loader` (LeRobot's through `bridge`) and measures it for `length`, naming the
+/// LeRobot that read where it is LeRobot's; with
 /// `count_instructions` this process's instructions are counted too (silently none where the
 /// counter cannot start: [`InstructionCounter::start`] says why, and callers ask it once up
 /// front). Given a `step` (a stand-in: `synthetic:MS`, or replayed from a file by the native
@@ -62,7 +72,7 @@ pub fn measure_run(
     count_instructions: bool,
     step: Option<&StepChoice>,
     bridge: &LerobotBridge,
-) -> Result<RunFigures, LoaderError> {
+) -> Result<MeasuredRun, LoaderError> {
     let counter = count_instructions.then(InstructionCounter::start).and_then(Result::ok);
     let loader = loader.build(bridge)?;
     let warmup = length.warmup.unwrap_or(loader.config().batches_in_flight() + 1);
@@ -71,6 +81,7 @@ pub fn measure_run(
         Some(step) => fed_au(loader.as_ref(), step, length.batches)?,
         None => None,
     };
+    let lerobot = loader.lerobot().cloned();
     // The workers' instructions count once they have exited.
     drop(loader);
     let instructions = counter.and_then(|c| c.finish().ok());
@@ -79,13 +90,14 @@ pub fn measure_run(
         .map(|s| (s.name().to_string(), s.cpu_ms_per_sample(&phase.timing, phase.samples)))
         .filter(|(_, ms)| *ms > 0.0)
         .collect();
-    Ok(RunFigures {
+    let figures = RunFigures {
         cpu_ms_per_sample: phase.cpu_ms_per_sample,
         samples_per_s: phase.samples_per_s,
         stages,
         instructions_per_sample: instructions.map(|n| n as f64 / phase.samples.max(1) as f64),
         au_pct,
-    })
+    };
+    Ok(MeasuredRun { figures, lerobot })
 }
 
 /// The AU of `loader` (warm already) feeding the stand-in `step` for `steps` steps: run by

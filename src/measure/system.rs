@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::loader::lerobot::LerobotVersions;
+
 /// The machine and software a result was measured with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SystemInfo {
@@ -30,6 +32,10 @@ pub struct SystemInfo {
     /// The AV1 decoder libavcodec decodes with, libdav1d, its version, where it is loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dav1d: Option<String>,
+    /// LeRobot's version, with the torch and Python it ran on, where LeRobot read (its loader,
+    /// a lerobot-train run): `0.6.1 (torch 2.11.0, Python 3.12.3)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot: Option<String>,
 }
 
 /// The machine and software, for results measured with the step on `device`.
@@ -59,10 +65,20 @@ pub fn system_info(device: tch::Device) -> SystemInfo {
         libtorch: LIBTORCH_VERSION.to_string(),
         libavcodec: format!("{}.{}.{}", avcodec >> 16, (avcodec >> 8) & 0xff, avcodec & 0xff),
         dav1d: dav1d_version(),
+        lerobot: None,
     }
 }
 
 impl SystemInfo {
+    /// This host with the LeRobot that read named (`versions`, where LeRobot read; unchanged
+    /// where it did not).
+    pub fn read_by(mut self, versions: Option<&LerobotVersions>) -> SystemInfo {
+        if let Some(v) = versions {
+            self.lerobot = Some(format!("{} (torch {}, Python {})", v.lerobot, v.torch, v.python));
+        }
+        self
+    }
+
     /// Where `now` is another host than `self`: the machine's facts that differ (CPU, cores,
     /// memory, GPU and driver, kernel), each as `what then → now`.
     pub fn other_host(&self, now: &SystemInfo) -> Vec<String> {
@@ -80,7 +96,7 @@ impl SystemInfo {
     }
 
     /// Where `now` runs other software than `self` on the same host (feedbench, FFmpeg's
-    /// libavcodec, libtorch), each as `what then → now`: the history of a guard follows such
+    /// libavcodec and libdav1d, libtorch, LeRobot), each as `what then → now`: the history of a guard follows such
     /// changes, it does not refuse them.
     pub fn other_software(&self, now: &SystemInfo) -> Vec<String> {
         let facts = [
@@ -88,6 +104,7 @@ impl SystemInfo {
             ("libavcodec", self.libavcodec.clone(), now.libavcodec.clone()),
             ("dav1d", or_none(&self.dav1d), or_none(&now.dav1d)),
             ("libtorch", self.libtorch.clone(), now.libtorch.clone()),
+            ("lerobot", or_none(&self.lerobot), or_none(&now.lerobot)),
         ];
         differing(&facts)
     }

@@ -133,7 +133,8 @@ pub fn compare(
             events.run_starts(side.name(), repeat);
             let length = RunLength { batches: spec.batches, warmup: spec.warmup };
             let figures = measure_run(loader, length, false, None, bridge)
-                .map_err(|error| CompareError::Side { side, error })?;
+                .map_err(|error| CompareError::Side { side, error })?
+                .figures;
             runs.push(Run { side, figures });
         }
     }

@@ -157,7 +157,8 @@ fn interleaved_runs(
     // Native loaders only: the bridge stays unused.
     let bridge = LerobotBridge::new();
     let run = |root: &Path, length| {
-        measure_run(&ChosenLoader::native(spec_of(root, workers)), length, false, None, &bridge)
+        let loader = ChosenLoader::native(spec_of(root, workers));
+        measure_run(&loader, length, false, None, &bridge).map(|run| run.figures)
     };
     for repeat in 0..measure.repeats {
         let base_first = repeat % 2 == 0;

@@ -480,7 +480,7 @@ pub(crate) fn run_cell(
         model: models[&key].clone(),
         train,
         replayed_mean_ms: step.replay().map(|replay| replay.mean_ms()),
-        system: context.system.clone(),
+        system: context.system.clone().read_by(loader.lerobot()),
         placement: None,
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     })

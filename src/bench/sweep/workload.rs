@@ -29,7 +29,8 @@ pub(crate) fn cell_workload(
     parameters.insert("window".into(), spec.window.to_string());
     let episodes = spec.episodes.as_ref().map_or_else(|| "all".into(), |e| e.to_string());
     parameters.insert("episodes".into(), episodes);
-    parameters.insert("frames".into(), format!("{:?}", spec.frames));
+    parameters.insert("frames.tolerance_s".into(), spec.frames.tolerance_s.to_string());
+    parameters.insert("frames.contract".into(), spec.frames.contract.to_string());
     let model = match step.replay() {
         Some(replay) => {
             parameters.insert("model.replayed_sha256".into(), replay.content_hash());

@@ -12,7 +12,7 @@ pub mod run_args;
 mod session;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -151,6 +151,8 @@ pub struct LerobotLoader {
     train: Option<TrainArgs>,
     /// The bridge its requests go through.
     bridge: LerobotBridge,
+    /// The versions its Python answered with, once it has answered.
+    answered: OnceLock<LerobotVersions>,
 }
 
 impl LerobotLoader {
@@ -171,7 +173,8 @@ impl LerobotLoader {
         let (dataset, window) = spec.open().map_err(LoaderError::Dataset)?;
         let fps = dataset.info().fps;
         let bridge = bridge.clone();
-        Ok(Self { spec: spec.clone(), window, fps, options, train: None, bridge })
+        let answered = OnceLock::new();
+        Ok(Self { spec: spec.clone(), window, fps, options, train: None, bridge, answered })
     }
 
     /// The DataLoader lerobot-train builds from `run`'s arguments, its workers, batch and
@@ -201,6 +204,7 @@ impl LerobotLoader {
             options,
             train: Some(run),
             bridge: bridge.clone(),
+            answered: OnceLock::from(versions.clone()),
         };
         Ok((loader, versions, built))
     }
@@ -262,7 +266,7 @@ impl LerobotLoader {
         let run = run_request(run, Some(&self.spec.config));
         let request = Request::Model(ModelRequest::Run { run, steps: steps.max(1), warmup });
         let (ready, result) = self.bridge.ask(&self.options.python, &request)?;
-        Ok((parse(&self.options.python, ready)?, parse(&self.options.python, result)?))
+        Ok((self.heard(ready)?, parse(&self.options.python, result)?))
     }
 
     /// Ranks measured at once: a lerobot-train run's, 1 otherwise.
@@ -313,7 +317,7 @@ impl LerobotLoader {
         let answers = self.bridge.ask_every_rank(python, &request, hear)?;
         let ready = answers.first().map(|(ready, _)| ready.clone()).unwrap_or_default();
         let runs = answers.into_iter().map(|(_, result)| parse(python, result));
-        Ok((parse(python, ready)?, runs.collect::<Result<_, _>>()?))
+        Ok((self.heard(ready)?, runs.collect::<Result<_, _>>()?))
     }
 
     /// Loads `index_batches` (global indices) as LeRobot's DataLoader batches them and saves
@@ -329,7 +333,20 @@ impl LerobotLoader {
             out: out.to_path_buf(),
         });
         let (ready, _) = self.bridge.ask(&self.options.python, &request)?;
-        parse(&self.options.python, ready)
+        self.heard(ready)
+    }
+
+    /// The versions of LeRobot (and its torch and Python) this loader ran with, once its
+    /// Python has answered a request: what a result's host names as the software that read.
+    pub fn versions(&self) -> Option<&LerobotVersions> {
+        self.answered.get()
+    }
+
+    /// The versions in a driver's `ready` answer, kept as [`Self::versions`].
+    fn heard(&self, ready: Json) -> Result<LerobotVersions, LoaderError> {
+        let versions: LerobotVersions = parse(&self.options.python, ready)?;
+        let _ = self.answered.set(versions.clone());
+        Ok(versions)
     }
 
     /// The indices LeRobot's `EpisodeAwareSampler` yields for this spec's episodes and

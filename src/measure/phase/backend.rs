@@ -10,7 +10,7 @@ use super::in_process::{run_loader_phase, run_train_phase};
 use super::lerobot::{run_lerobot_loader_phase, run_lerobot_train_phase, run_policy_model_phase};
 use super::watch::{BatchWatch, StepWatch};
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::{FedStep, LerobotLoader};
+use crate::loader::lerobot::{FedStep, LerobotLoader, LerobotVersions};
 use crate::loader::pipeline::{Loader, LoaderError};
 use crate::model::TrainStep;
 use crate::timing::Trace;
@@ -75,6 +75,11 @@ pub trait MeasuredLoader {
 
     /// Has the workers record their batch stages on `trace`; a loader that cannot is an error.
     fn set_trace(&mut self, trace: Option<Arc<Trace>>) -> Result<(), LoaderError>;
+
+    /// The LeRobot it read with, once it has read (LeRobot's loaders); None for feedbench's.
+    fn lerobot(&self) -> Option<&LerobotVersions> {
+        None
+    }
 
     /// The native pipeline, where it is one (its shard's plan, its batches).
     fn native(&self) -> Option<&Loader>;
@@ -153,6 +158,10 @@ impl MeasuredLoader for LerobotLoader {
                 "LeRobot's loader has no trace of its workers (the native loader's has)".into(),
             )),
         }
+    }
+
+    fn lerobot(&self) -> Option<&LerobotVersions> {
+        self.versions()
     }
 
     fn native(&self) -> Option<&Loader> {

@@ -1,8 +1,9 @@
 //! Whether a baseline fits this run at all, before anything runs: every cell of the config is
 //! in it and measures the same work ([`Workload`]: its knobs, its step, the dataset's
 //! fingerprint, the runs' length), on the same host. Another workload is refused naming the
-//! parameters that differ; another host is refused unless the user allows it, and then said;
-//! other software on the same host is said.
+//! parameters that differ; another host is refused unless the user allows it, and then said.
+//! Once the run has measured (and knows the LeRobot that read), other software on the same
+//! host is said.
 
 use super::config::GuardConfig;
 use super::record::{DatasetFingerprint, GuardRecord};
@@ -31,8 +32,8 @@ pub struct Now<'a> {
 }
 
 /// Checks the baseline against this run: cells by name and workload (another is an error);
-/// another host is an error unless allowed; other software, and of a baseline saved before
-/// workloads were kept another dataset or other run lengths, give warnings, returned (with
+/// another host is an error unless allowed, and then a warning; of a baseline saved before
+/// workloads were kept, another dataset or other run lengths give warnings, returned (with
 /// `strict`, errors).
 pub fn check_baseline(baseline: &GuardRecord, now: &Now<'_>) -> Result<Vec<String>, Mismatch> {
     let names: Vec<&str> = baseline.cells.iter().map(|c| c.cell.name.as_str()).collect();
@@ -86,11 +87,28 @@ pub fn check_baseline(baseline: &GuardRecord, now: &Now<'_>) -> Result<Vec<Strin
             other_host.join("; ")
         ));
     }
-    let other_software = baseline.machine.other_software(now.machine);
-    if !other_software.is_empty() {
-        warnings.push(format!("other software: {}", other_software.join("; ")));
-    }
-    if now.strict && !warnings.is_empty() {
+    strictly(warnings, now.strict)
+}
+
+/// Once this run has measured on `measured` (the host with the software that read, LeRobot's
+/// where its loader ran), where it ran other software than the `baseline`'s host: a warning
+/// (with `strict`, an error).
+pub fn check_software(
+    baseline: &SystemInfo,
+    measured: &SystemInfo,
+    strict: bool,
+) -> Result<Vec<String>, Mismatch> {
+    let other_software = baseline.other_software(measured);
+    let warnings = match other_software.is_empty() {
+        true => Vec::new(),
+        false => vec![format!("other software: {}", other_software.join("; "))],
+    };
+    strictly(warnings, strict)
+}
+
+/// `warnings`, or with `strict` and any warning, an error naming them.
+fn strictly(warnings: Vec<String>, strict: bool) -> Result<Vec<String>, Mismatch> {
+    if strict && !warnings.is_empty() {
         return Err(Mismatch(format!("--strict: {}", warnings.join("; "))));
     }
     Ok(warnings)
@@ -128,6 +146,7 @@ mod tests {
     use super::*;
     use crate::bench::compare::guard::record::{CellRuns, BASELINE_FORMAT};
     use crate::loader::knobs::LoaderKnob;
+    use crate::loader::lerobot::LerobotVersions;
 
     /// A config of one cell, `c`, of `batch` samples a batch.
     fn config(batch: usize) -> GuardConfig {
@@ -197,12 +216,29 @@ mod tests {
             Some(CellRuns::workload_of(&same.cells[0], &same.run, &other_data.dataset).unwrap());
         let error = check(&other_data, &same, &machine, (false, false)).unwrap_err().to_string();
         assert!(error.contains("dataset.sha256 cd then → ab now"), "{error}");
-        // Other software: said; with --strict, refused.
+        // Other software: not the host's facts, said once measured; with --strict, refused.
         let mut newer = machine.clone();
         newer.libavcodec = "99.0.0".into();
-        let warnings = check(&saved, &same, &newer, (false, false)).unwrap();
+        assert_eq!(check(&saved, &same, &newer, (false, true)).unwrap(), [""; 0]);
+        let warnings = check_software(&saved.machine, &newer, false).unwrap();
         assert!(warnings[0].starts_with("other software: libavcodec"), "{warnings:?}");
-        assert!(check(&saved, &same, &newer, (false, true)).is_err());
+        assert!(check_software(&saved.machine, &newer, true).is_err());
+        // The LeRobot that read, once a run of LeRobot's loader names it.
+        let versions = LerobotVersions {
+            lerobot: "0.6.1".into(),
+            torch: "2.11.0".into(),
+            python: "3.12.3".into(),
+            executable: "/venv/bin/python".into(),
+            video_backend: None,
+            lerobot_train: None,
+        };
+        let read_by = machine.clone().read_by(Some(&versions));
+        let warnings = check_software(&saved.machine, &read_by, false).unwrap();
+        assert_eq!(
+            warnings,
+            ["other software: lerobot \"none\" then → \"0.6.1 (torch 2.11.0, Python 3.12.3)\" now"]
+        );
+        assert_eq!(check_software(&read_by, &read_by, true).unwrap(), [""; 0]);
         // Another host: refused unless allowed, then said.
         let mut other = machine.clone();
         other.cores += 1;

@@ -69,6 +69,7 @@ pub fn measure(
             workload: Some(workload),
         })
         .collect();
+    let mut machine = setup.machine;
     for repeat in 0..config.run.repeats {
         let mut order: Vec<usize> = (0..cells.len()).collect();
         if repeat % 2 == 1 {
@@ -81,15 +82,18 @@ pub fn measure(
             // that starts with each run, whose start-up would swamp them.
             let count = setup.count_instructions && loaders[i].choice.backend().is_native();
             let (length, step) = (config.run.length(), steps[i].as_ref());
-            let figures = measure_run(&loaders[i], length, count, step, &bridge)?;
-            cells[i].runs.push(figures);
+            let run = measure_run(&loaders[i], length, count, step, &bridge)?;
+            if machine.lerobot.is_none() {
+                machine = machine.read_by(run.lerobot.as_ref());
+            }
+            cells[i].runs.push(run.figures);
         }
     }
     let measured_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     Ok(GuardRecord {
         feedbench_guard_baseline: BASELINE_FORMAT,
         measured_at,
-        machine: setup.machine,
+        machine,
         dataset: setup.dataset,
         run: config.run.clone(),
         cells,

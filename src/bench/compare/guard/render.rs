@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::history::text::cell_line;
+use super::history::text::{cell_line, text as history_text};
 use super::history::verdict::HistoryVerdict;
 use super::judge::{CellVerdict, FigureChange, GuardVerdict, Outcome};
 use super::record::GuardRecord;
@@ -14,17 +14,26 @@ use crate::bench::export::{pretty_json, Exporter, Json, Output, RenderError};
 use crate::bench::report::table::{Column, Table};
 use crate::measure::loader_run::RunFigures;
 
-/// How to save a new baseline, for the advice that says so: the config and baseline paths.
+/// How to save a new baseline or accept a history's new level, for the advice that says so:
+/// the config, baseline and history paths.
 pub struct UpdateCommand<'a> {
     /// The guard config's path.
     pub config: &'a str,
     /// The baseline's path.
     pub baseline: &'a str,
+    /// The history's path, where the guard keeps one.
+    pub history: Option<&'a str>,
 }
 
 impl UpdateCommand<'_> {
     fn line(&self) -> String {
         format!("feedbench guard --config {} --save-baseline {}", self.config, self.baseline)
+    }
+
+    /// The command that accepts the history's newest level as meant.
+    pub fn accept(&self) -> String {
+        let history = self.history.unwrap_or("");
+        format!("feedbench guard --config {} --history {history} --accept", self.config)
     }
 }
 
@@ -184,10 +193,14 @@ pub fn text(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "{}", conclusion(verdict, update));
+    if let Some(history) = &verdict.history {
+        out.push_str(&history_text(history, &update.accept()));
+    }
     out
 }
 
-/// The verdict as Markdown: a heading with the outcome, the table, the conclusion.
+/// The verdict as Markdown: a heading with the outcome, the table, the conclusion, and what
+/// the history said where the guard keeps one.
 pub fn markdown(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
     let mut out = String::new();
     let headline = match verdict.outcome {
@@ -222,7 +235,26 @@ pub fn markdown(verdict: &GuardVerdict, update: &UpdateCommand) -> String {
         let _ = writeln!(out, "\n{line}");
     }
     let _ = writeln!(out, "\n{}", conclusion(verdict, update));
+    if let Some(history) = &verdict.history {
+        let _ = write!(out, "\n{}", history_lines(history, update));
+    }
     out
+}
+
+/// A guard run judged by its history alone, as Markdown: a heading with the outcome and what
+/// the history said.
+pub fn history_markdown(history: &HistoryVerdict, update: &UpdateCommand) -> String {
+    let headline = match history.regression {
+        true => "❌ regression by its history",
+        false => "✅ pass by its history",
+    };
+    format!("### feedbench guard: {headline}\n\n{}", history_lines(history, update))
+}
+
+/// The history's verdict as Markdown lines, one paragraph each.
+fn history_lines(history: &HistoryVerdict, update: &UpdateCommand) -> String {
+    let text = history_text(history, &format!("`{}`", update.accept()));
+    text.lines().map(|line| format!("{line}\n\n")).collect()
 }
 
 /// A figure with the digits it deserves.
