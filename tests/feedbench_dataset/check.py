@@ -87,6 +87,19 @@ def items(root, count):
         batch = ours.__getitems__(indices)
         for index, item in zip(indices, batch):
             same_value(f"{name}, item {index}:", item, theirs[int(index)])
+        # A slice is the list of its items one at a time (LeRobot main's `dataset[a:b]`), a
+        # stepped one from the end too.
+        for cut in (slice(10, 20), slice(-1, -8, -3)):
+            positions = range(*cut.indices(len(theirs)))
+            sliced = ours[cut]
+            if len(sliced) != len(positions):
+                fail(f"{name}, [{cut.start}:{cut.stop}:{cut.step}]: {len(sliced)} items, not "
+                     f"{len(positions)}")
+            for index, item in zip(positions, sliced):
+                same_value(f"{name}, item {index} of [{cut.start}:{cut.stop}:{cut.step}]:", item,
+                           ours[index])
+                same_value(f"{name}, item {index} of [{cut.start}:{cut.stop}:{cut.step}]:", item,
+                           theirs[index])
         # A batch's indices as a list takes them: negative ones from the end, NumPy's integers.
         for index, item in zip([-1, -len(theirs)], ours.__getitems__([np.int64(-1), -len(theirs)])):
             same_value(f"{name}, item {index} of a batch:", item, theirs[index % len(theirs)])
