@@ -216,6 +216,7 @@ impl FakeCell {
                 ranks: None,
                 lerobot_contract: None,
                 remote: None,
+                order: None,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),

@@ -11,6 +11,8 @@ use common::lerobot_python;
 
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use feedbench::dataset::{EpisodeList, WindowChoice};
 use feedbench::loader::batch::{Batch, BatchData, ImageFormat};
 use feedbench::loader::config::LoaderConfig;
@@ -234,4 +236,49 @@ fn drop_n_last_frames_drops_what_lerobots_sampler_drops() {
             assert_eq!(native, candidates, "{what}");
         }
     }
+}
+
+/// The `order` a loader phase reports: each measured batch's distinct episodes and whether
+/// the batches came as the sampler yielded them, by `load --json` (LeRobot's loader with
+/// `python`).
+fn order(root: &Path, sampler: &str, python: Option<&Path>) -> serde_json::Value {
+    let root = root.to_str().unwrap();
+    let mut args = vec!["load", root, "--batch", "16", "--batches", "6", "--warmup", "2"];
+    args.extend(["--sampler", sampler, "--json"]);
+    let python = python.map(|p| p.to_str().unwrap().to_string());
+    if let Some(python) = &python {
+        args.extend(["--loader", "lerobot", "--python", python]);
+    }
+    let (ok, out, err) = common::feedbench(&args);
+    assert!(ok, "{args:?}: {err}");
+    let phase: serde_json::Value = serde_json::from_str(&out).unwrap();
+    phase["order"].clone()
+}
+
+#[test]
+fn both_loaders_say_the_episodes_per_batch_and_keep_their_samplers_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    common::synth_pusht(&root, 8, 60, &[]);
+    // In order, a batch of 16 spans one episode of 60 frames, or two where it crosses into the
+    // next: 1–2 episodes; shuffled over 8 episodes, most batches mix many.
+    let sequential = order(&root, "sequential", None);
+    assert_eq!(sequential["episodes_per_batch_min"], 1, "{sequential}");
+    assert_eq!(sequential["episodes_per_batch_max"], 2, "{sequential}");
+    let shuffled = order(&root, "episode-aware", None);
+    assert!(shuffled["episodes_per_batch_mean"].as_f64().unwrap() > 4.0, "{shuffled}");
+    for figures in [&sequential, &shuffled] {
+        let kept = &figures["sampler_order"];
+        assert_eq!(
+            (kept["batches_checked"].as_u64(), &kept["first_out_of_order"]),
+            (Some(8), &Value::Null)
+        );
+    }
+    let Some(python) = lerobot_python() else { return };
+    // The same sampler (PyTorch's SequentialSampler in both): the same batches, the same
+    // figures; LeRobot's DataLoader, measured, keeps its sampler's order too.
+    assert_eq!(order(&root, "sequential", Some(&python)), sequential);
+    let theirs = order(&root, "episode-aware", Some(&python));
+    assert!(theirs["episodes_per_batch_mean"].as_f64().unwrap() > 4.0, "{theirs}");
+    assert_eq!(theirs["sampler_order"], shuffled["sampler_order"], "{theirs}");
 }

@@ -1,7 +1,26 @@
 //! Samplers: the order of sample indices in an epoch, and how it is split into batches and
-//! across ranks — with the semantics of PyTorch's samplers and LeRobot's episode-aware one.
+//! across ranks — with the semantics of PyTorch's samplers and LeRobot's episode-aware one —
+//! and whether a loader delivered the batches its sampler yielded.
 
 use serde::{Deserialize, Serialize};
+
+/// A loader's delivered batches held against the batches its sampler yielded, from its first
+/// (LeRobot's driver says it as `SamplerOrder`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplerOrder {
+    /// Batches compared, warm-up included, from the loader's first.
+    pub batches_checked: usize,
+    /// The first batch (0: the loader's first) whose indices were not the sampler's next;
+    /// None where every batch was.
+    pub first_out_of_order: Option<usize>,
+}
+
+impl SamplerOrder {
+    /// Whether every batch compared came in the sampler's order.
+    pub fn kept(&self) -> bool {
+        self.first_out_of_order.is_none()
+    }
+}
 
 /// Which indices an epoch visits, and in which order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -45,6 +45,9 @@ impl fmt::Display for LoaderPhase {
         if let Some(first) = self.first_batch_s {
             writeln!(f, "first batch after {:.2} s", first)?;
         }
+        if let Some(order) = &self.order {
+            writeln!(f, "{}", order.line())?;
+        }
         if let Some(memory) = &self.memory {
             writeln!(f, "{}", memory_text(memory))?;
         }

@@ -238,6 +238,8 @@ mod tests {
             memory_samples: vec![(0.0, 1 << 29, vec![1 << 27], 1 << 28)],
             rank: 1,
             pid: 4242,
+            episodes_per_batch: vec![3, 4],
+            sampler_order: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! Pure: nothing here measures or reads the machine.
 
 use super::memory::MemoryFigures;
+use super::order::OrderFigures;
 use super::remote::RemoteFigures;
 use crate::dataset::remote::RemoteReads;
 use std::time::Duration;
@@ -58,6 +59,8 @@ pub(super) struct LoaderRun {
     pub memory: Option<MemoryFigures>,
     /// What was asked of stores over the measured batches; None where nothing was.
     pub remote: Option<RemoteReads>,
+    /// The measured batches' episodes and the order they came in, where the loader said.
+    pub order: Option<OrderFigures>,
 }
 
 impl LoaderRun {
@@ -103,6 +106,7 @@ impl LoaderRun {
             epoch_start_wait_ms,
             steady_wait_ms,
             lerobot: self.lerobot,
+            order: self.order,
             cache: self.cache,
             frames: self.frames,
             memory: self.memory,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::super::stats::{median, Stats};
 use super::super::verdict::Verdict;
 use super::memory::MemoryFigures;
+use super::order::OrderFigures;
 use super::remote::RemoteFigures;
 use crate::dataset::Contract;
 use crate::loader::config::LoaderConfig;
@@ -95,6 +96,11 @@ pub struct LoaderPhase {
     /// for a local root (and for LeRobot's loaders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteFigures>,
+    /// How many episodes each measured batch mixed, and whether the batches came in the
+    /// sampler's order. None where the batches did not say their episodes, and in results
+    /// written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<OrderFigures>,
 }
 
 /// Every camera frame of a loader's episodes at its output size and format, against the memory

@@ -13,6 +13,7 @@ use super::figures::{
     CacheFigures, FramesSize, LoaderPhase, ModelPhase, StepSample, TrainError, TrainPhase,
 };
 use super::memory::PssReads;
+use super::order::NativeOrder;
 use super::watch::{BatchMeasured, BatchWatch, StepWatch};
 use crate::loader::batch::Batch;
 use crate::loader::pipeline::{Batches, Loader, LoaderError};
@@ -93,8 +94,10 @@ pub fn run_loader_phase(
     let (mut first_batch_s, mut frames) = (None, None);
     let memory = PssReads::start();
     let mut reads = remote::stats::mark();
+    let mut order = NativeOrder::new(loader, per_epoch);
     for iteration in schedule(warmup, batches) {
         let batch = stream.next().expect("epoch after epoch: the stream does not end")?;
+        order.batch(&batch, iteration == Iteration::Measured);
         if first_batch_s.is_none() {
             first_batch_s = Some(started.elapsed().as_secs_f64());
             frames = frames_size(loader, &batch);
@@ -141,6 +144,7 @@ pub fn run_loader_phase(
         memory: memory.figures(),
         remote: reads.since(),
         lerobot: None,
+        order: order.figures(),
         cache: loader.cache().map(|cache| {
             let rate =
                 |(samples, ms): (usize, f64)| (samples > 0).then(|| samples as f64 * 1e3 / ms);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::analyse::{LoaderRun, ModelRun, TrainRun};
 use super::figures::{LoaderPhase, ModelPhase, StepSample, TrainPhase};
 use super::memory::{MemoryFigures, PssSample};
+use super::order::OrderFigures;
 use super::ranks::OfRanks;
 use super::watch::{BatchMeasured, BatchWatch, StepWatch};
 use crate::loader::lerobot::{
@@ -78,6 +79,7 @@ fn loader_phase(loader: &LerobotLoader, run: LerobotRun, versions: LerobotVersio
         first_batch_s: Some(run.first_batch_s),
         epoch_position: run.epoch_position.clone(),
         lerobot: Some(versions),
+        order: OrderFigures::of(&run.episodes_per_batch, run.sampler_order.clone()),
         remote: None,
         cache: None,
         frames: None,

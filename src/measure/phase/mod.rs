@@ -16,6 +16,7 @@ mod in_process;
 mod lerobot;
 pub mod lockstep;
 mod memory;
+mod order;
 mod placed;
 mod ranks;
 mod remote;
@@ -31,6 +32,7 @@ pub use figures::{
 pub use in_process::{run_loader_phase, run_model_phase, run_train_phase};
 pub use lerobot::lerobot_model_phases;
 pub use memory::{MemoryFigures, PssSample, GROWTH_LEAST_MB, GROWTH_LEAST_PCT};
+pub use order::OrderFigures;
 pub use placed::{PlacedStep, StepPlace};
 pub use remote::{RemoteBound, RemoteFigures};
 pub use steps::{SampleStep, SampleSteps};

@@ -10,7 +10,7 @@ import importlib.metadata
 import inspect
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from feedbench_driver.readings import (
     Cycle, fed_nothing, fixed_step, measure, take_timed, video_backend)
@@ -93,7 +93,35 @@ def make_loader(dataset: Any, request: DatasetReads,
         sampler = torch.utils.data.SequentialSampler(dataset)
     else:
         raise Refused(ErrorKind.KNOB, f"sampler {kind!r}: expected episode-aware, shuffled or sequential")
-    return torch.utils.data.DataLoader(dataset, sampler=sampler, **kwargs)
+    # The batch sampler the DataLoader would make of `sampler`, kept as it yields.
+    batches = torch.utils.data.BatchSampler(sampler, kwargs.pop("batch_size", 1),
+                                            kwargs.pop("drop_last", False))
+    rows = row_positions(dataset)
+    yields_rows = kind != "episode-aware" or sampler_yields_rows()
+    absolute = {row: index for index, row in rows.items()} if rows is not None and yields_rows else None
+    recorded = RecordedBatches(batches, absolute)
+    return torch.utils.data.DataLoader(dataset, batch_sampler=recorded, **kwargs)
+
+
+class RecordedBatches:
+    """A batch sampler that keeps every batch it yields as absolute frame indices (what each
+    item's `index` says; `absolute` maps a row to its index where the two differ), so that the
+    batches a loader delivers can be held against the sampler's: the DataLoader's main process
+    draws them, ahead of its workers, epoch after epoch."""
+
+    def __init__(self, batches: Any, absolute: Optional[Dict[int, int]]) -> None:
+        self.batches = batches
+        self.absolute = absolute
+        self.recorded: List[List[int]] = []
+
+    def __iter__(self) -> Iterator[List[int]]:
+        for batch in self.batches:
+            rows = [int(row) for row in batch]
+            self.recorded.append(rows if self.absolute is None else [self.absolute[r] for r in rows])
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 def run_load(request: LoadDatasetRequest, dataset: Any, installed: Versions) -> None:

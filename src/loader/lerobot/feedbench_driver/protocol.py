@@ -306,6 +306,13 @@ class StepParts(TypedDict):
     optimizer_ms: List[float]
 
 
+class SamplerOrder(TypedDict):
+    """The delivered batches held against the sampler's (Rust: SamplerOrder)."""
+
+    batches_checked: int
+    first_out_of_order: Optional[int]  # the first batch not the sampler's next; None: all were
+
+
 class LoadResult(TypedDict):
     """`load`'s `result`: what the loader measured (Rust: LerobotRun)."""
 
@@ -331,6 +338,8 @@ class LoadResult(TypedDict):
     peak_device_bytes: Optional[int]  # CUDA
     rank: int
     pid: int
+    episodes_per_batch: List[int]  # distinct episodes of each measured batch; empty: unsaid
+    sampler_order: Optional[SamplerOrder]  # where the loader's batch sampler keeps its batches
 
 
 class PolicyStepMs(TypedDict):

@@ -12,8 +12,8 @@ from typing import (
 
 from feedbench_driver.policy_step import to_device
 from feedbench_driver.protocol import (
-    ErrorKind, FixedStep, LoadRequest, LoadResult, PolicyStep, ReadyEvent, Refused, StepParts,
-    alive, as_fixed, emit, say_step)
+    ErrorKind, FixedStep, LoadRequest, LoadResult, PolicyStep, ReadyEvent, Refused,
+    SamplerOrder, StepParts, alive, as_fixed, emit, say_step)
 
 
 def compute_times_s(step: FixedStep) -> Iterator[float]:
@@ -269,10 +269,12 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
     memory = PeakMemory(warmup, loader)
     started = time.perf_counter()
     first_batch_s: Optional[float] = None
+    delivered: List[Optional[List[int]]] = []
     for taken in range(1, warmup + 1):
         batch, _, arrived = take()
         if first_batch_s is None:
             first_batch_s = arrived - started
+        delivered.append(column(batch, "index"))
         feed(batch)
         memory.warmed(taken)
     together()  # the ranks start their measured batches at once
@@ -283,6 +285,7 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
     wait_ms: List[float] = []
     h2d_ms: List[float] = []
     positions: List[int] = []
+    episodes_per_batch: List[int] = []
     samples = size_bytes = 0
     parts: Optional[StepParts] = None
     modules: Dict[str, List[float]] = {}
@@ -297,6 +300,10 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
             first_batch_s = arrived - started
         wait_ms.append(wait)
         positions.append(stream.position)
+        delivered.append(column(batch, "index"))
+        episodes = column(batch, "episode_index")
+        if episodes is not None:
+            episodes_per_batch.append(len(set(episodes)))
         samples += batch_size(batch)
         size_bytes += tensor_bytes(batch)
         fed = feed(batch)
@@ -325,8 +332,30 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
         observer_cpu_s=memory.cpu_s, memory_samples=memory.samples,
         first_batch_s=first_batch_s or 0.0, epoch_position=positions, parts=parts,
         modules_ms=modules, peak_device_bytes=None if device is None else peak_device_bytes(device),
-        rank=rank(), pid=os.getpid(),
+        rank=rank(), pid=os.getpid(), episodes_per_batch=episodes_per_batch,
+        sampler_order=sampler_order(loader, delivered),
     ))
+
+
+def column(batch: Any, key: str) -> Optional[List[int]]:
+    """The integers of `batch`'s tensor `key` (one per sample), where it has one."""
+    value = batch.get(key) if isinstance(batch, dict) else None
+    if value is None or not hasattr(value, "tolist"):
+        return None
+    values = value.tolist()
+    return [int(v) for v in values] if isinstance(values, list) else None
+
+
+def sampler_order(loader: Any, delivered: List[Optional[List[int]]]) -> Optional[SamplerOrder]:
+    """The `delivered` batches' indices held against those the loader's batch sampler yielded
+    (where it keeps them, `plain.RecordedBatches`), from the first; None where it does not or
+    the batches do not say their indices."""
+    recorded = getattr(getattr(loader, "batch_sampler", None), "recorded", None)
+    if recorded is None or any(batch is None for batch in delivered):
+        return None
+    first = next((n for n, batch in enumerate(delivered)
+                  if n >= len(recorded) or batch != recorded[n]), None)
+    return SamplerOrder(batches_checked=len(delivered), first_out_of_order=first)
 
 
 def take_timed(stream: Cycle) -> Callable[[], Taken]:

@@ -8,6 +8,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value as Json;
 
+use crate::loader::sampler::SamplerOrder;
+
 /// A key the driver always says, whose value may be null: missing, it is an error naming the
 /// key (serde would read a missing `Option` as None).
 fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -191,6 +193,13 @@ pub struct LerobotRun {
     pub rank: usize,
     /// The driver's process id.
     pub pid: u32,
+    /// Distinct episodes of each measured batch (empty where the batches do not say them).
+    #[serde(default)]
+    pub episodes_per_batch: Vec<usize>,
+    /// The batches delivered against those the DataLoader's batch sampler yielded, where it
+    /// keeps them (LeRobot's plain loader; not a lerobot-train run's).
+    #[serde(default, deserialize_with = "nullable")]
+    pub sampler_order: Option<SamplerOrder>,
 }
 
 /// A lerobot-train run's step alone: its policy's `update_policy` on one batch, again and again.
