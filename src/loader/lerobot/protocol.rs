@@ -35,6 +35,7 @@ mod tests {
     use serde_json::{json, Map, Value as Json};
 
     use super::*;
+    use crate::loader::sampler::SamplerOrder;
 
     /// One example of every request, each with the name of the driver's `TypedDict` it is
     /// (the match fails to compile when a variant is added and not listed).
@@ -239,7 +240,7 @@ mod tests {
             rank: 1,
             pid: 4242,
             episodes_per_batch: vec![3, 4],
-            sampler_order: None,
+            sampler_order: Some(SamplerOrder { batches_checked: 5, first_out_of_order: Some(2) }),
         }
     }
 
