@@ -217,6 +217,7 @@ impl FakeCell {
                 lerobot_contract: None,
                 remote: None,
                 order: None,
+                startup: None,
             }),
             model: ModelPhase {
                 model: c.model.to_string(),

@@ -282,3 +282,64 @@ fn both_loaders_say_the_episodes_per_batch_and_keep_their_samplers_order() {
     assert!(theirs["episodes_per_batch_mean"].as_f64().unwrap() > 4.0, "{theirs}");
     assert_eq!(theirs["sampler_order"], shuffled["sampler_order"], "{theirs}");
 }
+
+/// `load --loader lerobot --json` with two workers started by `method`, `env` set: the phase's
+/// `startup`.
+fn startup(root: &Path, python: &Path, method: &str, env: &[(&str, &str)]) -> Value {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(["load", root.to_str().unwrap(), "--loader", "lerobot", "--python"]);
+    command.args([python.to_str().unwrap(), "--workers", "2", "--batch", "8", "--batches", "4"]);
+    command.args(["--start-method", method, "--json"]);
+    command.envs(env.iter().copied());
+    let (ok, out, err) = common::outcome(&mut command);
+    assert!(ok, "{method}: {err}");
+    let phase: Value = serde_json::from_str(&out).unwrap();
+    phase["startup"].clone()
+}
+
+#[test]
+fn lerobots_start_is_taken_apart_and_a_large_dataset_object_is_named_with_its_cost() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    common::synth_pusht(&root, 3, 40, &[]);
+    // Forked workers are sent nothing; spawned and forkserver ones the pickled dataset, alike.
+    let forked = startup(&root, &python, "fork", &[]);
+    assert_eq!((&forked["start_method"], &forked["pickled_bytes"]), (&"fork".into(), &Value::Null));
+    let spawned = startup(&root, &python, "spawn", &[]);
+    let served = startup(&root, &python, "forkserver", &[]);
+    assert_eq!(spawned["pickled_bytes"], served["pickled_bytes"], "{spawned} {served}");
+    for figures in [&forked, &spawned, &served] {
+        let workers = figures["workers"].as_array().unwrap();
+        assert_eq!(workers.len(), 2, "{figures}");
+        for worker in workers {
+            let (started, first) = (worker["started_s"].as_f64(), worker["first_batch_s"].as_f64());
+            assert!(
+                matches!((started, first), (Some(s), Some(f)) if 0.0 < s && s < f),
+                "{figures}"
+            );
+        }
+    }
+    // A dataset that keeps 256 MB of its own: each spawned worker is sent it, named, and starts
+    // later for it (the bytes pickled, piped and unpickled twice over).
+    let site = crate::ranks::site(
+        dir.path(),
+        "import os\n\
+         if os.environ.get('FEEDBENCH_TEST_BALLAST'):\n\
+         \x20   from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
+         \x20   original = LeRobotDataset.__init__\n\
+         \x20   def heavy(self, *args, **kwargs):\n\
+         \x20       original(self, *args, **kwargs)\n\
+         \x20       self.ballast = bytes(256 << 20)\n\
+         \x20   LeRobotDataset.__init__ = heavy\n",
+    );
+    let env = [("PYTHONPATH", site.to_str().unwrap()), ("FEEDBENCH_TEST_BALLAST", "1")];
+    let heavy = startup(&root, &python, "spawn", &env);
+    assert_eq!(heavy["largest_part"]["name"], "ballast", "{heavy}");
+    assert!(heavy["pickled_bytes"].as_u64().unwrap() > 256 << 20, "{heavy}");
+    let latest = |figures: &Value| {
+        let workers = figures["workers"].as_array().unwrap().iter();
+        workers.filter_map(|w| w["started_s"].as_f64()).fold(0.0, f64::max)
+    };
+    assert!(latest(&heavy) > latest(&spawned), "{heavy} against {spawned}");
+}

@@ -65,6 +65,36 @@ pub struct LoaderConfig {
     /// JSON at its default.
     #[serde(default = "default_coalesce", skip_serializing_if = "is_default_coalesce")]
     pub coalesce_bytes: u64,
+    /// How LeRobot's `DataLoader` starts its worker processes (`multiprocessing_context`).
+    /// Left out of JSON at `fork`, PyTorch's default on Linux.
+    #[serde(default, skip_serializing_if = "StartMethod::is_fork")]
+    pub start_method: StartMethod,
+}
+
+/// How a `DataLoader` starts its worker processes, as Python's `multiprocessing` names it:
+/// `fork` copies the parent (nothing is pickled), `spawn` and `forkserver` start a fresh
+/// interpreter that is sent the pickled dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StartMethod {
+    /// `fork` (PyTorch's default on Linux).
+    #[default]
+    Fork,
+    /// `spawn` (a fresh interpreter; lerobot-train's on macOS and where CUDA is initialised).
+    Spawn,
+    /// `forkserver` (workers forked from a server process started fresh).
+    Forkserver,
+}
+
+named_values!(StartMethod {
+    Fork => "fork",
+    Spawn => "spawn",
+    Forkserver => "forkserver",
+});
+
+impl StartMethod {
+    fn is_fork(&self) -> bool {
+        *self == StartMethod::Fork
+    }
 }
 
 fn default_requests() -> usize {
@@ -132,6 +162,7 @@ impl Default for LoaderConfig {
             persistent_workers: true,
             requests_in_flight: default_requests(),
             coalesce_bytes: default_coalesce(),
+            start_method: StartMethod::Fork,
         }
     }
 }
@@ -218,7 +249,7 @@ mod tests {
     use crate::loader::knobs::LoaderKnob;
 
     /// Each knob's key in LoaderConfig's JSON (results, rank files, `--json`).
-    const JSON_KEYS: [(&str, &str); 16] = [
+    const JSON_KEYS: [(&str, &str); 17] = [
         ("workers", "workers"),
         ("prefetch", "prefetch"),
         ("batch", "batch_size"),
@@ -235,6 +266,7 @@ mod tests {
         ("unordered", "ordered"),
         ("pin_memory", "pin_memory"),
         ("persistent_workers", "persistent_workers"),
+        ("start_method", "start_method"),
     ];
 
     #[test]

@@ -31,6 +31,7 @@ LeRobotDataset in the LeRobot venv. Exits 0 with one line per check, else names 
                                          action, features of 2 to 5 dimensions; 3 episodes)
 """
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -103,6 +104,11 @@ def items(root, count):
         # A batch's indices as a list takes them: negative ones from the end, NumPy's integers.
         for index, item in zip([-1, -len(theirs)], ours.__getitems__([np.int64(-1), -len(theirs)])):
             same_value(f"{name}, item {index} of a batch:", item, theirs[index % len(theirs)])
+        # What a spawned worker is sent: a handle, not the data (LeRobot's own for scale).
+        payload, theirs_payload = len(pickle.dumps(ours)), len(pickle.dumps(theirs))
+        if payload > max(64 << 10, theirs_payload):
+            fail(f"{name}: FeedbenchDataset pickles to {payload} bytes for each worker "
+                 f"(LeRobotDataset: {theirs_payload})")
         print(f"check: {root.name}, {name}: {len(indices)} items equal LeRobot's "
               f"({len(batch[0])} keys: {', '.join(batch[0])})")
 

@@ -3,6 +3,7 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::loader::lerobot::Startup;
 use crate::measure::phase::{
     CacheFigures, LoaderPhase, MemoryFigures, ModelPhase, RankSpread, SampleStep, SampleSteps,
     StepSample, TrainPhase,
@@ -48,6 +49,9 @@ impl fmt::Display for LoaderPhase {
         if let Some(order) = &self.order {
             writeln!(f, "{}", order.line())?;
         }
+        if let Some(startup) = &self.startup {
+            write!(f, "{}", startup_text(startup))?;
+        }
         if let Some(memory) = &self.memory {
             writeln!(f, "{}", memory_text(memory))?;
         }
@@ -76,6 +80,43 @@ impl fmt::Display for LoaderPhase {
         }
         write!(f, "{}", self.timing.render(self.samples))
     }
+}
+
+/// A DataLoader's start taken apart: what each worker was sent, when the workers started and
+/// gave their first batches (the earliest and the latest), and the warning where there is one.
+fn startup_text(startup: &Startup) -> String {
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    let sent = match (&startup.pickled_bytes, &startup.largest_part) {
+        (None, _) => "nothing pickled to the workers (forked from this process)".to_string(),
+        (Some(bytes), None) => {
+            format!("{:.2} MB of the dataset pickled to each worker", mb(*bytes))
+        }
+        (Some(bytes), Some(part)) => format!(
+            "{:.2} MB of the dataset pickled to each worker (its largest part `{}`, {:.2} MB)",
+            mb(*bytes),
+            part.name,
+            mb(part.bytes)
+        ),
+    };
+    let span = |values: Vec<f64>| match (
+        values.iter().copied().reduce(f64::min),
+        values.iter().copied().reduce(f64::max),
+    ) {
+        (Some(low), Some(high)) => format!("{low:.2}–{high:.2} s"),
+        _ => "unsaid".to_string(),
+    };
+    let started = span(startup.workers.iter().filter_map(|w| w.started_s).collect());
+    let first = span(startup.workers.iter().filter_map(|w| w.first_batch_s).collect());
+    let mut out = format!(
+        "start ({}, {} workers): {sent}; workers ready after {started}, their first batches after \
+         {first}\n",
+        startup.start_method,
+        startup.workers.len()
+    );
+    if let Some(warning) = &startup.warning {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
+    out
 }
 
 /// A loader phase's frame cache: what it held, how many frames it served, and the epochs'

@@ -186,7 +186,7 @@ mod tests {
             LoaderKnob::ALL.iter().filter_map(|k| k.dataloader_value(&config)).collect();
         let expected = serde_json::json!({
             "num_workers": 3, "prefetch_factor": 2, "batch_size": 8, "drop_last": false,
-            "pin_memory": true, "persistent_workers": true,
+            "pin_memory": true, "persistent_workers": true, "multiprocessing_context": "fork",
         });
         assert_eq!(serde_json::to_value(&said).unwrap(), expected);
         assert_eq!(LoaderKnob::CACHE.dataloader_value(&config), None, "no DataLoader keyword");

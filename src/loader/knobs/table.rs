@@ -7,6 +7,7 @@ use super::knob::LoaderKnob;
 use crate::dataset::size::CacheSize;
 use crate::dataset::Resolution;
 use crate::loader::batch::ImageFormat;
+use crate::loader::config::StartMethod;
 use crate::loader::sampler::SamplerKind;
 
 /// The most decoder threads a worker may ask for: FFmpeg's own limit for frame threading.
@@ -57,6 +58,7 @@ impl LoaderKnob {
         Self::UNORDERED,
         Self::PIN_MEMORY,
         Self::PERSISTENT_WORKERS,
+        Self::START_METHOD,
     ];
 
     /// Worker threads.
@@ -464,6 +466,27 @@ impl LoaderKnob {
         get: |c| c.persistent_workers.to_string(),
         set: |c, t| {
             c.persistent_workers = boolean(t)?;
+            Ok(())
+        },
+    };
+
+    /// `multiprocessing_context`: how the workers start.
+    pub const START_METHOD: LoaderKnob = LoaderKnob {
+        key: "start_method",
+        flag: "start-method",
+        form: FlagForm::Value("METHOD"),
+        help: "How LeRobot's DataLoader starts its workers: `fork`, `spawn` or `forkserver` \
+               (`spawn` and `forkserver` send each worker the pickled dataset)",
+        dataloader: Some("multiprocessing_context"),
+        default_why: Some("PyTorch's on Linux"),
+        reach: Reach::Lerobot("feedbench's workers are threads of one process: none is started"),
+        tune: TuneRole::NotTuned,
+        toml: TomlType::Text,
+        omit_at_default: true,
+        cell: None,
+        get: |c| c.start_method.to_string(),
+        set: |c, t| {
+            c.start_method = parsed::<StartMethod>(t)?;
             Ok(())
         },
     };

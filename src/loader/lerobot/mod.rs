@@ -35,8 +35,8 @@ use crate::timing::Watch;
 
 pub use self::bridge::LerobotBridge;
 pub use self::protocol::{
-    DriverStep, LerobotRun, LerobotStepRow, LerobotVersions, PolicyStep, PolicySteps, Reader,
-    RunBuilds, StepParts,
+    DriverStep, LargestPart, LerobotRun, LerobotStepRow, LerobotVersions, PolicyStep, PolicySteps,
+    Reader, RunBuilds, Startup, StepParts, WorkerStart,
 };
 pub use super::knobs::LoaderBackend;
 

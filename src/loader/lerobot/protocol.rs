@@ -13,9 +13,9 @@ mod answer;
 mod request;
 
 pub use answer::{
-    BuiltRun, DriverError, DriverStep, ErrorKind, Event, LerobotRun, LerobotStepMs, LerobotStepRow,
-    LerobotVersions, PolicyRows, PolicyStep, PolicySteps, Ready, RunBuilds, SamplerIndices,
-    StepParts,
+    BuiltRun, DriverError, DriverStep, ErrorKind, Event, LargestPart, LerobotRun, LerobotStepMs,
+    LerobotStepRow, LerobotVersions, PolicyRows, PolicyStep, PolicySteps, Ready, RunBuilds,
+    SamplerIndices, Startup, StepParts, WorkerStart,
 };
 pub use request::{
     BatchesRequest, CameraShape, DatasetRequest, DescribeRequest, LoadRequest, ModelRequest,
@@ -241,6 +241,13 @@ mod tests {
             pid: 4242,
             episodes_per_batch: vec![3, 4],
             sampler_order: Some(SamplerOrder { batches_checked: 5, first_out_of_order: Some(2) }),
+            startup: Some(Startup {
+                start_method: "spawn".into(),
+                pickled_bytes: Some(1 << 20),
+                largest_part: Some(LargestPart { name: "meta".into(), bytes: 1 << 19 }),
+                workers: vec![WorkerStart { worker: 0, started_s: Some(2.5), first_batch_s: None }],
+                warning: None,
+            }),
         }
     }
 

@@ -13,7 +13,7 @@ use super::figures::{
     TrainPhase,
 };
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::LerobotVersions;
+use crate::loader::lerobot::{LerobotVersions, Startup};
 use crate::measure::stats::{median, median_and_p95, Stats};
 use crate::measure::verdict::Verdict;
 use crate::model::Precision;
@@ -61,6 +61,8 @@ pub(super) struct LoaderRun {
     pub remote: Option<RemoteReads>,
     /// The measured batches' episodes and the order they came in, where the loader said.
     pub order: Option<OrderFigures>,
+    /// LeRobot's loader's start taken apart, where its driver said it.
+    pub startup: Option<Startup>,
 }
 
 impl LoaderRun {
@@ -107,6 +109,7 @@ impl LoaderRun {
             steady_wait_ms,
             lerobot: self.lerobot,
             order: self.order,
+            startup: self.startup,
             cache: self.cache,
             frames: self.frames,
             memory: self.memory,

@@ -13,7 +13,7 @@ use super::order::OrderFigures;
 use super::remote::RemoteFigures;
 use crate::dataset::Contract;
 use crate::loader::config::LoaderConfig;
-use crate::loader::lerobot::{FedStep, LerobotVersions};
+use crate::loader::lerobot::{FedStep, LerobotVersions, Startup};
 use crate::loader::pipeline::LoaderError;
 use crate::model::{ModelError, StepTimes};
 use crate::timing::TimingTree;
@@ -101,6 +101,10 @@ pub struct LoaderPhase {
     /// written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<OrderFigures>,
+    /// LeRobot's plain loader with workers: its start taken apart (the start method, the
+    /// bytes pickled to each worker, each worker's start and first batch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<Startup>,
 }
 
 /// Every camera frame of a loader's episodes at its output size and format, against the memory

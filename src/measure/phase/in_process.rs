@@ -145,6 +145,7 @@ pub fn run_loader_phase(
         remote: reads.since(),
         lerobot: None,
         order: order.figures(),
+        startup: None,
         cache: loader.cache().map(|cache| {
             let rate =
                 |(samples, ms): (usize, f64)| (samples > 0).then(|| samples as f64 * 1e3 / ms);

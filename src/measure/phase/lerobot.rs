@@ -80,6 +80,7 @@ fn loader_phase(loader: &LerobotLoader, run: LerobotRun, versions: LerobotVersio
         epoch_position: run.epoch_position.clone(),
         lerobot: Some(versions),
         order: OrderFigures::of(&run.episodes_per_batch, run.sampler_order.clone()),
+        startup: run.startup.clone(),
         remote: None,
         cache: None,
         frames: None,

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from feedbench_driver.readings import (
     Cycle, fed_nothing, fixed_step, measure, take_timed, video_backend)
+from feedbench_driver.startup import watch_starts
 from feedbench_driver.protocol import (
     BatchesDatasetRequest, DatasetReads, DoneResult, ErrorKind, IndicesResult, LoadDatasetRequest,
     Refused, SamplerRequest, Versions, alive, emit, ready)
@@ -78,6 +79,7 @@ def make_loader(dataset: Any, request: DatasetReads,
         # PyTorch refuses both for a DataLoader without workers.
         kwargs.pop("prefetch_factor", None)
         kwargs.pop("persistent_workers", None)
+        kwargs.pop("multiprocessing_context", None)
     if batch_sampler is not None:
         # The batches are given: no batch size, nothing to drop.
         kwargs.pop("batch_size", None)
@@ -100,6 +102,7 @@ def make_loader(dataset: Any, request: DatasetReads,
     yields_rows = kind != "episode-aware" or sampler_yields_rows()
     absolute = {row: index for index, row in rows.items()} if rows is not None and yields_rows else None
     recorded = RecordedBatches(batches, absolute)
+    watch_starts(kwargs)
     return torch.utils.data.DataLoader(dataset, batch_sampler=recorded, **kwargs)
 
 

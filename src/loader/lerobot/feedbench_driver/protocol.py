@@ -313,6 +313,31 @@ class SamplerOrder(TypedDict):
     first_out_of_order: Optional[int]  # the first batch not the sampler's next; None: all were
 
 
+class WorkerStart(TypedDict):
+    """One worker's start, seconds from the iterator's creation (Rust: WorkerStart)."""
+
+    worker: int
+    started_s: Optional[float]  # until its worker_init_fn ran: interpreter, imports, unpickling
+    first_batch_s: Optional[float]  # until its first batch reached the main process
+
+
+class LargestPart(TypedDict):
+    """The dataset's attribute that pickles largest (Rust: LargestPart)."""
+
+    name: str
+    bytes: int
+
+
+class Startup(TypedDict):
+    """A DataLoader's start taken apart (Rust: Startup)."""
+
+    start_method: str  # fork, spawn, forkserver
+    pickled_bytes: Optional[int]  # the dataset pickled to each worker; None under fork
+    largest_part: Optional[LargestPart]
+    workers: List[WorkerStart]
+    warning: Optional[str]  # an installed `datasets` that pickles more than its table
+
+
 class LoadResult(TypedDict):
     """`load`'s `result`: what the loader measured (Rust: LerobotRun)."""
 
@@ -340,6 +365,7 @@ class LoadResult(TypedDict):
     pid: int
     episodes_per_batch: List[int]  # distinct episodes of each measured batch; empty: unsaid
     sampler_order: Optional[SamplerOrder]  # where the loader's batch sampler keeps its batches
+    startup: Optional[Startup]  # LeRobot's plain loader with workers
 
 
 class PolicyStepMs(TypedDict):

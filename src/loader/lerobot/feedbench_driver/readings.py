@@ -11,6 +11,7 @@ from typing import (
     Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, TypedDict, Union)
 
 from feedbench_driver.policy_step import to_device
+from feedbench_driver.startup import note_start, startup
 from feedbench_driver.protocol import (
     ErrorKind, FixedStep, LoadRequest, LoadResult, PolicyStep, ReadyEvent, Refused,
     SamplerOrder, StepParts, alive, as_fixed, emit, say_step)
@@ -22,16 +23,17 @@ def compute_times_s(step: FixedStep) -> Iterator[float]:
     return itertools.cycle([ms / 1e3 for ms in step.get("sequence_ms") or [step["compute_ms"]]])
 
 
-def child_pids() -> List[int]:
-    """The processes this one started (its DataLoader's workers) that are alive."""
+def child_pids(pid: str = "self") -> List[int]:
+    """The processes this one started, and theirs, that are alive: its DataLoader's workers,
+    also where a `forkserver` (itself a child) forks them."""
     pids: List[int] = []
     try:
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as f:
-                pids.extend(int(pid) for pid in f.read().split())
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                pids.extend(int(child) for child in f.read().split())
     except OSError:
         pass
-    return pids
+    return [grand for child in pids for grand in [child, *child_pids(str(child))]]
 
 
 def process_cpu_s(pid: int) -> float:
@@ -264,16 +266,22 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
     loader = stream.loader
     if len(loader) == 0:
         raise Refused(ErrorKind.KNOB, "the loader has no batch (too few samples for the batch size)")
+    # Its workers note their start where the driver made the loader (LeRobot's plain one).
+    watched = getattr(loader, "worker_init_fn", None) is note_start
     emit(ready)
     warmup, stop_file = request["warmup"], request.get("stop_file")
     memory = PeakMemory(warmup, loader)
-    started = time.perf_counter()
+    started, began = time.perf_counter(), time.time()
     first_batch_s: Optional[float] = None
     delivered: List[Optional[List[int]]] = []
+    # When each worker's first batch came (batch i is worker i's), `time.time()`.
+    arrivals: List[float] = []
     for taken in range(1, warmup + 1):
         batch, _, arrived = take()
         if first_batch_s is None:
             first_batch_s = arrived - started
+        if len(arrivals) < getattr(loader, "num_workers", 0):
+            arrivals.append(time.time())
         delivered.append(column(batch, "index"))
         feed(batch)
         memory.warmed(taken)
@@ -298,6 +306,8 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
         batch, wait, arrived = take()
         if first_batch_s is None:
             first_batch_s = arrived - started
+        if len(arrivals) < getattr(loader, "num_workers", 0):
+            arrivals.append(time.time())
         wait_ms.append(wait)
         positions.append(stream.position)
         delivered.append(column(batch, "index"))
@@ -334,6 +344,7 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
         modules_ms=modules, peak_device_bytes=None if device is None else peak_device_bytes(device),
         rank=rank(), pid=os.getpid(), episodes_per_batch=episodes_per_batch,
         sampler_order=sampler_order(loader, delivered),
+        startup=startup(loader, loader.dataset, began, arrivals) if watched else None,
     ))
 
 

@@ -200,6 +200,51 @@ pub struct LerobotRun {
     /// keeps them (LeRobot's plain loader; not a lerobot-train run's).
     #[serde(default, deserialize_with = "nullable")]
     pub sampler_order: Option<SamplerOrder>,
+    /// The DataLoader's start taken apart, where the driver made it with workers (LeRobot's
+    /// plain loader).
+    #[serde(default, deserialize_with = "nullable")]
+    pub startup: Option<Startup>,
+}
+
+/// A DataLoader's start taken apart: how its workers started, what each was sent, when each
+/// started and gave its first batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Startup {
+    /// `fork`, `spawn` or `forkserver`.
+    pub start_method: String,
+    /// Bytes of the dataset pickled to each worker; None under `fork` (nothing is sent).
+    #[serde(deserialize_with = "nullable")]
+    pub pickled_bytes: Option<u64>,
+    /// The dataset's attribute that pickles largest.
+    #[serde(deserialize_with = "nullable")]
+    pub largest_part: Option<LargestPart>,
+    /// Each worker, in order.
+    pub workers: Vec<WorkerStart>,
+    /// Where the installed `datasets` pickles more than its Arrow table to each worker.
+    #[serde(deserialize_with = "nullable")]
+    pub warning: Option<String>,
+}
+
+/// The dataset's attribute that pickles largest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LargestPart {
+    /// Its name.
+    pub name: String,
+    /// Its bytes pickled.
+    pub bytes: u64,
+}
+
+/// One worker's start, seconds from the loader's iterator made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStart {
+    /// Its id.
+    pub worker: usize,
+    /// Until its `worker_init_fn` ran: the process started, its imports, the dataset unpickled.
+    #[serde(deserialize_with = "nullable")]
+    pub started_s: Option<f64>,
+    /// Until its first batch reached the main process.
+    #[serde(deserialize_with = "nullable")]
+    pub first_batch_s: Option<f64>,
 }
 
 /// A lerobot-train run's step alone: its policy's `update_policy` on one batch, again and again.
