@@ -181,7 +181,7 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Model(args) => model::run(&args),
         Command::Synth(args) => return dataset::synth(&args),
         Command::Report(args) => sweep::report(&args),
-        Command::Compare(args) => compare::run(&args),
+        Command::Compare(args) => return compare::run(&args),
         Command::Layout(args) => layout::run(&args),
         Command::Doctor(args) => doctor::run(&args),
         Command::Guard(args) => return guard::run(&args),

@@ -59,6 +59,16 @@ fn bad_specs_are_named() {
     assert!(!ok && err.contains("nowhere"), "{err}");
     let (ok, _, err) = feedbench(&["compare", "--a", &root, "--b", &root, "--repeats", "1"]);
     assert!(!ok && err.contains("at least 2 repeats"), "{err}");
+    // Readers on one order: two at least, the line the dataset and knobs alone, a known reader.
+    let (ok, _, err) = feedbench(&["compare", "--readers", "feedbench", "--on", &root]);
+    assert!(!ok && err.contains("at least two readers"), "{err}");
+    let lerobot = format!("{root} --loader lerobot");
+    let (ok, _, err) = feedbench(&["compare", "--readers", "feedbench,lerobot", "--on", &lerobot]);
+    assert!(!ok && err.contains("--readers names the readers"), "{err}");
+    let (ok, _, err) = feedbench(&["compare", "--readers", "feedbench,lance", "--on", &root]);
+    assert!(!ok && err.contains("\"lance\": expected feedbench, lerobot"), "{err}");
+    let (ok, _, err) = feedbench(&["compare", "--readers", "feedbench,feedbench"]);
+    assert!(!ok && err.contains("--on"), "{err}");
 }
 
 /// A side whose LeRobot loader finds no LeRobot in its Python is named, with how to give that

@@ -68,6 +68,7 @@ pub(crate) fn spec(
             images,
             ..LoaderConfig::default()
         },
+        replay: None,
     }
 }
 
@@ -342,4 +343,67 @@ fn lerobots_start_is_taken_apart_and_a_large_dataset_object_is_named_with_its_co
         workers.filter_map(|w| w["started_s"].as_f64()).fold(0.0, f64::max)
     };
     assert!(latest(&heavy) > latest(&spawned), "{heavy} against {spawned}");
+}
+
+/// `compare --readers feedbench,lerobot --on "ROOT …" --json` with `env` set: exit code, the
+/// comparison (or the error).
+fn readers(root: &Path, python: &Path, env: &[(&str, &str)]) -> (i32, Value, String) {
+    let on = format!("{} --batch 8 --workers 1 --python {}", root.display(), python.display());
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(["compare", "--readers", "feedbench,lerobot", "--on", &on]);
+    command.args(["--repeats", "2", "--batches", "4", "--warmup", "1", "--json"]);
+    command.envs(env.iter().copied());
+    let output = command.output().unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&output.stderr).into())
+}
+
+#[test]
+fn both_readers_read_one_recorded_order_and_a_reader_whose_items_differ_is_named() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    common::synth_pusht(&root, 3, 40, &[]);
+    let (code, comparison, err) = readers(&root, &python, &[]);
+    assert_eq!(code, 0, "{err}");
+    // Recorded once by LeRobot's own sampler, warm-up and measured batches: 5 of 8.
+    let order = &comparison["order"];
+    assert!(order["recorded_by"].as_str().unwrap().contains("EpisodeAwareSampler"), "{order}");
+    let batches = order["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 5);
+    assert!(batches.iter().all(|b| b.as_array().unwrap().len() == 8), "{order}");
+    assert_eq!(comparison["first_difference"], Value::Null, "every item equal: {comparison}");
+    assert_eq!(comparison["batches_checked"], 5);
+    let figures = comparison["readers"].as_array().unwrap();
+    let names: Vec<&str> = figures.iter().map(|r| r["reader"].as_str().unwrap()).collect();
+    assert_eq!(names, ["feedbench", "lerobot"]);
+    for reader in figures {
+        assert_eq!(reader["samples_per_s"].as_array().unwrap().len(), 2, "{reader}");
+        let median = &reader["samples_per_s_median"];
+        let (low, high) = (median["low"].as_f64().unwrap(), median["high"].as_f64().unwrap());
+        assert!(low > 0.0 && low <= high, "{reader}");
+    }
+    assert!(figures[1]["samples_per_s_change"]["percent"].is_f64(), "against the first");
+    // LeRobot's item of a frame of the third batch made other (its action moved): named,
+    // exit 1.
+    let other = batches[2][3].as_u64().unwrap().to_string();
+    let site = crate::ranks::site(
+        dir.path(),
+        "import os\n\
+         if os.environ.get('FEEDBENCH_TEST_OTHER_ITEM'):\n\
+         \x20   from lerobot.datasets.lerobot_dataset import LeRobotDataset\n\
+         \x20   original = LeRobotDataset.__getitem__\n\
+         \x20   def other(self, index):\n\
+         \x20       item = original(self, index)\n\
+         \x20       if int(item['index']) == int(os.environ['FEEDBENCH_TEST_OTHER_ITEM']):\n\
+         \x20           item['action'] = item['action'] + 1\n\
+         \x20       return item\n\
+         \x20   LeRobotDataset.__getitem__ = other\n",
+    );
+    let env = [("PYTHONPATH", site.to_str().unwrap()), ("FEEDBENCH_TEST_OTHER_ITEM", &other)];
+    let (code, comparison, err) = readers(&root, &python, &env);
+    assert_eq!(code, 1, "{err}");
+    let difference = &comparison["first_difference"];
+    assert_eq!(difference["reader"], "lerobot", "{comparison}");
+    assert_eq!((difference["index"].to_string(), &difference["batch"]), (other, &2.into()));
 }

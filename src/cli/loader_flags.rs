@@ -191,6 +191,7 @@ impl LoaderFlags {
             window: WindowChoice::None,
             frames: FrameMatch::default(),
             config,
+            replay: None,
         };
         Ok(Some(ChosenLoader { choice: LoaderChoice::LerobotTrain(run), spec }))
     }
@@ -257,6 +258,7 @@ impl LoaderFlags {
                 contract: self.lerobot_contract.unwrap_or_default(),
             },
             config,
+            replay: None,
         })
     }
 }

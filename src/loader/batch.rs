@@ -167,6 +167,43 @@ impl Batch {
         hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// A digest of each sample of the batch, as hex: SHA-256 over its keys in order (each key,
+    /// the sample's shape, element type and value bytes), camera keys (`cameras`) taken as the
+    /// uint8 values their frames hold (float frames × 255, rounded) so that a reader's float
+    /// conversion does not count. LeRobot's driver digests its items the same way
+    /// (`feedbench_driver/digest.py`): two readers gave the same item where they are equal.
+    pub fn item_digests(&self, cameras: &[String]) -> Vec<String> {
+        use sha2::{Digest, Sha256};
+        let mut hashes = vec![Sha256::new(); self.size];
+        for (key, tensor) in &self.tensors {
+            let per_item = tensor.data.len() / self.size.max(1);
+            let camera = cameras.contains(key);
+            let quantized: Vec<u8>;
+            let (element, bytes): (String, &[u8]) = match &tensor.data {
+                BatchData::F32(values) if camera => {
+                    quantized = values.iter().map(|v| (v * 255.0).round() as u8).collect();
+                    ("U8".into(), &quantized)
+                }
+                data => (format!("{:?}", data.element()), data.as_bytes()),
+            };
+            let width = bytes.len() / tensor.data.len().max(1);
+            for (item, hash) in hashes.iter_mut().enumerate() {
+                hash.update(key.as_bytes());
+                hash.update([0]);
+                for dim in &tensor.shape[1.min(tensor.shape.len())..] {
+                    hash.update((*dim as u64).to_le_bytes());
+                }
+                hash.update(element.as_bytes());
+                let at = item * per_item * width;
+                hash.update(&bytes[at..at + per_item * width]);
+            }
+        }
+        hashes
+            .into_iter()
+            .map(|h| h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+            .collect()
+    }
+
     /// Bytes of all the batch's tensors.
     pub fn bytes(&self) -> usize {
         self.tensors.values().map(|t| t.data.bytes()).sum()

@@ -23,6 +23,10 @@ pub struct LoaderSpec {
     pub frames: FrameMatch,
     /// The knobs.
     pub config: LoaderConfig,
+    /// Batches recorded once (global frame indices, in order) that the loader reads exactly,
+    /// epoch after epoch, in place of its sampler's: one batch order for every reader (`compare
+    /// --readers`). None: the sampler's.
+    pub replay: Option<Arc<Vec<Vec<usize>>>>,
 }
 
 impl LoaderSpec {
@@ -48,6 +52,10 @@ impl LoaderSpec {
     /// [`LoaderSpec::open`] opened it once, shared by the loaders of many specs that differ
     /// only in their knobs (a sweep's cells).
     pub fn build_on(&self, dataset: &Arc<Dataset>, window: &Window) -> Result<Loader, LoaderError> {
-        Loader::new(dataset.clone(), window.clone(), self.config.clone())
+        let loader = Loader::new(dataset.clone(), window.clone(), self.config.clone())?;
+        Ok(match &self.replay {
+            Some(batches) => loader.replaying(batches.clone()),
+            None => loader,
+        })
     }
 }

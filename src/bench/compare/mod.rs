@@ -6,6 +6,7 @@
 //! ([`Change`]), and the loader's stages with theirs.
 
 pub mod guard;
+pub mod readers;
 pub mod text;
 
 use serde::{Deserialize, Serialize};

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::readers::{ReadersComparison, Summary};
 use super::{Comparison, Side};
 use crate::measure::change::{Change, Decision};
 
@@ -76,4 +77,66 @@ pub fn render(c: &Comparison, a: &str, b: &str) -> String {
 /// `low to high %`.
 fn bounds(change: &Change) -> String {
     format!("{:+.1} to {:+.1} %", change.low, change.high)
+}
+
+/// Readers compared on one order, as `feedbench compare --readers` prints it: the order, whether
+/// every reader's items were equal, then each reader's figures with their intervals.
+pub fn readers(c: &ReadersComparison, on: &str) -> String {
+    let mut out = String::new();
+    let names: Vec<&str> = c.readers.iter().map(|r| r.reader.as_str()).collect();
+    let batch = c.order.batches.first().map_or(0, Vec::len);
+    let runs = c.readers.first().map_or(0, |r| r.samples_per_s.len());
+    let _ = writeln!(
+        out,
+        "on: {on}\norder: {} batches of {batch} recorded by {}, read by {} alike\n{runs} runs \
+         of each, interleaved",
+        c.order.batches.len(),
+        c.order.recorded_by,
+        names.join(", ")
+    );
+    match &c.first_difference {
+        None => {
+            let _ = writeln!(
+                out,
+                "items: every item of the {} batches equal across {}",
+                c.batches_checked,
+                names.join(", ")
+            );
+        }
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "items DIFFER: {}'s first differs from {}'s at frame index {} (batch {})",
+                d.reader,
+                names.first().copied().unwrap_or_default(),
+                d.index,
+                d.batch
+            );
+        }
+    }
+    let summary = |s: &Summary, digits: usize| {
+        format!("{:.digits$} ({:.digits$}–{:.digits$})", s.median, s.low, s.high)
+    };
+    for r in &c.readers {
+        let first = crate::measure::stats::median(r.first_batch_s.iter().copied());
+        let memory = r.peak_memory_bytes.iter().map(|&b| b as f64 / 1e6);
+        let mut line = format!(
+            "{}: {} samples/s, {} CPU ms/sample (medians, 95 % CI), first batch {first:.2} s, \
+             peak memory {:.0} MB",
+            r.reader,
+            summary(&r.samples_per_s_median, 1),
+            summary(&r.cpu_ms_per_sample_median, 3),
+            crate::measure::stats::median(memory)
+        );
+        if let Some(change) = &r.samples_per_s_change {
+            let reference = names.first().copied().unwrap_or_default();
+            line.push_str(&format!(
+                "; samples/s {:+.1} % against {reference} ({})",
+                change.percent,
+                change.interval()
+            ));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
 }

@@ -69,6 +69,7 @@ pub fn measure_candidate(
         window: measure.window,
         frames: FrameMatch::default(),
         config: LoaderConfig { workers, ..knobs.clone() },
+        replay: None,
     };
     let spec = |workers: usize| spec_of(root, workers);
     let evictable = candidate.location == super::candidate::Location::Out;

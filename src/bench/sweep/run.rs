@@ -146,6 +146,7 @@ impl<'a> SweepContext<'a> {
             window: config.loader.window,
             frames: FrameMatch::default(),
             config: LoaderConfig::default(),
+            replay: None,
         };
         let (dataset, window) = spec.open()?;
         let system = system_info(device);

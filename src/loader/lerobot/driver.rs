@@ -14,12 +14,13 @@ use crate::loader::pipeline::LoaderError;
 
 /// The driver package, `feedbench_driver/` beside this file: (file name, text). Written
 /// into a directory of its own and run as `PYTHON DIR/feedbench_driver` (its `__main__.py`).
-pub const DRIVER: [(&str, &str); 11] = [
+pub const DRIVER: [(&str, &str); 12] = [
     ("__main__.py", include_str!("feedbench_driver/__main__.py")),
     ("protocol.py", include_str!("feedbench_driver/protocol.py")),
     ("readings.py", include_str!("feedbench_driver/readings.py")),
     ("plain.py", include_str!("feedbench_driver/plain.py")),
     ("startup.py", include_str!("feedbench_driver/startup.py")),
+    ("digest.py", include_str!("feedbench_driver/digest.py")),
     ("policy_step.py", include_str!("feedbench_driver/policy_step.py")),
     ("run_config.py", include_str!("feedbench_driver/run_config.py")),
     ("train_run.py", include_str!("feedbench_driver/train_run.py")),

@@ -20,8 +20,8 @@ use serde_json::Value as Json;
 use self::driver::{parse, torch_device};
 use self::process::JsonWatch;
 use self::protocol::{
-    BatchesRequest, DatasetRequest, LoadRequest, ModelRequest, Request, SamplerIndices,
-    SamplerRequest, Source, StepRequest,
+    BatchesRequest, DatasetRequest, DigestsRequest, ItemDigests, LoadRequest, ModelRequest,
+    Request, SamplerIndices, SamplerRequest, Source, StepRequest,
 };
 use self::run_args::{run_request, BuiltRun, TrainArgs};
 use super::config::LoaderConfig;
@@ -195,6 +195,7 @@ impl LerobotLoader {
             window: WindowChoice::None,
             frames: FrameMatch::default(),
             config,
+            replay: None,
         };
         let options = LerobotOptions { python: run.python.clone(), video_backend: None };
         let loader = Self {
@@ -306,7 +307,12 @@ impl LerobotLoader {
             Feeding::Policy if self.train.is_some() => Some(StepRequest::Policy { policy: true }),
             Feeding::Policy => return Err(no_policy()),
         };
-        let request = Request::Load(LoadRequest { source, batches, warmup, step, stop_file: None });
+        let order = match &source {
+            Source::Dataset(_) => self.spec.replay.as_ref().map(|batches| batches.to_vec()),
+            Source::Run(_) => None,
+        };
+        let request =
+            Request::Load(LoadRequest { source, batches, warmup, step, stop_file: None, order });
         let mut heard: Vec<DriverStep> = Vec::new();
         let mut hear = |message: &Json| {
             heard.extend(serde_json::from_value::<DriverStep>(message.clone()));
@@ -334,6 +340,27 @@ impl LerobotLoader {
         });
         let (ready, _) = self.bridge.ask(&self.options.python, &request)?;
         self.heard(ready)
+    }
+
+    /// Loads `index_batches` (global indices) as LeRobot's DataLoader batches them and digests
+    /// each item over `keys` (`cameras` as the uint8 values of their frames), as
+    /// [`crate::loader::batch::Batch::item_digests`] digests the native loader's.
+    pub fn item_digests(
+        &self,
+        index_batches: &[Vec<usize>],
+        keys: &[String],
+        cameras: &[String],
+    ) -> Result<Vec<Vec<String>>, LoaderError> {
+        let request = Request::Digests(DigestsRequest {
+            dataset: self.dataset_request(),
+            index_batches: index_batches.to_vec(),
+            keys: keys.to_vec(),
+            cameras: cameras.to_vec(),
+        });
+        let (ready, result) = self.bridge.ask(&self.options.python, &request)?;
+        self.heard(ready)?;
+        let digests: ItemDigests = parse(&self.options.python, result)?;
+        Ok(digests.item_digests)
     }
 
     /// The versions of LeRobot (and its torch and Python) this loader ran with, once its

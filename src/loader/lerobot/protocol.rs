@@ -13,14 +13,14 @@ mod answer;
 mod request;
 
 pub use answer::{
-    BuiltRun, DriverError, DriverStep, ErrorKind, Event, LargestPart, LerobotRun, LerobotStepMs,
-    LerobotStepRow, LerobotVersions, PolicyRows, PolicyStep, PolicySteps, Ready, RunBuilds,
-    SamplerIndices, Startup, StepParts, WorkerStart,
+    BuiltRun, DriverError, DriverStep, ErrorKind, Event, ItemDigests, LargestPart, LerobotRun,
+    LerobotStepMs, LerobotStepRow, LerobotVersions, PolicyRows, PolicyStep, PolicySteps, Ready,
+    RunBuilds, SamplerIndices, Startup, StepParts, WorkerStart,
 };
 pub use request::{
-    BatchesRequest, CameraShape, DatasetRequest, DescribeRequest, LoadRequest, ModelRequest,
-    Overrides, PolicyRequest, Reader, Request, RunRequest, SamplerRequest, Source, StepRequest,
-    SESSION_ARGUMENT,
+    BatchesRequest, CameraShape, DatasetRequest, DescribeRequest, DigestsRequest, LoadRequest,
+    ModelRequest, Overrides, PolicyRequest, Reader, Request, RunRequest, SamplerRequest, Source,
+    StepRequest, SESSION_ARGUMENT,
 };
 
 #[cfg(test)]
@@ -82,6 +82,7 @@ mod tests {
                 warmup: 1,
                 step: Some(fixed),
                 stop_file: Some("/tmp/stop".into()),
+                order: Some(vec![vec![3, 1], vec![0, 2]]),
             }),
             Request::Load(LoadRequest {
                 source: Source::Run(run.clone()),
@@ -89,6 +90,7 @@ mod tests {
                 warmup: 1,
                 step: Some(StepRequest::Policy { policy: true }),
                 stop_file: None,
+                order: None,
             }),
             Request::Batches(BatchesRequest::Indices {
                 dataset: dataset.clone(),
@@ -96,6 +98,12 @@ mod tests {
                 out: out.clone(),
             }),
             Request::Batches(BatchesRequest::First { run: run.clone(), count: 2, out }),
+            Request::Digests(DigestsRequest {
+                dataset: dataset.clone(),
+                index_batches: vec![vec![0, 1]],
+                keys: vec!["action".into(), "c".into()],
+                cameras: vec!["c".into()],
+            }),
             Request::Sampler(SamplerRequest { dataset, shuffle: true }),
             Request::Model(ModelRequest::Policy { policy, steps: 3, warmup: 1 }),
             Request::Model(ModelRequest::Run { run: run.clone(), steps: 3, warmup: 1 }),
@@ -111,6 +119,7 @@ mod tests {
                     Request::Batches(BatchesRequest::Indices { .. }) => "BatchesDatasetRequest",
                     Request::Batches(BatchesRequest::First { .. }) => "BatchesRunRequest",
                     Request::Sampler(_) => "SamplerRequest",
+                    Request::Digests(_) => "DigestsRequest",
                     Request::Model(ModelRequest::Policy { .. }) => "ModelPolicyRequest",
                     Request::Model(ModelRequest::Run { .. }) => "ModelRunRequest",
                     Request::Describe(_) => "DescribeRequest",
@@ -303,6 +312,11 @@ mod tests {
                 Request::Sampler(_) => {
                     let indices = SamplerIndices { indices: vec![4, 0, 7] };
                     [ready(plain()), crossing(Event::Result, indices, "IndicesResult")]
+                }
+                Request::Digests(_) => {
+                    let digests =
+                        ItemDigests { item_digests: vec![vec!["ab".into(), "cd".into()]] };
+                    [ready(plain()), crossing(Event::Result, digests, "DigestsResult")]
                 }
                 Request::Model(ModelRequest::Policy { .. }) => {
                     let step = LerobotStepMs {

@@ -65,10 +65,27 @@ impl Loader {
             window: window.clone(),
             config: config.clone(),
             recent: Mutex::default(),
+            replay: None,
             #[cfg(any(test, feature = "testdata"))]
             panic_at: AtomicUsize::new(usize::MAX),
         });
         Ok(Self { dataset, window, config, pool: Arc::default(), plans, trace: None, cache })
+    }
+
+    /// The same loader reading `batches` (global frame indices, recorded once) exactly, epoch
+    /// after epoch, in place of its sampler's: one batch order for every reader.
+    pub fn replaying(mut self, batches: Arc<Vec<Vec<usize>>>) -> Self {
+        let plans = Plans {
+            dataset: self.dataset.clone(),
+            window: self.window.clone(),
+            config: self.config.clone(),
+            recent: Mutex::default(),
+            replay: Some(batches),
+            #[cfg(any(test, feature = "testdata"))]
+            panic_at: AtomicUsize::new(usize::MAX),
+        };
+        self.plans = Arc::new(plans);
+        self
     }
 
     /// Test builds: building the stream's batch `batch` panics, in whichever thread builds it,

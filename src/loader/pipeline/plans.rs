@@ -20,6 +20,9 @@ pub(super) struct Plans {
     pub(super) window: Arc<Window>,
     pub(super) config: LoaderConfig,
     pub(super) recent: Mutex<Vec<(u64, Plan)>>,
+    /// Batches recorded once, every epoch's plan in place of the sampler's
+    /// ([`Loader::replaying`](super::loader::Loader::replaying)).
+    pub(super) replay: Option<Plan>,
     /// Test builds: the stream's batch whose building panics ([`Loader::panic_at`](super::loader::Loader::panic_at)).
     #[cfg(any(test, feature = "testdata"))]
     pub(super) panic_at: AtomicUsize,
@@ -91,6 +94,9 @@ impl Plans {
     }
 
     pub(super) fn make(&self, epoch: u64) -> Vec<Vec<usize>> {
+        if let Some(replay) = &self.replay {
+            return replay.to_vec();
+        }
         let c = &self.config;
         let order = epoch_order(c.sampler, self.candidates(), c.seed, epoch, c.shard, c.drop_last);
         batches(&order, c.batch_size, c.drop_last)

@@ -9,6 +9,8 @@ The package, by what each module holds:
                   side: src/loader/lerobot/protocol.rs)
   readings        CPU, memory and batches of the processes; the one `load` loop
   plain           LeRobot's plain pair, `--loader lerobot`: LeRobotDataset + DataLoader
+  startup         that DataLoader's start taken apart: what each worker is sent, when it starts
+  digest          each item of a batch digested as feedbench digests its own
   policy_step     `model --impl lerobot`: LeRobot's DiffusionPolicy step on a resident batch
   run_config      a lerobot-train run's configuration, by LeRobot's parser
   train_run       the run's dataset, sampler and DataLoader, built as lerobot-train builds them
@@ -29,10 +31,11 @@ if __package__ in (None, ""):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path = [os.path.dirname(here), *(p for p in sys.path if os.path.abspath(p or ".") != here)]
 
-from feedbench_driver.plain import open_dataset, run_batches, run_load, run_sampler  # noqa: E402
+from feedbench_driver.plain import (  # noqa: E402
+    open_dataset, run_batches, run_digests, run_load, run_sampler)
 from feedbench_driver.policy_step import run_model  # noqa: E402
 from feedbench_driver.protocol import (  # noqa: E402
-    BatchesDatasetRequest, ErrorKind, LoadDatasetRequest, ModelPolicyRequest, REQUESTS,
+    BatchesDatasetRequest, DigestsRequest, ErrorKind, LoadDatasetRequest, ModelPolicyRequest, REQUESTS,
     Refused, RunRequest, SamplerRequest, Versions, check_request, end_with_feedbench, requests,
     say_error)
 from feedbench_driver.train_requests import run_lerobot_train  # noqa: E402
@@ -89,6 +92,9 @@ def serve(request: Any, runs: Dict[Any, Run]) -> bool:
         elif shape is BatchesDatasetRequest:
             batches = cast(BatchesDatasetRequest, request)
             run_batches(batches, open_dataset(batches), installed)
+        elif shape is DigestsRequest:
+            digests = cast(DigestsRequest, request)
+            run_digests(digests, open_dataset(digests), installed)
         else:
             sampler = cast(SamplerRequest, request)
             run_sampler(sampler, open_dataset(sampler), installed)

@@ -14,9 +14,10 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from feedbench_driver.readings import (
     Cycle, fed_nothing, fixed_step, measure, take_timed, video_backend)
+from feedbench_driver.digest import item_digests
 from feedbench_driver.startup import watch_starts
 from feedbench_driver.protocol import (
-    BatchesDatasetRequest, DatasetReads, DoneResult, ErrorKind, IndicesResult, LoadDatasetRequest,
+    BatchesDatasetRequest, DatasetReads, DigestsRequest, DigestsResult, DoneResult, ErrorKind, IndicesResult, LoadDatasetRequest,
     Refused, SamplerRequest, Versions, alive, emit, ready)
 
 
@@ -68,9 +69,10 @@ def episode_aware_sampler(dataset: Any, request: DatasetReads, shuffle: bool) ->
 
 
 def make_loader(dataset: Any, request: DatasetReads,
-                batch_sampler: Optional[List[List[int]]] = None) -> Any:
-    """PyTorch's DataLoader over `dataset` with the request's sampler and keywords; over the
-    given batches where `batch_sampler` is given."""
+                batch_sampler: Optional[List[List[int]]] = None, measured: bool = False) -> Any:
+    """PyTorch's DataLoader over `dataset` with the request's sampler and keywords, or over
+    the given batches (rows) where `batch_sampler` is given; its batch sampler kept as it
+    yields (`RecordedBatches`), and where `measured`, its workers noting their start."""
     import torch
 
     # The DataLoader's keywords as feedbench's table of knobs sends them (num_workers, …).
@@ -80,30 +82,35 @@ def make_loader(dataset: Any, request: DatasetReads,
         kwargs.pop("prefetch_factor", None)
         kwargs.pop("persistent_workers", None)
         kwargs.pop("multiprocessing_context", None)
+    batch_size, drop_last = kwargs.pop("batch_size", 1), kwargs.pop("drop_last", False)
+    rows = row_positions(dataset)
     if batch_sampler is not None:
         # The batches are given: no batch size, nothing to drop.
-        kwargs.pop("batch_size", None)
-        kwargs.pop("drop_last", None)
-        return torch.utils.data.DataLoader(dataset, batch_sampler=batch_sampler, **kwargs)
+        batches: Any = batch_sampler
+        yields_rows = True
+    else:
+        batches = torch.utils.data.BatchSampler(sampler_of(dataset, request), batch_size, drop_last)
+        yields_rows = request["sampler"] != "episode-aware" or sampler_yields_rows()
+    absolute = {row: index for index, row in rows.items()} if rows is not None and yields_rows else None
+    if measured:
+        watch_starts(kwargs)
+    return torch.utils.data.DataLoader(dataset, batch_sampler=RecordedBatches(batches, absolute),
+                                       **kwargs)
+
+
+def sampler_of(dataset: Any, request: DatasetReads) -> Any:
+    """The request's sampler over `dataset`."""
+    import torch
+
     kind = request["sampler"]
     if kind == "episode-aware":
-        sampler = episode_aware_sampler(dataset, request, shuffle=True)
-    elif kind == "shuffled":
+        return episode_aware_sampler(dataset, request, shuffle=True)
+    if kind == "shuffled":
         generator = torch.Generator().manual_seed(request["seed"])
-        sampler = torch.utils.data.RandomSampler(dataset, generator=generator)
-    elif kind == "sequential":
-        sampler = torch.utils.data.SequentialSampler(dataset)
-    else:
-        raise Refused(ErrorKind.KNOB, f"sampler {kind!r}: expected episode-aware, shuffled or sequential")
-    # The batch sampler the DataLoader would make of `sampler`, kept as it yields.
-    batches = torch.utils.data.BatchSampler(sampler, kwargs.pop("batch_size", 1),
-                                            kwargs.pop("drop_last", False))
-    rows = row_positions(dataset)
-    yields_rows = kind != "episode-aware" or sampler_yields_rows()
-    absolute = {row: index for index, row in rows.items()} if rows is not None and yields_rows else None
-    recorded = RecordedBatches(batches, absolute)
-    watch_starts(kwargs)
-    return torch.utils.data.DataLoader(dataset, batch_sampler=recorded, **kwargs)
+        return torch.utils.data.RandomSampler(dataset, generator=generator)
+    if kind == "sequential":
+        return torch.utils.data.SequentialSampler(dataset)
+    raise Refused(ErrorKind.KNOB, f"sampler {kind!r}: expected episode-aware, shuffled or sequential")
 
 
 class RecordedBatches:
@@ -129,7 +136,9 @@ class RecordedBatches:
 
 def run_load(request: LoadDatasetRequest, dataset: Any, installed: Versions) -> None:
     """`load`: the loader's batches measured, alone or each fed to a step of fixed cost."""
-    stream = Cycle(make_loader(dataset, request))
+    order = request.get("order")
+    given = None if order is None else as_rows(dataset, order)
+    stream = Cycle(make_loader(dataset, request, batch_sampler=given, measured=True))
     step = request.get("step")
     feed = fed_nothing if step is None else fixed_step(step, camera_keys(dataset))
     measure(request, stream, ready(installed, video_backend(dataset)), take_timed(stream), feed)
@@ -176,19 +185,34 @@ def save_batch(batch: Dict[str, Any], directory: str) -> None:
         json.dump(strings, f)
 
 
+def as_rows(dataset: Any, batches: List[List[int]]) -> List[List[int]]:
+    """`batches` of global frame indices as the rows `dataset[...]` takes."""
+    rows = row_positions(dataset)
+    if rows is None:
+        return batches
+    return [[rows[index] for index in batch] for batch in batches]
+
+
 def run_batches(request: BatchesDatasetRequest, dataset: Any, installed: Versions) -> None:
     """`batches`: the given batches of global indices loaded and saved under `out`."""
-    rows = row_positions(dataset)
-    batches = request["index_batches"]
-    if rows is not None:
-        batches = [[rows[index] for index in batch] for batch in batches]
-    loader = make_loader(dataset, request, batch_sampler=batches)
+    loader = make_loader(dataset, request, batch_sampler=as_rows(dataset, request["index_batches"]))
     emit(ready(installed, video_backend(dataset)))
     out = request["out"]
     for number, batch in enumerate(loader):
         alive()
         save_batch(batch, os.path.join(out, f"batch-{number}"))
     emit(DoneResult(event="result"))
+
+
+def run_digests(request: DigestsRequest, dataset: Any, installed: Versions) -> None:
+    """`digests`: the given batches of global indices loaded, each item digested."""
+    loader = make_loader(dataset, request, batch_sampler=as_rows(dataset, request["index_batches"]))
+    emit(ready(installed, video_backend(dataset)))
+    digests = []
+    for batch in loader:
+        alive()
+        digests.append(item_digests(batch, request["keys"], request["cameras"]))
+    emit(DigestsResult(event="result", item_digests=digests))
 
 
 def run_sampler(request: SamplerRequest, dataset: Any, installed: Versions) -> None:

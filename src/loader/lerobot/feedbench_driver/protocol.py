@@ -101,6 +101,7 @@ class _Load(TypedDict):
 class _LoadOptions(TypedDict, total=False):
     step: Union[FixedStep, PolicyStep]
     stop_file: str  # ends the measurement once it exists; each batch is then said as a `step`
+    order: List[List[int]]  # batches of global indices read in place of the sampler's (a dataset's)
 
 
 class LoadDatasetRequest(DatasetReads, _Load, _LoadOptions):
@@ -161,11 +162,22 @@ LoadRequest = Union[LoadDatasetRequest, LoadRunRequest]
 # A request that reads a lerobot-train run (its handlers are train_requests.py's).
 RunRequest = Union[LoadRunRequest, BatchesRunRequest, ModelRunRequest, DescribeRequest]
 
+class DigestsRequest(DatasetReads):
+    """`digests`: LeRobot's loader's batches of these global indices, each item digested
+    (`digest.item_digests`) over `keys`, `cameras` as the uint8 values of their frames."""
+
+    command: Literal["digests"]
+    index_batches: List[List[int]]
+    keys: List[str]
+    cameras: List[str]
+
+
 # Every command and the shapes its requests take (the Rust side's Request, variant for variant).
 REQUESTS: Dict[str, Tuple[Any, ...]] = {
     "load": (LoadDatasetRequest, LoadRunRequest),
     "batches": (BatchesDatasetRequest, BatchesRunRequest),
     "sampler": (SamplerRequest,),
+    "digests": (DigestsRequest,),
     "model": (ModelPolicyRequest, ModelRunRequest),
     "describe": (DescribeRequest,),
 }
@@ -430,6 +442,13 @@ class IndicesResult(TypedDict):
     indices: List[int]
 
 
+class DigestsResult(TypedDict):
+    """`digests`' `result`: each batch's items digested, in order (Rust: ItemDigests)."""
+
+    event: Literal["result"]
+    item_digests: List[List[str]]
+
+
 class DoneResult(TypedDict):
     """`batches`' and `describe`'s `result`: done (the batches are on disk; what a run built
     is in the `ready`)."""
@@ -447,14 +466,15 @@ class ErrorEvent(TypedDict):
 
 
 Answer = Union[ReadyEvent, StepEvent, AliveEvent, LoadResult, PolicyStepsResult, RowsResult,
-               IndicesResult, DoneResult, ErrorEvent]
+               IndicesResult, DigestsResult, DoneResult, ErrorEvent]
 
 # Every event and the shapes its answers take (the Rust side's types, shape for shape).
 ANSWERS: Dict[str, Tuple[Any, ...]] = {
     "ready": (ReadyEvent,),
     "step": (StepEvent,),
     "alive": (AliveEvent,),
-    "result": (LoadResult, PolicyStepsResult, RowsResult, IndicesResult, DoneResult),
+    "result": (LoadResult, PolicyStepsResult, RowsResult, IndicesResult, DigestsResult,
+               DoneResult),
     "error": (ErrorEvent,),
 }
 

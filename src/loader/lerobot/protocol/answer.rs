@@ -381,6 +381,13 @@ pub struct LerobotStepMs {
     pub step_ms: f64,
 }
 
+/// `digests`' `result`: each batch's items digested, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemDigests {
+    /// Per batch, per item, the hex digest.
+    pub item_digests: Vec<Vec<String>>,
+}
+
 /// `sampler`'s `result`: the episode-aware sampler's indices, in its order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SamplerIndices {

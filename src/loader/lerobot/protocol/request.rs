@@ -24,6 +24,8 @@ pub enum Request {
     Batches(BatchesRequest),
     /// The episode-aware sampler's indices.
     Sampler(SamplerRequest),
+    /// Given batches loaded, each item digested.
+    Digests(DigestsRequest),
     /// A training step alone: LeRobot's DiffusionPolicy, or a lerobot-train run's policy.
     Model(ModelRequest),
     /// What a lerobot-train run builds.
@@ -42,6 +44,7 @@ impl Request {
             Request::Load(LoadRequest { source: Source::Dataset(_), .. })
             | Request::Batches(BatchesRequest::Indices { .. })
             | Request::Sampler(_)
+            | Request::Digests(_)
             | Request::Model(ModelRequest::Policy { .. }) => None,
         }
     }
@@ -63,6 +66,10 @@ pub struct LoadRequest {
     /// A file whose appearance ends the measurement (each batch is then reported as a `step`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_file: Option<PathBuf>,
+    /// Batches of global frame indices the loader reads, epoch after epoch, in place of its
+    /// sampler's (a dataset's loader; `compare --readers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Vec<Vec<usize>>>,
 }
 
 /// Whose loader a `load` measures.
@@ -109,6 +116,21 @@ pub struct SamplerRequest {
     pub dataset: DatasetRequest,
     /// Whether shuffled.
     pub shuffle: bool,
+}
+
+/// `digests`: LeRobot's loader's batches of these global indices, each item digested as
+/// [`crate::loader::batch::Batch::item_digests`] digests the native loader's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DigestsRequest {
+    /// The dataset and knobs.
+    #[serde(flatten)]
+    pub dataset: DatasetRequest,
+    /// The batches.
+    pub index_batches: Vec<Vec<usize>>,
+    /// The keys digested, in order (the native loader's batch's).
+    pub keys: Vec<String>,
+    /// The camera keys, digested as the uint8 values of their frames.
+    pub cameras: Vec<String>,
 }
 
 /// `model`: a training step alone, `warmup` steps then `steps` measured.

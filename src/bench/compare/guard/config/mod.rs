@@ -176,6 +176,7 @@ impl GuardCell {
             window: self.window(),
             frames: FrameMatch::default(),
             config: self.knobs.config(),
+            replay: None,
         }
     }
 
