@@ -384,6 +384,10 @@ fn both_readers_read_one_recorded_order_and_a_reader_whose_items_differ_is_named
         assert!(low > 0.0 && low <= high, "{reader}");
     }
     assert!(figures[1]["samples_per_s_change"]["percent"].is_f64(), "against the first");
+    // The same batches: the same episodes per batch in both, each in the order it was given.
+    let (ours, theirs) = (&figures[0]["order"], &figures[1]["order"]);
+    assert_eq!(ours, theirs, "{comparison}");
+    assert_eq!(ours["sampler_order"]["first_out_of_order"], Value::Null, "{ours}");
     // LeRobot's item of a frame of the third batch made other (its action moved): named,
     // exit 1.
     let other = batches[2][3].as_u64().unwrap().to_string();

@@ -17,7 +17,7 @@ use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::change::{interval, Change};
-use crate::measure::phase::{ChosenLoader, LoaderChoice, LoaderPhase};
+use crate::measure::phase::{ChosenLoader, LoaderChoice, LoaderPhase, OrderFigures};
 use crate::measure::stats::median;
 use crate::timing::NoOne;
 
@@ -94,6 +94,9 @@ pub struct ReaderFigures {
     pub cpu_ms_per_sample_median: Summary,
     /// Samples/s against the reference reader's (None for the reference).
     pub samples_per_s_change: Option<Change>,
+    /// The episodes its first run's measured batches mixed, and whether they came in the order
+    /// its batch sampler yielded (the recorded order): alike for every reader of one order.
+    pub order: Option<OrderFigures>,
 }
 
 /// A median with its bootstrap 95 % interval.
@@ -195,6 +198,7 @@ pub fn compare_readers(
                     .then(|| Change::of(&reference, &samples_per_s, SEED))
                     .flatten(),
                 first_batch_s: phases.iter().filter_map(|p| p.first_batch_s).collect(),
+                order: phases.first().and_then(|p| p.order.clone()),
                 peak_memory_bytes: phases.iter().filter_map(|p| p.peak_rss_bytes).collect(),
                 samples_per_s,
                 cpu_ms_per_sample,

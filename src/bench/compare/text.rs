@@ -128,6 +128,9 @@ pub fn readers(c: &ReadersComparison, on: &str) -> String {
             summary(&r.cpu_ms_per_sample_median, 3),
             crate::measure::stats::median(memory)
         );
+        if let Some(order) = &r.order {
+            line.push_str(&format!("; {}", order.line()));
+        }
         if let Some(change) = &r.samples_per_s_change {
             let reference = names.first().copied().unwrap_or_default();
             line.push_str(&format!(
