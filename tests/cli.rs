@@ -21,6 +21,12 @@ fn info_prints_text_and_json() {
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value["episodes_present"], serde_json::json!([1, 2, 4, 29, 30]));
     assert_eq!(value["cameras"][0]["stream"]["codec"], "av1");
+    // The real files: GOP 2, no B-frames, the index at the end, 2.5 frames a diffusion sample.
+    let layout = &value["cameras"][0]["layout"][0];
+    assert_eq!((layout["gop_max"].as_u64(), layout["reordered"].as_bool()), (Some(2), Some(false)));
+    assert_eq!(layout["index_at_front"], false, "{layout}");
+    let per_sample = layout["frames_decoded_per_sample"].as_f64().unwrap();
+    assert!((2.45..=2.5).contains(&per_sample), "{layout}");
 }
 
 #[test]
@@ -378,4 +384,65 @@ fn a_source_build_finds_the_lerobot_venv_that_make_test_made() {
     );
     assert!(ok, "{err}");
     assert!(out.contains(".venv-lerobot/bin/python"), "{out}");
+}
+
+/// `info --json`'s layout of the one video file of a generated pusht of 3 episodes of
+/// `frames` frames, written with `flags`.
+fn layout(dir: &Path, name: &str, frames: usize, flags: &[&str]) -> serde_json::Value {
+    let root = dir.join(name);
+    common::synth_pusht(&root, 3, frames, flags);
+    let (ok, json, err) = feedbench(&["info", root.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let files = value["cameras"][0]["layout"].as_array().unwrap().clone();
+    assert_eq!(files.len(), 1, "{value}");
+    files[0].clone()
+}
+
+#[test]
+fn info_says_where_episodes_start_and_what_a_sample_costs_to_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    // GOP 10: each episode encoded on its own starts on a keyframe; the file's episodes as one
+    // stream leave episode 1 (frame 45) inside a GOP, episode 2 (frame 90) on one.
+    let own = layout(dir.path(), "own", 45, &["--gop", "10"]);
+    assert_eq!(
+        (own["episodes"].as_u64(), own["episodes_on_keyframe"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(own["first_misaligned"], serde_json::Value::Null, "{own}");
+    let across = layout(dir.path(), "across", 45, &["--gop", "10", "--episodes-across-gops"]);
+    assert_eq!(across["episodes_on_keyframe"], 2, "{across}");
+    assert_eq!(across["first_misaligned"], 1, "{across}");
+    assert_eq!((across["gop_max"].as_u64(), &across["codec"]), (Some(10), &"av1".into()));
+    let (ok, text, _) = feedbench(&["info", dir.path().join("across").to_str().unwrap()]);
+    assert!(
+        ok && text.contains("2 of 3 episodes start on a keyframe (episode 1 does not)"),
+        "{text}"
+    );
+    // A diffusion window (the frame and the one before) decoded from the keyframe before it:
+    // 2 or 3 frames at GOP 2 (2.5 on average, less at each episode's first frame); from 2 to 11
+    // at GOP 10.
+    let gop2 = layout(dir.path(), "gop2", 40, &["--gop", "2"]);
+    let per_sample = |l: &serde_json::Value| l["frames_decoded_per_sample"].as_f64().unwrap();
+    assert!((2.3..=2.5).contains(&per_sample(&gop2)), "{gop2}");
+    let gop10 = layout(dir.path(), "gop10", 40, &["--gop", "10"]);
+    assert!((5.8..=6.5).contains(&per_sample(&gop10)), "{gop10}");
+    assert_eq!(
+        (gop2["reordered"].as_bool(), gop2["index_at_front"].as_bool()),
+        (Some(false), Some(false))
+    );
+    // The same file with its index moved to the front (ffmpeg -movflags +faststart).
+    let file = dir.path().join("gop2/videos/observation.image/chunk-000/file-000.mp4");
+    let moved = dir.path().join("faststart.mp4");
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-loglevel", "error", "-i", file.to_str().unwrap(), "-c", "copy"])
+        .args(["-movflags", "+faststart", moved.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::rename(&moved, &file).unwrap();
+    let (ok, json, err) = feedbench(&["info", dir.path().join("gop2").to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["cameras"][0]["layout"][0]["index_at_front"], true, "{value}");
 }

@@ -194,6 +194,11 @@ pub struct SynthArgs {
     /// tune=fastdecode).
     #[arg(long)]
     fast_decode: bool,
+    /// With --format v3.0: encode each file's episodes as one stream, so that an episode starts
+    /// wherever the GOP falls, not on a keyframe of its own (as a recorder that never restarts
+    /// its encoder writes; a stream copy cannot cut such episodes).
+    #[arg(long)]
+    episodes_across_gops: bool,
     /// Replace an existing dataset at --out.
     #[arg(long)]
     force: bool,
@@ -257,6 +262,7 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
         frames_per_episode: args.frames_per_episode,
         pix_fmt: args.pix_fmt,
         fast_decode: args.fast_decode.then_some(true),
+        episode_keyframes: args.episodes_across_gops.then_some(false),
     });
     let options = SynthOptions {
         version: args.format,

@@ -9,6 +9,7 @@ use super::bytes::Bytes;
 use super::layout::{load_episodes, load_tasks};
 use super::meta::{CodebaseVersion, Info};
 use super::rate::RateMismatch;
+use super::video::access::FileLayout;
 use super::video::raw::{self, RawFrames};
 use super::video::{probe, VideoStreamInfo};
 use super::{Dataset, DatasetError, DatasetOptions, Result};
@@ -35,6 +36,9 @@ pub struct CameraSummary {
     pub probed_file: Option<PathBuf>,
     /// What FFmpeg reads from that file; None when no file of this camera is present.
     pub stream: Option<VideoStreamInfo>,
+    /// Each present mp4 file of this camera laid out for random access (a local root's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout: Vec<FileLayout>,
 }
 
 /// A dataset's overview.
@@ -132,11 +136,26 @@ impl Summary {
                 Some(path) => Some(probe(&root.join(path))?),
                 None => None,
             };
+            // Each present mp4 file of the camera, with the episodes it holds.
+            let mut files: std::collections::BTreeMap<PathBuf, Vec<(usize, f64, f64)>> =
+                Default::default();
+            for episode in &episodes {
+                let Some(video) = episode.videos.get(&camera.name) else { continue };
+                let present = sizes.get(&root.join(&video.path)).is_some_and(Option::is_some);
+                if present && !raw::is_raw(&video.path) && !crate::dataset::remote::is_url(root) {
+                    let span = (episode.index.0, video.from_timestamp, video.to_timestamp);
+                    files.entry(video.path.clone()).or_default().push(span);
+                }
+            }
+            let layout = (files.iter())
+                .map(|(file, spans)| FileLayout::of(root, file, spans))
+                .collect::<Result<Vec<_>>>()?;
             cameras.push(CameraSummary {
                 key: camera.name.clone(),
                 declared_codec: camera.video.as_ref().and_then(|v| v.codec.clone()),
                 probed_file,
                 stream,
+                layout,
             });
         }
         // Read from the present episodes' timestamps; a dataset that does not open for that
@@ -277,9 +296,39 @@ impl std::fmt::Display for Summary {
                 }
                 _ => writeln!(f, "  {:width$}  no file on disk", camera.key)?,
             }
+            write!(f, "{}", layout_lines(&camera.layout))?;
         }
         Ok(())
     }
+}
+
+/// A camera's files laid out for random access: a line each for the first few, then what the
+/// rest hold together.
+fn layout_lines(files: &[FileLayout]) -> String {
+    const SHOWN: usize = 4;
+    let mut out = String::new();
+    for file in files.iter().take(SHOWN) {
+        out.push_str(&format!("    {}\n", file.line()));
+    }
+    let rest = files.get(SHOWN..).unwrap_or_default();
+    if !rest.is_empty() {
+        let count = |test: fn(&FileLayout) -> bool| rest.iter().filter(|f| test(f)).count();
+        let episodes: usize = rest.iter().map(|f| f.episodes).sum();
+        let aligned: usize = rest.iter().map(|f| f.episodes_on_keyframe).sum();
+        let decoded =
+            rest.iter().map(|f| f.frames_decoded_per_sample).sum::<f64>() / rest.len() as f64;
+        out.push_str(&format!(
+            "    … and {} more file{}: GOP up to {}, {} with B-frames, {} with the index at the \
+             end; {aligned} of {episodes} episodes start on a keyframe; {decoded:.2} frames \
+             decoded per sample on average\n",
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" },
+            rest.iter().map(|f| f.gop_max).max().unwrap_or(0),
+            count(|f| f.reordered),
+            count(|f| !f.index_at_front),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -128,6 +128,7 @@ impl Candidate {
             speed: self.preset.clone(),
             pix_fmt: self.pix_fmt,
             fast_decode: self.fast_decode,
+            episode_keyframes: true,
         }
     }
 

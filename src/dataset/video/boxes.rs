@@ -20,24 +20,61 @@ const SKIPPED: [&[u8; 4]; 3] = [b"mdat", b"free", b"skip"];
 /// file holds them: what an mp4 parser needs of it (sample offsets stay the file's). A box that
 /// reaches past the file's end is an error naming the file.
 pub fn header_boxes(file: &PositionedFile) -> Result<Vec<u8>> {
-    let len = file.len();
-    let first = file.read_range(0..len.min(FIRST_READ))?;
-    let read = |range: Range<u64>| -> Result<Bytes> {
-        if range.end <= first.len() as u64 {
-            return Ok(first.slice(range.start as usize..range.end as usize));
+    let reader = FirstRead::of(file)?;
+    let mut header = Vec::new();
+    for (kind, range) in walk(&reader)? {
+        if !SKIPPED.contains(&&kind) {
+            header.extend_from_slice(&reader.read(range)?);
         }
-        file.read_range(range)
-    };
+    }
+    Ok(header)
+}
+
+/// Whether `file`'s index (`moov`) lies before its media data (`mdat`): a "faststart" file,
+/// whose reader finds the index in its first read.
+pub fn index_at_front(file: &PositionedFile) -> Result<bool> {
+    let boxes = walk(&FirstRead::of(file)?)?;
+    let at = |kind: &[u8; 4]| boxes.iter().position(|(k, _)| k == kind);
+    Ok(match (at(b"moov"), at(b"mdat")) {
+        (Some(moov), Some(mdat)) => moov < mdat,
+        (Some(_), None) => true,
+        _ => false,
+    })
+}
+
+/// A file read through its first [`FIRST_READ`] bytes, read once.
+struct FirstRead<'a> {
+    file: &'a PositionedFile,
+    first: Bytes,
+}
+
+impl<'a> FirstRead<'a> {
+    fn of(file: &'a PositionedFile) -> Result<Self> {
+        Ok(Self { file, first: file.read_range(0..file.len().min(FIRST_READ))? })
+    }
+
+    fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        if range.end <= self.first.len() as u64 {
+            return Ok(self.first.slice(range.start as usize..range.end as usize));
+        }
+        self.file.read_range(range)
+    }
+}
+
+/// The top-level boxes of the file, each its type and byte range, in the file's order.
+fn walk(reader: &FirstRead<'_>) -> Result<Vec<([u8; 4], Range<u64>)>> {
+    let file = reader.file;
+    let len = file.len();
     let truncated = |what: String| {
         DatasetError::invalid(file.path(), format!("not a complete mp4 file (truncated?): {what}"))
     };
-    let mut header = Vec::new();
+    let mut boxes = Vec::new();
     let mut at = 0u64;
     while at < len {
         if len - at < 8 {
             return Err(truncated(format!("{} bytes after the last box at byte {at}", len - at)));
         }
-        let head = read(at..(at + 16).min(len))?;
+        let head = reader.read(at..(at + 16).min(len))?;
         let kind: [u8; 4] = head[4..8].try_into().expect("8 bytes read");
         let (size, head_len) = match u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) {
             0 => (len - at, 8),
@@ -57,10 +94,8 @@ pub fn header_boxes(file: &PositionedFile) -> Result<Vec<u8>> {
         let end = at.checked_add(size).filter(|&end| end <= len).ok_or_else(|| {
             truncated(format!("box `{name}` at byte {at} is {size} bytes; the file ends at {len}"))
         })?;
-        if !SKIPPED.contains(&&kind) {
-            header.extend_from_slice(&read(at..end)?);
-        }
+        boxes.push((kind, at..end));
         at = end;
     }
-    Ok(header)
+    Ok(boxes)
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::dataset::error::{DatasetError, Result};
 
+pub mod access;
 pub mod boxes;
 pub mod cache;
 pub mod convert;

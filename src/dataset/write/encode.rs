@@ -6,7 +6,9 @@
 //! so the mp4 holds frame `i` at `i / fps` seconds. Each episode is encoded by a fresh encoder
 //! (so it starts on a keyframe with a closed GOP) and appended to the open file, as LeRobot's
 //! v3.0 files are concatenations of separately encoded episodes: an episode's
-//! `from_timestamp` is the duration of the episodes before it in the file.
+//! `from_timestamp` is the duration of the episodes before it in the file. (Unless the settings
+//! encode a file's episodes as one stream: then one encoder writes them all, pts counted from
+//! the file's first frame, and an episode starts wherever the GOP falls.)
 //!
 //! How frames are encoded ([`EncodeSettings`]) and what the encoder would refuse of it are
 //! the `settings` submodule's.
@@ -134,9 +136,13 @@ impl Mp4Writer {
         DatasetError::invalid(&self.path, format!("{what}: {e}"))
     }
 
-    /// Starts an episode: a fresh encoder, so the episode begins with a keyframe.
+    /// Starts an episode: a fresh encoder, so the episode begins with a keyframe; or, where
+    /// the settings encode a file's episodes as one stream, the file's one encoder goes on.
     pub fn start_episode(&mut self) -> Result<()> {
         if self.encoder.is_some() {
+            if !self.settings.episode_keyframes {
+                return Ok(());
+            }
             self.finish_episode()?;
         }
         let name = self.settings.encoder_name();
@@ -238,7 +244,9 @@ impl Mp4Writer {
         self.scaler.run(&self.rgb, &mut self.yuv).map_err(|e| {
             DatasetError::invalid(&self.path, format!("RGB → {}: {e}", self.settings.pix_fmt))
         })?;
-        self.yuv.set_pts(Some(self.episode_frames));
+        // An episode's own encoder counts from its first frame; one stream from the file's.
+        let pts = self.episode_frames + self.pts_shift(false);
+        self.yuv.set_pts(Some(pts));
         let sent = self.encoder.as_mut().expect("started").send_frame(&self.yuv);
         sent.map_err(|e| self.error("encoding a frame", e))?;
         self.episode_frames += 1;
@@ -258,7 +266,8 @@ impl Mp4Writer {
                 }
                 Err(e) => return Err(self.error("encoding", e)),
             }
-            let shift = |t: Option<i64>| t.map(|t| t + self.episode_start);
+            let by = self.pts_shift(true);
+            let shift = |t: Option<i64>| t.map(|t| t + by);
             packet.set_pts(shift(packet.pts()));
             packet.set_dts(shift(packet.dts()));
             packet.set_duration(1);
@@ -270,8 +279,27 @@ impl Mp4Writer {
         }
     }
 
-    /// Ends the current episode (flushes its encoder) and returns where it lies in the file.
+    /// How far a frame's pts is moved: an episode's own encoder's packets to the episode's
+    /// place in the file (`packets`), one stream's frames there as they are sent.
+    fn pts_shift(&self, packets: bool) -> i64 {
+        match self.settings.episode_keyframes == packets {
+            true => self.episode_start,
+            false => 0,
+        }
+    }
+
+    /// Ends the current episode (flushes its own encoder; one stream's goes on) and returns
+    /// where it lies in the file.
     pub fn finish_episode(&mut self) -> Result<Clip> {
+        if !self.settings.episode_keyframes {
+            return Ok(self.end_clip());
+        }
+        self.flush()?;
+        Ok(self.end_clip())
+    }
+
+    /// Flushes the encoder: every packet it holds written.
+    fn flush(&mut self) -> Result<()> {
         if let Some(encoder) = self.encoder.as_mut() {
             encoder
                 .send_eof()
@@ -279,6 +307,11 @@ impl Mp4Writer {
             self.drain()?;
         }
         self.encoder = None;
+        Ok(())
+    }
+
+    /// The current episode's place in the file, the next one starting after it.
+    fn end_clip(&mut self) -> Clip {
         let fps = f64::from(self.fps);
         let clip = Clip {
             from_timestamp: self.episode_start as f64 / fps,
@@ -286,14 +319,15 @@ impl Mp4Writer {
         };
         self.episode_start += self.episode_frames;
         self.episode_frames = 0;
-        Ok(clip)
+        clip
     }
 
     /// Ends the last episode and completes the file.
     pub fn finish(mut self) -> Result<()> {
-        if self.encoder.is_some() {
+        if self.encoder.is_some() && self.episode_frames > 0 {
             self.finish_episode()?;
         }
+        self.flush()?;
         if self.extradata.is_none() {
             return Err(DatasetError::invalid(&self.path, "no frame was encoded"));
         }

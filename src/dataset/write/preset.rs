@@ -83,6 +83,14 @@ pub struct Preset {
     /// Encode for cheaper decoding (SVT-AV1 fast-decode, x264/x265 `tune=fastdecode`).
     #[serde(default)]
     pub fast_decode: bool,
+    /// Each episode of a v3.0 file encoded on its own, starting on a keyframe (LeRobot's way);
+    /// false: a file's episodes as one stream, each starting wherever the GOP falls.
+    #[serde(default = "episode_keyframes")]
+    pub episode_keyframes: bool,
+}
+
+fn episode_keyframes() -> bool {
+    true
 }
 
 fn default_codec() -> VideoCodec {
@@ -123,6 +131,8 @@ pub struct PresetOverrides {
     pub pix_fmt: Option<PixFmt>,
     /// Encoder tuned for cheaper decoding.
     pub fast_decode: Option<bool>,
+    /// Each episode on a keyframe of its own.
+    pub episode_keyframes: Option<bool>,
 }
 
 impl Preset {
@@ -136,6 +146,7 @@ impl Preset {
         self.episodes = o.episodes.unwrap_or(self.episodes);
         self.pix_fmt = o.pix_fmt.unwrap_or(self.pix_fmt);
         self.fast_decode = o.fast_decode.unwrap_or(self.fast_decode);
+        self.episode_keyframes = o.episode_keyframes.unwrap_or(self.episode_keyframes);
         if let Some(frames) = o.frames_per_episode {
             (self.frames_per_episode, self.frames_jitter) = (frames, 0);
         }
@@ -287,6 +298,7 @@ impl Preset {
             speed: self.encoder_preset.clone(),
             pix_fmt: self.pix_fmt,
             fast_decode: self.fast_decode,
+            episode_keyframes: self.episode_keyframes,
         }
     }
 }

@@ -50,12 +50,25 @@ pub struct EncodeSettings {
     /// Tune the encoder for cheaper decoding: SVT-AV1's `fast-decode=1`, x264's and x265's
     /// `tune=fastdecode`.
     pub fast_decode: bool,
+    /// Each episode of a file encoded on its own, so that it starts on a keyframe (LeRobot's
+    /// way, and what a stream copy needs to cut episodes); false: a file's episodes encoded as
+    /// one stream, each starting wherever the GOP falls (a recorder that never restarts its
+    /// encoder).
+    pub episode_keyframes: bool,
 }
 
 impl EncodeSettings {
     /// LeRobot's settings for `codec`: GOP 2, crf 30, the default speed.
     pub fn lerobot(codec: VideoCodec) -> Self {
-        Self { codec, gop: 2, crf: 30, speed: None, pix_fmt: PixFmt::Yuv420p, fast_decode: false }
+        Self {
+            codec,
+            gop: 2,
+            crf: 30,
+            speed: None,
+            pix_fmt: PixFmt::Yuv420p,
+            fast_decode: false,
+            episode_keyframes: true,
+        }
     }
 
     /// The FFmpeg encoder used for the codec.
