@@ -412,3 +412,39 @@ fn lerobots_step_is_the_diffusion_policys_only_and_needs_its_python() {
     let (ok, _, err) = common::feedbench(&["model", "--impl", "pytorch"]);
     assert!(!ok && err.contains("tch") && err.contains("lerobot"), "{err}");
 }
+
+#[test]
+fn the_start_method_is_an_axis_of_lerobots_loader_and_each_cell_says_its_start() {
+    use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
+    use feedbench::bench::sweep::results::Resume;
+    use feedbench::bench::sweep::run_sweep;
+    use feedbench::loader::config::StartMethod;
+
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    let text = format!(
+        "[dataset]\npath = \"{}\"\n[loader]\nworkers = [1]\nbatch = [4]\n\
+         start_method = [\"fork\", \"spawn\"]\nloader = [\"lerobot\"]\npython = \"{}\"\n\
+         [model]\nmodel = [\"synthetic:20ms\"]\ndevice = \"cpu\"\n\
+         [run]\nloader_batches = 3\nmodel_steps = 2\ntrain_steps = 3\nwarmup = 1\n",
+        root.display(),
+        python.display()
+    );
+    let config: SweepConfig = toml::from_str(&text).unwrap();
+    config.check(&dir.path().join("sweep.toml")).unwrap();
+    let out = dir.path().join("sweep");
+    let results = run_sweep(&config, &root, &out, Resume::No, &mut Unwatched).unwrap();
+    let methods: Vec<StartMethod> = results.iter().map(|r| r.cell.knobs.start_method).collect();
+    assert_eq!(methods, [StartMethod::Fork, StartMethod::Spawn]);
+    for result in &results {
+        let startup = result.loader.as_ref().and_then(|l| l.startup.clone()).expect("its start");
+        assert_eq!(startup.start_method, result.cell.knobs.start_method.to_string());
+        // Forked workers are sent nothing; spawned ones the pickled dataset.
+        let spawned = result.cell.knobs.start_method == StartMethod::Spawn;
+        assert_eq!(startup.pickled_bytes.is_some(), spawned, "{startup:?}");
+        assert_eq!(startup.workers.len(), 1, "{startup:?}");
+    }
+    let written = feedbench::bench::report::write_report(&out, &results).unwrap();
+    assert!(written.terminal.contains("start_method spawn"), "{}", written.terminal);
+}

@@ -171,7 +171,7 @@ mod tests {
         let unless: Vec<_> = Knob::defs().iter().filter_map(|d| d.unless.as_deref()).collect();
         assert_eq!(
             unless,
-            ["1", "0", "8", "32768", "native"],
+            ["1", "0", "8", "32768", "fork", "native"],
             "the knobs added later, at their default"
         );
     }

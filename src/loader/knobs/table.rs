@@ -483,7 +483,13 @@ impl LoaderKnob {
         tune: TuneRole::NotTuned,
         toml: TomlType::Text,
         omit_at_default: true,
-        cell: None,
+        cell: Some(CellFacts {
+            field: "start_method",
+            id_prefix: "m",
+            role: CellRole::Shared,
+            model_phase: false,
+            stored: Stored::Text,
+        }),
         get: |c| c.start_method.to_string(),
         set: |c, t| {
             c.start_method = parsed::<StartMethod>(t)?;
