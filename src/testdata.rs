@@ -293,6 +293,7 @@ impl FakeCell {
                 ranks: None,
                 lerobot_contract: None,
                 remote: None,
+                startup: None,
             },
             replayed_mean_ms: None,
             system: SystemInfo {

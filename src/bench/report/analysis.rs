@@ -134,6 +134,7 @@ fn aggregate(knobs: Cell, runs: &[&CellResult]) -> Row {
         loader_peak_rss_bytes: median_of_any(peaks).map(|b| b as u64),
         train_pss_bytes: median_of_any(held).map(|b| b as u64),
         train_first_batch_s: median_of_any(runs.iter().filter_map(|r| r.train.first_batch_s)),
+        train_startup: runs.iter().find_map(|r| r.train.startup.clone()),
         au_pct: median_of_any(runs.iter().filter_map(|r| r.train.au_pct)),
         wait_ms_per_step: median_of_any(runs.iter().filter_map(|r| r.train.wait_ms_per_step)),
         ranks: runs.iter().find_map(|r| r.train.ranks.as_ref()).map(|spread| RowRanks {

@@ -8,6 +8,7 @@ use super::table::{Column, Table};
 use crate::bench::format::rate;
 use crate::bench::sweep::cell::{Cell, Knob};
 use crate::loader::knobs::LoaderBackend;
+use crate::loader::lerobot::Startup;
 use crate::measure::phase::{CacheFigures, DecodeLimit, FramesSize, RemoteBound, SampleSteps};
 use crate::measure::system::SystemInfo;
 use crate::measure::verdict::Verdict;
@@ -74,6 +75,9 @@ pub struct Row {
     /// Seconds from the train phase's first request to its first batch (the median over its
     /// repeats): the workers' start-up.
     pub train_first_batch_s: Option<f64>,
+    /// LeRobot's plain loader with workers: its start taken apart, as its first run's train
+    /// phase says it.
+    pub train_startup: Option<Startup>,
     /// The train phase's accelerator utilisation (MLPerf Storage's), the median over its
     /// repeats, percent; None where results before it did not say.
     pub au_pct: Option<f64>,

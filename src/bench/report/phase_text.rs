@@ -3,6 +3,7 @@
 
 use std::fmt::{self, Write as _};
 
+use crate::dataset::bytes::Bytes;
 use crate::loader::lerobot::Startup;
 use crate::measure::phase::{
     CacheFigures, LoaderPhase, MemoryFigures, ModelPhase, RankSpread, SampleStep, SampleSteps,
@@ -85,17 +86,16 @@ impl fmt::Display for LoaderPhase {
 /// A DataLoader's start taken apart: what each worker was sent, when the workers started and
 /// gave their first batches (the earliest and the latest), and the warning where there is one.
 fn startup_text(startup: &Startup) -> String {
-    let mb = |bytes: u64| bytes as f64 / 1e6;
     let sent = match (&startup.pickled_bytes, &startup.largest_part) {
         (None, _) => "nothing pickled to the workers (forked from this process)".to_string(),
         (Some(bytes), None) => {
-            format!("{:.2} MB of the dataset pickled to each worker", mb(*bytes))
+            format!("{} of the dataset pickled to each worker", Bytes::of(*bytes))
         }
         (Some(bytes), Some(part)) => format!(
-            "{:.2} MB of the dataset pickled to each worker (its largest part `{}`, {:.2} MB)",
-            mb(*bytes),
+            "{} of the dataset pickled to each worker (its largest part `{}`, {})",
+            Bytes::of(*bytes),
             part.name,
-            mb(part.bytes)
+            Bytes::of(part.bytes)
         ),
     };
     let span = |values: Vec<f64>| match (

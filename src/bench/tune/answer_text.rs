@@ -7,7 +7,8 @@ use std::fmt;
 use super::answer::{Answer, Bound, PrefetchDepths};
 use crate::bench::format::{millis, rate};
 use crate::bench::report::beside_the_wait;
-use crate::loader::lerobot::LoaderBackend;
+use crate::dataset::bytes::Bytes;
+use crate::loader::lerobot::{LoaderBackend, Startup};
 use crate::timing::stage::Stage;
 
 impl Answer {
@@ -199,6 +200,9 @@ impl Answer {
                  a run of fewer than {steps:.0} steps spends more than a tenth of its time \
                  starting."
             ));
+            if let Some(startup) = &self.startup {
+                text.push_str(&startup_sentence(startup));
+            }
         }
         if let Some(bytes) = self.memory_bytes {
             let gb = |b: u64| b as f64 / 1e9;
@@ -271,6 +275,25 @@ fn capitalised(text: &str) -> String {
     chars.next().map_or_else(String::new, |c| c.to_uppercase().collect::<String>() + chars.as_str())
 }
 
+/// What a slow start is made of, where the driver took it apart: the workers' own start, and
+/// the dataset each is sent pickled (its largest part named), with the warning where there is
+/// one.
+fn startup_sentence(startup: &Startup) -> String {
+    let ready = startup.workers.iter().filter_map(|w| w.started_s).fold(0.0, f64::max);
+    let sent = match (&startup.pickled_bytes, &startup.largest_part) {
+        (Some(bytes), Some(part)) => format!(
+            ", each sent {} of the dataset pickled (its largest part `{}`, {})",
+            Bytes::of(*bytes),
+            part.name,
+            Bytes::of(part.bytes)
+        ),
+        (Some(bytes), None) => format!(", each sent {} of the dataset pickled", Bytes::of(*bytes)),
+        (None, _) => String::new(),
+    };
+    let warning = startup.warning.as_ref().map(|w| format!(" Note: {w}.")).unwrap_or_default();
+    format!(" Its {} workers were ready after {ready:.1} s{sent}.{warning}", startup.start_method)
+}
+
 impl fmt::Display for Answer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.paragraph())?;
@@ -308,5 +331,29 @@ impl fmt::Display for Answer {
             f,
             "  (cores: the workers and the training process, at one worker's measured rate)"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loader::lerobot::{LargestPart, WorkerStart};
+
+    #[test]
+    fn a_slow_start_names_what_each_worker_was_sent() {
+        let worker = |worker, started_s| WorkerStart { worker, started_s, first_batch_s: None };
+        let startup = Startup {
+            start_method: "spawn".into(),
+            pickled_bytes: Some(268_460_000),
+            largest_part: Some(LargestPart { name: "ballast".into(), bytes: 268_440_000 }),
+            workers: vec![worker(0, Some(4.47)), worker(1, Some(8.5))],
+            warning: None,
+        };
+        let said = startup_sentence(&startup);
+        assert!(said.contains("Its spawn workers were ready after 8.5 s"), "{said}");
+        assert!(said.contains("each sent 268.5 MB of the dataset pickled"), "{said}");
+        assert!(said.contains("its largest part `ballast`, 268.4 MB"), "{said}");
+        let forked = Startup { start_method: "fork".into(), pickled_bytes: None, ..startup };
+        assert_eq!(startup_sentence(&forked), " Its fork workers were ready after 8.5 s.");
     }
 }

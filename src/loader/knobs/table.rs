@@ -480,7 +480,7 @@ impl LoaderKnob {
         dataloader: Some("multiprocessing_context"),
         default_why: Some("PyTorch's on Linux"),
         reach: Reach::Lerobot("feedbench's workers are threads of one process: none is started"),
-        tune: TuneRole::NotTuned,
+        tune: TuneRole::Fixed,
         toml: TomlType::Text,
         omit_at_default: true,
         cell: Some(CellFacts {

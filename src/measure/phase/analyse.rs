@@ -356,6 +356,7 @@ impl TrainRun {
             memory: self.memory,
             ranks: None,
             lerobot_contract: None,
+            startup: None,
         }
     }
 }

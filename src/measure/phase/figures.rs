@@ -453,6 +453,9 @@ pub struct TrainPhase {
     /// Every rank, where several were measured at once: the phase is the slowest rank's.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<RankSpread>,
+    /// LeRobot's plain loader with workers: its start taken apart, as its loader phase says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<Startup>,
 }
 
 /// One rank of several measured at once.

@@ -200,7 +200,7 @@ fn train_phase(loader: &LerobotLoader, run: LerobotRun) -> TrainPhase {
         memory: memory_of(&run),
         remote: None,
     };
-    figures.figures()
+    TrainPhase { startup: run.startup.clone(), ..figures.figures() }
 }
 
 /// A lerobot-train run's step alone, as a `model` phase: its policy's `update_policy` on one

@@ -11,6 +11,7 @@ use crate::bench::report::cache_fit::CacheFit;
 use crate::bench::report::{knee, shallowest_prefetch, Knee, Row, PREFETCH_TOLERANCE_PCT};
 use crate::loader::config::LoaderConfig;
 use crate::loader::lerobot::LoaderBackend;
+use crate::loader::lerobot::Startup;
 use crate::measure::change::{Change, Decision};
 use crate::measure::phase::{RemoteBound, TrainPhase};
 use crate::measure::stats::median;
@@ -173,6 +174,10 @@ pub struct Answer {
     /// Seconds its DataLoader took to its first batch (its workers' start-up), measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_batch_s: Option<f64>,
+    /// LeRobot's plain loader: its start taken apart (what each worker was sent, when each
+    /// started), as the verifying measurement says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<Startup>,
     /// The memory every rank's processes held together, measured with the ranks at once, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_at_ranks_bytes: Option<u64>,
@@ -233,6 +238,7 @@ impl Answer {
         (self.input_bound_pct, self.wait_pct) = (shares, (median(waits), shares.1));
         self.memory_bytes = phase.memory.as_ref().map(|m| (m.pss_mb * 1e6) as u64);
         self.first_batch_s = phase.first_batch_s.or(self.first_batch_s);
+        self.startup = phase.startup.clone().or(self.startup.take());
         self.train_interval = None;
         self.wait_pct.0
     }
@@ -310,6 +316,7 @@ pub fn answer(rows: &[Row], state: &SearchState, knobs: AnswerKnobs) -> Option<A
         measured_at_once: false,
         memory_bytes: row.train_pss_bytes,
         first_batch_s: row.train_first_batch_s,
+        startup: row.train_startup.clone(),
         memory_at_ranks_bytes: None,
         prefetch_depths: PrefetchDepths::of(rows, state, row),
         step_beside: Some(StepBeside::of(rows, &state.demand, row, stopped)),
