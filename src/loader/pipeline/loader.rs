@@ -121,6 +121,14 @@ impl Loader {
         self.plans.make(epoch)
     }
 
+    /// The plan of `epoch` its batches are built from: the one the loader made, where it is
+    /// still kept (the epochs in flight), else made again without keeping it — so that reading
+    /// it beside a running stream neither shuffles an epoch again nor evicts a plan the workers
+    /// need.
+    pub fn epoch_plan(&self, epoch: u64) -> Arc<Vec<Vec<usize>>> {
+        self.plans.kept(epoch).unwrap_or_else(|| Arc::new(self.plans.make(epoch)))
+    }
+
     /// Why an epoch has no batch, in words a user can act on: no episode, episodes too short
     /// for the window, a rank with no share, or `drop_last` with fewer samples than a batch.
     pub fn why_no_batch(&self) -> Refusal {

@@ -41,6 +41,12 @@ impl Plans {
         self.get_locked(&mut recent, epoch, timing)
     }
 
+    /// The plan of `epoch` where it is kept; nothing is made or evicted.
+    pub(super) fn kept(&self, epoch: u64) -> Option<Plan> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.iter().find(|(e, _)| *e == epoch).map(|(_, plan)| plan.clone())
+    }
+
     /// [`Plans::get`], `recent` locked.
     fn get_locked(
         &self,

@@ -5,6 +5,7 @@
 //! buffer does not.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +35,6 @@ pub struct OrderTally {
     episodes_per_batch: Vec<usize>,
     checked: usize,
     first_out_of_order: Option<usize>,
-    compared: bool,
 }
 
 impl OrderTally {
@@ -47,7 +47,6 @@ impl OrderTally {
     /// The loader's next batch (warm-up or measured) held the sample indices `delivered`
     /// where its sampler meant `meant`.
     pub fn compare(&mut self, delivered: &[i64], meant: &[usize]) {
-        self.compared = true;
         let same = delivered.len() == meant.len()
             && delivered.iter().zip(meant).all(|(&d, &m)| usize::try_from(d) == Ok(m));
         if !same && self.first_out_of_order.is_none() {
@@ -58,7 +57,7 @@ impl OrderTally {
 
     /// The figures; None where no measured batch said its episodes.
     pub fn figures(self) -> Option<OrderFigures> {
-        let sampler_order = self.compared.then_some(SamplerOrder {
+        let sampler_order = (self.checked > 0).then_some(SamplerOrder {
             batches_checked: self.checked,
             first_out_of_order: self.first_out_of_order,
         });
@@ -72,14 +71,14 @@ pub struct NativeOrder<'a> {
     loader: &'a Loader,
     per_epoch: usize,
     taken: usize,
-    plan: (u64, Vec<Vec<usize>>),
+    plan: (u64, Arc<Vec<Vec<usize>>>),
     tally: OrderTally,
 }
 
 impl<'a> NativeOrder<'a> {
     /// The order of `loader`'s batches, `per_epoch` a epoch.
     pub fn new(loader: &'a Loader, per_epoch: usize) -> Self {
-        let plan = (0, loader.plan(0));
+        let plan = (0, loader.epoch_plan(0));
         Self { loader, per_epoch, taken: 0, plan, tally: OrderTally::default() }
     }
 
@@ -88,7 +87,7 @@ impl<'a> NativeOrder<'a> {
         let (epoch, position) = (self.taken / self.per_epoch, self.taken % self.per_epoch);
         self.taken += 1;
         if self.plan.0 != epoch as u64 {
-            self.plan = (epoch as u64, self.loader.plan(epoch as u64));
+            self.plan = (epoch as u64, self.loader.epoch_plan(epoch as u64));
         }
         if let Some(delivered) = ints(batch, "index") {
             let meant = self.plan.1.get(position).map_or(&[][..], Vec::as_slice);
