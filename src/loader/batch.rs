@@ -148,6 +148,18 @@ impl BatchLayout {
     }
 }
 
+/// What a digest takes of a tensor before its values: its key, a zero byte, each dimension of
+/// `shape` (8 bytes little-endian) and its element type's name.
+fn digest_header(hash: &mut sha2::Sha256, key: &str, shape: &[usize], element: &str) {
+    use sha2::Digest;
+    hash.update(key.as_bytes());
+    hash.update([0]);
+    for dim in shape {
+        hash.update((*dim as u64).to_le_bytes());
+    }
+    hash.update(element.as_bytes());
+}
+
 impl Batch {
     /// A digest of the batch (SHA-256 of each key, shape, element type and value bytes, in key
     /// order), as hex: two loaders, or two roots of one dataset, delivered the same batch where
@@ -156,12 +168,8 @@ impl Batch {
         use sha2::{Digest, Sha256};
         let mut hash = Sha256::new();
         for (key, tensor) in &self.tensors {
-            hash.update(key.as_bytes());
-            hash.update([0]);
-            for dim in &tensor.shape {
-                hash.update((*dim as u64).to_le_bytes());
-            }
-            hash.update(format!("{:?}", tensor.data.element()).as_bytes());
+            let element = format!("{:?}", tensor.data.element());
+            digest_header(&mut hash, key, &tensor.shape, &element);
             hash.update(tensor.data.as_bytes());
         }
         hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
@@ -187,13 +195,9 @@ impl Batch {
                 data => (format!("{:?}", data.element()), data.as_bytes()),
             };
             let width = bytes.len() / tensor.data.len().max(1);
+            let item_shape = &tensor.shape[1.min(tensor.shape.len())..];
             for (item, hash) in hashes.iter_mut().enumerate() {
-                hash.update(key.as_bytes());
-                hash.update([0]);
-                for dim in &tensor.shape[1.min(tensor.shape.len())..] {
-                    hash.update((*dim as u64).to_le_bytes());
-                }
-                hash.update(element.as_bytes());
+                digest_header(hash, key, item_shape, &element);
                 let at = item * per_item * width;
                 hash.update(&bytes[at..at + per_item * width]);
             }

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::median;
+use super::stats::median_of;
 use crate::loader::sampler::SplitMix64;
 
 /// Resamplings of each side for an interval.
@@ -48,7 +48,7 @@ impl Change {
     /// bootstrap interval: each side resampled with replacement [`RESAMPLES`] times, fixed by
     /// `seed`. None when a side is empty or A's median is not positive.
     pub fn of(a: &[f64], b: &[f64], seed: u64) -> Option<Self> {
-        Self::of_by(a, b, seed, |v| median(v.iter().copied()))
+        Self::of_by(a, b, seed, median_of)
     }
 
     /// [`Change::of`] with another `statistic` of each side than its median (a rate, a mean).

@@ -51,6 +51,11 @@ pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
     median_and_p95(values).0
 }
 
+/// The median of a slice: the statistic a bootstrap interval of repeated runs resamples.
+pub fn median_of(values: &[f64]) -> f64 {
+    median(values.iter().copied())
+}
+
 /// The mean of `values` and their sample standard deviation (over n − 1; 0 for one value);
 /// None when empty.
 pub fn mean_and_sd(values: &[f64]) -> Option<(f64, f64)> {

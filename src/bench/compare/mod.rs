@@ -21,6 +21,14 @@ use crate::measure::phase::ChosenLoader;
 /// Seed of the bootstrap intervals (fixed: the same runs give the same verdict).
 const SEED: u64 = 0x5eed;
 
+/// The order of `count` things measured side by side in repeat `repeat`: in order, then in
+/// reverse, and so on (A B, B A, A B …), so that whatever a run gains or loses by following
+/// another, and the machine's drift, reach each alike.
+pub fn interleaved(count: usize, repeat: usize) -> impl Iterator<Item = usize> {
+    let reversed = repeat % 2 == 1;
+    (0..count).map(move |i| if reversed { count - 1 - i } else { i })
+}
+
 /// What to compare, and how long.
 #[derive(Debug, Clone)]
 pub struct CompareSpec {
@@ -127,10 +135,8 @@ pub fn compare(
     }
     let mut runs = Vec::with_capacity(2 * spec.repeats);
     for repeat in 0..spec.repeats {
-        // A B, then B A: whatever the run after another gains or loses is shared alike.
         let pair = [(Side::A, &spec.a), (Side::B, &spec.b)];
-        let order = if repeat % 2 == 0 { pair } else { [pair[1], pair[0]] };
-        for (side, loader) in order {
+        for (side, loader) in interleaved(2, repeat).map(|i| pair[i]) {
             events.run_starts(side.name(), repeat);
             let length = RunLength { batches: spec.batches, warmup: spec.warmup };
             let figures = measure_run(loader, length, false, None, bridge)

@@ -18,7 +18,7 @@ use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::change::{interval, Change};
 use crate::measure::phase::{ChosenLoader, LoaderChoice, LoaderPhase, OrderFigures};
-use crate::measure::stats::median;
+use crate::measure::stats::median_of;
 use crate::timing::NoOne;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same figures).
@@ -112,7 +112,6 @@ pub struct Summary {
 
 impl Summary {
     fn of(values: &[f64]) -> Self {
-        let median_of = |v: &[f64]| median(v.iter().copied());
         let (low, high) = interval(values, SEED, median_of).unwrap_or((f64::NAN, f64::NAN));
         Self { median: median_of(values), low, high }
     }
@@ -171,11 +170,7 @@ pub fn compare_readers(
     let first_difference = check_items(spec, &replayed, &order, bridge)?;
     let mut runs: Vec<Vec<LoaderPhase>> = vec![Vec::new(); spec.readers.len()];
     for repeat in 0..spec.repeats {
-        let mut turn: Vec<usize> = (0..spec.readers.len()).collect();
-        if repeat % 2 == 1 {
-            turn.reverse();
-        }
-        for i in turn {
+        for i in super::interleaved(spec.readers.len(), repeat) {
             let reader = spec.readers[i];
             events.run_starts(reader.name(), repeat);
             let failed = |error| ReadersError::Reader { reader, error };

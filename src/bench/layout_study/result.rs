@@ -9,7 +9,7 @@ use super::candidate::Candidate;
 use crate::dataset::video::quality::Quality;
 use crate::measure::change::{interval, Change};
 use crate::measure::loader_run::RunFigures;
-use crate::measure::stats::median;
+use crate::measure::stats::{median, median_of};
 use crate::measure::system::SystemInfo;
 
 /// Throughput figures of repeated loader runs.
@@ -36,10 +36,6 @@ impl LoaderFigures {
             runs,
         }
     }
-}
-
-fn median_of(values: &[f64]) -> f64 {
-    median(values.iter().copied())
 }
 
 /// A candidate against the base, their runs interleaved.

@@ -10,7 +10,7 @@ use super::history::verdict::HistoryVerdict;
 use super::record::{CellRuns, GuardRecord};
 use crate::measure::change::{interval, Change, Decision};
 use crate::measure::loader_run::{stage_changes, RunFigures, StageChange};
-use crate::measure::stats::median;
+use crate::measure::stats::{median, median_of};
 use crate::measure::system::SystemInfo;
 use crate::measure::workload::Workload;
 
@@ -111,7 +111,7 @@ pub struct AuCheck {
 impl AuCheck {
     /// The AU of `runs` (percent each) against `min_pct`; None without runs.
     pub fn of(runs: &[f64], min_pct: Option<f64>) -> Option<Self> {
-        let statistic = |v: &[f64]| median(v.iter().copied());
+        let statistic = median_of;
         let (low_pct, high_pct) = interval(runs, SEED, statistic)?;
         let median_pct = statistic(runs);
         let below = min_pct.is_some_and(|min| median_pct < min);

@@ -71,11 +71,7 @@ pub fn measure(
         .collect();
     let mut machine = setup.machine;
     for repeat in 0..config.run.repeats {
-        let mut order: Vec<usize> = (0..cells.len()).collect();
-        if repeat % 2 == 1 {
-            order.reverse();
-        }
-        for i in order {
+        for i in super::interleaved(cells.len(), repeat) {
             events.run_starts(&cells[i].cell.name, repeat);
             cells[i].reference_ms.push(setup.reference.measure().map_err(LoaderError::Dataset)?);
             // Instructions are counted of feedbench's own pipeline: LeRobot's run in a Python
