@@ -10,7 +10,7 @@ import importlib.metadata
 import inspect
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 from feedbench_driver.readings import (
     Cycle, fed_nothing, fixed_step, measure, take_timed, video_backend)
@@ -193,25 +193,28 @@ def as_rows(dataset: Any, batches: List[List[int]]) -> List[List[int]]:
     return [[rows[index] for index in batch] for batch in batches]
 
 
-def run_batches(request: BatchesDatasetRequest, dataset: Any, installed: Versions) -> None:
-    """`batches`: the given batches of global indices loaded and saved under `out`."""
+def given_batches(request: Union[BatchesDatasetRequest, DigestsRequest], dataset: Any,
+                  installed: Versions) -> Iterator[Any]:
+    """LeRobot's DataLoader's batches of the request's given global indices, in order, once
+    `ready` is said."""
     loader = make_loader(dataset, request, batch_sampler=as_rows(dataset, request["index_batches"]))
     emit(ready(installed, video_backend(dataset)))
-    out = request["out"]
-    for number, batch in enumerate(loader):
+    for batch in loader:
         alive()
-        save_batch(batch, os.path.join(out, f"batch-{number}"))
+        yield batch
+
+
+def run_batches(request: BatchesDatasetRequest, dataset: Any, installed: Versions) -> None:
+    """`batches`: the given batches of global indices loaded and saved under `out`."""
+    for number, batch in enumerate(given_batches(request, dataset, installed)):
+        save_batch(batch, os.path.join(request["out"], f"batch-{number}"))
     emit(DoneResult(event="result"))
 
 
 def run_digests(request: DigestsRequest, dataset: Any, installed: Versions) -> None:
     """`digests`: the given batches of global indices loaded, each item digested."""
-    loader = make_loader(dataset, request, batch_sampler=as_rows(dataset, request["index_batches"]))
-    emit(ready(installed, video_backend(dataset)))
-    digests = []
-    for batch in loader:
-        alive()
-        digests.append(item_digests(batch, request["keys"], request["cameras"]))
+    digests = [item_digests(batch, request["keys"], request["cameras"])
+               for batch in given_batches(request, dataset, installed)]
     emit(DigestsResult(event="result", item_digests=digests))
 
 

@@ -276,11 +276,12 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
     delivered: List[Optional[List[int]]] = []
     # When each worker's first batch came (batch i is worker i's), `time.time()`.
     arrivals: List[float] = []
+    workers = getattr(loader, "num_workers", 0)
     for taken in range(1, warmup + 1):
         batch, _, arrived = take()
         if first_batch_s is None:
             first_batch_s = arrived - started
-        if len(arrivals) < getattr(loader, "num_workers", 0):
+        if len(arrivals) < workers:
             arrivals.append(time.time())
         delivered.append(column(batch, "index"))
         feed(batch)
@@ -306,7 +307,7 @@ def measure(request: LoadRequest, stream: Cycle, ready: ReadyEvent, take: Callab
         batch, wait, arrived = take()
         if first_batch_s is None:
             first_batch_s = arrived - started
-        if len(arrivals) < getattr(loader, "num_workers", 0):
+        if len(arrivals) < workers:
             arrivals.append(time.time())
         wait_ms.append(wait)
         positions.append(stream.position)
