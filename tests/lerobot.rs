@@ -245,14 +245,13 @@ fn drop_n_last_frames_drops_what_lerobots_sampler_drops() {
 fn order(root: &Path, sampler: &str, python: Option<&Path>) -> serde_json::Value {
     let root = root.to_str().unwrap();
     let mut args = vec!["load", root, "--batch", "16", "--batches", "6", "--warmup", "2"];
-    args.extend(["--sampler", sampler, "--json"]);
+    args.extend(["--sampler", sampler]);
     let python = python.map(|p| p.to_str().unwrap().to_string());
     if let Some(python) = &python {
         args.extend(["--loader", "lerobot", "--python", python]);
     }
-    let (ok, out, err) = common::feedbench(&args);
-    assert!(ok, "{args:?}: {err}");
-    let phase: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (code, phase, err) = json_of(&args, &[]);
+    assert_eq!(code, 0, "{args:?}: {err}");
     phase["order"].clone()
 }
 
@@ -287,15 +286,21 @@ fn both_loaders_say_the_episodes_per_batch_and_keep_their_samplers_order() {
 /// `load --loader lerobot --json` with two workers started by `method`, `env` set: the phase's
 /// `startup`.
 fn startup(root: &Path, python: &Path, method: &str, env: &[(&str, &str)]) -> Value {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"));
-    command.args(["load", root.to_str().unwrap(), "--loader", "lerobot", "--python"]);
-    command.args([python.to_str().unwrap(), "--workers", "2", "--batch", "8", "--batches", "4"]);
-    command.args(["--start-method", method, "--json"]);
-    command.envs(env.iter().copied());
-    let (ok, out, err) = common::outcome(&mut command);
-    assert!(ok, "{method}: {err}");
-    let phase: Value = serde_json::from_str(&out).unwrap();
+    let (root, python) = (root.to_str().unwrap(), python.to_str().unwrap());
+    let args = ["load", root, "--loader", "lerobot", "--python", python, "--workers", "2"];
+    let more = ["--batch", "8", "--batches", "4", "--start-method", method];
+    let (code, phase, err) = json_of(&[&args[..], &more].concat(), env);
+    assert_eq!(code, 0, "{method}: {err}");
     phase["startup"].clone()
+}
+
+/// `feedbench ARGS --json` with `env` set: exit code, its JSON (null where none), stderr.
+fn json_of(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"));
+    command.args(args).arg("--json").envs(env.iter().copied());
+    let output = command.output().unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&output.stderr).into())
 }
 
 #[test]
@@ -349,13 +354,8 @@ fn lerobots_start_is_taken_apart_and_a_large_dataset_object_is_named_with_its_co
 /// comparison (or the error).
 fn readers(root: &Path, python: &Path, env: &[(&str, &str)]) -> (i32, Value, String) {
     let on = format!("{} --batch 8 --workers 1 --python {}", root.display(), python.display());
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_feedbench"));
-    command.args(["compare", "--readers", "feedbench,lerobot", "--on", &on]);
-    command.args(["--repeats", "2", "--batches", "4", "--warmup", "1", "--json"]);
-    command.envs(env.iter().copied());
-    let output = command.output().unwrap();
-    let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
-    (output.status.code().unwrap_or(-1), json, String::from_utf8_lossy(&output.stderr).into())
+    let args = ["compare", "--readers", "feedbench,lerobot", "--on", &on];
+    json_of(&[&args[..], &["--repeats", "2", "--batches", "4", "--warmup", "1"]].concat(), env)
 }
 
 #[test]

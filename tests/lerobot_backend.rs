@@ -12,6 +12,7 @@ use common::lerobot_python;
 use std::path::{Path, PathBuf};
 
 use feedbench::bench::events::Unwatched;
+use feedbench::bench::sweep::results::CellResult;
 use feedbench::loader::batch::ImageFormat;
 use feedbench::loader::lerobot::{
     DriverStep, Feeding, LerobotBridge, LerobotLoader, LerobotOptions,
@@ -273,28 +274,35 @@ fn lerobots_loader_feeding_a_step_gets_the_verdict_of_its_own_numbers() {
     assert!(starved["timing"]["stages"]["wait"]["cpu_s"].as_f64().unwrap() > 0.0);
 }
 
-#[test]
-fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
+/// A short sweep (a 20 ms step, a few batches and steps) over a generated H.264 dataset in
+/// `dir`, its `[loader]` section `loader` with LeRobot's `python`: its results and directory.
+fn short_sweep(dir: &Path, python: &Path, loader: &str) -> (Vec<CellResult>, PathBuf) {
     use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
     use feedbench::bench::sweep::results::Resume;
     use feedbench::bench::sweep::run_sweep;
-    use feedbench::loader::lerobot::LoaderBackend;
 
-    let Some(python) = lerobot_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
+    let root = dataset(dir, "h264", &["--codec", "h264"]);
     let text = format!(
-        "[dataset]\npath = \"{}\"\n[loader]\nworkers = [0, 1]\nbatch = [4]\n\
-         loader = [\"native\", \"lerobot\"]\npython = \"{}\"\n\
+        "[dataset]\npath = \"{}\"\n[loader]\n{loader}python = \"{}\"\n\
          [model]\nmodel = [\"synthetic:20ms\"]\ndevice = \"cpu\"\n\
          [run]\nloader_batches = 3\nmodel_steps = 2\ntrain_steps = 3\nwarmup = 1\n",
         root.display(),
         python.display()
     );
     let config: SweepConfig = toml::from_str(&text).unwrap();
-    config.check(&dir.path().join("sweep.toml")).unwrap();
-    let out = dir.path().join("sweep");
-    let results = run_sweep(&config, &root, &out, Resume::No, &mut Unwatched).unwrap();
+    config.check(&dir.join("sweep.toml")).unwrap();
+    let out = dir.join("sweep");
+    (run_sweep(&config, &root, &out, Resume::No, &mut Unwatched).unwrap(), out)
+}
+
+#[test]
+fn a_sweep_of_both_loaders_reports_each_with_its_own_recommendation() {
+    use feedbench::loader::lerobot::LoaderBackend;
+
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let loader = "workers = [0, 1]\nbatch = [4]\nloader = [\"native\", \"lerobot\"]\n";
+    let (results, out) = short_sweep(dir.path(), &python, loader);
     assert_eq!(results.len(), 4);
     for result in &results {
         let lerobot = result.cell.loader == LoaderBackend::Lerobot;
@@ -415,26 +423,13 @@ fn lerobots_step_is_the_diffusion_policys_only_and_needs_its_python() {
 
 #[test]
 fn the_start_method_is_an_axis_of_lerobots_loader_and_each_cell_says_its_start() {
-    use feedbench::bench::sweep::config::{ConfigFile, SweepConfig};
-    use feedbench::bench::sweep::results::Resume;
-    use feedbench::bench::sweep::run_sweep;
     use feedbench::loader::config::StartMethod;
 
     let Some(python) = lerobot_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dataset(dir.path(), "h264", &["--codec", "h264"]);
-    let text = format!(
-        "[dataset]\npath = \"{}\"\n[loader]\nworkers = [1]\nbatch = [4]\n\
-         start_method = [\"fork\", \"spawn\"]\nloader = [\"lerobot\"]\npython = \"{}\"\n\
-         [model]\nmodel = [\"synthetic:20ms\"]\ndevice = \"cpu\"\n\
-         [run]\nloader_batches = 3\nmodel_steps = 2\ntrain_steps = 3\nwarmup = 1\n",
-        root.display(),
-        python.display()
-    );
-    let config: SweepConfig = toml::from_str(&text).unwrap();
-    config.check(&dir.path().join("sweep.toml")).unwrap();
-    let out = dir.path().join("sweep");
-    let results = run_sweep(&config, &root, &out, Resume::No, &mut Unwatched).unwrap();
+    let loader = "workers = [1]\nbatch = [4]\nstart_method = [\"fork\", \"spawn\"]\n\
+                  loader = [\"lerobot\"]\n";
+    let (results, out) = short_sweep(dir.path(), &python, loader);
     let methods: Vec<StartMethod> = results.iter().map(|r| r.cell.knobs.start_method).collect();
     assert_eq!(methods, [StartMethod::Fork, StartMethod::Spawn]);
     for result in &results {
