@@ -190,8 +190,11 @@ impl SharedFrames {
         }
         remove_stale(&dir);
         let pid = std::process::id();
-        let (file, path) = (0..)
-            .map(|n: u32| {
+        // A name is never taken twice by one process, so a removed store's path cannot come
+        // to name a newer store while a reader still holds it.
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let (file, path) = std::iter::repeat_with(|| NEXT.fetch_add(1, Ordering::Relaxed))
+            .map(|n| {
                 let path = dir.join(format!("{PREFIX}{pid}-{n}"));
                 (
                     OpenOptions::new()
