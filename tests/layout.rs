@@ -8,8 +8,10 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::{feedbench, file_tree};
+use feedbench::bench::layout_study::config::LayoutConfig;
+use feedbench::bench::layout_study::loss::LossProbe;
 use feedbench::bench::layout_study::read_results;
-use feedbench::bench::layout_study::result::CandidateResult;
+use feedbench::bench::layout_study::result::{CandidateResult, LossFigure};
 use feedbench::dataset::video::VideoCodec;
 use feedbench::dataset::write::preset::CameraPreset;
 use feedbench::dataset::write::synth::{synth, SynthOptions};
@@ -79,6 +81,14 @@ fn a_study_measures_each_candidate_resumes_and_leaves_the_source_as_it_was() {
         assert_eq!(r.quality.frames, 12);
     }
     assert!(base.decode.frames_decoded_per_sample.unwrap() >= 2.0, "{base:?}");
+    // The default policy crops 84×84, more than these 64×80 frames: each result says so.
+    let why = "the step cannot run at learning rate 0: model config: crop 84×84 does not fit";
+    assert!(stderr.contains(&format!("loss: not measured: {why}")), "{stderr}");
+    assert!(
+        matches!(&base.loss, Some(LossFigure::Unmeasured(w)) if w.contains(why)),
+        "{:?}",
+        base.loss
+    );
     assert!(png.decode.frames_decoded_per_sample.is_none());
     let raw = find(&first, "storage=raw");
     assert!(raw.quality.psnr_db.is_infinite(), "{raw:?}");
@@ -168,4 +178,61 @@ fn a_study_inside_its_source_or_with_a_bad_config_is_refused() {
     let (ok, _, stderr) = feedbench(&[&args[..], &[out.to_str().unwrap()]].concat());
     assert!(!ok && stderr.contains("layout.toml") && stderr.contains("axes.codec"), "{stderr}");
     assert!(!out.exists(), "nothing written for a bad config");
+}
+
+#[test]
+fn the_loss_column_holds_lossless_frames_to_zero_and_passes_over_a_heavily_lossy_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = source(dir.path());
+    let out = dir.path().join("study");
+    let c = dir.path().join("layout.toml");
+    // A raw base (the source's frames as decoded: lossless), frames scaled to 16×16 and back,
+    // and AV1 at its highest CRF. The floor suits this untrained policy, whose loss grey frames
+    // move by a few tenths of a percent.
+    let loss = "[loss]\nbatches = 3\n[loss.policy]\ncrop_shape = [48, 64]\n";
+    let text = format!(
+        "[base]\nstorage = \"raw\"\ncrf = 63\n[axes]\nresolution = [\"16x16\"]\n\
+         storage = [\"video\"]\n{MEASURE}{loss}[choose]\nmax_loss_change = 0.002\n"
+    );
+    std::fs::write(&c, text).unwrap();
+    let (s, o) = (root.to_str().unwrap(), out.to_str().unwrap());
+    let (ok, stdout, stderr) =
+        feedbench(&["layout", s, "--config", c.to_str().unwrap(), "--out", o]);
+    assert!(ok, "{stderr}");
+    let results = results(&out);
+    let loss = |label: &str| find(&results, label).loss.clone().unwrap();
+    let (raw, small, crf63) = (loss("base"), loss("resolution=16x16"), loss("storage=video"));
+    let LossFigure::Measured { source, candidate, .. } = &raw else { panic!("{raw:?}") };
+    assert_eq!(source.len(), 3);
+    assert_eq!(candidate, source, "lossless frames step to the same loss, to the bit");
+    assert!(source.iter().all(|l| l.is_finite() && *l > 0.0), "{source:?}");
+    assert_eq!(raw.mean_and_max(), Some((0.0, 0.0)));
+    let grey = raw.blind_change().unwrap();
+    assert!(grey > 0.0 && small.blind_change() == Some(grey), "one grey reference: {small:?}");
+    let (small_mean, _) = small.mean_and_max().unwrap();
+    assert!(small_mean > 0.002, "16×16 and back moves the loss beyond the floor: {small:?}");
+    assert!(crf63.mean_and_max().unwrap().0 > 0.0, "{crf63:?}");
+    assert!(stdout.contains("Recommended: base"), "{stdout}");
+    assert!(
+        stdout.contains("Faster but rejected: resolution=16x16")
+            && stdout.contains("> max_loss_change 0.20 %"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("loss changed 0.00 % (at most 0.00 %)"), "{stdout}");
+    let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(markdown.contains("## Loss") && markdown.contains("over the same 3 batches"));
+    let svg = std::fs::read_to_string(out.join("loss.svg")).unwrap();
+    assert!(svg.contains("resolution=16x16") && svg.contains("max_loss_change 0.20 %"));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains("loss_change_mean,loss_change_max"), "{csv}");
+
+    // The source read twice steps to the same loss: the seed holds the step, lr 0 the policy.
+    let config = LayoutConfig::load(&c).unwrap();
+    let mut probe = LossProbe::new(&root, None, &config.measure, &config.loss).unwrap();
+    let again = probe.change(&root, false);
+    let LossFigure::Measured { source: first, candidate: second, .. } = &again else {
+        panic!("{again:?}")
+    };
+    assert_eq!((first, first.len()), (second, 3));
+    assert_eq!(first, source, "the study's probe and this one step alike");
 }

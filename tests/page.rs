@@ -187,11 +187,18 @@ fn a_layout_studys_page_plots_every_candidate_hoverable() {
         "{meta}"
     );
     let plots = browser.evaluate(PLOTS);
-    assert_eq!(plots, serde_json::json!([["pareto", 4]]), "3 candidates and the ring");
+    assert_eq!(
+        plots,
+        serde_json::json!([["pareto", 4], ["loss", 3]]),
+        "3 candidates and the ring; the loss of each"
+    );
     let hover = hover_first_point(&mut browser, "pareto");
     let labels = ["base", "crf=50", "gop=4"];
     assert!(labels.iter().any(|l| hover.starts_with(l)), "the hover names it: {hover:?}");
     assert!(hover.contains("bytes per frame") && hover.contains("PSNR"), "{hover:?}");
+    let hover = hover_first_point(&mut browser, "loss");
+    assert!(labels.iter().any(|l| hover.starts_with(l)), "the hover names it: {hover:?}");
+    assert!(hover.contains("loss changed") && hover.contains("(at most"), "{hover:?}");
     quiet_and_offline(&browser, &[&page]);
 }
 

@@ -112,11 +112,21 @@ impl DiffusionConfig {
         let bad = |what: String| ModelError::Config(format!("{}: {what}", path.display()));
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let overrides: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        self.with_keys(overrides, &path.display().to_string())
+    }
+
+    /// This configuration with `overrides` (keys of this struct) laid over it, checked; `named`
+    /// (the file or section they came from) begins an error.
+    pub fn with_keys(&self, overrides: toml::Table, named: &str) -> Result<Self, ModelError> {
+        let bad = |what: String| ModelError::Config(format!("{named}: {what}"));
         let mut merged = toml::Table::try_from(self).map_err(|e| bad(e.to_string()))?;
         merged.extend(overrides);
         let config: Self =
             merged.try_into().map_err(|e| bad(format!("not a diffusion config: {e}")))?;
-        config.validate()?;
+        config.validate().map_err(|e| match e {
+            ModelError::Config(what) => bad(what),
+            other => other,
+        })?;
         Ok(config)
     }
 

@@ -108,6 +108,7 @@ pub fn measure_candidate(
         first_batch_ms,
         quality: compared.quality,
         scaling: compared.scaling,
+        loss: None,
         system: Some(system_info(tch::Device::Cpu)),
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs()),
     })

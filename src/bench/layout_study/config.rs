@@ -13,6 +13,7 @@ use crate::bench::sweep::knob_values::{KnobFront, KnobValues};
 use crate::dataset::WindowChoice;
 use crate::loader::knobs::LoaderKnob;
 use crate::loader::sampler::SamplerKind;
+use crate::model::{DiffusionConfig, DiffusionPreset};
 
 /// How each candidate is measured (unknown keys are refused by the knobs' reader).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,8 +79,34 @@ impl Default for MeasureSection {
     }
 }
 
+/// The loss column: the diffusion policy stepped at learning rate 0, its random numbers drawn
+/// from a fixed seed, over the same batches read from the source and from each candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossSection {
+    /// Batches stepped from the source and from each candidate (0: no loss column).
+    #[serde(default = "default_loss_batches")]
+    pub batches: usize,
+    /// The diffusion policy's preset (`auto`: `small` on the CPU, `pusht` on CUDA).
+    #[serde(default)]
+    pub preset: DiffusionPreset,
+    /// Keys of LeRobot's `DiffusionConfig` laid over the preset (e.g. `crop_shape = [224, 224]`).
+    #[serde(default)]
+    pub policy: toml::Table,
+}
+
+fn default_loss_batches() -> usize {
+    8
+}
+
+impl Default for LossSection {
+    fn default() -> Self {
+        toml::from_str("").expect("every key has a default")
+    }
+}
+
 /// The floors and budget the recommendation keeps to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChooseSection {
     /// Lowest acceptable mean PSNR against the reference, dB.
@@ -88,6 +115,20 @@ pub struct ChooseSection {
     pub min_ssim: Option<f64>,
     /// Largest acceptable bytes per frame, as a ratio to the source's.
     pub max_bytes_ratio: Option<f64>,
+    /// Largest acceptable mean change of the step's loss against the source's, a fraction of
+    /// the loss (0.01: 1 %), where the loss column was measured.
+    #[serde(default = "default_max_loss_change")]
+    pub max_loss_change: f64,
+}
+
+fn default_max_loss_change() -> f64 {
+    0.01
+}
+
+impl Default for ChooseSection {
+    fn default() -> Self {
+        toml::from_str("").expect("every key has a default")
+    }
 }
 
 /// A layout study's config.
@@ -106,6 +147,9 @@ pub struct LayoutConfig {
     /// How candidates are measured.
     #[serde(default)]
     pub measure: MeasureSection,
+    /// The loss column.
+    #[serde(default)]
+    pub loss: LossSection,
     /// What the recommendation keeps to.
     #[serde(default)]
     pub choose: ChooseSection,
@@ -141,6 +185,31 @@ impl LayoutConfig {
         }
         if let Some(ratio) = c.max_bytes_ratio.filter(|r| !r.is_finite() || *r <= 0.0) {
             return Err(error(path, format!("choose.max_bytes_ratio = {ratio}: expected > 0")));
+        }
+        let change = c.max_loss_change;
+        if !(change > 0.0 && change <= 1.0) {
+            return Err(error(
+                path,
+                format!(
+                    "choose.max_loss_change = {change}: expected a fraction of the loss above 0 \
+                     and at most 1 (0.01 for 1 %)"
+                ),
+            ));
+        }
+        if self.loss.batches > 0 && m.window != WindowChoice::Diffusion {
+            return Err(error(
+                path,
+                format!(
+                    "loss.batches = {} steps the diffusion policy, which reads the diffusion \
+                     window: set measure.window = \"diffusion\", or loss.batches = 0",
+                    self.loss.batches
+                ),
+            ));
+        }
+        if self.loss.batches > 0 {
+            DiffusionConfig::small()
+                .with_keys(self.loss.policy.clone(), "loss.policy")
+                .map_err(|e| error(path, e.to_string()))?;
         }
         Ok(())
     }
@@ -256,6 +325,12 @@ mod tests {
             ("[measure]\nbatch = 0", "measure.batch 0: expected at least 1"),
             ("[measure]\nresolution = \"96x96\"", "unknown field `resolution`"),
             ("[choose]\nmin_ssim = 2.0", "choose.min_ssim"),
+            ("[choose]\nmax_loss_change = 0.0", "choose.max_loss_change = 0: expected"),
+            ("[choose]\nmax_loss_change = 5", "choose.max_loss_change = 5: expected"),
+            ("[measure]\nwindow = \"none\"", "set measure.window = \"diffusion\""),
+            ("[loss.policy]\nhorizon = 15", "loss.policy: `horizon` (15) must be a multiple"),
+            ("[loss.policy]\ncolour = 1", "loss.policy: not a diffusion config"),
+            ("[loss]\npreset = \"huge\"", "auto, pusht, small"),
         ] {
             let error = parse(text).expect_err(text);
             assert!(error.contains(expected), "{text}: {error}");

@@ -6,6 +6,7 @@
 //! - each candidate is written from the source's decoded frames by
 //!   [`crate::dataset::write::transcode`] into `DIR/candidates/<name>/` (or `/dev/shm`);
 //! - [`assess`]: its size, encode cost, decode cost, throughput, first batch and quality;
+//! - [`loss`]: what its frames do to the training step's loss, against the source's;
 //! - results are appended to `DIR/layout.jsonl` as each candidate finishes, so an interrupted
 //!   study loses nothing finished and `--resume` goes on where it stopped;
 //! - [`ranking`]: the candidates ranked, held to the floors, and the recommendation;
@@ -14,6 +15,8 @@
 pub mod assess;
 pub mod candidate;
 pub mod config;
+pub mod loss;
+pub mod loss_plot;
 pub mod page;
 pub mod pareto;
 pub mod ranking;
@@ -28,7 +31,8 @@ use serde::{Deserialize, Serialize};
 use self::assess::{measure_candidate, packed, MeasureError, Source};
 use self::candidate::{candidate_root, Candidate, Location, Storage};
 use self::config::LayoutConfig;
-use self::result::CandidateResult;
+use self::loss::LossProbe;
+use self::result::{CandidateResult, LossFigure};
 use crate::bench::events::Events;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;
@@ -166,6 +170,7 @@ pub fn run_layout(
     std::fs::copy(&study.config_path, out.join(CONFIG_FILE))
         .map_err(|e| DatasetError::io(&study.config_path, e))?;
     let todo = left(&results);
+    let mut probe = loss_probe(study, todo.len(), events);
     let base = &study.config.base;
     let base_root = candidate_root(&out, base);
     for (n, candidate) in todo.iter().enumerate() {
@@ -188,13 +193,40 @@ pub fn run_layout(
         events.said(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
         let against = (*candidate != base).then_some(base_root.as_path());
         let measure = &study.config.measure;
-        let result =
+        let mut result =
             measure_candidate(&source, candidate, label, (&root, against), &encoded, measure)
                 .map_err(|error| LayoutError::Measure { candidate: name.clone(), error })?;
+        result.loss = probe.as_mut().map(|probe| match probe {
+            Ok(probe) => probe.change(&root, true),
+            Err(why) => LossFigure::Unmeasured(why.clone()),
+        });
         store.append(&result)?;
         results.push(result);
     }
     Ok(results)
+}
+
+/// The loss column's probe for `todo` candidates (None without a loss column or candidates),
+/// or why it cannot be had: said once, and each candidate's loss says it too.
+fn loss_probe(
+    study: &LayoutStudy,
+    todo: usize,
+    events: &mut dyn Events,
+) -> Option<Result<LossProbe, String>> {
+    let loss = &study.config.loss;
+    if loss.batches == 0 || todo == 0 {
+        return None;
+    }
+    events.said(&format!(
+        "loss: the diffusion policy at learning rate 0 over {} batches of the source",
+        loss.batches
+    ));
+    let probe = LossProbe::new(&study.dataset, study.episodes.clone(), &study.config.measure, loss)
+        .map_err(|e| format!("the step cannot run at learning rate 0: {e}"));
+    if let Err(why) = &probe {
+        events.said(&format!("loss: not measured: {why}"));
+    }
+    Some(probe)
 }
 
 /// Refuses an output holding an earlier study unless resuming, and a resumed one whose kept
@@ -214,12 +246,18 @@ fn check_earlier(
     let kept = out.join(CONFIG_FILE);
     if !earlier.is_empty() && kept.is_file() {
         let before = LayoutConfig::load(&kept).map_err(|e| refused(&e.path, e.what))?;
-        if before.measure != study.config.measure {
+        let now = &study.config;
+        let differs =
+            [("measure", before.measure != now.measure), ("loss", before.loss != now.loss)]
+                .into_iter()
+                .find_map(|(section, differs)| differs.then_some(section));
+        if let Some(section) = differs {
             return Err(refused(
                 &kept,
                 format!(
-                    "its [measure] differs from {}'s: the earlier candidates were measured with \
-                     those settings; resume with the same [measure], or choose another --out",
+                    "its [{section}] differs from {}'s: the earlier candidates were measured \
+                     with those settings; resume with the same [{section}], or choose another \
+                     --out",
                     study.config_path.display()
                 ),
             ));

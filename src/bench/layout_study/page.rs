@@ -11,7 +11,7 @@ use plotly::layout::{Axis, AxisType, Layout, Legend};
 use plotly::{Plot, Scatter};
 
 use super::pareto::front;
-use super::ranking::LayoutReport;
+use super::ranking::{percent, LayoutReport};
 use crate::bench::format::rate;
 use crate::bench::format::system_line;
 use crate::bench::report::page::{plot_of, utc, Page};
@@ -27,6 +27,14 @@ pub fn render(report: &LayoutReport, markdown: &str) -> String {
     page.answer(report.recommendation());
     if !report.rows.is_empty() {
         page.plot("pareto", &axis_title(report), &pareto(report));
+    }
+    if let Some(scale) = report.loss_scale() {
+        let heading = format!(
+            "The step's loss change against speed (grey frames change it {}; the floor {})",
+            percent(scale.grey),
+            percent(report.choose.max_loss_change)
+        );
+        page.plot("loss", &heading, &loss(report));
     }
     page.details(markdown);
     page.render()
@@ -56,6 +64,51 @@ fn hover(report: &LayoutReport, n: usize) -> String {
         "{}<br>{:.0} bytes per frame<br>{speed}<br>PSNR {:.1} dB<br>{verdict}",
         row.label, row.bytes_per_frame, row.quality.psnr_db
     )
+}
+
+/// Each candidate's mean change of the loss (%) against its speed, the line from it to the
+/// largest in its hover; the floor across.
+fn loss(report: &LayoutReport) -> Plot {
+    let measured: Vec<(usize, (f64, f64))> = (0..report.rows.len())
+        .filter_map(|n| Some((n, report.rows[n].loss.as_ref()?.mean_and_max()?)))
+        .collect();
+    let speeds: Vec<f64> = measured.iter().map(|&(n, _)| report.speed(&report.rows[n]).0).collect();
+    let x_title = if report.relative { "speed against the base (×)" } else { "loader samples/s" };
+    let mut plot = plot_of(
+        Layout::new()
+            .legend(Legend::new().orientation(Orientation::Horizontal).y(-0.25))
+            .x_axis(Axis::new().title(Title::with_text(x_title)).type_(AxisType::Log))
+            .y_axis(Axis::new().title(Title::with_text("|Δloss| / loss, % (mean)"))),
+    );
+    let (low, high) =
+        speeds.iter().fold((f64::INFINITY, 0.0f64), |(l, h), s| (l.min(*s), h.max(*s)));
+    let floor = report.choose.max_loss_change * 100.0;
+    plot.add_trace(
+        Scatter::new(vec![low, high], vec![floor, floor])
+            .name("max_loss_change")
+            .mode(Mode::Lines)
+            .line(Line::new().color("rgb(200, 40, 40)").width(1.0))
+            .hover_info(HoverInfo::Skip),
+    );
+    let hover = |&(n, (mean, max)): &(usize, (f64, f64))| {
+        format!(
+            "{}<br>loss changed {} (at most {})",
+            report.rows[n].label,
+            percent(mean),
+            percent(max)
+        )
+    };
+    plot.add_trace(
+        Scatter::new(speeds, measured.iter().map(|(_, (mean, _))| mean * 100.0).collect())
+            .name("candidates")
+            .mode(Mode::MarkersText)
+            .text_position(Position::TopCenter)
+            .text_array(measured.iter().map(|&(n, _)| report.rows[n].label.clone()).collect())
+            .marker(Marker::new().size(12))
+            .hover_text_array(measured.iter().map(hover).collect())
+            .hover_info(HoverInfo::Text),
+    );
+    plot
 }
 
 fn pareto(report: &LayoutReport) -> Plot {

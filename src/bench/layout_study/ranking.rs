@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::config::ChooseSection;
-use super::result::CandidateResult;
+use super::result::{CandidateResult, LossFigure};
 use crate::bench::format::{db, rate};
 use crate::dataset::bytes::Bytes;
 
@@ -54,7 +54,7 @@ impl LayoutReport {
         let row = &self.rows[best];
         let _ = writeln!(
             text,
-            "Recommended: {} ({}): {}, {} per frame ({:.2}× the source), PSNR {}, SSIM {:.4}{}.",
+            "Recommended: {} ({}): {}, {} per frame ({:.2}× the source), PSNR {}, SSIM {:.4}{}{}.",
             row.label,
             row.name,
             self.speed_text(row),
@@ -62,6 +62,7 @@ impl LayoutReport {
             row.bytes_ratio(),
             db(row.quality.psnr_db),
             row.quality.ssim,
+            row.loss.as_ref().map_or(String::new(), loss_text),
             if floors.is_empty() { String::new() } else { format!(", within {floors}") }
         );
         if let Some(next) = self.rows.get(best + 1) {
@@ -74,6 +75,9 @@ impl LayoutReport {
                 );
             }
         }
+        if let Some(blind) = self.blind_policy() {
+            let _ = writeln!(text, "{blind}");
+        }
         for (row, reasons) in self.rows.iter().zip(&self.rejections).take(best) {
             let _ = writeln!(
                 text,
@@ -84,6 +88,34 @@ impl LayoutReport {
             );
         }
         text
+    }
+
+    /// The loss column's scale, from the first candidate whose loss was measured (every one
+    /// shares the source's steps): None without a loss column.
+    pub fn loss_scale(&self) -> Option<LossScale> {
+        self.rows.iter().filter_map(|r| r.loss.as_ref()).find_map(|loss| {
+            Some(LossScale {
+                steps: loss.changes().len(),
+                grey: loss.blind_change()?,
+                spread: loss.source_spread(),
+            })
+        })
+    }
+
+    /// Where the policy's loss hardly depends on its cameras (grey frames move it no more
+    /// than the floor): the loss column cannot rule a candidate out, said in words.
+    fn blind_policy(&self) -> Option<String> {
+        let scale = self.loss_scale()?;
+        (scale.grey <= self.choose.max_loss_change).then(|| {
+            format!(
+                "  The loss column cannot tell candidates apart: grey frames in place of every \
+                 camera change this policy's loss only {} (max_loss_change {}), so it hardly \
+                 reads its cameras (an untrained policy, or one led by its state). Judge by the \
+                 pixels, or set [loss.policy] for a policy that reads them.",
+                percent(scale.grey),
+                percent(self.choose.max_loss_change)
+            )
+        })
     }
 
     /// `412 samples/s`, and against the base where measured: `412 samples/s, 1.24× the base`.
@@ -107,7 +139,38 @@ impl LayoutReport {
         if let Some(ratio) = c.max_bytes_ratio {
             parts.push(format!("bytes ≤ {ratio}× the source's"));
         }
+        if self.rows.iter().any(|r| r.loss.as_ref().is_some_and(|l| l.mean_and_max().is_some())) {
+            parts.push(format!("loss change ≤ {}", percent(c.max_loss_change)));
+        }
         parts.join(", ")
+    }
+}
+
+/// What a study's loss figures are read against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossScale {
+    /// Steps each loss was taken over.
+    pub steps: usize,
+    /// The mean change with every camera frame grey: the most images move the policy's loss.
+    pub grey: f64,
+    /// How far the source's loss moves from batch to batch (its standard deviation over its
+    /// mean), with two steps or more.
+    pub spread: Option<f64>,
+}
+
+/// A fraction as a percentage: `0.42 %`.
+pub fn percent(fraction: f64) -> String {
+    format!("{:.2} %", fraction * 100.0)
+}
+
+/// `, loss changed 0.42 % (at most 0.90 %)`, or why it was not measured.
+fn loss_text(loss: &LossFigure) -> String {
+    match (loss.mean_and_max(), loss) {
+        (Some((mean, max)), _) => {
+            format!(", loss changed {} (at most {})", percent(mean), percent(max))
+        }
+        (None, LossFigure::Unmeasured(why)) => format!(", loss not measured ({why})"),
+        (None, _) => String::new(),
     }
 }
 
@@ -134,6 +197,14 @@ fn reasons(row: &CandidateResult, choose: &ChooseSection) -> Vec<String> {
     if let Some(max) = choose.max_bytes_ratio.filter(|max| row.bytes_ratio() > *max) {
         reasons
             .push(format!("{:.2}× the source's bytes > max_bytes_ratio {max}", row.bytes_ratio()));
+    }
+    let change = row.loss.as_ref().and_then(LossFigure::mean_and_max).map(|(mean, _)| mean);
+    if let Some(change) = change.filter(|change| *change > choose.max_loss_change) {
+        reasons.push(format!(
+            "loss changed {} > max_loss_change {}",
+            percent(change),
+            percent(choose.max_loss_change)
+        ));
     }
     reasons
 }

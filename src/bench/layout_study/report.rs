@@ -9,9 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use super::config::{ChooseSection, LayoutConfig};
+use super::loss_plot;
 use super::pareto::{self, ParetoPoint};
-use super::ranking::LayoutReport;
-use super::result::CandidateResult;
+use super::ranking::{percent, LayoutReport};
+use super::result::{CandidateResult, LossFigure};
 use super::{read_results, LayoutError, CONFIG_FILE, RESULTS_FILE};
 use crate::bench::export::{self, Csv, ExportError, Exporter, Html, Markdown, Output};
 use crate::bench::export::{RenderError, Svg};
@@ -29,6 +30,8 @@ pub const MARKDOWN_FILE: &str = "report.md";
 pub const CSV_FILE: &str = "results.csv";
 /// The Pareto plot: samples/s against bytes per frame.
 pub const PARETO_FILE: &str = "pareto.svg";
+/// The loss plot: the loss's change against speed.
+pub const LOSS_FILE: &str = "loss.svg";
 
 fn interval(row: &CandidateResult) -> String {
     match row.loader.samples_per_s_interval {
@@ -58,6 +61,39 @@ fn optional(x: Option<f64>, digits: usize) -> String {
     x.map_or("–".into(), |x| format!("{x:.digits$}"))
 }
 
+/// `0.45 % (0.72 %)`: the loss's mean change (its largest), or `–` without one.
+fn loss_change(row: &CandidateResult) -> String {
+    match row.loss.as_ref().and_then(LossFigure::mean_and_max) {
+        Some((mean, max)) => format!("{} ({})", percent(mean), percent(max)),
+        None => "–".into(),
+    }
+}
+
+/// What the loss column is and what it is read against; where a candidate's loss could not be
+/// measured, why.
+fn loss_lines(report: &LayoutReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(scale) = report.loss_scale() {
+        lines.push(format!(
+            "loss Δ: the diffusion policy stepped at learning rate 0, its noise, timesteps and \
+             crop fixed, over the same {} batches from the source and from each candidate; \
+             |Δloss| / loss, mean (largest). Grey frames in place of every camera change it {}{}",
+            scale.steps,
+            percent(scale.grey),
+            scale.spread.map_or(String::new(), |spread| format!(
+                "; the source's loss moves {} from batch to batch",
+                percent(spread)
+            ))
+        ));
+    }
+    for row in &report.rows {
+        if let Some(LossFigure::Unmeasured(why)) = &row.loss {
+            lines.push(format!("{}: loss not measured: {why}", row.label));
+        }
+    }
+    lines
+}
+
 fn quality(q: &Quality) -> String {
     format!("{} ({})", db(q.psnr_db), db(q.worst_psnr_db))
 }
@@ -79,6 +115,7 @@ fn table(report: &LayoutReport) -> Table {
         "PSNR mean (worst)",
         "SSIM mean (worst)",
         "load time × PNG",
+        "loss Δ mean (max)",
     ]
     .map(Column::text)
     .to_vec();
@@ -103,6 +140,7 @@ fn table(report: &LayoutReport) -> Table {
                 quality(&r.quality),
                 format!("{:.4} ({:.4})", r.quality.ssim, r.quality.worst_ssim),
                 format!("{:.2}", r.load_time_ratio()),
+                loss_change(r),
             ]
         })
         .collect();
@@ -143,8 +181,8 @@ fn heading(report: &LayoutReport) -> String {
 pub fn render_text(report: &LayoutReport) -> String {
     let mut text = format!("Layout study: {}\n\n", heading(report));
     text.push_str(&table(report).aligned());
-    for scaling in scaling_lines(report) {
-        text.push_str(&format!("\n{scaling}"));
+    for line in scaling_lines(report).into_iter().chain(loss_lines(report)) {
+        text.push_str(&format!("\n{line}"));
     }
     text.push_str("\n\n");
     text.push_str(&report.recommendation());
@@ -161,6 +199,14 @@ pub fn render_markdown(report: &LayoutReport) -> String {
         for line in scaling {
             text.push_str(&format!("- {line}\n"));
         }
+    }
+    let loss = loss_lines(report);
+    if !loss.is_empty() {
+        text.push_str("\n## Loss\n\n");
+        for line in loss {
+            text.push_str(&format!("- {line}\n"));
+        }
+        text.push_str(&format!("\n![loss change against speed]({LOSS_FILE})\n"));
     }
     text.push_str("\n## Recommendation\n\n");
     text.push_str(&report.recommendation());
@@ -189,6 +235,9 @@ pub fn render_csv(report: &LayoutReport) -> String {
         "ssim",
         "worst_ssim",
         "load_time_ratio",
+        "loss_change_mean",
+        "loss_change_max",
+        "loss_change_grey_frames",
         "recommended",
     ]
     .map(Column::text)
@@ -196,6 +245,7 @@ pub fn render_csv(report: &LayoutReport) -> String {
     let rows = report.rows.iter().enumerate().map(|(n, r)| {
         let (low, high) =
             r.loader.samples_per_s_interval.map_or((None, None), |(l, h)| (Some(l), Some(h)));
+        let loss = r.loss.as_ref().and_then(LossFigure::mean_and_max);
         vec![
             r.name.clone(),
             r.label.clone(),
@@ -215,6 +265,9 @@ pub fn render_csv(report: &LayoutReport) -> String {
             format!("{:.5}", r.quality.ssim),
             format!("{:.5}", r.quality.worst_ssim),
             format!("{:.3}", r.load_time_ratio()),
+            csv_optional(loss.map(|(mean, _)| mean), 6),
+            csv_optional(loss.map(|(_, max)| max), 6),
+            csv_optional(r.loss.as_ref().and_then(LossFigure::blind_change), 6),
             (report.recommended == Some(n)).to_string(),
         ]
     });
@@ -287,7 +340,11 @@ impl Exporter<LayoutReport> for Svg {
             })
             .collect();
         let plot = svg(PARETO_FILE, |out| pareto::draw(out, &points, report.relative))?;
-        Ok(vec![plot])
+        let mut plots = vec![plot];
+        if report.loss_scale().is_some() {
+            plots.push(svg(LOSS_FILE, |out| loss_plot::draw(out, report))?);
+        }
+        Ok(plots)
     }
 }
 
@@ -361,7 +418,41 @@ mod tests {
             first_batch_ms: 50.0,
             quality,
             scaling: None,
+            loss: None,
         }
+    }
+
+    #[test]
+    fn a_loss_beyond_the_floor_passes_a_candidate_over_and_a_blind_policy_is_said() {
+        let measured = |candidate: [f64; 2], blind: [f64; 2]| {
+            Some(LossFigure::Measured {
+                source: vec![1.0, 2.0],
+                candidate: candidate.to_vec(),
+                blind: blind.to_vec(),
+            })
+        };
+        let mut fast = result("crf=40", 500.0, 37.0, Some(1.2));
+        fast.loss = measured([1.03, 2.02], [1.1, 1.8]);
+        let mut base = result("base", 1000.0, 40.0, None);
+        base.loss = measured([1.0, 2.0], [1.1, 1.8]);
+        let choose = ChooseSection::default();
+        let report = LayoutReport::new(vec![base.clone(), fast.clone()], &choose);
+        let text = report.recommendation();
+        assert!(text.starts_with("Recommended: base"), "{text}");
+        assert!(
+            text.contains("loss changed 0.00 % (at most 0.00 %), within loss change ≤ 1.00 %"),
+            "{text}"
+        );
+        assert!(text.contains("rejected: crf=40 (120 samples/s, 1.20× the base): loss changed 2.00 % > max_loss_change 1.00 %"), "{text}");
+        assert!(!text.contains("cannot tell"), "grey frames move it 10 %: {text}");
+        assert!(render_markdown(&report).contains("Grey frames in place of every camera change it 10.00 %; the source's loss moves 47.14 %"));
+        // A policy that grey frames hardly move: said, and the candidates still judged.
+        for row in [&mut base, &mut fast] {
+            let LossFigure::Measured { blind, .. } = row.loss.as_mut().unwrap() else { panic!() };
+            *blind = vec![1.001, 2.0];
+        }
+        let text = LayoutReport::new(vec![base, fast], &choose).recommendation();
+        assert!(text.contains("cannot tell candidates apart: grey frames in place of every camera change this policy's loss only 0.05 %"), "{text}");
     }
 
     #[test]
@@ -373,8 +464,11 @@ mod tests {
             result("codec=h264", 5000.0, 38.0, Some(1.5)),
             result("crf=40", 500.0, 37.0, Some(1.2)),
         ];
-        let choose =
-            ChooseSection { min_psnr: Some(35.0), min_ssim: None, max_bytes_ratio: Some(2.0) };
+        let choose = ChooseSection {
+            min_psnr: Some(35.0),
+            max_bytes_ratio: Some(2.0),
+            ..ChooseSection::default()
+        };
         let report = LayoutReport::new(results, &choose);
         assert!(report.relative, "every row measured against the base");
         let order: Vec<&str> = report.rows.iter().map(|r| r.label.as_str()).collect();

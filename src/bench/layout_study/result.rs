@@ -9,7 +9,7 @@ use super::candidate::Candidate;
 use crate::dataset::video::quality::Quality;
 use crate::measure::change::{interval, Change};
 use crate::measure::loader_run::RunFigures;
-use crate::measure::stats::{median, median_of};
+use crate::measure::stats::{mean_and_sd, median, median_of};
 use crate::measure::system::SystemInfo;
 
 /// Throughput figures of repeated loader runs.
@@ -76,6 +76,76 @@ pub struct DecodeCost {
     pub cpu_us_per_decoded_frame: Option<f64>,
 }
 
+/// The step's loss on the candidate's batches against the source's: the diffusion policy at
+/// learning rate 0 with its random numbers fixed, so that only the frames differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossFigure {
+    /// Each step's loss, from the source's batches and from the candidate's, in order.
+    Measured {
+        /// On the source's batches.
+        source: Vec<f64>,
+        /// On the candidate's, the same samples.
+        candidate: Vec<f64>,
+        /// On the source's with every camera frame mid-grey: how far images move this
+        /// policy's loss at all, the scale a candidate's change is read against.
+        blind: Vec<f64>,
+    },
+    /// Why it could not be measured.
+    Unmeasured(String),
+}
+
+impl LossFigure {
+    /// |Δloss| / loss of each step (empty where unmeasured).
+    pub fn changes(&self) -> Vec<f64> {
+        match self {
+            Self::Measured { source, candidate, .. } => relative_changes(source, candidate),
+            Self::Unmeasured(_) => Vec::new(),
+        }
+    }
+
+    /// The mean and the largest change over the steps; None where unmeasured.
+    pub fn mean_and_max(&self) -> Option<(f64, f64)> {
+        mean_and_max(&self.changes())
+    }
+
+    /// The mean change with every camera frame mid-grey: the most images move this policy's
+    /// loss (a policy that learnt to read its cameras moves far; a random or state-led one
+    /// hardly does, and then no candidate's change says much). None where unmeasured.
+    pub fn blind_change(&self) -> Option<f64> {
+        match self {
+            Self::Measured { source, blind, .. } => {
+                mean_and_max(&relative_changes(source, blind)).map(|(mean, _)| mean)
+            }
+            Self::Unmeasured(_) => None,
+        }
+    }
+
+    /// The spread of the source's loss over the steps (its standard deviation over its mean):
+    /// how much the loss moves from batch to batch, the scale a change is read against.
+    pub fn source_spread(&self) -> Option<f64> {
+        match self {
+            Self::Measured { source, .. } if source.len() > 1 => {
+                mean_and_sd(source).map(|(mean, sd)| sd / mean.abs())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// |b − a| / |a| per pair; exactly 0 where they are equal.
+fn relative_changes(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| if a == b { 0.0 } else { (b - a).abs() / a.abs() }).collect()
+}
+
+/// The mean and the largest of `values`; None when empty.
+fn mean_and_max(values: &[f64]) -> Option<(f64, f64)> {
+    (!values.is_empty()).then(|| {
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        (mean, values.iter().copied().fold(0.0, f64::max))
+    })
+}
+
 /// Everything measured of one candidate: a line of `layout.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateResult {
@@ -118,6 +188,10 @@ pub struct CandidateResult {
     /// For a resized candidate: the reference resized and scaled back to the source's size,
     /// against the reference: what the resolution alone loses.
     pub scaling: Option<Quality>,
+    /// The step's loss against the source's (None: the study had no loss column, or the
+    /// result was written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossFigure>,
     /// Where it was measured; None in results written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<SystemInfo>,
