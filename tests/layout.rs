@@ -236,3 +236,69 @@ fn the_loss_column_holds_lossless_frames_to_zero_and_passes_over_a_heavily_lossy
     assert_eq!((first, first.len()), (second, 3));
     assert_eq!(first, source, "the study's probe and this one step alike");
 }
+
+/// `info --json`'s layout of each video file of the dataset at `root`.
+fn file_layouts(root: &Path) -> Vec<serde_json::Value> {
+    let (ok, json, err) = feedbench(&["info", root.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    value["cameras"][0]["layout"].as_array().unwrap().clone()
+}
+
+#[test]
+fn candidates_without_b_frames_indexed_at_the_front_or_with_episodes_across_gops_are_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = source(dir.path());
+    let out = dir.path().join("study");
+    let c = dir.path().join("layout.toml");
+    let text = format!(
+        "[base]\ncodec = \"h264\"\ngop = 10\n[axes]\nfaststart = [true]\nbframes = [0]\n\
+         [[candidate]]\ncodec = \"av1\"\nversion = \"v3.0\"\n[[candidate]]\ncodec = \"av1\"\n\
+         version = \"v3.0\"\nepisode_keyframes = false\n{MEASURE}[loss]\nbatches = 0\n"
+    );
+    std::fs::write(&c, text).unwrap();
+    let (s, o) = (root.to_str().unwrap(), out.to_str().unwrap());
+    let (ok, stdout, stderr) =
+        feedbench(&["layout", s, "--config", c.to_str().unwrap(), "--out", o]);
+    assert!(ok, "{stderr}");
+    let results = results(&out);
+    let labels: Vec<&str> = results.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "base",
+            "bframes=0",
+            "faststart=true",
+            "codec=av1 version=v3.0",
+            "codec=av1 version=v3.0 episode_keyframes=false"
+        ]
+    );
+    assert!(results.iter().all(|r| r.loss.is_none()), "no loss column asked for");
+    assert!(!stdout.contains("loss"), "{stdout}");
+    let layouts = |label: &str| {
+        let name = &find(&results, label).name;
+        file_layouts(&out.join("candidates").join(name))
+    };
+    let base = layouts("base");
+    assert_eq!(base.len(), 3, "v2.1: a file per episode");
+    assert!(base.iter().all(|f| f["reordered"] == true && f["index_at_front"] == false));
+    assert!(
+        layouts("bframes=0").iter().all(|f| f["reordered"] == false),
+        "{:?}",
+        layouts("bframes=0")
+    );
+    assert!(layouts("faststart=true").iter().all(|f| f["index_at_front"] == true));
+    // AV1 (x264 puts a keyframe at each episode's change of scene whatever it is asked).
+    let own = layouts("codec=av1 version=v3.0");
+    let across = layouts("codec=av1 version=v3.0 episode_keyframes=false");
+    assert_eq!((own.len(), across.len()), (1, 1), "v3.0: the episodes in one file");
+    assert_eq!(
+        (own[0]["episodes"].as_u64(), own[0]["episodes_on_keyframe"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert!(across[0]["episodes_on_keyframe"].as_u64().unwrap() < 3, "{across:?}");
+    // Every one decodes to the same frames as the base, within the codec.
+    for r in &results {
+        assert!(r.quality.psnr_db > 30.0, "{}: {:?}", r.label, r.quality);
+    }
+}

@@ -199,6 +199,14 @@ pub struct SynthArgs {
     /// its encoder writes; a stream copy cannot cut such episodes).
     #[arg(long)]
     episodes_across_gops: bool,
+    /// B-frames at most between reference frames (h264, hevc; 0: frames stored in the order
+    /// they are shown); the encoder's default when left out.
+    #[arg(long, value_name = "N")]
+    bframes: Option<u32>,
+    /// Write each MP4's index before its frames (movflags=+faststart), where a reader over a
+    /// link finds it in the first bytes.
+    #[arg(long)]
+    faststart: bool,
     /// Replace an existing dataset at --out.
     #[arg(long)]
     force: bool,
@@ -215,6 +223,7 @@ fn with_synth_flags(error: DatasetError) -> anyhow::Error {
                 EncodeSetting::Gop => "--gop",
                 EncodeSetting::Crf => "--crf",
                 EncodeSetting::Speed => "--encoder-preset",
+                EncodeSetting::Bframes => "--bframes",
             };
             anyhow::anyhow!("{}: {}", path.display(), problem.from_source(flag))
         }
@@ -263,6 +272,8 @@ pub fn synth(args: &SynthArgs) -> Result<ExitCode> {
         pix_fmt: args.pix_fmt,
         fast_decode: args.fast_decode.then_some(true),
         episode_keyframes: args.episodes_across_gops.then_some(false),
+        bframes: args.bframes,
+        faststart: args.faststart.then_some(true),
     });
     let options = SynthOptions {
         version: args.format,

@@ -75,6 +75,22 @@ pub struct Candidate {
     /// `out` (the output directory's filesystem) or `shm` (`/dev/shm`).
     #[serde(default = "default_location")]
     pub location: Location,
+    /// B-frames at most between reference frames (0: frames stored in the order shown; h264
+    /// and hevc); the encoder's default when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bframes: Option<u32>,
+    /// The MP4 index at the front of each file (`movflags=+faststart`) instead of the end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub faststart: bool,
+    /// v3.0: each episode encoded on its own so that it starts on a keyframe (LeRobot's way;
+    /// cutting episodes by stream copy needs it); false: one stream per file, episodes
+    /// starting wherever the GOP falls.
+    #[serde(default = "default_episode_keyframes", skip_serializing_if = "Clone::clone")]
+    pub episode_keyframes: bool,
+}
+
+fn default_episode_keyframes() -> bool {
+    true
 }
 
 fn default_storage() -> Storage {
@@ -105,7 +121,7 @@ impl Default for Candidate {
 
 impl Candidate {
     /// The keys an axis may vary, in the order names list them.
-    pub const KEYS: [&'static str; 11] = [
+    pub const KEYS: [&'static str; 14] = [
         "storage",
         "codec",
         "gop",
@@ -113,9 +129,12 @@ impl Candidate {
         "preset",
         "pix_fmt",
         "fast_decode",
+        "bframes",
+        "faststart",
         "resolution",
         "version",
         "episodes_per_file",
+        "episode_keyframes",
         "location",
     ];
 
@@ -128,7 +147,9 @@ impl Candidate {
             speed: self.preset.clone(),
             pix_fmt: self.pix_fmt,
             fast_decode: self.fast_decode,
-            episode_keyframes: true,
+            episode_keyframes: self.episode_keyframes,
+            bframes: self.bframes,
+            faststart: self.faststart,
         }
     }
 
@@ -167,6 +188,13 @@ impl Candidate {
         if self.episodes_per_file == Some(0) {
             return Some("episodes_per_file 0: expected at least 1".into());
         }
+        if !self.episode_keyframes && self.version != CodebaseVersion::V30 {
+            return Some(format!(
+                "episode_keyframes false: a {} file holds one episode, which starts it on a \
+                 keyframe; set version = \"v3.0\", where episodes share a file",
+                self.version
+            ));
+        }
         if self.storage == Storage::Video {
             if let Some(p) = self.encode_settings().problem() {
                 // Named by the candidate's keys (the speed preset is `preset` here).
@@ -195,6 +223,15 @@ impl Candidate {
                 }
                 if self.fast_decode {
                     name.push_str("-fastdecode");
+                }
+                if let Some(bframes) = self.bframes {
+                    name.push_str(&format!("-bf{bframes}"));
+                }
+                if self.faststart {
+                    name.push_str("-faststart");
+                }
+                if !self.episode_keyframes {
+                    name.push_str("-acrossgops");
                 }
                 name
             }
@@ -280,6 +317,20 @@ mod tests {
         assert_eq!(
             candidate.name(),
             "h264-gop2-crf30-pslow-yuv444p-fastdecode-96x128-v3.0-4perfile-shm"
+        );
+        let long = Candidate {
+            codec: VideoCodec::H264,
+            gop: 30,
+            bframes: Some(0),
+            faststart: true,
+            episode_keyframes: false,
+            version: CodebaseVersion::V30,
+            ..Candidate::default()
+        };
+        assert_eq!(long.name(), "h264-gop30-crf30-bf0-faststart-acrossgops-native-v3.0");
+        assert_eq!(
+            long.label(&Candidate::default()),
+            "codec=h264 gop=30 bframes=0 faststart=true version=v3.0 episode_keyframes=false"
         );
         let png = Candidate { storage: Storage::Png, ..Candidate::default() };
         assert_eq!(png.name(), "png-native-v2.1");

@@ -144,6 +144,10 @@ pub struct LayoutConfig {
     /// Every combination of the axes instead of one axis at a time.
     #[serde(default)]
     pub grid: bool,
+    /// Candidates besides the axes' (`[[candidate]]`), each the keys in which it differs from
+    /// the base: combinations one axis at a time cannot make (H.264 at GOP 30 without B-frames).
+    #[serde(default)]
+    pub candidate: Vec<toml::Table>,
     /// How candidates are measured.
     #[serde(default)]
     pub measure: MeasureSection,
@@ -245,9 +249,27 @@ impl LayoutConfig {
                 }
             }
         }
+        for (n, extra) in self.candidate.iter().enumerate() {
+            if let Some(key) = extra.keys().find(|k| !Candidate::KEYS.contains(&k.as_str())) {
+                return Err(error(
+                    path,
+                    format!(
+                        "candidate[{n}].{key}: unknown key; expected one of {}",
+                        Candidate::KEYS.join(", ")
+                    ),
+                ));
+            }
+            let mut table = base.clone();
+            table.extend(extra.clone());
+            tables.push(table);
+        }
+        let from_axes = tables.len() - self.candidate.len();
         let mut candidates: Vec<Candidate> = Vec::new();
-        for table in tables {
+        for (n, table) in tables.into_iter().enumerate() {
             let differing = |t: &toml::Table| {
+                if n >= from_axes {
+                    return format!("candidate[{}]", n - from_axes);
+                }
                 Candidate::KEYS
                     .iter()
                     .filter(|k| t.get(**k) != base.get(**k))
@@ -302,6 +324,17 @@ mod tests {
         );
         assert_eq!(one[2].label(&one[0]), "gop=10");
         assert_eq!(one[0].label(&one[0]), "base");
+        let extra = "[axes]\ngop = [30]\n[[candidate]]\ncodec = \"h264\"\ngop = 30\nbframes = 0\n";
+        let names: Vec<String> = parse(extra).unwrap().iter().map(Candidate::name).collect();
+        assert_eq!(
+            names,
+            [
+                "av1-gop2-crf30-native-v2.1",
+                "av1-gop30-crf30-native-v2.1",
+                "h264-gop30-crf30-bf0-native-v2.1"
+            ],
+            "a [[candidate]] after the axes' candidates"
+        );
         let grid = parse("grid = true\n[axes]\ngop = [10]\ncodec = [\"h264\"]\n").unwrap();
         let names: Vec<String> = grid.iter().map(Candidate::name).collect();
         assert_eq!(names.len(), 4, "{names:?}");
@@ -331,6 +364,12 @@ mod tests {
             ("[loss.policy]\nhorizon = 15", "loss.policy: `horizon` (15) must be a multiple"),
             ("[loss.policy]\ncolour = 1", "loss.policy: not a diffusion config"),
             ("[loss]\npreset = \"huge\"", "auto, pusht, small"),
+            ("[axes]\nbframes = [0]", "axes.bframes = 0: bframes 0: libsvtav1 stores no reordered"),
+            ("[[candidate]]\ncodec = \"h264\"\nbitrate = 1", "candidate[0].bitrate: unknown key"),
+            (
+                "[[candidate]]\nepisode_keyframes = false",
+                "candidate[0]: episode_keyframes false: a v2.1 file holds one episode",
+            ),
         ] {
             let error = parse(text).expect_err(text);
             assert!(error.contains(expected), "{text}: {error}");
@@ -345,7 +384,7 @@ mod tests {
         let g1 = configs.join("layout.toml");
         let candidates = LayoutConfig::load(&g1).unwrap().candidates(&g1).unwrap();
         let storages: Vec<Storage> = candidates.iter().map(|c| c.storage).collect();
-        assert_eq!(candidates.len(), 12, "{candidates:?}");
+        assert_eq!(candidates.len(), 17, "{candidates:?}");
         assert!(storages.contains(&Storage::Png) && storages.contains(&Storage::Raw));
         let pusht = configs.join("layout-pusht.toml");
         let config = LayoutConfig::load(&pusht).unwrap();

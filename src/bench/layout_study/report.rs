@@ -119,6 +119,9 @@ fn table(report: &LayoutReport) -> Table {
     ]
     .map(Column::text)
     .to_vec();
+    // The loss column where the study has one.
+    let loss = report.rows.iter().any(|r| r.loss.is_some());
+    let columns = columns[..columns.len() - usize::from(!loss)].to_vec();
     let rows = report
         .rows
         .iter()
@@ -142,6 +145,9 @@ fn table(report: &LayoutReport) -> Table {
                 format!("{:.2}", r.load_time_ratio()),
                 loss_change(r),
             ]
+            .into_iter()
+            .take(columns.len())
+            .collect()
         })
         .collect();
     Table { columns, rows }

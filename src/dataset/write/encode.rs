@@ -213,7 +213,12 @@ impl Mp4Writer {
                 stream.set_parameters(encoder);
                 stream.set_time_base(Rational(1, self.fps));
                 stream.set_avg_frame_rate(Rational(self.fps, 1));
-                self.output.write_header().map_err(|e| self.error("cannot write the header", e))?;
+                let mut muxer = ffmpeg_next::Dictionary::new();
+                if self.settings.faststart {
+                    muxer.set("movflags", "+faststart");
+                }
+                let header = self.output.write_header_with(muxer).map(drop);
+                header.map_err(|e| self.error("cannot write the header", e))?;
                 let time_base = self.output.stream(0).map(|s| s.time_base());
                 self.stream_time_base = time_base;
                 self.extradata = Some(extradata);

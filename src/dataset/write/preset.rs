@@ -87,6 +87,13 @@ pub struct Preset {
     /// false: a file's episodes as one stream, each starting wherever the GOP falls.
     #[serde(default = "episode_keyframes")]
     pub episode_keyframes: bool,
+    /// B-frames at most between reference frames (h264, hevc); the encoder's default when
+    /// left out.
+    #[serde(default)]
+    pub bframes: Option<u32>,
+    /// The MP4 index at the front of each file.
+    #[serde(default)]
+    pub faststart: bool,
 }
 
 fn episode_keyframes() -> bool {
@@ -133,6 +140,10 @@ pub struct PresetOverrides {
     pub fast_decode: Option<bool>,
     /// Each episode on a keyframe of its own.
     pub episode_keyframes: Option<bool>,
+    /// B-frames at most between reference frames.
+    pub bframes: Option<u32>,
+    /// The MP4 index at the front.
+    pub faststart: Option<bool>,
 }
 
 impl Preset {
@@ -147,6 +158,8 @@ impl Preset {
         self.pix_fmt = o.pix_fmt.unwrap_or(self.pix_fmt);
         self.fast_decode = o.fast_decode.unwrap_or(self.fast_decode);
         self.episode_keyframes = o.episode_keyframes.unwrap_or(self.episode_keyframes);
+        self.bframes = o.bframes.or(self.bframes);
+        self.faststart = o.faststart.unwrap_or(self.faststart);
         if let Some(frames) = o.frames_per_episode {
             (self.frames_per_episode, self.frames_jitter) = (frames, 0);
         }
@@ -299,6 +312,8 @@ impl Preset {
             pix_fmt: self.pix_fmt,
             fast_decode: self.fast_decode,
             episode_keyframes: self.episode_keyframes,
+            bframes: self.bframes,
+            faststart: self.faststart,
         }
     }
 }

@@ -12,6 +12,8 @@ pub enum EncodeSetting {
     Crf,
     /// The encoder's speed preset.
     Speed,
+    /// The B-frames between reference frames.
+    Bframes,
 }
 
 impl EncodeSetting {
@@ -22,6 +24,7 @@ impl EncodeSetting {
             EncodeSetting::Gop => "gop",
             EncodeSetting::Crf => "crf",
             EncodeSetting::Speed => "encoder preset",
+            EncodeSetting::Bframes => "bframes",
         }
     }
 }

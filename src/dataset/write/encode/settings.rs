@@ -55,6 +55,13 @@ pub struct EncodeSettings {
     /// one stream, each starting wherever the GOP falls (a recorder that never restarts its
     /// encoder).
     pub episode_keyframes: bool,
+    /// B-frames at most between reference frames (`bf`; 0: none, so frames are stored in the
+    /// order they are shown); None: the encoder's default. H.264 and HEVC only: AV1 in MP4
+    /// stores no reordered frames.
+    pub bframes: Option<u32>,
+    /// The MP4's index (`moov`) written before the frames (`movflags=+faststart`), so that a
+    /// reader over a link has it in its first bytes; else after them, as FFmpeg writes it.
+    pub faststart: bool,
 }
 
 impl EncodeSettings {
@@ -68,6 +75,8 @@ impl EncodeSettings {
             pix_fmt: PixFmt::Yuv420p,
             fast_decode: false,
             episode_keyframes: true,
+            bframes: None,
+            faststart: false,
         }
     }
 
@@ -117,6 +126,13 @@ impl EncodeSettings {
         if self.codec == VideoCodec::Av1 && self.pix_fmt != PixFmt::Yuv420p {
             let expected = format!("{encoder} encodes yuv420p only");
             return problem(EncodeSetting::PixFmt, self.pix_fmt.to_string(), expected);
+        }
+        if let Some(bframes) = self.bframes.filter(|_| self.codec == VideoCodec::Av1) {
+            let expected = format!(
+                "{encoder} stores no reordered frames in MP4 (AV1 packs its hidden frames into \
+                 the frame shown); bframes is for h264 and hevc"
+            );
+            return problem(EncodeSetting::Bframes, bframes.to_string(), expected);
         }
         if self.gop == 0 {
             let expected = "expected a keyframe interval ≥ 1".to_string();
@@ -170,6 +186,9 @@ impl EncodeSettings {
         if self.codec == VideoCodec::Hevc {
             options.set("x265-params", "log-level=error");
         }
+        if let Some(bframes) = self.bframes {
+            options.set("bf", &bframes.to_string());
+        }
         if self.fast_decode {
             match self.codec {
                 VideoCodec::Av1 => options.set("svtav1-params", "fast-decode=1"),
@@ -188,6 +207,12 @@ impl EncodeSettings {
         info.other.insert("video.g".into(), Json::from(self.gop));
         if self.fast_decode {
             info.other.insert("video.fast_decode".into(), Json::from(true));
+        }
+        if let Some(bframes) = self.bframes {
+            info.other.insert("video.bf".into(), Json::from(bframes));
+        }
+        if self.faststart {
+            info.other.insert("video.faststart".into(), Json::from(true));
         }
         info.other.insert("video.crf".into(), Json::from(self.crf));
         let speed = self.speed();
