@@ -297,6 +297,16 @@ fn candidates_without_b_frames_indexed_at_the_front_or_with_episodes_across_gops
         (Some(3), Some(3))
     );
     assert!(across[0]["episodes_on_keyframe"].as_u64().unwrap() < 3, "{across:?}");
+    // The study says so of each.
+    let files = |label: &str| find(&results, label).files.clone().unwrap();
+    assert!(files("base").reordered && !files("bframes=0").reordered);
+    assert!(files("faststart=true").index_at_front && !files("base").index_at_front);
+    assert_eq!(files("codec=av1 version=v3.0").episodes_on_keyframe, 3);
+    let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        markdown.contains("- bframes=0: 3 files: GOP 10, no B-frames, index at the end, 3 of 3"),
+        "{markdown}"
+    );
     // Every one decodes to the same frames as the base, within the codec.
     for r in &results {
         assert!(r.quality.psnr_db > 30.0, "{}: {:?}", r.label, r.quality);

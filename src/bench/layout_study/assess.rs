@@ -9,8 +9,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::candidate::{Candidate, Storage};
 use super::config::MeasureSection;
-use super::result::{CandidateResult, DecodeCost, LoaderFigures, VsBase};
+use super::result::{CandidateResult, DecodeCost, FilesLayout, LoaderFigures, VsBase};
 use crate::dataset::files::files_under;
+use crate::dataset::summary::Summary;
+use crate::dataset::video::access::FileLayout;
 use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use crate::dataset::video::FrameBuffer;
@@ -109,6 +111,7 @@ pub fn measure_candidate(
         quality: compared.quality,
         scaling: compared.scaling,
         loss: None,
+        files: files_layout(root)?,
         system: Some(system_info(tch::Device::Cpu)),
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs()),
     })
@@ -177,6 +180,13 @@ fn interleaved_runs(
         }
     }
     Ok(runs)
+}
+
+/// The layout of the video files of the dataset at `root`, every camera's (`info`'s).
+fn files_layout(root: &Path) -> Result<Option<FilesLayout>, DatasetError> {
+    let summary = Summary::collect(root)?;
+    let files: Vec<FileLayout> = summary.cameras.into_iter().flat_map(|c| c.layout).collect();
+    Ok(FilesLayout::of(&files))
 }
 
 /// Camera and image frames one sample of `window` holds.
