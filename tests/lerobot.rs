@@ -353,9 +353,66 @@ fn lerobots_start_is_taken_apart_and_a_large_dataset_object_is_named_with_its_co
 /// `compare --readers feedbench,lerobot --on "ROOT …" --json` with `env` set: exit code, the
 /// comparison (or the error).
 fn readers(root: &Path, python: &Path, env: &[(&str, &str)]) -> (i32, Value, String) {
-    let on = format!("{} --batch 8 --workers 1 --python {}", root.display(), python.display());
+    readers_with(root, python, env, &[], &[])
+}
+
+/// [`readers`] with `knobs` added to the `--on` line and `flags` to the command.
+fn readers_with(
+    root: &Path,
+    python: &Path,
+    env: &[(&str, &str)],
+    knobs: &[&str],
+    flags: &[&str],
+) -> (i32, Value, String) {
+    let on = format!(
+        "{} --batch 8 --workers 1 --python {} {}",
+        root.display(),
+        python.display(),
+        knobs.join(" ")
+    );
     let args = ["compare", "--readers", "feedbench,lerobot", "--on", &on];
-    json_of(&[&args[..], &["--repeats", "2", "--batches", "4", "--warmup", "1"]].concat(), env)
+    // The counts, each where `flags` do not give it.
+    let counts = [["--repeats", "2"], ["--batches", "4"], ["--warmup", "1"]];
+    let counts: Vec<&str> =
+        counts.iter().filter(|[flag, _]| !flags.contains(flag)).flatten().copied().collect();
+    json_of(&[&args[..], &counts, flags].concat(), env)
+}
+
+#[test]
+fn a_kept_order_is_read_again_and_refused_for_another_seed_dataset_or_length() {
+    let Some(python) = lerobot_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    common::synth_pusht(&root, 3, 40, &[]);
+    let file = dir.path().join("order.json");
+    let order = ["--order", file.to_str().unwrap()];
+    let (code, first, err) = readers_with(&root, &python, &[], &[], &order);
+    assert_eq!(code, 0, "{err}");
+    let kept = std::fs::read(&file).unwrap();
+    let written: Value = serde_json::from_slice(&kept).unwrap();
+    assert_eq!(written["order"], first["order"], "the order compared is the order kept");
+    assert_eq!(written["workload"]["parameters"]["seed"], "0", "{written}");
+    // Read again: the same batches, recorded by the same sampler.
+    let (code, again, err) = readers_with(&root, &python, &[], &[], &order);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(again["order"], first["order"]);
+    // Another seed, more batches than kept, another dataset, a file that is no order: each
+    // refused by name, the file left as it was.
+    let (code, _, err) = readers_with(&root, &python, &[], &["--seed", "1"], &order);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("recorded for other work (seed 0 then → 1 now)"), "{err}");
+    let more = [&order[..], &["--batches", "9"]].concat();
+    let (_, _, err) = readers_with(&root, &python, &[], &[], &more);
+    assert!(err.contains("holds 5 batches; the runs need 10"), "{err}");
+    let other = dir.path().join("other");
+    common::synth_pusht(&other, 4, 40, &[]);
+    let (_, _, err) = readers_with(&other, &python, &[], &[], &order);
+    assert!(err.contains("recorded for other work (dataset.bytes"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), kept, "refusals leave the kept order");
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{}").unwrap();
+    let (_, _, err) = readers_with(&root, &python, &[], &[], &["--order", junk.to_str().unwrap()]);
+    assert!(err.contains("junk.json: not an order `compare --readers` wrote"), "{err}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `feedbench compare --a SPEC --b SPEC`: is B slower than A, and by how much? And
 //! `feedbench compare --readers feedbench,lerobot --on SPEC`: every reader on one batch order.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -40,6 +41,12 @@ pub struct CompareArgs {
     /// "data/g1 --workers 2 --batch 64 --python .venv-lerobot/bin/python".
     #[arg(long, allow_hyphen_values = true)]
     on: Option<String>,
+    /// With --readers: a file of the batch order. Where it exists, its order is read (refused,
+    /// naming what differs, where it was recorded for another dataset, episodes, window,
+    /// sampler, seed, batch or shard); else the order is recorded and written there, so that a
+    /// later comparison reads the same batches.
+    #[arg(long, value_name = "FILE", requires = "readers")]
+    order: Option<PathBuf>,
     /// Runs of each (at least 2), interleaved A B B A A B ….
     #[arg(long, default_value_t = 5)]
     repeats: usize,
@@ -144,6 +151,7 @@ fn run_readers(args: &CompareArgs, bridge: &LerobotBridge) -> Result<ExitCode> {
         batches: args.batches,
         warmup: args.warmup.unwrap_or(chosen.spec.config.batches_in_flight() + 1),
         spec: chosen.spec,
+        order_file: args.order.clone(),
     };
     let runs = args.readers.len() * args.repeats;
     let mut printer = Printer::runs(runs, args.json.on, "comparing");

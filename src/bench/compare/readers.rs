@@ -6,19 +6,24 @@
 //! frame index), then measured in interleaved repeats (the readers in order, then in reverse,
 //! as the guard runs its cells), each run a fresh loader after its warm-up.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::bench::events::Events;
+use crate::dataset::files::{read_whole, write_whole};
 use crate::dataset::FeatureKind;
 use crate::loader::lerobot::{LerobotBridge, LerobotLoader, LerobotOptions};
 use crate::loader::pipeline::LoaderError;
 use crate::loader::sampler::SamplerKind;
 use crate::loader::spec::LoaderSpec;
 use crate::measure::change::{interval, Change};
+use crate::measure::fingerprint::DatasetFingerprint;
 use crate::measure::phase::{ChosenLoader, LoaderChoice, LoaderPhase, OrderFigures};
 use crate::measure::stats::median_of;
+use crate::measure::workload::Workload;
 use crate::timing::NoOne;
 
 /// Seed of the bootstrap intervals (fixed: the same runs give the same figures).
@@ -53,6 +58,19 @@ pub struct ReadersSpec {
     pub batches: usize,
     /// Batches per run before measuring.
     pub warmup: usize,
+    /// A file of the order: read where it exists (refused where it was recorded for other
+    /// work), else written once the comparison is made.
+    pub order_file: Option<PathBuf>,
+}
+
+/// A recorded order as kept in a file, with the work that defines it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderFile {
+    /// What decides the order: the dataset's content, its episodes and window, the sampler,
+    /// its seed, the batch size, `drop_last` and the rank's shard.
+    pub workload: Workload,
+    /// The order.
+    pub order: RecordedOrder,
 }
 
 /// The batches every reader read.
@@ -157,7 +175,12 @@ pub fn compare_readers(
             "--readers compares at least two readers, each in at least 2 repeats".into(),
         ));
     }
-    let order = record(spec, bridge)?;
+    let workload = order_workload(&spec.spec)?;
+    let kept = spec.order_file.as_deref().filter(|path| path.exists());
+    let order = match kept {
+        Some(path) => read_order(path, &workload, spec.warmup + spec.batches)?,
+        None => record(spec, bridge)?,
+    };
     let replayed =
         LoaderSpec { replay: Some(Arc::new(order.batches.clone())), ..spec.spec.clone() };
     let chosen = |reader: Reader| ChosenLoader {
@@ -200,7 +223,64 @@ pub fn compare_readers(
             }
         })
         .collect();
+    if let (Some(path), None) = (&spec.order_file, kept) {
+        let file = OrderFile { workload, order: order.clone() };
+        let text = serde_json::to_string_pretty(&file).expect("serialises");
+        write_whole(path, text.as_bytes())
+            .map_err(|e| ReadersError::Request(format!("{}: {e}", path.display())))?;
+    }
     Ok(ReadersComparison { batches_checked: order.batches.len(), order, first_difference, readers })
+}
+
+/// What decides the order `spec`'s sampler yields: the dataset's content, episodes and window,
+/// and the knobs that draw batches (not those that only read them: workers, prefetch, …).
+fn order_workload(spec: &LoaderSpec) -> Result<Workload, ReadersError> {
+    let dataset =
+        DatasetFingerprint::of(&spec.dataset).map_err(|e| ReadersError::Request(e.to_string()))?;
+    let c = &spec.config;
+    let mut parameters: BTreeMap<String, String> = [
+        ("episodes", spec.episodes.as_ref().map_or_else(|| "all".into(), |e| e.to_string())),
+        ("window", spec.window.to_string()),
+        ("sampler", c.sampler.to_string()),
+        ("seed", c.seed.to_string()),
+        ("batch", c.batch_size.to_string()),
+        ("drop_last", c.drop_last.to_string()),
+        ("shard", format!("{} of {}", c.shard.rank, c.shard.world)),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    parameters.extend(dataset.parameters());
+    Ok(Workload::of(parameters))
+}
+
+/// The order kept at `path`, where it was recorded for `workload` and holds `needed` batches.
+fn read_order(
+    path: &Path,
+    workload: &Workload,
+    needed: usize,
+) -> Result<RecordedOrder, ReadersError> {
+    let refused =
+        |what: String| ReadersError::Request(format!("--order {}: {what}", path.display()));
+    let text = read_whole(path).map_err(|e| refused(e.to_string()))?;
+    let file: OrderFile = serde_json::from_slice(&text)
+        .map_err(|e| refused(format!("not an order `compare --readers` wrote ({e})")))?;
+    let differences = file.workload.differences(workload);
+    if !differences.is_empty() {
+        return Err(refused(format!(
+            "recorded for other work ({}): its batches are not this run's; remove it to record \
+             the order again, or run as it was recorded",
+            differences.join(", ")
+        )));
+    }
+    if file.order.batches.len() < needed {
+        return Err(refused(format!(
+            "holds {} batches; the runs need {needed}: measure fewer batches, or remove it to \
+             record more",
+            file.order.batches.len()
+        )));
+    }
+    Ok(RecordedOrder { batches: file.order.batches[..needed].to_vec(), ..file.order })
 }
 
 /// The order every reader reads: `warmup + batches` batches of the run's batch size, as the
