@@ -84,9 +84,10 @@ impl Default for MeasureSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LossSection {
-    /// Batches stepped from the source and from each candidate (0: no loss column).
-    #[serde(default = "default_loss_batches")]
-    pub batches: usize,
+    /// Batches stepped from the source and from each candidate (0: no loss column); left out,
+    /// 8 where the measure reads the diffusion window, none without it (the policy reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<usize>,
     /// The diffusion policy's preset (`auto`: `small` on the CPU, `pusht` on CUDA).
     #[serde(default)]
     pub preset: DiffusionPreset,
@@ -95,13 +96,16 @@ pub struct LossSection {
     pub policy: toml::Table,
 }
 
-fn default_loss_batches() -> usize {
-    8
-}
-
 impl Default for LossSection {
     fn default() -> Self {
         toml::from_str("").expect("every key has a default")
+    }
+}
+
+impl LossSection {
+    /// The batches stepped where the measure reads `window`.
+    pub fn batches(&self, window: WindowChoice) -> usize {
+        self.batches.unwrap_or(if window == WindowChoice::Diffusion { 8 } else { 0 })
     }
 }
 
@@ -200,17 +204,17 @@ impl LayoutConfig {
                 ),
             ));
         }
-        if self.loss.batches > 0 && m.window != WindowChoice::Diffusion {
+        let asked = self.loss.batches.filter(|batches| *batches > 0);
+        if let Some(batches) = asked.filter(|_| m.window != WindowChoice::Diffusion) {
             return Err(error(
                 path,
                 format!(
-                    "loss.batches = {} steps the diffusion policy, which reads the diffusion \
-                     window: set measure.window = \"diffusion\", or loss.batches = 0",
-                    self.loss.batches
+                    "loss.batches = {batches} steps the diffusion policy, which reads the \
+                     diffusion window: set measure.window = \"diffusion\", or loss.batches = 0"
                 ),
             ));
         }
-        if self.loss.batches > 0 {
+        if self.loss.batches(m.window) > 0 {
             DiffusionConfig::small()
                 .with_keys(self.loss.policy.clone(), "loss.policy")
                 .map_err(|e| error(path, e.to_string()))?;
@@ -360,7 +364,10 @@ mod tests {
             ("[choose]\nmin_ssim = 2.0", "choose.min_ssim"),
             ("[choose]\nmax_loss_change = 0.0", "choose.max_loss_change = 0: expected"),
             ("[choose]\nmax_loss_change = 5", "choose.max_loss_change = 5: expected"),
-            ("[measure]\nwindow = \"none\"", "set measure.window = \"diffusion\""),
+            (
+                "[measure]\nwindow = \"none\"\n[loss]\nbatches = 8",
+                "set measure.window = \"diffusion\"",
+            ),
             ("[loss.policy]\nhorizon = 15", "loss.policy: `horizon` (15) must be a multiple"),
             ("[loss.policy]\ncolour = 1", "loss.policy: not a diffusion config"),
             ("[loss]\npreset = \"huge\"", "auto, pusht, small"),

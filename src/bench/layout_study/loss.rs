@@ -79,7 +79,7 @@ impl LossProbe {
         };
         let loader = spec.build()?;
         let order: Vec<Vec<usize>> =
-            loader.epoch_plan(0).iter().take(loss.batches).cloned().collect();
+            loader.epoch_plan(0).iter().take(loss.batches(measure.window)).cloned().collect();
         if order.is_empty() {
             return Err(LossError::NoBatch(format!(
                 "{}: no batch to step: {}",

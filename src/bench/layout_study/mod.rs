@@ -214,12 +214,12 @@ fn loss_probe(
     events: &mut dyn Events,
 ) -> Option<Result<LossProbe, String>> {
     let loss = &study.config.loss;
-    if loss.batches == 0 || todo == 0 {
+    let batches = loss.batches(study.config.measure.window);
+    if batches == 0 || todo == 0 {
         return None;
     }
     events.said(&format!(
-        "loss: the diffusion policy at learning rate 0 over {} batches of the source",
-        loss.batches
+        "loss: the diffusion policy at learning rate 0 over {batches} batches of the source"
     ));
     let probe = LossProbe::new(&study.dataset, study.episodes.clone(), &study.config.measure, loss)
         .map_err(|e| format!("the step cannot run at learning rate 0: {e}"));
