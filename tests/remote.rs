@@ -770,3 +770,61 @@ fn a_small_parquet_file_is_read_in_a_request_or_two_not_one_per_column() {
     // another's read ahead (each fetched 64 KiB apart before, some 38 requests).
     assert!(!gets.is_empty() && gets.len() <= 2, "{gets:#?}");
 }
+
+#[test]
+fn a_layout_candidate_in_a_bucket_or_on_a_web_server_is_read_over_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("source");
+    common::synth_pusht(&local, 3, 16, &[]);
+    let Some(s3) = S3::start(dir.path()) else { return };
+    std::fs::create_dir_all(s3.data.join("cands")).unwrap();
+    // The web server serves the study's directory: its candidates are under /candidates.
+    let out = dir.path().join("study");
+    std::fs::create_dir_all(&out).unwrap();
+    let Some(nginx) = Nginx::start(&out, dir.path()) else { return };
+    let config = |locations: &str| {
+        let path = dir.path().join("layout.toml");
+        let text = format!(
+            "[axes]\nlocation = [{locations}]\n[measure]\nworkers = 1\nbatch = 4\nbatches = 2\n\
+             repeats = 2\nquality_frames = 12\n[loss]\nbatches = 0\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let web = format!("{}/candidates", nginx.origin);
+    let c = config(&format!("\"s3://cands/study\", \"{web}\""));
+    let args = ["layout", local.to_str().unwrap(), "--config", c.to_str().unwrap()];
+    let (ok, _, err) =
+        feedbench_with(&s3.env(), &[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let results = feedbench::bench::layout_study::read_results(&out.join("layout.jsonl")).unwrap();
+    let find = |prefix: &str| {
+        results.iter().find(|r| r.label.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix}"))
+    };
+    let (base, bucket, served) =
+        (find("base"), find("location=s3://cands/study"), find(&format!("location={web}")));
+    assert!(err.contains(&format!("placing at s3://cands/study/{}", bucket.name)), "{err}");
+    // In the bucket, every file of the copy written; read from there, the same frames.
+    let copy = out.join("candidates").join(&bucket.name);
+    let placed = s3.data.join("cands/study").join(&bucket.name);
+    for file in walk(&copy) {
+        let within = file.strip_prefix(&copy).unwrap();
+        assert_eq!(std::fs::read(placed.join(within)).unwrap(), std::fs::read(&file).unwrap());
+    }
+    for remote in [bucket, served] {
+        assert_eq!(remote.quality, base.quality, "{}", remote.label);
+        assert_eq!(remote.bytes_per_frame, base.bytes_per_frame);
+        assert!(remote.cold_loader.is_none() && remote.vs_base.is_some(), "{remote:?}");
+    }
+    let requests = nginx.requests();
+    let video = format!("/candidates/{}/videos/", served.name);
+    assert!(requests.iter().any(|r| r.starts_with("GET ") && r.contains(&video)), "{requests:?}");
+
+    // A web server that does not serve the study's candidates: refused, saying what it must.
+    let elsewhere = dir.path().join("elsewhere");
+    let c = config(&format!("\"{}/nothing\"", nginx.origin));
+    let args = ["layout", local.to_str().unwrap(), "--config", c.to_str().unwrap()];
+    let (ok, _, err) =
+        feedbench_with(&s3.env(), &[&args[..], &["--out", elsewhere.to_str().unwrap()]].concat());
+    assert!(!ok && err.contains("serves no copy of") && err.contains("takes no uploads"), "{err}");
+}

@@ -51,7 +51,8 @@ pub struct Source<'a> {
     pub bytes_per_frame: f64,
 }
 
-/// Measures the candidate at `root`, written from `source` as `encoded` reports.
+/// Measures the candidate read at `root` (its copy written at `local`; the same directory but
+/// for a URL location), written from `source` as `encoded` reports.
 /// With `base` (the base candidate's dataset; None for the base itself), its runs are
 /// interleaved with the candidate's (base, candidate, candidate, base, …) and the change
 /// against it is reported: the machine's drift between candidates cancels out of it.
@@ -59,7 +60,7 @@ pub fn measure_candidate(
     source: &Source<'_>,
     candidate: &Candidate,
     label: String,
-    (root, base): (&Path, Option<&Path>),
+    (root, local, base): (&Path, &Path, Option<&Path>),
     encoded: &TranscodeReport,
     measure: &MeasureSection,
 ) -> Result<CandidateResult, MeasureError> {
@@ -111,7 +112,7 @@ pub fn measure_candidate(
         quality: compared.quality,
         scaling: compared.scaling,
         loss: None,
-        files: files_layout(root)?,
+        files: files_layout(local)?,
         system: Some(system_info(tch::Device::Cpu)),
         finished_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs()),
     })

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::meta::CodebaseVersion;
+use crate::dataset::remote::{is_url, ObjectUrl};
 use crate::dataset::video::VideoCodec;
 use crate::dataset::write::transcode::{FrameStorage, TranscodeOptions};
 use crate::dataset::write::{EncodeSetting, EncodeSettings, PixFmt};
@@ -28,15 +29,51 @@ pub enum Storage {
 named_values!(Storage { Video => "video", Png => "png", Raw => "raw" });
 
 /// Where a candidate's files live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
     /// Under the study's output directory (its filesystem, usually a disk).
     Out,
     /// Under `/dev/shm` (memory).
     Shm,
+    /// Under a URL, read from there as `URL/<name>`: written to the study's directory, then
+    /// put in the bucket (`s3://`, `gs://`), or served by a web server whose root holds the
+    /// study's `candidates/` (`https://`, `http://`). Every byte is then paid over the link.
+    Url(String),
 }
 
-named_values!(Location { Out => "out", Shm => "shm" });
+impl std::str::FromStr for Location {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "out" => Ok(Self::Out),
+            "shm" => Ok(Self::Shm),
+            url if is_url(Path::new(url)) => match ObjectUrl::of(Path::new(url)) {
+                Ok(_) if url.starts_with("hf://") => Err(format!(
+                    "{url}: the Hub takes no candidates; give a bucket or a web server"
+                )),
+                Ok(_) => Ok(Self::Url(url.trim_end_matches('/').to_string())),
+                Err(e) => Err(e.to_string()),
+            },
+            other => Err(format!(
+                "unknown location {other:?} (expected out, shm, or a URL: s3://BUCKET/PREFIX, \
+                 gs://BUCKET/PREFIX, https://HOST/PATH)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Out => "out",
+            Self::Shm => "shm",
+            Self::Url(url) => url,
+        })
+    }
+}
+
+serde_as_text!(Location);
 
 /// One candidate layout: every setting, each a key of `[base]` and of `[axes]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -240,8 +277,15 @@ impl Candidate {
         if let Some(n) = self.episodes_per_file {
             name.push_str(&format!("-{n}perfile"));
         }
-        if self.location == Location::Shm {
-            name.push_str("-shm");
+        match &self.location {
+            Location::Out => {}
+            Location::Shm => name.push_str("-shm"),
+            Location::Url(url) => {
+                use sha2::{Digest, Sha256};
+                let digest = Sha256::digest(url.as_bytes());
+                let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+                name.push_str(&format!("-url{hash}"));
+            }
         }
         name
     }
@@ -276,7 +320,7 @@ pub(super) fn as_table(candidate: &Candidate) -> toml::Table {
 /// share a name, `runs/a/study` and `runs/b/study`, shared their candidates there).
 pub fn candidate_root(out: &Path, candidate: &Candidate) -> PathBuf {
     match candidate.location {
-        Location::Out => out.join("candidates").join(candidate.name()),
+        Location::Out | Location::Url(_) => out.join("candidates").join(candidate.name()),
         Location::Shm => {
             use sha2::{Digest, Sha256};
             use std::os::unix::ffi::OsStrExt;
@@ -288,6 +332,15 @@ pub fn candidate_root(out: &Path, candidate: &Candidate) -> PathBuf {
             let study = format!("{name}-{hash}");
             PathBuf::from("/dev/shm/feedbench-layout").join(study).join(candidate.name())
         }
+    }
+}
+
+/// Where a candidate is read from: `URL/<name>` for a URL location, else where it is written
+/// ([`candidate_root`]).
+pub fn read_root(out: &Path, candidate: &Candidate) -> PathBuf {
+    match &candidate.location {
+        Location::Url(url) => PathBuf::from(format!("{url}/{}", candidate.name())),
+        _ => candidate_root(out, candidate),
     }
 }
 
@@ -332,6 +385,16 @@ mod tests {
             long.label(&Candidate::default()),
             "codec=h264 gop=30 bframes=0 faststart=true version=v3.0 episode_keyframes=false"
         );
+        let bucket =
+            Candidate { location: "s3://bucket/studies/".parse().unwrap(), ..Candidate::default() };
+        assert_eq!(bucket.location.to_string(), "s3://bucket/studies", "without its last slash");
+        assert!(bucket.name().starts_with("av1-gop2-crf30-native-v2.1-url"), "{}", bucket.name());
+        let out = Path::new("/runs/study");
+        assert_eq!(
+            read_root(out, &bucket),
+            Path::new(&format!("s3://bucket/studies/{}", bucket.name()))
+        );
+        assert_eq!(candidate_root(out, &bucket), out.join("candidates").join(bucket.name()));
         let png = Candidate { storage: Storage::Png, ..Candidate::default() };
         assert_eq!(png.name(), "png-native-v2.1");
     }

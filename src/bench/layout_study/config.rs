@@ -371,6 +371,12 @@ mod tests {
             ("[loss.policy]\nhorizon = 15", "loss.policy: `horizon` (15) must be a multiple"),
             ("[loss.policy]\ncolour = 1", "loss.policy: not a diffusion config"),
             ("[loss]\npreset = \"huge\"", "auto, pusht, small"),
+            (
+                "[axes]\nlocation = [\"disk\"]",
+                "unknown location \"disk\" (expected out, shm, or a URL",
+            ),
+            ("[axes]\nlocation = [\"ftp://host/x\"]", "unknown scheme ftp://"),
+            ("[axes]\nlocation = [\"hf://datasets/a/b\"]", "the Hub takes no candidates"),
             ("[axes]\nbframes = [0]", "axes.bframes = 0: bframes 0: libsvtav1 stores no reordered"),
             ("[[candidate]]\ncodec = \"h264\"\nbitrate = 1", "candidate[0].bitrate: unknown key"),
             (

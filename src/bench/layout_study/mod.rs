@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use self::assess::{measure_candidate, packed, MeasureError, Source};
-use self::candidate::{candidate_root, Candidate, Location, Storage};
+use self::candidate::{candidate_root, read_root, Candidate, Location, Storage};
 use self::config::LayoutConfig;
 use self::loss::LossProbe;
 use self::result::{CandidateResult, LossFigure};
@@ -38,6 +38,7 @@ use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;
 use crate::dataset::bytes::Bytes;
 use crate::dataset::files::{is_url, resolved, write_whole};
+use crate::dataset::remote::place_copy;
 use crate::dataset::video::raw::{self, RawFrames};
 use crate::dataset::video::VideoFile;
 use crate::dataset::write::png_bytes;
@@ -172,7 +173,7 @@ pub fn run_layout(
     let todo = left(&results);
     let mut probe = loss_probe(study, todo.len(), events);
     let base = &study.config.base;
-    let base_root = candidate_root(&out, base);
+    let base_root = read_root(&out, base);
     for (n, candidate) in todo.iter().enumerate() {
         let name = candidate.name();
         let label = candidate.label(base);
@@ -190,14 +191,24 @@ pub fn run_layout(
                 write_candidate(&dataset, candidate, &root, &encoded_path)?
             }
         };
+        let read = read_root(&out, candidate);
+        if let Location::Url(_) = &candidate.location {
+            events.said(&format!(
+                "[{}/{}] {label}: placing at {}",
+                n + 1,
+                todo.len(),
+                read.display()
+            ));
+            place_copy(&root, &read)?;
+        }
         events.said(&format!("[{}/{}] {label}: measuring", n + 1, todo.len()));
         let against = (*candidate != base).then_some(base_root.as_path());
         let measure = &study.config.measure;
-        let mut result =
-            measure_candidate(&source, candidate, label, (&root, against), &encoded, measure)
-                .map_err(|error| LayoutError::Measure { candidate: name.clone(), error })?;
+        let roots = (read.as_path(), root.as_path(), against);
+        let mut result = measure_candidate(&source, candidate, label, roots, &encoded, measure)
+            .map_err(|error| LayoutError::Measure { candidate: name.clone(), error })?;
         result.loss = probe.as_mut().map(|probe| match probe {
-            Ok(probe) => probe.change(&root, true),
+            Ok(probe) => probe.change(&read, true),
             Err(why) => LossFigure::Unmeasured(why.clone()),
         });
         store.append(&result)?;

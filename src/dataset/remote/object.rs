@@ -144,6 +144,64 @@ pub fn read_whole(url: &ObjectUrl) -> Result<Bytes> {
     get(url, GetOptions::default(), None)
 }
 
+/// The most one PUT request carries (S3's limit for a single upload).
+const LARGEST_PUT: u64 = 5 << 30;
+
+/// Puts the bytes of the local file `local` at `url` (one PUT, replacing what was there): how
+/// the layout study places a candidate in a bucket. A web server takes no uploads, and a file
+/// over 5 GiB is more than one PUT carries: each refused, naming it.
+pub fn put_file(url: &ObjectUrl, local: &std::path::Path) -> Result<()> {
+    if matches!(url.store, StoreKey::Http { .. }) {
+        return Err(remote(url, "a web server takes no uploads; serve the files from it".into()));
+    }
+    let size = std::fs::metadata(local).map_err(|e| crate::dataset::DatasetError::io(local, e))?;
+    if size.len() > LARGEST_PUT {
+        return Err(remote(
+            url,
+            format!("{}: {} bytes, more than one PUT carries (5 GiB)", local.display(), size.len()),
+        ));
+    }
+    let bytes = std::fs::read(local).map_err(|e| crate::dataset::DatasetError::io(local, e))?;
+    let store = store_of(url)?;
+    let payload = object_store::PutPayload::from(bytes);
+    let started = Instant::now();
+    block_on(url, store.put(&key(url), payload))?
+        .map(drop)
+        .map_err(|e| failure(url, e, 0, started.elapsed()))
+}
+
+/// Places a copy of the local directory `local` under the URL `root`, where it is then read:
+/// each file put in the bucket (replacing what was there); a web server, which takes no
+/// uploads, must serve the copy already (its `meta/info.json` the local one), else it is
+/// refused saying so.
+pub fn place_copy(local: &std::path::Path, root: &std::path::Path) -> Result<()> {
+    let object = |relative: &std::path::Path| {
+        let text = format!("{}/{}", root.display(), relative.display());
+        ObjectUrl::of(std::path::Path::new(&text)).map(|url| url.expect("under a URL"))
+    };
+    let info = std::path::Path::new("meta/info.json");
+    let served = object(info)?;
+    if matches!(served.store, StoreKey::Http { .. }) {
+        let path = local.join(info);
+        let ours = std::fs::read(&path).map_err(|e| crate::dataset::DatasetError::io(&path, e))?;
+        if read_whole(&served).ok().as_deref() != Some(&ours[..]) {
+            let parent = local.parent().unwrap_or(local);
+            let what = format!(
+                "serves no copy of {}: a web server takes no uploads, so it must serve {} at {}",
+                local.display(),
+                parent.display(),
+                root.parent().unwrap_or(root).display()
+            );
+            return Err(remote(&served, what));
+        }
+        return Ok(());
+    }
+    for path in crate::dataset::files::files_under(local)?.unwrap_or_default() {
+        put_file(&object(path.strip_prefix(local).expect("under the directory"))?, &path)?;
+    }
+    Ok(())
+}
+
 /// Whether an object is at `url` (a HEAD request; absent is `false`, any other failure an error).
 pub fn exists(url: &ObjectUrl) -> Result<bool> {
     Ok(head(url)?.is_some())
