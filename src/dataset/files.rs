@@ -374,6 +374,40 @@ pub fn output_apart_from(out: &Path, dataset: &Path) -> Result<()> {
     Err(DatasetError::Request { root: out.to_path_buf(), what })
 }
 
+/// Places a copy of the local directory `local` under the URL `root`, where it is then read:
+/// each file put in the bucket (replacing what was there); a web server, which takes no
+/// uploads, must serve the copy already (its `meta/info.json` the local one), else it is
+/// refused saying so.
+pub fn place_copy(local: &Path, root: &Path) -> Result<()> {
+    let object = |relative: &Path| {
+        let text = format!("{}/{}", root.display(), relative.display());
+        ObjectUrl::of(Path::new(&text)).map(|url| url.expect("under a URL"))
+    };
+    let info = Path::new("meta/info.json");
+    let served = object(info)?;
+    if matches!(served.store, remote::url::StoreKey::Http { .. }) {
+        let ours = read_whole(&local.join(info))?;
+        if remote::object::read_whole(&served).ok().as_deref() != Some(&ours[..]) {
+            return Err(DatasetError::Remote {
+                path: served.text.clone().into(),
+                what: format!(
+                    "serves no copy of {}: a web server takes no uploads, so it must serve {} \
+                     at {}",
+                    local.display(),
+                    local.parent().unwrap_or(local).display(),
+                    root.parent().unwrap_or(root).display()
+                ),
+            });
+        }
+        return Ok(());
+    }
+    for path in files_under(local)?.unwrap_or_default() {
+        let relative = path.strip_prefix(local).expect("under the directory");
+        remote::object::put_file(&object(relative)?, &path)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! - [`candidate`]: one candidate layout, its settings, name and label;
 //! - each candidate is written from the source's decoded frames by
 //!   [`crate::dataset::write::transcode`] into `DIR/candidates/<name>/` (or `/dev/shm`);
+//! - `source`: the source as it must stand first (its files present, its bytes per frame);
 //! - [`assess`]: its size, encode cost, decode cost, throughput, first batch and quality;
 //! - [`loss`]: what its frames do to the training step's loss, against the source's;
 //! - results are appended to `DIR/layout.jsonl` as each candidate finishes, so an interrupted
@@ -22,6 +23,7 @@ pub mod pareto;
 pub mod ranking;
 pub mod report;
 pub mod result;
+mod source;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,17 +35,15 @@ use self::candidate::{candidate_root, read_root, Candidate, Location, Storage};
 use self::config::LayoutConfig;
 use self::loss::LossProbe;
 use self::result::{CandidateResult, LossFigure};
+use self::source::{check_files_present, source_bytes_per_frame};
 use crate::bench::events::Events;
 use crate::bench::store::jsonl::{JsonlError, JsonlStore};
 use crate::bench::store::lock::OutputLock;
 use crate::dataset::bytes::Bytes;
-use crate::dataset::files::{is_url, resolved, write_whole};
-use crate::dataset::remote::place_copy;
-use crate::dataset::video::raw::{self, RawFrames};
-use crate::dataset::video::VideoFile;
+use crate::dataset::files::{is_url, place_copy, resolved, write_whole};
 use crate::dataset::write::png_bytes;
 use crate::dataset::write::transcode::{transcode, FrameReader, TranscodeReport};
-use crate::dataset::{Dataset, DatasetError, DatasetOptions, EpisodeList, FeatureKind};
+use crate::dataset::{Dataset, DatasetError, DatasetOptions, EpisodeList};
 
 /// The results file of a study, a candidate per line.
 pub const RESULTS_FILE: &str = "layout.jsonl";
@@ -343,75 +343,6 @@ fn clear_partial(root: &Path) -> Result<(), LayoutError> {
         std::fs::remove_dir_all(root).map_err(|e| DatasetError::io(root, e))?;
     }
     Ok(())
-}
-
-/// Refuses selected episodes whose camera files are missing (a partial download), naming the
-/// episodes that are complete.
-fn check_files_present(dataset: &Dataset) -> Result<(), LayoutError> {
-    let missing: Vec<usize> =
-        dataset.episodes().filter(|e| !dataset.has_videos_on_disk(e)).map(|e| e.index.0).collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let complete: Vec<String> = dataset
-        .episodes()
-        .filter(|e| dataset.has_videos_on_disk(e))
-        .map(|e| e.index.0.to_string())
-        .collect();
-    Err(refused(
-        dataset.root(),
-        format!(
-            "{} of the selected episodes have no video files on disk (first: {}); pass \
-             --episodes with complete ones ({})",
-            missing.len(),
-            missing[0],
-            if complete.is_empty() { "none".into() } else { complete.join(",") }
-        ),
-    ))
-}
-
-/// Bytes of stored camera frames per camera frame of the selected episodes: the coded frames
-/// of each episode's clip, or the PNG/JPEG files of image features.
-fn source_bytes_per_frame(dataset: &Dataset) -> Result<f64, LayoutError> {
-    let (mut bytes, mut frames) = (0u64, 0usize);
-    for episode in dataset.episodes() {
-        for video in episode.videos.values() {
-            let path = dataset.root().join(&video.path);
-            if raw::is_raw(&path) {
-                let file = RawFrames::shared(&path)?;
-                let (width, height) = file.dimensions();
-                let count = ((video.to_timestamp - video.from_timestamp) * dataset.info().fps)
-                    .round() as usize;
-                bytes += (count * 3 * width as usize * height as usize) as u64;
-                frames += count;
-                continue;
-            }
-            let file = VideoFile::shared(&path)?;
-            let tolerance = dataset.tolerance_s();
-            let times = file.frame_times();
-            for sample in file.samples() {
-                let Some(frame) = file.frame_of_rank(sample.rank) else { continue };
-                let t = times[frame];
-                if t >= video.from_timestamp - tolerance && t < video.to_timestamp - tolerance {
-                    bytes += u64::from(sample.size);
-                    frames += 1;
-                }
-            }
-        }
-    }
-    let has_images = dataset.info().features.iter().any(|f| f.kind == FeatureKind::Image);
-    let window = dataset.window(&crate::dataset::WindowSpec::Single)?;
-    for index in dataset.episodes().filter(|_| has_images).flat_map(|e| e.from..e.to) {
-        let sample = dataset.sample(index, &window)?;
-        for images in sample.images.values() {
-            bytes += images.images.iter().map(|i| i.len() as u64).sum::<u64>();
-            frames += images.images.len();
-        }
-    }
-    if frames == 0 {
-        return Err(refused(dataset.root(), "has no camera or image frames to lay out"));
-    }
-    Ok(bytes as f64 / frames as f64)
 }
 
 /// Estimates what the candidates will take, from the first episode, and refuses when a

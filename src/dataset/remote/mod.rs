@@ -12,6 +12,6 @@ pub mod stats;
 pub mod url;
 
 pub use client::{register_storage_options, set_storage_options, OPTIONS_VARIABLE};
-pub use object::{place_copy, Fetch, RemoteObject};
+pub use object::{Fetch, RemoteObject};
 pub use stats::{ReadMark, RemoteReads};
 pub use url::{is_url, ObjectUrl, SCHEMES};

@@ -170,38 +170,6 @@ pub fn put_file(url: &ObjectUrl, local: &std::path::Path) -> Result<()> {
         .map_err(|e| failure(url, e, 0, started.elapsed()))
 }
 
-/// Places a copy of the local directory `local` under the URL `root`, where it is then read:
-/// each file put in the bucket (replacing what was there); a web server, which takes no
-/// uploads, must serve the copy already (its `meta/info.json` the local one), else it is
-/// refused saying so.
-pub fn place_copy(local: &std::path::Path, root: &std::path::Path) -> Result<()> {
-    let object = |relative: &std::path::Path| {
-        let text = format!("{}/{}", root.display(), relative.display());
-        ObjectUrl::of(std::path::Path::new(&text)).map(|url| url.expect("under a URL"))
-    };
-    let info = std::path::Path::new("meta/info.json");
-    let served = object(info)?;
-    if matches!(served.store, StoreKey::Http { .. }) {
-        let path = local.join(info);
-        let ours = std::fs::read(&path).map_err(|e| crate::dataset::DatasetError::io(&path, e))?;
-        if read_whole(&served).ok().as_deref() != Some(&ours[..]) {
-            let parent = local.parent().unwrap_or(local);
-            let what = format!(
-                "serves no copy of {}: a web server takes no uploads, so it must serve {} at {}",
-                local.display(),
-                parent.display(),
-                root.parent().unwrap_or(root).display()
-            );
-            return Err(remote(&served, what));
-        }
-        return Ok(());
-    }
-    for path in crate::dataset::files::files_under(local)?.unwrap_or_default() {
-        put_file(&object(path.strip_prefix(local).expect("under the directory"))?, &path)?;
-    }
-    Ok(())
-}
-
 /// Whether an object is at `url` (a HEAD request; absent is `false`, any other failure an error).
 pub fn exists(url: &ObjectUrl) -> Result<bool> {
     Ok(head(url)?.is_some())
