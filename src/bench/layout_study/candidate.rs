@@ -280,12 +280,7 @@ impl Candidate {
         match &self.location {
             Location::Out => {}
             Location::Shm => name.push_str("-shm"),
-            Location::Url(url) => {
-                use sha2::{Digest, Sha256};
-                let digest = Sha256::digest(url.as_bytes());
-                let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-                name.push_str(&format!("-url{hash}"));
-            }
+            Location::Url(url) => name.push_str(&format!("-url{}", short_hash(url.as_bytes()))),
         }
         name
     }
@@ -322,17 +317,20 @@ pub fn candidate_root(out: &Path, candidate: &Candidate) -> PathBuf {
     match candidate.location {
         Location::Out | Location::Url(_) => out.join("candidates").join(candidate.name()),
         Location::Shm => {
-            use sha2::{Digest, Sha256};
             use std::os::unix::ffi::OsStrExt;
             let whole = std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf());
             let name =
                 whole.file_name().map_or("layout".into(), |n| n.to_string_lossy().into_owned());
-            let digest = Sha256::digest(whole.as_os_str().as_bytes());
-            let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-            let study = format!("{name}-{hash}");
+            let study = format!("{name}-{}", short_hash(whole.as_os_str().as_bytes()));
             PathBuf::from("/dev/shm/feedbench-layout").join(study).join(candidate.name())
         }
     }
+}
+
+/// The first 4 bytes of `bytes`' SHA-256, hex: what tells apart two places of one name.
+fn short_hash(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes).iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where a candidate is read from: `URL/<name>` for a URL location, else where it is written
