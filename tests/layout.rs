@@ -299,8 +299,8 @@ fn candidates_without_b_frames_indexed_at_the_front_or_with_episodes_across_gops
     assert!(across[0]["episodes_on_keyframe"].as_u64().unwrap() < 3, "{across:?}");
     // The study says so of each.
     let files = |label: &str| find(&results, label).files.clone().unwrap();
-    assert!(files("base").reordered && !files("bframes=0").reordered);
-    assert!(files("faststart=true").index_at_front && !files("base").index_at_front);
+    assert!(files("base").reordered() && !files("bframes=0").reordered());
+    assert!(files("faststart=true").index_at_front() && !files("base").index_at_front());
     assert_eq!(files("codec=av1 version=v3.0").episodes_on_keyframe, 3);
     let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(

@@ -9,7 +9,7 @@ use super::bytes::Bytes;
 use super::layout::{load_episodes, load_tasks};
 use super::meta::{CodebaseVersion, Info};
 use super::rate::RateMismatch;
-use super::video::access::FileLayout;
+use super::video::access::{FileLayout, FilesLayout};
 use super::video::raw::{self, RawFrames};
 use super::video::{probe, VideoStreamInfo};
 use super::{Dataset, DatasetError, DatasetOptions, Result};
@@ -310,22 +310,19 @@ fn layout_lines(files: &[FileLayout]) -> String {
     for file in files.iter().take(SHOWN) {
         out.push_str(&format!("    {}\n", file.line()));
     }
-    let rest = files.get(SHOWN..).unwrap_or_default();
-    if !rest.is_empty() {
-        let count = |test: fn(&FileLayout) -> bool| rest.iter().filter(|f| test(f)).count();
-        let episodes: usize = rest.iter().map(|f| f.episodes).sum();
-        let aligned: usize = rest.iter().map(|f| f.episodes_on_keyframe).sum();
-        let decoded =
-            rest.iter().map(|f| f.frames_decoded_per_sample).sum::<f64>() / rest.len() as f64;
+    if let Some(rest) = FilesLayout::of(files.get(SHOWN..).unwrap_or_default()) {
         out.push_str(&format!(
             "    … and {} more file{}: GOP up to {}, {} with B-frames, {} with the index at the \
-             end; {aligned} of {episodes} episodes start on a keyframe; {decoded:.2} frames \
-             decoded per sample on average\n",
-            rest.len(),
-            if rest.len() == 1 { "" } else { "s" },
-            rest.iter().map(|f| f.gop_max).max().unwrap_or(0),
-            count(|f| f.reordered),
-            count(|f| !f.index_at_front),
+             end; {} of {} episodes start on a keyframe; {:.2} frames decoded per sample on \
+             average\n",
+            rest.files,
+            if rest.files == 1 { "" } else { "s" },
+            rest.gop_max,
+            rest.with_b_frames,
+            rest.files - rest.indexed_at_front,
+            rest.episodes_on_keyframe,
+            rest.episodes,
+            rest.frames_decoded_per_sample,
         ));
     }
     out

@@ -9,10 +9,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::candidate::{Candidate, Storage};
 use super::config::MeasureSection;
-use super::result::{CandidateResult, DecodeCost, FilesLayout, LoaderFigures, VsBase};
+use super::result::{CandidateResult, DecodeCost, LoaderFigures, VsBase};
 use crate::dataset::files::files_under;
 use crate::dataset::summary::Summary;
-use crate::dataset::video::access::FileLayout;
+use crate::dataset::video::access::{FileLayout, FilesLayout};
 use crate::dataset::video::planes::pack_planes;
 use crate::dataset::video::quality::{planar_rgb_frame, Quality, QualityMeter};
 use crate::dataset::video::FrameBuffer;

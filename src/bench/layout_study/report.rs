@@ -286,8 +286,8 @@ pub fn render_csv(report: &LayoutReport) -> String {
             csv_optional(loss.map(|(mean, _)| mean), 6),
             csv_optional(loss.map(|(_, max)| max), 6),
             csv_optional(r.loss.as_ref().and_then(LossFigure::blind_change), 6),
-            r.files.as_ref().map_or(String::new(), |f| f.reordered.to_string()),
-            r.files.as_ref().map_or(String::new(), |f| f.index_at_front.to_string()),
+            r.files.as_ref().map_or(String::new(), |f| f.reordered().to_string()),
+            r.files.as_ref().map_or(String::new(), |f| f.index_at_front().to_string()),
             r.files
                 .as_ref()
                 .map_or(String::new(), |f| format!("{}/{}", f.episodes_on_keyframe, f.episodes)),

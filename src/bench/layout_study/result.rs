@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::candidate::Candidate;
-use crate::dataset::video::access::FileLayout;
+use crate::dataset::video::access::FilesLayout;
 use crate::dataset::video::quality::Quality;
 use crate::measure::change::{interval, Change};
 use crate::measure::loader_run::RunFigures;
@@ -75,61 +75,6 @@ pub struct DecodeCost {
     pub frames_decoded_per_sample: Option<f64>,
     /// CPU µs per decoded video frame (None without video).
     pub cpu_us_per_decoded_frame: Option<f64>,
-}
-
-/// How a candidate's video files are laid out for random access, over every camera's files
-/// (`info`'s layout, summed up).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FilesLayout {
-    /// Video files.
-    pub files: usize,
-    /// The most frames from one keyframe to the next, in any file.
-    pub gop_max: usize,
-    /// Whether some file shows frames in another order than it decodes them (B-frames).
-    pub reordered: bool,
-    /// Whether every file has its index before its frames (faststart).
-    pub index_at_front: bool,
-    /// Episodes over every camera's files, and those starting on a keyframe.
-    pub episodes: usize,
-    /// Of those, the episodes whose first frame is a keyframe.
-    pub episodes_on_keyframe: usize,
-    /// Frames decoded per sample of a diffusion window, the files' mean.
-    pub frames_decoded_per_sample: f64,
-}
-
-impl FilesLayout {
-    /// The summary of `files` (None without video files).
-    pub fn of(files: &[FileLayout]) -> Option<Self> {
-        (!files.is_empty()).then(|| Self {
-            files: files.len(),
-            gop_max: files.iter().map(|f| f.gop_max).max().unwrap_or(0),
-            reordered: files.iter().any(|f| f.reordered),
-            index_at_front: files.iter().all(|f| f.index_at_front),
-            episodes: files.iter().map(|f| f.episodes).sum(),
-            episodes_on_keyframe: files.iter().map(|f| f.episodes_on_keyframe).sum(),
-            frames_decoded_per_sample: files
-                .iter()
-                .map(|f| f.frames_decoded_per_sample)
-                .sum::<f64>()
-                / files.len() as f64,
-        })
-    }
-
-    /// `12 files: GOP 2, no B-frames, index at the end, 5 of 5 episodes on a keyframe`.
-    pub fn line(&self) -> String {
-        format!(
-            "{} file{}: GOP {}, {}, index {}, {} of {} episodes on a keyframe, {:.2} frames \
-             decoded per sample",
-            self.files,
-            if self.files == 1 { "" } else { "s" },
-            self.gop_max,
-            if self.reordered { "B-frames" } else { "no B-frames" },
-            if self.index_at_front { "at the front" } else { "at the end" },
-            self.episodes_on_keyframe,
-            self.episodes,
-            self.frames_decoded_per_sample
-        )
-    }
 }
 
 /// The step's loss on the candidate's batches against the source's: the diffusion policy at

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::boxes::index_at_front;
 use super::table::VideoFile;
@@ -114,6 +114,72 @@ impl FileLayout {
             self.gop_mean,
             if self.reordered { "B-frames" } else { "no B-frames" },
             if self.index_at_front { "at the front" } else { "at the end" },
+            self.frames_decoded_per_sample
+        )
+    }
+}
+
+/// Several video files' layouts summed up (a camera's, a dataset's): what a study keeps of a
+/// candidate's files and `info` says of the files past the first few.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilesLayout {
+    /// Video files.
+    pub files: usize,
+    /// The most frames from one keyframe to the next, in any file.
+    pub gop_max: usize,
+    /// Files that show frames in another order than they decode them (B-frames).
+    pub with_b_frames: usize,
+    /// Files with their index before their frames (faststart).
+    pub indexed_at_front: usize,
+    /// Episodes over the files.
+    pub episodes: usize,
+    /// Of those, the episodes whose first frame is a keyframe.
+    pub episodes_on_keyframe: usize,
+    /// Frames decoded per sample of a diffusion window, the files' mean.
+    pub frames_decoded_per_sample: f64,
+}
+
+impl FilesLayout {
+    /// The summary of `files` (None without files).
+    pub fn of(files: &[FileLayout]) -> Option<Self> {
+        let count = |test: fn(&FileLayout) -> bool| files.iter().filter(|f| test(f)).count();
+        (!files.is_empty()).then(|| Self {
+            files: files.len(),
+            gop_max: files.iter().map(|f| f.gop_max).max().unwrap_or(0),
+            with_b_frames: count(|f| f.reordered),
+            indexed_at_front: count(|f| f.index_at_front),
+            episodes: files.iter().map(|f| f.episodes).sum(),
+            episodes_on_keyframe: files.iter().map(|f| f.episodes_on_keyframe).sum(),
+            frames_decoded_per_sample: files
+                .iter()
+                .map(|f| f.frames_decoded_per_sample)
+                .sum::<f64>()
+                / files.len() as f64,
+        })
+    }
+
+    /// Whether some file has B-frames.
+    pub fn reordered(&self) -> bool {
+        self.with_b_frames > 0
+    }
+
+    /// Whether every file has its index at the front.
+    pub fn index_at_front(&self) -> bool {
+        self.indexed_at_front == self.files
+    }
+
+    /// `12 files: GOP 2, no B-frames, index at the end, 5 of 5 episodes on a keyframe`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} file{}: GOP {}, {}, index {}, {} of {} episodes on a keyframe, {:.2} frames \
+             decoded per sample",
+            self.files,
+            if self.files == 1 { "" } else { "s" },
+            self.gop_max,
+            if self.reordered() { "B-frames" } else { "no B-frames" },
+            if self.index_at_front() { "at the front" } else { "at the end" },
+            self.episodes_on_keyframe,
+            self.episodes,
             self.frames_decoded_per_sample
         )
     }
