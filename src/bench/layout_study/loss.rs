@@ -104,17 +104,16 @@ impl LossProbe {
             .draw_on_host(knobs.seed as i64)?;
         let mut probe =
             Self { policy, order, renumbered, sizes, source: Vec::new(), blind: Vec::new(), spec };
-        let source = probe.spec.clone();
-        probe.source = probe.losses(probe.replaying(&source.dataset, false), Frames::AsRead)?;
-        probe.blind = probe.losses(probe.replaying(&source.dataset, false), Frames::Grey)?;
+        let replayed = probe.replaying(dataset, false);
+        [probe.source, probe.blind] = probe.losses(replayed, [Frames::AsRead, Frames::Grey])?;
         Ok(probe)
     }
 
     /// The loss on the batches of the dataset at `root` (the source's samples, renumbered as
     /// a candidate holds them; the source itself with `renumber` false) against the source's.
     pub fn change(&mut self, root: &Path, renumber: bool) -> LossFigure {
-        match self.losses(self.replaying(root, renumber), Frames::AsRead) {
-            Ok(candidate) => LossFigure::Measured {
+        match self.losses(self.replaying(root, renumber), [Frames::AsRead]) {
+            Ok([candidate]) => LossFigure::Measured {
                 source: self.source.clone(),
                 candidate,
                 blind: self.blind.clone(),
@@ -141,25 +140,35 @@ impl LossProbe {
     }
 
     /// Steps the policy on each batch `spec`'s loader replays, its cameras at the source's
-    /// size (or mid-grey); the loss of each step.
-    fn losses(&mut self, spec: LoaderSpec, frames: Frames) -> Result<Vec<f64>, LossError> {
+    /// size, once for each of `views` (each batch read once); per view, the loss of each step.
+    fn losses<const N: usize>(
+        &mut self,
+        spec: LoaderSpec,
+        views: [Frames; N],
+    ) -> Result<[Vec<f64>; N], LossError> {
         let loader = spec.build()?;
-        let mut losses = Vec::with_capacity(self.order.len());
+        let mut losses = std::array::from_fn(|_| Vec::with_capacity(self.order.len()));
         for batch in loader.epoch(0).take(self.order.len()) {
             let mut batch = batch?.into_batch();
             at_sizes(&mut batch, &self.sizes)?;
-            if frames == Frames::Grey {
-                grey(&mut batch, &self.sizes);
+            for (view, losses) in views.iter().zip(&mut losses) {
+                match view {
+                    Frames::AsRead => self.policy.step(&batch)?,
+                    Frames::Grey => {
+                        let mut grey_batch = batch.clone();
+                        grey(&mut grey_batch, &self.sizes);
+                        self.policy.step(&grey_batch)?
+                    }
+                };
+                losses.push(self.policy.last_loss().expect("a stepped policy has a loss"));
             }
-            self.policy.step(&batch)?;
-            losses.push(self.policy.last_loss().expect("a stepped policy has a loss"));
         }
         Ok(losses)
     }
 }
 
 /// What the policy is shown of a batch's cameras.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Frames {
     /// The frames as the loader read them.
     AsRead,
