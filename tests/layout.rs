@@ -180,12 +180,30 @@ fn a_study_inside_its_source_or_with_a_bad_config_is_refused() {
     assert!(!out.exists(), "nothing written for a bad config");
 }
 
+/// A study run to its end: its source, config, output directory, what it printed, its results.
+struct Study {
+    root: PathBuf,
+    config: PathBuf,
+    out: PathBuf,
+    stdout: String,
+    results: Vec<CandidateResult>,
+}
+
+/// A layout study of [`source`] in `dir` with the config `text`, which must succeed.
+fn study(dir: &Path, text: &str) -> Study {
+    let root = source(dir);
+    let (config, out) = (dir.join("layout.toml"), dir.join("study"));
+    std::fs::write(&config, text).unwrap();
+    let (s, c, o) = (root.to_str().unwrap(), config.to_str().unwrap(), out.to_str().unwrap());
+    let (ok, stdout, stderr) = feedbench(&["layout", s, "--config", c, "--out", o]);
+    assert!(ok, "{stderr}");
+    let results = results(&out);
+    Study { root, config, out, stdout, results }
+}
+
 #[test]
 fn the_loss_column_holds_lossless_frames_to_zero_and_passes_over_a_heavily_lossy_candidate() {
     let dir = tempfile::tempdir().unwrap();
-    let root = source(dir.path());
-    let out = dir.path().join("study");
-    let c = dir.path().join("layout.toml");
     // A raw base (the source's frames as decoded: lossless), frames scaled to 16×16 and back,
     // and AV1 at its highest CRF. The floor suits this untrained policy, whose loss grey frames
     // move by a few tenths of a percent.
@@ -194,12 +212,7 @@ fn the_loss_column_holds_lossless_frames_to_zero_and_passes_over_a_heavily_lossy
         "[base]\nstorage = \"raw\"\ncrf = 63\n[axes]\nresolution = [\"16x16\"]\n\
          storage = [\"video\"]\n{MEASURE}{loss}[choose]\nmax_loss_change = 0.002\n"
     );
-    std::fs::write(&c, text).unwrap();
-    let (s, o) = (root.to_str().unwrap(), out.to_str().unwrap());
-    let (ok, stdout, stderr) =
-        feedbench(&["layout", s, "--config", c.to_str().unwrap(), "--out", o]);
-    assert!(ok, "{stderr}");
-    let results = results(&out);
+    let Study { root, config: c, out, stdout, results } = study(dir.path(), &text);
     let loss = |label: &str| find(&results, label).loss.clone().unwrap();
     let (raw, small, crf63) = (loss("base"), loss("resolution=16x16"), loss("storage=video"));
     let LossFigure::Measured { source, candidate, .. } = &raw else { panic!("{raw:?}") };
@@ -248,20 +261,12 @@ fn file_layouts(root: &Path) -> Vec<serde_json::Value> {
 #[test]
 fn candidates_without_b_frames_indexed_at_the_front_or_with_episodes_across_gops_are_so() {
     let dir = tempfile::tempdir().unwrap();
-    let root = source(dir.path());
-    let out = dir.path().join("study");
-    let c = dir.path().join("layout.toml");
     let text = format!(
         "[base]\ncodec = \"h264\"\ngop = 10\n[axes]\nfaststart = [true]\nbframes = [0]\n\
          [[candidate]]\ncodec = \"av1\"\nversion = \"v3.0\"\n[[candidate]]\ncodec = \"av1\"\n\
          version = \"v3.0\"\nepisode_keyframes = false\n{MEASURE}[loss]\nbatches = 0\n"
     );
-    std::fs::write(&c, text).unwrap();
-    let (s, o) = (root.to_str().unwrap(), out.to_str().unwrap());
-    let (ok, stdout, stderr) =
-        feedbench(&["layout", s, "--config", c.to_str().unwrap(), "--out", o]);
-    assert!(ok, "{stderr}");
-    let results = results(&out);
+    let Study { out, stdout, results, .. } = study(dir.path(), &text);
     let labels: Vec<&str> = results.iter().map(|r| r.label.as_str()).collect();
     assert_eq!(
         labels,
